@@ -1,0 +1,41 @@
+/* hanashi-cli — drives the engine without a GUI.  Each subcommand lives in its own
+ * cli-<name>.c; their names, options and output formats are stable contracts used by
+ * tests and benchmarks. */
+#include "cli-common.h"
+
+#include <string.h>
+
+typedef struct {
+  const char *name;
+  CliCommandFunc run;
+  const char *summary;
+} CliCommand;
+
+static const CliCommand commands[] = {
+  { NULL, NULL, NULL },
+};
+
+static void
+print_usage(FILE *out)
+{
+  fprintf(out, "Usage: hanashi-cli COMMAND [OPTIONS]\n\nCommands:\n");
+  for (size_t i = 0; commands[i].name != NULL; i++)
+    fprintf(out, "  %-14s %s\n", commands[i].name, commands[i].summary);
+}
+
+int
+main(int argc, char **argv)
+{
+  if (argc < 2) {
+    print_usage(stderr);
+    return 1;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    print_usage(stdout);
+    return 0;
+  }
+  for (size_t i = 0; commands[i].name != NULL; i++)
+    if (strcmp(argv[1], commands[i].name) == 0)
+      return commands[i].run(argc - 1, argv + 1);
+  return cli_fail("unknown command '%s' (try 'hanashi-cli --help')", argv[1]);
+}

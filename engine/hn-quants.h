@@ -1,0 +1,78 @@
+/* hn-quants.h — weight types: block layouts, dequantization, quantization and the
+ * scalar reference dot products.
+ *
+ * Type ids are the GGUF/ggml ids, so a tensor's type field is used as is.  The block
+ * layouts follow the ggml file format bit for bit; each block struct is checked with
+ * a static assertion in hn-quants.c.
+ *
+ * Everything here is the portable reference implementation.  Fast kernels (hn-kernels*)
+ * must agree with it and are tested against it.
+ */
+#pragma once
+
+#include "hn-common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  HN_TYPE_F32 = 0,
+  HN_TYPE_F16 = 1,
+  HN_TYPE_Q4_0 = 2,
+  HN_TYPE_Q4_1 = 3,
+  HN_TYPE_Q5_0 = 6,
+  HN_TYPE_Q5_1 = 7,
+  HN_TYPE_Q8_0 = 8,
+  HN_TYPE_Q8_1 = 9,
+  HN_TYPE_Q2_K = 10,
+  HN_TYPE_Q3_K = 11,
+  HN_TYPE_Q4_K = 12,
+  HN_TYPE_Q5_K = 13,
+  HN_TYPE_Q6_K = 14,
+  HN_TYPE_Q8_K = 15,
+  HN_TYPE_BF16 = 30,
+  HN_TYPE_COUNT = 40, /* one past the largest id the name table knows */
+} HnType;
+
+#define HN_QK_K 256 /* super-block size of the k-quants */
+
+/* The name of any ggml type id ("Q4_K", "IQ2_XXS", ...), or "unknown type N" (in a
+ * static buffer per call site is not needed: unknown ids yield "unknown"). */
+const char *hn_type_name(uint32_t type);
+
+/* True for the types a weight tensor may have: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1
+ * Q2_K Q3_K Q4_K Q5_K Q6_K.  (Q8_1 and Q8_K exist only as activation formats.) */
+bool hn_type_is_weight_type(uint32_t type);
+
+/* True for every type whose block layout is known (weight types plus Q8_1, Q8_K). */
+bool hn_type_is_known(uint32_t type);
+
+/* Elements per block (1 for F32/F16/BF16) and bytes per block; 0 for unknown types. */
+int64_t hn_type_block_elems(uint32_t type);
+size_t hn_type_block_bytes(uint32_t type);
+
+/* Bytes taken by `n` elements (n a multiple of the block size), or 0 when n is not a
+ * multiple or the type is unknown.  Overflow-safe for any n < 2^62. */
+size_t hn_type_row_bytes(uint32_t type, int64_t n);
+
+/* Decodes `n` elements (multiple of the block size) of `type` at `src` into floats.
+ * Bit-exact with the ggml reference decoders. */
+void hn_dequantize_row(HnType type, const void *src, float *dst, int64_t n);
+
+/* Encodes `n` floats into `type` blocks with the reference (round-to-nearest, ggml
+ * compatible) quantizer.  Available for every weight type and for Q8_1 and Q8_K. */
+void hn_quantize_row(HnType type, const float *src, void *dst, int64_t n);
+
+/* The format activations are converted to before a dot product with a weight row of
+ * `type`: Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for the k-quants, and the
+ * weight's own type for F32/F16/BF16 (F32 activations for F32 weights). */
+HnType hn_type_vec_dot_type(HnType type);
+
+/* Dot product of one weight row of `type` with one activation row already converted to
+ * hn_type_vec_dot_type(type); `n` elements.  Scalar reference implementation. */
+float hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void *act_row);
+
+#ifdef __cplusplus
+}
+#endif
