@@ -35,9 +35,19 @@ hn_error_prefix(HnError *err, const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
+  /* Assemble by hand: the result is deliberately truncated to the message size. */
   char joined[HN_ERROR_MESSAGE_MAX];
-  snprintf(joined, sizeof joined, "%s: %s", prefix, err->message);
-  memcpy(err->message, joined, sizeof joined);
+  size_t used = 0;
+  const char *parts[3] = { prefix, ": ", err->message };
+  for (size_t i = 0; i < 3; i++) {
+    size_t len = strlen(parts[i]);
+    if (len > sizeof joined - 1 - used)
+      len = sizeof joined - 1 - used;
+    memcpy(joined + used, parts[i], len);
+    used += len;
+  }
+  joined[used] = '\0';
+  memcpy(err->message, joined, used + 1);
 }
 
 void
