@@ -11,7 +11,10 @@ typedef struct {
   const char *summary;
 } CliCommand;
 
+int cli_pull(int argc, char **argv);
+
 static const CliCommand commands[] = {
+  { "pull", cli_pull, "download a model file, resuming a previous attempt" },
   { NULL, NULL, NULL },
 };
 
