@@ -1,0 +1,463 @@
+/* Tests for hn-quants: block layouts, decoders (hand-built blocks and the reference
+ * decoder's output in the shared test data), encoders and reference dot products. */
+#include "hn-gguf.h"
+#include "hn-quants-blocks.h"
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <string.h>
+
+static const HnType all_known_types[] = {
+  HN_TYPE_F32, HN_TYPE_F16, HN_TYPE_BF16, HN_TYPE_Q4_0, HN_TYPE_Q4_1, HN_TYPE_Q5_0,
+  HN_TYPE_Q5_1, HN_TYPE_Q8_0, HN_TYPE_Q8_1, HN_TYPE_Q2_K, HN_TYPE_Q3_K, HN_TYPE_Q4_K,
+  HN_TYPE_Q5_K, HN_TYPE_Q6_K, HN_TYPE_Q8_K,
+};
+
+static const HnType weight_types[] = {
+  HN_TYPE_F32, HN_TYPE_F16, HN_TYPE_BF16, HN_TYPE_Q4_0, HN_TYPE_Q4_1, HN_TYPE_Q5_0,
+  HN_TYPE_Q5_1, HN_TYPE_Q8_0, HN_TYPE_Q2_K, HN_TYPE_Q3_K, HN_TYPE_Q4_K, HN_TYPE_Q5_K,
+  HN_TYPE_Q6_K,
+};
+
+static const char *
+testdata_dir (void)
+{
+  const char *dir = g_getenv ("HANASHI_TESTDATA");
+  if (dir == NULL || !g_file_test (dir, G_FILE_TEST_IS_DIR))
+    return NULL;
+  return dir;
+}
+
+static uint16_t
+h (float f)
+{
+  return hn_fp32_to_fp16 (f);
+}
+
+/* ---------------------------------------------------------------------------------- */
+
+static void
+test_traits (void)
+{
+  const struct { HnType type; size_t size; int64_t elems; } expected[] = {
+    { HN_TYPE_F32, 4, 1 }, { HN_TYPE_F16, 2, 1 }, { HN_TYPE_BF16, 2, 1 },
+    { HN_TYPE_Q4_0, sizeof (HnBlockQ4_0), 32 }, { HN_TYPE_Q4_1, sizeof (HnBlockQ4_1), 32 },
+    { HN_TYPE_Q5_0, sizeof (HnBlockQ5_0), 32 }, { HN_TYPE_Q5_1, sizeof (HnBlockQ5_1), 32 },
+    { HN_TYPE_Q8_0, sizeof (HnBlockQ8_0), 32 }, { HN_TYPE_Q8_1, sizeof (HnBlockQ8_1), 32 },
+    { HN_TYPE_Q2_K, sizeof (HnBlockQ2_K), 256 }, { HN_TYPE_Q3_K, sizeof (HnBlockQ3_K), 256 },
+    { HN_TYPE_Q4_K, sizeof (HnBlockQ4_K), 256 }, { HN_TYPE_Q5_K, sizeof (HnBlockQ5_K), 256 },
+    { HN_TYPE_Q6_K, sizeof (HnBlockQ6_K), 256 }, { HN_TYPE_Q8_K, sizeof (HnBlockQ8_K), 256 },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS (expected); i++) {
+    HnType t = expected[i].type;
+    g_assert_true (hn_type_is_known (t));
+    g_assert_cmpuint (hn_type_block_bytes (t), ==, expected[i].size);
+    g_assert_cmpint (hn_type_block_elems (t), ==, expected[i].elems);
+    g_assert_cmpuint (hn_type_row_bytes (t, expected[i].elems * 7), ==, expected[i].size * 7);
+    g_assert_cmpuint (hn_type_row_bytes (t, 0), ==, 0);
+    if (expected[i].elems > 1)
+      g_assert_cmpuint (hn_type_row_bytes (t, expected[i].elems + 1), ==, 0);
+    g_assert_cmpuint (hn_type_row_bytes (t, -32), ==, 0);
+    /* Overflow is refused, not wrapped. */
+    /* Huge counts either give the exact size or 0, never a wrapped value. */
+    for (int shift = 40; shift < 63; shift++) {
+      int64_t big = ((INT64_C (1) << shift) - 1) / expected[i].elems * expected[i].elems;
+      unsigned __int128 exact = (unsigned __int128) (big / expected[i].elems) * expected[i].size;
+      size_t got = hn_type_row_bytes (t, big);
+      g_assert_true (got == 0 || (unsigned __int128) got == exact);
+      if (exact <= SIZE_MAX)
+        g_assert_true ((unsigned __int128) got == exact);
+    }
+    /* The activation type of every weight type is a known type with the same block. */
+    HnType act = hn_type_vec_dot_type (t);
+    g_assert_true (hn_type_is_known (act));
+    if (t != HN_TYPE_F32 && t != HN_TYPE_F16 && t != HN_TYPE_BF16)
+      g_assert_cmpint (hn_type_block_elems (act), ==, hn_type_block_elems (t));
+  }
+  g_assert_cmpint (hn_type_vec_dot_type (HN_TYPE_Q4_0), ==, HN_TYPE_Q8_0);
+  g_assert_cmpint (hn_type_vec_dot_type (HN_TYPE_Q5_0), ==, HN_TYPE_Q8_0);
+  g_assert_cmpint (hn_type_vec_dot_type (HN_TYPE_Q8_0), ==, HN_TYPE_Q8_0);
+  g_assert_cmpint (hn_type_vec_dot_type (HN_TYPE_Q4_1), ==, HN_TYPE_Q8_1);
+  g_assert_cmpint (hn_type_vec_dot_type (HN_TYPE_Q5_1), ==, HN_TYPE_Q8_1);
+  g_assert_cmpint (hn_type_vec_dot_type (HN_TYPE_Q2_K), ==, HN_TYPE_Q8_K);
+  g_assert_cmpint (hn_type_vec_dot_type (HN_TYPE_Q6_K), ==, HN_TYPE_Q8_K);
+  g_assert_cmpint (hn_type_vec_dot_type (HN_TYPE_F16), ==, HN_TYPE_F16);
+  g_assert_cmpint (hn_type_vec_dot_type (HN_TYPE_BF16), ==, HN_TYPE_BF16);
+  g_assert_cmpint (hn_type_vec_dot_type (HN_TYPE_F32), ==, HN_TYPE_F32);
+
+  for (size_t i = 0; i < G_N_ELEMENTS (weight_types); i++)
+    g_assert_true (hn_type_is_weight_type (weight_types[i]));
+  g_assert_false (hn_type_is_weight_type (HN_TYPE_Q8_1));
+  g_assert_false (hn_type_is_weight_type (HN_TYPE_Q8_K));
+  g_assert_false (hn_type_is_known (16)); /* IQ2_XXS */
+  g_assert_cmpstr (hn_type_name (16), ==, "IQ2_XXS");
+  g_assert_cmpstr (hn_type_name (HN_TYPE_Q4_K), ==, "Q4_K");
+  g_assert_cmpstr (hn_type_name (1000), ==, "unknown");
+  g_assert_cmpuint (hn_type_row_bytes (16, 256), ==, 0);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Hand-built blocks: every field set to a chosen value, expected values computed by   */
+/* hand from the format's definition.                                                  */
+/* ---------------------------------------------------------------------------------- */
+
+static void
+test_hand_f16_bf16 (void)
+{
+  const uint8_t f16[] = { 0x00, 0x3c, 0x00, 0xc0, 0x00, 0x35, 0xff, 0x7b };
+  float out[4];
+  hn_dequantize_row (HN_TYPE_F16, f16, out, 4);
+  g_assert_cmpfloat (out[0], ==, 1.0f);
+  g_assert_cmpfloat (out[1], ==, -2.0f);
+  g_assert_cmpfloat (out[2], ==, 0.3125f);
+  g_assert_cmpfloat (out[3], ==, 65504.0f);
+
+  const uint8_t bf16[] = { 0x80, 0x3f, 0x40, 0xc0, 0xa0, 0x3e, 0x00, 0x00 };
+  hn_dequantize_row (HN_TYPE_BF16, bf16, out, 4);
+  g_assert_cmpfloat (out[0], ==, 1.0f);
+  g_assert_cmpfloat (out[1], ==, -3.0f);
+  g_assert_cmpfloat (out[2], ==, 0.3125f);
+  g_assert_cmpfloat (out[3], ==, 0.0f);
+
+  const float f32[] = { 1.5f, -0.25f };
+  hn_dequantize_row (HN_TYPE_F32, f32, out, 2);
+  g_assert_cmpfloat (out[0], ==, 1.5f);
+  g_assert_cmpfloat (out[1], ==, -0.25f);
+}
+
+static void
+test_hand_q4_0_q4_1 (void)
+{
+  uint8_t raw[sizeof (HnBlockQ4_1)];
+  float out[32];
+
+  /* Q4_0: d = 0.5 (0x3800), byte j = low nibble j & 15, high nibble 15 - j. */
+  raw[0] = 0x00; raw[1] = 0x38;
+  for (int j = 0; j < 16; j++)
+    raw[2 + j] = (uint8_t) ((j & 15) | ((15 - j) << 4));
+  hn_dequantize_row (HN_TYPE_Q4_0, raw, out, 32);
+  for (int j = 0; j < 16; j++) {
+    g_assert_cmpfloat (out[j], ==, 0.5f * (j - 8));
+    g_assert_cmpfloat (out[j + 16], ==, 0.5f * (15 - j - 8));
+  }
+
+  /* Q4_1: d = 0.25 (0x3400), m = -1 (0xbc00). */
+  raw[0] = 0x00; raw[1] = 0x34; raw[2] = 0x00; raw[3] = 0xbc;
+  for (int j = 0; j < 16; j++)
+    raw[4 + j] = (uint8_t) (j | ((15 - j) << 4));
+  hn_dequantize_row (HN_TYPE_Q4_1, raw, out, 32);
+  for (int j = 0; j < 16; j++) {
+    g_assert_cmpfloat (out[j], ==, 0.25f * j - 1.0f);
+    g_assert_cmpfloat (out[j + 16], ==, 0.25f * (15 - j) - 1.0f);
+  }
+}
+
+static void
+test_hand_q5 (void)
+{
+  uint8_t raw[sizeof (HnBlockQ5_1)];
+  float out[32];
+
+  /* Q5_0: d = 2 (0x4000); qh = 0x80000001: element 0 and element 31 have bit 4. */
+  raw[0] = 0x00; raw[1] = 0x40;
+  raw[2] = 0x01; raw[3] = 0x00; raw[4] = 0x00; raw[5] = 0x80;
+  for (int j = 0; j < 16; j++)
+    raw[6 + j] = (uint8_t) (j | (j << 4));
+  hn_dequantize_row (HN_TYPE_Q5_0, raw, out, 32);
+  g_assert_cmpfloat (out[0], ==, 2.0f * (16 + 0 - 16));
+  g_assert_cmpfloat (out[1], ==, 2.0f * (1 - 16));
+  g_assert_cmpfloat (out[15], ==, 2.0f * (15 - 16));
+  g_assert_cmpfloat (out[16], ==, 2.0f * (0 - 16));
+  g_assert_cmpfloat (out[30], ==, 2.0f * (14 - 16));
+  g_assert_cmpfloat (out[31], ==, 2.0f * (16 + 15 - 16));
+
+  /* Q5_1: d = 1, m = 0.5; qh = 0x00010002: elements 1 and 16 have bit 4. */
+  raw[0] = 0x00; raw[1] = 0x3c; raw[2] = 0x00; raw[3] = 0x38;
+  raw[4] = 0x02; raw[5] = 0x00; raw[6] = 0x01; raw[7] = 0x00;
+  for (int j = 0; j < 16; j++)
+    raw[8 + j] = (uint8_t) (j | ((15 - j) << 4));
+  hn_dequantize_row (HN_TYPE_Q5_1, raw, out, 32);
+  g_assert_cmpfloat (out[0], ==, 0.5f);
+  g_assert_cmpfloat (out[1], ==, 17.5f);
+  g_assert_cmpfloat (out[2], ==, 2.5f);
+  g_assert_cmpfloat (out[16], ==, 15 + 16 + 0.5f);
+  g_assert_cmpfloat (out[17], ==, 14 + 0.5f);
+  g_assert_cmpfloat (out[31], ==, 0.5f);
+}
+
+static void
+test_hand_q8 (void)
+{
+  uint8_t raw[sizeof (HnBlockQ8_1)];
+  float out[32];
+
+  /* Q8_0: d = 0.125 (0x3000), q = j - 16 */
+  raw[0] = 0x00; raw[1] = 0x30;
+  for (int j = 0; j < 32; j++)
+    raw[2 + j] = (uint8_t) (int8_t) (j - 16);
+  hn_dequantize_row (HN_TYPE_Q8_0, raw, out, 32);
+  for (int j = 0; j < 32; j++)
+    g_assert_cmpfloat (out[j], ==, 0.125f * (j - 16));
+
+  /* Q8_1 ignores s when decoding. */
+  raw[0] = 0x00; raw[1] = 0x30; raw[2] = 0x00; raw[3] = 0x7c;
+  for (int j = 0; j < 32; j++)
+    raw[4 + j] = (uint8_t) (int8_t) (127 - 8 * j);
+  hn_dequantize_row (HN_TYPE_Q8_1, raw, out, 32);
+  for (int j = 0; j < 32; j++)
+    g_assert_cmpfloat (out[j], ==, 0.125f * (127 - 8 * j));
+
+  /* Q8_K: d is a float. */
+  HnBlockQ8_K k;
+  memset (&k, 0, sizeof k);
+  k.d = 0.0625f;
+  for (int j = 0; j < 256; j++)
+    k.qs[j] = (int8_t) ((j % 255) - 127);
+  float outk[256];
+  hn_dequantize_row (HN_TYPE_Q8_K, &k, outk, 256);
+  for (int j = 0; j < 256; j++)
+    g_assert_cmpfloat (outk[j], ==, 0.0625f * ((j % 255) - 127));
+}
+
+static void
+test_hand_q2_k (void)
+{
+  uint8_t raw[84];
+  memset (raw, 0, sizeof raw);
+  /* scales[g] = (min = g & 15) << 4 | (scale = 15 - g) */
+  for (int g = 0; g < 16; g++)
+    raw[g] = (uint8_t) ((g << 4) | (15 - g));
+  /* qs byte i of half h: the 4 elements 32 apart (h*128 + 32k + i) get quant (i + k) & 3 */
+  for (int b = 0; b < 64; b++) {
+    int i = b % 32;
+    raw[16 + b] = (uint8_t) (((i + 0) & 3) | (((i + 1) & 3) << 2) | (((i + 2) & 3) << 4) | (((i + 3) & 3) << 6));
+  }
+  raw[80] = 0x00; raw[81] = 0x3c; /* d = 1 */
+  raw[82] = 0x00; raw[83] = 0x38; /* dmin = 0.5 */
+  float out[256];
+  hn_dequantize_row (HN_TYPE_Q2_K, raw, out, 256);
+  for (int e = 0; e < 256; e++) {
+    int g = e / 16, k = (e % 128) / 32, i = e % 32;
+    int q = (i + k) & 3;
+    g_assert_cmpfloat (out[e], ==, 1.0f * (15 - g) * q - 0.5f * g);
+  }
+}
+
+static void
+test_hand_q3_k (void)
+{
+  uint8_t raw[110];
+  memset (raw, 0, sizeof raw);
+  /* hmask: bit k of byte l set when (l + k) is even => element 32k + l has its high bit */
+  for (int l = 0; l < 32; l++)
+    for (int k = 0; k < 8; k++)
+      if (((l + k) & 1) == 0)
+        raw[l] |= (uint8_t) (1 << k);
+  /* qs like Q2_K: element h*128 + 32k + i low bits = (i + k) & 3 */
+  for (int b = 0; b < 64; b++) {
+    int i = b % 32;
+    raw[32 + b] = (uint8_t) ((i & 3) | (((i + 1) & 3) << 2) | (((i + 2) & 3) << 4) | (((i + 3) & 3) << 6));
+  }
+  /* 6-bit scales s_g = 2g + 1 (then minus 32): low nibbles in bytes 0..7, high 2 bits in 8..11 */
+  int want_scale[16];
+  for (int g = 0; g < 16; g++) {
+    int s = 2 * g + 1;
+    want_scale[g] = s - 32;
+    if (g < 8)
+      raw[96 + g] |= (uint8_t) (s & 15);
+    else
+      raw[96 + g - 8] |= (uint8_t) ((s & 15) << 4);
+    raw[96 + 8 + g % 4] |= (uint8_t) ((s >> 4) << (2 * (g / 4)));
+  }
+  raw[108] = 0x00; raw[109] = 0x3c; /* d = 1 */
+  float out[256];
+  hn_dequantize_row (HN_TYPE_Q3_K, raw, out, 256);
+  for (int e = 0; e < 256; e++) {
+    int g = e / 16, k = (e % 128) / 32, i = e % 32, half = e / 128;
+    int low = (i + k) & 3;
+    int hbit_index = half * 4 + k; /* which bit of hmask[i] */
+    int high = ((i + hbit_index) & 1) == 0;
+    int q = low - (high ? 0 : 4);
+    g_assert_cmpfloat (out[e], ==, (float) want_scale[g] * q);
+  }
+}
+
+/* Packs 8 six-bit (scale, min) pairs the way Q4_K/Q5_K store them. */
+static void
+pack_k4_scales (uint8_t s12[12], const int sc[8], const int mn[8])
+{
+  memset (s12, 0, 12);
+  for (int j = 0; j < 4; j++) {
+    s12[j] = (uint8_t) ((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    s12[j + 4] = (uint8_t) ((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+    s12[j + 8] = (uint8_t) ((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
+  }
+}
+
+static void
+test_hand_q4_k_q5_k (void)
+{
+  const int sc[8] = { 1, 63, 17, 40, 33, 2, 60, 48 };
+  const int mn[8] = { 0, 5, 63, 31, 16, 49, 3, 62 };
+  float out[256];
+
+  HnBlockQ4_K b4;
+  b4.d = h (0.5f);
+  b4.dmin = h (0.25f);
+  pack_k4_scales (b4.scales, sc, mn);
+  for (int c = 0; c < 4; c++)
+    for (int l = 0; l < 32; l++)
+      b4.qs[32 * c + l] = (uint8_t) (((l + c) & 15) | (((l * 3 + c) & 15) << 4));
+  hn_dequantize_row (HN_TYPE_Q4_K, &b4, out, 256);
+  for (int e = 0; e < 256; e++) {
+    int g = e / 32, c = g / 2, l = e % 32;
+    int q = (g % 2 == 0) ? ((l + c) & 15) : ((l * 3 + c) & 15);
+    g_assert_cmpfloat (out[e], ==, 0.5f * sc[g] * q - 0.25f * mn[g]);
+  }
+
+  HnBlockQ5_K b5;
+  b5.d = h (0.5f);
+  b5.dmin = h (0.25f);
+  pack_k4_scales (b5.scales, sc, mn);
+  memcpy (b5.qs, b4.qs, sizeof b5.qs);
+  for (int l = 0; l < 32; l++)
+    b5.qh[l] = (uint8_t) (l * 37 + 11); /* arbitrary high bits */
+  hn_dequantize_row (HN_TYPE_Q5_K, &b5, out, 256);
+  for (int e = 0; e < 256; e++) {
+    int g = e / 32, c = g / 2, l = e % 32;
+    int q = (g % 2 == 0) ? ((l + c) & 15) : ((l * 3 + c) & 15);
+    if ((b5.qh[l] >> g) & 1)
+      q += 16;
+    g_assert_cmpfloat (out[e], ==, 0.5f * sc[g] * q - 0.25f * mn[g]);
+  }
+}
+
+static void
+test_hand_q6_k (void)
+{
+  /* Choose q[e] (0..63) and scales, pack, and check x = d * scale * (q - 32). */
+  int q[256];
+  for (int e = 0; e < 256; e++)
+    q[e] = (e * 7 + 3) & 63;
+  HnBlockQ6_K b;
+  memset (&b, 0, sizeof b);
+  for (int half = 0; half < 2; half++) {
+    for (int l = 0; l < 32; l++) {
+      int base = 128 * half;
+      int q1 = q[base + l], q2 = q[base + l + 32], q3 = q[base + l + 64], q4 = q[base + l + 96];
+      b.ql[64 * half + l] = (uint8_t) ((q1 & 15) | ((q3 & 15) << 4));
+      b.ql[64 * half + l + 32] = (uint8_t) ((q2 & 15) | ((q4 & 15) << 4));
+      b.qh[32 * half + l] = (uint8_t) ((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+    }
+  }
+  for (int g = 0; g < 16; g++)
+    b.scales[g] = (int8_t) (g * 17 - 128);
+  b.d = h (0.125f);
+  float out[256];
+  hn_dequantize_row (HN_TYPE_Q6_K, &b, out, 256);
+  for (int e = 0; e < 256; e++)
+    g_assert_cmpfloat (out[e], ==, 0.125f * (float) (e / 16 * 17 - 128) * (q[e] - 32));
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* The reference decoder's output on real files.                                       */
+/* ---------------------------------------------------------------------------------- */
+
+static void
+test_reference_dequant (void)
+{
+  const char *dir = testdata_dir ();
+  if (dir == NULL) {
+    g_test_skip ("test data not found");
+    return;
+  }
+  g_autofree char *index_path = g_build_filename (dir, "dequant", "index.json", NULL);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_autoptr (GError) error = NULL;
+  g_assert_true (json_parser_load_from_file (parser, index_path, &error));
+  g_assert_no_error (error);
+  JsonArray *entries = json_node_get_array (json_parser_get_root (parser));
+  guint n_entries = json_array_get_length (entries);
+  g_assert_cmpuint (n_entries, >, 0);
+
+  bool seen[HN_TYPE_COUNT] = { false };
+  for (guint e = 0; e < n_entries; e++) {
+    JsonObject *entry = json_array_get_object_element (entries, e);
+    const char *model = json_object_get_string_member (entry, "model");
+    const char *tensor_name = json_object_get_string_member (entry, "tensor");
+    const char *type_name = json_object_get_string_member (entry, "type");
+    const char *file = json_object_get_string_member (entry, "file");
+    gint64 n = json_object_get_int_member (entry, "n");
+
+    g_autofree char *model_path = g_build_filename (dir, "models", model, NULL);
+    HnError err = { 0 };
+    HnGguf *gguf = hn_gguf_open (model_path, &err);
+    if (gguf == NULL)
+      g_error ("%s: %s", model, err.message);
+    const HnGgufTensor *t = hn_gguf_find_tensor (gguf, tensor_name);
+    g_assert_nonnull (t);
+    g_assert_cmpstr (hn_type_name (t->type), ==, type_name);
+    g_assert_true (hn_type_is_weight_type (t->type));
+    seen[t->type] = true;
+
+    int64_t count = 1;
+    for (uint32_t d = 0; d < HN_GGUF_MAX_DIMS; d++)
+      count *= t->ne[d];
+    g_assert_cmpint (count, ==, n);
+
+    g_autofree char *ref_path = g_build_filename (dir, "dequant", file, NULL);
+    g_autofree char *ref_bytes = NULL;
+    gsize ref_len = 0;
+    g_assert_true (g_file_get_contents (ref_path, &ref_bytes, &ref_len, &error));
+    g_assert_cmpuint (ref_len, ==, (gsize) n * sizeof (float));
+
+    /* Row by row, as the engine will use it. */
+    int64_t row_len = t->ne[0];
+    size_t row_bytes = hn_type_row_bytes (t->type, row_len);
+    g_assert_cmpuint (row_bytes, >, 0);
+    g_autofree float *row = g_new (float, row_len);
+    int64_t n_rows = n / row_len;
+    int64_t mismatches = 0;
+    double max_diff = 0.0;
+    for (int64_t r = 0; r < n_rows; r++) {
+      hn_dequantize_row (t->type, (const uint8_t *) t->data + r * row_bytes, row, row_len);
+      for (int64_t i = 0; i < row_len; i++) {
+        float ref;
+        memcpy (&ref, ref_bytes + (r * row_len + i) * sizeof (float), sizeof ref);
+        double diff = fabs ((double) row[i] - (double) ref);
+        if (diff > max_diff)
+          max_diff = diff;
+        if (diff > 1e-6 * fmax (1.0, fabs (ref)))
+          mismatches++;
+      }
+    }
+    g_test_message ("%s %s (%s): max |diff| %g", model, tensor_name, type_name, max_diff);
+    if (mismatches != 0)
+      g_error ("%s %s (%s): %" G_GINT64_FORMAT " values differ (max %g)", model, tensor_name,
+               type_name, mismatches, max_diff);
+    hn_gguf_close (gguf);
+  }
+  /* The data covers every weight type except F32 (which is a copy). */
+  for (size_t i = 0; i < G_N_ELEMENTS (weight_types); i++)
+    if (weight_types[i] != HN_TYPE_F32)
+      g_assert_true (seen[weight_types[i]]);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  (void) all_known_types;
+  g_test_add_func ("/quants/traits", test_traits);
+  g_test_add_func ("/quants/hand/f16-bf16-f32", test_hand_f16_bf16);
+  g_test_add_func ("/quants/hand/q4_0-q4_1", test_hand_q4_0_q4_1);
+  g_test_add_func ("/quants/hand/q5_0-q5_1", test_hand_q5);
+  g_test_add_func ("/quants/hand/q8", test_hand_q8);
+  g_test_add_func ("/quants/hand/q2_k", test_hand_q2_k);
+  g_test_add_func ("/quants/hand/q3_k", test_hand_q3_k);
+  g_test_add_func ("/quants/hand/q4_k-q5_k", test_hand_q4_k_q5_k);
+  g_test_add_func ("/quants/hand/q6_k", test_hand_q6_k);
+  g_test_add_func ("/quants/reference-dequant", test_reference_dequant);
+  return g_test_run ();
+}
