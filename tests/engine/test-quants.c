@@ -444,6 +444,66 @@ test_reference_dequant (void)
       g_assert_true (seen[weight_types[i]]);
 }
 
+/* The quantized test models were made from the f32 model by the reference quantizer
+ * (no importance matrix), so quantizing the f32 tensors again must give the same blocks. */
+static void
+test_reference_quantize (void)
+{
+  const char *dir = testdata_dir ();
+  if (dir == NULL) {
+    g_test_skip ("test data not found");
+    return;
+  }
+  static const char *const models[] = { "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+                                        "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k" };
+  g_autofree char *f32_path = g_build_filename (dir, "models", "quant-llama-v512-f32.gguf", NULL);
+  HnError err = { 0 };
+  HnGguf *src = hn_gguf_open (f32_path, &err);
+  if (src == NULL)
+    g_error ("%s", err.message);
+  int64_t blocks_by_type[HN_TYPE_COUNT] = { 0 }, same_by_type[HN_TYPE_COUNT] = { 0 };
+  for (size_t m = 0; m < G_N_ELEMENTS (models); m++) {
+    g_autofree char *name = g_strdup_printf ("quant-llama-v512-%s.gguf", models[m]);
+    g_autofree char *path = g_build_filename (dir, "models", name, NULL);
+    HnGguf *q = hn_gguf_open (path, &err);
+    if (q == NULL)
+      g_error ("%s", err.message);
+    for (int64_t i = 0; i < hn_gguf_n_tensors (q); i++) {
+      const HnGgufTensor *t = hn_gguf_tensor (q, i);
+      if (t->type == HN_TYPE_F32)
+        continue;
+      const HnGgufTensor *s = hn_gguf_find_tensor (src, t->name);
+      g_assert_nonnull (s);
+      g_assert_cmpuint (s->type, ==, HN_TYPE_F32);
+      int64_t row_len = t->ne[0];
+      size_t row_bytes = hn_type_row_bytes (t->type, row_len);
+      size_t block_bytes = hn_type_block_bytes (t->type);
+      int64_t n_rows = t->nbytes / row_bytes;
+      g_autofree uint8_t *buf = g_malloc (row_bytes);
+      for (int64_t r = 0; r < n_rows; r++) {
+        hn_quantize_row (t->type, (const float *) s->data + r * row_len, buf, row_len);
+        const uint8_t *want = (const uint8_t *) t->data + r * row_bytes;
+        for (size_t b = 0; b < row_bytes / block_bytes; b++) {
+          blocks_by_type[t->type]++;
+          if (memcmp (buf + b * block_bytes, want + b * block_bytes, block_bytes) == 0)
+            same_by_type[t->type]++;
+        }
+      }
+    }
+    hn_gguf_close (q);
+  }
+  hn_gguf_close (src);
+  for (int t = 0; t < HN_TYPE_COUNT; t++)
+    if (blocks_by_type[t] > 0)
+      g_test_message ("%s: %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT " blocks identical",
+                      hn_type_name (t), same_by_type[t], blocks_by_type[t]);
+  for (int t = 0; t < HN_TYPE_COUNT; t++)
+    g_assert_cmpint (same_by_type[t], ==, blocks_by_type[t]);
+  for (size_t i = 0; i < G_N_ELEMENTS (weight_types); i++)
+    if (weight_types[i] != HN_TYPE_F32)
+      g_assert_cmpint (blocks_by_type[weight_types[i]], >, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -459,5 +519,6 @@ main (int argc, char **argv)
   g_test_add_func ("/quants/hand/q4_k-q5_k", test_hand_q4_k_q5_k);
   g_test_add_func ("/quants/hand/q6_k", test_hand_q6_k);
   g_test_add_func ("/quants/reference-dequant", test_reference_dequant);
+  g_test_add_func ("/quants/reference-quantize", test_reference_quantize);
   return g_test_run ();
 }
