@@ -504,11 +504,213 @@ test_reference_quantize (void)
       g_assert_cmpint (blocks_by_type[weight_types[i]], >, 0);
 }
 
+/* ---------------------------------------------------------------------------------- */
+/* Encoders on random data and the reference dot products.                            */
+/* ---------------------------------------------------------------------------------- */
+
+/* Deterministic normal-ish samples (sum of uniforms), so failures reproduce. */
+typedef struct { uint64_t state; } Rng;
+
+static double
+rng_uniform (Rng *rng)
+{
+  rng->state ^= rng->state << 13;
+  rng->state ^= rng->state >> 7;
+  rng->state ^= rng->state << 17;
+  return (double) (rng->state >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static float
+rng_normal (Rng *rng)
+{
+  double s = 0.0;
+  for (int i = 0; i < 12; i++)
+    s += rng_uniform (rng);
+  return (float) (s - 6.0);
+}
+
+static void
+fill_random (Rng *rng, float *x, int64_t n, float scale)
+{
+  for (int64_t i = 0; i < n; i++)
+    x[i] = scale * rng_normal (rng);
+}
+
+typedef struct {
+  HnType type;
+  double max_rel_rmse; /* bound on rmse(x - dequant(quant(x))) / rms(x) for normal data */
+} RoundTripBound;
+
+/* Typical values for normal data are about 2/3 of these bounds; they follow the bits per
+ * weight (2.6 for Q2_K ... 8.5 for Q8_0). */
+static const RoundTripBound round_trip_bounds[] = {
+  { HN_TYPE_F32, 0.0 },
+  { HN_TYPE_F16, 4e-4 },
+  { HN_TYPE_BF16, 3e-3 },
+  { HN_TYPE_Q8_0, 1e-2 },
+  { HN_TYPE_Q8_1, 1e-2 },
+  { HN_TYPE_Q8_K, 1e-2 },
+  { HN_TYPE_Q6_K, 2.5e-2 },
+  { HN_TYPE_Q5_1, 4.5e-2 },
+  { HN_TYPE_Q5_0, 5e-2 },
+  { HN_TYPE_Q5_K, 4.5e-2 },
+  { HN_TYPE_Q4_1, 9e-2 },
+  { HN_TYPE_Q4_0, 1.1e-1 },
+  { HN_TYPE_Q4_K, 9e-2 },
+  { HN_TYPE_Q3_K, 2e-1 },
+  { HN_TYPE_Q2_K, 3.5e-1 },
+};
+
+static double
+round_trip_rel_rmse (HnType type, const float *x, int64_t n, float *y)
+{
+  size_t bytes = hn_type_row_bytes (type, n);
+  g_assert_cmpuint (bytes, >, 0);
+  g_autofree uint8_t *q = g_malloc (bytes);
+  hn_quantize_row (type, x, q, n);
+  hn_dequantize_row (type, q, y, n);
+  double err = 0.0, ref = 0.0;
+  for (int64_t i = 0; i < n; i++) {
+    g_assert_true (isfinite (y[i]));
+    err += ((double) x[i] - y[i]) * ((double) x[i] - y[i]);
+    ref += (double) x[i] * x[i];
+  }
+  return ref > 0.0 ? sqrt (err / ref) : sqrt (err);
+}
+
+static void
+test_round_trip (void)
+{
+  const int64_t n = 256 * 33; /* odd number of blocks of every size */
+  g_autofree float *x = g_new (float, n);
+  g_autofree float *y = g_new (float, n);
+  Rng rng = { 0x9e3779b97f4a7c15ull };
+  for (size_t k = 0; k < G_N_ELEMENTS (round_trip_bounds); k++) {
+    HnType type = round_trip_bounds[k].type;
+    double worst = 0.0;
+    for (int trial = 0; trial < 3; trial++) {
+      /* Different magnitudes: the formats are scale-free except for half-float limits. */
+      static const float scales[] = { 1.0f, 0.02f, 30.0f };
+      fill_random (&rng, x, n, scales[trial]);
+      double e = round_trip_rel_rmse (type, x, n, y);
+      worst = fmax (worst, e);
+    }
+    g_test_message ("%s: relative rmse %.5f (bound %.5f)", hn_type_name (type), worst,
+                    round_trip_bounds[k].max_rel_rmse);
+    g_assert_cmpfloat (worst, <=, round_trip_bounds[k].max_rel_rmse);
+
+    /* Zeros stay zeros; a constant row and tiny values do not produce NaN or Inf. */
+    memset (x, 0, n * sizeof *x);
+    g_assert_cmpfloat (round_trip_rel_rmse (type, x, n, y), ==, 0.0);
+    for (int64_t i = 0; i < n; i++)
+      x[i] = 0.75f;
+    g_assert_cmpfloat (round_trip_rel_rmse (type, x, n, y), <=, 0.1);
+    fill_random (&rng, x, n, 1e-20f);
+    (void) round_trip_rel_rmse (type, x, n, y);
+  }
+}
+
+/* Quantizing the activations and taking hn_vec_dot_ref must equal the dot product of
+ * the dequantized rows, up to float rounding. */
+static void
+test_vec_dot (void)
+{
+  Rng rng = { 0x243f6a8885a308d3ull };
+  for (size_t k = 0; k < G_N_ELEMENTS (all_known_types); k++) {
+    HnType type = all_known_types[k];
+    HnType act_type = hn_type_vec_dot_type (type);
+    int64_t block = hn_type_block_elems (type);
+    if (block == 1)
+      block = 32;
+    for (int64_t nb = 1; nb <= 7; nb += 2) {
+      int64_t n = nb * block + (hn_type_block_elems (type) == 1 ? 3 : 0); /* odd tails for float types */
+      g_autofree float *w = g_new (float, n);
+      g_autofree float *a = g_new (float, n);
+      g_autofree float *wd = g_new (float, n);
+      g_autofree float *ad = g_new (float, n);
+      fill_random (&rng, w, n, 0.05f);
+      fill_random (&rng, a, n, 3.0f);
+      for (int64_t i = 0; i < n; i++)
+        a[i] += 0.5f; /* a non-zero mean exercises the min/offset terms */
+      g_autofree uint8_t *wq = g_malloc (hn_type_row_bytes (type, n));
+      g_autofree uint8_t *aq = g_malloc (hn_type_row_bytes (act_type, n));
+      hn_quantize_row (type, w, wq, n);
+      hn_quantize_row (act_type, a, aq, n);
+      hn_dequantize_row (type, wq, wd, n);
+      hn_dequantize_row (act_type, aq, ad, n);
+      double expect = 0.0, magnitude = 0.0;
+      for (int64_t i = 0; i < n; i++) {
+        expect += (double) wd[i] * ad[i];
+        magnitude += fabs ((double) wd[i] * ad[i]);
+      }
+      double tolerance = 2e-6 * magnitude + 1e-7;
+      if (act_type == HN_TYPE_Q8_1) {
+        /* Q8_1 carries d * sum(q) rounded to half precision: the weight blocks' offsets
+         * multiply that rounded sum. */
+        const HnBlockQ8_1 *ab = (const HnBlockQ8_1 *) aq;
+        for (int64_t b = 0; b < n / 32; b++) {
+          uint16_t m;
+          memcpy (&m, wq + b * hn_type_block_bytes (type) + 2, 2);
+          tolerance += fabs (hn_fp16_to_fp32 (m) * hn_fp16_to_fp32 (ab[b].s)) * ldexp (1.0, -10);
+        }
+      }
+      float got = hn_vec_dot_ref (type, n, wq, aq);
+      if (fabs (got - expect) > tolerance)
+        g_error ("%s, n=%" G_GINT64_FORMAT ": vec_dot %.9g, dequantized dot %.9g (tolerance %.3g)",
+                 hn_type_name (type), n, got, expect, tolerance);
+
+      /* And the whole path stays close to the exact product of the float rows. */
+      double exact = 0.0, exact_mag = 0.0;
+      for (int64_t i = 0; i < n; i++) {
+        exact += (double) w[i] * a[i];
+        exact_mag += fabs ((double) w[i] * a[i]);
+      }
+      g_assert_cmpfloat (fabs (got - exact), <=, 0.5 * exact_mag);
+    }
+  }
+}
+
+/* A Q4_0 x Q8_0 block pair worked out by hand: weights d=0.5, q-8 = j-8 (low) and 7-j
+ * (high); activations d=0.25, q=1 everywhere.  sum_j (j-8) + (7-j) = -16 over 16 pairs,
+ * so the dot is 0.5 * 0.25 * -16 = -2. */
+static void
+test_vec_dot_hand (void)
+{
+  HnBlockQ4_0 w[3];
+  HnBlockQ8_0 a[3];
+  for (int b = 0; b < 3; b++) {
+    w[b].d = h (0.5f);
+    for (int j = 0; j < 16; j++)
+      w[b].qs[j] = (uint8_t) (j | ((15 - j) << 4));
+    a[b].d = h (0.25f);
+    for (int j = 0; j < 32; j++)
+      a[b].qs[j] = 1;
+  }
+  g_assert_cmpfloat (hn_vec_dot_ref (HN_TYPE_Q4_0, 96, w, a), ==, -6.0f);
+
+  /* Q6_K x Q8_K: all weight quants 33 (value +1), scales 2, d = 1; activations q = 3,
+   * d = 0.5: 256 * (1 * 2 * 1) * (3 * 0.5) = 768. */
+  HnBlockQ6_K w6;
+  memset (w6.ql, 0x11, sizeof w6.ql); /* low nibbles 1 */
+  memset (w6.qh, 0xaa, sizeof w6.qh); /* high bits 2 -> 32 + 1 = 33 */
+  memset (w6.scales, 2, sizeof w6.scales);
+  w6.d = h (1.0f);
+  HnBlockQ8_K a8;
+  a8.d = 0.5f;
+  memset (a8.qs, 3, sizeof a8.qs);
+  for (int g = 0; g < 16; g++)
+    a8.bsums[g] = 48;
+  g_assert_cmpfloat (hn_vec_dot_ref (HN_TYPE_Q6_K, 256, &w6, &a8), ==, 768.0f);
+
+  /* F32: double accumulation keeps 1 + 1e-8 * many terms. */
+  float x[4] = { 1.0f, 2.0f, -3.0f, 0.5f }, y[4] = { 4.0f, 0.25f, 1.0f, -2.0f };
+  g_assert_cmpfloat (hn_vec_dot_ref (HN_TYPE_F32, 4, x, y), ==, 4.0f + 0.5f - 3.0f - 1.0f);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  (void) all_known_types;
   g_test_add_func ("/quants/traits", test_traits);
   g_test_add_func ("/quants/hand/f16-bf16-f32", test_hand_f16_bf16);
   g_test_add_func ("/quants/hand/q4_0-q4_1", test_hand_q4_0_q4_1);
@@ -520,5 +722,8 @@ main (int argc, char **argv)
   g_test_add_func ("/quants/hand/q6_k", test_hand_q6_k);
   g_test_add_func ("/quants/reference-dequant", test_reference_dequant);
   g_test_add_func ("/quants/reference-quantize", test_reference_quantize);
+  g_test_add_func ("/quants/round-trip", test_round_trip);
+  g_test_add_func ("/quants/vec-dot", test_vec_dot);
+  g_test_add_func ("/quants/vec-dot-hand", test_vec_dot_hand);
   return g_test_run ();
 }
