@@ -12,9 +12,11 @@ typedef struct {
 } CliCommand;
 
 int cli_pull(int argc, char **argv);
+int cli_quantize(int argc, char **argv);
 
 static const CliCommand commands[] = {
   { "pull", cli_pull, "download a model file, resuming a previous attempt" },
+  { "quantize", cli_quantize, "convert a model to another weight type or mix (Q4_K_M, ...)" },
   { NULL, NULL, NULL },
 };
 
