@@ -155,24 +155,24 @@ load_q6_k(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)
     size_t act_stride, const int n_cols, float *out, size_t out_stride)                            \
   {                                                                                                \
     const uint8_t *rows[TILE_ROWS];                                                                \
-    for (int r = 0; r < TILE_ROWS; r++)                                                            \
+    _Pragma("GCC unroll 4") for (int r = 0; r < TILE_ROWS; r++)                                   \
       rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;                             \
     __m512 acc[TILE_ROWS][TILE_COLS];                                                              \
-    for (int r = 0; r < TILE_ROWS; r++)                                                            \
-      for (int c = 0; c < n_cols; c++)                                                             \
+    _Pragma("GCC unroll 4") for (int r = 0; r < TILE_ROWS; r++)                                   \
+      _Pragma("GCC unroll 4") for (int c = 0; c < n_cols; c++)                                    \
         acc[r][c] = _mm512_setzero_ps();                                                           \
     const int64_t n_blocks = n / 32, n_chunks = (n_blocks + 1) / 2;                                \
     for (int64_t k = 0; k < n_chunks; k++) {                                                       \
       const bool pair = 2 * k + 1 < n_blocks;                                                      \
       WeightChunk w[TILE_ROWS];                                                                    \
-      for (int r = 0; r < TILE_ROWS; r++)                                                          \
+      _Pragma("GCC unroll 4") for (int r = 0; r < TILE_ROWS; r++)                                 \
         LOADER(rows[r], k, pair, &w[r]);                                                           \
-      for (int c = 0; c < n_cols; c++) {                                                           \
+      _Pragma("GCC unroll 4") for (int c = 0; c < n_cols; c++) {                                                           \
         const HnActChunk *a = act + (size_t)c * act_stride + k;                                    \
         const __m512i q = _mm512_loadu_si512(a->q);                                                \
         const __m512i off = _mm512_loadu_si512(a->neg_offset_sum);                                 \
         const __m512 d = _mm512_loadu_ps(a->d);                                                    \
-        for (int r = 0; r < TILE_ROWS; r++) {                                                      \
+        _Pragma("GCC unroll 4") for (int r = 0; r < TILE_ROWS; r++) {                             \
           __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(off, w[r].codes, q));                  \
           if (HAS_MIN)                                                                             \
             acc[r][c] = _mm512_fmadd_ps(w[r].neg_min, _mm512_loadu_ps(a->lane_sum), acc[r][c]);    \
