@@ -188,36 +188,58 @@ quantize_f16(const float *src, void *dst, int64_t n)
 
 /* ---- dot products ---- */
 
-static float
-vec_dot_q8_0(int64_t n, const void *w, const void *a)
-{
-  const SimdBlockQ8_0 *x = w;
-  const SimdBlockQ8_0 *y = a;
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / QK; i++) {
-    __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
-    __m256i qx = _mm256_loadu_si256((const __m256i *)x[i].qs);
-    __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(qx, qy)), acc);
+/* Two blocks per iteration into two accumulators: one accumulator would serialise the
+ * loop on the FMA latency and leave the decode far from memory bandwidth. */
+#define DEFINE_VEC_DOT_32(NAME, WBLOCK, DECODE)                                             \
+  static float NAME(int64_t n, const void *w, const void *a)                                \
+  {                                                                                         \
+    const WBLOCK *x = w;                                                                    \
+    const SimdBlockQ8_0 *y = a;                                                             \
+    const int64_t nb = n / QK;                                                              \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                          \
+    int64_t i = 0;                                                                          \
+    for (; i + 1 < nb; i += 2) {                                                            \
+      __m256i q0 = DECODE(&x[i]), q1 = DECODE(&x[i + 1]);                                   \
+      __m256i y0 = _mm256_loadu_si256((const __m256i *)y[i].qs);                            \
+      __m256i y1 = _mm256_loadu_si256((const __m256i *)y[i + 1].qs);                        \
+      acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)),                     \
+                             _mm256_cvtepi32_ps(dot_i8(q0, y0)), acc0);                     \
+      acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)),             \
+                             _mm256_cvtepi32_ps(dot_i8(q1, y1)), acc1);                     \
+    }                                                                                       \
+    for (; i < nb; i++) {                                                                   \
+      __m256i q0 = DECODE(&x[i]);                                                           \
+      __m256i y0 = _mm256_loadu_si256((const __m256i *)y[i].qs);                            \
+      acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)),                     \
+                             _mm256_cvtepi32_ps(dot_i8(q0, y0)), acc0);                     \
+    }                                                                                       \
+    return hsum_ps(_mm256_add_ps(acc0, acc1));                                              \
   }
-  return hsum_ps(acc);
+
+static inline __m256i
+decode_q8_0(const SimdBlockQ8_0 *b)
+{
+  return _mm256_loadu_si256((const __m256i *)b->qs);
 }
 
-static float
-vec_dot_q4_0(int64_t n, const void *w, const void *a)
+static inline __m256i
+decode_q4_0(const SimdBlockQ4_0 *b)
 {
-  const SimdBlockQ4_0 *x = w;
-  const SimdBlockQ8_0 *y = a;
-  __m256 acc = _mm256_setzero_ps();
-  const __m256i eight = _mm256_set1_epi8(8);
-  for (int64_t i = 0; i < n / QK; i++) {
-    __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
-    __m256i qx = _mm256_sub_epi8(unpack_nibbles(x[i].qs), eight);
-    __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(qx, qy)), acc);
-  }
-  return hsum_ps(acc);
+  return _mm256_sub_epi8(unpack_nibbles(b->qs), _mm256_set1_epi8(8));
 }
+
+static inline __m256i
+decode_q5_0(const SimdBlockQ5_0 *b)
+{
+  /* nibble | 0xf0 is nibble - 16 as a signed byte: exactly the value when the fifth
+   * bit is clear; when it is set the value is the plain nibble. */
+  __m256i high_clear = _mm256_andnot_si256(bits_to_bytes(b->qh), _mm256_set1_epi8((char)0xf0));
+  return _mm256_or_si256(unpack_nibbles(b->qs), high_clear);
+}
+
+DEFINE_VEC_DOT_32(vec_dot_q8_0, SimdBlockQ8_0, decode_q8_0)
+DEFINE_VEC_DOT_32(vec_dot_q4_0, SimdBlockQ4_0, decode_q4_0)
+DEFINE_VEC_DOT_32(vec_dot_q5_0, SimdBlockQ5_0, decode_q5_0)
 
 static float
 vec_dot_q4_1(int64_t n, const void *w, const void *a)
@@ -234,24 +256,6 @@ vec_dot_q4_1(int64_t n, const void *w, const void *a)
     acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_i8(qx, qy)), acc);
   }
   return hsum_ps(acc) + summs;
-}
-
-static float
-vec_dot_q5_0(int64_t n, const void *w, const void *a)
-{
-  const SimdBlockQ5_0 *x = w;
-  const SimdBlockQ8_0 *y = a;
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / QK; i++) {
-    __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
-    /* nibble | 0xf0 is nibble - 16 as a signed byte: exactly the value when the fifth
-     * bit is clear; when it is set the value is the plain nibble. */
-    __m256i high_clear = _mm256_andnot_si256(bits_to_bytes(x[i].qh), _mm256_set1_epi8((char)0xf0));
-    __m256i qx = _mm256_or_si256(unpack_nibbles(x[i].qs), high_clear);
-    __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8(qx, qy)), acc);
-  }
-  return hsum_ps(acc);
 }
 
 static float
