@@ -3463,6 +3463,8 @@ merge_sort(R *r, const Node *n, Value *items, Value *keys, size_t count, bool re
 static Value
 select_items(R *r, const Node *n, Value v, const Args *a, bool by_attr, bool keep)
 {
+  if (!truthy(&v)) /* Jinja: `if value:` guards the generator, so none|select is empty */
+    return v_list(&r->c, 0);
   List *items = iterate(r, n, v);
   Value res = v_list(&r->c, items->n);
   size_t count = 0;
@@ -3611,6 +3613,8 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
     return buf_value(&r->c, &b);
   }
   if (!strcmp(name, "map")) {
+    if (!truthy(&v))
+      return v_list(&r->c, 0);
     List *items = iterate(r, n, v);
     Value res = v_list(&r->c, items->n);
     Value attr = arg(a, 99, "attribute", UNDEF);
