@@ -11,7 +11,14 @@ typedef struct {
   const char *summary;
 } CliCommand;
 
+int cli_pull(int argc, char **argv);
+int cli_quantize(int argc, char **argv);
+int cli_make_model(int argc, char **argv);
+
 static const CliCommand commands[] = {
+  { "pull", cli_pull, "download a model file, resuming a previous attempt" },
+  { "make-model", cli_make_model, "write a random-weight model of a realistic shape (benchmarks)" },
+  { "quantize", cli_quantize, "convert a model to another weight type or mix (Q4_K_M, ...)" },
   { NULL, NULL, NULL },
 };
 

@@ -1,0 +1,351 @@
+/* hanashi-cli make-model --shape NAME --type TYPE -o FILE [--vocab VOCAB.gguf]
+ *                        [--seed N] [-t THREADS]
+ *
+ * Writes a GGUF model of a realistic shape with random weights, for benchmarks: random
+ * weights cost exactly what trained ones cost.  The vocabulary (tokenizer.* metadata) is
+ * copied from a vocabulary GGUF and padded with unused tokens up to the shape's size.
+ * The weights are generated as F16 into a temporary file next to FILE and then converted
+ * with the same code as `hanashi-cli quantize`, so every type and mix it knows works. */
+#include "cli-common.h"
+
+#include "hn-gguf-writer.h"
+#include "hn-quantize.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int cli_make_model(int argc, char **argv);
+
+typedef struct {
+  const char *name;
+  const char *arch;
+  uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
+  float rope_base, rms_eps;
+  bool qkv_bias, tied;
+} ModelShape;
+
+static const ModelShape shapes[] = {
+  { "tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, false, false },
+  { "llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 8192, 500000.0f, 1e-5f, false, true },
+  { "qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, true, true },
+  /* small enough for tests: every feature of the big shapes at a few megabytes */
+  { "test-tiny", "llama", 128, 2, 4, 2, 352, 0, 512, 10000.0f, 1e-5f, false, false },
+  { "test-tiny-qwen2", "qwen2", 128, 2, 4, 2, 352, 0, 512, 1000000.0f, 1e-6f, true, true },
+  { NULL },
+};
+
+/* xoshiro128+ and a Box-Muller normal: fast enough to fill a billion weights. */
+typedef struct {
+  uint32_t s[4];
+} Rng;
+
+static uint32_t
+rotl(uint32_t x, int k)
+{
+  return (x << k) | (x >> (32 - k));
+}
+
+static uint32_t
+rng_next(Rng *r)
+{
+  uint32_t result = r->s[0] + r->s[3];
+  uint32_t t = r->s[1] << 9;
+  r->s[2] ^= r->s[0];
+  r->s[3] ^= r->s[1];
+  r->s[1] ^= r->s[2];
+  r->s[0] ^= r->s[3];
+  r->s[2] ^= t;
+  r->s[3] = rotl(r->s[3], 11);
+  return result;
+}
+
+static void
+rng_seed(Rng *r, uint64_t seed)
+{
+  uint64_t z = seed + 0x9e3779b97f4a7c15ULL;
+  for (int i = 0; i < 4; i++) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    r->s[i] = (uint32_t)(z >> 32) | 1u;
+  }
+}
+
+static float
+rng_uniform(Rng *r)
+{
+  return ((float)(rng_next(r) >> 8) + 0.5f) * (1.0f / 16777216.0f);
+}
+
+static void
+fill_normal(Rng *r, float *x, int64_t n, float mean, float stddev)
+{
+  for (int64_t i = 0; i < n; i += 2) {
+    float u1 = rng_uniform(r), u2 = rng_uniform(r);
+    float radius = sqrtf(-2.0f * logf(u1)) * stddev;
+    x[i] = mean + radius * cosf(6.2831853f * u2);
+    if (i + 1 < n)
+      x[i + 1] = mean + radius * sinf(6.2831853f * u2);
+  }
+}
+
+typedef struct {
+  char name[64];
+  bool is_vector;
+  int64_t ne[2];
+} TensorPlan;
+
+static int
+plan_tensors(const ModelShape *shape, uint32_t n_vocab, TensorPlan *plan)
+{
+  const int64_t embd = shape->n_embd, head_dim = shape->n_embd / shape->n_head;
+  const int64_t kv = head_dim * shape->n_head_kv;
+  int n = 0;
+#define ADD(vec, a, b, ...)                                                  \
+  do {                                                                       \
+    snprintf(plan[n].name, sizeof plan[n].name, __VA_ARGS__);                \
+    plan[n].is_vector = (vec);                                               \
+    plan[n].ne[0] = (a);                                                     \
+    plan[n].ne[1] = (b);                                                     \
+    n++;                                                                     \
+  } while (0)
+  ADD(false, embd, n_vocab, "token_embd.weight");
+  for (uint32_t l = 0; l < shape->n_layer; l++) {
+    ADD(true, embd, 1, "blk.%u.attn_norm.weight", l);
+    ADD(false, embd, embd, "blk.%u.attn_q.weight", l);
+    ADD(false, embd, kv, "blk.%u.attn_k.weight", l);
+    ADD(false, embd, kv, "blk.%u.attn_v.weight", l);
+    if (shape->qkv_bias) {
+      ADD(true, embd, 1, "blk.%u.attn_q.bias", l);
+      ADD(true, kv, 1, "blk.%u.attn_k.bias", l);
+      ADD(true, kv, 1, "blk.%u.attn_v.bias", l);
+    }
+    ADD(false, embd, embd, "blk.%u.attn_output.weight", l);
+    ADD(true, embd, 1, "blk.%u.ffn_norm.weight", l);
+    ADD(false, embd, shape->n_ff, "blk.%u.ffn_gate.weight", l);
+    ADD(false, embd, shape->n_ff, "blk.%u.ffn_up.weight", l);
+    ADD(false, shape->n_ff, embd, "blk.%u.ffn_down.weight", l);
+  }
+  ADD(true, embd, 1, "output_norm.weight");
+  if (!shape->tied)
+    ADD(false, embd, n_vocab, "output.weight");
+#undef ADD
+  return n;
+}
+
+static int
+max_tensors(const ModelShape *shape)
+{
+  return 3 + (int)shape->n_layer * 12;
+}
+
+/* Copies the tokenizer metadata of `vocab`, padding the token list to `n_vocab`. */
+static bool
+copy_vocabulary(HnGgufWriter *w, const HnGguf *vocab, uint32_t n_vocab, HnError *err)
+{
+  HnGgufArray tokens;
+  if (!hn_gguf_get_array(vocab, "tokenizer.ggml.tokens", &tokens, err))
+    return false;
+  if (tokens.type != HN_GGUF_STRING || tokens.count == 0 || tokens.count > n_vocab)
+    return hn_error_set(err, HN_ERR_FORMAT, "the vocabulary has %llu tokens, more than the shape's %u",
+                        (unsigned long long)tokens.count, n_vocab);
+  for (int64_t i = 0; i < hn_gguf_n_kv(vocab); i++) {
+    const HnGgufKv *kv = hn_gguf_kv(vocab, i);
+    if (kv->key.len > 10 && memcmp(kv->key.data, "tokenizer.", 10) == 0 &&
+        !hn_str_eq(kv->key, "tokenizer.ggml.tokens") && !hn_str_eq(kv->key, "tokenizer.ggml.scores") &&
+        !hn_str_eq(kv->key, "tokenizer.ggml.token_type") && !hn_gguf_writer_copy_kv(w, vocab, kv, err))
+      return false;
+  }
+
+  bool ok = false;
+  HnStr *strs = calloc(tokens.count, sizeof *strs);
+  char **names = calloc(n_vocab, sizeof *names);
+  float *scores = calloc(n_vocab, sizeof *scores);
+  int32_t *types = calloc(n_vocab, sizeof *types);
+  if (strs == NULL || names == NULL || scores == NULL || types == NULL) {
+    hn_error_set(err, HN_ERR_NOMEM, "out of memory copying the vocabulary");
+    goto out;
+  }
+  hn_gguf_array_strings(&tokens, strs);
+  HnGgufArray src_scores = { 0 }, src_types = { 0 };
+  bool have_scores = hn_gguf_get_array(vocab, "tokenizer.ggml.scores", &src_scores, NULL) &&
+                     src_scores.count == tokens.count;
+  bool have_types = hn_gguf_get_array(vocab, "tokenizer.ggml.token_type", &src_types, NULL) &&
+                    src_types.count == tokens.count;
+  for (uint32_t i = 0; i < n_vocab; i++) {
+    if (i < tokens.count) {
+      names[i] = strndup(strs[i].data, strs[i].len);
+      scores[i] = have_scores ? (float)hn_gguf_array_float(&src_scores, i) : 0.0f;
+      types[i] = have_types ? (int32_t)hn_gguf_array_int(&src_types, i) : 1;
+    } else {
+      char pad[32];
+      snprintf(pad, sizeof pad, "<|hanashi_pad_%u|>", i);
+      names[i] = strdup(pad);
+      scores[i] = -1e9f;
+      types[i] = 5; /* unused */
+    }
+    if (names[i] == NULL) {
+      hn_error_set(err, HN_ERR_NOMEM, "out of memory copying the vocabulary");
+      goto out;
+    }
+  }
+  ok = hn_gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", (const char *const *)names, n_vocab, err) &&
+       hn_gguf_writer_set_array(w, "tokenizer.ggml.scores", HN_GGUF_FLOAT32, scores, n_vocab, err) &&
+       hn_gguf_writer_set_array(w, "tokenizer.ggml.token_type", HN_GGUF_INT32, types, n_vocab, err);
+out:
+  if (names != NULL)
+    for (uint32_t i = 0; i < n_vocab; i++)
+      free(names[i]);
+  free(names);
+  free(scores);
+  free(types);
+  free(strs);
+  return ok;
+}
+
+static bool
+set_hparams(HnGgufWriter *w, const ModelShape *shape, uint32_t n_vocab, HnError *err)
+{
+  char key[96];
+  const char *a = shape->arch;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
+  return hn_gguf_writer_set_str(w, "general.architecture", a, err) &&
+         hn_gguf_writer_set_str(w, "general.name", shape->name, err) &&
+         hn_gguf_writer_set_u32(w, KEY("context_length"), shape->n_ctx, err) &&
+         hn_gguf_writer_set_u32(w, KEY("embedding_length"), shape->n_embd, err) &&
+         hn_gguf_writer_set_u32(w, KEY("block_count"), shape->n_layer, err) &&
+         hn_gguf_writer_set_u32(w, KEY("feed_forward_length"), shape->n_ff, err) &&
+         hn_gguf_writer_set_u32(w, KEY("attention.head_count"), shape->n_head, err) &&
+         hn_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), shape->n_head_kv, err) &&
+         hn_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), shape->rms_eps, err) &&
+         hn_gguf_writer_set_f32(w, KEY("rope.freq_base"), shape->rope_base, err) &&
+         hn_gguf_writer_set_u32(w, KEY("vocab_size"), n_vocab, err) &&
+         hn_gguf_writer_set_u32(w, "general.file_type", 1 /* F16 */, err);
+#undef KEY
+}
+
+static bool
+write_f16_model(const char *path, const ModelShape *shape, const HnGguf *vocab, uint64_t seed, HnError *err)
+{
+  HnGgufArray tokens;
+  if (!hn_gguf_get_array(vocab, "tokenizer.ggml.tokens", &tokens, err))
+    return false;
+  uint32_t n_vocab = shape->n_vocab ? shape->n_vocab : (uint32_t)tokens.count;
+
+  TensorPlan *plan = calloc((size_t)max_tensors(shape), sizeof *plan);
+  HnGgufWriter *w = hn_gguf_writer_new(err);
+  float *row = NULL;
+  uint16_t *half = NULL;
+  bool ok = plan != NULL && w != NULL;
+  if (!ok) {
+    hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+    goto out;
+  }
+  int n_tensors = plan_tensors(shape, n_vocab, plan);
+  ok = set_hparams(w, shape, n_vocab, err) && copy_vocabulary(w, vocab, n_vocab, err);
+  for (int i = 0; ok && i < n_tensors; i++) {
+    int64_t ne[2] = { plan[i].ne[0], plan[i].ne[1] };
+    ok = hn_gguf_writer_add_tensor(w, plan[i].name, plan[i].is_vector ? HN_TYPE_F32 : HN_TYPE_F16,
+                                   plan[i].is_vector ? 1 : 2, ne, err);
+  }
+  ok = ok && hn_gguf_writer_begin(w, path, err);
+
+  int64_t widest = HN_MAX((int64_t)shape->n_embd, (int64_t)shape->n_ff);
+  row = malloc(sizeof *row * (size_t)widest);
+  half = malloc(sizeof *half * (size_t)widest);
+  if (ok && (row == NULL || half == NULL))
+    ok = hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+
+  Rng rng;
+  rng_seed(&rng, seed);
+  /* Scale like a trained network: unit-ish activations through every layer. */
+  for (int i = 0; ok && i < n_tensors; i++) {
+    const int64_t cols = plan[i].ne[0], rows = plan[i].ne[1];
+    if (plan[i].is_vector) {
+      bool is_norm = strstr(plan[i].name, "norm") != NULL;
+      fill_normal(&rng, row, cols, is_norm ? 1.0f : 0.0f, is_norm ? 0.05f : 0.02f);
+      ok = hn_gguf_writer_write(w, row, sizeof *row * (size_t)cols, err);
+      continue;
+    }
+    float stddev = 1.0f / sqrtf((float)cols);
+    for (int64_t r = 0; ok && r < rows; r++) {
+      fill_normal(&rng, row, cols, 0.0f, stddev);
+      for (int64_t c = 0; c < cols; c++)
+        half[c] = hn_fp32_to_fp16(row[c]);
+      ok = hn_gguf_writer_write(w, half, sizeof *half * (size_t)cols, err);
+    }
+  }
+  ok = ok && hn_gguf_writer_finish(w, err);
+out:
+  hn_gguf_writer_free(w);
+  free(plan);
+  free(row);
+  free(half);
+  return ok;
+}
+
+int
+cli_make_model(int argc, char **argv)
+{
+  const char *shape_name = NULL, *type_name = NULL, *output = NULL, *vocab_path = NULL;
+  long long seed = 1, threads = 2;
+
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(arg, "--shape") == 0 && value)
+      shape_name = argv[++i];
+    else if (strcmp(arg, "--type") == 0 && value)
+      type_name = argv[++i];
+    else if ((strcmp(arg, "-o") == 0 || strcmp(arg, "--output") == 0) && value)
+      output = argv[++i];
+    else if (strcmp(arg, "--vocab") == 0 && value)
+      vocab_path = argv[++i];
+    else if (strcmp(arg, "--seed") == 0 && value) {
+      if (!cli_parse_int(argv[++i], 0, INT64_MAX, &seed))
+        return cli_fail("--seed must be a non-negative integer, not '%s'", argv[i]);
+    } else if ((strcmp(arg, "-t") == 0 || strcmp(arg, "--threads") == 0) && value) {
+      if (!cli_parse_int(argv[++i], 1, 64, &threads))
+        return cli_fail("--threads must be an integer from 1 to 64, not '%s'", argv[i]);
+    } else
+      return cli_fail("unknown or incomplete option '%s' (usage: hanashi-cli make-model --shape NAME "
+                      "--type TYPE -o FILE --vocab VOCAB.gguf [--seed N] [-t THREADS])", arg);
+  }
+  if (shape_name == NULL || type_name == NULL || output == NULL || vocab_path == NULL)
+    return cli_fail("usage: hanashi-cli make-model --shape NAME --type TYPE -o FILE --vocab VOCAB.gguf "
+                    "[--seed N] [-t THREADS]");
+
+  const ModelShape *shape = NULL;
+  for (const ModelShape *s = shapes; s->name != NULL; s++)
+    if (strcmp(s->name, shape_name) == 0)
+      shape = s;
+  if (shape == NULL)
+    return cli_fail("unknown shape '%s' (known: tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, test-tiny, "
+                    "test-tiny-qwen2)", shape_name);
+  const HnQuantizeTarget *target = hn_quantize_target_find(type_name);
+  if (target == NULL)
+    return cli_fail("unknown type '%s' (see hanashi-cli quantize --help)", type_name);
+
+  HnError err = { 0 };
+  HnGguf *vocab = hn_gguf_open(vocab_path, &err);
+  if (vocab == NULL)
+    return cli_fail("%s", err.message);
+
+  size_t len = strlen(output);
+  char *temp = malloc(len + 16);
+  if (temp == NULL) {
+    hn_gguf_close(vocab);
+    return cli_fail("out of memory");
+  }
+  snprintf(temp, len + 16, "%s.f16.tmp", output);
+  bool ok = write_f16_model(temp, shape, vocab, (uint64_t)seed, &err);
+  hn_gguf_close(vocab);
+  if (ok)
+    ok = hn_quantize_model(temp, output, target, (int)threads, NULL, NULL, &err);
+  unlink(temp);
+  free(temp);
+  if (!ok)
+    return cli_fail("%s", err.message);
+  return 0;
+}

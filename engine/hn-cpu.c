@@ -1,0 +1,104 @@
+/* hn-cpu.c — CPUID/XGETBV based feature detection. */
+#include "hn-cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+static uint64_t
+read_xcr0(void)
+{
+  uint32_t lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (uint64_t)hi << 32 | lo;
+}
+
+static void
+detect(HnCpuFeatures *f)
+{
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d))
+    return;
+  bool osxsave = (c >> 27) & 1;
+  bool avx = (c >> 28) & 1;
+  f->fma = (c >> 12) & 1;
+  f->f16c = (c >> 29) & 1;
+  if (!osxsave || !avx)
+    return;
+  uint64_t xcr0 = read_xcr0();
+  bool ymm_state = (xcr0 & 0x6) == 0x6;
+  bool zmm_state = (xcr0 & 0xe6) == 0xe6;
+  if (!ymm_state)
+    return;
+  if (__get_cpuid_max(0, NULL) < 7)
+    return;
+  __cpuid_count(7, 0, a, b, c, d);
+  f->avx2 = (b >> 5) & 1;
+  if (zmm_state) {
+    f->avx512f = (b >> 16) & 1;
+    f->avx512bw = (b >> 30) & 1;
+    f->avx512vl = (b >> 31) & 1;
+    f->avx512vnni = (c >> 11) & 1;
+  }
+  __cpuid_count(7, 1, a, b, c, d);
+  f->avx_vnni = (a >> 4) & 1;
+}
+#else
+static void
+detect(HnCpuFeatures *f)
+{
+  (void)f;
+}
+#endif
+
+const HnCpuFeatures *
+hn_cpu_features(void)
+{
+  /* Detection is idempotent, so a benign race between first callers is harmless. */
+  static HnCpuFeatures features;
+  static volatile int done;
+  if (!done) {
+    HnCpuFeatures f;
+    memset(&f, 0, sizeof f);
+    detect(&f);
+    features = f;
+    done = 1;
+  }
+  return &features;
+}
+
+HnSimdLevel
+hn_cpu_simd_level(void)
+{
+  const HnCpuFeatures *f = hn_cpu_features();
+  HnSimdLevel level = HN_SIMD_SCALAR;
+  if (f->avx2 && f->fma && f->f16c)
+    level = HN_SIMD_AVX2;
+  if (level == HN_SIMD_AVX2 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni)
+    level = HN_SIMD_AVX512;
+
+  const char *cap = getenv("HANASHI_SIMD");
+  if (cap != NULL) {
+    if (strcmp(cap, "scalar") == 0)
+      level = HN_SIMD_SCALAR;
+    else if (strcmp(cap, "avx2") == 0 && level > HN_SIMD_AVX2)
+      level = HN_SIMD_AVX2;
+  }
+  return level;
+}
+
+const char *
+hn_simd_level_name(HnSimdLevel level)
+{
+  switch (level) {
+  case HN_SIMD_AVX512:
+    return "AVX-512 (VNNI)";
+  case HN_SIMD_AVX2:
+    return "AVX2";
+  case HN_SIMD_SCALAR:
+  default:
+    return "scalar";
+  }
+}

@@ -1,0 +1,546 @@
+/* hn-simd-avx2.c — AVX2 + FMA + F16C kernels (compiled with those flags only; chosen at
+ * run time by hn-cpu.c).  Integer products use the maddubs sign trick: |a| (unsigned)
+ * times sign(a)·b (signed) equals a·b, which lets signed 8-bit operands use the
+ * unsigned×signed instruction. */
+#include "hn-simd.h"
+#include "hn-simd-blocks.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define QK 32
+
+static inline float
+h2f(uint16_t h)
+{
+  return _cvtsh_ss(h);
+}
+
+static inline float
+hsum_ps(__m256 v)
+{
+  __m128 lo = _mm256_castps256_ps128(v);
+  __m128 hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
+static inline int
+hsum_epi32(__m256i v)
+{
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+/* 32 signed bytes times 32 signed bytes -> 8 int32 partial sums. */
+static inline __m256i
+dot_i8(__m256i a, __m256i b)
+{
+  __m256i abs_a = _mm256_sign_epi8(a, a);
+  __m256i signed_b = _mm256_sign_epi8(b, a);
+  __m256i pairs = _mm256_maddubs_epi16(abs_a, signed_b);
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
+/* 32 unsigned bytes (< 128) times 32 signed bytes -> 8 int32 partial sums. */
+static inline __m256i
+dot_u8_i8(__m256i u, __m256i s)
+{
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* 16 packed nibbles -> 32 bytes: low nibbles first (elements 0..15), then high ones. */
+static inline __m256i
+unpack_nibbles(const uint8_t *qs)
+{
+  __m128i packed = _mm_loadu_si128((const __m128i *)qs);
+  __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+/* 32 bits -> 32 bytes, 0xff where the bit is set. */
+static inline __m256i
+bits_to_bytes(const uint8_t *bits)
+{
+  uint32_t x;
+  memcpy(&x, bits, 4);
+  const __m256i shuffle = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                            0x0101010101010101, 0x0000000000000000);
+  __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuffle);
+  const __m256i bit_mask = _mm256_set1_epi64x((long long)0x7fbfdfeff7fbfdfeULL);
+  bytes = _mm256_or_si256(bytes, bit_mask);
+  return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
+}
+
+/* ---- activation quantizers ---- */
+
+static void
+quantize_q8_0(const float *src, void *dst, int64_t n)
+{
+  SimdBlockQ8_0 *y = dst;
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  for (int64_t i = 0; i < n / QK; i++) {
+    const float *x = src + i * QK;
+    __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
+    __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+    __m256 amax = _mm256_andnot_ps(sign_bit, v0);
+    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_bit, v1));
+    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_bit, v2));
+    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_bit, v3));
+    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(amax, 1), _mm256_castps256_ps128(amax));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float max_abs = _mm_cvtss_f32(m4);
+
+    float d = max_abs / 127.0f;
+    y[i].d = hn_fp32_to_fp16(d);
+    __m256 id = _mm256_set1_ps(max_abs != 0.0f ? 127.0f / max_abs : 0.0f);
+    __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, id), _MM_FROUND_TO_NEAREST_INT));
+    __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, id), _MM_FROUND_TO_NEAREST_INT));
+    __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, id), _MM_FROUND_TO_NEAREST_INT));
+    __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, id), _MM_FROUND_TO_NEAREST_INT));
+    /* packs interleave 128-bit lanes; the permute restores element order */
+    __m256i p01 = _mm256_packs_epi32(i0, i1);
+    __m256i p23 = _mm256_packs_epi32(i2, i3);
+    __m256i bytes = _mm256_packs_epi16(p01, p23);
+    bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)y[i].qs, bytes);
+  }
+}
+
+static void
+quantize_q8_1(const float *src, void *dst, int64_t n)
+{
+  SimdBlockQ8_1 *y = dst;
+  for (int64_t i = 0; i < n / QK; i++) {
+    SimdBlockQ8_0 tmp;
+    quantize_q8_0(src + i * QK, &tmp, QK);
+    memcpy(y[i].qs, tmp.qs, QK);
+    y[i].d = tmp.d;
+    __m256i q = _mm256_loadu_si256((const __m256i *)tmp.qs);
+    int sum = hsum_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)));
+    y[i].s = hn_fp32_to_fp16(h2f(tmp.d) * (float)sum);
+  }
+}
+
+static void
+quantize_q8_k(const float *src, void *dst, int64_t n)
+{
+  SimdBlockQ8_K *y = dst;
+  for (int64_t i = 0; i < n / HN_QK_K; i++) {
+    const float *x = src + i * HN_QK_K;
+    /* The reference keeps the signed value of largest magnitude and scales by
+     * -128/max so that it maps to -128 exactly; do the same. */
+    float amax = 0, max = 0;
+    for (int j = 0; j < HN_QK_K; j++) {
+      float ax = fabsf(x[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = x[j];
+      }
+    }
+    if (amax == 0) {
+      memset(&y[i], 0, sizeof y[i]);
+      continue;
+    }
+    const float iscale = -128.f / max;
+    __m256 vs = _mm256_set1_ps(iscale);
+    for (int j = 0; j < HN_QK_K; j += 32) {
+      __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), vs), _MM_FROUND_TO_NEAREST_INT));
+      __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8), vs), _MM_FROUND_TO_NEAREST_INT));
+      __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 16), vs), _MM_FROUND_TO_NEAREST_INT));
+      __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 24), vs), _MM_FROUND_TO_NEAREST_INT));
+      /* clamp to 127: +128 can appear for values equal to -max */
+      const __m256i hi = _mm256_set1_epi32(127);
+      i0 = _mm256_min_epi32(i0, hi);
+      i1 = _mm256_min_epi32(i1, hi);
+      i2 = _mm256_min_epi32(i2, hi);
+      i3 = _mm256_min_epi32(i3, hi);
+      __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+      bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256((__m256i *)(y[i].qs + j), bytes);
+    }
+    for (int g = 0; g < HN_QK_K / 16; g++) {
+      int sum = 0;
+      for (int l = 0; l < 16; l++)
+        sum += y[i].qs[16 * g + l];
+      y[i].bsums[g] = (int16_t)sum;
+    }
+    y[i].d = 1 / iscale;
+  }
+}
+
+static void
+quantize_f16(const float *src, void *dst, int64_t n)
+{
+  uint16_t *y = dst;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; i++)
+    y[i] = hn_fp32_to_fp16(src[i]);
+}
+
+/* ---- dot products ---- */
+
+/* Two blocks per iteration into two accumulators: one accumulator would serialise the
+ * loop on the FMA latency and leave the decode far from memory bandwidth. */
+#define DEFINE_VEC_DOT_32(NAME, WBLOCK, DECODE)                                             \
+  static float NAME(int64_t n, const void *w, const void *a)                                \
+  {                                                                                         \
+    const WBLOCK *x = w;                                                                    \
+    const SimdBlockQ8_0 *y = a;                                                             \
+    const int64_t nb = n / QK;                                                              \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                          \
+    int64_t i = 0;                                                                          \
+    for (; i + 1 < nb; i += 2) {                                                            \
+      __m256i q0 = DECODE(&x[i]), q1 = DECODE(&x[i + 1]);                                   \
+      __m256i y0 = _mm256_loadu_si256((const __m256i *)y[i].qs);                            \
+      __m256i y1 = _mm256_loadu_si256((const __m256i *)y[i + 1].qs);                        \
+      acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)),                     \
+                             _mm256_cvtepi32_ps(dot_i8(q0, y0)), acc0);                     \
+      acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)),             \
+                             _mm256_cvtepi32_ps(dot_i8(q1, y1)), acc1);                     \
+    }                                                                                       \
+    for (; i < nb; i++) {                                                                   \
+      __m256i q0 = DECODE(&x[i]);                                                           \
+      __m256i y0 = _mm256_loadu_si256((const __m256i *)y[i].qs);                            \
+      acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)),                     \
+                             _mm256_cvtepi32_ps(dot_i8(q0, y0)), acc0);                     \
+    }                                                                                       \
+    return hsum_ps(_mm256_add_ps(acc0, acc1));                                              \
+  }
+
+static inline __m256i
+decode_q8_0(const SimdBlockQ8_0 *b)
+{
+  return _mm256_loadu_si256((const __m256i *)b->qs);
+}
+
+static inline __m256i
+decode_q4_0(const SimdBlockQ4_0 *b)
+{
+  return _mm256_sub_epi8(unpack_nibbles(b->qs), _mm256_set1_epi8(8));
+}
+
+static inline __m256i
+decode_q5_0(const SimdBlockQ5_0 *b)
+{
+  /* nibble | 0xf0 is nibble - 16 as a signed byte: exactly the value when the fifth
+   * bit is clear; when it is set the value is the plain nibble. */
+  __m256i high_clear = _mm256_andnot_si256(bits_to_bytes(b->qh), _mm256_set1_epi8((char)0xf0));
+  return _mm256_or_si256(unpack_nibbles(b->qs), high_clear);
+}
+
+DEFINE_VEC_DOT_32(vec_dot_q8_0, SimdBlockQ8_0, decode_q8_0)
+DEFINE_VEC_DOT_32(vec_dot_q4_0, SimdBlockQ4_0, decode_q4_0)
+DEFINE_VEC_DOT_32(vec_dot_q5_0, SimdBlockQ5_0, decode_q5_0)
+
+static float
+vec_dot_q4_1(int64_t n, const void *w, const void *a)
+{
+  const SimdBlockQ4_1 *x = w;
+  const SimdBlockQ8_1 *y = a;
+  __m256 acc = _mm256_setzero_ps();
+  float summs = 0;
+  for (int64_t i = 0; i < n / QK; i++) {
+    summs += h2f(x[i].m) * h2f(y[i].s);
+    __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
+    __m256i qx = unpack_nibbles(x[i].qs);
+    __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_i8(qx, qy)), acc);
+  }
+  return hsum_ps(acc) + summs;
+}
+
+static float
+vec_dot_q5_1(int64_t n, const void *w, const void *a)
+{
+  const SimdBlockQ5_1 *x = w;
+  const SimdBlockQ8_1 *y = a;
+  __m256 acc = _mm256_setzero_ps();
+  float summs = 0;
+  for (int64_t i = 0; i < n / QK; i++) {
+    summs += h2f(x[i].m) * h2f(y[i].s);
+    __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
+    __m256i high = _mm256_and_si256(bits_to_bytes(x[i].qh), _mm256_set1_epi8(0x10));
+    __m256i qx = _mm256_or_si256(unpack_nibbles(x[i].qs), high);
+    __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_i8(qx, qy)), acc);
+  }
+  return hsum_ps(acc) + summs;
+}
+
+/* Unpacks the eight 6-bit scales and mins of a Q4_K/Q5_K block. */
+static inline void
+unpack_scales_k4(const uint8_t *packed, uint8_t scales[8], uint8_t mins[8])
+{
+  for (int j = 0; j < 8; j++)
+    simd_scale_min_k4(j, packed, &scales[j], &mins[j]);
+}
+
+static float
+vec_dot_q4_k(int64_t n, const void *w, const void *a)
+{
+  const SimdBlockQ4_K *x = w;
+  const SimdBlockQ8_K *y = a;
+  const __m256i low_mask = _mm256_set1_epi8(0x0f);
+  __m256 acc = _mm256_setzero_ps();
+  float acc_min = 0;
+  for (int64_t i = 0; i < n / HN_QK_K; i++) {
+    const float d = y[i].d * h2f(x[i].d);
+    const float dmin = y[i].d * h2f(x[i].dmin);
+    uint8_t scales[8], mins[8];
+    unpack_scales_k4(x[i].scales, scales, mins);
+    int min_sum = 0;
+    for (int j = 0; j < 8; j++)
+      min_sum += mins[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+    acc_min += dmin * (float)min_sum;
+
+    __m256i sumi = _mm256_setzero_si256();
+    const uint8_t *q4 = x[i].qs;
+    const int8_t *q8 = y[i].qs;
+    for (int j = 0; j < 4; j++) {
+      __m256i bits = _mm256_loadu_si256((const __m256i *)(q4 + 32 * j));
+      __m256i lo = _mm256_and_si256(bits, low_mask);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low_mask);
+      __m256i ylo = _mm256_loadu_si256((const __m256i *)(q8 + 64 * j));
+      __m256i yhi = _mm256_loadu_si256((const __m256i *)(q8 + 64 * j + 32));
+      __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_set1_epi16(scales[2 * j]));
+      __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), _mm256_set1_epi16(scales[2 * j + 1]));
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum_ps(acc) - acc_min;
+}
+
+static float
+vec_dot_q5_k(int64_t n, const void *w, const void *a)
+{
+  const SimdBlockQ5_K *x = w;
+  const SimdBlockQ8_K *y = a;
+  const __m256i low_mask = _mm256_set1_epi8(0x0f);
+  __m256 acc = _mm256_setzero_ps();
+  float acc_min = 0;
+  for (int64_t i = 0; i < n / HN_QK_K; i++) {
+    const float d = y[i].d * h2f(x[i].d);
+    const float dmin = y[i].d * h2f(x[i].dmin);
+    uint8_t scales[8], mins[8];
+    unpack_scales_k4(x[i].scales, scales, mins);
+    int min_sum = 0;
+    for (int j = 0; j < 8; j++)
+      min_sum += mins[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+    acc_min += dmin * (float)min_sum;
+
+    __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+      __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * j));
+      /* bit 2j of qh[l] is the fifth bit of element 64j+l, bit 2j+1 of element 64j+32+l */
+      __m256i h_lo = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), _mm256_set1_epi8(1));
+      __m256i h_hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), _mm256_set1_epi8(1));
+      __m256i lo = _mm256_or_si256(_mm256_and_si256(bits, low_mask), _mm256_slli_epi16(h_lo, 4));
+      __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), low_mask), _mm256_slli_epi16(h_hi, 4));
+      __m256i ylo = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * j));
+      __m256i yhi = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * j + 32));
+      __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_set1_epi16(scales[2 * j]));
+      __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), _mm256_set1_epi16(scales[2 * j + 1]));
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum_ps(acc) - acc_min;
+}
+
+static float
+vec_dot_q6_k(int64_t n, const void *w, const void *a)
+{
+  const SimdBlockQ6_K *x = w;
+  const SimdBlockQ8_K *y = a;
+  const __m256i low_mask = _mm256_set1_epi8(0x0f);
+  const __m256i two_bits = _mm256_set1_epi8(0x03);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / HN_QK_K; i++) {
+    const float d = y[i].d * h2f(x[i].d);
+    /* The stored values are q+32; subtract 32·Σy per 16-group via the block sums. */
+    int offset = 0;
+    for (int g = 0; g < 16; g++)
+      offset += x[i].scales[g] * y[i].bsums[g];
+    __m256i sumi = _mm256_setzero_si256();
+    for (int half = 0; half < 2; half++) {
+      const uint8_t *ql = x[i].ql + 64 * half;
+      const uint8_t *qhp = x[i].qh + 32 * half;
+      const int8_t *q8 = y[i].qs + 128 * half;
+      const int8_t *sc = x[i].scales + 8 * half;
+      __m256i qh = _mm256_loadu_si256((const __m256i *)qhp);
+      __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+      __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+      __m256i q[4];
+      q[0] = _mm256_or_si256(_mm256_and_si256(l0, low_mask), _mm256_slli_epi16(_mm256_and_si256(qh, two_bits), 4));
+      q[1] = _mm256_or_si256(_mm256_and_si256(l1, low_mask),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two_bits), 4));
+      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low_mask),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two_bits), 4));
+      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low_mask),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two_bits), 4));
+      for (int k = 0; k < 4; k++) {
+        __m256i yk = _mm256_loadu_si256((const __m256i *)(q8 + 32 * k));
+        __m256i p16 = _mm256_maddubs_epi16(q[k], yk);
+        /* each 32-run covers two 16-groups with their own scales */
+        __m256i scale = _mm256_set_m128i(_mm_set1_epi16(sc[2 * k + 1]), _mm_set1_epi16(sc[2 * k]));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, scale));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0))), acc);
+  }
+  return hsum_ps(acc);
+}
+
+static float
+vec_dot_q2_k(int64_t n, const void *w, const void *a)
+{
+  const SimdBlockQ2_K *x = w;
+  const SimdBlockQ8_K *y = a;
+  const __m256i two_bits = _mm256_set1_epi8(0x03);
+  __m256 acc = _mm256_setzero_ps();
+  float acc_min = 0;
+  for (int64_t i = 0; i < n / HN_QK_K; i++) {
+    const float d = y[i].d * h2f(x[i].d);
+    const float dmin = y[i].d * h2f(x[i].dmin);
+    int min_sum = 0;
+    for (int g = 0; g < 16; g++)
+      min_sum += (x[i].scales[g] >> 4) * y[i].bsums[g];
+    acc_min += dmin * (float)min_sum;
+    __m256i sumi = _mm256_setzero_si256();
+    for (int half = 0; half < 2; half++) {
+      __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * half));
+      const uint8_t *sc = x[i].scales + 8 * half;
+      for (int j = 0; j < 4; j++) {
+        __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), two_bits);
+        __m256i yk = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * half + 32 * j));
+        __m256i p16 = _mm256_maddubs_epi16(q, yk);
+        __m256i scale = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1] & 0xF), _mm_set1_epi16(sc[2 * j] & 0xF));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, scale));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum_ps(acc) - acc_min;
+}
+
+static void
+unpack_scales_q3_k(const uint8_t *packed, int8_t scales[16])
+{
+  uint32_t aux[4];
+  memcpy(aux, packed, 12);
+  const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  uint32_t tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+  memcpy(scales, aux, 16);
+  for (int g = 0; g < 16; g++)
+    scales[g] = (int8_t)(scales[g] - 32);
+}
+
+static float
+vec_dot_q3_k(int64_t n, const void *w, const void *a)
+{
+  const SimdBlockQ3_K *x = w;
+  const SimdBlockQ8_K *y = a;
+  const __m256i two_bits = _mm256_set1_epi8(0x03);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / HN_QK_K; i++) {
+    const float d = y[i].d * h2f(x[i].d);
+    int8_t scales[16];
+    unpack_scales_q3_k(x[i].scales, scales);
+    /* value = q2 - 4·(high bit clear) = q2 + 4·hbit - 4: compute (q2 + 4·hbit)·y and
+     * subtract 4·Σy per group through the block sums. */
+    int offset = 0;
+    for (int g = 0; g < 16; g++)
+      offset += scales[g] * y[i].bsums[g];
+    __m256i hmask = _mm256_loadu_si256((const __m256i *)x[i].hmask);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int half = 0; half < 2; half++) {
+      __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * half));
+      for (int j = 0; j < 4; j++) {
+        int bit = 4 * half + j;
+        __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hmask, bit), _mm256_set1_epi8(1));
+        __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), two_bits), _mm256_slli_epi16(hb, 2));
+        __m256i yk = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * half + 32 * j));
+        __m256i p16 = _mm256_maddubs_epi16(q, yk);
+        const int8_t *sc = scales + 8 * half + 2 * j;
+        __m256i scale = _mm256_set_m128i(_mm_set1_epi16(sc[1]), _mm_set1_epi16(sc[0]));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, scale));
+      }
+    }
+    int total = hsum_epi32(sumi) - 4 * offset;
+    acc = _mm256_add_ps(acc, _mm256_setr_ps(d * (float)total, 0, 0, 0, 0, 0, 0, 0));
+  }
+  return hsum_ps(acc);
+}
+
+static float
+vec_dot_f16(int64_t n, const void *w, const void *a)
+{
+  const uint16_t *x = w;
+  const uint16_t *y = a;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))),
+                           _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i))), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + 8))),
+                           _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i + 8))), acc1);
+  }
+  float sum = hsum_ps(_mm256_add_ps(acc0, acc1));
+  for (; i < n; i++)
+    sum += h2f(x[i]) * h2f(y[i]);
+  return sum;
+}
+
+static float
+vec_dot_f32(int64_t n, const void *w, const void *a)
+{
+  const float *x = w;
+  const float *y = a;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), acc1);
+  }
+  float sum = hsum_ps(_mm256_add_ps(acc0, acc1));
+  for (; i < n; i++)
+    sum += x[i] * y[i];
+  return sum;
+}
+
+void
+hn_simd_fill_avx2(HnSimdKernels *k)
+{
+  k->level = HN_SIMD_AVX2;
+  k->quantize[HN_TYPE_Q8_0] = quantize_q8_0;
+  k->quantize[HN_TYPE_Q8_1] = quantize_q8_1;
+  k->quantize[HN_TYPE_Q8_K] = quantize_q8_k;
+  k->quantize[HN_TYPE_F16] = quantize_f16;
+  k->vec_dot[HN_TYPE_F32] = vec_dot_f32;
+  k->vec_dot[HN_TYPE_F16] = vec_dot_f16;
+  k->vec_dot[HN_TYPE_Q8_0] = vec_dot_q8_0;
+  k->vec_dot[HN_TYPE_Q4_0] = vec_dot_q4_0;
+  k->vec_dot[HN_TYPE_Q4_1] = vec_dot_q4_1;
+  k->vec_dot[HN_TYPE_Q5_0] = vec_dot_q5_0;
+  k->vec_dot[HN_TYPE_Q5_1] = vec_dot_q5_1;
+  k->vec_dot[HN_TYPE_Q2_K] = vec_dot_q2_k;
+  k->vec_dot[HN_TYPE_Q3_K] = vec_dot_q3_k;
+  k->vec_dot[HN_TYPE_Q4_K] = vec_dot_q4_k;
+  k->vec_dot[HN_TYPE_Q5_K] = vec_dot_q5_k;
+  k->vec_dot[HN_TYPE_Q6_K] = vec_dot_q6_k;
+}

@@ -1,0 +1,39 @@
+/* hn-simd.c — picks the kernel table for the machine once. */
+#include "hn-simd.h"
+
+#include <pthread.h>
+
+static HnSimdKernels tables[3];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+static void
+fill_tables(void)
+{
+  tables[HN_SIMD_SCALAR].level = HN_SIMD_SCALAR;
+#if defined(__x86_64__)
+  const HnCpuFeatures *f = hn_cpu_features();
+  if (f->avx2 && f->fma && f->f16c) {
+    hn_simd_fill_avx2(&tables[HN_SIMD_AVX2]);
+    if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni) {
+      hn_simd_fill_avx2(&tables[HN_SIMD_AVX512]);
+      hn_simd_fill_avx512(&tables[HN_SIMD_AVX512]);
+    }
+  }
+#endif
+}
+
+const HnSimdKernels *
+hn_simd_kernels_for_level(HnSimdLevel level)
+{
+  pthread_once(&tables_once, fill_tables);
+  if (level < HN_SIMD_SCALAR || level > HN_SIMD_AVX512 || tables[level].level != level)
+    return NULL;
+  return &tables[level];
+}
+
+const HnSimdKernels *
+hn_simd_kernels(void)
+{
+  const HnSimdKernels *k = hn_simd_kernels_for_level(hn_cpu_simd_level());
+  return k ? k : hn_simd_kernels_for_level(HN_SIMD_SCALAR);
+}

@@ -1,0 +1,233 @@
+/* SIMD kernels against the scalar reference: every dot product on random blocks of
+ * every type (odd block counts and tails included), activation packing, and the GEMM
+ * tiles against a float computation from the dequantized operands. */
+#include "hn-quants.h"
+#include "hn-simd.h"
+
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+
+static const HnType weight_types[] = {
+  HN_TYPE_F32, HN_TYPE_F16, HN_TYPE_BF16, HN_TYPE_Q8_0, HN_TYPE_Q4_0, HN_TYPE_Q4_1, HN_TYPE_Q5_0,
+  HN_TYPE_Q5_1, HN_TYPE_Q2_K, HN_TYPE_Q3_K, HN_TYPE_Q4_K, HN_TYPE_Q5_K, HN_TYPE_Q6_K,
+};
+
+static void
+fill_random (GRand *rand, float *x, int64_t n)
+{
+  /* Mixed magnitudes so that per-block scales differ. */
+  for (int64_t i = 0; i < n; i++) {
+    double scale = (i / 32) % 3 == 0 ? 0.05 : ((i / 32) % 3 == 1 ? 1.0 : 8.0);
+    x[i] = (float) (g_rand_double_range (rand, -1.0, 1.0) * scale);
+  }
+}
+
+/* Quantizes n random floats to `type` (weights) and to its activation type. */
+typedef struct {
+  void *w, *a;
+  float *wf, *af;
+} Operands;
+
+static Operands
+make_operands (GRand *rand, HnType type, int64_t n)
+{
+  Operands o;
+  HnType act = hn_type_vec_dot_type (type);
+  o.wf = g_new (float, n);
+  o.af = g_new (float, n);
+  fill_random (rand, o.wf, n);
+  fill_random (rand, o.af, n);
+  o.w = g_malloc0 (hn_type_row_bytes (type, n));
+  o.a = g_malloc0 (hn_type_row_bytes (act, n));
+  hn_quantize_row (type, o.wf, o.w, n);
+  hn_quantize_row (act, o.af, o.a, n);
+  return o;
+}
+
+static void
+free_operands (Operands *o)
+{
+  g_free (o->w);
+  g_free (o->a);
+  g_free (o->wf);
+  g_free (o->af);
+}
+
+static void
+test_vec_dot_levels (void)
+{
+  GRand *rand = g_rand_new_with_seed (42);
+  int checked = 0;
+  for (HnSimdLevel level = HN_SIMD_AVX2; level <= HN_SIMD_AVX512; level++) {
+    const HnSimdKernels *k = hn_simd_kernels_for_level (level);
+    if (k == NULL)
+      continue;
+    for (gsize t = 0; t < G_N_ELEMENTS (weight_types); t++) {
+      HnType type = weight_types[t];
+      if (k->vec_dot[type] == NULL)
+        continue;
+      int64_t block = hn_type_block_elems (type) == 1 ? 32 : hn_type_block_elems (type);
+      /* odd block counts, plus a non-multiple-of-16 length for the float types */
+      int64_t lengths[] = { block, 3 * block, 7 * block, hn_type_block_elems (type) == 1 ? 37 : 5 * block };
+      for (gsize li = 0; li < G_N_ELEMENTS (lengths); li++) {
+        int64_t n = lengths[li];
+        for (int rep = 0; rep < 20; rep++) {
+          Operands o = make_operands (rand, type, n);
+          float ref = hn_vec_dot_ref (type, n, o.w, o.a);
+          float fast = k->vec_dot[type] (n, o.w, o.a);
+          double mag = 0;
+          for (int64_t i = 0; i < n; i++)
+            mag += fabs (o.wf[i] * o.af[i]);
+          if (fabs (ref - fast) > 1e-4 * (mag + 1e-3))
+            g_error ("%s %s n=%" G_GINT64_FORMAT ": reference %g, fast %g", hn_simd_level_name (level),
+                     hn_type_name (type), n, ref, fast);
+          checked++;
+          free_operands (&o);
+        }
+      }
+    }
+  }
+  if (checked == 0)
+    g_test_skip ("this processor has no SIMD level to test");
+  g_test_message ("%d dot products compared", checked);
+  g_rand_free (rand);
+}
+
+static void
+test_quantize_levels (void)
+{
+  GRand *rand = g_rand_new_with_seed (7);
+  const HnType acts[] = { HN_TYPE_Q8_0, HN_TYPE_Q8_1, HN_TYPE_Q8_K, HN_TYPE_F16 };
+  int checked = 0;
+  for (HnSimdLevel level = HN_SIMD_AVX2; level <= HN_SIMD_AVX512; level++) {
+    const HnSimdKernels *k = hn_simd_kernels_for_level (level);
+    if (k == NULL)
+      continue;
+    for (gsize t = 0; t < G_N_ELEMENTS (acts); t++) {
+      if (k->quantize[acts[t]] == NULL)
+        continue;
+      int64_t n = 4 * HN_QK_K;
+      float *x = g_new (float, n);
+      fill_random (rand, x, n);
+      size_t bytes = hn_type_row_bytes (acts[t], n);
+      void *ref = g_malloc0 (bytes), *fast = g_malloc0 (bytes);
+      hn_quantize_row (acts[t], x, ref, n);
+      k->quantize[acts[t]] (x, fast, n);
+      /* Rounding of exact ties may differ by one step; compare dequantized values. */
+      float *rd = g_new (float, n), *fd = g_new (float, n);
+      if (acts[t] == HN_TYPE_F16 || acts[t] == HN_TYPE_Q8_0) {
+        hn_dequantize_row (acts[t], ref, rd, n);
+        hn_dequantize_row (acts[t], fast, fd, n);
+        for (int64_t i = 0; i < n; i++) {
+          double step = acts[t] == HN_TYPE_F16 ? 1e-3 * fabs (x[i]) : 0.03 * 8.0 / 127.0 * 1.01;
+          if (fabs (rd[i] - fd[i]) > step)
+            g_error ("%s quantize %s element %" G_GINT64_FORMAT ": %g vs %g", hn_simd_level_name (level),
+                     hn_type_name (acts[t]), i, rd[i], fd[i]);
+        }
+      } else {
+        /* Q8_1 and Q8_K have no dequantizer: both encodings must give the same dot
+         * product with a weight row that uses them. */
+        HnType wtype = acts[t] == HN_TYPE_Q8_1 ? HN_TYPE_Q4_1 : HN_TYPE_Q4_K;
+        float *wf = g_new (float, n);
+        fill_random (rand, wf, n);
+        void *w = g_malloc0 (hn_type_row_bytes (wtype, n));
+        hn_quantize_row (wtype, wf, w, n);
+        float a = hn_vec_dot_ref (wtype, n, w, ref), b = hn_vec_dot_ref (wtype, n, w, fast);
+        double mag = 0;
+        for (int64_t i = 0; i < n; i++)
+          mag += fabs (wf[i] * x[i]);
+        if (fabs (a - b) > 0.01 * mag)
+          g_error ("%s quantize %s: dot %g vs %g", hn_simd_level_name (level), hn_type_name (acts[t]), a, b);
+        g_free (wf);
+        g_free (w);
+      }
+      g_free (rd);
+      g_free (fd);
+      g_free (x);
+      g_free (ref);
+      g_free (fast);
+      checked++;
+    }
+  }
+  if (checked == 0)
+    g_test_skip ("this processor has no SIMD level to test");
+  g_rand_free (rand);
+}
+
+static void
+test_gemm_tiles (void)
+{
+  const HnSimdKernels *k = hn_simd_kernels_for_level (HN_SIMD_AVX512);
+  if (k == NULL || k->pack_act == NULL) {
+    g_test_skip ("no GEMM kernels on this processor");
+    return;
+  }
+  GRand *rand = g_rand_new_with_seed (99);
+  int checked = 0;
+  for (int t = 0; t < HN_TYPE_COUNT; t++) {
+    if (k->gemm_tile[t] == NULL)
+      continue;
+    int64_t block = hn_type_block_elems ((uint32_t) t);
+    /* for 32-blocks an odd count exercises the half chunk at the end */
+    int64_t n = block == 32 ? 32 * 9 : block * 3;
+    size_t row_bytes = hn_type_row_bytes ((uint32_t) t, n);
+    int64_t n_chunks = (n / 32 + 1) / 2;
+    for (int rows = 1; rows <= k->gemm_rows; rows++)
+      for (int cols = 1; cols <= k->gemm_cols; cols++) {
+        guint8 *w = g_malloc0 (row_bytes * rows);
+        float *wf = g_new (float, n * rows);
+        float *wd = g_new (float, n * rows);
+        fill_random (rand, wf, n * rows);
+        for (int r = 0; r < rows; r++) {
+          hn_quantize_row ((HnType) t, wf + r * n, w + r * row_bytes, n);
+          hn_dequantize_row ((HnType) t, w + r * row_bytes, wd + r * n, n);
+        }
+        HnActChunk *act = g_new0 (HnActChunk, n_chunks * cols);
+        float *af = g_new (float, n * cols);
+        fill_random (rand, af, n * cols);
+        for (int c = 0; c < cols; c++)
+          k->pack_act (af + c * n, n, k->gemm_offset[t], act + c * n_chunks);
+        float out[64];
+        k->gemm_tile[t] (n, w, row_bytes, rows, act, n_chunks, cols, out, 8);
+        for (int r = 0; r < rows; r++)
+          for (int c = 0; c < cols; c++) {
+            /* exact value from the dequantized weights and the packed activations */
+            double expect = 0, mag = 0;
+            for (int64_t i = 0; i < n; i++) {
+              const HnActChunk *a = act + c * n_chunks + i / 64;
+              double av = a->q[i % 64] * (double) a->d[(i % 64) / 4];
+              expect += wd[r * n + i] * av;
+              mag += fabs (wd[r * n + i] * av);
+            }
+            double got = out[r * 8 + c];
+            if (fabs (got - expect) > 1e-4 * (mag + 1e-3))
+              g_error ("GEMM %s rows=%d cols=%d r=%d c=%d: expected %g, got %g", hn_type_name ((uint32_t) t),
+                       rows, cols, r, c, expect, got);
+            /* and close to the float product (the activation rounding only) */
+            double exact = 0;
+            for (int64_t i = 0; i < n; i++)
+              exact += wd[r * n + i] * af[c * n + i];
+            g_assert_cmpfloat (fabs (got - exact), <=, 0.02 * mag + 1e-3);
+            checked++;
+          }
+        g_free (w);
+        g_free (wf);
+        g_free (wd);
+        g_free (act);
+        g_free (af);
+      }
+  }
+  g_test_message ("%d GEMM outputs compared", checked);
+  g_rand_free (rand);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/engine/simd/vec-dot", test_vec_dot_levels);
+  g_test_add_func ("/engine/simd/quantize", test_quantize_levels);
+  g_test_add_func ("/engine/simd/gemm-tiles", test_gemm_tiles);
+  return g_test_run ();
+}
