@@ -3704,10 +3704,19 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
     Value method = arg(a, 1, "method", v_cstr(&r->c, "common"));
     if (!is_num(&v))
       rfail(r, n, "round needs a number, not %s", type_name(&v));
-    double x = num_f(&v), m = pow(10.0, (double)need_int(r, n, prec, "precision"));
+    int64_t digits = need_int(r, n, prec, "precision");
+    double x = num_f(&v), m = pow(10.0, (double)digits);
     const char *how = need_str(r, n, method, "method")->s;
     double y;
-    if (!strcmp(how, "common"))
+    if (!strcmp(how, "common") && digits >= 0 && digits <= 60 && isfinite(x) && fabs(x) < 1e16) {
+      /* Python's round(): correctly rounded from the exact binary value, ties to even,
+       * which is what glibc's printf does */
+      char tmp[400];
+      locale_t old = uselocale(c_time_locale());
+      snprintf(tmp, sizeof tmp, "%.*f", (int)digits, x);
+      y = strtod(tmp, NULL);
+      uselocale(old);
+    } else if (!strcmp(how, "common"))
       y = round(x * m) / m;
     else if (!strcmp(how, "floor"))
       y = floor(x * m) / m;
@@ -4352,13 +4361,7 @@ exec_for(R *r, const Node *n, Scope *sc)
   LoopState *state = xalloc0(&r->c, sizeof(LoopState));
   state->items = items;
   state->length = items->n;
-  for (Scope *s = sc; s; s = s->parent) {
-    Value *outer = scope_find_local(s, "loop", 4);
-    if (outer && outer->t == T_LOOP) {
-      state->depth0 = outer->loop->depth0 + 1;
-      break;
-    }
-  }
+  /* loop.depth counts recursive loop() calls, which are not supported: always 1 */
   Value loopv = { .t = T_LOOP };
   loopv.loop = state;
   Str *loop_name = str_new(&r->c, "loop", 4);
