@@ -1997,7 +1997,12 @@ parse_body(P *p, const char *const *ends, const char **which, Token *opener)
     }
     case K_EOF:
       if (ends)
-        p_fail(p, opener, "'%s' is never closed (expected '%s')", opener->s->s, ends[0][0] == 'e' && ends[1] == NULL ? ends[0] : ends[HN_MAX(0, 0)]);
+      {
+        const char *last = ends[0];
+        for (int k = 0; ends[k]; k++)
+          last = ends[k];
+        p_fail(p, opener, "'%s' is never closed (expected '{%% %s %%}')", opener->s->s, last);
+      }
       p->depth--;
       return vec_list(&body);
     default: {
@@ -2092,6 +2097,7 @@ typedef struct {
   Buf *out;
   Scope *scope;
   Value block_input;
+  bool json_ascii;
   uint64_t steps, max_steps;
   int macro_depth;
   int depth;
@@ -2773,6 +2779,48 @@ repeat_value(R *r, const Node *n, Value seq, int64_t times)
   return res;
 }
 
+/* "%s" % x: the conversions templates use (%s %r %d %i %%), no widths or flags. */
+static Value
+printf_format(R *r, const Node *n, const Str *fmt, Value args)
+{
+  List single = { 1, false, &args };
+  List *list = args.t == T_LIST && args.l->tuple ? args.l : &single;
+  size_t used = 0;
+  Buf b = { 0 };
+  for (size_t k = 0; k < fmt->len; k++) {
+    char ch = fmt->s[k];
+    if (ch != '%') {
+      buf_addc(&r->c, &b, ch);
+      continue;
+    }
+    if (++k >= fmt->len)
+      rfail(r, n, "incomplete format");
+    char conv = fmt->s[k];
+    if (conv == '%') {
+      buf_addc(&r->c, &b, '%');
+      continue;
+    }
+    if (used >= list->n)
+      rfail(r, n, "not enough arguments for format string");
+    Value v = list->items[used++];
+    if (v.t == T_UNDEF)
+      undef_fail(r, n, &v);
+    if (conv == 's')
+      to_str_buf(r, &b, v);
+    else if (conv == 'r')
+      repr_buf(r, &b, v);
+    else if (conv == 'd' || conv == 'i') {
+      if (!is_num(&v))
+        rfail(r, n, "%%%c format: a number is required, not %s", conv, type_name(&v));
+      to_str_buf(r, &b, v_int(v.t == T_FLOAT ? (int64_t)v.f : num_i(&v)));
+    } else
+      rfail(r, n, "unsupported format character '%c'", conv);
+  }
+  if (used < list->n)
+    rfail(r, n, "not all arguments converted during string formatting");
+  return buf_value(&r->c, &b);
+}
+
 static const char *
 op_symbol(int op)
 {
@@ -2884,10 +2932,10 @@ arith(R *r, const Node *n, int op, Value a, Value b)
     return repeat_value(r, n, a, num_i(&b));
   if (op == OP_MUL && (b.t == T_STR || b.t == T_LIST) && (a.t == T_INT || a.t == T_BOOL))
     return repeat_value(r, n, b, num_i(&a));
-  if (op == OP_ADD && a.t == T_STR)
-    rfail(r, n, "can only concatenate str (not \"%s\") to str", type_name(&b));
+  if (op == OP_ADD && (a.t == T_STR || a.t == T_LIST))
+    rfail(r, n, "can only concatenate %s (not \"%s\") to %s", type_name(&a), type_name(&b), type_name(&a));
   if (op == OP_MOD && a.t == T_STR)
-    rfail(r, n, "printf-style string formatting with '%%' is not supported");
+    return printf_format(r, n, a.s, b);
   rfail(r, n, "unsupported operand type(s) for %s: '%s' and '%s'", op_symbol(op), type_name(&a), type_name(&b));
 }
 
@@ -3306,7 +3354,7 @@ json_out(R *r, const Node *n, Buf *b, Value v, int64_t indent, int level)
     break;
   case T_STR: {
     size_t len;
-    char *q = hn_json_quote(v.s->s, v.s->len, false, &len);
+    char *q = hn_json_quote(v.s->s, v.s->len, r->json_ascii, &len);
     if (!q)
       fail_nomem(&r->c);
     /* copy then free before anything can unwind */
@@ -3557,7 +3605,16 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
   if (!strcmp(name, "string"))
     return to_str(r, v);
   if (!strcmp(name, "tojson")) {
+    /* HF's signature: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
+    Value ascii = arg(a, 99, "ensure_ascii", v_bool(false));
     Value ind = arg(a, 0, "indent", NONE);
+    Value sort = arg(a, 99, "sort_keys", v_bool(false));
+    Value seps = arg(a, 99, "separators", NONE);
+    if (truthy(&ascii) || truthy(&sort) || seps.t != T_NONE) {
+      if (truthy(&sort) || seps.t != T_NONE)
+        rfail(r, n, "tojson: sort_keys and separators are not supported");
+    }
+    r->json_ascii = truthy(&ascii);
     int64_t indent = ind.t == T_NONE ? -1 : need_int(r, n, ind, "indent");
     if (indent > 64)
       indent = 64;
@@ -3813,6 +3870,23 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
         k += adv;
       }
       return v_int(words);
+    }
+    if (!strcmp(name, "center")) {
+      int64_t width = need_int(r, n, arg(a, 0, "width", v_int(80)), "width");
+      int64_t len = (int64_t)utf8_count(s->s, s->len);
+      if (width > 1 << 20)
+        width = 1 << 20;
+      if (width <= len)
+        return v_str(&r->c, s->s, s->len);
+      /* Python's str.center puts the odd space on the left when the width is odd */
+      int64_t total = width - len, left = total / 2 + (total & width & 1);
+      Buf b = { 0 };
+      for (int64_t k = 0; k < left; k++)
+        buf_addc(&r->c, &b, ' ');
+      buf_add(&r->c, &b, s->s, s->len);
+      for (int64_t k = 0; k < total - left; k++)
+        buf_addc(&r->c, &b, ' ');
+      return buf_value(&r->c, &b);
     }
     if (!strcmp(name, "escape") || !strcmp(name, "e")) {
       Buf b = { 0 };
