@@ -89,9 +89,7 @@ hn_sampler_params_validate(const HnSamplerParams *p, int32_t n_vocab, HnError *e
   if (p == NULL)
     return hn_error_set(err, HN_ERR_INVALID_ARG, "no sampler parameters");
   CHECK_RANGE(temperature, 0.0f, 10.0f);
-  if (p->top_k < 0 || (n_vocab > 0 && p->top_k > n_vocab))
-    return hn_error_set(err, HN_ERR_INVALID_ARG, "top_k must be between 0 and %d",
-                        n_vocab > 0 ? n_vocab : INT32_MAX);
+  CHECK_RANGE(top_k, 0, 1 << 24); /* above n_vocab simply keeps everything */
   CHECK_RANGE(top_p, 0.0f, 1.0f);
   CHECK_RANGE(min_p, 0.0f, 1.0f);
   CHECK_RANGE(typical_p, 0.0f, 1.0f);
@@ -149,7 +147,7 @@ void
 hn_sampler_params_clamp(HnSamplerParams *p, int32_t n_vocab)
 {
   p->temperature = clampf(p->temperature, 0.0f, 10.0f, 0.8f);
-  p->top_k = clampi(p->top_k, 0, n_vocab > 0 ? n_vocab : INT32_MAX);
+  p->top_k = clampi(p->top_k, 0, 1 << 24);
   p->top_p = clampf(p->top_p, 0.0f, 1.0f, 0.95f);
   p->min_p = clampf(p->min_p, 0.0f, 1.0f, 0.05f);
   p->typical_p = clampf(p->typical_p, 0.0f, 1.0f, 1.0f);

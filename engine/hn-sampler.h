@@ -42,7 +42,7 @@ typedef struct {
 
 typedef struct {
   float temperature;        /* 0.8; [0, 10]; <= 0 = greedy */
-  int32_t top_k;            /* 40; [0, n_vocab]; 0 = off */
+  int32_t top_k;            /* 40; [0, 1<<24]; 0 (or >= n_vocab) = off */
   float top_p;              /* 0.95; [0, 1]; 1 = off */
   float min_p;              /* 0.05; [0, 1]; 0 = off */
   float typical_p;          /* 1.0; [0, 1]; 1 = off */
@@ -65,8 +65,8 @@ typedef struct {
 /* The defaults listed above. */
 void hn_sampler_params_init(HnSamplerParams *params);
 
-/* Checks every field against its documented range (n_vocab for top_k and logit-bias
- * ids; pass 0 to skip the vocabulary checks).  The message names the field. */
+/* Checks every field against its documented range (n_vocab for the logit-bias ids;
+ * pass 0 to skip that check).  The message names the field. */
 bool hn_sampler_params_validate(const HnSamplerParams *params, int32_t n_vocab, HnError *err);
 
 /* Pulls every numeric field into its range (NaN becomes the default).  Pointers and
