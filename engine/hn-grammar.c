@@ -1251,7 +1251,20 @@ struct HnGrammarState {
   size_t n_levels;
   uint8_t *allowed;
   Expander x;
+  /* Masking memo: distinct stack sets met while walking the vocabulary, and for each of
+   * them the set reached by every byte.  Parse states repeat constantly (inside a JSON
+   * string every letter leads back to the same set), so most steps of the walk become
+   * one table lookup.  Kept across calls; flushed when full. */
+  StackSet *memo_sets;
+  uint32_t *memo_hash;
+  size_t memo_n;
+  int32_t *memo_trans; /* MEMO_CAP * 256 */
+  int32_t *memo_level; /* set index per prefix length */
 };
+
+#define MEMO_CAP 1024
+#define MEMO_UNKNOWN (-2)
+#define MEMO_DEAD (-1)
 
 HnGrammarState *
 hn_grammar_state_new(const HnGrammar *g, const HnGrammarVocab *v, HnError *err)
@@ -1270,7 +1283,12 @@ hn_grammar_state_new(const HnGrammar *g, const HnGrammarVocab *v, HnError *err)
     s->n_levels = v->max_len + 1;
     s->levels = calloc(s->n_levels, sizeof *s->levels);
     s->allowed = calloc((size_t) v->n_vocab, 1);
-    ok = s->levels && s->allowed;
+    s->memo_sets = calloc(MEMO_CAP, sizeof *s->memo_sets);
+    s->memo_hash = calloc(MEMO_CAP, sizeof *s->memo_hash);
+    s->memo_trans = malloc((size_t) MEMO_CAP * 256 * sizeof *s->memo_trans);
+    s->memo_level = calloc(s->n_levels + 1, sizeof *s->memo_level);
+    ok = s->levels && s->allowed && s->memo_sets && s->memo_hash && s->memo_trans &&
+         s->memo_level;
     for (size_t i = 1; ok && i < s->n_levels; i++)
       ok = set_init(&s->levels[i]);
   }
@@ -1295,6 +1313,13 @@ hn_grammar_state_free(HnGrammarState *s)
       set_free(&s->levels[i]);
   free(s->levels);
   free(s->allowed);
+  if (s->memo_sets)
+    for (size_t i = 0; i < MEMO_CAP; i++)
+      set_free(&s->memo_sets[i]);
+  free(s->memo_sets);
+  free(s->memo_hash);
+  free(s->memo_trans);
+  free(s->memo_level);
   free(s->x.buf);
   free(s);
 }
@@ -1383,16 +1408,140 @@ hn_grammar_accept_token(HnGrammarState *s, int32_t token)
   return hn_grammar_accept_bytes(s, b, len);
 }
 
+static uint32_t
+set_hash(const StackSet *s)
+{
+  uint32_t h = 0x9747b28cu ^ (uint32_t) s->n ^ (s->partial_cp << 8) ^ s->partial_left;
+  for (size_t i = 0; i < s->n; i++)
+    h = (h ^ s->hash[i]) * 16777619u;
+  return h;
+}
+
+static bool
+set_equal(const StackSet *a, const StackSet *b)
+{
+  return a->n == b->n && a->len == b->len && a->partial_cp == b->partial_cp &&
+         a->partial_left == b->partial_left &&
+         memcmp(a->off, b->off, (a->n + 1) * sizeof *a->off) == 0 &&
+         memcmp(a->data, b->data, a->len * sizeof *a->data) == 0;
+}
+
+/* dst = src, raw (src is already free of duplicates). */
+static bool
+set_assign(StackSet *dst, const StackSet *src)
+{
+  if (dst->data == NULL && !set_init(dst))
+    return false;
+  if (src->len > dst->cap) {
+    uint32_t *d = realloc(dst->data, src->len * sizeof *d);
+    if (!d)
+      return false;
+    dst->data = d;
+    dst->cap = src->len;
+  }
+  if (src->n > dst->cap_n) {
+    uint32_t *o = realloc(dst->off, (src->n + 1) * sizeof *o);
+    if (o)
+      dst->off = o;
+    uint32_t *h = realloc(dst->hash, src->n * sizeof *h);
+    if (h)
+      dst->hash = h;
+    if (!o || !h)
+      return false;
+    dst->cap_n = src->n;
+  }
+  memcpy(dst->data, src->data, src->len * sizeof *dst->data);
+  memcpy(dst->off, src->off, (src->n + 1) * sizeof *dst->off);
+  memcpy(dst->hash, src->hash, src->n * sizeof *dst->hash);
+  dst->len = src->len;
+  dst->n = src->n;
+  dst->partial_cp = src->partial_cp;
+  dst->partial_left = src->partial_left;
+  dst->overflow = src->overflow;
+  return true;
+}
+
+/* Index of the memo entry equal to set, adding it if new; -1 when the memo is full. */
+static int32_t
+memo_intern(HnGrammarState *s, const StackSet *set)
+{
+  uint32_t h = set_hash(set);
+  for (size_t i = 0; i < s->memo_n; i++)
+    if (s->memo_hash[i] == h && set_equal(&s->memo_sets[i], set))
+      return (int32_t) i;
+  if (s->memo_n >= MEMO_CAP || !set_assign(&s->memo_sets[s->memo_n], set))
+    return -1;
+  s->memo_hash[s->memo_n] = h;
+  int32_t *row = s->memo_trans + s->memo_n * 256;
+  for (int b = 0; b < 256; b++)
+    row[b] = MEMO_UNKNOWN;
+  return (int32_t) s->memo_n++;
+}
+
 /* Fills s->allowed for every token: a walk over the tokens sorted by their bytes, where
  * each token reuses the parse states of the prefix it shares with the previous one and a
- * dead prefix rules out every token that starts with it. */
-static void
-compute_allowed(HnGrammarState *s)
+ * dead prefix rules out every token that starts with it.  Returns false if the memo
+ * filled up (the caller flushes it and walks again). */
+static bool
+compute_allowed_memo(HnGrammarState *s)
 {
   const HnGrammarVocab *v = s->v;
   memset(s->allowed, 0, (size_t) v->n_vocab);
-  size_t valid = 0;            /* levels[0..valid] hold the states of the current prefix */
-  size_t dead_at = SIZE_MAX;   /* a prefix of this length has no parse */
+  int32_t root = memo_intern(s, &s->cur);
+  if (root < 0)
+    return false;
+  int32_t *lv = s->memo_level;
+  lv[0] = root;
+  size_t valid = 0;          /* lv[0..valid] hold the states of the current prefix */
+  size_t dead_at = SIZE_MAX; /* a prefix of this length has no parse */
+  for (size_t k = 0; k < v->n_order; k++) {
+    int32_t t = v->order[k];
+    size_t lcp = v->lcp[k];
+    if (dead_at != SIZE_MAX && lcp >= dead_at)
+      continue;
+    dead_at = SIZE_MAX;
+    if (valid > lcp)
+      valid = lcp;
+    const uint8_t *b = v->blob + v->tok_off[t];
+    size_t len = v->tok_off[t + 1] - v->tok_off[t];
+    bool alive = true;
+    while (valid < len) {
+      int32_t si = lv[valid];
+      int32_t *slot = &s->memo_trans[(size_t) si * 256 + b[valid]];
+      int32_t next = *slot;
+      if (next == MEMO_UNKNOWN) {
+        StackSet *tmp = &s->tmp[0];
+        if (step_byte(&s->x, &s->memo_sets[si], b[valid], tmp)) {
+          next = memo_intern(s, tmp);
+          if (next < 0)
+            return false;
+        } else {
+          next = MEMO_DEAD;
+        }
+        *slot = next;
+      }
+      valid++;
+      if (next == MEMO_DEAD) {
+        dead_at = valid;
+        alive = false;
+        break;
+      }
+      lv[valid] = next;
+    }
+    if (alive)
+      s->allowed[t] = 1;
+  }
+  return true;
+}
+
+/* The same walk without the memo, for grammars whose states do not repeat. */
+static void
+compute_allowed_direct(HnGrammarState *s)
+{
+  const HnGrammarVocab *v = s->v;
+  memset(s->allowed, 0, (size_t) v->n_vocab);
+  size_t valid = 0;
+  size_t dead_at = SIZE_MAX;
   for (size_t k = 0; k < v->n_order; k++) {
     int32_t t = v->order[k];
     size_t lcp = v->lcp[k];
@@ -1420,6 +1569,18 @@ compute_allowed(HnGrammarState *s)
   }
 }
 
+static void
+compute_allowed(HnGrammarState *s)
+{
+  if (compute_allowed_memo(s))
+    return;
+  s->memo_n = 0;
+  if (compute_allowed_memo(s))
+    return;
+  s->memo_n = 0;
+  compute_allowed_direct(s);
+}
+
 void
 hn_grammar_mask(HnGrammarState *s, HnCandidate *cands, size_t n)
 {
@@ -1439,6 +1600,21 @@ hn_grammar_mask(HnGrammarState *s, HnCandidate *cands, size_t n)
     else if (!s->allowed[t])
       cands[i].logit = -INFINITY;
   }
+}
+
+void
+hn_grammar_mask_logits(HnGrammarState *s, float *logits, int32_t n_vocab)
+{
+  if (s->v == NULL || n_vocab != s->v->n_vocab) {
+    for (int32_t i = 0; i < n_vocab; i++)
+      logits[i] = -INFINITY;
+    return;
+  }
+  compute_allowed(s);
+  bool complete = set_is_complete(&s->cur);
+  for (int32_t t = 0; t < n_vocab; t++)
+    if (s->v->is_eog[t] ? !complete : !s->allowed[t])
+      logits[t] = -INFINITY;
 }
 
 bool

@@ -66,6 +66,8 @@ bool hn_grammar_accept_token(HnGrammarState *state, int32_t token);
 
 /* Sets the logit of every candidate the grammar forbids to -INFINITY. */
 void hn_grammar_mask(HnGrammarState *state, HnCandidate *cands, size_t n);
+/* The same on a whole row of n_vocab logits. */
+void hn_grammar_mask_logits(HnGrammarState *state, float *logits, int32_t n_vocab);
 
 /* The input so far is a complete sentence of the grammar (generation may end here). */
 bool hn_grammar_is_complete(const HnGrammarState *state);

@@ -466,7 +466,6 @@ struct HnSampler {
   size_t n_newline;
   float *work_logits;
   HnCandidate *cands;
-  HnCandidate *cands2;
   HnCandidate *scratch;
   TypicalKey *keys;
   size_t n_last;
@@ -499,7 +498,6 @@ hn_sampler_new(const HnSamplerParams *params, int32_t n_vocab, int32_t n_history
   s->counts = calloc(nv, sizeof *s->counts);
   s->work_logits = calloc(nv, sizeof *s->work_logits);
   s->cands = calloc(nv, sizeof *s->cands);
-  s->cands2 = calloc(nv, sizeof *s->cands2);
   s->scratch = calloc(nv, sizeof *s->scratch);
   s->keys = calloc(nv, sizeof *s->keys);
   if (params->n_logit_bias > 0) {
@@ -508,7 +506,7 @@ hn_sampler_new(const HnSamplerParams *params, int32_t n_vocab, int32_t n_history
       memcpy(s->bias, params->logit_bias, params->n_logit_bias * sizeof *s->bias);
   }
   s->params.logit_bias = s->bias;
-  if (!s->history || !s->window || !s->counts || !s->work_logits || !s->cands || !s->cands2 ||
+  if (!s->history || !s->window || !s->counts || !s->work_logits || !s->cands ||
       !s->scratch || !s->keys || (params->n_logit_bias > 0 && !s->bias)) {
     hn_sampler_free(s);
     return hn_error_set(err, HN_ERR_NOMEM, "out of memory for a %d-token sampler", n_vocab), NULL;
@@ -535,7 +533,6 @@ hn_sampler_free(HnSampler *s)
   free(s->counts);
   free(s->work_logits);
   free(s->cands);
-  free(s->cands2);
   free(s->scratch);
   free(s->keys);
   free(s);
@@ -622,26 +619,84 @@ argmax(const HnCandidate *c, size_t n)
   return best;
 }
 
-/* Removes banned (-inf / NaN) candidates. */
+/* Candidates for every token that is not banned (-inf). */
 static size_t
-drop_banned(HnCandidate *c, size_t n)
+gather_all(const float *l, int32_t nv, HnCandidate *c)
 {
-  size_t w = 0;
-  for (size_t i = 0; i < n; i++)
-    if (c[i].logit > -INFINITY)
-      c[w++] = c[i];
-  return w;
+  size_t n = 0;
+  for (int32_t i = 0; i < nv; i++)
+    if (l[i] > -INFINITY)
+      c[n++] = (HnCandidate){ i, l[i], 0.0f };
+  return n;
+}
+
+/* The k best tokens of a logit row, sorted, without touching the rest more than three
+ * times: a histogram of the logits finds a threshold that at least k tokens reach, only
+ * those are gathered, and a partial selection on that short list does the rest. */
+static size_t
+gather_top_k(const float *l, int32_t nv, size_t k, HnCandidate *c)
+{
+  enum { NB = 2048 };
+  uint32_t hist[NB];
+  float mx = -INFINITY, mn = INFINITY;
+  size_t finite = 0;
+  for (int32_t i = 0; i < nv; i++) {
+    float v = l[i];
+    if (v > -INFINITY) {
+      finite++;
+      if (v > mx)
+        mx = v;
+      if (v < mn)
+        mn = v;
+    }
+  }
+  if (finite <= k || !(mx > mn) || isinf(mx)) {
+    size_t n = gather_all(l, nv, c);
+    sort_prefix(c, n, k);
+    return n < k ? n : k;
+  }
+  memset(hist, 0, sizeof hist);
+  double scale = (double) NB / ((double) mx - (double) mn);
+#define BUCKET(v) ((int) HN_MIN((double) (NB - 1), ((double) (v) - (double) mn) * scale))
+  for (int32_t i = 0; i < nv; i++)
+    if (l[i] > -INFINITY)
+      hist[BUCKET(l[i])]++;
+  int bt = NB - 1;
+  size_t acc = hist[bt];
+  while (acc < k && bt > 0)
+    acc += hist[--bt];
+  size_t n = 0;
+  for (int32_t i = 0; i < nv; i++)
+    if (l[i] > -INFINITY && BUCKET(l[i]) >= bt)
+      c[n++] = (HnCandidate){ i, l[i], 0.0f };
+#undef BUCKET
+  sort_prefix(c, n, k);
+  return n < k ? n : k;
+}
+
+static int32_t
+argmax_row(const float *l, int32_t nv)
+{
+  int32_t best = -1;
+  float bv = -INFINITY;
+  for (int32_t i = 0; i < nv; i++)
+    if (l[i] > bv) {
+      bv = l[i];
+      best = i;
+    }
+  return best;
 }
 
 static int32_t
 mirostat_v1(HnSampler *s, HnCandidate *c, size_t n)
 {
-  const int m = 100;
-  qsort(c, n, sizeof *c, cand_cmp);
+  const size_t m = 100;
+  size_t n_total = n;
   hn_sampler_softmax(c, n);
+  sort_prefix(c, n, m);
   /* estimate the Zipf exponent from the top m probabilities (least squares) */
   double sum_ti_bi = 0.0, sum_ti_sq = 0.0;
-  for (size_t i = 0; i + 1 < n && i < (size_t) (m - 1); i++) {
+  for (size_t i = 0; i + 1 < n && i + 1 < m; i++) {
     if (c[i + 1].p <= 0.0f)
       break;
     double t_i = log((double) (i + 2) / (double) (i + 1));
@@ -653,12 +708,14 @@ mirostat_v1(HnSampler *s, HnCandidate *c, size_t n)
   double eps_hat = s_hat - 1.0;
   double k_d;
   if (fabs(eps_hat) < 1e-9)
-    k_d = (double) n;
+    k_d = (double) n_total;
   else
-    k_d = pow(eps_hat * pow(2.0, s->mu) / (1.0 - pow((double) n, -eps_hat)), 1.0 / s_hat);
+    k_d = pow(eps_hat * pow(2.0, s->mu) / (1.0 - pow((double) n_total, -eps_hat)), 1.0 / s_hat);
   size_t k = 1;
   if (isfinite(k_d) && k_d > 1.0)
     k = k_d >= (double) n ? n : (size_t) k_d;
+  if (k > m)
+    sort_prefix(c, n, k);
   n = k;
   hn_sampler_softmax(c, n);
   size_t idx = draw(s, c, n);
@@ -669,17 +726,21 @@ mirostat_v1(HnSampler *s, HnCandidate *c, size_t n)
   return c[idx].id;
 }
 
+/* v2 keeps the tokens whose surprise -log2 p is at most mu: a threshold on p, no sort. */
 static int32_t
 mirostat_v2(HnSampler *s, HnCandidate *c, size_t n)
 {
-  qsort(c, n, sizeof *c, cand_cmp);
   hn_sampler_softmax(c, n);
-  size_t keep = 0;
-  while (keep < n && -log2((double) c[keep].p) <= s->mu)
-    keep++;
-  if (keep == 0)
-    keep = 1;
-  n = keep;
+  double threshold = exp2(-(double) s->mu);
+  size_t best = argmax(c, n);
+  HnCandidate top = c[best];
+  size_t w = 0;
+  for (size_t i = 0; i < n; i++)
+    if ((double) c[i].p >= threshold)
+      c[w++] = c[i];
+  if (w == 0)
+    c[w++] = top;
+  n = w;
   hn_sampler_softmax(c, n);
   size_t idx = draw(s, c, n);
   double surprise = -log2((double) c[idx].p);
@@ -689,32 +750,44 @@ mirostat_v2(HnSampler *s, HnCandidate *c, size_t n)
   return c[idx].id;
 }
 
-/* Everything after the grammar mask: truncation, temperature, draw. */
+/* Everything after the grammar mask, from the (biased, penalised, masked) logit row:
+ * truncation, temperature, draw.  Returns -1 if every token is banned. */
 static int32_t
-run_tail(HnSampler *s, HnCandidate *c, size_t n)
+run_tail(HnSampler *s, const float *l)
 {
   const HnSamplerParams *p = &s->params;
-  if (n == 0)
-    return -1;
+  int32_t nv = s->n_vocab;
+  HnCandidate *c = s->cands;
+  s->last = c;
+  s->n_last = 0;
   if (p->temperature <= 0.0f) {
-    size_t best = argmax(c, n);
-    cand_swap(&c[0], &c[best]);
-    c[0].p = 1.0f;
-    s->last = c;
+    int32_t best = argmax_row(l, nv);
+    if (best < 0)
+      return -1;
+    c[0] = (HnCandidate){ best, l[best], 1.0f };
     s->n_last = 1;
-    return c[0].id;
+    return best;
   }
+  size_t n;
   if (p->mirostat == 1 || p->mirostat == 2) {
+    n = gather_all(l, nv, c);
+    if (n == 0)
+      return -1;
     hn_sampler_apply_temperature(c, n, p->temperature);
     return p->mirostat == 1 ? mirostat_v1(s, c, n) : mirostat_v2(s, c, n);
   }
-  hn_sampler_apply_top_k(c, &n, p->top_k);
+  if (p->top_k > 0 && p->top_k < nv)
+    n = gather_top_k(l, nv, (size_t) p->top_k, c);
+  else
+    n = gather_all(l, nv, c);
+  if (n == 0)
+    return -1;
+  hn_sampler_softmax(c, n);
   if (p->typical_p < 1.0f)
     apply_typical_with(c, &n, p->typical_p, s->keys, s->scratch);
   hn_sampler_apply_top_p(c, &n, p->top_p);
   hn_sampler_apply_min_p(c, &n, p->min_p);
   hn_sampler_apply_temperature(c, n, p->temperature);
-  s->last = c;
   s->n_last = n;
   return c[draw(s, c, n)].id;
 }
@@ -725,7 +798,8 @@ hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, Hn
   const HnSamplerParams *p = &s->params;
   int32_t nv = s->n_vocab;
   float *l = s->work_logits;
-  memcpy(l, logits, (size_t) nv * sizeof *l);
+  for (int32_t i = 0; i < nv; i++)
+    l[i] = isnan(logits[i]) ? -INFINITY : logits[i];
 
   for (size_t i = 0; i < p->n_logit_bias; i++)
     l[s->bias[i].token] += s->bias[i].bias;
@@ -743,38 +817,27 @@ hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, Hn
                                p->penalize_nl ? 0 : s->n_newline);
   }
 
-  HnCandidate *c = s->cands;
-  for (int32_t i = 0; i < nv; i++) {
-    c[i].id = i;
-    c[i].logit = isnan(l[i]) ? -INFINITY : l[i];
-    c[i].p = 0.0f;
-  }
-  size_t n = drop_banned(c, (size_t) nv);
-
   if (grammar != NULL) {
-    /* Lazy check: run the chain on the unmasked set and keep its choice if the grammar
-     * allows it; only a rejection pays for masking the whole vocabulary. */
-    HnCandidate *c2 = s->cands2;
-    memcpy(c2, c, n * sizeof *c);
+    /* Lazy check: run the chain on the unmasked row and keep its choice if the grammar
+     * allows it; only a rejection pays for masking the whole vocabulary (and the draw is
+     * then repeated with the same random number). */
     HnRng saved = s->rng;
     float saved_mu = s->mu;
-    int32_t t = run_tail(s, c2, n);
+    int32_t t = run_tail(s, l);
     if (t >= 0 && hn_grammar_accepts_token_bytes(grammar, t))
       return t;
     s->rng = saved;
     s->mu = saved_mu;
-    hn_grammar_mask(grammar, c, n);
-    n = drop_banned(c, n);
-    if (n == 0) {
+    hn_grammar_mask_logits(grammar, l, nv);
+    t = run_tail(s, l);
+    if (t < 0)
       hn_error_set(err, HN_ERR_GRAMMAR, "the grammar allows no token here");
-      return -1;
-    }
+    return t;
   }
-  if (n == 0) {
+  int32_t t = run_tail(s, l);
+  if (t < 0)
     hn_error_set(err, HN_ERR_INVALID_ARG, "every token is banned by the logit bias");
-    return -1;
-  }
-  return run_tail(s, c, n);
+  return t;
 }
 
 /* ---- Stop strings -------------------------------------------------------------- */
