@@ -802,8 +802,10 @@ hn_grammar_parse(const char *text, size_t len, const char *root, HnError *err)
     perr(&P, 0, "out of memory");
     goto out;
   }
-  memcpy(g->classes, P.classes, P.n_classes * sizeof *g->classes);
-  memcpy(g->ranges, P.ranges, P.n_ranges * sizeof *g->ranges);
+  if (P.n_classes)
+    memcpy(g->classes, P.classes, P.n_classes * sizeof *g->classes);
+  if (P.n_ranges)
+    memcpy(g->ranges, P.ranges, P.n_ranges * sizeof *g->ranges);
   g->n_classes = P.n_classes;
   /* position 0: the reference to root that every parse starts from */
   g->elems[0] = (Elem){ EL_RULE, (uint32_t) root_idx };

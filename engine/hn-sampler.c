@@ -553,7 +553,8 @@ hn_sampler_set_newline_tokens(HnSampler *s, const int32_t *ids, size_t n, HnErro
   for (size_t i = 0; i < n; i++)
     if (ids[i] < 0 || ids[i] >= s->n_vocab)
       return hn_error_set(err, HN_ERR_INVALID_ARG, "newline token %d out of range", ids[i]);
-  memcpy(s->newline_ids, ids, n * sizeof *ids);
+  if (n > 0)
+    memcpy(s->newline_ids, ids, n * sizeof *ids);
   s->n_newline = n;
   return true;
 }
@@ -954,7 +955,8 @@ hn_stop_matcher_feed(HnStopMatcher *m, const char *piece, size_t len, const char
     *emit_len = len;
     return false;
   }
-  memcpy(m->buf + m->len, piece, len);
+  if (len > 0)
+    memcpy(m->buf + m->len, piece, len);
   m->len += len;
   if (m->n == 0) {
     memcpy(m->out, m->buf, m->len);
