@@ -1,11 +1,12 @@
 /* hn-json-schema.c — JSON Schema (subset) to GBNF.
  *
- * The schema is read by a small private JSON reader (the converter needs the raw text of
- * numbers and the written order of object members, and nothing else), then every schema
- * node becomes a GBNF expression; objects, arrays, references and integer ranges get
- * rules of their own.
+ * The schema is read with hn-json (which keeps the written order of object members, the
+ * order properties are emitted in); every schema node becomes a GBNF expression, and
+ * objects, arrays, references and integer ranges get rules of their own.
  */
 #include "hn-json-schema.h"
+
+#include "hn-json.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -13,345 +14,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ============================================================ JSON reader ======== */
+/* ============================================================ JSON access ======== */
 
-typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } JType;
-
-typedef struct JNode JNode;
-struct JNode {
-  JType type;
-  bool b;
-  double num;
-  char *str;      /* J_STR: decoded UTF-8; J_NUM: the lexeme */
-  size_t str_len;
-  JNode **items;  /* J_ARR items, J_OBJ values */
-  char **keys;    /* J_OBJ */
-  size_t n;
-};
-
-typedef struct {
-  const char *s;
-  size_t len, pos;
-  int depth;
-  HnError *err;
-  bool failed;
-} JReader;
-
-static bool jerr(JReader *r, const char *msg)
-{
-  if (!r->failed) {
-    r->failed = true;
-    int line = 1, col = 1;
-    for (size_t i = 0; i < r->pos && i < r->len; i++) {
-      if (r->s[i] == '\n') {
-        line++;
-        col = 1;
-      } else {
-        col++;
-      }
-    }
-    hn_error_set(r->err, HN_ERR_FORMAT, "JSON schema line %d, column %d: %s", line, col, msg);
-  }
-  return false;
-}
-
-static void
-jfree(JNode *n)
-{
-  if (n == NULL)
-    return;
-  for (size_t i = 0; i < n->n; i++) {
-    jfree(n->items[i]);
-    if (n->keys)
-      free(n->keys[i]);
-  }
-  free(n->items);
-  free(n->keys);
-  free(n->str);
-  free(n);
-}
-
-static void
-jskip(JReader *r)
-{
-  while (r->pos < r->len &&
-         (r->s[r->pos] == ' ' || r->s[r->pos] == '\t' || r->s[r->pos] == '\n' || r->s[r->pos] == '\r'))
-    r->pos++;
-}
-
-static bool
-put_utf8(char *out, size_t *n, uint32_t cp)
-{
-  if (cp < 0x80) {
-    out[(*n)++] = (char) cp;
-  } else if (cp < 0x800) {
-    out[(*n)++] = (char) (0xC0 | (cp >> 6));
-    out[(*n)++] = (char) (0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out[(*n)++] = (char) (0xE0 | (cp >> 12));
-    out[(*n)++] = (char) (0x80 | ((cp >> 6) & 0x3F));
-    out[(*n)++] = (char) (0x80 | (cp & 0x3F));
-  } else if (cp <= 0x10FFFF) {
-    out[(*n)++] = (char) (0xF0 | (cp >> 18));
-    out[(*n)++] = (char) (0x80 | ((cp >> 12) & 0x3F));
-    out[(*n)++] = (char) (0x80 | ((cp >> 6) & 0x3F));
-    out[(*n)++] = (char) (0x80 | (cp & 0x3F));
-  } else {
-    return false;
-  }
-  return true;
-}
-
-static bool
-jhex4(JReader *r, uint32_t *out)
-{
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) {
-    if (r->pos >= r->len)
-      return jerr(r, "truncated \\u escape");
-    char c = r->s[r->pos++];
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-    if (d < 0)
-      return jerr(r, "bad \\u escape");
-    v = v * 16 + (uint32_t) d;
-  }
-  *out = v;
-  return true;
-}
-
-static char *
-jstring(JReader *r, size_t *len_out)
-{
-  r->pos++; /* quote */
-  size_t cap = 16, n = 0;
-  char *out = malloc(cap);
-  if (!out)
-    return jerr(r, "out of memory"), NULL;
-  for (;;) {
-    if (n + 8 > cap) {
-      cap *= 2;
-      char *g = realloc(out, cap);
-      if (!g) {
-        free(out);
-        return jerr(r, "out of memory"), NULL;
-      }
-      out = g;
-    }
-    if (r->pos >= r->len) {
-      free(out);
-      return jerr(r, "unterminated string"), NULL;
-    }
-    unsigned char c = (unsigned char) r->s[r->pos++];
-    if (c == '"')
-      break;
-    if (c < 0x20) {
-      free(out);
-      return jerr(r, "control character in string"), NULL;
-    }
-    if (c != '\\') {
-      out[n++] = (char) c;
-      continue;
-    }
-    if (r->pos >= r->len) {
-      free(out);
-      return jerr(r, "unterminated string"), NULL;
-    }
-    char e = r->s[r->pos++];
-    uint32_t cp;
-    switch (e) {
-    case '"': out[n++] = '"'; break;
-    case '\\': out[n++] = '\\'; break;
-    case '/': out[n++] = '/'; break;
-    case 'b': out[n++] = '\b'; break;
-    case 'f': out[n++] = '\f'; break;
-    case 'n': out[n++] = '\n'; break;
-    case 'r': out[n++] = '\r'; break;
-    case 't': out[n++] = '\t'; break;
-    case 'u':
-      if (!jhex4(r, &cp)) {
-        free(out);
-        return NULL;
-      }
-      if (cp >= 0xD800 && cp <= 0xDBFF && r->pos + 1 < r->len && r->s[r->pos] == '\\' &&
-          r->s[r->pos + 1] == 'u') {
-        uint32_t lo;
-        r->pos += 2;
-        if (!jhex4(r, &lo)) {
-          free(out);
-          return NULL;
-        }
-        if (lo < 0xDC00 || lo > 0xDFFF) {
-          free(out);
-          return jerr(r, "unpaired surrogate"), NULL;
-        }
-        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-      } else if (cp >= 0xD800 && cp <= 0xDFFF) {
-        free(out);
-        return jerr(r, "unpaired surrogate"), NULL;
-      }
-      put_utf8(out, &n, cp);
-      break;
-    default:
-      free(out);
-      return jerr(r, "bad escape in string"), NULL;
-    }
-  }
-  out[n] = '\0';
-  *len_out = n;
-  return out;
-}
-
-static JNode *jvalue(JReader *r);
-
-static bool
-jpush(JNode *n, JNode *item, char *key, size_t *cap)
-{
-  if (n->n == *cap) {
-    size_t c = *cap ? *cap * 2 : 4;
-    JNode **it = realloc(n->items, c * sizeof *it);
-    if (!it)
-      return false;
-    n->items = it;
-    if (n->type == J_OBJ) {
-      char **k = realloc(n->keys, c * sizeof *k);
-      if (!k)
-        return false;
-      n->keys = k;
-    }
-    *cap = c;
-  }
-  n->items[n->n] = item;
-  if (n->type == J_OBJ)
-    n->keys[n->n] = key;
-  n->n++;
-  return true;
-}
-
-static JNode *
-jvalue(JReader *r)
-{
-  jskip(r);
-  if (r->pos >= r->len)
-    return jerr(r, "unexpected end of input"), NULL;
-  JNode *n = calloc(1, sizeof *n);
-  if (!n)
-    return jerr(r, "out of memory"), NULL;
-  char c = r->s[r->pos];
-  size_t cap = 0;
-  if (c == '{' || c == '[') {
-    if (++r->depth > 64) {
-      free(n);
-      return jerr(r, "nested too deeply"), NULL;
-    }
-    n->type = c == '{' ? J_OBJ : J_ARR;
-    char close = c == '{' ? '}' : ']';
-    r->pos++;
-    jskip(r);
-    if (r->pos < r->len && r->s[r->pos] == close) {
-      r->pos++;
-      r->depth--;
-      return n;
-    }
-    for (;;) {
-      char *key = NULL;
-      jskip(r);
-      if (n->type == J_OBJ) {
-        if (r->pos >= r->len || r->s[r->pos] != '"') {
-          jfree(n);
-          return jerr(r, "expected a member name"), NULL;
-        }
-        size_t kl;
-        key = jstring(r, &kl);
-        if (!key) {
-          jfree(n);
-          return NULL;
-        }
-        jskip(r);
-        if (r->pos >= r->len || r->s[r->pos] != ':') {
-          free(key);
-          jfree(n);
-          return jerr(r, "expected ':'"), NULL;
-        }
-        r->pos++;
-      }
-      JNode *item = jvalue(r);
-      if (!item || !jpush(n, item, key, &cap)) {
-        free(key);
-        jfree(item);
-        jfree(n);
-        return item ? (jerr(r, "out of memory"), NULL) : NULL;
-      }
-      jskip(r);
-      if (r->pos < r->len && r->s[r->pos] == ',') {
-        r->pos++;
-        continue;
-      }
-      if (r->pos < r->len && r->s[r->pos] == close) {
-        r->pos++;
-        r->depth--;
-        return n;
-      }
-      jfree(n);
-      return jerr(r, n->type == J_OBJ ? "expected ',' or '}'" : "expected ',' or ']'"), NULL;
-    }
-  }
-  if (c == '"') {
-    n->type = J_STR;
-    n->str = jstring(r, &n->str_len);
-    if (!n->str) {
-      free(n);
-      return NULL;
-    }
-    return n;
-  }
-  if (c == '-' || (c >= '0' && c <= '9')) {
-    size_t start = r->pos;
-    if (r->s[r->pos] == '-')
-      r->pos++;
-    while (r->pos < r->len && strchr("0123456789.eE+-", r->s[r->pos]))
-      r->pos++;
-    n->type = J_NUM;
-    n->str_len = r->pos - start;
-    n->str = malloc(n->str_len + 1);
-    if (!n->str) {
-      free(n);
-      return jerr(r, "out of memory"), NULL;
-    }
-    memcpy(n->str, r->s + start, n->str_len);
-    n->str[n->str_len] = '\0';
-    char *end;
-    n->num = strtod(n->str, &end);
-    if (*end != '\0') {
-      jfree(n);
-      return jerr(r, "bad number"), NULL;
-    }
-    return n;
-  }
-  static const struct { const char *word; JType type; bool b; } words[] = {
-    { "true", J_BOOL, true }, { "false", J_BOOL, false }, { "null", J_NULL, false } };
-  for (size_t i = 0; i < 3; i++) {
-    size_t wl = strlen(words[i].word);
-    if (r->len - r->pos >= wl && memcmp(r->s + r->pos, words[i].word, wl) == 0) {
-      r->pos += wl;
-      n->type = words[i].type;
-      n->b = words[i].b;
-      return n;
-    }
-  }
-  free(n);
-  return jerr(r, "unexpected character"), NULL;
-}
+typedef HnJson JNode;
+#define J_NULL HN_JSON_NULL
+#define J_BOOL HN_JSON_BOOL
+#define J_NUM HN_JSON_NUMBER
+#define J_STR HN_JSON_STRING
+#define J_ARR HN_JSON_ARRAY
+#define J_OBJ HN_JSON_OBJECT
 
 static const JNode *
 jget(const JNode *obj, const char *key)
 {
-  if (obj == NULL || obj->type != J_OBJ)
-    return NULL;
-  for (size_t i = 0; i < obj->n; i++)
-    if (strcmp(obj->keys[i], key) == 0)
-      return obj->items[i];
-  return NULL;
+  return hn_json_is_object(obj) ? hn_json_object_get(obj, key) : NULL;
+}
+
+/* i-th element of an array or value of an object */
+static const JNode *
+jitem(const JNode *n, size_t i)
+{
+  return hn_json_is_object(n) ? hn_json_object_value_at(n, i) : hn_json_array_get(n, i);
 }
 
 /* ============================================================ GBNF writer ======== */
@@ -474,63 +157,30 @@ add_literal(Buf *b, const char *s, size_t n)
   buf_add(b, "\"", 1);
 }
 
-/* Compact JSON text of a value (for const and enum). */
-static void
-json_serialize(Buf *b, const JNode *n)
-{
-  switch (n->type) {
-  case J_NULL: buf_add(b, "null", 4); break;
-  case J_BOOL: n->b ? buf_add(b, "true", 4) : buf_add(b, "false", 5); break;
-  case J_NUM: buf_add(b, n->str, n->str_len); break;
-  case J_STR:
-    buf_add(b, "\"", 1);
-    for (size_t i = 0; i < n->str_len; i++) {
-      unsigned char ch = (unsigned char) n->str[i];
-      if (ch == '"' || ch == '\\') {
-        char e[2] = { '\\', (char) ch };
-        buf_add(b, e, 2);
-      } else if (ch == '\n') {
-        buf_add(b, "\\n", 2);
-      } else if (ch == '\r') {
-        buf_add(b, "\\r", 2);
-      } else if (ch == '\t') {
-        buf_add(b, "\\t", 2);
-      } else if (ch < 0x20) {
-        buf_printf(b, "\\u%04x", ch);
-      } else {
-        buf_add(b, (const char *) &ch, 1);
-      }
-    }
-    buf_add(b, "\"", 1);
-    break;
-  case J_ARR:
-  case J_OBJ:
-    buf_add(b, n->type == J_ARR ? "[" : "{", 1);
-    for (size_t i = 0; i < n->n; i++) {
-      if (i)
-        buf_add(b, ",", 1);
-      if (n->type == J_OBJ) {
-        JNode key = { .type = J_STR, .str = n->keys[i], .str_len = strlen(n->keys[i]) };
-        json_serialize(b, &key);
-        buf_add(b, ":", 1);
-      }
-      json_serialize(b, n->items[i]);
-    }
-    buf_add(b, n->type == J_ARR ? "]" : "}", 1);
-    break;
-  }
-}
-
+/* GBNF literal of the compact JSON text of a value (for const and enum). */
 static void
 literal_of_value(Buf *out, const JNode *v)
 {
-  Buf tmp = { 0 };
-  json_serialize(&tmp, v);
-  if (tmp.oom)
+  size_t len = 0;
+  char *text = hn_json_write(v, &HN_JSON_WRITE_COMPACT, &len);
+  if (text == NULL)
     out->oom = true;
   else
-    add_literal(out, tmp.s ? tmp.s : "", tmp.len);
-  free(tmp.s);
+    add_literal(out, text, len);
+  free(text);
+}
+
+/* GBNF literal of a JSON string (an object key). */
+static void
+literal_of_key(Buf *out, const char *key)
+{
+  size_t len = 0;
+  char *text = hn_json_quote(key, strlen(key), false, &len);
+  if (text == NULL)
+    out->oom = true;
+  else
+    add_literal(out, text, len);
+  free(text);
 }
 
 static char *
@@ -652,21 +302,21 @@ get_bound(Conv *c, const JNode *s, const char *key, const char *excl_key, bool u
   const JNode *v = jget(s, key);
   const JNode *ex = jget(s, excl_key);
   *has = false;
-  if (v && v->type == J_NUM) {
-    double x = upper ? floor(v->num) : ceil(v->num);
+  if (v && hn_json_type(v) == J_NUM) {
+    double x = upper ? floor(hn_json_get_double(v)) : ceil(hn_json_get_double(v));
     if (fabs(x) > 1e17)
-      return cerr(c, "%s %s is too large", key, v->str);
+      return cerr(c, "%s %g is too large", key, hn_json_get_double(v));
     *value = (long long) x;
     *has = true;
-    if (ex && ex->type == J_BOOL && ex->b && x == v->num)
+    if (ex && hn_json_type(ex) == J_BOOL && hn_json_get_bool(ex) && x == hn_json_get_double(v))
       *value += upper ? -1 : 1;
   } else if (v) {
     return cerr(c, "%s must be a number", key);
   }
-  if (ex && ex->type == J_NUM) {
-    double x = upper ? ceil(ex->num) - 1 : floor(ex->num) + 1;
+  if (ex && hn_json_type(ex) == J_NUM) {
+    double x = upper ? ceil(hn_json_get_double(ex)) - 1 : floor(hn_json_get_double(ex)) + 1;
     if (fabs(x) > 1e17)
-      return cerr(c, "%s %s is too large", excl_key, ex->str);
+      return cerr(c, "%s %g is too large", excl_key, hn_json_get_double(ex));
     long long e = (long long) x;
     if (!*has || (upper ? e < *value : e > *value))
       *value = e;
@@ -728,9 +378,10 @@ get_count(Conv *c, const JNode *s, const char *key, long long *out, bool *has)
   *has = false;
   if (!v)
     return true;
-  if (v->type != J_NUM || v->num < 0 || v->num != floor(v->num) || v->num > 10000)
+  double x = hn_json_get_double(v);
+  if (hn_json_type(v) != J_NUM || x < 0 || x != floor(x) || x > 10000)
     return cerr(c, "%s must be an integer between 0 and 10000", key);
-  *out = (long long) v->num;
+  *out = (long long) x;
   *has = true;
   return true;
 }
@@ -763,7 +414,7 @@ static bool
 gen_array(Conv *c, const JNode *s, Buf *out)
 {
   const JNode *items = jget(s, "items");
-  if (items && items->type == J_ARR)
+  if (items && hn_json_type(items) == J_ARR)
     return cerr(c, "tuple 'items' (an array of schemas) is not supported");
   if (jget(s, "prefixItems"))
     return cerr(c, "the keyword 'prefixItems' is not supported");
@@ -826,10 +477,10 @@ gen_array(Conv *c, const JNode *s, Buf *out)
 static bool
 is_required(const JNode *required, const char *key)
 {
-  if (!required || required->type != J_ARR)
+  if (!required || hn_json_type(required) != J_ARR)
     return false;
-  for (size_t i = 0; i < required->n; i++)
-    if (required->items[i]->type == J_STR && strcmp(required->items[i]->str, key) == 0)
+  for (size_t i = 0; i < hn_json_length(required); i++)
+    if (hn_json_type(jitem(required, i)) == J_STR && strcmp(hn_json_get_string(jitem(required, i)), key) == 0)
       return true;
   return false;
 }
@@ -840,30 +491,30 @@ gen_object(Conv *c, const JNode *s, Buf *out)
   const JNode *props = jget(s, "properties");
   const JNode *required = jget(s, "required");
   const JNode *addl = jget(s, "additionalProperties");
-  if (props && props->type != J_OBJ)
+  if (props && hn_json_type(props) != J_OBJ)
     return cerr(c, "'properties' must be an object");
-  if (required && required->type != J_ARR)
+  if (required && hn_json_type(required) != J_ARR)
     return cerr(c, "'required' must be an array");
   if (jget(s, "patternProperties"))
     return cerr(c, "the keyword 'patternProperties' is not supported");
-  size_t n = props ? props->n : 0;
+  size_t n = props ? hn_json_length(props) : 0;
   if (required)
-    for (size_t i = 0; i < required->n; i++) {
-      const JNode *r = required->items[i];
+    for (size_t i = 0; i < hn_json_length(required); i++) {
+      const JNode *r = jitem(required, i);
       bool found = false;
-      for (size_t k = 0; k < n && r->type == J_STR; k++)
-        found = found || strcmp(props->keys[k], r->str) == 0;
+      for (size_t k = 0; k < n && hn_json_type(r) == J_STR; k++)
+        found = found || strcmp(hn_json_object_key_at(props, k, NULL), hn_json_get_string(r)) == 0;
       if (!found)
         return cerr(c, "required property '%s' is not listed in 'properties'",
-                    r->type == J_STR ? r->str : "?");
+                    hn_json_type(r) == J_STR ? hn_json_get_string(r) : "?");
     }
   /* extra members: allowed when additionalProperties says so, or when no properties are
    * listed at all ({"type": "object"} means any object) */
-  bool extra = addl ? !(addl->type == J_BOOL && !addl->b) : n == 0;
+  bool extra = addl ? !(hn_json_type(addl) == J_BOOL && !hn_json_get_bool(addl)) : n == 0;
   char *extra_kv = NULL;
   if (extra) {
     Buf v = { 0 };
-    if (addl && addl->type == J_OBJ) {
+    if (addl && hn_json_type(addl) == J_OBJ) {
       if (!gen(c, addl, &v)) {
         free(v.s);
         return false;
@@ -889,14 +540,13 @@ gen_object(Conv *c, const JNode *s, Buf *out)
   int base = ++c->counter;
   for (size_t i = 0; i < n; i++) {
     Buf v = { 0 };
-    if (!gen(c, props->items[i], &v)) {
+    if (!gen(c, jitem(props, i), &v)) {
       free(v.s);
       free(extra_kv);
       return false;
     }
     Buf kv = { 0 };
-    JNode key = { .type = J_STR, .str = props->keys[i], .str_len = strlen(props->keys[i]) };
-    literal_of_value(&kv, &key);
+    literal_of_key(&kv, hn_json_object_key_at(props, i, NULL));
     buf_printf(&kv, " \":\" %s", v.s ? v.s : "");
     free(v.s);
     char name[64];
@@ -915,7 +565,7 @@ gen_object(Conv *c, const JNode *s, Buf *out)
         buf_add(&cc, "\"\"", 2);
       }
     } else {
-      bool req = is_required(required, props->keys[i]);
+      bool req = is_required(required, hn_json_object_key_at(props, i, NULL));
       buf_printf(&f, "obj-%d-kv%zu obj-%d-c%zu", base, i, base, i + 1);
       if (!req)
         buf_printf(&f, " | obj-%d-f%zu", base, i + 1);
@@ -991,13 +641,13 @@ gen_ref(Conv *c, const char *ref, Buf *out)
 static bool
 gen_alternatives(Conv *c, const JNode *list, const char *kw, Buf *out)
 {
-  if (list->type != J_ARR || list->n == 0)
+  if (hn_json_type(list) != J_ARR || hn_json_length(list) == 0)
     return cerr(c, "'%s' must be a non-empty array", kw);
   buf_add(out, "( ", 2);
-  for (size_t i = 0; i < list->n; i++) {
+  for (size_t i = 0; i < hn_json_length(list); i++) {
     if (i)
       buf_add(out, " | ", 3);
-    if (!gen(c, list->items[i], out))
+    if (!gen(c, jitem(list, i), out))
       return false;
   }
   buf_add(out, " )", 2);
@@ -1044,8 +694,8 @@ gen(Conv *c, const JNode *s, Buf *out)
   if (++c->depth > 64)
     return cerr(c, "schema nested too deeply");
   bool ok = false;
-  if (s->type == J_BOOL) {
-    if (!s->b) {
+  if (hn_json_type(s) == J_BOOL) {
+    if (!hn_json_get_bool(s)) {
       cerr(c, "the schema 'false' allows nothing");
       goto done;
     }
@@ -1054,13 +704,13 @@ gen(Conv *c, const JNode *s, Buf *out)
     ok = true;
     goto done;
   }
-  if (s->type != J_OBJ) {
+  if (hn_json_type(s) != J_OBJ) {
     cerr(c, "a schema must be an object or a boolean");
     goto done;
   }
   const JNode *v;
   if ((v = jget(s, "$ref"))) {
-    ok = v->type == J_STR ? gen_ref(c, v->str, out) : cerr(c, "$ref must be a string");
+    ok = hn_json_type(v) == J_STR ? gen_ref(c, hn_json_get_string(v), out) : cerr(c, "$ref must be a string");
     goto done;
   }
   if ((v = jget(s, "const"))) {
@@ -1069,15 +719,15 @@ gen(Conv *c, const JNode *s, Buf *out)
     goto done;
   }
   if ((v = jget(s, "enum"))) {
-    if (v->type != J_ARR || v->n == 0) {
+    if (hn_json_type(v) != J_ARR || hn_json_length(v) == 0) {
       cerr(c, "'enum' must be a non-empty array");
       goto done;
     }
     buf_add(out, "( ", 2);
-    for (size_t i = 0; i < v->n; i++) {
+    for (size_t i = 0; i < hn_json_length(v); i++) {
       if (i)
         buf_add(out, " | ", 3);
-      literal_of_value(out, v->items[i]);
+      literal_of_value(out, jitem(v, i));
     }
     buf_add(out, " )", 2);
     ok = true;
@@ -1092,11 +742,11 @@ gen(Conv *c, const JNode *s, Buf *out)
     goto done;
   }
   if ((v = jget(s, "allOf"))) {
-    if (v->type != J_ARR || v->n != 1) {
+    if (hn_json_type(v) != J_ARR || hn_json_length(v) != 1) {
       cerr(c, "'allOf' is supported with exactly one schema");
       goto done;
     }
-    ok = gen(c, v->items[0], out);
+    ok = gen(c, jitem(v, 0), out);
     goto done;
   }
   if (jget(s, "not") || jget(s, "if") || jget(s, "dependentSchemas") || jget(s, "dependencies")) {
@@ -1117,20 +767,20 @@ gen(Conv *c, const JNode *s, Buf *out)
     }
     goto done;
   }
-  if (v->type == J_STR) {
-    ok = gen_type(c, s, v->str, out);
+  if (hn_json_type(v) == J_STR) {
+    ok = gen_type(c, s, hn_json_get_string(v), out);
     goto done;
   }
-  if (v->type == J_ARR && v->n > 0) {
+  if (hn_json_type(v) == J_ARR && hn_json_length(v) > 0) {
     buf_add(out, "( ", 2);
-    for (size_t i = 0; i < v->n; i++) {
-      if (v->items[i]->type != J_STR) {
+    for (size_t i = 0; i < hn_json_length(v); i++) {
+      if (hn_json_type(jitem(v, i)) != J_STR) {
         cerr(c, "'type' entries must be strings");
         goto done;
       }
       if (i)
         buf_add(out, " | ", 3);
-      if (!gen_type(c, s, v->items[i]->str, out))
+      if (!gen_type(c, s, hn_json_get_string(jitem(v, i)), out))
         goto done;
     }
     buf_add(out, " )", 2);
@@ -1159,18 +809,11 @@ hn_json_schema_to_gbnf(const char *schema_json, size_t len, HnError *err)
 {
   if (schema_json == NULL)
     return hn_error_set(err, HN_ERR_INVALID_ARG, "no JSON schema"), NULL;
-  JReader r = { .s = schema_json, .len = len, .err = err };
-  JNode *root = jvalue(&r);
-  if (root) {
-    jskip(&r);
-    if (r.pos < r.len) {
-      jerr(&r, "trailing characters after the schema");
-      jfree(root);
-      root = NULL;
-    }
-  }
-  if (root == NULL)
+  HnJson *root = hn_json_parse(schema_json, len, err);
+  if (root == NULL) {
+    hn_error_prefix(err, "schema");
     return NULL;
+  }
   Conv c = { .root = root, .err = err };
   Buf top = { 0 };
   char *result = NULL;
@@ -1204,6 +847,6 @@ hn_json_schema_to_gbnf(const char *schema_json, size_t len, HnError *err)
     free(c.ref_names[i]);
   free(c.ref_names);
   free(c.ref_nodes);
-  jfree(root);
+  hn_json_free(root);
   return result;
 }

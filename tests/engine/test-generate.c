@@ -440,8 +440,9 @@ run_grammar(Fake *f, HnGrammarVocab *gv, const char *gbnf, size_t len, int max_t
           g_error("%s seed %d: not JSON (%s): %s", label, (int) seed, jerr->message, raw->str);
       }
     }
-    g_test_message("%s seed %d: %s after %zu tokens: %.60s", label, (int) seed,
-                   hn_gen_stop_reason_name(res.stop_reason), res.n_generated, raw->str);
+    g_autofree char *shown = g_strescape(raw->str, NULL);
+    g_test_message("%s seed %d: %s after %zu tokens: %.80s", label, (int) seed,
+                   hn_gen_stop_reason_name(res.stop_reason), res.n_generated, shown);
     g_string_free(raw, TRUE);
     sink_clear(&s);
   }

@@ -200,8 +200,8 @@ test_refused (void)
     { "{\"type\": \"object\", \"required\": [\"x\"], \"properties\": {}}", "'x'" },
     { "{\"not\": {}}", "not supported" },
     { "false", "allows nothing" },
-    { "{\"type\": ", "JSON schema line 1" },
-    { "{\"a\": 1} x", "trailing" },
+    { "{\"type\": ", "schema: JSON line 1, column 10" },
+    { "{\"a\": 1} x", "schema: JSON line 1" },
   };
   for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
     HnError err = { 0 };
