@@ -1145,20 +1145,22 @@ struct HnGrammarVocab {
   size_t max_len;
 };
 
-static const HnGrammarVocab *sort_vocab;
+typedef struct {
+  const uint8_t *bytes;
+  uint32_t len;
+  int32_t id;
+} SortEntry;
 
 static int
-vocab_order_cmp(const void *pa, const void *pb)
+sort_entry_cmp(const void *pa, const void *pb)
 {
-  int32_t a = *(const int32_t *) pa, b = *(const int32_t *) pb;
-  const HnGrammarVocab *v = sort_vocab;
-  size_t la = v->tok_off[a + 1] - v->tok_off[a], lb = v->tok_off[b + 1] - v->tok_off[b];
-  int c = memcmp(v->blob + v->tok_off[a], v->blob + v->tok_off[b], la < lb ? la : lb);
+  const SortEntry *a = pa, *b = pb;
+  int c = memcmp(a->bytes, b->bytes, a->len < b->len ? a->len : b->len);
   if (c != 0)
     return c;
-  if (la != lb)
-    return la < lb ? -1 : 1;
-  return a < b ? -1 : a > b;
+  if (a->len != b->len)
+    return a->len < b->len ? -1 : 1;
+  return a->id < b->id ? -1 : a->id > b->id;
 }
 
 HnGrammarVocab *
@@ -1204,11 +1206,21 @@ hn_grammar_vocab_new(int32_t n_vocab, const char *const *token_bytes, const uint
       v->max_len = l;
   }
   v->tok_off[n_vocab] = w;
-  /* qsort has no context argument in C11; the vocabulary is built once, single-threaded
-   * use of this static is documented in the header as not thread-safe during creation */
-  sort_vocab = v;
-  qsort(v->order, v->n_order, sizeof *v->order, vocab_order_cmp);
-  sort_vocab = NULL;
+  /* sorted by bytes, so that tokens sharing a prefix are neighbours (built once per model) */
+  SortEntry *entries = malloc((v->n_order ? v->n_order : 1) * sizeof *entries);
+  if (entries == NULL) {
+    hn_grammar_vocab_free(v);
+    return hn_error_set(err, HN_ERR_NOMEM, "out of memory"), NULL;
+  }
+  for (size_t k = 0; k < v->n_order; k++) {
+    int32_t t = v->order[k];
+    entries[k] = (SortEntry){ v->blob + v->tok_off[t],
+                              (uint32_t) (v->tok_off[t + 1] - v->tok_off[t]), t };
+  }
+  qsort(entries, v->n_order, sizeof *entries, sort_entry_cmp);
+  for (size_t k = 0; k < v->n_order; k++)
+    v->order[k] = entries[k].id;
+  free(entries);
   for (size_t k = 0; k < v->n_order; k++) {
     if (k == 0) {
       v->lcp[k] = 0;

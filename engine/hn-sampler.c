@@ -171,17 +171,6 @@ cand_before(const HnCandidate *a, const HnCandidate *b)
   return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
 }
 
-static int
-cand_cmp(const void *pa, const void *pb)
-{
-  const HnCandidate *a = pa, *b = pb;
-  if (cand_before(a, b))
-    return -1;
-  if (cand_before(b, a))
-    return 1;
-  return 0;
-}
-
 static inline void
 cand_swap(HnCandidate *a, HnCandidate *b)
 {
@@ -189,6 +178,55 @@ cand_swap(HnCandidate *a, HnCandidate *b)
   *a = *b;
   *b = t;
 }
+
+/* In-place introsort-free quicksort (median of three, insertion sort below 16, loop on
+ * the larger side): glibc's qsort may allocate for large arrays, and the sampler must not
+ * allocate per token. */
+#define DEFINE_SORT(NAME, TYPE, BEFORE)                                                     \
+  static void NAME(TYPE *a, size_t n)                                                       \
+  {                                                                                         \
+    while (n > 16) {                                                                        \
+      size_t mid = n / 2, last = n - 1;                                                     \
+      TYPE t;                                                                               \
+      if (BEFORE(&a[mid], &a[0])) { t = a[mid]; a[mid] = a[0]; a[0] = t; }                 \
+      if (BEFORE(&a[last], &a[0])) { t = a[last]; a[last] = a[0]; a[0] = t; }              \
+      if (BEFORE(&a[last], &a[mid])) { t = a[last]; a[last] = a[mid]; a[mid] = t; }        \
+      TYPE pivot = a[mid];                                                                  \
+      size_t i = 0, j = last;                                                               \
+      for (;;) {                                                                            \
+        while (BEFORE(&a[i], &pivot))                                                       \
+          i++;                                                                              \
+        while (BEFORE(&pivot, &a[j]))                                                       \
+          j--;                                                                              \
+        if (i >= j)                                                                         \
+          break;                                                                            \
+        t = a[i]; a[i] = a[j]; a[j] = t;                                                    \
+        i++;                                                                                \
+        j--;                                                                                \
+      }                                                                                     \
+      /* [0..j] before-or-equal pivot, [j+1..n) after-or-equal */                          \
+      size_t left = j + 1, right = n - left;                                                \
+      if (left < right) {                                                                   \
+        NAME(a, left);                                                                      \
+        a += left;                                                                          \
+        n = right;                                                                          \
+      } else {                                                                              \
+        NAME(a + left, right);                                                              \
+        n = left;                                                                           \
+      }                                                                                     \
+    }                                                                                       \
+    for (size_t i = 1; i < n; i++) {                                                        \
+      TYPE x = a[i];                                                                        \
+      size_t j = i;                                                                         \
+      while (j > 0 && BEFORE(&x, &a[j - 1])) {                                              \
+        a[j] = a[j - 1];                                                                    \
+        j--;                                                                                \
+      }                                                                                     \
+      a[j] = x;                                                                             \
+    }                                                                                       \
+  }
+
+DEFINE_SORT(sort_cands, HnCandidate, cand_before)
 
 /* Partial selection: afterwards the k best candidates are in cands[0..k) (unordered),
  * everything after them is worse.  Iterative quickselect, median-of-three pivot. */
@@ -239,7 +277,7 @@ sort_prefix(HnCandidate *c, size_t n, size_t want)
   if (want > n)
     want = n;
   select_top(c, n, want);
-  qsort(c, want, sizeof *c, cand_cmp);
+  sort_cands(c, want);
 }
 
 void
@@ -339,16 +377,13 @@ typedef struct {
   uint32_t index;
 } TypicalKey;
 
-static int
-typical_key_cmp(const void *pa, const void *pb)
+static inline bool
+key_before(const TypicalKey *a, const TypicalKey *b)
 {
-  const TypicalKey *a = pa, *b = pb;
-  if (a->score < b->score)
-    return -1;
-  if (a->score > b->score)
-    return 1;
-  return a->index < b->index ? -1 : a->index > b->index;
+  return a->score < b->score || (a->score == b->score && a->index < b->index);
 }
+
+DEFINE_SORT(sort_keys, TypicalKey, key_before)
 
 /* `keys` and `scratch` must hold n entries. */
 static void
@@ -359,7 +394,7 @@ apply_typical_with(HnCandidate *c, size_t *n, float typical_p, TypicalKey *keys,
   if (typical_p >= 1.0f || *n <= 1)
     return;
   /* sort by logit first so that ties in score resolve by rank, deterministically */
-  qsort(c, *n, sizeof *c, cand_cmp);
+  sort_cands(c, *n);
   double entropy = 0.0;
   for (size_t i = 0; i < *n; i++)
     if (c[i].p > 0.0f)
@@ -369,7 +404,7 @@ apply_typical_with(HnCandidate *c, size_t *n, float typical_p, TypicalKey *keys,
     keys[i].score = (float) fabs(surprise - entropy);
     keys[i].index = (uint32_t) i;
   }
-  qsort(keys, *n, sizeof *keys, typical_key_cmp);
+  sort_keys(keys, *n);
   double cum = 0.0;
   size_t keep = *n;
   for (size_t i = 0; i < *n; i++) {
