@@ -327,6 +327,83 @@ test_bounded_state (void)
   hn_grammar_free(g);
 }
 
+/* Mutated grammars never crash or hang the parser, and whatever parses can be run on
+ * random input within the stack limits. */
+static void
+test_mutations (void)
+{
+  const char *names[] = { "json.gbnf", "arithmetic.gbnf", "list.gbnf" };
+  GRand *r = g_rand_new_with_seed(99);
+  const char alphabet[] = "()[]{}|*+?.\"\\^-:=# \nabc019,xu";
+  int parsed = 0;
+  for (size_t f = 0; f < G_N_ELEMENTS(names); f++) {
+    const char *dir = g_getenv("HANASHI_GRAMMARS");
+    g_autofree char *file = g_build_filename(dir, names[f], NULL);
+    g_autofree char *orig = NULL;
+    gsize len;
+    g_assert_true(g_file_get_contents(file, &orig, &len, NULL));
+    for (int iter = 0; iter < 400; iter++) {
+      char *text = g_memdup2(orig, len + 1);
+      int edits = g_rand_int_range(r, 1, 4);
+      for (int e = 0; e < edits; e++) {
+        gsize at = (gsize) g_rand_int_range(r, 0, (gint32) len);
+        text[at] = alphabet[g_rand_int_range(r, 0, sizeof alphabet - 1)];
+      }
+      HnError err = { 0 };
+      HnGrammar *g = hn_grammar_parse(text, len, NULL, &err);
+      if (g) {
+        parsed++;
+        HnGrammarState *s = hn_grammar_state_new(g, NULL, &err);
+        for (int k = 0; k < 64; k++) {
+          char b = alphabet[g_rand_int_range(r, 0, sizeof alphabet - 1)];
+          if (!hn_grammar_accept_bytes(s, &b, 1))
+            break;
+          g_assert_cmpuint(hn_grammar_state_n_stacks(s), <=, HN_GRAMMAR_MAX_STACKS);
+        }
+        hn_grammar_state_free(s);
+        hn_grammar_free(g);
+      } else {
+        g_assert_cmpint(err.code, ==, HN_ERR_GRAMMAR);
+        g_assert_nonnull(strstr(err.message, "line "));
+      }
+      g_free(text);
+    }
+  }
+  g_test_message("%d of 1200 mutated grammars parsed", parsed);
+  g_rand_free(r);
+}
+
+/* Pathological but legal grammars stay cheap: long repetitions and deep nesting. */
+static void
+test_large_repetitions (void)
+{
+  HnGrammar *g = parse_ok("root ::= (\"a\"{0,10000}){0,3} \"b\"");
+  HnError err = { 0 };
+  HnGrammarState *s = hn_grammar_state_new(g, NULL, &err);
+  for (int i = 0; i < 2000; i++)
+    g_assert_true(hn_grammar_accept_bytes(s, "a", 1));
+  g_assert_true(hn_grammar_accept_bytes(s, "b", 1));
+  g_assert_true(hn_grammar_is_complete(s));
+  hn_grammar_state_free(s);
+  hn_grammar_free(g);
+  GString *deep = g_string_new("root ::= ");
+  for (int i = 0; i < 150; i++)
+    g_string_append(deep, "(\"x\" ");
+  for (int i = 0; i < 150; i++)
+    g_string_append(deep, ")?");
+  g = parse_ok(deep->str);
+  g_assert_true(full(g, "xxxxxxxxxx"));
+  hn_grammar_free(g);
+  g_string_truncate(deep, 0);
+  g_string_append(deep, "root ::= ");
+  for (int i = 0; i < 300; i++)
+    g_string_append(deep, "(");
+  err = (HnError){ 0 };
+  g_assert_null(hn_grammar_parse(deep->str, deep->len, NULL, &err));
+  g_assert_nonnull(strstr(err.message, "nested too deeply"));
+  g_string_free(deep, TRUE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -338,5 +415,7 @@ main (int argc, char **argv)
   g_test_add_func("/grammar/mask", test_mask);
   g_test_add_func("/grammar/shipped", test_shipped);
   g_test_add_func("/grammar/bounded-state", test_bounded_state);
+  g_test_add_func("/grammar/mutations", test_mutations);
+  g_test_add_func("/grammar/large-repetitions", test_large_repetitions);
   return g_test_run();
 }
