@@ -645,6 +645,27 @@ test_cfg (void)
   fake_free(f);
 }
 
+static void
+test_cfg_combine (void)
+{
+  float pos[4] = { 1.0f, 2.0f, 3.0f, -INFINITY }, neg[4] = { 3.0f, 2.0f, 1.0f, 0.0f };
+  float out[4];
+  double zp = log(exp(1) + exp(2) + exp(3)), zn = log(exp(3) + exp(2) + exp(1) + 1);
+  hn_cfg_combine(pos, neg, 2.0f, out, 4);
+  for (int i = 0; i < 3; i++) {
+    double lp = pos[i] - zp, ln = neg[i] - zn;
+    g_assert_cmpfloat_with_epsilon(out[i], ln + 2.0 * (lp - ln), 1e-6);
+  }
+  g_assert_true(isinf(out[3]) && out[3] < 0); /* banned in the positive row stays banned */
+  hn_cfg_combine(pos, neg, 0.0f, out, 4);
+  for (int i = 0; i < 4; i++)
+    g_assert_cmpfloat_with_epsilon(out[i], neg[i] - zn, 1e-6);
+  float row[3] = { 0.0f, 0.0f, 0.0f };
+  hn_log_softmax(row, 3);
+  for (int i = 0; i < 3; i++)
+    g_assert_cmpfloat_with_epsilon(row[i], -log(3.0), 1e-6);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -654,5 +675,6 @@ main (int argc, char **argv)
   g_test_add_func("/generate/shipped-grammars", test_shipped_grammars);
   g_test_add_func("/generate/bounded-schemas", test_bounded_schemas);
   g_test_add_func("/generate/cfg", test_cfg);
+  g_test_add_func("/generate/cfg-combine", test_cfg_combine);
   return g_test_run();
 }
