@@ -306,6 +306,22 @@ hn_sampler_softmax(HnCandidate *c, size_t n)
     c[i].p *= inv;
 }
 
+/* After a truncation the survivors' p only need rescaling, not new exponentials. */
+static void
+renormalize(HnCandidate *c, size_t n)
+{
+  double sum = 0.0;
+  for (size_t i = 0; i < n; i++)
+    sum += c[i].p;
+  if (!(sum > 0.0)) {
+    hn_sampler_softmax(c, n);
+    return;
+  }
+  float inv = (float) (1.0 / sum);
+  for (size_t i = 0; i < n; i++)
+    c[i].p *= inv;
+}
+
 void
 hn_sampler_apply_top_k(HnCandidate *c, size_t *n, int32_t k)
 {
@@ -316,15 +332,72 @@ hn_sampler_apply_top_k(HnCandidate *c, size_t *n, int32_t k)
   hn_sampler_softmax(c, *n);
 }
 
-void
-hn_sampler_apply_top_p(HnCandidate *c, size_t *n, float top_p)
+/* The part of the nucleus that lies in c[0..n) when `need` more mass is wanted: a
+ * histogram of the logits (monotonic in p) finds the bucket where the mass crosses
+ * `need`; everything above it is kept unsorted, only that bucket is sorted.  Returns how
+ * many of the (reordered) candidates to keep. */
+static size_t
+nucleus_by_buckets(HnCandidate *c, size_t n, double need)
 {
-  hn_sampler_softmax(c, *n);
+  enum { NB = 2048 };
+  uint32_t count[NB];
+  double mass[NB];
+  float mx = -INFINITY, mn = INFINITY;
+  for (size_t i = 0; i < n; i++) {
+    if (c[i].logit > mx)
+      mx = c[i].logit;
+    if (c[i].logit < mn)
+      mn = c[i].logit;
+  }
+  float scale = (float) NB / (mx - mn);
+  if (!(mx > mn) || !isfinite(scale)) {
+    sort_cands(c, n);
+    double cum = 0.0;
+    for (size_t i = 0; i < n; i++)
+      if ((cum += c[i].p) >= need)
+        return i + 1;
+    return n;
+  }
+  memset(count, 0, sizeof count);
+  memset(mass, 0, sizeof mass);
+#define P_BUCKET(v) HN_MIN(NB - 1, (int) (((v) - mn) * scale))
+  for (size_t i = 0; i < n; i++) {
+    int b = P_BUCKET(c[i].logit);
+    count[b]++;
+    mass[b] += c[i].p;
+  }
+  int bt = NB - 1;
+  double above = 0.0;
+  while (bt > 0 && above + mass[bt] < need)
+    above += mass[bt--];
+  /* move the buckets above bt to the front, then bucket bt */
+  size_t w = 0;
+  for (size_t i = 0; i < n; i++)
+    if (P_BUCKET(c[i].logit) > bt)
+      cand_swap(&c[w++], &c[i]);
+  size_t start = w;
+  for (size_t i = w; i < n; i++)
+    if (P_BUCKET(c[i].logit) == bt)
+      cand_swap(&c[w++], &c[i]);
+#undef P_BUCKET
+  sort_cands(c + start, w - start);
+  double cum = above;
+  for (size_t i = start; i < w; i++)
+    if ((cum += c[i].p) >= need)
+      return i + 1;
+  return w;
+}
+
+/* top-p on candidates whose p are already normalised */
+static void
+top_p_core(HnCandidate *c, size_t *n, float top_p)
+{
   if (top_p >= 1.0f || *n <= 1)
     return;
-  /* Sort only as much as the nucleus needs: grow the sorted prefix geometrically until
-   * it holds top_p of the mass. */
-  size_t sorted = 0, want = 64;
+  /* Sort only as much as the nucleus needs: the best 1024 first (one quickselect and a
+   * short sort), growing geometrically on small sets; a larger nucleus is cut by a
+   * histogram instead of a sort. */
+  size_t sorted = 0, want = 1024;
   double cum = 0.0;
   size_t keep = *n;
   for (;;) {
@@ -346,16 +419,26 @@ hn_sampler_apply_top_p(HnCandidate *c, size_t *n, float top_p)
     sorted = want;
     if (found || want == *n)
       break;
+    if (want >= 1024 && *n - sorted > 4096) {
+      keep = sorted + nucleus_by_buckets(c + sorted, *n - sorted, (double) top_p - cum);
+      break;
+    }
     want *= 2;
   }
   *n = keep;
-  hn_sampler_softmax(c, *n);
+  renormalize(c, *n);
 }
 
 void
-hn_sampler_apply_min_p(HnCandidate *c, size_t *n, float min_p)
+hn_sampler_apply_top_p(HnCandidate *c, size_t *n, float top_p)
 {
   hn_sampler_softmax(c, *n);
+  top_p_core(c, n, top_p);
+}
+
+static void
+min_p_core(HnCandidate *c, size_t *n, float min_p)
+{
   if (min_p <= 0.0f || *n <= 1)
     return;
   float max_p = 0.0f;
@@ -368,7 +451,14 @@ hn_sampler_apply_min_p(HnCandidate *c, size_t *n, float min_p)
     if (c[i].p >= threshold)
       c[w++] = c[i];
   *n = w;
+  renormalize(c, *n);
+}
+
+void
+hn_sampler_apply_min_p(HnCandidate *c, size_t *n, float min_p)
+{
   hn_sampler_softmax(c, *n);
+  min_p_core(c, n, min_p);
 }
 
 /* Typical sampling scores each token by how far its surprise is from the entropy. */
@@ -390,7 +480,7 @@ static void
 apply_typical_with(HnCandidate *c, size_t *n, float typical_p, TypicalKey *keys,
                    HnCandidate *scratch)
 {
-  hn_sampler_softmax(c, *n);
+  /* p must be normalised on entry */
   if (typical_p >= 1.0f || *n <= 1)
     return;
   /* sort by logit first so that ties in score resolve by rank, deterministically */
@@ -418,16 +508,15 @@ apply_typical_with(HnCandidate *c, size_t *n, float typical_p, TypicalKey *keys,
     scratch[i] = c[keys[i].index];
   memcpy(c, scratch, keep * sizeof *c);
   *n = keep;
-  hn_sampler_softmax(c, *n);
+  renormalize(c, *n);
 }
 
 void
 hn_sampler_apply_typical(HnCandidate *c, size_t *n, float typical_p)
 {
-  if (typical_p >= 1.0f || *n <= 1) {
-    hn_sampler_softmax(c, *n);
+  hn_sampler_softmax(c, *n);
+  if (typical_p >= 1.0f || *n <= 1)
     return;
-  }
   TypicalKey *keys = malloc(*n * sizeof *keys);
   HnCandidate *scratch = malloc(*n * sizeof *scratch);
   if (keys && scratch)
@@ -692,20 +781,30 @@ gather_top_k(const float *l, int32_t nv, size_t k, HnCandidate *c)
     return n < k ? n : k;
   }
   memset(hist, 0, sizeof hist);
-  double scale = (double) NB / ((double) mx - (double) mn);
-#define BUCKET(v) ((int) HN_MIN((double) (NB - 1), ((double) (v) - (double) mn) * scale))
-  for (int32_t i = 0; i < nv; i++)
-    if (l[i] > -INFINITY)
-      hist[BUCKET(l[i])]++;
+  float scale = (float) NB / (mx - mn);
+  if (!isfinite(scale)) {
+    size_t n = gather_all(l, nv, c);
+    sort_prefix(c, n, k);
+    return n < k ? n : k;
+  }
+  for (int32_t i = 0; i < nv; i++) {
+    float v = l[i];
+    if (v > -INFINITY) {
+      int bucket = (int) ((v - mn) * scale);
+      hist[bucket < NB ? bucket : NB - 1]++;
+    }
+  }
   int bt = NB - 1;
   size_t acc = hist[bt];
   while (acc < k && bt > 0)
     acc += hist[--bt];
+  /* gather from a little below the bucket's edge: a superset is harmless (the selection
+   * below trims it), missing a token to rounding would not be */
+  float threshold = bt == 0 ? -INFINITY : mn + ((float) bt - 0.5f) / scale;
   size_t n = 0;
   for (int32_t i = 0; i < nv; i++)
-    if (l[i] > -INFINITY && BUCKET(l[i]) >= bt)
+    if (l[i] >= threshold && l[i] > -INFINITY)
       c[n++] = (HnCandidate){ i, l[i], 0.0f };
-#undef BUCKET
   sort_prefix(c, n, k);
   return n < k ? n : k;
 }
@@ -821,9 +920,10 @@ run_tail(HnSampler *s, const float *l)
   hn_sampler_softmax(c, n);
   if (p->typical_p < 1.0f)
     apply_typical_with(c, &n, p->typical_p, s->keys, s->scratch);
-  hn_sampler_apply_top_p(c, &n, p->top_p);
-  hn_sampler_apply_min_p(c, &n, p->min_p);
-  hn_sampler_apply_temperature(c, n, p->temperature);
+  top_p_core(c, &n, p->top_p);
+  min_p_core(c, &n, p->min_p);
+  if (p->temperature != 1.0f)
+    hn_sampler_apply_temperature(c, n, p->temperature);
   s->n_last = n;
   return c[draw(s, c, n)].id;
 }
