@@ -295,6 +295,15 @@ hn_sampler_softmax(HnCandidate *c, size_t n)
       c[i].p = 1.0f / (float) n;
     return;
   }
+  if (isinf(max)) {
+    /* +inf logits take all the mass, shared equally */
+    size_t n_inf = 0;
+    for (size_t i = 0; i < n; i++)
+      n_inf += isinf(c[i].logit) && c[i].logit > 0;
+    for (size_t i = 0; i < n; i++)
+      c[i].p = isinf(c[i].logit) && c[i].logit > 0 ? 1.0f / (float) n_inf : 0.0f;
+    return;
+  }
   double sum = 0.0;
   for (size_t i = 0; i < n; i++) {
     float e = expf(c[i].logit - max);
@@ -350,7 +359,7 @@ nucleus_by_buckets(HnCandidate *c, size_t n, double need)
       mn = c[i].logit;
   }
   float scale = (float) NB / (mx - mn);
-  if (!(mx > mn) || !isfinite(scale)) {
+  if (!(mx > mn) || !isfinite(scale) || !isfinite(mx) || !isfinite(mn) || !(scale > 0.0f)) {
     sort_cands(c, n);
     double cum = 0.0;
     for (size_t i = 0; i < n; i++)
@@ -782,7 +791,7 @@ gather_top_k(const float *l, int32_t nv, size_t k, HnCandidate *c)
   }
   memset(hist, 0, sizeof hist);
   float scale = (float) NB / (mx - mn);
-  if (!isfinite(scale)) {
+  if (!isfinite(scale) || !(scale > 0.0f)) {
     size_t n = gather_all(l, nv, c);
     sort_prefix(c, n, k);
     return n < k ? n : k;

@@ -440,6 +440,45 @@ test_mirostat (void)
   }
 }
 
+/* Non-finite logits from a broken model never crash the chain or produce NaN draws. */
+static void
+test_non_finite (void)
+{
+  enum { V = 6000 };
+  float *l = g_new(float, V);
+  for (int i = 0; i < V; i++)
+    l[i] = (float) (i % 13);
+  l[17] = NAN;
+  l[4321] = INFINITY;
+  HnError err = { 0 };
+  for (int mode = 0; mode < 4; mode++) {
+    HnSamplerParams p;
+    hn_sampler_params_init(&p);
+    p.seed = 3;
+    if (mode == 1)
+      p.top_k = 0;
+    if (mode == 2)
+      p.mirostat = 2;
+    if (mode == 3) {
+      p.top_k = 0;
+      p.typical_p = 0.5f;
+    }
+    HnSampler *s = hn_sampler_new(&p, V, 64, &err);
+    for (int i = 0; i < 20; i++)
+      g_assert_cmpint(hn_sampler_sample(s, l, NULL, &err), ==, 4321);
+    hn_sampler_free(s);
+  }
+  /* all NaN: every token is "banned" */
+  for (int i = 0; i < V; i++)
+    l[i] = NAN;
+  HnSamplerParams p;
+  hn_sampler_params_init(&p);
+  HnSampler *s = hn_sampler_new(&p, V, 64, &err);
+  g_assert_cmpint(hn_sampler_sample(s, l, NULL, &err), ==, -1);
+  hn_sampler_free(s);
+  g_free(l);
+}
+
 static void
 test_params (void)
 {
@@ -536,6 +575,7 @@ main (int argc, char **argv)
   g_test_add_func("/sampler/greedy-bias", test_greedy_and_bias);
   g_test_add_func("/sampler/mirostat", test_mirostat);
   g_test_add_func("/sampler/params", test_params);
+  g_test_add_func("/sampler/non-finite", test_non_finite);
   g_test_add_func("/sampler/stop-strings", test_stop_strings);
   return g_test_run();
 }
