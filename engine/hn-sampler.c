@@ -161,6 +161,91 @@ hn_sampler_params_clamp(HnSamplerParams *p, int32_t n_vocab)
   p->max_new_tokens = clampi(p->max_new_tokens, -1, 1 << 24);
 }
 
+/* ---- Parameters as data ------------------------------------------------------- */
+
+static const HnSamplerParamSpec param_specs[] = {
+  { "temperature", 0, 10, 0.8, false },
+  { "top_k", 0, 1 << 24, 40, true },
+  { "top_p", 0, 1, 0.95, false },
+  { "min_p", 0, 1, 0.05, false },
+  { "typical_p", 0, 1, 1.0, false },
+  { "repeat_penalty", 0.01, 10, 1.0, false },
+  { "repeat_last_n", -1, 1 << 20, 64, true },
+  { "frequency_penalty", -2, 2, 0, false },
+  { "presence_penalty", -2, 2, 0, false },
+  { "penalize_nl", 0, 1, 0, true },
+  { "mirostat", 0, 2, 0, true },
+  { "mirostat_tau", 0, 20, 5.0, false },
+  { "mirostat_eta", 0, 1, 0.1, false },
+  { "max_new_tokens", -1, 1 << 24, -1, true },
+};
+
+const HnSamplerParamSpec *
+hn_sampler_param_specs(size_t *n_out)
+{
+  *n_out = HN_ARRAY_LEN(param_specs);
+  return param_specs;
+}
+
+static void *
+param_field(HnSamplerParams *p, const char *key, bool *is_int, bool *is_bool)
+{
+  *is_int = *is_bool = false;
+  if (strcmp(key, "temperature") == 0) return &p->temperature;
+  if (strcmp(key, "top_p") == 0) return &p->top_p;
+  if (strcmp(key, "min_p") == 0) return &p->min_p;
+  if (strcmp(key, "typical_p") == 0) return &p->typical_p;
+  if (strcmp(key, "repeat_penalty") == 0) return &p->repeat_penalty;
+  if (strcmp(key, "frequency_penalty") == 0) return &p->frequency_penalty;
+  if (strcmp(key, "presence_penalty") == 0) return &p->presence_penalty;
+  if (strcmp(key, "mirostat_tau") == 0) return &p->mirostat_tau;
+  if (strcmp(key, "mirostat_eta") == 0) return &p->mirostat_eta;
+  *is_int = true;
+  if (strcmp(key, "top_k") == 0) return &p->top_k;
+  if (strcmp(key, "repeat_last_n") == 0) return &p->repeat_last_n;
+  if (strcmp(key, "mirostat") == 0) return &p->mirostat;
+  if (strcmp(key, "max_new_tokens") == 0) return &p->max_new_tokens;
+  *is_int = false;
+  *is_bool = true;
+  if (strcmp(key, "penalize_nl") == 0) return &p->penalize_nl;
+  return NULL;
+}
+
+bool
+hn_sampler_params_set(HnSamplerParams *p, const char *key, double value, HnError *err)
+{
+  const HnSamplerParamSpec *spec = NULL;
+  for (size_t i = 0; i < HN_ARRAY_LEN(param_specs); i++)
+    if (key && strcmp(param_specs[i].key, key) == 0)
+      spec = &param_specs[i];
+  bool is_int, is_bool;
+  void *field = spec ? param_field(p, key, &is_int, &is_bool) : NULL;
+  if (field == NULL)
+    return hn_error_set(err, HN_ERR_NOT_FOUND, "unknown sampler parameter '%s'", key ? key : "");
+  if (!(value >= spec->min && value <= spec->max) || (spec->integer && value != floor(value)))
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "%s must be %s between %g and %g", key,
+                        spec->integer ? "an integer" : "a number", spec->min, spec->max);
+  if (is_bool)
+    *(bool *) field = value != 0;
+  else if (is_int)
+    *(int32_t *) field = (int32_t) value;
+  else
+    *(float *) field = (float) value;
+  return true;
+}
+
+bool
+hn_sampler_params_get(const HnSamplerParams *p, const char *key, double *value)
+{
+  bool is_int, is_bool;
+  void *field = key ? param_field((HnSamplerParams *) p, key, &is_int, &is_bool) : NULL;
+  if (field == NULL)
+    return false;
+  *value = is_bool ? (*(bool *) field ? 1.0 : 0.0) : is_int ? (double) *(int32_t *) field
+                                                            : (double) *(float *) field;
+  return true;
+}
+
 /* ---- Candidate ordering --------------------------------------------------------
  * A total order (logit descending, then id ascending) keeps every stage deterministic
  * whatever the initial order was. */

@@ -73,6 +73,22 @@ bool hn_sampler_params_validate(const HnSamplerParams *params, int32_t n_vocab, 
  * counts are not touched; logit-bias entries are validated, not clamped. */
 void hn_sampler_params_clamp(HnSamplerParams *params, int32_t n_vocab);
 
+/* The numeric parameters as data, for settings UIs and storage: a stable key (also the
+ * name used in saved settings), the range checked by hn_sampler_params_validate and the
+ * default.  Flags (penalize_nl) are 0/1 integers. */
+typedef struct {
+  const char *key;
+  double min, max, def;
+  bool integer;
+} HnSamplerParamSpec;
+
+const HnSamplerParamSpec *hn_sampler_param_specs(size_t *n_out);
+/* Sets the parameter named `key`; false (with a message) for an unknown key or a value
+ * out of range. */
+bool hn_sampler_params_set(HnSamplerParams *params, const char *key, double value, HnError *err);
+/* Reads it back; false for an unknown key. */
+bool hn_sampler_params_get(const HnSamplerParams *params, const char *key, double *value);
+
 typedef struct HnSampler HnSampler;
 
 /* `n_history` is the most tokens the penalties ever look at when repeat_last_n is -1

@@ -499,6 +499,25 @@ test_params (void)
   g_assert_cmpint(p.top_k, ==, 0);
   g_assert_cmpint(p.mirostat, ==, 2);
   g_assert_true(hn_sampler_params_validate(&p, 100, &err));
+  /* the spec table agrees with init, validate and set/get */
+  size_t n_specs;
+  const HnSamplerParamSpec *specs = hn_sampler_param_specs(&n_specs);
+  g_assert_cmpuint(n_specs, ==, 14);
+  HnSamplerParams d;
+  hn_sampler_params_init(&d);
+  for (size_t i = 0; i < n_specs; i++) {
+    double v;
+    g_assert_true(hn_sampler_params_get(&d, specs[i].key, &v));
+    g_assert_cmpfloat_with_epsilon(v, specs[i].def, 1e-6);
+    HnSamplerParams q = d;
+    g_assert_true(hn_sampler_params_set(&q, specs[i].key, specs[i].max, &err));
+    g_assert_true(hn_sampler_params_validate(&q, 0, &err));
+    g_assert_true(hn_sampler_params_set(&q, specs[i].key, specs[i].min, &err));
+    g_assert_true(hn_sampler_params_validate(&q, 0, &err));
+    g_assert_false(hn_sampler_params_set(&q, specs[i].key, specs[i].max + 1, &err));
+    g_assert_nonnull(strstr(err.message, specs[i].key));
+  }
+  g_assert_false(hn_sampler_params_set(&d, "warmth", 1, &err));
   HnLogitBias b = { 100, 1.0f };
   p.logit_bias = &b;
   p.n_logit_bias = 1;
