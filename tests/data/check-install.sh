@@ -19,7 +19,8 @@ for f in \
   share/icons/hicolor/symbolic/apps/io.github.hanashi.Hanashi-symbolic.svg \
   share/locale/ja/LC_MESSAGES/hanashi.mo \
   share/locale/zh_CN/LC_MESSAGES/hanashi.mo \
-  share/hanashi/models.json
+  share/hanashi/models.json \
+  share/hanashi/grammars/json.gbnf
 do
   if [ ! -e "$root/$f" ]; then
     echo "not installed: $prefix/$f"
