@@ -27,8 +27,9 @@ while read -r lang; do
   [ "$fuzzy" -gt 0 ] && fuzzy=$((fuzzy - 1))
   echo "$lang: $untranslated untranslated, $fuzzy fuzzy"
   if [ "$untranslated" -ne 0 ] || [ "$fuzzy" -ne 0 ]; then
-    msgattrib --untranslated --only-fuzzy --no-obsolete "$work/$lang.po" | grep '^msgid ' | head -20
-    msgattrib --untranslated --no-obsolete "$work/$lang.po" | grep '^msgid ' | head -20
+    # Name the offending strings; no grep match must not end the loop under set -e.
+    { msgattrib --untranslated --no-obsolete "$work/$lang.po"
+      msgattrib --only-fuzzy --no-obsolete "$work/$lang.po"; } | grep '^msgid "..*"' | sed "s/^/  $lang: /" | head -20 || true
     status=1
   fi
 done < "$srcdir/po/LINGUAS"
