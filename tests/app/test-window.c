@@ -38,6 +38,19 @@ test_window_shows_empty_state (void)
   g_assert_nonnull (page);
   g_assert_true (gtk_widget_is_visible (page));
   g_assert_cmpstr (adw_status_page_get_title (ADW_STATUS_PAGE (page)), ==, "No Model Loaded");
+  g_assert_cmpstr (adw_status_page_get_icon_name (ADW_STATUS_PAGE (page)), ==, APP_ID "-symbolic");
+
+  /* The status page shows the symbolic icon from our resources; without an SVG loader
+   * GTK would quietly draw the missing-image icon instead. */
+  g_autoptr (GError) icon_error = NULL;
+  g_autoptr (GBytes) svg = g_resources_lookup_data ("/io/github/hanashi/Hanashi/icons/scalable/apps/" APP_ID "-symbolic.svg",
+                                                    G_RESOURCE_LOOKUP_FLAGS_NONE, &icon_error);
+  g_assert_no_error (icon_error);
+  g_autoptr (GdkTexture) icon = gdk_texture_new_from_bytes (svg, &icon_error);
+  g_assert_no_error (icon_error);
+  g_assert_cmpint (gdk_texture_get_width (icon), >, 0);
+  GtkIconTheme *theme = gtk_icon_theme_get_for_display (gtk_widget_get_display (page));
+  g_assert_true (gtk_icon_theme_has_icon (theme, APP_ID "-symbolic"));
 
   /* The empty state's button is wired to the window's open-model action. */
   GtkWidget *button = find_by_type (page, GTK_TYPE_BUTTON);
