@@ -69,11 +69,66 @@ test_window_shows_empty_state (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+static GtkWindow *
+find_toplevel (GType type)
+{
+  GListModel *toplevels = gtk_window_get_toplevels ();
+  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
+    {
+      g_autoptr (GtkWindow) toplevel = g_list_model_get_item (toplevels, i);
+      if (G_TYPE_CHECK_INSTANCE_TYPE (toplevel, type))
+        return toplevel;
+    }
+  return NULL;
+}
+
+static GtkWindow *
+wait_for_toplevel (GType type)
+{
+  GtkWindow *found;
+  gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+  while ((found = find_toplevel (type)) == NULL && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, FALSE);
+  return found;
+}
+
+/* Every entry of the primary menu that exists in this shell does something. */
+static void
+test_menu_actions (void)
+{
+  g_autoptr (HanashiApplication) app = hanashi_application_new ();
+  g_assert_true (g_application_register (G_APPLICATION (app), NULL, NULL));
+
+  HanashiWindow *window = hanashi_window_new (app);
+  gtk_window_present (GTK_WINDOW (window));
+  while (!gtk_widget_get_mapped (GTK_WIDGET (window)))
+    g_main_context_iteration (NULL, TRUE);
+
+  g_action_group_activate_action (G_ACTION_GROUP (app), "about", NULL);
+  GtkWindow *about = wait_for_toplevel (ADW_TYPE_ABOUT_WINDOW);
+  g_assert_nonnull (about);
+  g_assert_cmpstr (adw_about_window_get_application_name (ADW_ABOUT_WINDOW (about)), ==, "Hanashi");
+  g_assert_cmpstr (adw_about_window_get_version (ADW_ABOUT_WINDOW (about)), ==, VERSION);
+  gtk_window_destroy (about);
+
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (window), "win.show-help-overlay", NULL));
+  GtkWindow *shortcuts = wait_for_toplevel (GTK_TYPE_SHORTCUTS_WINDOW);
+  g_assert_nonnull (shortcuts);
+  gtk_window_close (shortcuts);
+
+  g_auto (GStrv) quit_accels = gtk_application_get_accels_for_action (GTK_APPLICATION (app), "app.quit");
+  g_assert_cmpuint (g_strv_length (quit_accels), ==, 1);
+  g_assert_cmpstr (quit_accels[0], ==, "<Control>q");
+
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
 int
 main (int argc, char **argv)
 {
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
   g_test_add_func ("/Hanashi/Window/empty-state", test_window_shows_empty_state);
+  g_test_add_func ("/Hanashi/Window/menu-actions", test_menu_actions);
   return g_test_run ();
 }
