@@ -374,6 +374,9 @@ typedef struct LoopState LoopState;
 
 struct Value {
   uint8_t t;
+  /* T_STR: a markupsafe.Markup (from |safe or |escape).  Jinja runs without autoescape
+   * in chat templates, but Markup + str still HTML-escapes the plain side. */
+  uint8_t markup;
   union {
     bool b;
     int64_t i;
@@ -391,6 +394,9 @@ struct Value {
 struct List {
   size_t n;
   bool tuple;
+  /* a Python generator/iterator (what map, select, unique, reverse... return): always
+   * true, no len(), no indexing, not JSON serializable */
+  bool lazy;
   Value *items;
 };
 
@@ -492,7 +498,7 @@ type_name(const Value *v)
   case T_INT: return "int";
   case T_FLOAT: return "float";
   case T_STR: return "str";
-  case T_LIST: return v->l->tuple ? "tuple" : "list";
+  case T_LIST: return v->l->lazy ? "generator" : v->l->tuple ? "tuple" : "list";
   case T_DICT: return "dict";
   case T_NS: return "Namespace";
   case T_MACRO: return "Macro";
@@ -2294,7 +2300,7 @@ truthy(const Value *v)
   case T_INT: return v->i != 0;
   case T_FLOAT: return v->f != 0.0;
   case T_STR: return v->s->len != 0;
-  case T_LIST: return v->l->n != 0;
+  case T_LIST: return v->l->lazy || v->l->n != 0;
   case T_DICT: return v->d->n != 0;
   default: return true;
   }
@@ -2359,6 +2365,10 @@ repr_buf(R *r, Buf *b, Value v)
   case T_STR: repr_str(r, b, v.s); break;
   case T_UNDEF: buf_adds(&r->c, b, "Undefined"); break;
   case T_LIST:
+    if (v.l->lazy) {
+      buf_adds(&r->c, b, "<generator object>");
+      break;
+    }
     buf_addc(&r->c, b, v.l->tuple ? '(' : '[');
     for (size_t k = 0; k < v.l->n; k++) {
       if (k)
@@ -2448,6 +2458,8 @@ values_equal(const Value *a, const Value *b)
   case T_NONE: return true;
   case T_STR: return a->s->len == b->s->len && memcmp(a->s->s, b->s->s, a->s->len) == 0;
   case T_LIST:
+    if (a->l->lazy || b->l->lazy)
+      return a->l == b->l;
     if (a->l->n != b->l->n || a->l->tuple != b->l->tuple)
       return false;
     for (size_t k = 0; k < a->l->n; k++)
@@ -2522,7 +2534,7 @@ str_chars(R *r, const Str *s)
 static List *
 iterate(R *r, const Node *n, Value v)
 {
-  static List empty = { 0, false, NULL };
+  static List empty = { 0 };
   switch (v.t) {
   case T_UNDEF: return &empty;
   case T_LIST: return v.l;
@@ -2646,10 +2658,13 @@ get_item(R *r, const Node *n, Value obj, Value key)
     }
   case T_LIST:
   case T_STR: {
+    /* Jinja turns a failed subscript into an undefined value */
+    if (obj.t == T_LIST && obj.l->lazy)
+      return make_undef(r, "'generator object' has no item");
     if (key.t == T_STR)
       return get_attr(r, n, obj, key.s);
     if (key.t != T_INT && key.t != T_BOOL)
-      rfail(r, n, "%s indices must be integers, not %s", type_name(&obj), type_name(&key));
+      return make_undef(r, "'%s object' has no item", type_name(&obj));
     int64_t i = num_i(&key);
     if (obj.t == T_LIST) {
       int64_t len = (int64_t)obj.l->n;
@@ -2669,7 +2684,9 @@ get_item(R *r, const Node *n, Value obj, Value key)
         i += len;
       if (i < 0 || i >= len)
         return make_undef(r, "str object has no element %lld", (long long)num_i(&key));
-      return v_str(&r->c, obj.s->s + i, 1);
+      Value ch = v_str(&r->c, obj.s->s + i, 1);
+    ch.markup = obj.markup;
+    return ch;
     }
     List *chars = str_chars(r, obj.s);
     int64_t len = (int64_t)chars->n;
@@ -2677,7 +2694,9 @@ get_item(R *r, const Node *n, Value obj, Value key)
       i += len;
     if (i < 0 || i >= len)
       return make_undef(r, "str object has no element %lld", (long long)num_i(&key));
-    return chars->items[i];
+    Value ch = chars->items[i];
+    ch.markup = obj.markup;
+    return ch;
   }
   case T_LOOP:
     if (key.t == T_STR)
@@ -2703,6 +2722,8 @@ do_slice(R *r, const Node *n, Value obj, Value vstart, Value vstop, Value vstep)
   }
   List *items;
   bool is_str = obj.t == T_STR;
+  if (obj.t == T_LIST && obj.l->lazy)
+    return make_undef(r, "'generator object' has no item");
   if (obj.t == T_LIST)
     items = obj.l;
   else if (is_str)
@@ -2710,7 +2731,7 @@ do_slice(R *r, const Node *n, Value obj, Value vstart, Value vstop, Value vstep)
   else if (obj.t == T_UNDEF)
     undef_fail(r, n, &obj);
   else
-    rfail(r, n, "'%s' object is not subscriptable", type_name(&obj));
+    return make_undef(r, "'%s object' has no item", type_name(&obj));
   int64_t len = (int64_t)items->n;
   int64_t start, stop;
   Value *bounds[2] = { &vstart, &vstop };
@@ -2746,7 +2767,9 @@ do_slice(R *r, const Node *n, Value obj, Value vstart, Value vstop, Value vstep)
       Value *ch = &items->items[start + (int64_t)k * step_v];
       buf_add(&r->c, &b, ch->s->s, ch->s->len);
     }
-    return buf_value(&r->c, &b);
+    Value sv = buf_value(&r->c, &b);
+    sv.markup = obj.markup;
+    return sv;
   }
   Value res = v_list(&r->c, count);
   res.l->tuple = obj.l->tuple;
@@ -2756,6 +2779,24 @@ do_slice(R *r, const Node *n, Value obj, Value vstart, Value vstop, Value vstep)
 }
 
 /* ---- arithmetic ---- */
+
+/* markupsafe.escape(): the result is Markup */
+static Value
+html_escape(R *r, const Str *s)
+{
+  Buf b = { 0 };
+  for (size_t k = 0; k < s->len; k++) {
+    char ch = s->s[k];
+    const char *rep = ch == '&' ? "&amp;" : ch == '<' ? "&lt;" : ch == '>' ? "&gt;" : ch == '"' ? "&#34;" : ch == '\'' ? "&#39;" : NULL;
+    if (rep)
+      buf_adds(&r->c, &b, rep);
+    else
+      buf_addc(&r->c, &b, ch);
+  }
+  Value v = buf_value(&r->c, &b);
+  v.markup = 1;
+  return v;
+}
 
 static Value
 repeat_value(R *r, const Node *n, Value seq, int64_t times)
@@ -2783,7 +2824,7 @@ repeat_value(R *r, const Node *n, Value seq, int64_t times)
 static Value
 printf_format(R *r, const Node *n, const Str *fmt, Value args)
 {
-  List single = { 1, false, &args };
+  List single = { .n = 1, .items = &args };
   List *list = args.t == T_LIST && args.l->tuple ? args.l : &single;
   size_t used = 0;
   Buf b = { 0 };
@@ -2912,6 +2953,12 @@ arith(R *r, const Node *n, int op, Value a, Value b)
     case OP_POW: return v_float(pow(x, y));
     }
   }
+  if (op == OP_ADD && a.t == T_STR && b.t == T_STR && (a.markup || b.markup)) {
+    Value x = a.markup ? a : html_escape(r, a.s), y = b.markup ? b : html_escape(r, b.s);
+    Value res = arith(r, n, OP_ADD, (Value){ .t = T_STR, .s = x.s }, (Value){ .t = T_STR, .s = y.s });
+    res.markup = 1;
+    return res;
+  }
   if (op == OP_ADD && a.t == T_STR && b.t == T_STR) {
     Buf buf = { 0 };
     buf_reserve(&r->c, &buf, a.s->len + b.s->len);
@@ -2919,7 +2966,7 @@ arith(R *r, const Node *n, int op, Value a, Value b)
     buf_add(&r->c, &buf, b.s->s, b.s->len);
     return buf_value(&r->c, &buf);
   }
-  if (op == OP_ADD && a.t == T_LIST && b.t == T_LIST && a.l->tuple == b.l->tuple) {
+  if (op == OP_ADD && a.t == T_LIST && b.t == T_LIST && a.l->tuple == b.l->tuple && !a.l->lazy && !b.l->lazy) {
     Value res = v_list(&r->c, a.l->n + b.l->n);
     res.l->tuple = a.l->tuple;
     if (a.l->n)
@@ -2928,10 +2975,16 @@ arith(R *r, const Node *n, int op, Value a, Value b)
       memcpy(res.l->items + a.l->n, b.l->items, b.l->n * sizeof(Value));
     return res;
   }
-  if (op == OP_MUL && (a.t == T_STR || a.t == T_LIST) && (b.t == T_INT || b.t == T_BOOL))
-    return repeat_value(r, n, a, num_i(&b));
-  if (op == OP_MUL && (b.t == T_STR || b.t == T_LIST) && (a.t == T_INT || a.t == T_BOOL))
-    return repeat_value(r, n, b, num_i(&a));
+  if (op == OP_MUL && (a.t == T_STR || (a.t == T_LIST && !a.l->lazy)) && (b.t == T_INT || b.t == T_BOOL)) {
+    Value res = repeat_value(r, n, a, num_i(&b));
+    res.markup = a.markup;
+    return res;
+  }
+  if (op == OP_MUL && (b.t == T_STR || (b.t == T_LIST && !b.l->lazy)) && (a.t == T_INT || a.t == T_BOOL)) {
+    Value res = repeat_value(r, n, b, num_i(&a));
+    res.markup = b.markup;
+    return res;
+  }
   if (op == OP_ADD && (a.t == T_STR || a.t == T_LIST))
     rfail(r, n, "can only concatenate %s (not \"%s\") to %s", type_name(&a), type_name(&b), type_name(&a));
   if (op == OP_MOD && a.t == T_STR)
@@ -3256,7 +3309,10 @@ length_of(R *r, const Node *n, Value v)
 {
   switch (v.t) {
   case T_STR: return utf8_count(v.s->s, v.s->len);
-  case T_LIST: return v.l->n;
+  case T_LIST:
+    if (v.l->lazy)
+      rfail(r, n, "object of type 'generator' has no len()");
+    return v.l->n;
   case T_DICT: return v.d->n;
   case T_UNDEF: return 0;
   default: rfail(r, n, "object of type '%s' has no len()", type_name(&v));
@@ -3368,6 +3424,9 @@ json_out(R *r, const Node *n, Buf *b, Value v, int64_t indent, int level)
     break;
   }
   case T_LIST:
+    if (v.l->lazy)
+      rfail(r, n, "Object of type generator is not JSON serializable");
+    /* fall through */
   case T_DICT: {
     bool obj = v.t == T_DICT;
     size_t count = obj ? v.d->n : v.l->n;
@@ -3420,6 +3479,7 @@ json_out(R *r, const Node *n, Buf *b, Value v, int64_t indent, int level)
 
 static Value call_value(R *r, const Node *n, Value callee, const Args *a);
 static Value apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a);
+static Value apply_str_filter(R *r, const Node *n, const char *name, Str *s, const Args *a);
 
 /* Jinja's attribute getter for filters: item lookup first, dotted paths, integer parts. */
 static Value
@@ -3511,8 +3571,11 @@ merge_sort(R *r, const Node *n, Value *items, Value *keys, size_t count, bool re
 static Value
 select_items(R *r, const Node *n, Value v, const Args *a, bool by_attr, bool keep)
 {
-  if (!truthy(&v)) /* Jinja: `if value:` guards the generator, so none|select is empty */
-    return v_list(&r->c, 0);
+  if (!truthy(&v)) { /* Jinja: `if value:` guards the generator, so none|select is empty */
+    Value e = v_list(&r->c, 0);
+    e.l->lazy = true;
+    return e;
+  }
   List *items = iterate(r, n, v);
   Value res = v_list(&r->c, items->n);
   size_t count = 0;
@@ -3536,6 +3599,7 @@ select_items(R *r, const Node *n, Value v, const Args *a, bool by_attr, bool kee
       res.l->items[count++] = items->items[k];
   }
   res.l->n = count;
+  res.l->lazy = true;
   return res;
 }
 
@@ -3591,8 +3655,18 @@ static Value
 apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
 {
   step(r, n);
-  if (!strcmp(name, "safe") || !strcmp(name, "forceescape"))
-    return v;
+  if (!strcmp(name, "safe")) {
+    if (v.t == T_STR && v.markup)
+      return v;
+    Value m = to_str(r, v);
+    m.markup = 1;
+    return m;
+  }
+  if (!strcmp(name, "escape") || !strcmp(name, "e") || !strcmp(name, "forceescape")) {
+    if (v.t == T_STR && v.markup && name[0] != 'f')
+      return v;
+    return html_escape(r, to_str(r, v).s);
+  }
   if (!strcmp(name, "length") || !strcmp(name, "count"))
     return v_int((int64_t)length_of(r, n, v));
   if (!strcmp(name, "default") || !strcmp(name, "d")) {
@@ -3631,10 +3705,14 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
       return v_list(&r->c, 0);
     if (v.t != T_DICT)
       rfail(r, n, "can only get item pairs from a mapping, not %s", type_name(&v));
-    return dict_items(r, v.d);
+    Value items = dict_items(r, v.d);
+    items.l->lazy = true;
+    return items;
   }
   if (!strcmp(name, "first") || !strcmp(name, "last")) {
     List *items = iterate(r, n, v);
+    if (name[0] == 'l' && v.t == T_LIST && v.l->lazy)
+      rfail(r, n, "'generator' object is not reversible");
     if (items->n == 0)
       return make_undef(r, "No %s item, sequence was empty.", name);
     return items->items[name[0] == 'f' ? 0 : items->n - 1];
@@ -3651,6 +3729,8 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
     Value res = v_list(&r->c, items->n);
     for (size_t k = 0; k < items->n; k++)
       res.l->items[k] = items->items[items->n - 1 - k];
+    /* reversed() of a list is an iterator; of a generator, Jinja builds a list */
+    res.l->lazy = !(v.t == T_LIST && v.l->lazy);
     return res;
   }
   if (!strcmp(name, "join")) {
@@ -3670,8 +3750,11 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
     return buf_value(&r->c, &b);
   }
   if (!strcmp(name, "map")) {
-    if (!truthy(&v))
-      return v_list(&r->c, 0);
+    if (!truthy(&v)) {
+      Value e = v_list(&r->c, 0);
+      e.l->lazy = true;
+      return e;
+    }
     List *items = iterate(r, n, v);
     Value res = v_list(&r->c, items->n);
     Value attr = arg(a, 99, "attribute", UNDEF);
@@ -3693,6 +3776,7 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
       }
       res.l->items[k] = x;
     }
+    res.l->lazy = true;
     return res;
   }
   if (!strcmp(name, "select")) return select_items(r, n, v, a, false, true);
@@ -3727,6 +3811,7 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
           res.l->items[count++] = items->items[k];
       }
       res.l->n = count;
+      res.l->lazy = true;
       return res;
     }
     merge_sort(r, n, res.l->items, keys, res.l->n, truthy(&rev), truthy(&cs));
@@ -3841,7 +3926,20 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
       !strcmp(name, "truncate") || !strcmp(name, "striptags")) {
     if (v.t == T_UNDEF && strcmp(name, "trim") && strcmp(name, "upper") && strcmp(name, "lower"))
       v = v_str(&r->c, "", 0);
-    Str *s = to_str(r, v).s;
+    bool mk = v.t == T_STR && v.markup;
+    Value res = apply_str_filter(r, n, name, to_str(r, v).s, a);
+    /* Markup methods return Markup; replace and title go through plain str */
+    if (mk && res.t == T_STR && strcmp(name, "replace") && strcmp(name, "title"))
+      res.markup = 1;
+    return res;
+  }
+  rfail(r, n, "no filter named '%s'", name);
+}
+
+static Value
+apply_str_filter(R *r, const Node *n, const char *name, Str *s, const Args *a)
+{
+  {
     if (!strcmp(name, "trim")) {
       Value chars = arg(a, 0, "chars", NONE);
       return strip(r, s, chars.t == T_STR ? chars.s : NULL, true, true);
@@ -3906,8 +4004,27 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
 
 /* ---- methods ---- */
 
+static Value call_str_method(R *r, const Node *n, Method *m, const Args *a);
+
 static Value
 call_method(R *r, const Node *n, Method *m, const Args *a)
+{
+  if (m->self.t == T_STR) {
+    Value res = call_str_method(r, n, m, a);
+    if (m->self.markup) {
+      if (res.t == T_STR && strcmp(m->name, "join") && strcmp(m->name, "format"))
+        res.markup = 1;
+      else if (res.t == T_LIST && (!strcmp(m->name, "split") || !strcmp(m->name, "rsplit") || !strcmp(m->name, "splitlines")))
+        for (size_t k = 0; k < res.l->n; k++)
+          res.l->items[k].markup = 1;
+    }
+    return res;
+  }
+  return call_str_method(r, n, m, a);
+}
+
+static Value
+call_str_method(R *r, const Node *n, Method *m, const Args *a)
 {
   Value self = m->self;
   const char *name = m->name;
@@ -3922,7 +4039,7 @@ call_method(R *r, const Node *n, Method *m, const Args *a)
       Value pre = arg(a, 0, NULL, UNDEF);
       List *cands;
       Value one[1] = { pre };
-      List single = { 1, false, one };
+      List single = { .n = 1, .items = one };
       cands = pre.t == T_LIST ? pre.l : &single;
       for (size_t k = 0; k < cands->n; k++) {
         Str *p = need_str(r, n, cands->items[k], name);
