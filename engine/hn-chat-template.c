@@ -1057,6 +1057,7 @@ typedef enum {
   S_CONTINUE,
   S_PASSBLOCK,   /* {% generation %}: renders its body */
   S_FILTERBLOCK,
+  S_CALLBLOCK,   /* {% call macro(...) %}: the body becomes caller() */
   E_LIT,
   E_NAME,
   E_LIST,
@@ -1791,6 +1792,40 @@ parse_targets(P *p, Node *n, bool allow_attr)
   n->ntargets = count;
 }
 
+/* "(a, b=default, ...)" of a macro or call block */
+static void
+parse_params(P *p, Node *n)
+{
+  expect_op(p, "(");
+  NodeVec defaults = { 0 };
+  Str *params[64];
+  size_t np = 0;
+  while (!tok_op(cur(p), ")")) {
+    if (np)
+      expect_op(p, ",");
+    Token *pt = cur(p);
+    if (pt->kind != K_NAME)
+      p_fail(p, pt, "expected a parameter name");
+    if (np == HN_ARRAY_LEN(params))
+      p_fail(p, pt, "too many macro parameters");
+    advance(p);
+    params[np++] = pt->s;
+    Node *def = NULL;
+    if (tok_op(cur(p), "=")) {
+      advance(p);
+      def = parse_expr(p);
+    } else if (defaults.n && defaults.items[defaults.n - 1]) {
+      p_fail(p, pt, "parameter without a default after one with a default");
+    }
+    vec_push(p, &defaults, def);
+  }
+  advance(p);
+  n->kwnames = xalloc(p->c, (np ? np : 1) * sizeof(Str *));
+  memcpy(n->kwnames, params, np * sizeof(Str *));
+  n->kwargs = vec_list(&defaults);
+  n->kwargs.n = np;
+}
+
 static Node *
 parse_statement(P *p)
 {
@@ -1883,6 +1918,24 @@ parse_statement(P *p)
     expect_block_end(p);
     return n;
   }
+  if (!strcmp(tag, "call")) {
+    n = node_new(p, S_CALLBLOCK, t);
+    n->name = str_new(p->c, "caller", 6);
+    if (tok_op(cur(p), "("))
+      parse_params(p, n);
+    Token *ct = cur(p);
+    n->a = parse_expr(p);
+    if (n->a->kind != E_CALL)
+      p_fail(p, ct, "{%% call %%} needs a macro call");
+    expect_block_end(p);
+    static const char *const ends[] = { "endcall", NULL };
+    int saved_loops = p->loops;
+    p->loops = 0;
+    n->body = parse_body(p, ends, &which, t);
+    p->loops = saved_loops;
+    expect_block_end(p);
+    return n;
+  }
   if (!strcmp(tag, "macro")) {
     n = node_new(p, S_MACRO, t);
     Token *name = cur(p);
@@ -1890,35 +1943,8 @@ parse_statement(P *p)
       p_fail(p, name, "expected a macro name");
     advance(p);
     n->name = name->s;
-    expect_op(p, "(");
-    NodeVec defaults = { 0 };
-    Str *params[64];
-    size_t np = 0;
-    while (!tok_op(cur(p), ")")) {
-      if (np)
-        expect_op(p, ",");
-      Token *pt = cur(p);
-      if (pt->kind != K_NAME)
-        p_fail(p, pt, "expected a parameter name");
-      if (np == HN_ARRAY_LEN(params))
-        p_fail(p, pt, "too many macro parameters");
-      advance(p);
-      params[np++] = pt->s;
-      Node *def = NULL;
-      if (tok_op(cur(p), "=")) {
-        advance(p);
-        def = parse_expr(p);
-      } else if (defaults.n && defaults.items[defaults.n - 1]) {
-        p_fail(p, pt, "parameter without a default after one with a default");
-      }
-      vec_push(p, &defaults, def);
-    }
-    advance(p);
+    parse_params(p, n);
     expect_block_end(p);
-    n->kwnames = xalloc(p->c, (np ? np : 1) * sizeof(Str *));
-    memcpy(n->kwnames, params, np * sizeof(Str *));
-    n->kwargs = vec_list(&defaults);
-    n->kwargs.n = np;
     static const char *const ends[] = { "endmacro", NULL };
     int saved_loops = p->loops;
     p->loops = 0;
@@ -4286,7 +4312,7 @@ call_builtin(R *r, const Node *n, int fn, const Args *a)
 }
 
 static Value
-call_macro(R *r, const Node *n, Macro *m, const Args *a)
+call_macro_with(R *r, const Node *n, Macro *m, const Args *a, const Value *caller)
 {
   const Node *def = m->node;
   size_t np = def->kwargs.n;
@@ -4323,6 +4349,8 @@ call_macro(R *r, const Node *n, Macro *m, const Args *a)
     }
     scope_set(r, sc, def->kwnames[j], v);
   }
+  if (caller)
+    scope_set_c(r, sc, "caller", *caller);
   Buf out = { 0 };
   Buf *saved_out = r->out;
   r->out = &out;
@@ -4332,6 +4360,12 @@ call_macro(R *r, const Node *n, Macro *m, const Args *a)
   r->scope = saved_scope;
   r->macro_depth--;
   return buf_value(&r->c, &out);
+}
+
+static Value
+call_macro(R *r, const Node *n, Macro *m, const Args *a)
+{
+  return call_macro_with(r, n, m, a, NULL);
 }
 
 static Value
@@ -4623,6 +4657,19 @@ exec_node(R *r, const Node *n, Scope *sc)
   case S_BREAK: return FLOW_BREAK;
   case S_CONTINUE: return FLOW_CONTINUE;
   case S_PASSBLOCK: return exec_list(r, &n->body, sc);
+  case S_CALLBLOCK: {
+    Value callee = eval(r, n->a->a);
+    if (callee.t != T_MACRO)
+      rfail(r, n, "{%% call %%} needs a macro, not %s", type_name(&callee));
+    Args a;
+    eval_args(r, n->a, &a);
+    Value caller = { .t = T_MACRO };
+    caller.m = xalloc(&r->c, sizeof(Macro));
+    caller.m->node = n;
+    caller.m->scope = sc;
+    to_str_buf(r, r->out, call_macro_with(r, n, callee.m, &a, &caller));
+    return FLOW_NORMAL;
+  }
   case S_FILTERBLOCK: {
     Value v = capture(r, &n->body, sc);
     r->block_input = v;
