@@ -283,7 +283,8 @@ test_errors_with_positions (void)
   assert_fails ("{% break %}", "'break' outside of a loop");
   assert_fails ("{{ 1 / 0 }}", "division by zero");
   assert_fails ("{% for x in range(3) recursive %}{% endfor %}", "recursive for-loops are not supported");
-  assert_fails ("{% call foo() %}{% endcall %}", "unknown or unsupported tag 'call'");
+  assert_fails ("{% call foo() %}{% endcall %}", "{% call %} needs a macro");
+  assert_fails ("{% do x %}", "unknown or unsupported tag 'do'");
   /* raise_exception: the message alone, no position */
   HnError err = { 0 };
   char *out = render ("{{ raise_exception('Only user and assistant roles are supported!') }}", &err);
