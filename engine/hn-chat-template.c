@@ -2469,9 +2469,23 @@ to_str(R *r, Value v)
 
 /* ---- equality and ordering ---- */
 
+/* Values built by a template can nest arbitrarily deep ({% set ns.x = [ns.x] %} in a
+ * loop): past this depth, comparison gives up and calls them different. */
+#define MAX_COMPARE_DEPTH 1000
+
+static bool values_equal_at(const Value *a, const Value *b, int depth);
+
 static bool
 values_equal(const Value *a, const Value *b)
 {
+  return values_equal_at(a, b, 0);
+}
+
+static bool
+values_equal_at(const Value *a, const Value *b, int depth)
+{
+  if (depth > MAX_COMPARE_DEPTH)
+    return false;
   if (is_num(a) && is_num(b)) {
     if (a->t == T_FLOAT || b->t == T_FLOAT)
       return num_f(a) == num_f(b);
@@ -2489,7 +2503,7 @@ values_equal(const Value *a, const Value *b)
     if (a->l->n != b->l->n || a->l->tuple != b->l->tuple)
       return false;
     for (size_t k = 0; k < a->l->n; k++)
-      if (!values_equal(&a->l->items[k], &b->l->items[k]))
+      if (!values_equal_at(&a->l->items[k], &b->l->items[k], depth + 1))
         return false;
     return true;
   case T_DICT:
@@ -2497,7 +2511,7 @@ values_equal(const Value *a, const Value *b)
       return false;
     for (size_t k = 0; k < a->d->n; k++) {
       Value *o = dict_find(b->d, &a->d->keys[k]);
-      if (!o || !values_equal(&a->d->vals[k], o))
+      if (!o || !values_equal_at(&a->d->vals[k], o, depth + 1))
         return false;
     }
     return true;
@@ -2530,12 +2544,18 @@ compare(R *r, const Node *n, const Value *a, const Value *b, const char *opname)
       return c < 0 ? -1 : 1;
     return a->s->len < b->s->len ? -1 : a->s->len > b->s->len;
   }
-  if (a->t == T_LIST && b->t == T_LIST && a->l->tuple == b->l->tuple) {
+  if (a->t == T_LIST && b->t == T_LIST && a->l->tuple == b->l->tuple && !a->l->lazy && !b->l->lazy) {
+    if (++r->depth > MAX_EVAL_DEPTH)
+      rfail(r, n, "values nested too deeply to compare");
+    int result = a->l->n < b->l->n ? -1 : a->l->n > b->l->n;
     for (size_t k = 0; k < a->l->n && k < b->l->n; k++) {
-      if (!values_equal(&a->l->items[k], &b->l->items[k]))
-        return compare(r, n, &a->l->items[k], &b->l->items[k], opname);
+      if (!values_equal(&a->l->items[k], &b->l->items[k])) {
+        result = compare(r, n, &a->l->items[k], &b->l->items[k], opname);
+        break;
+      }
     }
-    return a->l->n < b->l->n ? -1 : a->l->n > b->l->n;
+    r->depth--;
+    return result;
   }
   rfail(r, n, "'%s' not supported between instances of '%s' and '%s'", opname, type_name(a), type_name(b));
 }

@@ -336,6 +336,22 @@ test_limits (void)
   assert_fails (deep->str, "nesting deeper than");
   g_string_free (deep, TRUE);
 
+  /* values nested by a loop: comparison, printing and tojson stop with an error */
+  assert_fails ("{% set ns = namespace(x=[]) %}{% for i in range(20000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}",
+                "too deep");
+  assert_fails ("{% set ns = namespace(x=[]) %}{% for i in range(20000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|tojson }}",
+                "too deep");
+  assert_fails ("{% set ns = namespace(x=[]) %}{% for i in range(20000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x < ns.x }}",
+                "too deeply");
+  assert_renders ("{% set ns = namespace(x=[]) %}{% for i in range(20000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x in [1] }}",
+                  "False");
+  GString *chain = g_string_new ("{{ x");
+  for (int k = 0; k < 20000; k++)
+    g_string_append (chain, " + 1");
+  g_string_append (chain, " }}");
+  assert_fails (chain->str, "nests too deeply");
+  g_string_free (chain, TRUE);
+
   GString *blocks = g_string_new (NULL);
   for (int k = 0; k < 5000; k++)
     g_string_append (blocks, "{% if true %}");
