@@ -4194,6 +4194,67 @@ call_str_method(R *r, const Node *n, Method *m, const Args *a)
         return v_bool(all && any_cased);
       return v_bool(all);
     }
+    if (!strcmp(name, "format")) {
+      /* str.format: {} {0} {name} with !s/!r; format specs are not supported */
+      Buf b = { 0 };
+      size_t auto_index = 0;
+      for (size_t k = 0; k < s->len; k++) {
+        char ch = s->s[k];
+        if ((ch == '{' || ch == '}') && k + 1 < s->len && s->s[k + 1] == ch) {
+          buf_addc(&r->c, &b, ch);
+          k++;
+          continue;
+        }
+        if (ch == '}')
+          rfail(r, n, "Single '}' encountered in format string");
+        if (ch != '{') {
+          buf_addc(&r->c, &b, ch);
+          continue;
+        }
+        const char *close = memchr(s->s + k, '}', s->len - k);
+        if (!close)
+          rfail(r, n, "Single '{' encountered in format string");
+        size_t fstart = k + 1, fend = (size_t)(close - s->s);
+        char conv = 0;
+        size_t name_end = fend;
+        for (size_t j = fstart; j < fend; j++)
+          if (s->s[j] == '!' || s->s[j] == ':') {
+            if (s->s[j] == ':')
+              rfail(r, n, "format specifications in str.format are not supported");
+            if (j + 2 != fend)
+              rfail(r, n, "invalid conversion in format string");
+            conv = s->s[j + 1];
+            name_end = j;
+            break;
+          }
+        Value v;
+        if (name_end == fstart) {
+          v = arg(a, auto_index++, NULL, UNDEF);
+          if (auto_index > a->npos)
+            rfail(r, n, "Replacement index %zu out of range for positional args tuple", auto_index - 1);
+        } else if (s->s[fstart] >= '0' && s->s[fstart] <= '9') {
+          size_t idx = (size_t)strtoul(s->s + fstart, NULL, 10);
+          if (idx >= a->npos)
+            rfail(r, n, "Replacement index %zu out of range for positional args tuple", idx);
+          v = a->pos[idx];
+        } else {
+          Str *key = str_new(&r->c, s->s + fstart, name_end - fstart);
+          v = arg(a, SIZE_MAX, key->s, (Value){ .t = 255 });
+          if (v.t == 255)
+            rfail(r, n, "KeyError: '%s'", key->s);
+        }
+        if (v.t == T_UNDEF)
+          undef_fail(r, n, &v);
+        if (conv == 'r')
+          repr_buf(r, &b, v);
+        else if (conv == 0 || conv == 's')
+          to_str_buf(r, &b, v);
+        else
+          rfail(r, n, "Unknown conversion specifier %c", conv);
+        k = fend;
+      }
+      return buf_value(&r->c, &b);
+    }
     if (!strcmp(name, "swapcase")) {
       Buf b = { 0 };
       for (size_t k = 0; k < s->len;) {
