@@ -2196,6 +2196,27 @@ step(R *r, const Node *n)
     rfail(r, n, "the template ran for more than %llu steps (endless loop?)", (unsigned long long)r->max_steps);
 }
 
+/* Work that does not allocate (scans, comparisons) is charged to the step budget, so
+ * that a loop over a large value cannot run for minutes without hitting a limit. */
+static void
+charge(R *r, const Node *n, size_t amount)
+{
+  r->steps += amount;
+  if (r->steps > r->max_steps)
+    rfail(r, n, "the template ran for more than %llu steps (endless loop?)", (unsigned long long)r->max_steps);
+}
+
+static size_t
+value_size(const Value *v)
+{
+  switch (v->t) {
+  case T_STR: return v->s->len / 64;
+  case T_LIST: return v->l->n;
+  case T_DICT: return v->d->n;
+  default: return 0;
+  }
+}
+
 /* ---- scopes ---- */
 
 static Scope *
@@ -2656,6 +2677,8 @@ loop_attr(R *r, LoopState *ls, const char *name)
 static Value
 get_attr(R *r, const Node *n, Value obj, const Str *name)
 {
+  if (obj.t == T_DICT || obj.t == T_NS)
+    charge(r, n, obj.d->n / 16);
   switch (obj.t) {
   case T_UNDEF: undef_fail(r, n, &obj);
   case T_DICT: {
@@ -2851,7 +2874,8 @@ repeat_value(R *r, const Node *n, Value seq, int64_t times)
     times = 0;
   if (seq.t == T_STR) {
     size_t total = xmul(&r->c, seq.s->len, (size_t)times);
-    (void)total;
+    if (total > r->c.arena.limit)
+      fail_nomem(&r->c);
     Buf b = { 0 };
     for (int64_t k = 0; k < times; k++)
       buf_add(&r->c, &b, seq.s->s, seq.s->len);
@@ -3041,6 +3065,7 @@ arith(R *r, const Node *n, int op, Value a, Value b)
 static bool
 contains(R *r, const Node *n, Value item, Value container)
 {
+  charge(r, n, value_size(&container));
   switch (container.t) {
   case T_STR:
     if (item.t != T_STR)
@@ -3569,6 +3594,7 @@ args_shift(const Args *a, size_t skip)
 static int
 sort_cmp(R *r, const Node *n, Value x, Value y, bool case_sensitive)
 {
+  step(r, n);
   if (!case_sensitive) {
     if (x.t == T_STR)
       x = map_case(r, x.s, cp_lower);
@@ -3847,6 +3873,7 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
         if (!truthy(&cs) && key.t == T_STR)
           key = map_case(r, key.s, cp_lower);
         bool seen = false;
+        charge(r, n, k);
         for (size_t j = 0; j < k && !seen; j++) {
           Value other = keys[j];
           if (!truthy(&cs) && other.t == T_STR)
@@ -4128,6 +4155,7 @@ call_str_method(R *r, const Node *n, Method *m, const Args *a)
       return replace(r, s, need_str(r, n, arg(a, 0, NULL, UNDEF), "old"), need_str(r, n, arg(a, 1, NULL, UNDEF), "new"),
                      need_int(r, n, count, "count"));
     }
+    charge(r, n, s->len / 64);
     if (!strcmp(name, "find") || !strcmp(name, "rfind") || !strcmp(name, "index") || !strcmp(name, "count")) {
       Str *sub = need_str(r, n, arg(a, 0, NULL, UNDEF), "substring");
       if (!strcmp(name, "count")) {
@@ -4563,6 +4591,7 @@ eval_inner(R *r, const Node *n)
     for (size_t k = 0; k < n->args.n; k++) {
       Value right = eval(r, n->args.items[k]);
       bool ok;
+      charge(r, n, HN_MIN(value_size(&left), value_size(&right)));
       switch (n->ops[k]) {
       case OP_EQ: ok = values_equal(&left, &right); break;
       case OP_NE: ok = !values_equal(&left, &right); break;

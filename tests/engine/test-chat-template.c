@@ -322,6 +322,10 @@ test_limits (void)
   g_assert_null (out);
   g_assert_nonnull (strstr (err.message, "memory"));
 
+  /* scans over large values count against the step budget: no multi-minute loops */
+  assert_fails ("{% set big = range(100000)|list %}{% for i in range(100000) %}{% if -1 in big %}{% endif %}{% endfor %}",
+                "steps");
+  assert_fails ("{{ range(100000)|list|unique|list|length }}", "steps");
   assert_fails ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "nested deeper");
   assert_fails ("{{ range(1000000)|length }}", "Range too big");
   assert_fails ("{{ 'ab' * 100000000000 }}", "memory");
