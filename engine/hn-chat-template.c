@@ -2791,16 +2791,19 @@ do_slice(R *r, const Node *n, Value obj, Value vstart, Value vstop, Value vstep)
   }
   List *items;
   bool is_str = obj.t == T_STR;
+  /* slices bypass Jinja's getitem: Python's TypeError surfaces */
   if (obj.t == T_LIST && obj.l->lazy)
-    return make_undef(r, "'generator object' has no item");
+    rfail(r, n, "'generator' object is not subscriptable");
   if (obj.t == T_LIST)
     items = obj.l;
   else if (is_str)
     items = str_chars(r, obj.s);
   else if (obj.t == T_UNDEF)
     undef_fail(r, n, &obj);
+  else if (obj.t == T_DICT)
+    rfail(r, n, "unhashable type: 'slice'");
   else
-    return make_undef(r, "'%s object' has no item", type_name(&obj));
+    rfail(r, n, "'%s' object is not subscriptable", type_name(&obj));
   int64_t len = (int64_t)items->n;
   int64_t start, stop;
   Value *bounds[2] = { &vstart, &vstop };
@@ -3412,15 +3415,17 @@ run_test(R *r, const Node *n, const char *name, Value v, const Args *a)
   if (!strcmp(name, "iterable")) return v.t == T_STR || v.t == T_LIST || v.t == T_DICT || v.t == T_UNDEF;
   if (!strcmp(name, "sequence")) return v.t == T_STR || v.t == T_LIST || v.t == T_DICT;
   if (!strcmp(name, "callable")) return v.t == T_MACRO || v.t == T_FUNC || v.t == T_METHOD;
-  if (!strcmp(name, "odd") || !strcmp(name, "even")) {
-    int64_t i = need_int(r, n, v, "the value");
-    return (i % 2 != 0) == (name[0] == 'o');
-  }
-  if (!strcmp(name, "divisibleby")) {
-    int64_t d = need_int(r, n, x, "the divisor");
-    if (d == 0)
-      rfail(r, n, "integer division or modulo by zero");
-    return need_int(r, n, v, "the value") % d == 0;
+  if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby")) {
+    /* value % 2 == 1, value % 2 == 0, value % num == 0 with Python's modulo */
+    Value divisor = name[0] == 'd' ? x : v_int(2);
+    if (!is_num(&v) || !is_num(&divisor)) {
+      if (v.t == T_UNDEF)
+        undef_fail(r, n, &v);
+      rfail(r, n, "test '%s' needs numbers, not %s", name, type_name(is_num(&v) ? &divisor : &v));
+    }
+    Value m = arith(r, n, OP_MOD, v, divisor);
+    double mv = num_f(&m);
+    return name[0] == 'o' ? mv == 1.0 : mv == 0.0;
   }
   if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==")) return values_equal(&v, &x);
   if (!strcmp(name, "ne") || !strcmp(name, "!=")) return !values_equal(&v, &x);
@@ -3922,6 +3927,9 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
     int64_t digits = need_int(r, n, prec, "precision");
     double x = num_f(&v), m = pow(10.0, (double)digits);
     const char *how = need_str(r, n, method, "method")->s;
+    /* Python's round() of an int stays an int */
+    if (!strcmp(how, "common") && (v.t == T_INT || v.t == T_BOOL) && digits >= 0)
+      return v_int(num_i(&v));
     double y;
     if (!strcmp(how, "common") && digits >= 0 && digits <= 60 && isfinite(x) && fabs(x) < 1e16) {
       /* Python's round(): correctly rounded from the exact binary value, ties to even,
