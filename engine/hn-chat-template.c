@@ -3011,10 +3011,24 @@ arith(R *r, const Node *n, int op, Value a, Value b)
       if (y == 0)
         rfail(r, n, "division by zero");
       return v_float(x / y);
-    case OP_FLOORDIV:
+    case OP_FLOORDIV: {
       if (y == 0)
         rfail(r, n, "float floor division by zero");
-      return v_float(floor(x / y));
+      /* CPython's float_floor_div: derived from fmod, so 2.5 // 0.1 == 24.0 */
+      double mod = fmod(x, y);
+      double div = (x - mod) / y;
+      if (mod != 0 && ((y < 0) != (mod < 0)))
+        div -= 1.0;
+      double floordiv;
+      if (div != 0) {
+        floordiv = floor(div);
+        if (div - floordiv > 0.5)
+          floordiv += 1.0;
+      } else {
+        floordiv = copysign(0.0, x / y);
+      }
+      return v_float(floordiv);
+    }
     case OP_MOD: {
       if (y == 0)
         rfail(r, n, "float modulo");
@@ -3081,7 +3095,10 @@ contains(R *r, const Node *n, Value item, Value container)
       if (values_equal(&container.l->items[k], &item))
         return true;
     return false;
-  case T_DICT: return dict_find(container.d, &item) != NULL;
+  case T_DICT:
+    if ((item.t == T_LIST && !item.l->tuple) || item.t == T_DICT || item.t == T_NS)
+      rfail(r, n, "unhashable type: '%s'", type_name(&item));
+    return dict_find(container.d, &item) != NULL;
   case T_UNDEF: return false;
   default: rfail(r, n, "argument of type '%s' is not iterable", type_name(&container));
   }
@@ -3949,6 +3966,8 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
       rfail(r, n, "method must be common, ceil or floor");
     return v_float(y);
   }
+  if ((!strcmp(name, "int") || !strcmp(name, "float")) && v.t == T_UNDEF)
+    undef_fail(r, n, &v);
   if (!strcmp(name, "int")) {
     Value def = arg(a, 0, "default", v_int(0));
     if (v.t == T_INT)
