@@ -4727,6 +4727,9 @@ exec_for(R *r, const Node *n, Scope *sc)
   Value loopv = { .t = T_LOOP };
   loopv.loop = state;
   Str *loop_name = str_new(&r->c, "loop", 4);
+  /* Jinja clears its "no iteration" flag at the end of the body, so an iteration left
+   * with break or continue does not count: the else block still runs. */
+  bool completed = false;
   for (size_t k = 0; k < items->n; k++) {
     step(r, n);
     state->index0 = k;
@@ -4736,10 +4739,12 @@ exec_for(R *r, const Node *n, Scope *sc)
     r->scope = ls;
     int flow = exec_list(r, &n->body, ls);
     r->scope = sc;
+    if (flow == FLOW_NORMAL)
+      completed = true;
     if (flow == FLOW_BREAK)
       break;
   }
-  if (items->n == 0 && n->orelse.n)
+  if (!completed && n->orelse.n)
     return exec_list(r, &n->orelse, sc);
   return FLOW_NORMAL;
 }
@@ -4775,7 +4780,8 @@ exec_node(R *r, const Node *n, Scope *sc)
     return FLOW_NORMAL;
   }
   case S_SETBLOCK: {
-    Value v = capture(r, &n->body, sc);
+    /* the body of a block set has a scope of its own */
+    Value v = capture(r, &n->body, scope_new(r, sc));
     if (n->c) {
       r->block_input = v;
       v = eval(r, n->c);
@@ -4808,7 +4814,7 @@ exec_node(R *r, const Node *n, Scope *sc)
     return FLOW_NORMAL;
   }
   case S_FILTERBLOCK: {
-    Value v = capture(r, &n->body, sc);
+    Value v = capture(r, &n->body, scope_new(r, sc));
     r->block_input = v;
     to_str_buf(r, r->out, eval(r, n->c));
     return FLOW_NORMAL;
