@@ -2375,6 +2375,28 @@ float_str(double d, char *out, size_t n)
   hn_json_free(j);
 }
 
+/* Python's str.isprintable() for one code point: not a control, format, surrogate,
+ * private-use, unassigned or separator character (the ASCII space excepted). */
+static bool
+py_printable(uint32_t c)
+{
+  if (c < 0x80)
+    return c >= 0x20 && c < 0x7f;
+  if (c < 0xA0 || c == 0xAD)
+    return false;
+  if (c == ' ' || (py_space(c) && c != 0x1C && c != 0x1D && c != 0x1E && c != 0x1F && c != 0x85) ||
+      c == 0x2028 || c == 0x2029)
+    return false;
+  if ((c >= 0x600 && c <= 0x605) || c == 0x61C || c == 0x6DD || c == 0x70F || c == 0x180E ||
+      (c >= 0x200B && c <= 0x200F) || (c >= 0x202A && c <= 0x202E) || (c >= 0x2060 && c <= 0x206F) ||
+      c == 0xFEFF || (c >= 0xFFF9 && c <= 0xFFFB) || (c >= 0xE0000 && c <= 0xE007F))
+    return false;
+  if ((c >= 0xD800 && c <= 0xF8FF) || c >= 0xF0000)
+    return false;
+  locale_t l = utf8_ctype_locale();
+  return l ? iswprint_l((wint_t)c, l) != 0 : true;
+}
+
 static void
 repr_str(R *r, Buf *b, const Str *s)
 {
@@ -2396,6 +2418,24 @@ repr_str(R *r, Buf *b, const Str *s)
     } else if (ch < 0x20 || ch == 0x7f) {
       snprintf(tmp, sizeof tmp, "\\x%02x", ch);
       buf_adds(&r->c, b, tmp);
+    } else if (ch >= 0x80) {
+      size_t adv;
+      uint32_t cp = utf8_next(s->s + k, s->len - k, &adv);
+      char esc[16];
+      if (cp >= 0xDC80 && cp <= 0xDCFF)
+        snprintf(esc, sizeof esc, "\\udc%02x", cp & 0xFF);
+      else if (py_printable(cp)) {
+        buf_add(&r->c, b, s->s + k, adv);
+        k += adv - 1;
+        continue;
+      } else if (cp < 0x100)
+        snprintf(esc, sizeof esc, "\\x%02x", cp);
+      else if (cp < 0x10000)
+        snprintf(esc, sizeof esc, "\\u%04x", cp);
+      else
+        snprintf(esc, sizeof esc, "\\U%08x", cp);
+      buf_adds(&r->c, b, esc);
+      k += adv - 1;
     } else {
       buf_addc(&r->c, b, (char)ch);
     }
@@ -2409,7 +2449,13 @@ repr_buf(R *r, Buf *b, Value v)
   if (++r->depth > MAX_EVAL_DEPTH)
     rfail(r, NULL, "value nesting too deep");
   switch (v.t) {
-  case T_STR: repr_str(r, b, v.s); break;
+  case T_STR:
+    if (v.markup)
+      buf_adds(&r->c, b, "Markup(");
+    repr_str(r, b, v.s);
+    if (v.markup)
+      buf_addc(&r->c, b, ')');
+    break;
   case T_UNDEF: buf_adds(&r->c, b, "Undefined"); break;
   case T_LIST:
     if (v.l->lazy) {
@@ -4027,6 +4073,9 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
     if (v.t == T_UNDEF && strcmp(name, "trim") && strcmp(name, "upper") && strcmp(name, "lower"))
       v = v_str(&r->c, "", 0);
     bool mk = v.t == T_STR && v.markup;
+    /* Jinja's indent does `s += "\n"` on the value itself: only strings work */
+    if (!strcmp(name, "indent") && v.t != T_STR)
+      rfail(r, n, "unsupported operand type(s) for +=: '%s' and 'str'", type_name(&v));
     Value res = apply_str_filter(r, n, name, to_str(r, v).s, a);
     /* Markup methods return Markup; replace and title go through plain str */
     if (mk && res.t == T_STR && strcmp(name, "replace") && strcmp(name, "title"))
@@ -4054,7 +4103,7 @@ apply_str_filter(R *r, const Node *n, const char *name, Str *s, const Args *a)
       Value count = arg(a, 2, "count", NONE);
       return replace(r, s, old, with, count.t == T_NONE ? -1 : need_int(r, n, count, "count"));
     }
-    if (!strcmp(name, "indent")) return indent_filter(r, n, s, a);
+    if (!strcmp(name, "indent")) return indent_filter(r, n, s, a);  /* input checked by the caller */
     if (!strcmp(name, "wordcount")) {
       int64_t words = 0;
       bool in_word = false;
@@ -4221,13 +4270,31 @@ call_str_method(R *r, const Node *n, Method *m, const Args *a)
       return buf_value(&r->c, &b);
     }
     if (!strcmp(name, "splitlines")) {
+      /* Python's line boundaries; no empty item after a final line break */
       Value res = v_list(&r->c, 0);
-      Value parts = split(r, n, s, str_new(&r->c, "\n", 1), -1);
-      size_t count = parts.l->n;
-      if (count && parts.l->items[count - 1].s->len == 0)
-        count--;
-      res.l->items = parts.l->items;
-      res.l->n = count;
+      size_t cap = 0, start = 0, k = 0;
+      while (k < s->len) {
+        size_t adv;
+        uint32_t cp = utf8_next(s->s + k, s->len - k, &adv);
+        bool nl = cp == '\n' || cp == '\r' || cp == '\v' || cp == '\f' || (cp >= 0x1c && cp <= 0x1e) || cp == 0x85 ||
+                  cp == 0x2028 || cp == 0x2029;
+        if (nl || k + adv >= s->len) {
+          size_t end = nl ? k : k + adv;
+          if (res.l->n == cap) {
+            size_t ncap = cap ? cap * 2 : 8;
+            Value *items = xalloc(&r->c, xmul(&r->c, ncap, sizeof(Value)));
+            if (res.l->n)
+              memcpy(items, res.l->items, res.l->n * sizeof(Value));
+            res.l->items = items;
+            cap = ncap;
+          }
+          res.l->items[res.l->n++] = v_str(&r->c, s->s + start, end - start);
+          if (cp == '\r' && k + 1 < s->len && s->s[k + 1] == '\n')
+            adv = 2;
+          start = k + adv;
+        }
+        k += adv;
+      }
       return res;
     }
     if (!strncmp(name, "is", 2)) {
