@@ -12,6 +12,8 @@
 
 #include "hn-quants.h"
 
+#include <string.h>
+
 #define HN_QK4_0 32
 #define HN_QK4_1 32
 #define HN_QK5_0 32
@@ -129,6 +131,36 @@ _Static_assert(sizeof(HnBlockQ4_K) == 144, "Q4_K block size");
 _Static_assert(sizeof(HnBlockQ5_K) == 176, "Q5_K block size");
 _Static_assert(sizeof(HnBlockQ6_K) == 210, "Q6_K block size");
 _Static_assert(sizeof(HnBlockQ8_K) == 292, "Q8_K block size");
+
+/* Half to float without branches or a table, exact for every half (including
+ * subnormals, infinities and NaN payloads, signaling or not): the same value as hn_fp16_to_fp32, inlined so
+ * the decoders' loops vectorize.  Normal halves: shift exponent and mantissa into place
+ * and rebias with one exact multiplication by 2^-112; subnormals: place the mantissa
+ * below a float with exponent -1 and subtract 0.5, which is exact as well. */
+static inline float
+hn_half_to_float(uint16_t h)
+{
+  const uint32_t w = (uint32_t)h << 16;
+  const uint32_t sign = w & 0x80000000u;
+  const uint32_t two_w = w + w; /* exponent and mantissa, sign shifted out */
+  uint32_t bits = (two_w >> 4) + (0xE0u << 23);
+  float normal;
+  memcpy(&normal, &bits, 4);
+  normal *= 0x1.0p-112f;
+  bits = (two_w >> 17) | (126u << 23);
+  float subnormal;
+  memcpy(&subnormal, &bits, 4);
+  subnormal -= 0.5f;
+  float magnitude = two_w < (1u << 27) ? subnormal : normal;
+  memcpy(&bits, &magnitude, 4);
+  /* Infinities and NaNs bypass the multiplication, which would quiet a signaling NaN. */
+  const uint32_t special = 0x7f800000u | ((uint32_t)(h & 0x3ffu) << 13);
+  bits = (h & 0x7c00u) == 0x7c00u ? special : bits;
+  bits |= sign;
+  float result;
+  memcpy(&result, &bits, 4);
+  return result;
+}
 
 /* The 6-bit scale and min of group j (0..7) of a Q4_K/Q5_K block. */
 static inline void

@@ -18,7 +18,7 @@
 static inline float
 h2f(uint16_t h)
 {
-  return hn_fp16_to_fp32(h);
+  return hn_half_to_float(h);
 }
 
 static inline uint16_t
@@ -284,7 +284,7 @@ hn_dequantize_row(HnType type, const void *src, float *dst, int64_t n)
     for (int64_t i = 0; i < n; i++) {
       uint16_t h;
       memcpy(&h, p + 2 * i, 2);
-      dst[i] = hn_fp16_to_fp32(h);
+      dst[i] = hn_half_to_float(h);
     }
     break;
   }
@@ -1233,8 +1233,8 @@ hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void *act_r
       uint16_t a, b;
       memcpy(&a, x + 2 * i, 2);
       memcpy(&b, y + 2 * i, 2);
-      const float fa = half ? hn_fp16_to_fp32(a) : hn_bf16_to_fp32(a);
-      const float fb = half ? hn_fp16_to_fp32(b) : hn_bf16_to_fp32(b);
+      const float fa = half ? hn_half_to_float(a) : hn_bf16_to_fp32(a);
+      const float fb = half ? hn_half_to_float(b) : hn_bf16_to_fp32(b);
       sum += (double)(fa * fb);
     }
     return (float)sum;

@@ -2,8 +2,8 @@
  * scalar reference dot products.
  *
  * Type ids are the GGUF/ggml ids, so a tensor's type field is used as is.  The block
- * layouts follow the ggml file format bit for bit; each block struct is checked with
- * a static assertion in hn-quants.c.
+ * layouts follow the ggml file format bit for bit; the block structs (for kernels) are in
+ * the internal header hn-quants-blocks.h, each checked with a static assertion.
  *
  * Everything here is the portable reference implementation.  Fast kernels (hn-kernels*)
  * must agree with it and are tested against it.

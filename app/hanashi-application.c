@@ -1,0 +1,117 @@
+/* hanashi-application.c
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-application"
+
+#include "config.h"
+
+#include <glib/gi18n.h>
+
+#include "hanashi-application.h"
+#include "hanashi-window.h"
+
+struct _HanashiApplication
+{
+  AdwApplication parent_instance;
+};
+
+G_DEFINE_FINAL_TYPE (HanashiApplication, hanashi_application, ADW_TYPE_APPLICATION)
+
+HanashiApplication *
+hanashi_application_new (void)
+{
+  return g_object_new (HANASHI_TYPE_APPLICATION,
+                       "application-id", APP_ID,
+                       "flags", G_APPLICATION_HANDLES_OPEN,
+                       "resource-base-path", "/io/github/hanashi/Hanashi",
+                       NULL);
+}
+
+static HanashiWindow *
+get_or_create_window (HanashiApplication *self)
+{
+  GtkWindow *window = gtk_application_get_active_window (GTK_APPLICATION (self));
+  if (window == NULL)
+    window = GTK_WINDOW (hanashi_window_new (self));
+  return HANASHI_WINDOW (window);
+}
+
+static void
+hanashi_application_activate (GApplication *app)
+{
+  gtk_window_present (GTK_WINDOW (get_or_create_window (HANASHI_APPLICATION (app))));
+}
+
+static void
+hanashi_application_open (GApplication  *app,
+                          GFile        **files,
+                          int            n_files,
+                          const char    *hint)
+{
+  HanashiWindow *window = get_or_create_window (HANASHI_APPLICATION (app));
+  /* One model at a time: the last file named wins. */
+  if (n_files > 0)
+    hanashi_window_open_model (window, files[n_files - 1]);
+  gtk_window_present (GTK_WINDOW (window));
+}
+
+static void
+about_action (GSimpleAction *action,
+              GVariant      *parameter,
+              gpointer       user_data)
+{
+  HanashiApplication *self = user_data;
+  const char *developers[] = { "The Hanashi developers", NULL };
+
+  adw_show_about_window (gtk_application_get_active_window (GTK_APPLICATION (self)),
+                         "application-name", _("Hanashi"),
+                         "application-icon", APP_ID,
+                         "developer-name", _("The Hanashi developers"),
+                         "version", PACKAGE_VERSION,
+                         "developers", developers,
+                         "copyright", "© 2026 The Hanashi developers",
+                         "license-type", GTK_LICENSE_GPL_3_0,
+                         "comments", _("Chat with language models that run on your own computer"),
+                         /* Translators: replace with your names, one per line */
+                         "translator-credits", _("translator-credits"),
+                         NULL);
+}
+
+static void
+quit_action (GSimpleAction *action,
+             GVariant      *parameter,
+             gpointer       user_data)
+{
+  g_application_quit (G_APPLICATION (user_data));
+}
+
+static const GActionEntry app_actions[] = {
+  { "about", about_action },
+  { "quit", quit_action },
+};
+
+static void
+hanashi_application_startup (GApplication *app)
+{
+  G_APPLICATION_CLASS (hanashi_application_parent_class)->startup (app);
+
+  g_action_map_add_action_entries (G_ACTION_MAP (app), app_actions, G_N_ELEMENTS (app_actions), app);
+  gtk_application_set_accels_for_action (GTK_APPLICATION (app), "app.quit", (const char *[]) { "<primary>q", NULL });
+  gtk_application_set_accels_for_action (GTK_APPLICATION (app), "win.open-model", (const char *[]) { "<primary>o", NULL });
+}
+
+static void
+hanashi_application_class_init (HanashiApplicationClass *klass)
+{
+  GApplicationClass *app_class = G_APPLICATION_CLASS (klass);
+
+  app_class->activate = hanashi_application_activate;
+  app_class->open = hanashi_application_open;
+  app_class->startup = hanashi_application_startup;
+}
+
+static void
+hanashi_application_init (HanashiApplication *self)
+{
+}

@@ -1,0 +1,38 @@
+/* cli-sampling.h — the sampling, grammar and guidance options that `hanashi-cli generate`
+ * accepts, parsed into engine parameters.  Kept apart from cli-generate.c so that the
+ * option set has one home. */
+#pragma once
+
+#include "cli-common.h"
+#include "hn-grammar.h"
+#include "hn-sampler.h"
+
+typedef struct {
+  HnSamplerParams params;
+  HnLogitBias *bias;
+  size_t n_bias;
+  const char **stops;
+  size_t n_stops;
+  const char *grammar_file;
+  const char *json_schema_file;
+  const char *cfg_negative_prompt;
+  float cfg_scale;
+} CliSamplingOptions;
+
+void cli_sampling_init(CliSamplingOptions *opts);
+void cli_sampling_clear(CliSamplingOptions *opts);
+
+/* If argv[*i] is one of the options below, consumes it (and its value, given as the next
+ * argument or after '='), advances *i past it and returns 1.  Returns 0 when argv[*i] is
+ * not a sampling option, -1 after printing the error line for a bad value. */
+int cli_sampling_parse_arg(CliSamplingOptions *opts, int argc, char **argv, int *i);
+
+/* Fills params.logit_bias / stop from the collected lists and validates everything
+ * against the vocabulary size.  Returns false after printing the error line. */
+bool cli_sampling_finish(CliSamplingOptions *opts, int32_t n_vocab);
+
+/* The grammar from --grammar-file or --json-schema, or NULL (and no error) for neither.
+ * Returns false after printing the error line. */
+bool cli_sampling_load_grammar(const CliSamplingOptions *opts, HnGrammar **grammar_out);
+
+void cli_sampling_print_help(FILE *out);

@@ -1,0 +1,407 @@
+/* hn-generate.c — the generation loop. */
+#include "hn-generate.h"
+
+#include "hn-cfg.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *
+hn_gen_stop_reason_name(HnGenStopReason r)
+{
+  switch (r) {
+  case HN_GEN_STOP_NONE: return "none";
+  case HN_GEN_STOP_EOG: return "eog";
+  case HN_GEN_STOP_MAX_TOKENS: return "max-tokens";
+  case HN_GEN_STOP_STRING: return "stop-string";
+  case HN_GEN_STOP_GRAMMAR: return "grammar";
+  case HN_GEN_STOP_CONTEXT_FULL: return "context-full";
+  case HN_GEN_STOP_CANCELLED: return "cancelled";
+  case HN_GEN_STOP_CALLBACK: return "callback";
+  case HN_GEN_STOP_ERROR: return "error";
+  }
+  return "unknown";
+}
+
+void
+hn_gen_request_init(HnGenRequest *req)
+{
+  memset(req, 0, sizeof *req);
+  req->cfg_scale = 1.0f;
+}
+
+/* Byte buffer that grows only when a longer piece than ever before shows up. */
+typedef struct {
+  char *p;
+  size_t len, cap;
+} Bytes;
+
+static bool
+bytes_reserve(Bytes *b, size_t need)
+{
+  if (need <= b->cap)
+    return true;
+  size_t c = b->cap ? b->cap : 256;
+  while (c < need)
+    c *= 2;
+  char *g = realloc(b->p, c);
+  if (!g)
+    return false;
+  b->p = g;
+  b->cap = c;
+  return true;
+}
+
+static size_t
+utf8_seq_len(unsigned char b)
+{
+  if (b < 0x80)
+    return 1;
+  if (b >= 0xC2 && b <= 0xDF)
+    return 2;
+  if (b >= 0xE0 && b <= 0xEF)
+    return 3;
+  if (b >= 0xF0 && b <= 0xF4)
+    return 4;
+  return 0; /* continuation or invalid lead */
+}
+
+/* How many leading bytes of p form whole characters (a trailing incomplete sequence that
+ * may still be completed is left out). */
+static size_t
+utf8_complete_prefix(const char *p, size_t n)
+{
+  size_t back = n < 4 ? n : 4;
+  for (size_t k = 1; k <= back; k++) {
+    unsigned char b = (unsigned char) p[n - k];
+    if ((b & 0xC0) == 0x80)
+      continue;
+    size_t need = utf8_seq_len(b);
+    if (need > k)
+      return n - k;
+    return n;
+  }
+  return n;
+}
+
+/* Copies src to dst replacing malformed sequences by U+FFFD; dst needs 3*n bytes. */
+static size_t
+utf8_sanitize(const char *src, size_t n, char *dst)
+{
+  size_t w = 0;
+  for (size_t i = 0; i < n;) {
+    unsigned char b = (unsigned char) src[i];
+    size_t need = utf8_seq_len(b);
+    bool ok = need > 0 && i + need <= n;
+    for (size_t k = 1; ok && k < need; k++)
+      ok = ((unsigned char) src[i + k] & 0xC0) == 0x80;
+    if (ok && need == 3) {
+      unsigned char b1 = (unsigned char) src[i + 1];
+      ok = !(b == 0xE0 && b1 < 0xA0) && !(b == 0xED && b1 >= 0xA0);
+    } else if (ok && need == 4) {
+      unsigned char b1 = (unsigned char) src[i + 1];
+      ok = !(b == 0xF0 && b1 < 0x90) && !(b == 0xF4 && b1 >= 0x90);
+    }
+    if (ok) {
+      memcpy(dst + w, src + i, need);
+      w += need;
+      i += need;
+    } else {
+      memcpy(dst + w, "\xEF\xBF\xBD", 3);
+      w += 3;
+      i++;
+    }
+  }
+  return w;
+}
+
+typedef struct {
+  const HnGenBackend *b;
+  const HnGenRequest *req;
+  HnGenResult *res;
+  HnSampler *sampler;
+  HnStopMatcher *stops;
+  HnGrammarState *gstate;
+  HnGenBatchItem *items;
+  float *pos_row, *neg_row, *guided;
+  Bytes pending; /* bytes of an unfinished UTF-8 character */
+  Bytes clean;
+  bool cfg;
+  int32_t n_past[2];
+} Gen;
+
+/* Evaluates items[0..n) in batches of max_batch, copying the logits rows of sequence 0 and
+ * 1 into pos_row / neg_row. */
+static bool
+run_items(Gen *g, const HnGenBatchItem *items, size_t n, HnError *err)
+{
+  size_t step = (size_t) g->b->max_batch;
+  for (size_t off = 0; off < n; off += step) {
+    size_t m = n - off < step ? n - off : step;
+    if (!g->b->decode(g->b->self, items + off, m, err))
+      return false;
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++) {
+      if (!items[off + i].want_logits)
+        continue;
+      const float *row = g->b->get_logits(g->b->self, k++);
+      if (row == NULL)
+        return hn_error_set(err, HN_ERR_INVALID_ARG, "the model returned no logits");
+      memcpy(items[off + i].seq == 0 ? g->pos_row : g->neg_row, row,
+             (size_t) g->b->n_vocab * sizeof *row);
+    }
+  }
+  return true;
+}
+
+/* Text of a token → whole characters → stop-string filter → callback. */
+static bool
+emit_token(Gen *g, int32_t token, bool *stop_string, bool *callback_stop)
+{
+  size_t len = 0;
+  const char *bytes = token >= 0 ? g->b->token_bytes(g->b->self, token, &len) : NULL;
+  if (!bytes_reserve(&g->pending, g->pending.len + len + 1))
+    return false;
+  if (len)
+    memcpy(g->pending.p + g->pending.len, bytes, len);
+  g->pending.len += len;
+  size_t whole = token >= 0 ? utf8_complete_prefix(g->pending.p, g->pending.len) : g->pending.len;
+  if (!bytes_reserve(&g->clean, whole * 3 + 1))
+    return false;
+  size_t clean_len = utf8_sanitize(g->pending.p, whole, g->clean.p);
+  memmove(g->pending.p, g->pending.p + whole, g->pending.len - whole);
+  g->pending.len -= whole;
+
+  const char *out = g->clean.p;
+  size_t out_len = clean_len;
+  if (g->stops) {
+    *stop_string = hn_stop_matcher_feed(g->stops, g->clean.p, clean_len, &out, &out_len);
+    if (token < 0 && !*stop_string) {
+      /* the end: release what was held back too (it is behind `out` in the matcher) */
+      const char *tail;
+      size_t tail_len;
+      if (!bytes_reserve(&g->clean, out_len + HN_SAMPLER_MAX_STOP_LEN + 1))
+        return false;
+      memmove(g->clean.p, out, out_len);
+      hn_stop_matcher_flush(g->stops, &tail, &tail_len);
+      if (!bytes_reserve(&g->clean, out_len + tail_len + 1))
+        return false;
+      memcpy(g->clean.p + out_len, tail, tail_len);
+      out = g->clean.p;
+      out_len += tail_len;
+    }
+  }
+  if (g->req->on_token && !g->req->on_token(token, out, out_len, g->req->user_data))
+    *callback_stop = true;
+  return true;
+}
+
+static bool
+finish(Gen *g, HnGenStopReason reason, HnError *err)
+{
+  g->res->stop_reason = reason;
+  if (reason != HN_GEN_STOP_STRING && reason != HN_GEN_STOP_ERROR) {
+    bool s = false, c = false;
+    emit_token(g, -1, &s, &c);
+  }
+  if (g->stops && reason == HN_GEN_STOP_STRING)
+    g->res->stop_string_index = hn_stop_matcher_matched(g->stops);
+  (void) err;
+  return reason != HN_GEN_STOP_ERROR;
+}
+
+static bool
+fail(Gen *g, HnError *err)
+{
+  g->res->stop_reason = HN_GEN_STOP_ERROR;
+  (void) err;
+  return false;
+}
+
+static bool
+generate(Gen *g, HnError *err)
+{
+  const HnGenBackend *b = g->b;
+  const HnGenRequest *req = g->req;
+  HnGenResult *res = g->res;
+  const HnSamplerParams *sp = g->req->sampler;
+  int32_t nv = b->n_vocab;
+
+  /* ---- prompt ---- */
+  double t0 = hn_time_now();
+  size_t n_cached = req->n_cached;
+  if (n_cached >= req->n_prompt)
+    n_cached = req->n_prompt - 1; /* the last token must run again to get its logits */
+  b->kv_truncate(b->self, 0, (int32_t) n_cached);
+  if (g->cfg)
+    b->kv_truncate(b->self, 1, 0);
+  size_t n_items = 0;
+  for (size_t i = n_cached; i < req->n_prompt; i++)
+    g->items[n_items++] = (HnGenBatchItem){ req->prompt[i], (int32_t) i, 0, i + 1 == req->n_prompt };
+  if (g->cfg)
+    for (size_t i = 0; i < req->n_negative; i++)
+      g->items[n_items++] = (HnGenBatchItem){ req->negative[i], (int32_t) i, 1, i + 1 == req->n_negative };
+  if (!run_items(g, g->items, n_items, err))
+    return fail(g, err);
+  res->n_prompt_evaluated = n_items;
+  g->n_past[0] = (int32_t) req->n_prompt;
+  g->n_past[1] = (int32_t) req->n_negative;
+  for (size_t i = 0; i < req->n_prompt; i++)
+    hn_sampler_accept(g->sampler, req->prompt[i]);
+  double t1 = hn_time_now();
+  res->prompt_seconds = t1 - t0;
+
+  /* ---- tokens ---- */
+  HnGenStopReason reason = HN_GEN_STOP_NONE;
+  for (;;) {
+    if (req->cancel && *req->cancel) {
+      reason = HN_GEN_STOP_CANCELLED;
+      break;
+    }
+    if (sp->max_new_tokens >= 0 && res->n_generated >= (size_t) sp->max_new_tokens) {
+      reason = HN_GEN_STOP_MAX_TOKENS;
+      break;
+    }
+    const float *row = g->pos_row;
+    if (g->cfg) {
+      hn_cfg_combine(g->pos_row, g->neg_row, req->cfg_scale, g->guided, nv);
+      row = g->guided;
+    }
+    if (req->on_logits)
+      req->on_logits(row, nv, req->user_data);
+    int32_t t = hn_sampler_sample(g->sampler, row, g->gstate, err);
+    if (t < 0)
+      return fail(g, err);
+    res->n_generated++;
+    if (b->is_eog(b->self, t)) {
+      reason = HN_GEN_STOP_EOG;
+      break;
+    }
+    if (g->gstate && !hn_grammar_accept_token(g->gstate, t)) {
+      hn_error_set(err, HN_ERR_GRAMMAR, "internal error: sampled token %d rejected by the grammar", t);
+      return fail(g, err);
+    }
+    hn_sampler_accept(g->sampler, t);
+    bool stop_string = false, callback_stop = false;
+    if (!emit_token(g, t, &stop_string, &callback_stop)) {
+      hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+      return fail(g, err);
+    }
+    if (stop_string) {
+      reason = HN_GEN_STOP_STRING;
+      break;
+    }
+    if (callback_stop) {
+      reason = HN_GEN_STOP_CALLBACK;
+      break;
+    }
+    if (g->gstate && !hn_grammar_can_continue(g->gstate)) {
+      reason = HN_GEN_STOP_GRAMMAR;
+      break;
+    }
+    if (g->n_past[0] >= b->n_ctx || (g->cfg && g->n_past[1] >= b->n_ctx)) {
+      reason = HN_GEN_STOP_CONTEXT_FULL;
+      break;
+    }
+    if (sp->max_new_tokens >= 0 && res->n_generated >= (size_t) sp->max_new_tokens) {
+      reason = HN_GEN_STOP_MAX_TOKENS; /* no need to decode a token nobody will sample from */
+      break;
+    }
+    HnGenBatchItem step[2] = { { t, g->n_past[0], 0, true }, { t, g->n_past[1], 1, true } };
+    if (!run_items(g, step, g->cfg ? 2 : 1, err))
+      return fail(g, err);
+    g->n_past[0]++;
+    if (g->cfg)
+      g->n_past[1]++;
+  }
+  res->generate_seconds = hn_time_now() - t1;
+  return finish(g, reason, err);
+}
+
+bool
+hn_generate_with_backend(const HnGenBackend *b, const HnGenRequest *req, HnGenResult *res,
+                         HnError *err)
+{
+  memset(res, 0, sizeof *res);
+  res->stop_string_index = -1;
+  res->stop_reason = HN_GEN_STOP_ERROR;
+  if (!b || !req || !b->decode || !b->get_logits || !b->kv_truncate || !b->is_eog ||
+      !b->token_bytes || b->n_vocab <= 0 || b->n_ctx <= 0 || b->max_batch < 2)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "incomplete generation backend");
+  if (req->prompt == NULL || req->n_prompt == 0)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "the prompt is empty");
+  if (req->n_prompt >= (size_t) b->n_ctx)
+    return hn_error_set(err, HN_ERR_INVALID_ARG,
+                        "the prompt (%zu tokens) does not fit the context (%d tokens)",
+                        req->n_prompt, b->n_ctx);
+  if (!(req->cfg_scale >= HN_CFG_SCALE_MIN && req->cfg_scale <= HN_CFG_SCALE_MAX))
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "cfg_scale must be between %g and %g",
+                        (double) HN_CFG_SCALE_MIN, (double) HN_CFG_SCALE_MAX);
+  bool cfg = req->cfg_scale != 1.0f;
+  if (cfg && (req->negative == NULL || req->n_negative == 0))
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "guidance needs a negative prompt");
+  if (cfg && req->n_negative >= (size_t) b->n_ctx)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "the negative prompt does not fit the context");
+  for (size_t i = 0; i < req->n_prompt; i++)
+    if (req->prompt[i] < 0 || req->prompt[i] >= b->n_vocab)
+      return hn_error_set(err, HN_ERR_INVALID_ARG, "prompt token %d is not in the vocabulary",
+                          req->prompt[i]);
+  for (size_t i = 0; cfg && i < req->n_negative; i++)
+    if (req->negative[i] < 0 || req->negative[i] >= b->n_vocab)
+      return hn_error_set(err, HN_ERR_INVALID_ARG,
+                          "negative prompt token %d is not in the vocabulary", req->negative[i]);
+  if (req->grammar && (req->grammar_vocab == NULL ||
+                       hn_grammar_vocab_n_vocab(req->grammar_vocab) != b->n_vocab))
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "a grammar needs the model's grammar vocabulary");
+
+  HnSamplerParams defaults;
+  hn_sampler_params_init(&defaults);
+  HnGenRequest r = *req;
+  if (r.sampler == NULL)
+    r.sampler = &defaults;
+
+  Gen g = { .b = b, .req = &r, .res = res, .cfg = cfg };
+  bool ok = false;
+  size_t n_items = req->n_prompt + (cfg ? req->n_negative : 0) + 2;
+  g.sampler = hn_sampler_new(r.sampler, b->n_vocab, b->n_ctx, err);
+  if (!g.sampler)
+    goto out;
+  res->seed = hn_sampler_get_seed(g.sampler);
+  if (r.n_newline_tokens &&
+      !hn_sampler_set_newline_tokens(g.sampler, r.newline_tokens, r.n_newline_tokens, err))
+    goto out;
+  if (r.sampler->n_stop) {
+    g.stops = hn_stop_matcher_new(r.sampler->stop, r.sampler->n_stop, err);
+    if (!g.stops)
+      goto out;
+  }
+  if (r.grammar) {
+    g.gstate = hn_grammar_state_new(r.grammar, r.grammar_vocab, err);
+    if (!g.gstate)
+      goto out;
+  }
+  g.items = malloc(n_items * sizeof *g.items);
+  g.pos_row = malloc((size_t) b->n_vocab * sizeof *g.pos_row);
+  g.neg_row = cfg ? malloc((size_t) b->n_vocab * sizeof *g.neg_row) : NULL;
+  g.guided = cfg ? malloc((size_t) b->n_vocab * sizeof *g.guided) : NULL;
+  if (!g.items || !g.pos_row || (cfg && (!g.neg_row || !g.guided)) ||
+      !bytes_reserve(&g.pending, 256) || !bytes_reserve(&g.clean, 1024)) {
+    hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+    goto out;
+  }
+  ok = generate(&g, err);
+out:
+  if (!ok)
+    res->stop_reason = HN_GEN_STOP_ERROR;
+  hn_sampler_free(g.sampler);
+  hn_stop_matcher_free(g.stops);
+  hn_grammar_state_free(g.gstate);
+  free(g.items);
+  free(g.pos_row);
+  free(g.neg_row);
+  free(g.guided);
+  free(g.pending.p);
+  free(g.clean.p);
+  return ok;
+}

@@ -1,0 +1,109 @@
+/* hn-generate.h — the generation loop shared by hanashi-cli and the engine thread.
+ *
+ * Evaluates the prompt, then samples and decodes one token at a time until
+ * end-of-generation, the token limit, a stop string, the end of the grammar, a full
+ * context, cancellation or the callback says stop.  Optional: a grammar constrains the
+ * output; a negative prompt with cfg_scale != 1 runs classifier-free guidance as a second
+ * sequence (id 1) in the same batches and KV cache as the chat (id 0).
+ *
+ * The loop talks to the model through HnGenBackend (a few function pointers), so that it
+ * can be driven by the real model (see hn-generate-model.h) or by a scripted one in tests.
+ */
+#pragma once
+
+#include "hn-common.h"
+#include "hn-grammar.h"
+#include "hn-sampler.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  int32_t token;
+  int32_t pos;
+  int32_t seq;
+  bool want_logits;
+} HnGenBatchItem;
+
+typedef struct {
+  void *self;
+  int32_t n_vocab;
+  int32_t n_ctx;      /* positions per sequence */
+  int32_t max_batch;  /* most items per decode call (>= 2) */
+  /* Evaluates the items as one batch.  Afterwards get_logits(k) is the row of the k-th
+   * item that asked for logits (k counts only those), valid until the next decode. */
+  bool (*decode)(void *self, const HnGenBatchItem *items, size_t n, HnError *err);
+  const float *(*get_logits)(void *self, size_t k);
+  /* Forgets positions >= from of sequence seq (from 0 = the whole sequence). */
+  void (*kv_truncate)(void *self, int32_t seq, int32_t from);
+  bool (*is_eog)(void *self, int32_t token);
+  /* The exact bytes of a token (may be a partial UTF-8 sequence, may be empty). */
+  const char *(*token_bytes)(void *self, int32_t token, size_t *len);
+} HnGenBackend;
+
+typedef enum {
+  HN_GEN_STOP_NONE = 0,
+  HN_GEN_STOP_EOG,          /* the model ended its turn */
+  HN_GEN_STOP_MAX_TOKENS,   /* max_new_tokens reached */
+  HN_GEN_STOP_STRING,       /* a stop string appeared (not included in the text) */
+  HN_GEN_STOP_GRAMMAR,      /* the grammar is complete and allows nothing more */
+  HN_GEN_STOP_CONTEXT_FULL, /* no room left in the context */
+  HN_GEN_STOP_CANCELLED,    /* *cancel became true */
+  HN_GEN_STOP_CALLBACK,     /* on_token returned false */
+  HN_GEN_STOP_ERROR,        /* err says what went wrong */
+} HnGenStopReason;
+
+const char *hn_gen_stop_reason_name(HnGenStopReason reason);
+
+/* Called for every generated token with the text that may be shown now: complete UTF-8
+ * only, with anything that could start a stop string held back (so `text` may be empty).
+ * Return false to stop. */
+typedef bool (*HnGenTokenFunc)(int32_t token, const char *text, size_t len, void *user_data);
+
+/* For tests and diagnostics: the row the sampler is about to see (after guidance). */
+typedef void (*HnGenLogitsFunc)(const float *logits, int32_t n_vocab, void *user_data);
+
+typedef struct {
+  const int32_t *prompt;      /* sequence 0 */
+  size_t n_prompt;
+  /* How many leading prompt tokens sequence 0 already holds in the KV cache (they are
+   * not evaluated again); the rest of sequence 0 is dropped first. */
+  size_t n_cached;
+  const int32_t *negative;    /* sequence 1 for guidance; ignored when cfg_scale == 1 */
+  size_t n_negative;
+  float cfg_scale;            /* 1 = no guidance */
+  const HnSamplerParams *sampler;     /* NULL = defaults */
+  const HnGrammar *grammar;           /* optional */
+  const HnGrammarVocab *grammar_vocab; /* required with a grammar (build it once per model) */
+  const int32_t *newline_tokens;      /* for penalize_nl = false */
+  size_t n_newline_tokens;
+  HnGenTokenFunc on_token;
+  HnGenLogitsFunc on_logits;
+  void *user_data;
+  const volatile bool *cancel; /* polled between tokens; may be NULL */
+} HnGenRequest;
+
+typedef struct {
+  HnGenStopReason stop_reason;
+  int stop_string_index;       /* with HN_GEN_STOP_STRING */
+  size_t n_prompt_evaluated;   /* prompt tokens actually run (both sequences) */
+  size_t n_generated;          /* tokens sampled */
+  double prompt_seconds;
+  double generate_seconds;
+  uint64_t seed;               /* the seed used (drawn if the request asked for random) */
+} HnGenResult;
+
+void hn_gen_request_init(HnGenRequest *req);
+
+/* Runs the loop.  `result` is always filled (tokens produced so far, timings); returns
+ * false, with stop_reason HN_GEN_STOP_ERROR and err set, when something failed (a bad
+ * request, a prompt longer than the context, a decode error, a grammar that allows no
+ * token).  After the last token, on_token is called once more with token -1 and the text
+ * that was still held back (possibly empty). */
+bool hn_generate_with_backend(const HnGenBackend *backend, const HnGenRequest *req,
+                              HnGenResult *result, HnError *err);
+
+#ifdef __cplusplus
+}
+#endif

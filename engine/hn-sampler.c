@@ -1,0 +1,1242 @@
+/* hn-sampler.c — the sampler chain, penalties, mirostat, RNG and stop strings. */
+#include "hn-sampler.h"
+#include "hn-grammar.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- Random numbers: xoshiro256** seeded through splitmix64 ------------------------ */
+
+static uint64_t
+splitmix64(uint64_t *x)
+{
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+void
+hn_rng_seed(HnRng *rng, uint64_t seed)
+{
+  uint64_t x = seed;
+  for (int i = 0; i < 4; i++)
+    rng->s[i] = splitmix64(&x);
+}
+
+static inline uint64_t
+rotl64(uint64_t x, int k)
+{
+  return (x << k) | (x >> (64 - k));
+}
+
+uint64_t
+hn_rng_next(HnRng *rng)
+{
+  uint64_t *s = rng->s;
+  uint64_t result = rotl64(s[1] * 5, 7) * 9;
+  uint64_t t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl64(s[3], 45);
+  return result;
+}
+
+double
+hn_rng_uniform(HnRng *rng)
+{
+  return (double) (hn_rng_next(rng) >> 11) * 0x1.0p-53;
+}
+
+/* ---- Parameters ---------------------------------------------------------------- */
+
+void
+hn_sampler_params_init(HnSamplerParams *p)
+{
+  memset(p, 0, sizeof *p);
+  p->temperature = 0.8f;
+  p->top_k = 40;
+  p->top_p = 0.95f;
+  p->min_p = 0.05f;
+  p->typical_p = 1.0f;
+  p->repeat_penalty = 1.0f;
+  p->repeat_last_n = 64;
+  p->frequency_penalty = 0.0f;
+  p->presence_penalty = 0.0f;
+  p->penalize_nl = false;
+  p->mirostat = 0;
+  p->mirostat_tau = 5.0f;
+  p->mirostat_eta = 0.1f;
+  p->seed = HN_SAMPLER_SEED_RANDOM;
+  p->max_new_tokens = -1;
+}
+
+#define CHECK_RANGE(field, lo, hi)                                                          \
+  do {                                                                                    \
+    if (!(p->field >= (lo) && p->field <= (hi)))                                          \
+      return hn_error_set(err, HN_ERR_INVALID_ARG, #field " must be between %g and %g",   \
+                          (double) (lo), (double) (hi));                                  \
+  } while (0)
+
+bool
+hn_sampler_params_validate(const HnSamplerParams *p, int32_t n_vocab, HnError *err)
+{
+  if (p == NULL)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "no sampler parameters");
+  CHECK_RANGE(temperature, 0.0f, 10.0f);
+  CHECK_RANGE(top_k, 0, 1 << 24); /* above n_vocab simply keeps everything */
+  CHECK_RANGE(top_p, 0.0f, 1.0f);
+  CHECK_RANGE(min_p, 0.0f, 1.0f);
+  CHECK_RANGE(typical_p, 0.0f, 1.0f);
+  CHECK_RANGE(repeat_penalty, 0.01f, 10.0f);
+  CHECK_RANGE(repeat_last_n, -1, 1 << 20);
+  CHECK_RANGE(frequency_penalty, -2.0f, 2.0f);
+  CHECK_RANGE(presence_penalty, -2.0f, 2.0f);
+  CHECK_RANGE(mirostat, 0, 2);
+  CHECK_RANGE(mirostat_tau, 0.0f, 20.0f);
+  CHECK_RANGE(mirostat_eta, 0.0f, 1.0f);
+  CHECK_RANGE(max_new_tokens, -1, 1 << 24);
+  if (p->n_logit_bias > HN_SAMPLER_MAX_LOGIT_BIAS)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "at most %d logit biases",
+                        HN_SAMPLER_MAX_LOGIT_BIAS);
+  if (p->n_logit_bias > 0 && p->logit_bias == NULL)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "logit_bias is NULL");
+  for (size_t i = 0; i < p->n_logit_bias; i++) {
+    const HnLogitBias *b = &p->logit_bias[i];
+    if (b->token < 0 || (n_vocab > 0 && b->token >= n_vocab))
+      return hn_error_set(err, HN_ERR_INVALID_ARG, "logit bias token %d is not in the vocabulary",
+                          b->token);
+    if (!(b->bias >= -100.0f && b->bias <= 100.0f) && !(isinf(b->bias) && b->bias < 0))
+      return hn_error_set(err, HN_ERR_INVALID_ARG,
+                          "logit bias for token %d must be between -100 and 100 (or -inf)",
+                          b->token);
+  }
+  if (p->n_stop > HN_SAMPLER_MAX_STOP)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "at most %d stop strings", HN_SAMPLER_MAX_STOP);
+  if (p->n_stop > 0 && p->stop == NULL)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "stop is NULL");
+  for (size_t i = 0; i < p->n_stop; i++) {
+    size_t len = p->stop[i] ? strlen(p->stop[i]) : 0;
+    if (len == 0 || len > HN_SAMPLER_MAX_STOP_LEN)
+      return hn_error_set(err, HN_ERR_INVALID_ARG, "stop string %zu must be 1 to %d bytes", i + 1,
+                          HN_SAMPLER_MAX_STOP_LEN);
+  }
+  return true;
+}
+
+static float
+clampf(float v, float lo, float hi, float fallback)
+{
+  if (isnan(v))
+    return fallback;
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+static int32_t
+clampi(int32_t v, int32_t lo, int32_t hi)
+{
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+void
+hn_sampler_params_clamp(HnSamplerParams *p, int32_t n_vocab)
+{
+  p->temperature = clampf(p->temperature, 0.0f, 10.0f, 0.8f);
+  p->top_k = clampi(p->top_k, 0, 1 << 24);
+  p->top_p = clampf(p->top_p, 0.0f, 1.0f, 0.95f);
+  p->min_p = clampf(p->min_p, 0.0f, 1.0f, 0.05f);
+  p->typical_p = clampf(p->typical_p, 0.0f, 1.0f, 1.0f);
+  p->repeat_penalty = clampf(p->repeat_penalty, 0.01f, 10.0f, 1.0f);
+  p->repeat_last_n = clampi(p->repeat_last_n, -1, 1 << 20);
+  p->frequency_penalty = clampf(p->frequency_penalty, -2.0f, 2.0f, 0.0f);
+  p->presence_penalty = clampf(p->presence_penalty, -2.0f, 2.0f, 0.0f);
+  p->mirostat = clampi(p->mirostat, 0, 2);
+  p->mirostat_tau = clampf(p->mirostat_tau, 0.0f, 20.0f, 5.0f);
+  p->mirostat_eta = clampf(p->mirostat_eta, 0.0f, 1.0f, 0.1f);
+  p->max_new_tokens = clampi(p->max_new_tokens, -1, 1 << 24);
+}
+
+/* ---- Parameters as data ------------------------------------------------------- */
+
+static const HnSamplerParamSpec param_specs[] = {
+  { "temperature", 0, 10, 0.8, false },
+  { "top_k", 0, 1 << 24, 40, true },
+  { "top_p", 0, 1, 0.95, false },
+  { "min_p", 0, 1, 0.05, false },
+  { "typical_p", 0, 1, 1.0, false },
+  { "repeat_penalty", 0.01, 10, 1.0, false },
+  { "repeat_last_n", -1, 1 << 20, 64, true },
+  { "frequency_penalty", -2, 2, 0, false },
+  { "presence_penalty", -2, 2, 0, false },
+  { "penalize_nl", 0, 1, 0, true },
+  { "mirostat", 0, 2, 0, true },
+  { "mirostat_tau", 0, 20, 5.0, false },
+  { "mirostat_eta", 0, 1, 0.1, false },
+  { "max_new_tokens", -1, 1 << 24, -1, true },
+};
+
+const HnSamplerParamSpec *
+hn_sampler_param_specs(size_t *n_out)
+{
+  *n_out = HN_ARRAY_LEN(param_specs);
+  return param_specs;
+}
+
+static void *
+param_field(HnSamplerParams *p, const char *key, bool *is_int, bool *is_bool)
+{
+  *is_int = *is_bool = false;
+  if (strcmp(key, "temperature") == 0) return &p->temperature;
+  if (strcmp(key, "top_p") == 0) return &p->top_p;
+  if (strcmp(key, "min_p") == 0) return &p->min_p;
+  if (strcmp(key, "typical_p") == 0) return &p->typical_p;
+  if (strcmp(key, "repeat_penalty") == 0) return &p->repeat_penalty;
+  if (strcmp(key, "frequency_penalty") == 0) return &p->frequency_penalty;
+  if (strcmp(key, "presence_penalty") == 0) return &p->presence_penalty;
+  if (strcmp(key, "mirostat_tau") == 0) return &p->mirostat_tau;
+  if (strcmp(key, "mirostat_eta") == 0) return &p->mirostat_eta;
+  *is_int = true;
+  if (strcmp(key, "top_k") == 0) return &p->top_k;
+  if (strcmp(key, "repeat_last_n") == 0) return &p->repeat_last_n;
+  if (strcmp(key, "mirostat") == 0) return &p->mirostat;
+  if (strcmp(key, "max_new_tokens") == 0) return &p->max_new_tokens;
+  *is_int = false;
+  *is_bool = true;
+  if (strcmp(key, "penalize_nl") == 0) return &p->penalize_nl;
+  return NULL;
+}
+
+bool
+hn_sampler_params_set(HnSamplerParams *p, const char *key, double value, HnError *err)
+{
+  const HnSamplerParamSpec *spec = NULL;
+  for (size_t i = 0; i < HN_ARRAY_LEN(param_specs); i++)
+    if (key && strcmp(param_specs[i].key, key) == 0)
+      spec = &param_specs[i];
+  bool is_int, is_bool;
+  void *field = spec ? param_field(p, key, &is_int, &is_bool) : NULL;
+  if (field == NULL)
+    return hn_error_set(err, HN_ERR_NOT_FOUND, "unknown sampler parameter '%s'", key ? key : "");
+  if (!(value >= spec->min && value <= spec->max) || (spec->integer && value != floor(value)))
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "%s must be %s between %g and %g", key,
+                        spec->integer ? "an integer" : "a number", spec->min, spec->max);
+  if (is_bool)
+    *(bool *) field = value != 0;
+  else if (is_int)
+    *(int32_t *) field = (int32_t) value;
+  else
+    *(float *) field = (float) value;
+  return true;
+}
+
+bool
+hn_sampler_params_get(const HnSamplerParams *p, const char *key, double *value)
+{
+  bool is_int, is_bool;
+  void *field = key ? param_field((HnSamplerParams *) p, key, &is_int, &is_bool) : NULL;
+  if (field == NULL)
+    return false;
+  *value = is_bool ? (*(bool *) field ? 1.0 : 0.0) : is_int ? (double) *(int32_t *) field
+                                                            : (double) *(float *) field;
+  return true;
+}
+
+/* ---- Candidate ordering --------------------------------------------------------
+ * A total order (logit descending, then id ascending) keeps every stage deterministic
+ * whatever the initial order was. */
+
+static inline bool
+cand_before(const HnCandidate *a, const HnCandidate *b)
+{
+  return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static inline void
+cand_swap(HnCandidate *a, HnCandidate *b)
+{
+  HnCandidate t = *a;
+  *a = *b;
+  *b = t;
+}
+
+/* In-place introsort-free quicksort (median of three, insertion sort below 16, loop on
+ * the larger side): glibc's qsort may allocate for large arrays, and the sampler must not
+ * allocate per token. */
+#define DEFINE_SORT(NAME, TYPE, BEFORE)                                                     \
+  static void NAME(TYPE *a, size_t n)                                                       \
+  {                                                                                         \
+    while (n > 16) {                                                                        \
+      size_t mid = n / 2, last = n - 1;                                                     \
+      TYPE t;                                                                               \
+      if (BEFORE(&a[mid], &a[0])) { t = a[mid]; a[mid] = a[0]; a[0] = t; }                 \
+      if (BEFORE(&a[last], &a[0])) { t = a[last]; a[last] = a[0]; a[0] = t; }              \
+      if (BEFORE(&a[last], &a[mid])) { t = a[last]; a[last] = a[mid]; a[mid] = t; }        \
+      TYPE pivot = a[mid];                                                                  \
+      size_t i = 0, j = last;                                                               \
+      for (;;) {                                                                            \
+        while (BEFORE(&a[i], &pivot))                                                       \
+          i++;                                                                              \
+        while (BEFORE(&pivot, &a[j]))                                                       \
+          j--;                                                                              \
+        if (i >= j)                                                                         \
+          break;                                                                            \
+        t = a[i]; a[i] = a[j]; a[j] = t;                                                    \
+        i++;                                                                                \
+        j--;                                                                                \
+      }                                                                                     \
+      /* [0..j] before-or-equal pivot, [j+1..n) after-or-equal */                          \
+      size_t left = j + 1, right = n - left;                                                \
+      if (left < right) {                                                                   \
+        NAME(a, left);                                                                      \
+        a += left;                                                                          \
+        n = right;                                                                          \
+      } else {                                                                              \
+        NAME(a + left, right);                                                              \
+        n = left;                                                                           \
+      }                                                                                     \
+    }                                                                                       \
+    for (size_t i = 1; i < n; i++) {                                                        \
+      TYPE x = a[i];                                                                        \
+      size_t j = i;                                                                         \
+      while (j > 0 && BEFORE(&x, &a[j - 1])) {                                              \
+        a[j] = a[j - 1];                                                                    \
+        j--;                                                                                \
+      }                                                                                     \
+      a[j] = x;                                                                             \
+    }                                                                                       \
+  }
+
+DEFINE_SORT(sort_cands, HnCandidate, cand_before)
+
+/* Partial selection: afterwards the k best candidates are in cands[0..k) (unordered),
+ * everything after them is worse.  Iterative quickselect, median-of-three pivot. */
+static void
+select_top(HnCandidate *c, size_t n, size_t k)
+{
+  if (k == 0 || k >= n)
+    return;
+  size_t lo = 0, hi = n - 1;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (cand_before(&c[mid], &c[lo]))
+      cand_swap(&c[mid], &c[lo]);
+    if (cand_before(&c[hi], &c[lo]))
+      cand_swap(&c[hi], &c[lo]);
+    if (cand_before(&c[hi], &c[mid]))
+      cand_swap(&c[hi], &c[mid]);
+    /* c[lo] best, c[mid] median, c[hi] worst of the three; the median is the pivot */
+    HnCandidate pivot = c[mid];
+    size_t i = lo, j = hi;
+    while (i <= j) {
+      while (cand_before(&c[i], &pivot))
+        i++;
+      while (cand_before(&pivot, &c[j]))
+        j--;
+      if (i <= j) {
+        cand_swap(&c[i], &c[j]);
+        i++;
+        if (j == 0)
+          break;
+        j--;
+      }
+    }
+    /* now [lo..j] <= pivot-ish (better or equal), [i..hi] worse or equal */
+    if (k - 1 <= j)
+      hi = j;
+    else if (k - 1 >= i)
+      lo = i;
+    else
+      break;
+  }
+}
+
+/* Makes cands[0..want) the `want` best, sorted; cheap when want << n. */
+static void
+sort_prefix(HnCandidate *c, size_t n, size_t want)
+{
+  if (want > n)
+    want = n;
+  select_top(c, n, want);
+  sort_cands(c, want);
+}
+
+void
+hn_sampler_softmax(HnCandidate *c, size_t n)
+{
+  if (n == 0)
+    return;
+  float max = -INFINITY;
+  for (size_t i = 0; i < n; i++)
+    if (c[i].logit > max)
+      max = c[i].logit;
+  if (isinf(max) && max < 0) {
+    /* every candidate is banned: uniform, so callers still get a distribution */
+    for (size_t i = 0; i < n; i++)
+      c[i].p = 1.0f / (float) n;
+    return;
+  }
+  if (isinf(max)) {
+    /* +inf logits take all the mass, shared equally */
+    size_t n_inf = 0;
+    for (size_t i = 0; i < n; i++)
+      n_inf += isinf(c[i].logit) && c[i].logit > 0;
+    for (size_t i = 0; i < n; i++)
+      c[i].p = isinf(c[i].logit) && c[i].logit > 0 ? 1.0f / (float) n_inf : 0.0f;
+    return;
+  }
+  double sum = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    float e = expf(c[i].logit - max);
+    c[i].p = e;
+    sum += e;
+  }
+  float inv = (float) (1.0 / sum);
+  for (size_t i = 0; i < n; i++)
+    c[i].p *= inv;
+}
+
+/* After a truncation the survivors' p only need rescaling, not new exponentials. */
+static void
+renormalize(HnCandidate *c, size_t n)
+{
+  double sum = 0.0;
+  for (size_t i = 0; i < n; i++)
+    sum += c[i].p;
+  if (!(sum > 0.0)) {
+    hn_sampler_softmax(c, n);
+    return;
+  }
+  float inv = (float) (1.0 / sum);
+  for (size_t i = 0; i < n; i++)
+    c[i].p *= inv;
+}
+
+void
+hn_sampler_apply_top_k(HnCandidate *c, size_t *n, int32_t k)
+{
+  if (k > 0 && (size_t) k < *n) {
+    sort_prefix(c, *n, (size_t) k);
+    *n = (size_t) k;
+  }
+  hn_sampler_softmax(c, *n);
+}
+
+/* The part of the nucleus that lies in c[0..n) when `need` more mass is wanted: a
+ * histogram of the logits (monotonic in p) finds the bucket where the mass crosses
+ * `need`; everything above it is kept unsorted, only that bucket is sorted.  Returns how
+ * many of the (reordered) candidates to keep. */
+static size_t
+nucleus_by_buckets(HnCandidate *c, size_t n, double need)
+{
+  enum { NB = 2048 };
+  uint32_t count[NB];
+  double mass[NB];
+  float mx = -INFINITY, mn = INFINITY;
+  for (size_t i = 0; i < n; i++) {
+    if (c[i].logit > mx)
+      mx = c[i].logit;
+    if (c[i].logit < mn)
+      mn = c[i].logit;
+  }
+  float scale = (float) NB / (mx - mn);
+  if (!(mx > mn) || !isfinite(scale) || !isfinite(mx) || !isfinite(mn) || !(scale > 0.0f)) {
+    sort_cands(c, n);
+    double cum = 0.0;
+    for (size_t i = 0; i < n; i++)
+      if ((cum += c[i].p) >= need)
+        return i + 1;
+    return n;
+  }
+  memset(count, 0, sizeof count);
+  memset(mass, 0, sizeof mass);
+#define P_BUCKET(v) HN_MIN(NB - 1, (int) (((v) - mn) * scale))
+  for (size_t i = 0; i < n; i++) {
+    int b = P_BUCKET(c[i].logit);
+    count[b]++;
+    mass[b] += c[i].p;
+  }
+  int bt = NB - 1;
+  double above = 0.0;
+  while (bt > 0 && above + mass[bt] < need)
+    above += mass[bt--];
+  /* move the buckets above bt to the front, then bucket bt */
+  size_t w = 0;
+  for (size_t i = 0; i < n; i++)
+    if (P_BUCKET(c[i].logit) > bt)
+      cand_swap(&c[w++], &c[i]);
+  size_t start = w;
+  for (size_t i = w; i < n; i++)
+    if (P_BUCKET(c[i].logit) == bt)
+      cand_swap(&c[w++], &c[i]);
+#undef P_BUCKET
+  sort_cands(c + start, w - start);
+  double cum = above;
+  for (size_t i = start; i < w; i++)
+    if ((cum += c[i].p) >= need)
+      return i + 1;
+  return w;
+}
+
+/* top-p on candidates whose p are already normalised */
+static void
+top_p_core(HnCandidate *c, size_t *n, float top_p)
+{
+  if (top_p >= 1.0f || *n <= 1)
+    return;
+  /* Sort only as much as the nucleus needs: the best 1024 first (one quickselect and a
+   * short sort), growing geometrically on small sets; a larger nucleus is cut by a
+   * histogram instead of a sort. */
+  size_t sorted = 0, want = 1024;
+  double cum = 0.0;
+  size_t keep = *n;
+  for (;;) {
+    if (want > *n)
+      want = *n;
+    if (sorted == 0)
+      sort_prefix(c, *n, want);
+    else
+      sort_prefix(c + sorted, *n - sorted, want - sorted);
+    bool found = false;
+    for (size_t i = sorted; i < want; i++) {
+      cum += c[i].p;
+      if (cum >= top_p) {
+        keep = i + 1;
+        found = true;
+        break;
+      }
+    }
+    sorted = want;
+    if (found || want == *n)
+      break;
+    if (want >= 1024 && *n - sorted > 4096) {
+      keep = sorted + nucleus_by_buckets(c + sorted, *n - sorted, (double) top_p - cum);
+      break;
+    }
+    want *= 2;
+  }
+  *n = keep;
+  renormalize(c, *n);
+}
+
+void
+hn_sampler_apply_top_p(HnCandidate *c, size_t *n, float top_p)
+{
+  hn_sampler_softmax(c, *n);
+  top_p_core(c, n, top_p);
+}
+
+static void
+min_p_core(HnCandidate *c, size_t *n, float min_p)
+{
+  if (min_p <= 0.0f || *n <= 1)
+    return;
+  float max_p = 0.0f;
+  for (size_t i = 0; i < *n; i++)
+    if (c[i].p > max_p)
+      max_p = c[i].p;
+  float threshold = min_p * max_p;
+  size_t w = 0;
+  for (size_t i = 0; i < *n; i++)
+    if (c[i].p >= threshold)
+      c[w++] = c[i];
+  *n = w;
+  renormalize(c, *n);
+}
+
+void
+hn_sampler_apply_min_p(HnCandidate *c, size_t *n, float min_p)
+{
+  hn_sampler_softmax(c, *n);
+  min_p_core(c, n, min_p);
+}
+
+/* Typical sampling scores each token by how far its surprise is from the entropy. */
+typedef struct {
+  float score;
+  uint32_t index;
+} TypicalKey;
+
+static inline bool
+key_before(const TypicalKey *a, const TypicalKey *b)
+{
+  return a->score < b->score || (a->score == b->score && a->index < b->index);
+}
+
+DEFINE_SORT(sort_keys, TypicalKey, key_before)
+
+/* `keys` and `scratch` must hold n entries. */
+static void
+apply_typical_with(HnCandidate *c, size_t *n, float typical_p, TypicalKey *keys,
+                   HnCandidate *scratch)
+{
+  /* p must be normalised on entry */
+  if (typical_p >= 1.0f || *n <= 1)
+    return;
+  /* sort by logit first so that ties in score resolve by rank, deterministically */
+  sort_cands(c, *n);
+  double entropy = 0.0;
+  for (size_t i = 0; i < *n; i++)
+    if (c[i].p > 0.0f)
+      entropy -= c[i].p * log(c[i].p);
+  for (size_t i = 0; i < *n; i++) {
+    double surprise = c[i].p > 0.0f ? -log(c[i].p) : INFINITY;
+    keys[i].score = (float) fabs(surprise - entropy);
+    keys[i].index = (uint32_t) i;
+  }
+  sort_keys(keys, *n);
+  double cum = 0.0;
+  size_t keep = *n;
+  for (size_t i = 0; i < *n; i++) {
+    cum += c[keys[i].index].p;
+    if (cum >= typical_p) {
+      keep = i + 1;
+      break;
+    }
+  }
+  for (size_t i = 0; i < keep; i++)
+    scratch[i] = c[keys[i].index];
+  memcpy(c, scratch, keep * sizeof *c);
+  *n = keep;
+  renormalize(c, *n);
+}
+
+void
+hn_sampler_apply_typical(HnCandidate *c, size_t *n, float typical_p)
+{
+  hn_sampler_softmax(c, *n);
+  if (typical_p >= 1.0f || *n <= 1)
+    return;
+  TypicalKey *keys = malloc(*n * sizeof *keys);
+  HnCandidate *scratch = malloc(*n * sizeof *scratch);
+  if (keys && scratch)
+    apply_typical_with(c, n, typical_p, keys, scratch);
+  else
+    hn_sampler_softmax(c, *n);
+  free(keys);
+  free(scratch);
+}
+
+void
+hn_sampler_apply_temperature(HnCandidate *c, size_t n, float temperature)
+{
+  if (temperature > 0.0f && temperature != 1.0f) {
+    float inv = 1.0f / temperature;
+    for (size_t i = 0; i < n; i++)
+      c[i].logit *= inv;
+  }
+  hn_sampler_softmax(c, n);
+}
+
+void
+hn_sampler_apply_penalties(float *logits, int32_t n_vocab, const int32_t *history,
+                           size_t n_history, float repeat_penalty, float frequency_penalty,
+                           float presence_penalty, uint32_t *counts, const int32_t *keep_ids,
+                           size_t n_keep)
+{
+  if (n_history == 0)
+    return;
+  if (repeat_penalty == 1.0f && frequency_penalty == 0.0f && presence_penalty == 0.0f)
+    return;
+  /* newline tokens exempt from penalties: remember their logits and put them back */
+  float kept[8];
+  size_t n_kept = n_keep < 8 ? n_keep : 8;
+  for (size_t i = 0; i < n_kept; i++)
+    kept[i] = logits[keep_ids[i]];
+  for (size_t i = 0; i < n_history; i++) {
+    int32_t t = history[i];
+    if (t >= 0 && t < n_vocab)
+      counts[t]++;
+  }
+  for (size_t i = 0; i < n_history; i++) {
+    int32_t t = history[i];
+    if (t < 0 || t >= n_vocab || counts[t] == 0)
+      continue;
+    float l = logits[t];
+    if (repeat_penalty != 1.0f)
+      l = l > 0.0f ? l / repeat_penalty : l * repeat_penalty;
+    l -= (float) counts[t] * frequency_penalty + presence_penalty;
+    logits[t] = l;
+    counts[t] = 0; /* each distinct token once; also leaves counts zeroed */
+  }
+  for (size_t i = 0; i < n_kept; i++)
+    logits[keep_ids[i]] = kept[i];
+}
+
+/* ---- The sampler --------------------------------------------------------------- */
+
+struct HnSampler {
+  HnSamplerParams params;
+  HnLogitBias *bias;
+  int32_t n_vocab;
+  uint64_t seed;
+  HnRng rng;
+  /* penalty history: a ring of the last `history_cap` tokens */
+  int32_t *history;
+  size_t history_cap, history_len, history_head;
+  int32_t *window;   /* the window, unrolled in order, for the penalty pass */
+  uint32_t *counts;
+  int32_t newline_ids[8];
+  size_t n_newline;
+  float *work_logits;
+  HnCandidate *cands;
+  HnCandidate *scratch;
+  TypicalKey *keys;
+  size_t n_last;
+  const HnCandidate *last;
+  float mu;
+};
+
+HnSampler *
+hn_sampler_new(const HnSamplerParams *params, int32_t n_vocab, int32_t n_history, HnError *err)
+{
+  if (n_vocab <= 0 || n_vocab > (1 << 24))
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "vocabulary size %d out of range", n_vocab), NULL;
+  if (!hn_sampler_params_validate(params, n_vocab, err))
+    return NULL;
+  HnSampler *s = calloc(1, sizeof *s);
+  if (s == NULL)
+    return hn_error_set(err, HN_ERR_NOMEM, "out of memory"), NULL;
+  s->params = *params;
+  s->params.stop = NULL;
+  s->params.n_stop = 0;
+  s->n_vocab = n_vocab;
+  size_t cap = params->repeat_last_n < 0 ? (size_t) (n_history > 0 ? n_history : 4096)
+                                          : (size_t) params->repeat_last_n;
+  if (cap == 0)
+    cap = 1;
+  s->history_cap = cap;
+  size_t nv = (size_t) n_vocab;
+  s->history = calloc(cap, sizeof *s->history);
+  s->window = calloc(cap, sizeof *s->window);
+  s->counts = calloc(nv, sizeof *s->counts);
+  s->work_logits = calloc(nv, sizeof *s->work_logits);
+  s->cands = calloc(nv, sizeof *s->cands);
+  s->scratch = calloc(nv, sizeof *s->scratch);
+  s->keys = calloc(nv, sizeof *s->keys);
+  if (params->n_logit_bias > 0) {
+    s->bias = calloc(params->n_logit_bias, sizeof *s->bias);
+    if (s->bias)
+      memcpy(s->bias, params->logit_bias, params->n_logit_bias * sizeof *s->bias);
+  }
+  s->params.logit_bias = s->bias;
+  if (!s->history || !s->window || !s->counts || !s->work_logits || !s->cands ||
+      !s->scratch || !s->keys || (params->n_logit_bias > 0 && !s->bias)) {
+    hn_sampler_free(s);
+    return hn_error_set(err, HN_ERR_NOMEM, "out of memory for a %d-token sampler", n_vocab), NULL;
+  }
+  s->seed = params->seed;
+  if (s->seed == HN_SAMPLER_SEED_RANDOM) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t) ts.tv_sec * 1000000007ULL ^ (uint64_t) ts.tv_nsec ^ (uintptr_t) s;
+    s->seed = splitmix64(&x) & 0xffffffffULL; /* a seed short enough to write down */
+  }
+  hn_sampler_reset(s);
+  return s;
+}
+
+void
+hn_sampler_free(HnSampler *s)
+{
+  if (s == NULL)
+    return;
+  free(s->bias);
+  free(s->history);
+  free(s->window);
+  free(s->counts);
+  free(s->work_logits);
+  free(s->cands);
+  free(s->scratch);
+  free(s->keys);
+  free(s);
+}
+
+uint64_t
+hn_sampler_get_seed(const HnSampler *s)
+{
+  return s->seed;
+}
+
+bool
+hn_sampler_set_newline_tokens(HnSampler *s, const int32_t *ids, size_t n, HnError *err)
+{
+  if (n > HN_ARRAY_LEN(s->newline_ids))
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "at most %zu newline tokens",
+                        HN_ARRAY_LEN(s->newline_ids));
+  for (size_t i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= s->n_vocab)
+      return hn_error_set(err, HN_ERR_INVALID_ARG, "newline token %d out of range", ids[i]);
+  if (n > 0)
+    memcpy(s->newline_ids, ids, n * sizeof *ids);
+  s->n_newline = n;
+  return true;
+}
+
+void
+hn_sampler_reset(HnSampler *s)
+{
+  s->history_len = 0;
+  s->history_head = 0;
+  s->mu = 2.0f * s->params.mirostat_tau;
+  s->n_last = 0;
+  s->last = NULL;
+  hn_rng_seed(&s->rng, s->seed);
+}
+
+void
+hn_sampler_accept(HnSampler *s, int32_t token)
+{
+  s->history[s->history_head] = token;
+  s->history_head = (s->history_head + 1) % s->history_cap;
+  if (s->history_len < s->history_cap)
+    s->history_len++;
+}
+
+float
+hn_sampler_mirostat_mu(const HnSampler *s)
+{
+  return s->mu;
+}
+
+const HnCandidate *
+hn_sampler_last_candidates(const HnSampler *s, size_t *n_out)
+{
+  *n_out = s->n_last;
+  return s->last;
+}
+
+/* Draws from cands[0..n) whose p sum to 1 (up to rounding). */
+static size_t
+draw(HnSampler *s, const HnCandidate *c, size_t n)
+{
+  double u = hn_rng_uniform(&s->rng);
+  double cum = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    cum += c[i].p;
+    if (u < cum)
+      return i;
+  }
+  /* rounding left u above the total: the last token with any mass */
+  for (size_t i = n; i-- > 0;)
+    if (c[i].p > 0.0f)
+      return i;
+  return 0;
+}
+
+static size_t
+argmax(const HnCandidate *c, size_t n)
+{
+  size_t best = 0;
+  for (size_t i = 1; i < n; i++)
+    if (cand_before(&c[i], &c[best]))
+      best = i;
+  return best;
+}
+
+/* Candidates for every token that is not banned (-inf). */
+static size_t
+gather_all(const float *l, int32_t nv, HnCandidate *c)
+{
+  size_t n = 0;
+  for (int32_t i = 0; i < nv; i++)
+    if (l[i] > -INFINITY)
+      c[n++] = (HnCandidate){ i, l[i], 0.0f };
+  return n;
+}
+
+/* The k best tokens of a logit row, sorted, without touching the rest more than three
+ * times: a histogram of the logits finds a threshold that at least k tokens reach, only
+ * those are gathered, and a partial selection on that short list does the rest. */
+static size_t
+gather_top_k(const float *l, int32_t nv, size_t k, HnCandidate *c)
+{
+  enum { NB = 2048 };
+  uint32_t hist[NB];
+  float mx = -INFINITY, mn = INFINITY;
+  size_t finite = 0;
+  for (int32_t i = 0; i < nv; i++) {
+    float v = l[i];
+    if (v > -INFINITY) {
+      finite++;
+      if (v > mx)
+        mx = v;
+      if (v < mn)
+        mn = v;
+    }
+  }
+  if (finite <= k || !(mx > mn) || isinf(mx)) {
+    size_t n = gather_all(l, nv, c);
+    sort_prefix(c, n, k);
+    return n < k ? n : k;
+  }
+  memset(hist, 0, sizeof hist);
+  float scale = (float) NB / (mx - mn);
+  if (!isfinite(scale) || !(scale > 0.0f)) {
+    size_t n = gather_all(l, nv, c);
+    sort_prefix(c, n, k);
+    return n < k ? n : k;
+  }
+  for (int32_t i = 0; i < nv; i++) {
+    float v = l[i];
+    if (v > -INFINITY) {
+      int bucket = (int) ((v - mn) * scale);
+      hist[bucket < NB ? bucket : NB - 1]++;
+    }
+  }
+  int bt = NB - 1;
+  size_t acc = hist[bt];
+  while (acc < k && bt > 0)
+    acc += hist[--bt];
+  /* gather from a little below the bucket's edge: a superset is harmless (the selection
+   * below trims it), missing a token to rounding would not be */
+  float threshold = bt == 0 ? -INFINITY : mn + ((float) bt - 0.5f) / scale;
+  size_t n = 0;
+  for (int32_t i = 0; i < nv; i++)
+    if (l[i] >= threshold && l[i] > -INFINITY)
+      c[n++] = (HnCandidate){ i, l[i], 0.0f };
+  sort_prefix(c, n, k);
+  return n < k ? n : k;
+}
+
+static int32_t
+argmax_row(const float *l, int32_t nv)
+{
+  int32_t best = -1;
+  float bv = -INFINITY;
+  for (int32_t i = 0; i < nv; i++)
+    if (l[i] > bv) {
+      bv = l[i];
+      best = i;
+    }
+  return best;
+}
+
+static int32_t
+mirostat_v1(HnSampler *s, HnCandidate *c, size_t n)
+{
+  const size_t m = 100;
+  size_t n_total = n;
+  hn_sampler_softmax(c, n);
+  sort_prefix(c, n, m);
+  /* estimate the Zipf exponent from the top m probabilities (least squares) */
+  double sum_ti_bi = 0.0, sum_ti_sq = 0.0;
+  for (size_t i = 0; i + 1 < n && i + 1 < m; i++) {
+    if (c[i + 1].p <= 0.0f)
+      break;
+    double t_i = log((double) (i + 2) / (double) (i + 1));
+    double b_i = log((double) c[i].p / (double) c[i + 1].p);
+    sum_ti_bi += t_i * b_i;
+    sum_ti_sq += t_i * t_i;
+  }
+  double s_hat = sum_ti_sq > 0.0 ? sum_ti_bi / sum_ti_sq : 1.0;
+  double eps_hat = s_hat - 1.0;
+  double k_d;
+  if (fabs(eps_hat) < 1e-9)
+    k_d = (double) n_total;
+  else
+    k_d = pow(eps_hat * pow(2.0, s->mu) / (1.0 - pow((double) n_total, -eps_hat)), 1.0 / s_hat);
+  size_t k = 1;
+  if (isfinite(k_d) && k_d > 1.0)
+    k = k_d >= (double) n ? n : (size_t) k_d;
+  if (k > m)
+    sort_prefix(c, n, k);
+  n = k;
+  hn_sampler_softmax(c, n);
+  size_t idx = draw(s, c, n);
+  double surprise = -log2((double) c[idx].p);
+  s->mu -= s->params.mirostat_eta * (float) (surprise - s->params.mirostat_tau);
+  s->last = c;
+  s->n_last = n;
+  return c[idx].id;
+}
+
+/* v2 keeps the tokens whose surprise -log2 p is at most mu: a threshold on p, no sort. */
+static int32_t
+mirostat_v2(HnSampler *s, HnCandidate *c, size_t n)
+{
+  hn_sampler_softmax(c, n);
+  double threshold = exp2(-(double) s->mu);
+  size_t best = argmax(c, n);
+  HnCandidate top = c[best];
+  size_t w = 0;
+  for (size_t i = 0; i < n; i++)
+    if ((double) c[i].p >= threshold)
+      c[w++] = c[i];
+  if (w == 0)
+    c[w++] = top;
+  n = w;
+  hn_sampler_softmax(c, n);
+  size_t idx = draw(s, c, n);
+  double surprise = -log2((double) c[idx].p);
+  s->mu -= s->params.mirostat_eta * (float) (surprise - s->params.mirostat_tau);
+  s->last = c;
+  s->n_last = n;
+  return c[idx].id;
+}
+
+/* Everything after the grammar mask, from the (biased, penalised, masked) logit row:
+ * truncation, temperature, draw.  Returns -1 if every token is banned. */
+static int32_t
+run_tail(HnSampler *s, const float *l)
+{
+  const HnSamplerParams *p = &s->params;
+  int32_t nv = s->n_vocab;
+  HnCandidate *c = s->cands;
+  s->last = c;
+  s->n_last = 0;
+  if (p->temperature <= 0.0f) {
+    int32_t best = argmax_row(l, nv);
+    if (best < 0)
+      return -1;
+    c[0] = (HnCandidate){ best, l[best], 1.0f };
+    s->n_last = 1;
+    return best;
+  }
+  size_t n;
+  if (p->mirostat == 1 || p->mirostat == 2) {
+    n = gather_all(l, nv, c);
+    if (n == 0)
+      return -1;
+    hn_sampler_apply_temperature(c, n, p->temperature);
+    return p->mirostat == 1 ? mirostat_v1(s, c, n) : mirostat_v2(s, c, n);
+  }
+  if (p->top_k > 0 && p->top_k < nv)
+    n = gather_top_k(l, nv, (size_t) p->top_k, c);
+  else
+    n = gather_all(l, nv, c);
+  if (n == 0)
+    return -1;
+  hn_sampler_softmax(c, n);
+  if (p->typical_p < 1.0f)
+    apply_typical_with(c, &n, p->typical_p, s->keys, s->scratch);
+  top_p_core(c, &n, p->top_p);
+  min_p_core(c, &n, p->min_p);
+  if (p->temperature != 1.0f)
+    hn_sampler_apply_temperature(c, n, p->temperature);
+  s->n_last = n;
+  return c[draw(s, c, n)].id;
+}
+
+int32_t
+hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, HnError *err)
+{
+  const HnSamplerParams *p = &s->params;
+  int32_t nv = s->n_vocab;
+  float *l = s->work_logits;
+  for (int32_t i = 0; i < nv; i++)
+    l[i] = isnan(logits[i]) ? -INFINITY : logits[i];
+
+  for (size_t i = 0; i < p->n_logit_bias; i++)
+    l[s->bias[i].token] += s->bias[i].bias;
+
+  if (p->repeat_last_n != 0 && s->history_len > 0) {
+    size_t window = s->history_len;
+    if (p->repeat_last_n > 0 && (size_t) p->repeat_last_n < window)
+      window = (size_t) p->repeat_last_n;
+    size_t start = (s->history_head + s->history_cap - window) % s->history_cap;
+    for (size_t i = 0; i < window; i++)
+      s->window[i] = s->history[(start + i) % s->history_cap];
+    hn_sampler_apply_penalties(l, nv, s->window, window, p->repeat_penalty, p->frequency_penalty,
+                               p->presence_penalty, s->counts,
+                               p->penalize_nl ? NULL : s->newline_ids,
+                               p->penalize_nl ? 0 : s->n_newline);
+  }
+
+  if (grammar != NULL) {
+    /* Lazy check: run the chain on the unmasked row and keep its choice if the grammar
+     * allows it; only a rejection pays for masking the whole vocabulary (and the draw is
+     * then repeated with the same random number). */
+    HnRng saved = s->rng;
+    float saved_mu = s->mu;
+    int32_t t = run_tail(s, l);
+    if (t >= 0 && hn_grammar_accepts_token_bytes(grammar, t))
+      return t;
+    s->rng = saved;
+    s->mu = saved_mu;
+    hn_grammar_mask_logits(grammar, l, nv);
+    t = run_tail(s, l);
+    if (t < 0)
+      hn_error_set(err, HN_ERR_GRAMMAR, "the grammar allows no token here");
+    return t;
+  }
+  int32_t t = run_tail(s, l);
+  if (t < 0)
+    hn_error_set(err, HN_ERR_INVALID_ARG, "every token is banned by the logit bias");
+  return t;
+}
+
+/* ---- Stop strings -------------------------------------------------------------- */
+
+struct HnStopMatcher {
+  char **stops;
+  size_t *lens;
+  size_t n;
+  size_t max_len;
+  char *buf;      /* held text, then the new piece */
+  size_t len, cap;
+  char *out;      /* what may be shown */
+  size_t out_cap;
+  int matched;
+};
+
+HnStopMatcher *
+hn_stop_matcher_new(const char *const *stops, size_t n, HnError *err)
+{
+  if (n > HN_SAMPLER_MAX_STOP)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "at most %d stop strings", HN_SAMPLER_MAX_STOP),
+           NULL;
+  HnStopMatcher *m = calloc(1, sizeof *m);
+  if (m == NULL)
+    return hn_error_set(err, HN_ERR_NOMEM, "out of memory"), NULL;
+  m->stops = calloc(n ? n : 1, sizeof *m->stops);
+  m->lens = calloc(n ? n : 1, sizeof *m->lens);
+  if (!m->stops || !m->lens)
+    goto nomem;
+  for (size_t i = 0; i < n; i++) {
+    size_t len = stops[i] ? strlen(stops[i]) : 0;
+    if (len == 0 || len > HN_SAMPLER_MAX_STOP_LEN) {
+      hn_stop_matcher_free(m);
+      return hn_error_set(err, HN_ERR_INVALID_ARG, "stop string %zu must be 1 to %d bytes",
+                          i + 1, HN_SAMPLER_MAX_STOP_LEN),
+             NULL;
+    }
+    m->stops[i] = strdup(stops[i]);
+    m->n = i + 1;
+    if (!m->stops[i])
+      goto nomem;
+    m->lens[i] = len;
+    if (len > m->max_len)
+      m->max_len = len;
+  }
+  m->cap = 2 * HN_SAMPLER_MAX_STOP_LEN + 256;
+  m->buf = malloc(m->cap);
+  m->out_cap = m->cap;
+  m->out = malloc(m->out_cap);
+  if (!m->buf || !m->out)
+    goto nomem;
+  m->matched = -1;
+  return m;
+nomem:
+  hn_stop_matcher_free(m);
+  hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+  return NULL;
+}
+
+void
+hn_stop_matcher_free(HnStopMatcher *m)
+{
+  if (m == NULL)
+    return;
+  for (size_t i = 0; i < m->n; i++)
+    free(m->stops[i]);
+  free(m->stops);
+  free(m->lens);
+  free(m->buf);
+  free(m->out);
+  free(m);
+}
+
+void
+hn_stop_matcher_reset(HnStopMatcher *m)
+{
+  m->len = 0;
+  m->matched = -1;
+}
+
+int
+hn_stop_matcher_matched(const HnStopMatcher *m)
+{
+  return m->matched;
+}
+
+static bool
+grow(char **buf, size_t *cap, size_t need)
+{
+  if (need <= *cap)
+    return true;
+  size_t c = *cap * 2;
+  while (c < need)
+    c *= 2;
+  char *b = realloc(*buf, c);
+  if (b == NULL)
+    return false;
+  *buf = b;
+  *cap = c;
+  return true;
+}
+
+bool
+hn_stop_matcher_feed(HnStopMatcher *m, const char *piece, size_t len, const char **emit,
+                     size_t *emit_len)
+{
+  *emit = m->out;
+  *emit_len = 0;
+  if (m->matched >= 0)
+    return true;
+  if (!grow(&m->buf, &m->cap, m->len + len) || !grow(&m->out, &m->out_cap, m->len + len)) {
+    /* out of memory: give the text out unfiltered rather than lose it */
+    *emit = piece;
+    *emit_len = len;
+    return false;
+  }
+  if (len > 0)
+    memcpy(m->buf + m->len, piece, len);
+  m->len += len;
+  if (m->n == 0) {
+    memcpy(m->out, m->buf, m->len);
+    *emit_len = m->len;
+    m->len = 0;
+    return false;
+  }
+  /* earliest complete stop string */
+  size_t best_pos = SIZE_MAX;
+  int best = -1;
+  for (size_t s = 0; s < m->n; s++) {
+    if (m->lens[s] > m->len)
+      continue;
+    for (size_t i = 0; i + m->lens[s] <= m->len && i < best_pos; i++)
+      if (memcmp(m->buf + i, m->stops[s], m->lens[s]) == 0) {
+        best_pos = i;
+        best = (int) s;
+        break;
+      }
+  }
+  if (best >= 0) {
+    memcpy(m->out, m->buf, best_pos);
+    *emit_len = best_pos;
+    m->len = 0;
+    m->matched = best;
+    return true;
+  }
+  /* hold back the longest tail that is a proper prefix of some stop string */
+  size_t hold = 0;
+  size_t max_tail = m->max_len - 1 < m->len ? m->max_len - 1 : m->len;
+  for (size_t t = max_tail; t > 0 && hold == 0; t--) {
+    const char *tail = m->buf + m->len - t;
+    for (size_t s = 0; s < m->n; s++)
+      if (m->lens[s] > t && memcmp(tail, m->stops[s], t) == 0) {
+        hold = t;
+        break;
+      }
+  }
+  size_t give = m->len - hold;
+  memcpy(m->out, m->buf, give);
+  memmove(m->buf, m->buf + give, hold);
+  m->len = hold;
+  *emit_len = give;
+  return false;
+}
+
+void
+hn_stop_matcher_flush(HnStopMatcher *m, const char **emit, size_t *emit_len)
+{
+  memcpy(m->out, m->buf, m->len);
+  *emit = m->out;
+  *emit_len = m->matched >= 0 ? 0 : m->len;
+  m->len = 0;
+}

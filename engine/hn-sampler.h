@@ -1,0 +1,175 @@
+/* hn-sampler.h — turns one row of logits into the next token.
+ *
+ * The chain, applied in this order to the whole vocabulary:
+ *
+ *   logit bias → repetition penalties → grammar mask → top-k → typical-p → top-p
+ *   → min-p → temperature → draw
+ *
+ * With mirostat 1 or 2 the truncation stages (top-k … min-p) are replaced:
+ *   logit bias → penalties → grammar → temperature → mirostat truncation → draw.
+ * Temperature <= 0 means greedy: the argmax after bias, penalties and grammar.
+ *
+ * A sampler owns every buffer it needs (allocated once for n_vocab), its own random
+ * state (xoshiro256**, seeded from `seed`) and the token history used by the penalties.
+ * Nothing is allocated per token.  See docs/sampling.md for the definitions.
+ */
+#pragma once
+
+#include "hn-common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct HnGrammarState HnGrammarState;
+
+/* One entry of the candidate array that every stage works on. */
+typedef struct {
+  int32_t id;
+  float logit;
+  float p;
+} HnCandidate;
+
+typedef struct {
+  int32_t token;
+  float bias;      /* added to the logit; -INFINITY bans the token */
+} HnLogitBias;
+
+#define HN_SAMPLER_SEED_RANDOM UINT64_MAX
+#define HN_SAMPLER_MAX_STOP 16
+#define HN_SAMPLER_MAX_STOP_LEN 256
+#define HN_SAMPLER_MAX_LOGIT_BIAS 4096
+
+typedef struct {
+  float temperature;        /* 0.8; [0, 10]; <= 0 = greedy */
+  int32_t top_k;            /* 40; [0, 1<<24]; 0 (or >= n_vocab) = off */
+  float top_p;              /* 0.95; [0, 1]; 1 = off */
+  float min_p;              /* 0.05; [0, 1]; 0 = off */
+  float typical_p;          /* 1.0; [0, 1]; 1 = off */
+  float repeat_penalty;     /* 1.0 (off); [0.01, 10] */
+  int32_t repeat_last_n;    /* 64; [-1, 1<<20]; -1 = whole history, 0 = penalties off */
+  float frequency_penalty;  /* 0; [-2, 2] */
+  float presence_penalty;   /* 0; [-2, 2] */
+  bool penalize_nl;         /* false: newline tokens keep their logit through the penalties */
+  int32_t mirostat;         /* 0 (off), 1 or 2 */
+  float mirostat_tau;       /* 5.0; [0, 20] target surprise in bits */
+  float mirostat_eta;       /* 0.1; [0, 1] learning rate */
+  uint64_t seed;            /* HN_SAMPLER_SEED_RANDOM = pick one from the clock */
+  const HnLogitBias *logit_bias;   /* copied by hn_sampler_new */
+  size_t n_logit_bias;             /* <= HN_SAMPLER_MAX_LOGIT_BIAS */
+  int32_t max_new_tokens;   /* -1 = until the context is full; [ -1, 1<<24 ] */
+  const char *const *stop;  /* stop strings, copied by hn_stop_matcher_new */
+  size_t n_stop;            /* <= HN_SAMPLER_MAX_STOP, each 1..HN_SAMPLER_MAX_STOP_LEN bytes */
+} HnSamplerParams;
+
+/* The defaults listed above. */
+void hn_sampler_params_init(HnSamplerParams *params);
+
+/* Checks every field against its documented range (n_vocab for the logit-bias ids;
+ * pass 0 to skip that check).  The message names the field. */
+bool hn_sampler_params_validate(const HnSamplerParams *params, int32_t n_vocab, HnError *err);
+
+/* Pulls every numeric field into its range (NaN becomes the default).  Pointers and
+ * counts are not touched; logit-bias entries are validated, not clamped. */
+void hn_sampler_params_clamp(HnSamplerParams *params, int32_t n_vocab);
+
+/* The numeric parameters as data, for settings UIs and storage: a stable key (also the
+ * name used in saved settings), the range checked by hn_sampler_params_validate and the
+ * default.  Flags (penalize_nl) are 0/1 integers. */
+typedef struct {
+  const char *key;
+  double min, max, def;
+  bool integer;
+} HnSamplerParamSpec;
+
+const HnSamplerParamSpec *hn_sampler_param_specs(size_t *n_out);
+/* Sets the parameter named `key`; false (with a message) for an unknown key or a value
+ * out of range. */
+bool hn_sampler_params_set(HnSamplerParams *params, const char *key, double value, HnError *err);
+/* Reads it back; false for an unknown key. */
+bool hn_sampler_params_get(const HnSamplerParams *params, const char *key, double *value);
+
+typedef struct HnSampler HnSampler;
+
+/* `n_history` is the most tokens the penalties ever look at when repeat_last_n is -1
+ * (normally the context length). */
+HnSampler *hn_sampler_new(const HnSamplerParams *params, int32_t n_vocab, int32_t n_history,
+                          HnError *err);
+void hn_sampler_free(HnSampler *sampler);
+
+/* The seed in use (the drawn one if params asked for a random seed). */
+uint64_t hn_sampler_get_seed(const HnSampler *sampler);
+
+/* Tokens that count as a newline for penalize_nl = false (usually "\n" and <0x0A>). */
+bool hn_sampler_set_newline_tokens(HnSampler *sampler, const int32_t *ids, size_t n, HnError *err);
+
+/* Forgets history and mirostat state and re-seeds the random generator. */
+void hn_sampler_reset(HnSampler *sampler);
+
+/* Appends a token (prompt or generated) to the penalty history. */
+void hn_sampler_accept(HnSampler *sampler, int32_t token);
+
+/* Samples from one row of n_vocab logits.  With a grammar state, only a token that the
+ * grammar accepts can come out (end-of-generation only where the grammar may end); the
+ * state is NOT advanced — call hn_grammar_state_accept_token with the result.  Returns
+ * the token id, or -1 when no token is possible (err says why). */
+int32_t hn_sampler_sample(HnSampler *sampler, const float *logits, HnGrammarState *grammar,
+                          HnError *err);
+
+/* For tests and diagnostics: the candidates that the last hn_sampler_sample drew from
+ * (after the whole chain, probabilities normalised), valid until the next call. */
+const HnCandidate *hn_sampler_last_candidates(const HnSampler *sampler, size_t *n_out);
+
+/* Current mirostat mu (2·tau after a reset). */
+float hn_sampler_mirostat_mu(const HnSampler *sampler);
+
+/* ---- The stages on their own, for tests and for other callers ----------------------
+ * Each works on cands[0..*n) in place and may reorder and shrink it.  Stages that need
+ * probabilities compute them from the logits (softmax over the current set); on return
+ * the `p` field holds the softmax of the surviving set. */
+void hn_sampler_softmax(HnCandidate *cands, size_t n);
+void hn_sampler_apply_top_k(HnCandidate *cands, size_t *n, int32_t k);
+void hn_sampler_apply_typical(HnCandidate *cands, size_t *n, float typical_p);
+void hn_sampler_apply_top_p(HnCandidate *cands, size_t *n, float top_p);
+void hn_sampler_apply_min_p(HnCandidate *cands, size_t *n, float min_p);
+void hn_sampler_apply_temperature(HnCandidate *cands, size_t n, float temperature);
+/* Penalties over a history: counts[] must be n_vocab zeros (it is returned zeroed). */
+void hn_sampler_apply_penalties(float *logits, int32_t n_vocab, const int32_t *history,
+                                size_t n_history, float repeat_penalty, float frequency_penalty,
+                                float presence_penalty, uint32_t *counts,
+                                const int32_t *keep_ids, size_t n_keep);
+
+/* ---- Random numbers -------------------------------------------------------------- */
+typedef struct {
+  uint64_t s[4];
+} HnRng;
+void hn_rng_seed(HnRng *rng, uint64_t seed);
+uint64_t hn_rng_next(HnRng *rng);
+/* Uniform in [0, 1) with 53 bits. */
+double hn_rng_uniform(HnRng *rng);
+
+/* ---- Stop strings ---------------------------------------------------------------
+ * Watches the generated text for stop strings.  Text that could still be the start of a
+ * stop string is held back until it is known not to be; the streaming code shows only
+ * what hn_stop_matcher_feed hands out. */
+typedef struct HnStopMatcher HnStopMatcher;
+
+HnStopMatcher *hn_stop_matcher_new(const char *const *stops, size_t n_stops, HnError *err);
+void hn_stop_matcher_free(HnStopMatcher *matcher);
+void hn_stop_matcher_reset(HnStopMatcher *matcher);
+
+/* Feeds the next piece of text.  *emit / *emit_len receive the text that may be shown
+ * now (valid until the next call).  Returns true when a stop string was completed: the
+ * emitted text is then everything before it, and the matcher ignores further input. */
+bool hn_stop_matcher_feed(HnStopMatcher *matcher, const char *piece, size_t len,
+                          const char **emit, size_t *emit_len);
+
+/* Releases the text still held back (at the end of generation without a stop). */
+void hn_stop_matcher_flush(HnStopMatcher *matcher, const char **emit, size_t *emit_len);
+
+/* Index of the stop string that matched, or -1. */
+int hn_stop_matcher_matched(const HnStopMatcher *matcher);
+
+#ifdef __cplusplus
+}
+#endif

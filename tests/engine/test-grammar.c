@@ -1,0 +1,421 @@
+/* Tests for hn-grammar: the GBNF parser (valid and broken grammars, error positions), the
+ * matcher (strings, repetition, UTF-8 split across tokens) and vocabulary masking against
+ * a brute-force check, and the grammars shipped in data/grammars. */
+#include "hn-grammar.h"
+
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+
+static HnGrammar *
+parse_ok(const char *text)
+{
+  HnError err = { 0 };
+  HnGrammar *g = hn_grammar_parse(text, strlen(text), NULL, &err);
+  if (g == NULL)
+    g_error("grammar failed to parse: %s\n%s", err.message, text);
+  return g;
+}
+
+static gboolean
+matches(HnGrammar *g, const char *input, gboolean *complete)
+{
+  HnError err = { 0 };
+  HnGrammarState *s = hn_grammar_state_new(g, NULL, &err);
+  g_assert_nonnull(s);
+  gboolean ok = hn_grammar_accept_bytes(s, input, strlen(input));
+  if (complete)
+    *complete = ok && hn_grammar_is_complete(s);
+  hn_grammar_state_free(s);
+  return ok;
+}
+
+/* accepted as a complete sentence */
+static gboolean
+full(HnGrammar *g, const char *input)
+{
+  gboolean complete;
+  return matches(g, input, &complete) && complete;
+}
+
+static void
+test_valid_grammars (void)
+{
+  const char *valid[] = {
+    "root ::= \"a\"",
+    "root ::= \"\"",
+    "root ::= ",
+    "root::=\"a\"|\"b\"",
+    "root ::= a b\na ::= \"x\"\nb ::= \"y\"  # trailing comment\n",
+    "# comment first\n\nroot ::= ( \"a\" | \"b\" )* \"c\"\n",
+    "root ::=\n  \"{\" (\n    \"a\"\n  | \"b\"\n  )? \"}\"\n",
+    "root ::= \"a\"\n     | \"b\"\n",
+    "root ::= [a-zA-Z_] [a-zA-Z0-9_]{0,7}",
+    "root ::= [^\\n] . [\\x41-\\x5A] [\\u00e9] [\\]\\[\\-]",
+    "root ::= x{3} x{2,} x{0,1} x{1,3}\nx ::= \"x\"",
+    "root ::= \"\\x41\\u00e9\\U0001F600\\n\\r\\t\\\\\\\"\"",
+    "root ::= a\na ::= \"(\" a? \")\"",
+    "root ::= b a\na ::= \"x\" a | \"\"\nb ::= \"\"",
+    "root ::= \"é\" [α-ω]+",
+    "root-name_2 ::= \"z\"\nroot ::= root-name_2",
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(valid); i++) {
+    HnGrammar *g = parse_ok(valid[i]);
+    g_assert_cmpuint(hn_grammar_n_rules(g), >=, 1);
+    hn_grammar_free(g);
+  }
+}
+
+static void
+test_broken_grammars (void)
+{
+  const struct {
+    const char *text;
+    const char *where;
+    const char *what;
+  } broken[] = {
+    { "root ::= \"abc", "line 1, column 10", "unterminated string" },
+    { "root ::= [a-z", "line 1, column 10", "unterminated character class" },
+    { "root ::= foo", "line 1, column 10", "undefined rule 'foo'" },
+    { "root ::= \"a\"\nx ::= ( \"b\" \"c\"\n", "line 3, column 1", "expected ')' to close the group opened at line 2, column 7" },
+    { "root ::= \"a\"{2,1}", "line 1, column 13", "maximum is below" },
+    { "root = \"a\"", "line 1, column 6", "expected '::='" },
+    { "root ::= \"\\q\"", "line 1, column 11", "unknown escape" },
+    { "a ::= \"x\"", "line 1, column 1", "no rule named 'root'" },
+    { "root ::= \"a\"\nroot ::= \"b\"", "line 2, column 1", "defined twice" },
+    { "root ::= [z-a]", "line 1, column 11", "reversed" },
+    { "root ::= \"a\" )", "line 1, column 14", "unbalanced ')'" },
+    { "root ::= *", "line 1, column 10", "unexpected character '*'" },
+    { "root ::= root \"a\" | \"b\"", "line 1, column 1", "left-recursive" },
+    { "root ::= a\na ::= b? root \"x\"\nb ::= \"y\"", "line 1, column 1", "left-recursive" },
+    { "root ::= \"a\"\n  \n x ::= ( \"b\" )++", "line 3, column 16", "without an item" },
+    { "root ::= \"\\x4\"", "line 1, column 11", "hexadecimal" },
+    { "root ::= []", "line 1, column 10", "empty character class" },
+    { "root ::= \"a\"{99999}", "line 1, column 13", "repetition count above" },
+    { "", "line 1, column 1", "no rules" },
+    { "root ::= \"a\"\n\n   x", "line 3, column 5", "expected '::='" },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS(broken); i++) {
+    HnError err = { 0 };
+    HnGrammar *g = hn_grammar_parse(broken[i].text, strlen(broken[i].text), NULL, &err);
+    if (g != NULL)
+      g_error("grammar %zu parsed but should not: %s", i, broken[i].text);
+    g_assert_cmpint(err.code, ==, HN_ERR_GRAMMAR);
+    if (!strstr(err.message, broken[i].where) || !strstr(err.message, broken[i].what))
+      g_error("grammar %zu: got '%s', want '%s' and '%s'", i, err.message, broken[i].where,
+              broken[i].what);
+  }
+}
+
+static void
+test_matcher_basics (void)
+{
+  HnGrammar *g = parse_ok("root ::= \"ab\" [c-e]+ \"f\"?");
+  g_assert_true(full(g, "abc"));
+  g_assert_true(full(g, "abcdef"));
+  g_assert_false(matches(g, "abf", NULL));
+  g_assert_false(matches(g, "abcfx", NULL));
+  gboolean complete;
+  g_assert_true(matches(g, "ab", &complete));
+  g_assert_false(complete);
+  hn_grammar_free(g);
+
+  g = parse_ok("root ::= \"x\"{2,4} \"y\"{3} \"z\"{1,}");
+  g_assert_true(full(g, "xxyyyz"));
+  g_assert_true(full(g, "xxxxyyyzzzz"));
+  g_assert_false(matches(g, "xxxxx", NULL));
+  g_assert_false(matches(g, "xyyy", NULL));
+  g_assert_false(matches(g, "xxyyyy", NULL));
+  g_assert_false(full(g, "xxyyy"));
+  hn_grammar_free(g);
+
+  g = parse_ok("root ::= [^\"\\\\]* \"\\\"\" . \"\\x41\\u00e9\\U0001F600\\n\"");
+  g_assert_true(full(g, "hello\"\xE2\x82\xAC" "A\xC3\xA9\xF0\x9F\x98\x80\n"));
+  g_assert_false(matches(g, "a\\", NULL));
+  hn_grammar_free(g);
+
+  /* nested, right-recursive and nullable rules */
+  g = parse_ok("root ::= a\na ::= \"(\" a? \")\" a?");
+  g_assert_true(full(g, "(()(()))()"));
+  g_assert_false(matches(g, "())", NULL));
+  g_assert_false(full(g, "(()"));
+  hn_grammar_free(g);
+
+  /* alternatives continued on the next line */
+  g = parse_ok("root ::= \"yes\"\n     | \"no\"\n");
+  g_assert_true(full(g, "no"));
+  g_assert_true(full(g, "yes"));
+  g_assert_false(matches(g, "nope", NULL));
+  hn_grammar_free(g);
+}
+
+static void
+test_matcher_utf8 (void)
+{
+  HnGrammar *g = parse_ok("root ::= [α-ω]+ \"é\"");
+  HnError err = { 0 };
+  HnGrammarState *s = hn_grammar_state_new(g, NULL, &err);
+  /* "αβ" then é split byte by byte */
+  g_assert_true(hn_grammar_accept_bytes(s, "\xCE", 1));
+  g_assert_false(hn_grammar_is_complete(s));
+  g_assert_true(hn_grammar_accept_bytes(s, "\xB1\xCE\xB2", 3));
+  /* a lead byte that cannot start α-ω or é */
+  g_assert_false(hn_grammar_accepts_bytes(s, "\xE2", 1));
+  /* invalid continuation */
+  g_assert_false(hn_grammar_accepts_bytes(s, "\xC3\x41", 2));
+  g_assert_true(hn_grammar_accept_bytes(s, "\xC3", 1));
+  g_assert_false(hn_grammar_is_complete(s));
+  g_assert_true(hn_grammar_accept_bytes(s, "\xA9", 1));
+  g_assert_true(hn_grammar_is_complete(s));
+  g_assert_false(hn_grammar_can_continue(s));
+  /* stray continuation byte */
+  hn_grammar_state_reset(s);
+  g_assert_false(hn_grammar_accepts_bytes(s, "\xB1", 1));
+  hn_grammar_state_free(s);
+  hn_grammar_free(g);
+}
+
+/* Masking over a vocabulary equals testing each token on its own. */
+static void
+check_mask_against_brute_force(HnGrammarState *s, int32_t n_vocab)
+{
+  HnCandidate *c = g_new(HnCandidate, n_vocab);
+  for (int32_t i = 0; i < n_vocab; i++)
+    c[i] = (HnCandidate){ i, 0.0f, 0.0f };
+  hn_grammar_mask(s, c, (size_t) n_vocab);
+  for (int32_t i = 0; i < n_vocab; i++) {
+    gboolean masked_ok = c[i].logit == 0.0f;
+    gboolean brute = hn_grammar_accepts_token_bytes(s, i);
+    if (masked_ok != brute)
+      g_error("token %d: mask says %d, direct test says %d", i, masked_ok, brute);
+  }
+  g_free(c);
+}
+
+static void
+test_mask (void)
+{
+  /* a vocabulary of random byte strings over an alphabet that matters to JSON, with
+   * multi-byte characters split at every place */
+  static const char *pieces[] = { "{", "}", "[", "]", "\"", ":", ",", " ", "\n", "a", "b",
+                                  "1", "0", "-", ".", "e", "t", "r", "u", "\\", "n", "l",
+                                  "\xC3", "\xA9", "\xE2\x82", "\xAC", "\xF0\x9F", "\x98\x80",
+                                  "\x01", "x", "f", "s" };
+  enum { V = 4000 };
+  char **bytes = g_new0(char *, V);
+  uint32_t *lens = g_new0(uint32_t, V);
+  bool *eog = g_new0(bool, V);
+  GRand *r = g_rand_new_with_seed(11);
+  for (int i = 0; i < V; i++) {
+    GString *t = g_string_new(NULL);
+    if (i < (int) G_N_ELEMENTS(pieces))
+      g_string_append(t, pieces[i]);
+    else {
+      int n = g_rand_int_range(r, 1, 5);
+      for (int k = 0; k < n; k++)
+        g_string_append(t, pieces[g_rand_int_range(r, 0, G_N_ELEMENTS(pieces))]);
+    }
+    lens[i] = (uint32_t) t->len;
+    bytes[i] = g_string_free(t, FALSE);
+  }
+  eog[V - 1] = true;
+  lens[V - 2] = 0; /* a control token with no text */
+  HnError err = { 0 };
+  HnGrammarVocab *v = hn_grammar_vocab_new(V, (const char *const *) bytes, lens, eog, &err);
+  g_assert_nonnull(v);
+  const char *path = g_getenv("HANASHI_GRAMMARS");
+  g_assert_nonnull(path);
+  g_autofree char *file = g_build_filename(path, "json.gbnf", NULL);
+  g_autofree char *text = NULL;
+  gsize len;
+  g_assert_true(g_file_get_contents(file, &text, &len, NULL));
+  HnGrammar *g = hn_grammar_parse(text, len, NULL, &err);
+  g_assert_nonnull(g);
+  HnGrammarState *s = hn_grammar_state_new(g, v, &err);
+  const char *doc = "{\"a\u00e9\": [1, -0.5e3, true, null, \"\\n\u20ac\"], \"b\": {}}";
+  size_t doc_len = strlen(doc);
+  for (size_t i = 0; i <= doc_len; i++) {
+    check_mask_against_brute_force(s, V);
+    if (i < doc_len)
+      g_assert_true(hn_grammar_accept_bytes(s, doc + i, 1));
+  }
+  g_assert_true(hn_grammar_is_complete(s));
+  g_assert_true(hn_grammar_accepts_token_bytes(s, V - 1));
+  g_assert_false(hn_grammar_accepts_token_bytes(s, V - 2));
+  hn_grammar_state_reset(s);
+  g_assert_false(hn_grammar_accepts_token_bytes(s, V - 1)); /* EOG before anything */
+  hn_grammar_state_free(s);
+  hn_grammar_free(g);
+  hn_grammar_vocab_free(v);
+  for (int i = 0; i < V; i++)
+    g_free(bytes[i]);
+  g_free(bytes);
+  g_free(lens);
+  g_free(eog);
+  g_rand_free(r);
+}
+
+static HnGrammar *
+load_shipped(const char *name)
+{
+  const char *dir = g_getenv("HANASHI_GRAMMARS");
+  g_assert_nonnull(dir);
+  g_autofree char *file = g_build_filename(dir, name, NULL);
+  g_autofree char *text = NULL;
+  gsize len;
+  g_assert_true(g_file_get_contents(file, &text, &len, NULL));
+  HnError err = { 0 };
+  HnGrammar *g = hn_grammar_parse(text, len, NULL, &err);
+  if (g == NULL)
+    g_error("%s: %s", name, err.message);
+  return g;
+}
+
+static void
+test_shipped (void)
+{
+  HnGrammar *g = load_shipped("json.gbnf");
+  g_assert_true(full(g, "{\"a\": [1, 2.5, -3e10, \"x\\u00e9\"], \"b\": {\"c\": null}}"));
+  g_assert_true(full(g, "  [true,false , \"\"]\n"));
+  g_assert_true(full(g, "\"just a string\""));
+  g_assert_true(full(g, "-0.25"));
+  g_assert_false(matches(g, "{\"a\" 1}", NULL));
+  g_assert_false(matches(g, "[01]", NULL));
+  g_assert_false(matches(g, "{'a': 1}", NULL));
+  g_assert_false(matches(g, "\"tab\there\"", NULL));
+  hn_grammar_free(g);
+
+  g = load_shipped("json-object.gbnf");
+  g_assert_true(full(g, "{\"k\": [1, {\"z\": \"y\"}]}"));
+  g_assert_false(matches(g, "[1]", NULL));
+  hn_grammar_free(g);
+
+  g = load_shipped("list.gbnf");
+  g_assert_true(full(g, "- eggs\n- milk and honey\n"));
+  g_assert_false(matches(g, "* eggs", NULL));
+  g_assert_false(full(g, "- eggs"));
+  hn_grammar_free(g);
+
+  g = load_shipped("yes-no.gbnf");
+  g_assert_true(full(g, "yes"));
+  g_assert_true(full(g, "no"));
+  g_assert_false(matches(g, "yes!", NULL));
+  g_assert_false(matches(g, "maybe", NULL));
+  hn_grammar_free(g);
+
+  g = load_shipped("arithmetic.gbnf");
+  g_assert_true(full(g, "(1 + 2.5) * -3 / 4 = -2.625"));
+  g_assert_true(full(g, "12-7"));
+  g_assert_false(matches(g, "1 ++ 2", NULL));
+  g_assert_false(full(g, "(1 + 2"));
+  hn_grammar_free(g);
+}
+
+/* A grammar whose ambiguity would explode stays within its stack limit. */
+static void
+test_bounded_state (void)
+{
+  HnGrammar *g = parse_ok("root ::= a*\na ::= \"x\" | \"x\" \"x\" | b\nb ::= \"x\"+");
+  HnError err = { 0 };
+  HnGrammarState *s = hn_grammar_state_new(g, NULL, &err);
+  for (int i = 0; i < 300; i++) {
+    g_assert_true(hn_grammar_accept_bytes(s, "x", 1));
+    g_assert_cmpuint(hn_grammar_state_n_stacks(s), <=, HN_GRAMMAR_MAX_STACKS);
+  }
+  g_assert_true(hn_grammar_is_complete(s));
+  hn_grammar_state_free(s);
+  hn_grammar_free(g);
+}
+
+/* Mutated grammars never crash or hang the parser, and whatever parses can be run on
+ * random input within the stack limits. */
+static void
+test_mutations (void)
+{
+  const char *names[] = { "json.gbnf", "arithmetic.gbnf", "list.gbnf" };
+  GRand *r = g_rand_new_with_seed(99);
+  const char alphabet[] = "()[]{}|*+?.\"\\^-:=# \nabc019,xu";
+  int parsed = 0;
+  for (size_t f = 0; f < G_N_ELEMENTS(names); f++) {
+    const char *dir = g_getenv("HANASHI_GRAMMARS");
+    g_autofree char *file = g_build_filename(dir, names[f], NULL);
+    g_autofree char *orig = NULL;
+    gsize len;
+    g_assert_true(g_file_get_contents(file, &orig, &len, NULL));
+    for (int iter = 0; iter < 400; iter++) {
+      char *text = g_memdup2(orig, len + 1);
+      int edits = g_rand_int_range(r, 1, 4);
+      for (int e = 0; e < edits; e++) {
+        gsize at = (gsize) g_rand_int_range(r, 0, (gint32) len);
+        text[at] = alphabet[g_rand_int_range(r, 0, sizeof alphabet - 1)];
+      }
+      HnError err = { 0 };
+      HnGrammar *g = hn_grammar_parse(text, len, NULL, &err);
+      if (g) {
+        parsed++;
+        HnGrammarState *s = hn_grammar_state_new(g, NULL, &err);
+        for (int k = 0; k < 64; k++) {
+          char b = alphabet[g_rand_int_range(r, 0, sizeof alphabet - 1)];
+          if (!hn_grammar_accept_bytes(s, &b, 1))
+            break;
+          g_assert_cmpuint(hn_grammar_state_n_stacks(s), <=, HN_GRAMMAR_MAX_STACKS);
+        }
+        hn_grammar_state_free(s);
+        hn_grammar_free(g);
+      } else {
+        g_assert_cmpint(err.code, ==, HN_ERR_GRAMMAR);
+        g_assert_nonnull(strstr(err.message, "line "));
+      }
+      g_free(text);
+    }
+  }
+  g_test_message("%d of 1200 mutated grammars parsed", parsed);
+  g_rand_free(r);
+}
+
+/* Pathological but legal grammars stay cheap: long repetitions and deep nesting. */
+static void
+test_large_repetitions (void)
+{
+  HnGrammar *g = parse_ok("root ::= (\"a\"{0,10000}){0,3} \"b\"");
+  HnError err = { 0 };
+  HnGrammarState *s = hn_grammar_state_new(g, NULL, &err);
+  for (int i = 0; i < 2000; i++)
+    g_assert_true(hn_grammar_accept_bytes(s, "a", 1));
+  g_assert_true(hn_grammar_accept_bytes(s, "b", 1));
+  g_assert_true(hn_grammar_is_complete(s));
+  hn_grammar_state_free(s);
+  hn_grammar_free(g);
+  GString *deep = g_string_new("root ::= ");
+  for (int i = 0; i < 150; i++)
+    g_string_append(deep, "(\"x\" ");
+  for (int i = 0; i < 150; i++)
+    g_string_append(deep, ")?");
+  g = parse_ok(deep->str);
+  g_assert_true(full(g, "xxxxxxxxxx"));
+  hn_grammar_free(g);
+  g_string_truncate(deep, 0);
+  g_string_append(deep, "root ::= ");
+  for (int i = 0; i < 300; i++)
+    g_string_append(deep, "(");
+  err = (HnError){ 0 };
+  g_assert_null(hn_grammar_parse(deep->str, deep->len, NULL, &err));
+  g_assert_nonnull(strstr(err.message, "nested too deeply"));
+  g_string_free(deep, TRUE);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/grammar/valid", test_valid_grammars);
+  g_test_add_func("/grammar/broken", test_broken_grammars);
+  g_test_add_func("/grammar/matcher", test_matcher_basics);
+  g_test_add_func("/grammar/utf8", test_matcher_utf8);
+  g_test_add_func("/grammar/mask", test_mask);
+  g_test_add_func("/grammar/shipped", test_shipped);
+  g_test_add_func("/grammar/bounded-state", test_bounded_state);
+  g_test_add_func("/grammar/mutations", test_mutations);
+  g_test_add_func("/grammar/large-repetitions", test_large_repetitions);
+  return g_test_run();
+}
