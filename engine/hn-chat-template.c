@@ -3524,9 +3524,19 @@ run_test(R *r, const Node *n, const char *name, Value v, const Args *a)
 
 /* ---- JSON output (HF's tojson: json.dumps(ensure_ascii=False)) ---- */
 
+static void merge_sort(R *r, const Node *n, Value *items, Value *keys, size_t count, bool reverse, bool case_sensitive);
+
+typedef struct {
+  int64_t indent;        /* < 0: one line */
+  const Str *item_sep;   /* NULL: Python's default for the indent mode */
+  const Str *key_sep;
+  bool sort_keys;
+} JsonStyle;
+
 static void
-json_out(R *r, const Node *n, Buf *b, Value v, int64_t indent, int level)
+json_out(R *r, const Node *n, Buf *b, Value v, const JsonStyle *st, int level)
 {
+  int64_t indent = st->indent;
   if (++r->depth > MAX_EVAL_DEPTH)
     rfail(r, n, "value nesting too deep for tojson");
   char tmp[64];
@@ -3569,19 +3579,40 @@ json_out(R *r, const Node *n, Buf *b, Value v, int64_t indent, int level)
   case T_DICT: {
     bool obj = v.t == T_DICT;
     size_t count = obj ? v.d->n : v.l->n;
+    size_t *order = NULL;
+    if (obj && st->sort_keys && count > 1) {
+      /* sort_keys: keys must all be strings (Python cannot order mixed types) */
+      Value *keys = xalloc(&r->c, xmul(&r->c, count, sizeof(Value)));
+      Value *idx = xalloc(&r->c, xmul(&r->c, count, sizeof(Value)));
+      for (size_t k = 0; k < count; k++) {
+        keys[k] = v.d->keys[k];
+        idx[k] = v_int((int64_t)k);
+      }
+      merge_sort(r, n, idx, keys, count, false, true);
+      order = xalloc(&r->c, xmul(&r->c, count, sizeof(size_t)));
+      for (size_t k = 0; k < count; k++)
+        order[k] = (size_t)idx[k].i;
+    }
     buf_addc(&r->c, b, obj ? '{' : '[');
     for (size_t k = 0; k < count; k++) {
-      if (k)
-        buf_adds(&r->c, b, indent >= 0 ? "," : ", ");
+      size_t m = k;
+      if (obj && order)
+        m = order[k];
+      if (k) {
+        if (st->item_sep)
+          buf_add(&r->c, b, st->item_sep->s, st->item_sep->len);
+        else
+          buf_adds(&r->c, b, indent >= 0 ? "," : ", ");
+      }
       if (indent >= 0) {
         buf_addc(&r->c, b, '\n');
         for (int64_t s = 0; s < indent * (level + 1); s++)
           buf_addc(&r->c, b, ' ');
       }
       if (obj) {
-        Value key = v.d->keys[k];
+        Value key = v.d->keys[m];
         if (key.t == T_STR) {
-          json_out(r, n, b, key, indent, level + 1);
+          json_out(r, n, b, key, st, level + 1);
         } else if (key.t == T_INT || key.t == T_FLOAT || key.t == T_BOOL || key.t == T_NONE) {
           Buf kb = { 0 };
           if (key.t == T_BOOL)
@@ -3590,14 +3621,17 @@ json_out(R *r, const Node *n, Buf *b, Value v, int64_t indent, int level)
             buf_adds(&r->c, &kb, "null");
           else
             to_str_buf(r, &kb, key);
-          json_out(r, n, b, buf_value(&r->c, &kb), indent, level + 1);
+          json_out(r, n, b, buf_value(&r->c, &kb), st, level + 1);
         } else {
           rfail(r, n, "keys must be str, int, float, bool or None, not %s", type_name(&key));
         }
-        buf_adds(&r->c, b, ": ");
-        json_out(r, n, b, v.d->vals[k], indent, level + 1);
+        if (st->key_sep)
+          buf_add(&r->c, b, st->key_sep->s, st->key_sep->len);
+        else
+          buf_adds(&r->c, b, ": ");
+        json_out(r, n, b, v.d->vals[m], st, level + 1);
       } else {
-        json_out(r, n, b, v.l->items[k], indent, level + 1);
+        json_out(r, n, b, v.l->items[k], st, level + 1);
       }
     }
     if (indent >= 0 && count) {
@@ -3820,20 +3854,23 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
     return to_str(r, v);
   if (!strcmp(name, "tojson")) {
     /* HF's signature: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
-    Value ascii = arg(a, 99, "ensure_ascii", v_bool(false));
+    Value ascii = arg(a, 1, "ensure_ascii", v_bool(false));
     Value ind = arg(a, 0, "indent", NONE);
-    Value sort = arg(a, 99, "sort_keys", v_bool(false));
-    Value seps = arg(a, 99, "separators", NONE);
-    if (truthy(&ascii) || truthy(&sort) || seps.t != T_NONE) {
-      if (truthy(&sort) || seps.t != T_NONE)
-        rfail(r, n, "tojson: sort_keys and separators are not supported");
+    Value seps = arg(a, 2, "separators", NONE);
+    Value sort = arg(a, 3, "sort_keys", v_bool(false));
+    JsonStyle st = { -1, NULL, NULL, truthy(&sort) };
+    if (seps.t != T_NONE) {
+      if (seps.t != T_LIST || seps.l->n != 2)
+        rfail(r, n, "tojson: separators must be a pair of strings");
+      st.item_sep = need_str(r, n, seps.l->items[0], "item separator");
+      st.key_sep = need_str(r, n, seps.l->items[1], "key separator");
     }
     r->json_ascii = truthy(&ascii);
-    int64_t indent = ind.t == T_NONE ? -1 : need_int(r, n, ind, "indent");
-    if (indent > 64)
-      indent = 64;
+    st.indent = ind.t == T_NONE ? -1 : need_int(r, n, ind, "indent");
+    if (st.indent > 64)
+      st.indent = 64;
     Buf b = { 0 };
-    json_out(r, n, &b, v, indent, 0);
+    json_out(r, n, &b, v, &st, 0);
     return buf_value(&r->c, &b);
   }
   if (!strcmp(name, "list")) {
