@@ -309,6 +309,14 @@ c_time_locale(void)
   return l;
 }
 
+/* Python's float() and Jinja's number literals ignore the process locale. */
+static double
+c_strtod(const char *s, char **end)
+{
+  locale_t l = c_time_locale();
+  return l ? strtod_l(s, end, l) : strtod(s, end);
+}
+
 static uint32_t
 cp_upper(uint32_t c)
 {
@@ -574,6 +582,7 @@ typedef enum {
 typedef struct {
   TokKind kind;
   int line, col;
+  size_t at;    /* byte offset, turned into line:col once lexing is done */
   Str *s;       /* TEXT, NAME, STRING, OP */
   int64_t i;
   double f;
@@ -634,10 +643,7 @@ lex_push(Lexer *lx, TokKind kind, size_t at)
   Token *t = &lx->toks[lx->n++];
   memset(t, 0, sizeof *t);
   t->kind = kind;
-  /* positions are computed lazily-cheaply: store the byte offset in i for now */
-  t->line = 0;
-  t->col = (int)0;
-  t->i = (int64_t)at;
+  t->at = at;
   return t;
 }
 
@@ -772,9 +778,8 @@ lex_number(Lexer *lx)
   if (k - start >= sizeof tmp - 1)
     lex_fail(lx, start, "number literal too long");
   Token *t = lex_push(lx, is_float ? K_FLOAT : K_INT, start);
-  t->line = 0;
   if (is_float) {
-    t->f = strtod(tmp, NULL);
+    t->f = c_strtod(tmp, NULL);
   } else {
     uint64_t v = 0;
     for (size_t j = 0; j < n; j++) {
@@ -782,15 +787,11 @@ lex_number(Lexer *lx)
         lex_fail(lx, start, "integer literal too large");
       v = v * 10 + (uint64_t)(tmp[j] - '0');
     }
-    t->s = (Str *)(uintptr_t)0;
-    t->f = (double)v;
-    /* the byte offset lives in i until positions are resolved; keep the value in f+s */
-    t->s = str_new(lx->c, tmp, n);
+    t->i = (int64_t)v;
   }
   lx->pos = k;
 }
 
-static const char *const OPS3[] = { NULL };
 static const char *const OPS2[] = { "//", "**", "==", "!=", "<=", ">=", NULL };
 static const char OPS1[] = "()[]{}.,:|~+-*/%=<>!";
 
@@ -800,7 +801,6 @@ static char
 lex_tag(Lexer *lx, bool is_block, size_t tag_start)
 {
   int depth = 0;
-  (void)OPS3;
   for (;;) {
     while (lx->pos < lx->len && (lx->src[lx->pos] == ' ' || lx->src[lx->pos] == '\t' || lx->src[lx->pos] == '\n' ||
                                  lx->src[lx->pos] == '\r' || lx->src[lx->pos] == '\f' || lx->src[lx->pos] == '\v'))
@@ -1004,7 +1004,7 @@ lex_all(Lexer *lx)
   int line = 1, col = 1;
   size_t at = 0;
   for (size_t t = 0; t < lx->n; t++) {
-    size_t target = (size_t)lx->toks[t].i;
+    size_t target = lx->toks[t].at;
     for (; at < target && at < lx->len; at++) {
       if (src[at] == '\n') {
         line++;
@@ -1015,16 +1015,6 @@ lex_all(Lexer *lx)
     }
     lx->toks[t].line = line;
     lx->toks[t].col = col;
-    if (lx->toks[t].kind == K_INT) {
-      lx->toks[t].i = (int64_t)lx->toks[t].f;
-      /* exact integer from its digits (f may have rounded) */
-      int64_t v = 0;
-      for (const char *d = lx->toks[t].s->s; *d; d++)
-        v = v * 10 + (*d - '0');
-      lx->toks[t].i = v;
-    } else {
-      lx->toks[t].i = 0;
-    }
   }
 }
 
@@ -1829,7 +1819,7 @@ parse_params(P *p, Node *n)
 static Node *
 parse_statement(P *p)
 {
-  Token *open = advance(p); /* {% */
+  advance(p); /* {% */
   Token *t = cur(p);
   if (t->kind != K_NAME) {
     char b[64];
@@ -1981,7 +1971,6 @@ parse_statement(P *p)
     expect_block_end(p);
     return n;
   }
-  (void)open;
   p_fail(p, t, "unknown or unsupported tag '%s'", tag);
 }
 
@@ -4037,7 +4026,7 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
       char tmp[400];
       locale_t old = uselocale(c_time_locale());
       snprintf(tmp, sizeof tmp, "%.*f", (int)digits, x);
-      y = strtod(tmp, NULL);
+      y = c_strtod(tmp, NULL);
       uselocale(old);
     } else if (!strcmp(how, "common"))
       y = round(x * m) / m;
@@ -4066,7 +4055,7 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
       long long i = strtoll(t.s->s, &end, 10);
       if (t.s->len && *end == '\0' && errno == 0)
         return v_int(i);
-      double d = strtod(t.s->s, &end);
+      double d = c_strtod(t.s->s, &end);
       if (t.s->len && *end == '\0' && isfinite(d) && fabs(d) < 9.2e18)
         return v_int((int64_t)d);
     }
@@ -4079,7 +4068,7 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
     if (v.t == T_STR) {
       Value t = strip(r, v.s, NULL, true, true);
       char *end;
-      double d = strtod(t.s->s, &end);
+      double d = c_strtod(t.s->s, &end);
       if (t.s->len && *end == '\0')
         return v_float(d);
     }

@@ -3,6 +3,7 @@
 #include "hn-chat-template.h"
 
 #include <glib.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -399,6 +400,22 @@ test_now_default (void)
   free (out);
 }
 
+static void
+test_locale_independent (void)
+{
+  /* a GTK app runs with the user's LC_NUMERIC: numbers must still use '.' */
+  const char *locales[] = { "de_DE.UTF-8", "fr_FR.UTF-8", "de_DE.utf8", "fr_FR.utf8" };
+  const char *set = NULL;
+  for (size_t k = 0; k < G_N_ELEMENTS (locales) && !set; k++)
+    set = setlocale (LC_ALL, locales[k]);
+  if (!set) {
+    g_test_skip ("no locale with a decimal comma installed");
+    return;
+  }
+  assert_renders ("{{ 2.5 + 1 }}|{{ '1.5'|float }}|{{ 2.567|round(2) }}|{{ {'x': 0.25}|tojson }}", "3.5|1.5|2.57|{\"x\": 0.25}");
+  setlocale (LC_ALL, "C");
+}
+
 /* ---- fuzzing: never crash, never hang ---- */
 
 static void
@@ -525,6 +542,7 @@ main (int argc, char **argv)
   g_test_add_func ("/chat-template/limits", test_limits);
   g_test_add_func ("/chat-template/fallback", test_fallback);
   g_test_add_func ("/chat-template/now-default", test_now_default);
+  g_test_add_func ("/chat-template/locale", test_locale_independent);
   g_test_add_func ("/chat-template/fuzz-random", test_fuzz_random);
   g_test_add_func ("/chat-template/fuzz-mutations", test_fuzz_mutations);
   return g_test_run ();
