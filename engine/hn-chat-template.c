@@ -3686,6 +3686,10 @@ static int
 sort_cmp(R *r, const Node *n, Value x, Value y, bool case_sensitive)
 {
   step(r, n);
+  /* Jinja sorts on one-element key lists, which compare equal items (even two
+   * undefined attributes) without calling '<' */
+  if (values_equal(&x, &y))
+    return 0;
   if (!case_sensitive) {
     if (x.t == T_STR)
       x = map_case(r, x.s, cp_lower);
@@ -3964,6 +3968,8 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
       for (size_t k = 0; k < items->n; k++) {
         step(r, n);
         Value key = keys[k];
+        if ((key.t == T_LIST && !key.l->tuple) || key.t == T_DICT || key.t == T_NS)
+          rfail(r, n, "unhashable type: '%s'", type_name(&key));
         if (!truthy(&cs) && key.t == T_STR)
           key = map_case(r, key.s, cp_lower);
         bool seen = false;
