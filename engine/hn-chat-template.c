@@ -309,6 +309,14 @@ c_time_locale(void)
   return l;
 }
 
+/* Python's float() and Jinja's number literals ignore the process locale. */
+static double
+c_strtod(const char *s, char **end)
+{
+  locale_t l = c_time_locale();
+  return l ? strtod_l(s, end, l) : strtod(s, end);
+}
+
 static uint32_t
 cp_upper(uint32_t c)
 {
@@ -374,6 +382,9 @@ typedef struct LoopState LoopState;
 
 struct Value {
   uint8_t t;
+  /* T_STR: a markupsafe.Markup (from |safe or |escape).  Jinja runs without autoescape
+   * in chat templates, but Markup + str still HTML-escapes the plain side. */
+  uint8_t markup;
   union {
     bool b;
     int64_t i;
@@ -391,6 +402,9 @@ struct Value {
 struct List {
   size_t n;
   bool tuple;
+  /* a Python generator/iterator (what map, select, unique, reverse... return): always
+   * true, no len(), no indexing, not JSON serializable */
+  bool lazy;
   Value *items;
 };
 
@@ -492,7 +506,7 @@ type_name(const Value *v)
   case T_INT: return "int";
   case T_FLOAT: return "float";
   case T_STR: return "str";
-  case T_LIST: return v->l->tuple ? "tuple" : "list";
+  case T_LIST: return v->l->lazy ? "generator" : v->l->tuple ? "tuple" : "list";
   case T_DICT: return "dict";
   case T_NS: return "Namespace";
   case T_MACRO: return "Macro";
@@ -568,6 +582,7 @@ typedef enum {
 typedef struct {
   TokKind kind;
   int line, col;
+  size_t at;    /* byte offset, turned into line:col once lexing is done */
   Str *s;       /* TEXT, NAME, STRING, OP */
   int64_t i;
   double f;
@@ -628,10 +643,7 @@ lex_push(Lexer *lx, TokKind kind, size_t at)
   Token *t = &lx->toks[lx->n++];
   memset(t, 0, sizeof *t);
   t->kind = kind;
-  /* positions are computed lazily-cheaply: store the byte offset in i for now */
-  t->line = 0;
-  t->col = (int)0;
-  t->i = (int64_t)at;
+  t->at = at;
   return t;
 }
 
@@ -766,9 +778,8 @@ lex_number(Lexer *lx)
   if (k - start >= sizeof tmp - 1)
     lex_fail(lx, start, "number literal too long");
   Token *t = lex_push(lx, is_float ? K_FLOAT : K_INT, start);
-  t->line = 0;
   if (is_float) {
-    t->f = strtod(tmp, NULL);
+    t->f = c_strtod(tmp, NULL);
   } else {
     uint64_t v = 0;
     for (size_t j = 0; j < n; j++) {
@@ -776,15 +787,11 @@ lex_number(Lexer *lx)
         lex_fail(lx, start, "integer literal too large");
       v = v * 10 + (uint64_t)(tmp[j] - '0');
     }
-    t->s = (Str *)(uintptr_t)0;
-    t->f = (double)v;
-    /* the byte offset lives in i until positions are resolved; keep the value in f+s */
-    t->s = str_new(lx->c, tmp, n);
+    t->i = (int64_t)v;
   }
   lx->pos = k;
 }
 
-static const char *const OPS3[] = { NULL };
 static const char *const OPS2[] = { "//", "**", "==", "!=", "<=", ">=", NULL };
 static const char OPS1[] = "()[]{}.,:|~+-*/%=<>!";
 
@@ -794,7 +801,6 @@ static char
 lex_tag(Lexer *lx, bool is_block, size_t tag_start)
 {
   int depth = 0;
-  (void)OPS3;
   for (;;) {
     while (lx->pos < lx->len && (lx->src[lx->pos] == ' ' || lx->src[lx->pos] == '\t' || lx->src[lx->pos] == '\n' ||
                                  lx->src[lx->pos] == '\r' || lx->src[lx->pos] == '\f' || lx->src[lx->pos] == '\v'))
@@ -998,7 +1004,7 @@ lex_all(Lexer *lx)
   int line = 1, col = 1;
   size_t at = 0;
   for (size_t t = 0; t < lx->n; t++) {
-    size_t target = (size_t)lx->toks[t].i;
+    size_t target = lx->toks[t].at;
     for (; at < target && at < lx->len; at++) {
       if (src[at] == '\n') {
         line++;
@@ -1009,16 +1015,6 @@ lex_all(Lexer *lx)
     }
     lx->toks[t].line = line;
     lx->toks[t].col = col;
-    if (lx->toks[t].kind == K_INT) {
-      lx->toks[t].i = (int64_t)lx->toks[t].f;
-      /* exact integer from its digits (f may have rounded) */
-      int64_t v = 0;
-      for (const char *d = lx->toks[t].s->s; *d; d++)
-        v = v * 10 + (*d - '0');
-      lx->toks[t].i = v;
-    } else {
-      lx->toks[t].i = 0;
-    }
   }
 }
 
@@ -1051,6 +1047,7 @@ typedef enum {
   S_CONTINUE,
   S_PASSBLOCK,   /* {% generation %}: renders its body */
   S_FILTERBLOCK,
+  S_CALLBLOCK,   /* {% call macro(...) %}: the body becomes caller() */
   E_LIT,
   E_NAME,
   E_LIST,
@@ -1785,10 +1782,44 @@ parse_targets(P *p, Node *n, bool allow_attr)
   n->ntargets = count;
 }
 
+/* "(a, b=default, ...)" of a macro or call block */
+static void
+parse_params(P *p, Node *n)
+{
+  expect_op(p, "(");
+  NodeVec defaults = { 0 };
+  Str *params[64];
+  size_t np = 0;
+  while (!tok_op(cur(p), ")")) {
+    if (np)
+      expect_op(p, ",");
+    Token *pt = cur(p);
+    if (pt->kind != K_NAME)
+      p_fail(p, pt, "expected a parameter name");
+    if (np == HN_ARRAY_LEN(params))
+      p_fail(p, pt, "too many macro parameters");
+    advance(p);
+    params[np++] = pt->s;
+    Node *def = NULL;
+    if (tok_op(cur(p), "=")) {
+      advance(p);
+      def = parse_expr(p);
+    } else if (defaults.n && defaults.items[defaults.n - 1]) {
+      p_fail(p, pt, "parameter without a default after one with a default");
+    }
+    vec_push(p, &defaults, def);
+  }
+  advance(p);
+  n->kwnames = xalloc(p->c, (np ? np : 1) * sizeof(Str *));
+  memcpy(n->kwnames, params, np * sizeof(Str *));
+  n->kwargs = vec_list(&defaults);
+  n->kwargs.n = np;
+}
+
 static Node *
 parse_statement(P *p)
 {
-  Token *open = advance(p); /* {% */
+  advance(p); /* {% */
   Token *t = cur(p);
   if (t->kind != K_NAME) {
     char b[64];
@@ -1877,6 +1908,24 @@ parse_statement(P *p)
     expect_block_end(p);
     return n;
   }
+  if (!strcmp(tag, "call")) {
+    n = node_new(p, S_CALLBLOCK, t);
+    n->name = str_new(p->c, "caller", 6);
+    if (tok_op(cur(p), "("))
+      parse_params(p, n);
+    Token *ct = cur(p);
+    n->a = parse_expr(p);
+    if (n->a->kind != E_CALL)
+      p_fail(p, ct, "{%% call %%} needs a macro call");
+    expect_block_end(p);
+    static const char *const ends[] = { "endcall", NULL };
+    int saved_loops = p->loops;
+    p->loops = 0;
+    n->body = parse_body(p, ends, &which, t);
+    p->loops = saved_loops;
+    expect_block_end(p);
+    return n;
+  }
   if (!strcmp(tag, "macro")) {
     n = node_new(p, S_MACRO, t);
     Token *name = cur(p);
@@ -1884,35 +1933,8 @@ parse_statement(P *p)
       p_fail(p, name, "expected a macro name");
     advance(p);
     n->name = name->s;
-    expect_op(p, "(");
-    NodeVec defaults = { 0 };
-    Str *params[64];
-    size_t np = 0;
-    while (!tok_op(cur(p), ")")) {
-      if (np)
-        expect_op(p, ",");
-      Token *pt = cur(p);
-      if (pt->kind != K_NAME)
-        p_fail(p, pt, "expected a parameter name");
-      if (np == HN_ARRAY_LEN(params))
-        p_fail(p, pt, "too many macro parameters");
-      advance(p);
-      params[np++] = pt->s;
-      Node *def = NULL;
-      if (tok_op(cur(p), "=")) {
-        advance(p);
-        def = parse_expr(p);
-      } else if (defaults.n && defaults.items[defaults.n - 1]) {
-        p_fail(p, pt, "parameter without a default after one with a default");
-      }
-      vec_push(p, &defaults, def);
-    }
-    advance(p);
+    parse_params(p, n);
     expect_block_end(p);
-    n->kwnames = xalloc(p->c, (np ? np : 1) * sizeof(Str *));
-    memcpy(n->kwnames, params, np * sizeof(Str *));
-    n->kwargs = vec_list(&defaults);
-    n->kwargs.n = np;
     static const char *const ends[] = { "endmacro", NULL };
     int saved_loops = p->loops;
     p->loops = 0;
@@ -1949,7 +1971,6 @@ parse_statement(P *p)
     expect_block_end(p);
     return n;
   }
-  (void)open;
   p_fail(p, t, "unknown or unsupported tag '%s'", tag);
 }
 
@@ -2164,6 +2185,27 @@ step(R *r, const Node *n)
     rfail(r, n, "the template ran for more than %llu steps (endless loop?)", (unsigned long long)r->max_steps);
 }
 
+/* Work that does not allocate (scans, comparisons) is charged to the step budget, so
+ * that a loop over a large value cannot run for minutes without hitting a limit. */
+static void
+charge(R *r, const Node *n, size_t amount)
+{
+  r->steps += amount;
+  if (r->steps > r->max_steps)
+    rfail(r, n, "the template ran for more than %llu steps (endless loop?)", (unsigned long long)r->max_steps);
+}
+
+static size_t
+value_size(const Value *v)
+{
+  switch (v->t) {
+  case T_STR: return v->s->len / 64;
+  case T_LIST: return v->l->n;
+  case T_DICT: return v->d->n;
+  default: return 0;
+  }
+}
+
 /* ---- scopes ---- */
 
 static Scope *
@@ -2294,7 +2336,7 @@ truthy(const Value *v)
   case T_INT: return v->i != 0;
   case T_FLOAT: return v->f != 0.0;
   case T_STR: return v->s->len != 0;
-  case T_LIST: return v->l->n != 0;
+  case T_LIST: return v->l->lazy || v->l->n != 0;
   case T_DICT: return v->d->n != 0;
   default: return true;
   }
@@ -2322,6 +2364,28 @@ float_str(double d, char *out, size_t n)
   hn_json_free(j);
 }
 
+/* Python's str.isprintable() for one code point: not a control, format, surrogate,
+ * private-use, unassigned or separator character (the ASCII space excepted). */
+static bool
+py_printable(uint32_t c)
+{
+  if (c < 0x80)
+    return c >= 0x20 && c < 0x7f;
+  if (c < 0xA0 || c == 0xAD)
+    return false;
+  if (c == ' ' || (py_space(c) && c != 0x1C && c != 0x1D && c != 0x1E && c != 0x1F && c != 0x85) ||
+      c == 0x2028 || c == 0x2029)
+    return false;
+  if ((c >= 0x600 && c <= 0x605) || c == 0x61C || c == 0x6DD || c == 0x70F || c == 0x180E ||
+      (c >= 0x200B && c <= 0x200F) || (c >= 0x202A && c <= 0x202E) || (c >= 0x2060 && c <= 0x206F) ||
+      c == 0xFEFF || (c >= 0xFFF9 && c <= 0xFFFB) || (c >= 0xE0000 && c <= 0xE007F))
+    return false;
+  if ((c >= 0xD800 && c <= 0xF8FF) || c >= 0xF0000)
+    return false;
+  locale_t l = utf8_ctype_locale();
+  return l ? iswprint_l((wint_t)c, l) != 0 : true;
+}
+
 static void
 repr_str(R *r, Buf *b, const Str *s)
 {
@@ -2343,6 +2407,24 @@ repr_str(R *r, Buf *b, const Str *s)
     } else if (ch < 0x20 || ch == 0x7f) {
       snprintf(tmp, sizeof tmp, "\\x%02x", ch);
       buf_adds(&r->c, b, tmp);
+    } else if (ch >= 0x80) {
+      size_t adv;
+      uint32_t cp = utf8_next(s->s + k, s->len - k, &adv);
+      char esc[16];
+      if (cp >= 0xDC80 && cp <= 0xDCFF)
+        snprintf(esc, sizeof esc, "\\udc%02x", cp & 0xFF);
+      else if (py_printable(cp)) {
+        buf_add(&r->c, b, s->s + k, adv);
+        k += adv - 1;
+        continue;
+      } else if (cp < 0x100)
+        snprintf(esc, sizeof esc, "\\x%02x", cp);
+      else if (cp < 0x10000)
+        snprintf(esc, sizeof esc, "\\u%04x", cp);
+      else
+        snprintf(esc, sizeof esc, "\\U%08x", cp);
+      buf_adds(&r->c, b, esc);
+      k += adv - 1;
     } else {
       buf_addc(&r->c, b, (char)ch);
     }
@@ -2356,9 +2438,19 @@ repr_buf(R *r, Buf *b, Value v)
   if (++r->depth > MAX_EVAL_DEPTH)
     rfail(r, NULL, "value nesting too deep");
   switch (v.t) {
-  case T_STR: repr_str(r, b, v.s); break;
+  case T_STR:
+    if (v.markup)
+      buf_adds(&r->c, b, "Markup(");
+    repr_str(r, b, v.s);
+    if (v.markup)
+      buf_addc(&r->c, b, ')');
+    break;
   case T_UNDEF: buf_adds(&r->c, b, "Undefined"); break;
   case T_LIST:
+    if (v.l->lazy) {
+      buf_adds(&r->c, b, "<generator object>");
+      break;
+    }
     buf_addc(&r->c, b, v.l->tuple ? '(' : '[');
     for (size_t k = 0; k < v.l->n; k++) {
       if (k)
@@ -2433,9 +2525,23 @@ to_str(R *r, Value v)
 
 /* ---- equality and ordering ---- */
 
+/* Values built by a template can nest arbitrarily deep ({% set ns.x = [ns.x] %} in a
+ * loop): past this depth, comparison gives up and calls them different. */
+#define MAX_COMPARE_DEPTH 1000
+
+static bool values_equal_at(const Value *a, const Value *b, int depth);
+
 static bool
 values_equal(const Value *a, const Value *b)
 {
+  return values_equal_at(a, b, 0);
+}
+
+static bool
+values_equal_at(const Value *a, const Value *b, int depth)
+{
+  if (depth > MAX_COMPARE_DEPTH)
+    return false;
   if (is_num(a) && is_num(b)) {
     if (a->t == T_FLOAT || b->t == T_FLOAT)
       return num_f(a) == num_f(b);
@@ -2448,10 +2554,12 @@ values_equal(const Value *a, const Value *b)
   case T_NONE: return true;
   case T_STR: return a->s->len == b->s->len && memcmp(a->s->s, b->s->s, a->s->len) == 0;
   case T_LIST:
+    if (a->l->lazy || b->l->lazy)
+      return a->l == b->l;
     if (a->l->n != b->l->n || a->l->tuple != b->l->tuple)
       return false;
     for (size_t k = 0; k < a->l->n; k++)
-      if (!values_equal(&a->l->items[k], &b->l->items[k]))
+      if (!values_equal_at(&a->l->items[k], &b->l->items[k], depth + 1))
         return false;
     return true;
   case T_DICT:
@@ -2459,7 +2567,7 @@ values_equal(const Value *a, const Value *b)
       return false;
     for (size_t k = 0; k < a->d->n; k++) {
       Value *o = dict_find(b->d, &a->d->keys[k]);
-      if (!o || !values_equal(&a->d->vals[k], o))
+      if (!o || !values_equal_at(&a->d->vals[k], o, depth + 1))
         return false;
     }
     return true;
@@ -2492,12 +2600,18 @@ compare(R *r, const Node *n, const Value *a, const Value *b, const char *opname)
       return c < 0 ? -1 : 1;
     return a->s->len < b->s->len ? -1 : a->s->len > b->s->len;
   }
-  if (a->t == T_LIST && b->t == T_LIST && a->l->tuple == b->l->tuple) {
+  if (a->t == T_LIST && b->t == T_LIST && a->l->tuple == b->l->tuple && !a->l->lazy && !b->l->lazy) {
+    if (++r->depth > MAX_EVAL_DEPTH)
+      rfail(r, n, "values nested too deeply to compare");
+    int result = a->l->n < b->l->n ? -1 : a->l->n > b->l->n;
     for (size_t k = 0; k < a->l->n && k < b->l->n; k++) {
-      if (!values_equal(&a->l->items[k], &b->l->items[k]))
-        return compare(r, n, &a->l->items[k], &b->l->items[k], opname);
+      if (!values_equal(&a->l->items[k], &b->l->items[k])) {
+        result = compare(r, n, &a->l->items[k], &b->l->items[k], opname);
+        break;
+      }
     }
-    return a->l->n < b->l->n ? -1 : a->l->n > b->l->n;
+    r->depth--;
+    return result;
   }
   rfail(r, n, "'%s' not supported between instances of '%s' and '%s'", opname, type_name(a), type_name(b));
 }
@@ -2522,7 +2636,7 @@ str_chars(R *r, const Str *s)
 static List *
 iterate(R *r, const Node *n, Value v)
 {
-  static List empty = { 0, false, NULL };
+  static List empty = { 0 };
   switch (v.t) {
   case T_UNDEF: return &empty;
   case T_LIST: return v.l;
@@ -2598,6 +2712,8 @@ loop_attr(R *r, LoopState *ls, const char *name)
 static Value
 get_attr(R *r, const Node *n, Value obj, const Str *name)
 {
+  if (obj.t == T_DICT || obj.t == T_NS)
+    charge(r, n, obj.d->n / 16);
   switch (obj.t) {
   case T_UNDEF: undef_fail(r, n, &obj);
   case T_DICT: {
@@ -2646,10 +2762,13 @@ get_item(R *r, const Node *n, Value obj, Value key)
     }
   case T_LIST:
   case T_STR: {
+    /* Jinja turns a failed subscript into an undefined value */
+    if (obj.t == T_LIST && obj.l->lazy)
+      return make_undef(r, "'generator object' has no item");
     if (key.t == T_STR)
       return get_attr(r, n, obj, key.s);
     if (key.t != T_INT && key.t != T_BOOL)
-      rfail(r, n, "%s indices must be integers, not %s", type_name(&obj), type_name(&key));
+      return make_undef(r, "'%s object' has no item", type_name(&obj));
     int64_t i = num_i(&key);
     if (obj.t == T_LIST) {
       int64_t len = (int64_t)obj.l->n;
@@ -2669,7 +2788,9 @@ get_item(R *r, const Node *n, Value obj, Value key)
         i += len;
       if (i < 0 || i >= len)
         return make_undef(r, "str object has no element %lld", (long long)num_i(&key));
-      return v_str(&r->c, obj.s->s + i, 1);
+      Value ch = v_str(&r->c, obj.s->s + i, 1);
+    ch.markup = obj.markup;
+    return ch;
     }
     List *chars = str_chars(r, obj.s);
     int64_t len = (int64_t)chars->n;
@@ -2677,7 +2798,9 @@ get_item(R *r, const Node *n, Value obj, Value key)
       i += len;
     if (i < 0 || i >= len)
       return make_undef(r, "str object has no element %lld", (long long)num_i(&key));
-    return chars->items[i];
+    Value ch = chars->items[i];
+    ch.markup = obj.markup;
+    return ch;
   }
   case T_LOOP:
     if (key.t == T_STR)
@@ -2703,12 +2826,17 @@ do_slice(R *r, const Node *n, Value obj, Value vstart, Value vstop, Value vstep)
   }
   List *items;
   bool is_str = obj.t == T_STR;
+  /* slices bypass Jinja's getitem: Python's TypeError surfaces */
+  if (obj.t == T_LIST && obj.l->lazy)
+    rfail(r, n, "'generator' object is not subscriptable");
   if (obj.t == T_LIST)
     items = obj.l;
   else if (is_str)
     items = str_chars(r, obj.s);
   else if (obj.t == T_UNDEF)
     undef_fail(r, n, &obj);
+  else if (obj.t == T_DICT)
+    rfail(r, n, "unhashable type: 'slice'");
   else
     rfail(r, n, "'%s' object is not subscriptable", type_name(&obj));
   int64_t len = (int64_t)items->n;
@@ -2746,7 +2874,9 @@ do_slice(R *r, const Node *n, Value obj, Value vstart, Value vstop, Value vstep)
       Value *ch = &items->items[start + (int64_t)k * step_v];
       buf_add(&r->c, &b, ch->s->s, ch->s->len);
     }
-    return buf_value(&r->c, &b);
+    Value sv = buf_value(&r->c, &b);
+    sv.markup = obj.markup;
+    return sv;
   }
   Value res = v_list(&r->c, count);
   res.l->tuple = obj.l->tuple;
@@ -2757,6 +2887,24 @@ do_slice(R *r, const Node *n, Value obj, Value vstart, Value vstop, Value vstep)
 
 /* ---- arithmetic ---- */
 
+/* markupsafe.escape(): the result is Markup */
+static Value
+html_escape(R *r, const Str *s)
+{
+  Buf b = { 0 };
+  for (size_t k = 0; k < s->len; k++) {
+    char ch = s->s[k];
+    const char *rep = ch == '&' ? "&amp;" : ch == '<' ? "&lt;" : ch == '>' ? "&gt;" : ch == '"' ? "&#34;" : ch == '\'' ? "&#39;" : NULL;
+    if (rep)
+      buf_adds(&r->c, &b, rep);
+    else
+      buf_addc(&r->c, &b, ch);
+  }
+  Value v = buf_value(&r->c, &b);
+  v.markup = 1;
+  return v;
+}
+
 static Value
 repeat_value(R *r, const Node *n, Value seq, int64_t times)
 {
@@ -2764,7 +2912,8 @@ repeat_value(R *r, const Node *n, Value seq, int64_t times)
     times = 0;
   if (seq.t == T_STR) {
     size_t total = xmul(&r->c, seq.s->len, (size_t)times);
-    (void)total;
+    if (total > r->c.arena.limit)
+      fail_nomem(&r->c);
     Buf b = { 0 };
     for (int64_t k = 0; k < times; k++)
       buf_add(&r->c, &b, seq.s->s, seq.s->len);
@@ -2783,7 +2932,7 @@ repeat_value(R *r, const Node *n, Value seq, int64_t times)
 static Value
 printf_format(R *r, const Node *n, const Str *fmt, Value args)
 {
-  List single = { 1, false, &args };
+  List single = { .n = 1, .items = &args };
   List *list = args.t == T_LIST && args.l->tuple ? args.l : &single;
   size_t used = 0;
   Buf b = { 0 };
@@ -2897,10 +3046,24 @@ arith(R *r, const Node *n, int op, Value a, Value b)
       if (y == 0)
         rfail(r, n, "division by zero");
       return v_float(x / y);
-    case OP_FLOORDIV:
+    case OP_FLOORDIV: {
       if (y == 0)
         rfail(r, n, "float floor division by zero");
-      return v_float(floor(x / y));
+      /* CPython's float_floor_div: derived from fmod, so 2.5 // 0.1 == 24.0 */
+      double mod = fmod(x, y);
+      double div = (x - mod) / y;
+      if (mod != 0 && ((y < 0) != (mod < 0)))
+        div -= 1.0;
+      double floordiv;
+      if (div != 0) {
+        floordiv = floor(div);
+        if (div - floordiv > 0.5)
+          floordiv += 1.0;
+      } else {
+        floordiv = copysign(0.0, x / y);
+      }
+      return v_float(floordiv);
+    }
     case OP_MOD: {
       if (y == 0)
         rfail(r, n, "float modulo");
@@ -2912,6 +3075,12 @@ arith(R *r, const Node *n, int op, Value a, Value b)
     case OP_POW: return v_float(pow(x, y));
     }
   }
+  if (op == OP_ADD && a.t == T_STR && b.t == T_STR && (a.markup || b.markup)) {
+    Value x = a.markup ? a : html_escape(r, a.s), y = b.markup ? b : html_escape(r, b.s);
+    Value res = arith(r, n, OP_ADD, (Value){ .t = T_STR, .s = x.s }, (Value){ .t = T_STR, .s = y.s });
+    res.markup = 1;
+    return res;
+  }
   if (op == OP_ADD && a.t == T_STR && b.t == T_STR) {
     Buf buf = { 0 };
     buf_reserve(&r->c, &buf, a.s->len + b.s->len);
@@ -2919,7 +3088,7 @@ arith(R *r, const Node *n, int op, Value a, Value b)
     buf_add(&r->c, &buf, b.s->s, b.s->len);
     return buf_value(&r->c, &buf);
   }
-  if (op == OP_ADD && a.t == T_LIST && b.t == T_LIST && a.l->tuple == b.l->tuple) {
+  if (op == OP_ADD && a.t == T_LIST && b.t == T_LIST && a.l->tuple == b.l->tuple && !a.l->lazy && !b.l->lazy) {
     Value res = v_list(&r->c, a.l->n + b.l->n);
     res.l->tuple = a.l->tuple;
     if (a.l->n)
@@ -2928,10 +3097,16 @@ arith(R *r, const Node *n, int op, Value a, Value b)
       memcpy(res.l->items + a.l->n, b.l->items, b.l->n * sizeof(Value));
     return res;
   }
-  if (op == OP_MUL && (a.t == T_STR || a.t == T_LIST) && (b.t == T_INT || b.t == T_BOOL))
-    return repeat_value(r, n, a, num_i(&b));
-  if (op == OP_MUL && (b.t == T_STR || b.t == T_LIST) && (a.t == T_INT || a.t == T_BOOL))
-    return repeat_value(r, n, b, num_i(&a));
+  if (op == OP_MUL && (a.t == T_STR || (a.t == T_LIST && !a.l->lazy)) && (b.t == T_INT || b.t == T_BOOL)) {
+    Value res = repeat_value(r, n, a, num_i(&b));
+    res.markup = a.markup;
+    return res;
+  }
+  if (op == OP_MUL && (b.t == T_STR || (b.t == T_LIST && !b.l->lazy)) && (a.t == T_INT || a.t == T_BOOL)) {
+    Value res = repeat_value(r, n, b, num_i(&a));
+    res.markup = b.markup;
+    return res;
+  }
   if (op == OP_ADD && (a.t == T_STR || a.t == T_LIST))
     rfail(r, n, "can only concatenate %s (not \"%s\") to %s", type_name(&a), type_name(&b), type_name(&a));
   if (op == OP_MOD && a.t == T_STR)
@@ -2942,6 +3117,7 @@ arith(R *r, const Node *n, int op, Value a, Value b)
 static bool
 contains(R *r, const Node *n, Value item, Value container)
 {
+  charge(r, n, value_size(&container));
   switch (container.t) {
   case T_STR:
     if (item.t != T_STR)
@@ -2954,7 +3130,10 @@ contains(R *r, const Node *n, Value item, Value container)
       if (values_equal(&container.l->items[k], &item))
         return true;
     return false;
-  case T_DICT: return dict_find(container.d, &item) != NULL;
+  case T_DICT:
+    if ((item.t == T_LIST && !item.l->tuple) || item.t == T_DICT || item.t == T_NS)
+      rfail(r, n, "unhashable type: '%s'", type_name(&item));
+    return dict_find(container.d, &item) != NULL;
   case T_UNDEF: return false;
   default: rfail(r, n, "argument of type '%s' is not iterable", type_name(&container));
   }
@@ -3256,7 +3435,10 @@ length_of(R *r, const Node *n, Value v)
 {
   switch (v.t) {
   case T_STR: return utf8_count(v.s->s, v.s->len);
-  case T_LIST: return v.l->n;
+  case T_LIST:
+    if (v.l->lazy)
+      rfail(r, n, "object of type 'generator' has no len()");
+    return v.l->n;
   case T_DICT: return v.d->n;
   case T_UNDEF: return 0;
   default: rfail(r, n, "object of type '%s' has no len()", type_name(&v));
@@ -3285,15 +3467,17 @@ run_test(R *r, const Node *n, const char *name, Value v, const Args *a)
   if (!strcmp(name, "iterable")) return v.t == T_STR || v.t == T_LIST || v.t == T_DICT || v.t == T_UNDEF;
   if (!strcmp(name, "sequence")) return v.t == T_STR || v.t == T_LIST || v.t == T_DICT;
   if (!strcmp(name, "callable")) return v.t == T_MACRO || v.t == T_FUNC || v.t == T_METHOD;
-  if (!strcmp(name, "odd") || !strcmp(name, "even")) {
-    int64_t i = need_int(r, n, v, "the value");
-    return (i % 2 != 0) == (name[0] == 'o');
-  }
-  if (!strcmp(name, "divisibleby")) {
-    int64_t d = need_int(r, n, x, "the divisor");
-    if (d == 0)
-      rfail(r, n, "integer division or modulo by zero");
-    return need_int(r, n, v, "the value") % d == 0;
+  if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby")) {
+    /* value % 2 == 1, value % 2 == 0, value % num == 0 with Python's modulo */
+    Value divisor = name[0] == 'd' ? x : v_int(2);
+    if (!is_num(&v) || !is_num(&divisor)) {
+      if (v.t == T_UNDEF)
+        undef_fail(r, n, &v);
+      rfail(r, n, "test '%s' needs numbers, not %s", name, type_name(is_num(&v) ? &divisor : &v));
+    }
+    Value m = arith(r, n, OP_MOD, v, divisor);
+    double mv = num_f(&m);
+    return name[0] == 'o' ? mv == 1.0 : mv == 0.0;
   }
   if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==")) return values_equal(&v, &x);
   if (!strcmp(name, "ne") || !strcmp(name, "!=")) return !values_equal(&v, &x);
@@ -3329,9 +3513,19 @@ run_test(R *r, const Node *n, const char *name, Value v, const Args *a)
 
 /* ---- JSON output (HF's tojson: json.dumps(ensure_ascii=False)) ---- */
 
+static void merge_sort(R *r, const Node *n, Value *items, Value *keys, size_t count, bool reverse, bool case_sensitive);
+
+typedef struct {
+  int64_t indent;        /* < 0: one line */
+  const Str *item_sep;   /* NULL: Python's default for the indent mode */
+  const Str *key_sep;
+  bool sort_keys;
+} JsonStyle;
+
 static void
-json_out(R *r, const Node *n, Buf *b, Value v, int64_t indent, int level)
+json_out(R *r, const Node *n, Buf *b, Value v, const JsonStyle *st, int level)
 {
+  int64_t indent = st->indent;
   if (++r->depth > MAX_EVAL_DEPTH)
     rfail(r, n, "value nesting too deep for tojson");
   char tmp[64];
@@ -3368,22 +3562,46 @@ json_out(R *r, const Node *n, Buf *b, Value v, int64_t indent, int level)
     break;
   }
   case T_LIST:
+    if (v.l->lazy)
+      rfail(r, n, "Object of type generator is not JSON serializable");
+    /* fall through */
   case T_DICT: {
     bool obj = v.t == T_DICT;
     size_t count = obj ? v.d->n : v.l->n;
+    size_t *order = NULL;
+    if (obj && st->sort_keys && count > 1) {
+      /* sort_keys: keys must all be strings (Python cannot order mixed types) */
+      Value *keys = xalloc(&r->c, xmul(&r->c, count, sizeof(Value)));
+      Value *idx = xalloc(&r->c, xmul(&r->c, count, sizeof(Value)));
+      for (size_t k = 0; k < count; k++) {
+        keys[k] = v.d->keys[k];
+        idx[k] = v_int((int64_t)k);
+      }
+      merge_sort(r, n, idx, keys, count, false, true);
+      order = xalloc(&r->c, xmul(&r->c, count, sizeof(size_t)));
+      for (size_t k = 0; k < count; k++)
+        order[k] = (size_t)idx[k].i;
+    }
     buf_addc(&r->c, b, obj ? '{' : '[');
     for (size_t k = 0; k < count; k++) {
-      if (k)
-        buf_adds(&r->c, b, indent >= 0 ? "," : ", ");
+      size_t m = k;
+      if (obj && order)
+        m = order[k];
+      if (k) {
+        if (st->item_sep)
+          buf_add(&r->c, b, st->item_sep->s, st->item_sep->len);
+        else
+          buf_adds(&r->c, b, indent >= 0 ? "," : ", ");
+      }
       if (indent >= 0) {
         buf_addc(&r->c, b, '\n');
         for (int64_t s = 0; s < indent * (level + 1); s++)
           buf_addc(&r->c, b, ' ');
       }
       if (obj) {
-        Value key = v.d->keys[k];
+        Value key = v.d->keys[m];
         if (key.t == T_STR) {
-          json_out(r, n, b, key, indent, level + 1);
+          json_out(r, n, b, key, st, level + 1);
         } else if (key.t == T_INT || key.t == T_FLOAT || key.t == T_BOOL || key.t == T_NONE) {
           Buf kb = { 0 };
           if (key.t == T_BOOL)
@@ -3392,14 +3610,17 @@ json_out(R *r, const Node *n, Buf *b, Value v, int64_t indent, int level)
             buf_adds(&r->c, &kb, "null");
           else
             to_str_buf(r, &kb, key);
-          json_out(r, n, b, buf_value(&r->c, &kb), indent, level + 1);
+          json_out(r, n, b, buf_value(&r->c, &kb), st, level + 1);
         } else {
           rfail(r, n, "keys must be str, int, float, bool or None, not %s", type_name(&key));
         }
-        buf_adds(&r->c, b, ": ");
-        json_out(r, n, b, v.d->vals[k], indent, level + 1);
+        if (st->key_sep)
+          buf_add(&r->c, b, st->key_sep->s, st->key_sep->len);
+        else
+          buf_adds(&r->c, b, ": ");
+        json_out(r, n, b, v.d->vals[m], st, level + 1);
       } else {
-        json_out(r, n, b, v.l->items[k], indent, level + 1);
+        json_out(r, n, b, v.l->items[k], st, level + 1);
       }
     }
     if (indent >= 0 && count) {
@@ -3420,6 +3641,7 @@ json_out(R *r, const Node *n, Buf *b, Value v, int64_t indent, int level)
 
 static Value call_value(R *r, const Node *n, Value callee, const Args *a);
 static Value apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a);
+static Value apply_str_filter(R *r, const Node *n, const char *name, Str *s, const Args *a);
 
 /* Jinja's attribute getter for filters: item lookup first, dotted paths, integer parts. */
 static Value
@@ -3463,6 +3685,11 @@ args_shift(const Args *a, size_t skip)
 static int
 sort_cmp(R *r, const Node *n, Value x, Value y, bool case_sensitive)
 {
+  step(r, n);
+  /* Jinja sorts on one-element key lists, which compare equal items (even two
+   * undefined attributes) without calling '<' */
+  if (values_equal(&x, &y))
+    return 0;
   if (!case_sensitive) {
     if (x.t == T_STR)
       x = map_case(r, x.s, cp_lower);
@@ -3511,8 +3738,11 @@ merge_sort(R *r, const Node *n, Value *items, Value *keys, size_t count, bool re
 static Value
 select_items(R *r, const Node *n, Value v, const Args *a, bool by_attr, bool keep)
 {
-  if (!truthy(&v)) /* Jinja: `if value:` guards the generator, so none|select is empty */
-    return v_list(&r->c, 0);
+  if (!truthy(&v)) { /* Jinja: `if value:` guards the generator, so none|select is empty */
+    Value e = v_list(&r->c, 0);
+    e.l->lazy = true;
+    return e;
+  }
   List *items = iterate(r, n, v);
   Value res = v_list(&r->c, items->n);
   size_t count = 0;
@@ -3536,6 +3766,7 @@ select_items(R *r, const Node *n, Value v, const Args *a, bool by_attr, bool kee
       res.l->items[count++] = items->items[k];
   }
   res.l->n = count;
+  res.l->lazy = true;
   return res;
 }
 
@@ -3591,8 +3822,18 @@ static Value
 apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
 {
   step(r, n);
-  if (!strcmp(name, "safe") || !strcmp(name, "forceescape"))
-    return v;
+  if (!strcmp(name, "safe")) {
+    if (v.t == T_STR && v.markup)
+      return v;
+    Value m = to_str(r, v);
+    m.markup = 1;
+    return m;
+  }
+  if (!strcmp(name, "escape") || !strcmp(name, "e") || !strcmp(name, "forceescape")) {
+    if (v.t == T_STR && v.markup && name[0] != 'f')
+      return v;
+    return html_escape(r, to_str(r, v).s);
+  }
   if (!strcmp(name, "length") || !strcmp(name, "count"))
     return v_int((int64_t)length_of(r, n, v));
   if (!strcmp(name, "default") || !strcmp(name, "d")) {
@@ -3606,20 +3847,23 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
     return to_str(r, v);
   if (!strcmp(name, "tojson")) {
     /* HF's signature: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
-    Value ascii = arg(a, 99, "ensure_ascii", v_bool(false));
+    Value ascii = arg(a, 1, "ensure_ascii", v_bool(false));
     Value ind = arg(a, 0, "indent", NONE);
-    Value sort = arg(a, 99, "sort_keys", v_bool(false));
-    Value seps = arg(a, 99, "separators", NONE);
-    if (truthy(&ascii) || truthy(&sort) || seps.t != T_NONE) {
-      if (truthy(&sort) || seps.t != T_NONE)
-        rfail(r, n, "tojson: sort_keys and separators are not supported");
+    Value seps = arg(a, 2, "separators", NONE);
+    Value sort = arg(a, 3, "sort_keys", v_bool(false));
+    JsonStyle st = { -1, NULL, NULL, truthy(&sort) };
+    if (seps.t != T_NONE) {
+      if (seps.t != T_LIST || seps.l->n != 2)
+        rfail(r, n, "tojson: separators must be a pair of strings");
+      st.item_sep = need_str(r, n, seps.l->items[0], "item separator");
+      st.key_sep = need_str(r, n, seps.l->items[1], "key separator");
     }
     r->json_ascii = truthy(&ascii);
-    int64_t indent = ind.t == T_NONE ? -1 : need_int(r, n, ind, "indent");
-    if (indent > 64)
-      indent = 64;
+    st.indent = ind.t == T_NONE ? -1 : need_int(r, n, ind, "indent");
+    if (st.indent > 64)
+      st.indent = 64;
     Buf b = { 0 };
-    json_out(r, n, &b, v, indent, 0);
+    json_out(r, n, &b, v, &st, 0);
     return buf_value(&r->c, &b);
   }
   if (!strcmp(name, "list")) {
@@ -3631,10 +3875,14 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
       return v_list(&r->c, 0);
     if (v.t != T_DICT)
       rfail(r, n, "can only get item pairs from a mapping, not %s", type_name(&v));
-    return dict_items(r, v.d);
+    Value items = dict_items(r, v.d);
+    items.l->lazy = true;
+    return items;
   }
   if (!strcmp(name, "first") || !strcmp(name, "last")) {
     List *items = iterate(r, n, v);
+    if (name[0] == 'l' && v.t == T_LIST && v.l->lazy)
+      rfail(r, n, "'generator' object is not reversible");
     if (items->n == 0)
       return make_undef(r, "No %s item, sequence was empty.", name);
     return items->items[name[0] == 'f' ? 0 : items->n - 1];
@@ -3651,6 +3899,8 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
     Value res = v_list(&r->c, items->n);
     for (size_t k = 0; k < items->n; k++)
       res.l->items[k] = items->items[items->n - 1 - k];
+    /* reversed() of a list is an iterator; of a generator, Jinja builds a list */
+    res.l->lazy = !(v.t == T_LIST && v.l->lazy);
     return res;
   }
   if (!strcmp(name, "join")) {
@@ -3670,8 +3920,11 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
     return buf_value(&r->c, &b);
   }
   if (!strcmp(name, "map")) {
-    if (!truthy(&v))
-      return v_list(&r->c, 0);
+    if (!truthy(&v)) {
+      Value e = v_list(&r->c, 0);
+      e.l->lazy = true;
+      return e;
+    }
     List *items = iterate(r, n, v);
     Value res = v_list(&r->c, items->n);
     Value attr = arg(a, 99, "attribute", UNDEF);
@@ -3693,6 +3946,7 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
       }
       res.l->items[k] = x;
     }
+    res.l->lazy = true;
     return res;
   }
   if (!strcmp(name, "select")) return select_items(r, n, v, a, false, true);
@@ -3714,9 +3968,12 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
       for (size_t k = 0; k < items->n; k++) {
         step(r, n);
         Value key = keys[k];
+        if ((key.t == T_LIST && !key.l->tuple) || key.t == T_DICT || key.t == T_NS)
+          rfail(r, n, "unhashable type: '%s'", type_name(&key));
         if (!truthy(&cs) && key.t == T_STR)
           key = map_case(r, key.s, cp_lower);
         bool seen = false;
+        charge(r, n, k);
         for (size_t j = 0; j < k && !seen; j++) {
           Value other = keys[j];
           if (!truthy(&cs) && other.t == T_STR)
@@ -3727,6 +3984,7 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
           res.l->items[count++] = items->items[k];
       }
       res.l->n = count;
+      res.l->lazy = true;
       return res;
     }
     merge_sort(r, n, res.l->items, keys, res.l->n, truthy(&rev), truthy(&cs));
@@ -3764,6 +4022,9 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
     int64_t digits = need_int(r, n, prec, "precision");
     double x = num_f(&v), m = pow(10.0, (double)digits);
     const char *how = need_str(r, n, method, "method")->s;
+    /* Python's round() of an int stays an int */
+    if (!strcmp(how, "common") && (v.t == T_INT || v.t == T_BOOL) && digits >= 0)
+      return v_int(num_i(&v));
     double y;
     if (!strcmp(how, "common") && digits >= 0 && digits <= 60 && isfinite(x) && fabs(x) < 1e16) {
       /* Python's round(): correctly rounded from the exact binary value, ties to even,
@@ -3771,7 +4032,7 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
       char tmp[400];
       locale_t old = uselocale(c_time_locale());
       snprintf(tmp, sizeof tmp, "%.*f", (int)digits, x);
-      y = strtod(tmp, NULL);
+      y = c_strtod(tmp, NULL);
       uselocale(old);
     } else if (!strcmp(how, "common"))
       y = round(x * m) / m;
@@ -3783,6 +4044,8 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
       rfail(r, n, "method must be common, ceil or floor");
     return v_float(y);
   }
+  if ((!strcmp(name, "int") || !strcmp(name, "float")) && v.t == T_UNDEF)
+    undef_fail(r, n, &v);
   if (!strcmp(name, "int")) {
     Value def = arg(a, 0, "default", v_int(0));
     if (v.t == T_INT)
@@ -3798,7 +4061,7 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
       long long i = strtoll(t.s->s, &end, 10);
       if (t.s->len && *end == '\0' && errno == 0)
         return v_int(i);
-      double d = strtod(t.s->s, &end);
+      double d = c_strtod(t.s->s, &end);
       if (t.s->len && *end == '\0' && isfinite(d) && fabs(d) < 9.2e18)
         return v_int((int64_t)d);
     }
@@ -3811,7 +4074,7 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
     if (v.t == T_STR) {
       Value t = strip(r, v.s, NULL, true, true);
       char *end;
-      double d = strtod(t.s->s, &end);
+      double d = c_strtod(t.s->s, &end);
       if (t.s->len && *end == '\0')
         return v_float(d);
     }
@@ -3841,7 +4104,23 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
       !strcmp(name, "truncate") || !strcmp(name, "striptags")) {
     if (v.t == T_UNDEF && strcmp(name, "trim") && strcmp(name, "upper") && strcmp(name, "lower"))
       v = v_str(&r->c, "", 0);
-    Str *s = to_str(r, v).s;
+    bool mk = v.t == T_STR && v.markup;
+    /* Jinja's indent does `s += "\n"` on the value itself: only strings work */
+    if (!strcmp(name, "indent") && v.t != T_STR)
+      rfail(r, n, "unsupported operand type(s) for +=: '%s' and 'str'", type_name(&v));
+    Value res = apply_str_filter(r, n, name, to_str(r, v).s, a);
+    /* Markup methods return Markup; replace and title go through plain str */
+    if (mk && res.t == T_STR && strcmp(name, "replace") && strcmp(name, "title"))
+      res.markup = 1;
+    return res;
+  }
+  rfail(r, n, "no filter named '%s'", name);
+}
+
+static Value
+apply_str_filter(R *r, const Node *n, const char *name, Str *s, const Args *a)
+{
+  {
     if (!strcmp(name, "trim")) {
       Value chars = arg(a, 0, "chars", NONE);
       return strip(r, s, chars.t == T_STR ? chars.s : NULL, true, true);
@@ -3856,7 +4135,7 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
       Value count = arg(a, 2, "count", NONE);
       return replace(r, s, old, with, count.t == T_NONE ? -1 : need_int(r, n, count, "count"));
     }
-    if (!strcmp(name, "indent")) return indent_filter(r, n, s, a);
+    if (!strcmp(name, "indent")) return indent_filter(r, n, s, a);  /* input checked by the caller */
     if (!strcmp(name, "wordcount")) {
       int64_t words = 0;
       bool in_word = false;
@@ -3906,8 +4185,27 @@ apply_filter(R *r, const Node *n, const char *name, Value v, const Args *a)
 
 /* ---- methods ---- */
 
+static Value call_str_method(R *r, const Node *n, Method *m, const Args *a);
+
 static Value
 call_method(R *r, const Node *n, Method *m, const Args *a)
+{
+  if (m->self.t == T_STR) {
+    Value res = call_str_method(r, n, m, a);
+    if (m->self.markup) {
+      if (res.t == T_STR && strcmp(m->name, "join") && strcmp(m->name, "format"))
+        res.markup = 1;
+      else if (res.t == T_LIST && (!strcmp(m->name, "split") || !strcmp(m->name, "rsplit") || !strcmp(m->name, "splitlines")))
+        for (size_t k = 0; k < res.l->n; k++)
+          res.l->items[k].markup = 1;
+    }
+    return res;
+  }
+  return call_str_method(r, n, m, a);
+}
+
+static Value
+call_str_method(R *r, const Node *n, Method *m, const Args *a)
 {
   Value self = m->self;
   const char *name = m->name;
@@ -3922,7 +4220,7 @@ call_method(R *r, const Node *n, Method *m, const Args *a)
       Value pre = arg(a, 0, NULL, UNDEF);
       List *cands;
       Value one[1] = { pre };
-      List single = { 1, false, one };
+      List single = { .n = 1, .items = one };
       cands = pre.t == T_LIST ? pre.l : &single;
       for (size_t k = 0; k < cands->n; k++) {
         Str *p = need_str(r, n, cands->items[k], name);
@@ -3965,6 +4263,7 @@ call_method(R *r, const Node *n, Method *m, const Args *a)
       return replace(r, s, need_str(r, n, arg(a, 0, NULL, UNDEF), "old"), need_str(r, n, arg(a, 1, NULL, UNDEF), "new"),
                      need_int(r, n, count, "count"));
     }
+    charge(r, n, s->len / 64);
     if (!strcmp(name, "find") || !strcmp(name, "rfind") || !strcmp(name, "index") || !strcmp(name, "count")) {
       Str *sub = need_str(r, n, arg(a, 0, NULL, UNDEF), "substring");
       if (!strcmp(name, "count")) {
@@ -4003,13 +4302,31 @@ call_method(R *r, const Node *n, Method *m, const Args *a)
       return buf_value(&r->c, &b);
     }
     if (!strcmp(name, "splitlines")) {
+      /* Python's line boundaries; no empty item after a final line break */
       Value res = v_list(&r->c, 0);
-      Value parts = split(r, n, s, str_new(&r->c, "\n", 1), -1);
-      size_t count = parts.l->n;
-      if (count && parts.l->items[count - 1].s->len == 0)
-        count--;
-      res.l->items = parts.l->items;
-      res.l->n = count;
+      size_t cap = 0, start = 0, k = 0;
+      while (k < s->len) {
+        size_t adv;
+        uint32_t cp = utf8_next(s->s + k, s->len - k, &adv);
+        bool nl = cp == '\n' || cp == '\r' || cp == '\v' || cp == '\f' || (cp >= 0x1c && cp <= 0x1e) || cp == 0x85 ||
+                  cp == 0x2028 || cp == 0x2029;
+        if (nl || k + adv >= s->len) {
+          size_t end = nl ? k : k + adv;
+          if (res.l->n == cap) {
+            size_t ncap = cap ? cap * 2 : 8;
+            Value *items = xalloc(&r->c, xmul(&r->c, ncap, sizeof(Value)));
+            if (res.l->n)
+              memcpy(items, res.l->items, res.l->n * sizeof(Value));
+            res.l->items = items;
+            cap = ncap;
+          }
+          res.l->items[res.l->n++] = v_str(&r->c, s->s + start, end - start);
+          if (cp == '\r' && k + 1 < s->len && s->s[k + 1] == '\n')
+            adv = 2;
+          start = k + adv;
+        }
+        k += adv;
+      }
       return res;
     }
     if (!strncmp(name, "is", 2)) {
@@ -4030,6 +4347,67 @@ call_method(R *r, const Node *n, Method *m, const Args *a)
       if (!strcmp(name, "isupper") || !strcmp(name, "islower"))
         return v_bool(all && any_cased);
       return v_bool(all);
+    }
+    if (!strcmp(name, "format")) {
+      /* str.format: {} {0} {name} with !s/!r; format specs are not supported */
+      Buf b = { 0 };
+      size_t auto_index = 0;
+      for (size_t k = 0; k < s->len; k++) {
+        char ch = s->s[k];
+        if ((ch == '{' || ch == '}') && k + 1 < s->len && s->s[k + 1] == ch) {
+          buf_addc(&r->c, &b, ch);
+          k++;
+          continue;
+        }
+        if (ch == '}')
+          rfail(r, n, "Single '}' encountered in format string");
+        if (ch != '{') {
+          buf_addc(&r->c, &b, ch);
+          continue;
+        }
+        const char *close = memchr(s->s + k, '}', s->len - k);
+        if (!close)
+          rfail(r, n, "Single '{' encountered in format string");
+        size_t fstart = k + 1, fend = (size_t)(close - s->s);
+        char conv = 0;
+        size_t name_end = fend;
+        for (size_t j = fstart; j < fend; j++)
+          if (s->s[j] == '!' || s->s[j] == ':') {
+            if (s->s[j] == ':')
+              rfail(r, n, "format specifications in str.format are not supported");
+            if (j + 2 != fend)
+              rfail(r, n, "invalid conversion in format string");
+            conv = s->s[j + 1];
+            name_end = j;
+            break;
+          }
+        Value v;
+        if (name_end == fstart) {
+          v = arg(a, auto_index++, NULL, UNDEF);
+          if (auto_index > a->npos)
+            rfail(r, n, "Replacement index %zu out of range for positional args tuple", auto_index - 1);
+        } else if (s->s[fstart] >= '0' && s->s[fstart] <= '9') {
+          size_t idx = (size_t)strtoul(s->s + fstart, NULL, 10);
+          if (idx >= a->npos)
+            rfail(r, n, "Replacement index %zu out of range for positional args tuple", idx);
+          v = a->pos[idx];
+        } else {
+          Str *key = str_new(&r->c, s->s + fstart, name_end - fstart);
+          v = arg(a, SIZE_MAX, key->s, (Value){ .t = 255 });
+          if (v.t == 255)
+            rfail(r, n, "KeyError: '%s'", key->s);
+        }
+        if (v.t == T_UNDEF)
+          undef_fail(r, n, &v);
+        if (conv == 'r')
+          repr_buf(r, &b, v);
+        else if (conv == 0 || conv == 's')
+          to_str_buf(r, &b, v);
+        else
+          rfail(r, n, "Unknown conversion specifier %c", conv);
+        k = fend;
+      }
+      return buf_value(&r->c, &b);
     }
     if (!strcmp(name, "swapcase")) {
       Buf b = { 0 };
@@ -4169,7 +4547,7 @@ call_builtin(R *r, const Node *n, int fn, const Args *a)
 }
 
 static Value
-call_macro(R *r, const Node *n, Macro *m, const Args *a)
+call_macro_with(R *r, const Node *n, Macro *m, const Args *a, const Value *caller)
 {
   const Node *def = m->node;
   size_t np = def->kwargs.n;
@@ -4206,6 +4584,8 @@ call_macro(R *r, const Node *n, Macro *m, const Args *a)
     }
     scope_set(r, sc, def->kwnames[j], v);
   }
+  if (caller)
+    scope_set_c(r, sc, "caller", *caller);
   Buf out = { 0 };
   Buf *saved_out = r->out;
   r->out = &out;
@@ -4215,6 +4595,12 @@ call_macro(R *r, const Node *n, Macro *m, const Args *a)
   r->scope = saved_scope;
   r->macro_depth--;
   return buf_value(&r->c, &out);
+}
+
+static Value
+call_macro(R *r, const Node *n, Macro *m, const Args *a)
+{
+  return call_macro_with(r, n, m, a, NULL);
 }
 
 static Value
@@ -4331,6 +4717,7 @@ eval_inner(R *r, const Node *n)
     for (size_t k = 0; k < n->args.n; k++) {
       Value right = eval(r, n->args.items[k]);
       bool ok;
+      charge(r, n, HN_MIN(value_size(&left), value_size(&right)));
       switch (n->ops[k]) {
       case OP_EQ: ok = values_equal(&left, &right); break;
       case OP_NE: ok = !values_equal(&left, &right); break;
@@ -4439,6 +4826,9 @@ exec_for(R *r, const Node *n, Scope *sc)
   Value loopv = { .t = T_LOOP };
   loopv.loop = state;
   Str *loop_name = str_new(&r->c, "loop", 4);
+  /* Jinja clears its "no iteration" flag at the end of the body, so an iteration left
+   * with break or continue does not count: the else block still runs. */
+  bool completed = false;
   for (size_t k = 0; k < items->n; k++) {
     step(r, n);
     state->index0 = k;
@@ -4448,10 +4838,12 @@ exec_for(R *r, const Node *n, Scope *sc)
     r->scope = ls;
     int flow = exec_list(r, &n->body, ls);
     r->scope = sc;
+    if (flow == FLOW_NORMAL)
+      completed = true;
     if (flow == FLOW_BREAK)
       break;
   }
-  if (items->n == 0 && n->orelse.n)
+  if (!completed && n->orelse.n)
     return exec_list(r, &n->orelse, sc);
   return FLOW_NORMAL;
 }
@@ -4487,7 +4879,8 @@ exec_node(R *r, const Node *n, Scope *sc)
     return FLOW_NORMAL;
   }
   case S_SETBLOCK: {
-    Value v = capture(r, &n->body, sc);
+    /* the body of a block set has a scope of its own */
+    Value v = capture(r, &n->body, scope_new(r, sc));
     if (n->c) {
       r->block_input = v;
       v = eval(r, n->c);
@@ -4506,8 +4899,21 @@ exec_node(R *r, const Node *n, Scope *sc)
   case S_BREAK: return FLOW_BREAK;
   case S_CONTINUE: return FLOW_CONTINUE;
   case S_PASSBLOCK: return exec_list(r, &n->body, sc);
+  case S_CALLBLOCK: {
+    Value callee = eval(r, n->a->a);
+    if (callee.t != T_MACRO)
+      rfail(r, n, "{%% call %%} needs a macro, not %s", type_name(&callee));
+    Args a;
+    eval_args(r, n->a, &a);
+    Value caller = { .t = T_MACRO };
+    caller.m = xalloc(&r->c, sizeof(Macro));
+    caller.m->node = n;
+    caller.m->scope = sc;
+    to_str_buf(r, r->out, call_macro_with(r, n, callee.m, &a, &caller));
+    return FLOW_NORMAL;
+  }
   case S_FILTERBLOCK: {
-    Value v = capture(r, &n->body, sc);
+    Value v = capture(r, &n->body, scope_new(r, sc));
     r->block_input = v;
     to_str_buf(r, r->out, eval(r, n->c));
     return FLOW_NORMAL;

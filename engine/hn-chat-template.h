@@ -29,8 +29,8 @@ HnChatTemplate *hn_chat_template_new(const char *source, size_t len, HnError *er
 void hn_chat_template_free(HnChatTemplate *tmpl);
 
 typedef struct {
-  /* JSON array of message objects; each must have "role"; the whole objects are passed,
-   * so extra keys (tool_calls, name, ...) reach the template. */
+  /* JSON array of message objects ({"role", "content", ...}); the whole objects are
+   * passed, so extra keys (tool_calls, name, ...) reach the template.  NULL = []. */
   const HnJson *messages;
   const char *bos_token;          /* NULL = "" */
   const char *eos_token;          /* NULL = "" */

@@ -3,6 +3,7 @@
 #include "hn-chat-template.h"
 
 #include <glib.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,7 +284,8 @@ test_errors_with_positions (void)
   assert_fails ("{% break %}", "'break' outside of a loop");
   assert_fails ("{{ 1 / 0 }}", "division by zero");
   assert_fails ("{% for x in range(3) recursive %}{% endfor %}", "recursive for-loops are not supported");
-  assert_fails ("{% call foo() %}{% endcall %}", "unknown or unsupported tag 'call'");
+  assert_fails ("{% call foo() %}{% endcall %}", "{% call %} needs a macro");
+  assert_fails ("{% do x %}", "unknown or unsupported tag 'do'");
   /* raise_exception: the message alone, no position */
   HnError err = { 0 };
   char *out = render ("{{ raise_exception('Only user and assistant roles are supported!') }}", &err);
@@ -321,6 +323,10 @@ test_limits (void)
   g_assert_null (out);
   g_assert_nonnull (strstr (err.message, "memory"));
 
+  /* scans over large values count against the step budget: no multi-minute loops */
+  assert_fails ("{% set big = range(100000)|list %}{% for i in range(100000) %}{% if -1 in big %}{% endif %}{% endfor %}",
+                "steps");
+  assert_fails ("{{ range(100000)|list|unique|list|length }}", "steps");
   assert_fails ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "nested deeper");
   assert_fails ("{{ range(1000000)|length }}", "Range too big");
   assert_fails ("{{ 'ab' * 100000000000 }}", "memory");
@@ -334,6 +340,22 @@ test_limits (void)
   g_string_append (deep, " }}");
   assert_fails (deep->str, "nesting deeper than");
   g_string_free (deep, TRUE);
+
+  /* values nested by a loop: comparison, printing and tojson stop with an error */
+  assert_fails ("{% set ns = namespace(x=[]) %}{% for i in range(20000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}",
+                "too deep");
+  assert_fails ("{% set ns = namespace(x=[]) %}{% for i in range(20000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|tojson }}",
+                "too deep");
+  assert_fails ("{% set ns = namespace(x=[]) %}{% for i in range(20000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x < ns.x }}",
+                "too deeply");
+  assert_renders ("{% set ns = namespace(x=[]) %}{% for i in range(20000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x in [1] }}",
+                  "False");
+  GString *chain = g_string_new ("{{ x");
+  for (int k = 0; k < 20000; k++)
+    g_string_append (chain, " + 1");
+  g_string_append (chain, " }}");
+  assert_fails (chain->str, "nests too deeply");
+  g_string_free (chain, TRUE);
 
   GString *blocks = g_string_new (NULL);
   for (int k = 0; k < 5000; k++)
@@ -376,6 +398,22 @@ test_now_default (void)
   snprintf (year, sizeof year, "%d", tm.tm_year + 1900);
   g_assert_cmpstr (out, ==, year);
   free (out);
+}
+
+static void
+test_locale_independent (void)
+{
+  /* a GTK app runs with the user's LC_NUMERIC: numbers must still use '.' */
+  const char *locales[] = { "de_DE.UTF-8", "fr_FR.UTF-8", "de_DE.utf8", "fr_FR.utf8" };
+  const char *set = NULL;
+  for (size_t k = 0; k < G_N_ELEMENTS (locales) && !set; k++)
+    set = setlocale (LC_ALL, locales[k]);
+  if (!set) {
+    g_test_skip ("no locale with a decimal comma installed");
+    return;
+  }
+  assert_renders ("{{ 2.5 + 1 }}|{{ '1.5'|float }}|{{ 2.567|round(2) }}|{{ {'x': 0.25}|tojson }}", "3.5|1.5|2.57|{\"x\": 0.25}");
+  setlocale (LC_ALL, "C");
 }
 
 /* ---- fuzzing: never crash, never hang ---- */
@@ -504,6 +542,7 @@ main (int argc, char **argv)
   g_test_add_func ("/chat-template/limits", test_limits);
   g_test_add_func ("/chat-template/fallback", test_fallback);
   g_test_add_func ("/chat-template/now-default", test_now_default);
+  g_test_add_func ("/chat-template/locale", test_locale_independent);
   g_test_add_func ("/chat-template/fuzz-random", test_fuzz_random);
   g_test_add_func ("/chat-template/fuzz-mutations", test_fuzz_mutations);
   return g_test_run ();

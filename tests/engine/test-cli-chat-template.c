@@ -169,6 +169,16 @@ test_template_from_gguf (void)
   g_unlink (tpath);
   g_free (tpath);
   g_free (tname);
+  /* a model without a template: the ChatML fallback, with a warning */
+  gchar *plain = g_build_filename (testdata_dir (), "vocab", "ggml-vocab-gpt-2.gguf", NULL);
+  const char *args4[] = { "-m", plain, "--messages", mpath, NULL };
+  r = run_cli (args4);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_true (g_str_has_prefix (r.out, "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello"));
+  g_assert_true (g_str_has_suffix (r.out, "Another question<|im_end|>\n<|im_start|>assistant\n"));
+  g_assert_nonnull (strstr (r.err, "warning"));
+  run_free (&r);
+  g_free (plain);
   g_unlink (mpath);
   g_free (mpath);
   g_free (model);
