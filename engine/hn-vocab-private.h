@@ -46,6 +46,7 @@ struct HnVocab {
   /* parse_special candidates, longest first */
   int32_t *specials;
   int32_t n_specials;
+  int32_t n_user_defined; /* matched even without parse_special, like added tokens */
   uint32_t special_first_byte[8]; /* bitmap of first bytes of specials */
 };
 

@@ -482,6 +482,7 @@ hn_vocab_load(const HnGguf *gguf, HnError *err)
     const HnVocabToken *t = &v->tokens[i];
     if ((t->type == HN_TOKEN_TYPE_CONTROL || t->type == HN_TOKEN_TYPE_USER_DEFINED) && t->text_len > 0) {
       v->specials[v->n_specials++] = i;
+      v->n_user_defined += t->type == HN_TOKEN_TYPE_USER_DEFINED;
       unsigned char c = (unsigned char)v->text[t->text_off];
       v->special_first_byte[c >> 5] |= 1u << (c & 31);
     }
@@ -582,7 +583,7 @@ tokenize_plain(const HnVocab *v, const char *text, size_t len, bool first, int32
 }
 
 static int32_t
-match_special(const HnVocab *v, const char *text, size_t len)
+match_special(const HnVocab *v, const char *text, size_t len, bool parse_special)
 {
   unsigned char c = (unsigned char)text[0];
   if (!(v->special_first_byte[c >> 5] & (1u << (c & 31))))
@@ -590,6 +591,7 @@ match_special(const HnVocab *v, const char *text, size_t len)
   for (int32_t k = 0; k < v->n_specials; k++) {
     const HnVocabToken *t = &v->tokens[v->specials[k]];
     if (t->text_len <= len && (unsigned char)v->text[t->text_off] == c &&
+        (parse_special || t->type == HN_TOKEN_TYPE_USER_DEFINED) &&
         memcmp(v->text + t->text_off, text, t->text_len) == 0)
       return v->specials[k];
   }
@@ -616,9 +618,9 @@ hn_tokenize(const HnVocab *v, const char *text, size_t len, bool add_special, bo
   }
   bool first = true;
   size_t start = 0;
-  if (parse_special && v->n_specials > 0) {
+  if ((parse_special && v->n_specials > 0) || v->n_user_defined > 0) {
     for (size_t i = 0; i < len;) {
-      int32_t id = match_special(v, text + i, len - i);
+      int32_t id = match_special(v, text + i, len - i, parse_special);
       if (id < 0) {
         i++;
         continue;

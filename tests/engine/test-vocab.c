@@ -262,10 +262,11 @@ test_fuzz (void)
       GArray *ids = tokenize (v, buf, len, round & 1, round & 2);
       char out[4096];
       HnError err = { 0 };
-      int64_t n = hn_detokenize (v, (int32_t *) ids->data, ids->len, false, true, out, sizeof out, &err);
+      int64_t n = hn_detokenize (v, (int32_t *) ids->data, ids->len, false, false, out, sizeof out, &err);
       g_assert_cmpint (n, >=, 0);
-      if (hn_vocab_type (v) == HN_VOCAB_BPE && !(round & 2)) {
-        /* byte-level BPE is lossless on any bytes */
+      if (hn_vocab_type (v) == HN_VOCAB_BPE && !(round & 2) && strstr (name, "gpt-2") != NULL) {
+        /* byte-level BPE is lossless on any bytes when all 256 byte tokens exist (falcon
+         * and starcoder lack some, e.g. 0xC0, which then cannot be represented) */
         g_assert_cmpint (n, ==, (int64_t) len);
         g_assert_cmpint (memcmp (out, buf, len), ==, 0);
       }
