@@ -661,6 +661,7 @@ hn_detokenize(const HnVocab *v, const int32_t *ids, size_t n, bool remove_leadin
               char *buf, size_t cap, HnError *err)
 {
   size_t total = 0;
+  bool seen_text = false;
   for (size_t i = 0; i < n; i++) {
     if (ids[i] < 0 || ids[i] >= v->n_tokens) {
       hn_error_set(err, HN_ERR_INVALID_ARG, "token id %d is out of range (vocabulary of %d)", ids[i], v->n_tokens);
@@ -673,10 +674,12 @@ hn_detokenize(const HnVocab *v, const int32_t *ids, size_t n, bool remove_leadin
       b = v->text + t->text_off;
       len = t->text_len;
     }
-    if (i == 0 && len > 0 && remove_leading_space && v->type == HN_VOCAB_SPM && v->add_space_prefix &&
-        b[0] == ' ') {
-      b++;
-      len--;
+    if (!seen_text && len > 0) {
+      seen_text = true;
+      if (remove_leading_space && v->type == HN_VOCAB_SPM && v->add_space_prefix && b[0] == ' ') {
+        b++;
+        len--;
+      }
     }
     if (total < cap)
       memcpy(buf + total, b, HN_MIN(len, cap - total));
