@@ -136,7 +136,6 @@ static const struct {
   { "smollm", HN_PRE_STARCODER },   { "codeshell", HN_PRE_STARCODER },
   { "llama-bpe", HN_PRE_LLAMA3 },   { "llama3", HN_PRE_LLAMA3 },     { "qwen2", HN_PRE_QWEN2 },
   { "falcon", HN_PRE_FALCON },      { "deepseek-coder", HN_PRE_DEEPSEEK_CODER },
-  { "deepseek-llm", HN_PRE_DEEPSEEK_LLM },
 };
 
 static bool

@@ -2,7 +2,7 @@
  * reference prompts of the test models, special tokens, the streaming decoder and random
  * bytes into every tokenizer. */
 #include "hn-gguf.h"
-#include "hn-vocab.h"
+#include "hn-vocab-private.h" /* hn_pretokenize, for the splits without a test vocabulary */
 
 #include <glib.h>
 #include <json-glib/json-glib.h>
@@ -278,6 +278,38 @@ test_fuzz (void)
   g_dir_close (d);
 }
 
+static void
+check_split (HnPreType pre, const char *text, const char *const *want)
+{
+  uint32_t *pieces;
+  int64_t n = hn_pretokenize (pre, text, strlen (text), &pieces);
+  g_assert_cmpint (n, >=, 0);
+  int64_t i = 0;
+  for (; want[i] != NULL; i++) {
+    g_assert_cmpint (i, <, n);
+    g_autofree char *got = g_strndup (text + pieces[2 * i], pieces[2 * i + 1] - pieces[2 * i]);
+    g_assert_cmpstr (got, ==, want[i]);
+  }
+  g_assert_cmpint (i, ==, n);
+  g_free (pieces);
+}
+
+static void
+test_pretokenize (void)
+{
+  const char *text = "Hello world 12345 it's\n\n  ok!!\n";
+  const char *const llama3[] = { "Hello", " world", " ", "123", "45", " it", "'s", "\n\n", " ", " ok", "!!\n", NULL };
+  check_split (HN_PRE_LLAMA3, text, llama3);
+  const char *const qwen2[] = { "Hello", " world", " ", "1", "2", "3", "4", "5", " it", "'s", "\n\n", " ", " ok", "!!\n", NULL };
+  check_split (HN_PRE_QWEN2, text, qwen2);
+  const char *const gpt2[] = { "Hello", " world", " 12345", " it", "'s", "\n\n ", " ok", "!!", "\n", NULL };
+  check_split (HN_PRE_GPT2, text, gpt2);
+  const char *const llama3_case[] = { "I", "'M", " fine", ",", "\tok", NULL };
+  check_split (HN_PRE_LLAMA3, "I'M fine,\tok", llama3_case);
+  const char *const starcoder[] = { "x", "1", "2", " ", "3", NULL };
+  check_split (HN_PRE_STARCODER, "x12 3", starcoder);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -306,6 +338,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vocab/specials", test_specials);
   g_test_add_func ("/vocab/stream", test_stream);
   g_test_add_func ("/vocab/fuzz", test_fuzz);
+  g_test_add_func ("/vocab/pretokenize", test_pretokenize);
   int r = g_test_run ();
   g_ptr_array_unref (paths);
   return r;
