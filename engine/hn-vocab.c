@@ -168,21 +168,10 @@ is_eog_name(const char *s, size_t len)
 }
 
 static int
-cmp_special_len(const void *a, const void *b, void *ctx)
+cmp_u64(const void *a, const void *b)
 {
-  const HnVocab *v = ctx;
-  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-  uint32_t lx = v->tokens[x].text_len, ly = v->tokens[y].text_len;
-  if (lx != ly)
-    return lx > ly ? -1 : 1;
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
-}
-
-static const HnVocab *sort_ctx;
-static int
-cmp_special_len_q(const void *a, const void *b)
-{
-  return cmp_special_len(a, b, (void *)sort_ctx);
 }
 
 HnVocab *
@@ -471,23 +460,27 @@ hn_vocab_load(const HnGguf *gguf, HnError *err)
     }
   }
 
-  /* specials for parse_special */
+  /* specials for parse_special, longest first (ties: lower id) */
   v->specials = malloc(sizeof(int32_t) * (size_t)n);
-  if (v->specials == NULL) {
+  uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)n);
+  if (v->specials == NULL || keys == NULL) {
+    free(keys);
     hn_error_set(err, HN_ERR_NOMEM, "out of memory");
     goto fail;
   }
   for (int32_t i = 0; i < n; i++) {
     const HnVocabToken *t = &v->tokens[i];
     if ((t->type == HN_TOKEN_TYPE_CONTROL || t->type == HN_TOKEN_TYPE_USER_DEFINED) && t->text_len > 0) {
-      v->specials[v->n_specials++] = i;
+      keys[v->n_specials++] = (uint64_t)(UINT32_MAX - t->text_len) << 32 | (uint32_t)i;
       v->n_user_defined += t->type == HN_TOKEN_TYPE_USER_DEFINED;
       unsigned char c = (unsigned char)v->text[t->text_off];
       v->special_first_byte[c >> 5] |= 1u << (c & 31);
     }
   }
-  sort_ctx = v; /* load is not expected to run concurrently with itself on one vocab */
-  qsort(v->specials, (size_t)v->n_specials, sizeof(int32_t), cmp_special_len_q);
+  qsort(keys, (size_t)v->n_specials, sizeof(uint64_t), cmp_u64);
+  for (int32_t k = 0; k < v->n_specials; k++)
+    v->specials[k] = (int32_t)(uint32_t)keys[k];
+  free(keys);
   return v;
 
 fail:
