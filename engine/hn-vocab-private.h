@@ -48,9 +48,15 @@ struct HnVocab {
   int32_t n_specials;
   int32_t n_user_defined; /* matched even without parse_special, like added tokens */
   uint32_t special_first_byte[8]; /* bitmap of first bytes of specials */
+  /* SPM: hashes of every pair of neighbouring characters inside some token (0 = empty) */
+  uint64_t *spm_pairs;
+  uint64_t spm_pairs_mask;
 };
 
 uint64_t hn_vocab_hash_bytes(const char *s, size_t len);
+/* Whether the two characters s[0..len) (neighbours in the text) occur next to each other
+ * in some token; false means no merge can ever join them. */
+bool hn_vocab_spm_pair_possible(const HnVocab *vocab, const char *s, size_t len);
 int32_t hn_vocab_lookup(const HnVocab *vocab, const char *s, size_t len);
 /* rank of merging left+right, or -1; *result the merged id */
 int32_t hn_vocab_merge_rank(const HnVocab *vocab, int32_t left, int32_t right, int32_t *result);

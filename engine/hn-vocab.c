@@ -64,11 +64,70 @@ hn_vocab_merge_rank(const HnVocab *vocab, int32_t left, int32_t right, int32_t *
   }
 }
 
+static int
+spm_char_len(unsigned char c)
+{
+  return c < 0xC0 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+}
+
+bool
+hn_vocab_spm_pair_possible(const HnVocab *vocab, const char *s, size_t len)
+{
+  if (vocab->spm_pairs == NULL)
+    return true;
+  uint64_t h = hn_vocab_hash_bytes(s, len) | 1;
+  uint64_t slot = h & vocab->spm_pairs_mask;
+  for (;;) {
+    uint64_t e = vocab->spm_pairs[slot];
+    if (e == 0)
+      return false;
+    if (e == h)
+      return true;
+    slot = (slot + 1) & vocab->spm_pairs_mask;
+  }
+}
+
+/* Records every pair of neighbouring characters of every token (characters split as the
+ * SPM tokenizer splits text: by the lead byte's length). */
+static bool
+build_spm_pairs(HnVocab *v)
+{
+  size_t n_pairs = 0;
+  for (int32_t i = 0; i < v->n_tokens; i++)
+    n_pairs += v->tokens[i].text_len;
+  uint64_t cap = 1;
+  while (cap < n_pairs * 2 + 2)
+    cap <<= 1;
+  v->spm_pairs = calloc(cap, sizeof(uint64_t));
+  if (v->spm_pairs == NULL)
+    return false;
+  v->spm_pairs_mask = cap - 1;
+  for (int32_t i = 0; i < v->n_tokens; i++) {
+    const char *s = v->text + v->tokens[i].text_off;
+    size_t len = v->tokens[i].text_len;
+    size_t a = 0;
+    size_t la = HN_MIN((size_t)spm_char_len((unsigned char)s[0]), len);
+    while (len > 0 && a + la < len) {
+      size_t b = a + la;
+      size_t lb = HN_MIN((size_t)spm_char_len((unsigned char)s[b]), len - b);
+      uint64_t h = hn_vocab_hash_bytes(s + a, la + lb) | 1;
+      uint64_t slot = h & v->spm_pairs_mask;
+      while (v->spm_pairs[slot] != 0 && v->spm_pairs[slot] != h)
+        slot = (slot + 1) & v->spm_pairs_mask;
+      v->spm_pairs[slot] = h;
+      a = b;
+      la = lb;
+    }
+  }
+  return true;
+}
+
 void
 hn_vocab_free(HnVocab *vocab)
 {
   if (vocab == NULL)
     return;
+  free(vocab->spm_pairs);
   free(vocab->tokens);
   free(vocab->text);
   free(vocab->bytes);
@@ -458,6 +517,11 @@ hn_vocab_load(const HnGguf *gguf, HnError *err)
       if (v->eot < 0 && strncmp(v->text + t->text_off, "<|endoftext|>", t->text_len) != 0)
         v->eot = i;
     }
+  }
+
+  if (is_spm && !build_spm_pairs(v)) {
+    hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+    goto fail;
   }
 
   /* specials for parse_special, longest first (ties: lower id) */
