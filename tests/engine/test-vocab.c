@@ -310,6 +310,52 @@ test_pretokenize (void)
   check_split (HN_PRE_STARCODER, "x12 3", starcoder);
 }
 
+static char *
+run_cli (const char *const *args, int *status)
+{
+  const char *cli = g_getenv ("HANASHI_CLI");
+  g_assert_nonnull (cli);
+  GPtrArray *argv = g_ptr_array_new ();
+  g_ptr_array_add (argv, (gpointer) cli);
+  for (size_t i = 0; args[i] != NULL; i++)
+    g_ptr_array_add (argv, (gpointer) args[i]);
+  g_ptr_array_add (argv, NULL);
+  char *out = NULL;
+  g_autoptr (GError) error = NULL;
+  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out, NULL,
+                               status, &error));
+  g_ptr_array_unref (argv);
+  return out;
+}
+
+static void
+test_cli (void)
+{
+  if (g_getenv ("HANASHI_CLI") == NULL) {
+    g_test_skip ("HANASHI_CLI not set");
+    return;
+  }
+  g_autofree char *spm = vocab_path ("llama-spm");
+  int status;
+  const char *a1[] = { "tokenize", "-m", spm, "-p", "Hello world", NULL };
+  g_autofree char *o1 = run_cli (a1, &status);
+  g_assert_true (g_spawn_check_wait_status (status, NULL));
+  g_assert_cmpstr (o1, ==, "[1, 15043, 3186]\n");
+  const char *a2[] = { "tokenize", "-m", spm, "-p", "Hello world", "--no-bos", NULL };
+  g_autofree char *o2 = run_cli (a2, &status);
+  g_assert_cmpstr (o2, ==, "[15043, 3186]\n");
+  const char *a3[] = { "detokenize", "-m", spm, "--ids", "1,15043,3186", NULL };
+  g_autofree char *o3 = run_cli (a3, &status);
+  g_assert_true (g_spawn_check_wait_status (status, NULL));
+  g_assert_cmpstr (o3, ==, "Hello world");
+  const char *a4[] = { "detokenize", "-m", spm, "--ids", "1,99999", NULL };
+  g_autofree char *o4 = run_cli (a4, &status);
+  g_assert_false (g_spawn_check_wait_status (status, NULL));
+  const char *a5[] = { "tokenize", "-m", spm, NULL };
+  g_autofree char *o5 = run_cli (a5, &status);
+  g_assert_false (g_spawn_check_wait_status (status, NULL));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -339,6 +385,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vocab/stream", test_stream);
   g_test_add_func ("/vocab/fuzz", test_fuzz);
   g_test_add_func ("/vocab/pretokenize", test_pretokenize);
+  g_test_add_func ("/vocab/cli", test_cli);
   int r = g_test_run ();
   g_ptr_array_unref (paths);
   return r;
