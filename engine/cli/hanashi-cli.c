@@ -15,12 +15,16 @@ int cli_pull(int argc, char **argv);
 int cli_quantize(int argc, char **argv);
 int cli_make_model(int argc, char **argv);
 int cli_chat_template(int argc, char **argv);
+int cli_info(int argc, char **argv);
+int cli_logits(int argc, char **argv);
 
 static const CliCommand commands[] = {
   { "pull", cli_pull, "download a model file, resuming a previous attempt" },
   { "make-model", cli_make_model, "write a random-weight model of a realistic shape (benchmarks)" },
   { "quantize", cli_quantize, "convert a model to another weight type or mix (Q4_K_M, ...)" },
   { "chat-template", cli_chat_template, "render a chat template for a conversation (prints the prompt)" },
+  { "info", cli_info, "show a model's architecture, size, weight types and context length" },
+  { "logits", cli_logits, "evaluate token ids in one batch and write every position's logits" },
   { NULL, NULL, NULL },
 };
 
