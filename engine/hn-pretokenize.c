@@ -1,0 +1,361 @@
+/* hn-pretokenize.c — the pre-tokenizer splits of byte-level BPE vocabularies, written as
+ * hand-made matchers over code points (no regex engine).  A split is a sequence of stages;
+ * each stage cuts every piece of the previous stage into its matches and the gaps between
+ * them, exactly like applying the vocabulary's regexes one after another.  Invalid UTF-8
+ * bytes are single code points of class "other". */
+#include "hn-vocab-private.h"
+#include "hn-unicode.h"
+
+#include <stdlib.h>
+
+typedef struct {
+  const uint32_t *cp;
+  const uint32_t *fl;
+  int64_t end; /* piece end (exclusive) */
+} Ctx;
+
+#define L(i) (c->fl[i] & HN_UC_LETTER)
+#define N(i) (c->fl[i] & HN_UC_NUMBER)
+#define S(i) (c->fl[i] & HN_UC_WHITESPACE)
+#define P(i) (c->fl[i] & HN_UC_PUNCT)
+
+static int32_t
+lower_ascii(uint32_t cp)
+{
+  return (cp >= 'A' && cp <= 'Z') ? (int32_t)(cp + 32) : (int32_t)cp;
+}
+
+/* 's 't 're 've 'm 'll 'd, optionally case-insensitive: length matched or 0 */
+static int64_t
+contraction(const Ctx *c, int64_t i, bool icase)
+{
+  if (c->cp[i] != '\'' || i + 1 >= c->end)
+    return 0;
+  uint32_t a = c->cp[i + 1], b = i + 2 < c->end ? c->cp[i + 2] : 0;
+  if (icase) {
+    a = (uint32_t)lower_ascii(a);
+    b = (uint32_t)lower_ascii(b);
+  }
+  if (a == 's' || a == 't' || a == 'm' || a == 'd')
+    return 2;
+  if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+    return 3;
+  return 0;
+}
+
+/* \s+(?!\S) then \s+ at i (which is whitespace) */
+static int64_t
+whitespace_run(const Ctx *c, int64_t i)
+{
+  int64_t j = i;
+  while (j < c->end && S(j))
+    j++;
+  if (j < c->end && j - i > 1)
+    return j - i - 1; /* leave the last space to the next word */
+  return j - i;
+}
+
+/* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+static int64_t
+match_gpt2(const Ctx *c, int64_t i)
+{
+  int64_t k = contraction(c, i, false);
+  if (k)
+    return k;
+  int64_t j = i;
+  if (c->cp[j] == ' ' && j + 1 < c->end)
+    j++;
+  if (L(j)) {
+    while (j < c->end && L(j))
+      j++;
+    return j - i;
+  }
+  if (N(j)) {
+    while (j < c->end && N(j))
+      j++;
+    return j - i;
+  }
+  if (!S(j) && !L(j) && !N(j)) {
+    while (j < c->end && !S(j) && !L(j) && !N(j))
+      j++;
+    return j - i;
+  }
+  return whitespace_run(c, i);
+}
+
+/* llama3 (digits {1,3}) and qwen2 (single digits):
+ * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static int64_t
+match_llama3_like(const Ctx *c, int64_t i, int max_digits)
+{
+  int64_t k = contraction(c, i, true);
+  if (k)
+    return k;
+  int64_t j = i;
+  uint32_t cp = c->cp[i];
+  if (!(cp == '\r' || cp == '\n' || L(i) || N(i)) && i + 1 < c->end && L(i + 1))
+    j++;
+  if (L(j)) {
+    while (j < c->end && L(j))
+      j++;
+    return j - i;
+  }
+  if (N(i)) {
+    j = i;
+    while (j < c->end && N(j) && j - i < max_digits)
+      j++;
+    return j - i;
+  }
+  j = i;
+  if (cp == ' ' && j + 1 < c->end && !S(j + 1) && !L(j + 1) && !N(j + 1))
+    j++;
+  if (!S(j) && !L(j) && !N(j)) {
+    while (j < c->end && !S(j) && !L(j) && !N(j))
+      j++;
+    while (j < c->end && (c->cp[j] == '\r' || c->cp[j] == '\n'))
+      j++;
+    return j - i;
+  }
+  /* \s*[\r\n]+ : whitespace run ending at its last newline */
+  j = i;
+  int64_t last_nl = -1;
+  while (j < c->end && S(j)) {
+    if (c->cp[j] == '\r' || c->cp[j] == '\n')
+      last_nl = j;
+    j++;
+  }
+  if (last_nl >= 0)
+    return last_nl + 1 - i;
+  return whitespace_run(c, i);
+}
+
+static int64_t
+match_llama3(const Ctx *c, int64_t i)
+{
+  return match_llama3_like(c, i, 3);
+}
+
+static int64_t
+match_qwen2(const Ctx *c, int64_t i)
+{
+  return match_llama3_like(c, i, 1);
+}
+
+/* falcon's gpt2 variant: the same without the trailing bare \s+ */
+static int64_t
+match_gpt2_no_bare_ws(const Ctx *c, int64_t i)
+{
+  int64_t k = match_gpt2(c, i);
+  if (S(i) && !(c->cp[i] == ' ' && k > 1 && !S(i + 1))) {
+    int64_t j = i;
+    while (j < c->end && S(j))
+      j++;
+    if (j < c->end && j - i == 1)
+      return 0; /* \s+(?!\S) cannot match a single space before a non-space */
+  }
+  return k;
+}
+
+static int64_t
+match_one_number(const Ctx *c, int64_t i)
+{
+  return N(i) ? 1 : 0;
+}
+
+/* [\p{P}\$\+<=>\^~\|`]+ */
+static int64_t
+match_falcon_punct(const Ctx *c, int64_t i)
+{
+  int64_t j = i;
+  while (j < c->end) {
+    uint32_t cp = c->cp[j];
+    if (!(P(j) || cp == '$' || cp == '+' || cp == '<' || cp == '=' || cp == '>' || cp == '^' || cp == '~' ||
+          cp == '|' || cp == '`'))
+      break;
+    j++;
+  }
+  return j - i;
+}
+
+static int64_t
+match_three_digits(const Ctx *c, int64_t i)
+{
+  if (i + 3 > c->end)
+    return 0;
+  for (int k = 0; k < 3; k++)
+    if (c->cp[i + k] < '0' || c->cp[i + k] > '9')
+      return 0;
+  return 3;
+}
+
+static int64_t
+match_newline(const Ctx *c, int64_t i)
+{
+  return (c->cp[i] == '\r' || c->cp[i] == '\n') ? 1 : 0;
+}
+
+/* \s?\p{L}+ */
+static int64_t
+match_ws_letters(const Ctx *c, int64_t i)
+{
+  int64_t j = i;
+  if (S(j) && j + 1 < c->end)
+    j++;
+  if (!L(j))
+    return 0;
+  while (j < c->end && L(j))
+    j++;
+  return j - i;
+}
+
+/* \s?\p{P}+ */
+static int64_t
+match_ws_punct(const Ctx *c, int64_t i)
+{
+  int64_t j = i;
+  if (S(j) && j + 1 < c->end)
+    j++;
+  if (!P(j))
+    return 0;
+  while (j < c->end && P(j))
+    j++;
+  return j - i;
+}
+
+static bool
+is_cjk_hangul(uint32_t cp)
+{
+  return (cp >= 0x4E00 && cp <= 0x9FA5) || (cp >= 0x0800 && cp <= 0x4E00) || (cp >= 0xAC00 && cp <= 0xD7FF);
+}
+
+/* [一-龥ࠀ-一가-퟿]+ */
+static int64_t
+match_cjk(const Ctx *c, int64_t i)
+{
+  int64_t j = i;
+  while (j < c->end && c->cp[j] != HN_UC_INVALID && is_cjk_hangul(c->cp[j]))
+    j++;
+  return j - i;
+}
+
+typedef int64_t (*Matcher)(const Ctx *c, int64_t i);
+
+/* cuts pieces [in] into matches and gaps; pieces are code point index pairs */
+static int64_t
+run_stage(Matcher m, const uint32_t *cp, const uint32_t *fl, const int64_t *in, int64_t n_in, int64_t *out)
+{
+  int64_t n_out = 0;
+  for (int64_t p = 0; p < n_in; p++) {
+    Ctx c = { cp, fl, in[2 * p + 1] };
+    int64_t gap = in[2 * p];
+    for (int64_t i = in[2 * p]; i < c.end;) {
+      int64_t k = m(&c, i);
+      if (k <= 0) {
+        i++;
+        continue;
+      }
+      if (gap < i) {
+        out[2 * n_out] = gap;
+        out[2 * n_out + 1] = i;
+        n_out++;
+      }
+      out[2 * n_out] = i;
+      out[2 * n_out + 1] = i + k;
+      n_out++;
+      i += k;
+      gap = i;
+    }
+    if (gap < c.end) {
+      out[2 * n_out] = gap;
+      out[2 * n_out + 1] = c.end;
+      n_out++;
+    }
+  }
+  return n_out;
+}
+
+int64_t
+hn_pretokenize(HnPreType pre, const char *text, size_t len, uint32_t **pieces_out)
+{
+  *pieces_out = NULL;
+  Matcher stages[6];
+  int n_stages = 0;
+  switch (pre) {
+  case HN_PRE_STARCODER:
+    stages[n_stages++] = match_one_number;
+    stages[n_stages++] = match_gpt2;
+    break;
+  case HN_PRE_LLAMA3:
+    stages[n_stages++] = match_llama3;
+    break;
+  case HN_PRE_QWEN2:
+    stages[n_stages++] = match_qwen2;
+    break;
+  case HN_PRE_FALCON:
+    stages[n_stages++] = match_falcon_punct;
+    stages[n_stages++] = match_gpt2_no_bare_ws;
+    stages[n_stages++] = match_three_digits;
+    break;
+  case HN_PRE_DEEPSEEK_CODER:
+    stages[n_stages++] = match_newline;
+    stages[n_stages++] = match_ws_letters;
+    stages[n_stages++] = match_ws_punct;
+    stages[n_stages++] = match_cjk;
+    stages[n_stages++] = match_one_number;
+    break;
+  case HN_PRE_DEEPSEEK_LLM: /* not yet distinct: see docs/tokenizers.md */
+  case HN_PRE_GPT2:
+  default:
+    stages[n_stages++] = match_gpt2;
+    break;
+  }
+  uint32_t *cp = malloc(sizeof(uint32_t) * (len + 1));
+  uint32_t *fl = malloc(sizeof(uint32_t) * (len + 1));
+  uint32_t *boff = malloc(sizeof(uint32_t) * (len + 1));
+  int64_t *a = malloc(sizeof(int64_t) * 2 * (len + 1));
+  int64_t *b = malloc(sizeof(int64_t) * 2 * (len + 1));
+  if (!cp || !fl || !boff || !a || !b) {
+    free(cp);
+    free(fl);
+    free(boff);
+    free(a);
+    free(b);
+    return -1;
+  }
+  int64_t n_cp = 0;
+  for (size_t i = 0; i < len;) {
+    uint32_t c;
+    int used = hn_utf8_decode(text + i, len - i, &c);
+    cp[n_cp] = c;
+    fl[n_cp] = hn_unicode_flags(c);
+    boff[n_cp] = (uint32_t)i;
+    n_cp++;
+    i += (size_t)used;
+  }
+  boff[n_cp] = (uint32_t)len;
+  int64_t n = 0;
+  if (n_cp > 0) {
+    a[0] = 0;
+    a[1] = n_cp;
+    n = 1;
+  }
+  for (int s = 0; s < n_stages; s++) {
+    n = run_stage(stages[s], cp, fl, a, n, b);
+    int64_t *t = a;
+    a = b;
+    b = t;
+  }
+  uint32_t *pieces = malloc(sizeof(uint32_t) * 2 * (size_t)(n + 1));
+  if (pieces != NULL)
+    for (int64_t p = 0; p < n; p++) {
+      pieces[2 * p] = boff[a[2 * p]];
+      pieces[2 * p + 1] = boff[a[2 * p + 1]];
+    }
+  free(cp);
+  free(fl);
+  free(boff);
+  free(a);
+  free(b);
+  *pieces_out = pieces;
+  return pieces ? n : -1;
+}

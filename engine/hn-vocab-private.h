@@ -1,0 +1,73 @@
+/* hn-vocab-private.h — the HnVocab layout shared by the loader and the tokenizers. */
+#pragma once
+
+#include "hn-vocab.h"
+
+typedef enum {
+  HN_PRE_GPT2 = 0,       /* default, gpt-2, mpt, olmo, gpt-neox, and unknown values */
+  HN_PRE_STARCODER,      /* starcoder, refact, command-r, smollm: digits split, then gpt-2 */
+  HN_PRE_LLAMA3,         /* llama-bpe */
+  HN_PRE_QWEN2,
+  HN_PRE_FALCON,
+  HN_PRE_DEEPSEEK_CODER,
+  HN_PRE_DEEPSEEK_LLM,
+} HnPreType;
+
+typedef struct {
+  uint32_t text_off, text_len;   /* raw piece in vocab->text */
+  uint32_t bytes_off, bytes_len; /* decoded bytes in vocab->bytes */
+  float score;
+  uint8_t type;
+} HnVocabToken;
+
+typedef struct {
+  uint64_t key; /* left id << 32 | right id, or UINT64_MAX when empty */
+  int32_t rank;
+  int32_t result;
+} HnMergeSlot;
+
+struct HnVocab {
+  HnVocabType type;
+  HnPreType pre;
+  char pre_name[32];
+  int32_t n_tokens;
+  HnVocabToken *tokens;
+  char *text;
+  char *bytes;
+  /* text → id, open addressing, power-of-two size, -1 empty */
+  int32_t *text_index;
+  uint32_t text_index_mask;
+  HnMergeSlot *merges;
+  uint64_t merges_mask;
+  int32_t byte_token[256]; /* SPM: <0xXX>; BPE: the single byte-level character */
+  int32_t bos, eos, eot, eom, pad, unk;
+  bool add_bos, add_eos, add_space_prefix, ignore_merges;
+  uint8_t *eog; /* per token flag */
+  /* parse_special candidates, longest first */
+  int32_t *specials;
+  int32_t n_specials;
+  int32_t n_user_defined; /* matched even without parse_special, like added tokens */
+  uint32_t special_first_byte[8]; /* bitmap of first bytes of specials */
+  /* SPM: hashes of every pair of neighbouring characters inside some token (0 = empty) */
+  uint64_t *spm_pairs;
+  uint64_t spm_pairs_mask;
+};
+
+uint64_t hn_vocab_hash_bytes(const char *s, size_t len);
+/* Whether the two characters s[0..len) (neighbours in the text) occur next to each other
+ * in some token; false means no merge can ever join them. */
+bool hn_vocab_spm_pair_possible(const HnVocab *vocab, const char *s, size_t len);
+int32_t hn_vocab_lookup(const HnVocab *vocab, const char *s, size_t len);
+/* rank of merging left+right, or -1; *result the merged id */
+int32_t hn_vocab_merge_rank(const HnVocab *vocab, int32_t left, int32_t right, int32_t *result);
+
+/* Appends ids to out (may write past n_max? no: counts only).  Both return the new count
+ * (which may exceed n_max: ids beyond n_max are not written) or -1 on allocation failure. */
+int64_t hn_tokenize_spm(const HnVocab *vocab, const char *text, size_t len, bool add_prefix,
+                        int32_t *out, int64_t n, int64_t n_max);
+int64_t hn_tokenize_bpe(const HnVocab *vocab, const char *text, size_t len, int32_t *out,
+                        int64_t n, int64_t n_max);
+
+/* Pre-tokenizer: splits text into pieces (byte offsets).  Returns the count, or -1 on
+ * allocation failure; *pieces is malloc'ed (pairs start, end). */
+int64_t hn_pretokenize(HnPreType pre, const char *text, size_t len, uint32_t **pieces);

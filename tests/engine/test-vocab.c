@@ -1,0 +1,392 @@
+/* Tokenizer tests: every vocabulary in testdata/vocab against its reference ids, the
+ * reference prompts of the test models, special tokens, the streaming decoder and random
+ * bytes into every tokenizer. */
+#include "hn-gguf.h"
+#include "hn-vocab-private.h" /* hn_pretokenize, for the splits without a test vocabulary */
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+static const char *
+testdata (void)
+{
+  return g_getenv ("HANASHI_TESTDATA");
+}
+
+static HnVocab *
+load_vocab (const char *path)
+{
+  HnError err = { 0 };
+  HnGguf *g = hn_gguf_open (path, &err);
+  g_assert_nonnull (g);
+  HnVocab *v = hn_vocab_load (g, &err);
+  if (v == NULL)
+    g_error ("%s: %s", path, err.message);
+  hn_gguf_close (g);
+  return v;
+}
+
+static GArray *
+tokenize (const HnVocab *v, const char *text, size_t len, bool add_special, bool parse_special)
+{
+  HnError err = { 0 };
+  int32_t n = hn_tokenize (v, text, len, add_special, parse_special, NULL, 0, &err);
+  g_assert_cmpint (n, !=, INT32_MIN);
+  GArray *ids = g_array_sized_new (FALSE, TRUE, sizeof (int32_t), (guint) ABS (n));
+  g_array_set_size (ids, (guint) ABS (n));
+  if (n != 0) {
+    int32_t m = hn_tokenize (v, text, len, add_special, parse_special, (int32_t *) ids->data, ABS (n), &err);
+    g_assert_cmpint (m, ==, ABS (n));
+  }
+  return ids;
+}
+
+static char *
+ids_to_string (const int32_t *ids, size_t n)
+{
+  GString *s = g_string_new ("");
+  for (size_t i = 0; i < n; i++)
+    g_string_append_printf (s, "%s%d", i ? " " : "", ids[i]);
+  return g_string_free (s, FALSE);
+}
+
+static void
+test_vocab_file (gconstpointer data)
+{
+  const char *path = data;
+  HnVocab *v = load_vocab (path);
+  g_autofree char *inp_path = g_strconcat (path, ".inp", NULL);
+  g_autofree char *out_path = g_strconcat (path, ".out", NULL);
+  g_autofree char *inp = NULL, *outs = NULL;
+  g_assert_true (g_file_get_contents (inp_path, &inp, NULL, NULL));
+  g_assert_true (g_file_get_contents (out_path, &outs, NULL, NULL));
+  g_auto (GStrv) strings = g_strsplit (inp, "\n__ggml_vocab_test__\n", -1);
+  g_auto (GStrv) lines = g_strsplit (outs, "\n", -1);
+  guint n_strings = g_strv_length (strings);
+  /* the file ends with a separator line, leaving an empty last element */
+  if (n_strings > 0 && strings[n_strings - 1][0] == '\0')
+    n_strings--;
+  g_assert_cmpuint (g_strv_length (lines), >=, n_strings);
+  int failures = 0, lossy = 0;
+  for (guint i = 0; i < n_strings; i++) {
+    const char *s = strings[i];
+    GArray *ids = tokenize (v, s, strlen (s), false, false);
+    g_autofree char *got = ids_to_string ((int32_t *) ids->data, ids->len);
+    g_autofree char *want = g_strstrip (g_strdup (lines[i]));
+    if (strcmp (got, want) != 0) {
+      g_test_message ("%s: string %u %s\n  want %s\n  got  %s", path, i, s, want, got);
+      failures++;
+    }
+    char buf[8192];
+    HnError err = { 0 };
+    int64_t n = hn_detokenize (v, (int32_t *) ids->data, ids->len, true, false, buf, sizeof buf, &err);
+    g_assert_cmpint (n, >=, 0);
+    if (n > (int64_t) sizeof buf || (size_t) n != strlen (s) || memcmp (buf, s, strlen (s)) != 0) {
+      lossy++;
+      g_test_message ("not lossless: string %u %s", i, s);
+    }
+    g_array_unref (ids);
+  }
+  g_test_message ("%s: %u strings, %d mismatches, %d not round-tripping", path, n_strings, failures, lossy);
+  g_assert_cmpint (failures, ==, 0);
+  g_assert_cmpint (lossy, ==, 0);
+  hn_vocab_free (v);
+}
+
+static void
+test_reference_prompts (gconstpointer data)
+{
+  const char *model = data;
+  g_autofree char *dir = g_build_filename (testdata (), "reference", NULL);
+  g_autofree char *gguf = g_build_filename (testdata (), "models", model, NULL);
+  HnVocab *v = load_vocab (gguf);
+  g_autofree char *base = g_strndup (model, strlen (model) - 5);
+  int checked = 0;
+  for (int p = 0; p < 5; p++) {
+    g_autofree char *name = g_strdup_printf ("%s.p%d.json", base, p);
+    g_autofree char *jpath = g_build_filename (dir, name, NULL);
+    if (!g_file_test (jpath, G_FILE_TEST_EXISTS))
+      continue;
+    g_autoptr (JsonParser) parser = json_parser_new ();
+    g_assert_true (json_parser_load_from_file (parser, jpath, NULL));
+    JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+    const char *prompt = json_object_get_string_member (o, "prompt");
+    JsonArray *want = json_object_get_array_member (o, "prompt_tokens");
+    GArray *ids = tokenize (v, prompt, strlen (prompt), true, false);
+    g_assert_cmpuint (ids->len, ==, json_array_get_length (want));
+    for (guint i = 0; i < ids->len; i++)
+      g_assert_cmpint (g_array_index (ids, int32_t, i), ==, json_array_get_int_element (want, i));
+    g_array_unref (ids);
+    checked++;
+  }
+  g_assert_cmpint (checked, >, 0);
+  hn_vocab_free (v);
+}
+
+static char *
+vocab_path (const char *name)
+{
+  g_autofree char *file = g_strdup_printf ("ggml-vocab-%s.gguf", name);
+  return g_build_filename (testdata (), "vocab", file, NULL);
+}
+
+static void
+test_specials (void)
+{
+  g_autofree char *path = vocab_path ("phi-3");
+  HnVocab *v = load_vocab (path);
+  int32_t end = hn_vocab_find_token (v, "<|end|>");
+  g_assert_cmpint (end, >=, 0);
+  g_assert_true (hn_vocab_is_eog (v, end));
+  g_assert_true (hn_vocab_is_eog (v, hn_vocab_eos (v)));
+  g_assert_true (hn_vocab_add_bos (v));
+  g_assert_false (hn_vocab_add_eos (v));
+  const char *text = "Hi<|end|>there";
+  GArray *on = tokenize (v, text, strlen (text), false, true);
+  GArray *off = tokenize (v, text, strlen (text), false, false);
+  gboolean found_on = FALSE, found_off = FALSE;
+  for (guint i = 0; i < on->len; i++)
+    found_on |= g_array_index (on, int32_t, i) == end;
+  for (guint i = 0; i < off->len; i++)
+    found_off |= g_array_index (off, int32_t, i) == end;
+  g_assert_true (found_on);
+  g_assert_false (found_off);
+  GArray *bos = tokenize (v, "Hi", 2, true, false);
+  g_assert_cmpint (g_array_index (bos, int32_t, 0), ==, hn_vocab_bos (v));
+  g_array_unref (on);
+  g_array_unref (off);
+  g_array_unref (bos);
+  hn_vocab_free (v);
+
+  g_autofree char *gpt2 = vocab_path ("gpt-2");
+  v = load_vocab (gpt2);
+  g_assert_false (hn_vocab_add_bos (v));
+  g_assert_cmpstr (hn_vocab_pre_name (v), ==, "gpt-2");
+  g_assert_true (hn_vocab_is_eog (v, hn_vocab_find_token (v, "<|endoftext|>")));
+  hn_vocab_free (v);
+}
+
+static void
+check_stream (const HnVocab *v, const char *text)
+{
+  GArray *ids = tokenize (v, text, strlen (text), false, false);
+  HnStreamDecoder *d = hn_stream_decoder_new (v, false);
+  GString *all = g_string_new ("");
+  int partial_seen = 0;
+  for (guint i = 0; i < ids->len; i++) {
+    size_t len;
+    size_t raw_len;
+    hn_token_bytes (v, g_array_index (ids, int32_t, i), &raw_len);
+    const char *s = hn_stream_decoder_push (d, g_array_index (ids, int32_t, i), &len);
+    g_assert_nonnull (s);
+    g_assert_true (g_utf8_validate (s, (gssize) len, NULL));
+    g_assert_null (g_strstr_len (s, (gssize) len, "\xef\xbf\xbd"));
+    if (len == 0 && raw_len > 0)
+      partial_seen++;
+    g_string_append_len (all, s, (gssize) len);
+  }
+  size_t len;
+  const char *s = hn_stream_decoder_flush (d, &len);
+  g_assert_cmpuint (len, ==, 0);
+  (void) s;
+  const char *expect = text;
+  if (hn_vocab_type (v) == HN_VOCAB_SPM && all->len > 0 && all->str[0] == ' ')
+    g_string_erase (all, 0, 1);
+  g_assert_cmpstr (all->str, ==, expect);
+  g_test_message ("%s: %u tokens, %d held back", text, ids->len, partial_seen);
+  g_string_free (all, TRUE);
+  hn_stream_decoder_free (d);
+  g_array_unref (ids);
+}
+
+static void
+test_stream (void)
+{
+  const char *names[] = { "llama-spm", "gpt-2", "phi-3" };
+  for (size_t k = 0; k < G_N_ELEMENTS (names); k++) {
+    g_autofree char *path = vocab_path (names[k]);
+    HnVocab *v = load_vocab (path);
+    check_stream (v, "こんにちは、世界！今日は🦙と🎉で遊びます。");
+    check_stream (v, "Emoji: 👨‍👩‍👧‍👦 🇯🇵 ok");
+    /* byte tokens one by one: the first two bytes of あ hold nothing */
+    int32_t ids[3];
+    const unsigned char bytes[3] = { 0xE3, 0x81, 0x82 };
+    HnStreamDecoder *d = hn_stream_decoder_new (v, false);
+    size_t len;
+    for (int i = 0; i < 3; i++) {
+      char piece[2] = { (char) bytes[i], 0 };
+      GArray *a = tokenize (v, piece, 1, false, false);
+      g_assert_cmpuint (a->len, >=, 1);
+      ids[i] = g_array_index (a, int32_t, a->len - 1);
+      g_array_unref (a);
+      const char *s = hn_stream_decoder_push (d, ids[i], &len);
+      if (i < 2)
+        g_assert_cmpuint (len, ==, 0);
+      else {
+        g_assert_cmpuint (len, ==, 3);
+        g_assert_cmpint (memcmp (s, "あ", 3), ==, 0);
+      }
+    }
+    /* a cut-off character at the end becomes U+FFFD on flush */
+    hn_stream_decoder_push (d, ids[0], &len);
+    g_assert_cmpuint (len, ==, 0);
+    const char *s = hn_stream_decoder_flush (d, &len);
+    g_assert_cmpuint (len, ==, 3);
+    g_assert_cmpint (memcmp (s, "\xef\xbf\xbd", 3), ==, 0);
+    hn_stream_decoder_free (d);
+    hn_vocab_free (v);
+  }
+}
+
+static void
+test_fuzz (void)
+{
+  g_autofree char *dir = g_build_filename (testdata (), "vocab", NULL);
+  GDir *d = g_dir_open (dir, 0, NULL);
+  const char *name;
+  GRand *rand = g_rand_new_with_seed (1234);
+  while ((name = g_dir_read_name (d)) != NULL) {
+    if (!g_str_has_suffix (name, ".gguf"))
+      continue;
+    g_autofree char *path = g_build_filename (dir, name, NULL);
+    HnVocab *v = load_vocab (path);
+    for (int round = 0; round < 200; round++) {
+      char buf[300];
+      size_t len = (size_t) g_rand_int_range (rand, 0, sizeof buf);
+      for (size_t i = 0; i < len; i++) {
+        guint32 r = g_rand_int (rand);
+        /* mix ASCII, spaces, UTF-8 lead/continuation bytes and specials' first bytes */
+        buf[i] = (char) ((r & 3) == 0 ? ' ' : (r & 3) == 1 ? 'a' + (r >> 8) % 26 : (r >> 8));
+      }
+      GArray *ids = tokenize (v, buf, len, round & 1, round & 2);
+      char out[4096];
+      HnError err = { 0 };
+      int64_t n = hn_detokenize (v, (int32_t *) ids->data, ids->len, false, false, out, sizeof out, &err);
+      g_assert_cmpint (n, >=, 0);
+      if (hn_vocab_type (v) == HN_VOCAB_BPE && !(round & 2) && strstr (name, "gpt-2") != NULL) {
+        /* byte-level BPE is lossless on any bytes when all 256 byte tokens exist (falcon
+         * and starcoder lack some, e.g. 0xC0, which then cannot be represented) */
+        g_assert_cmpint (n, ==, (int64_t) len);
+        g_assert_cmpint (memcmp (out, buf, len), ==, 0);
+      }
+      g_array_unref (ids);
+    }
+    hn_vocab_free (v);
+  }
+  g_rand_free (rand);
+  g_dir_close (d);
+}
+
+static void
+check_split (HnPreType pre, const char *text, const char *const *want)
+{
+  uint32_t *pieces;
+  int64_t n = hn_pretokenize (pre, text, strlen (text), &pieces);
+  g_assert_cmpint (n, >=, 0);
+  int64_t i = 0;
+  for (; want[i] != NULL; i++) {
+    g_assert_cmpint (i, <, n);
+    g_autofree char *got = g_strndup (text + pieces[2 * i], pieces[2 * i + 1] - pieces[2 * i]);
+    g_assert_cmpstr (got, ==, want[i]);
+  }
+  g_assert_cmpint (i, ==, n);
+  g_free (pieces);
+}
+
+static void
+test_pretokenize (void)
+{
+  const char *text = "Hello world 12345 it's\n\n  ok!!\n";
+  const char *const llama3[] = { "Hello", " world", " ", "123", "45", " it", "'s", "\n\n", " ", " ok", "!!\n", NULL };
+  check_split (HN_PRE_LLAMA3, text, llama3);
+  const char *const qwen2[] = { "Hello", " world", " ", "1", "2", "3", "4", "5", " it", "'s", "\n\n", " ", " ok", "!!\n", NULL };
+  check_split (HN_PRE_QWEN2, text, qwen2);
+  const char *const gpt2[] = { "Hello", " world", " 12345", " it", "'s", "\n\n ", " ok", "!!", "\n", NULL };
+  check_split (HN_PRE_GPT2, text, gpt2);
+  const char *const llama3_case[] = { "I", "'M", " fine", ",", "\tok", NULL };
+  check_split (HN_PRE_LLAMA3, "I'M fine,\tok", llama3_case);
+  const char *const starcoder[] = { "x", "1", "2", " ", "3", NULL };
+  check_split (HN_PRE_STARCODER, "x12 3", starcoder);
+}
+
+static char *
+run_cli (const char *const *args, int *status)
+{
+  const char *cli = g_getenv ("HANASHI_CLI");
+  g_assert_nonnull (cli);
+  GPtrArray *argv = g_ptr_array_new ();
+  g_ptr_array_add (argv, (gpointer) cli);
+  for (size_t i = 0; args[i] != NULL; i++)
+    g_ptr_array_add (argv, (gpointer) args[i]);
+  g_ptr_array_add (argv, NULL);
+  char *out = NULL;
+  g_autoptr (GError) error = NULL;
+  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out, NULL,
+                               status, &error));
+  g_ptr_array_unref (argv);
+  return out;
+}
+
+static void
+test_cli (void)
+{
+  if (g_getenv ("HANASHI_CLI") == NULL) {
+    g_test_skip ("HANASHI_CLI not set");
+    return;
+  }
+  g_autofree char *spm = vocab_path ("llama-spm");
+  int status;
+  const char *a1[] = { "tokenize", "-m", spm, "-p", "Hello world", NULL };
+  g_autofree char *o1 = run_cli (a1, &status);
+  g_assert_true (g_spawn_check_wait_status (status, NULL));
+  g_assert_cmpstr (o1, ==, "[1, 15043, 3186]\n");
+  const char *a2[] = { "tokenize", "-m", spm, "-p", "Hello world", "--no-bos", NULL };
+  g_autofree char *o2 = run_cli (a2, &status);
+  g_assert_cmpstr (o2, ==, "[15043, 3186]\n");
+  const char *a3[] = { "detokenize", "-m", spm, "--ids", "1,15043,3186", NULL };
+  g_autofree char *o3 = run_cli (a3, &status);
+  g_assert_true (g_spawn_check_wait_status (status, NULL));
+  g_assert_cmpstr (o3, ==, "Hello world");
+  const char *a4[] = { "detokenize", "-m", spm, "--ids", "1,99999", NULL };
+  g_free (run_cli (a4, &status));
+  g_assert_false (g_spawn_check_wait_status (status, NULL));
+  const char *a5[] = { "tokenize", "-m", spm, NULL };
+  g_free (run_cli (a5, &status));
+  g_assert_false (g_spawn_check_wait_status (status, NULL));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  if (testdata () == NULL || !g_file_test (testdata (), G_FILE_TEST_IS_DIR))
+    return 77;
+  g_autofree char *dir = g_build_filename (testdata (), "vocab", NULL);
+  GDir *d = g_dir_open (dir, 0, NULL);
+  g_assert_nonnull (d);
+  const char *name;
+  GPtrArray *paths = g_ptr_array_new_with_free_func (g_free);
+  while ((name = g_dir_read_name (d)) != NULL)
+    if (g_str_has_suffix (name, ".gguf")) {
+      char *path = g_build_filename (dir, name, NULL);
+      g_ptr_array_add (paths, path);
+      g_autofree char *tp = g_strdup_printf ("/vocab/%s", name);
+      g_test_add_data_func (tp, path, test_vocab_file);
+    }
+  g_dir_close (d);
+  static const char *models[] = { "stories260K-f32.gguf", "tiny-llama-spm-q8_0.gguf", "tiny-qwen2-gpt2-q8_0.gguf",
+                                  "quant-llama-v512-f32.gguf" };
+  for (size_t i = 0; i < G_N_ELEMENTS (models); i++) {
+    g_autofree char *tp = g_strdup_printf ("/vocab/reference/%s", models[i]);
+    g_test_add_data_func (tp, models[i], test_reference_prompts);
+  }
+  g_test_add_func ("/vocab/specials", test_specials);
+  g_test_add_func ("/vocab/stream", test_stream);
+  g_test_add_func ("/vocab/fuzz", test_fuzz);
+  g_test_add_func ("/vocab/pretokenize", test_pretokenize);
+  g_test_add_func ("/vocab/cli", test_cli);
+  int r = g_test_run ();
+  g_ptr_array_unref (paths);
+  return r;
+}
