@@ -15,6 +15,9 @@ int cli_pull(int argc, char **argv);
 int cli_quantize(int argc, char **argv);
 int cli_make_model(int argc, char **argv);
 int cli_chat_template(int argc, char **argv);
+int cli_info(int argc, char **argv);
+int cli_logits(int argc, char **argv);
+int cli_generate(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
 int cli_detokenize(int argc, char **argv);
 
@@ -23,6 +26,9 @@ static const CliCommand commands[] = {
   { "make-model", cli_make_model, "write a random-weight model of a realistic shape (benchmarks)" },
   { "quantize", cli_quantize, "convert a model to another weight type or mix (Q4_K_M, ...)" },
   { "chat-template", cli_chat_template, "render a chat template for a conversation (prints the prompt)" },
+  { "info", cli_info, "show a model's architecture, size, weight types and context length" },
+  { "generate", cli_generate, "generate text from a prompt (greedy unless sampling options are given)" },
+  { "logits", cli_logits, "evaluate token ids in one batch and write every position's logits" },
   { "tokenize", cli_tokenize, "print the token ids of a text as a JSON array" },
   { "detokenize", cli_detokenize, "print the text of a list of token ids" },
   { NULL, NULL, NULL },

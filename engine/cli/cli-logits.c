@@ -1,0 +1,104 @@
+/* hanashi-cli logits -m MODEL --tokens 1,2,3 -o OUT.f32 [-t THREADS] — evaluates the ids in
+ * one batch at positions 0..n-1 and writes every position's logits (n × n_vocab LE f32). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli-common.h"
+#include "hn-context.h"
+
+int cli_logits(int argc, char **argv);
+
+int
+cli_logits(int argc, char **argv)
+{
+  const char *model_path = NULL, *tokens = NULL, *out_path = NULL;
+  long long threads = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *opt = argv[i];
+    if (i + 1 >= argc)
+      return cli_fail("option '%s' needs a value (usage: hanashi-cli logits -m MODEL --tokens 1,2,3 -o OUT.f32 [-t THREADS])", opt);
+    const char *val = argv[++i];
+    if (strcmp(opt, "-m") == 0 || strcmp(opt, "--model") == 0)
+      model_path = val;
+    else if (strcmp(opt, "--tokens") == 0)
+      tokens = val;
+    else if (strcmp(opt, "-o") == 0 || strcmp(opt, "--output") == 0)
+      out_path = val;
+    else if (strcmp(opt, "-t") == 0 || strcmp(opt, "--threads") == 0) {
+      if (!cli_parse_int(val, 1, 1024, &threads))
+        return cli_fail("invalid thread count '%s'", val);
+    } else
+      return cli_fail("unknown option '%s'", opt);
+  }
+  if (!model_path || !tokens || !out_path)
+    return cli_fail("usage: hanashi-cli logits -m MODEL --tokens 1,2,3 -o OUT.f32 [-t THREADS]");
+  int32_t *ids = NULL;
+  size_t n = 0;
+  if (!cli_parse_ids(tokens, &ids, &n) || n == 0) {
+    free(ids);
+    return cli_fail("invalid token list '%s'", tokens);
+  }
+  HnError err = { 0 };
+  HnModel *model = hn_model_load(model_path, NULL, &err);
+  if (!model) {
+    free(ids);
+    return cli_fail_error(&err);
+  }
+  int status = 1;
+  HnContext *ctx = NULL;
+  int32_t *pos = malloc(n * sizeof *pos);
+  bool *want = malloc(n * sizeof *want);
+  FILE *f = NULL;
+  if (!pos || !want) {
+    status = cli_fail("out of memory");
+    goto out;
+  }
+  if (n > (size_t) hn_model_n_ctx_train(model)) {
+    status = cli_fail("%zu tokens exceed the model's context of %d", n, hn_model_n_ctx_train(model));
+    goto out;
+  }
+  for (size_t i = 0; i < n; i++) {
+    pos[i] = (int32_t) i;
+    want[i] = true;
+  }
+  HnContextParams params = hn_context_default_params();
+  params.n_ctx = (int) n;
+  params.n_batch = (int) n;
+  params.n_threads = (int) threads;
+  if (!(ctx = hn_context_new(model, &params, &err))) {
+    status = cli_fail_error(&err);
+    goto out;
+  }
+  HnBatch batch = { .n_tokens = (int) n, .token = ids, .pos = pos, .want_logits = want };
+  if (!hn_context_decode(ctx, &batch, &err)) {
+    status = cli_fail_error(&err);
+    goto out;
+  }
+  if (!(f = fopen(out_path, "wb"))) {
+    status = cli_fail("cannot write '%s'", out_path);
+    goto out;
+  }
+  size_t nv = (size_t) hn_model_n_vocab(model);
+  for (size_t i = 0; i < n; i++)
+    if (fwrite(hn_context_get_logits(ctx, (int) i), sizeof(float), nv, f) != nv) {
+      status = cli_fail("cannot write '%s'", out_path);
+      goto out;
+    }
+  if (fclose(f) != 0) {
+    f = NULL;
+    status = cli_fail("cannot write '%s'", out_path);
+    goto out;
+  }
+  f = NULL;
+  status = 0;
+out:
+  if (f)
+    fclose(f);
+  free(pos);
+  free(want);
+  free(ids);
+  hn_context_free(ctx);
+  hn_model_free(model);
+  return status;
+}

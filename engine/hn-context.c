@@ -1,0 +1,318 @@
+/* hn-context.c — the forward pass (llama / qwen2) over a batch of tokens.
+ *
+ * Activations are [token][dim] f32 rows; every projection is one hn_matmul over the whole
+ * micro-batch.  Attention reads the F16 cache in one pass per (token, head) with a running
+ * max and sum, so no score matrix is materialised. */
+#include "hn-context.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hn-kernels.h"
+#include "hn-model-internal.h"
+#include "hn-threadpool.h"
+
+struct HnContext {
+  const HnModel *model;
+  HnContextParams params;
+  HnThreadPool *pool;
+  HnKvCache *kv;
+  HnCancelFn cancel;
+  void *cancel_data;
+  /* scratch sized for n_batch tokens at creation */
+  float *x, *xn, *q, *k, *v, *attn, *gate, *up, *acc;
+  void *act;
+  int32_t *cells, *out_rows;
+  /* output */
+  float *logits;
+  int n_logits, logits_cap;
+};
+
+HnContextParams
+hn_context_default_params(void)
+{
+  return (HnContextParams) { .n_ctx = 0, .n_batch = 512, .n_threads = 0, .n_seq_max = 1 };
+}
+
+void
+hn_context_free(HnContext *c)
+{
+  if (!c)
+    return;
+  hn_threadpool_free(c->pool);
+  hn_kv_cache_free(c->kv);
+  free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->attn);
+  free(c->gate); free(c->up); free(c->acc); free(c->act); free(c->cells); free(c->out_rows);
+  free(c->logits);
+  free(c);
+}
+
+HnContext *
+hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
+{
+  HnContextParams p = params ? *params : hn_context_default_params();
+  if (p.n_ctx <= 0 || p.n_ctx > m->n_ctx_train)
+    p.n_ctx = m->n_ctx_train;
+  if (p.n_batch <= 0)
+    p.n_batch = 512;
+  if (p.n_batch > p.n_ctx)
+    p.n_batch = p.n_ctx;
+  if (p.n_seq_max <= 0)
+    p.n_seq_max = 1;
+  if (p.n_seq_max > HN_KV_MAX_SEQ) {
+    hn_error_set(err, HN_ERR_INVALID_ARG, "at most %d sequences", HN_KV_MAX_SEQ);
+    return NULL;
+  }
+  HnContext *c = calloc(1, sizeof *c);
+  if (!c) {
+    hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+    return NULL;
+  }
+  c->model = m;
+  c->params = p;
+  int kv_dim = m->n_head_kv * m->head_dim;
+  if (!(c->pool = hn_threadpool_new(p.n_threads, err)) ||
+      !(c->kv = hn_kv_cache_new(m->n_layer, p.n_ctx, kv_dim, err)))
+    goto fail;
+  size_t nb = (size_t) p.n_batch;
+  int64_t widest = m->n_ff > m->n_embd ? m->n_ff : m->n_embd;
+  int nth = hn_threadpool_n_threads(c->pool);
+  c->x = malloc(nb * (size_t) m->n_embd * sizeof(float));
+  c->xn = malloc(nb * (size_t) m->n_embd * sizeof(float));
+  c->q = malloc(nb * (size_t) m->n_embd * sizeof(float));
+  c->attn = malloc(nb * (size_t) m->n_embd * sizeof(float));
+  c->k = malloc(nb * (size_t) kv_dim * sizeof(float));
+  c->v = malloc(nb * (size_t) kv_dim * sizeof(float));
+  c->gate = malloc(nb * (size_t) m->n_ff * sizeof(float));
+  c->up = malloc(nb * (size_t) m->n_ff * sizeof(float));
+  c->acc = malloc((size_t) nth * (size_t) m->head_dim * sizeof(float));
+  c->act = malloc(hn_matmul_scratch_bytes(widest, p.n_batch));
+  c->cells = malloc(nb * sizeof(int32_t));
+  c->out_rows = malloc(nb * sizeof(int32_t));
+  if (!c->x || !c->xn || !c->q || !c->attn || !c->k || !c->v || !c->gate || !c->up || !c->acc ||
+      !c->act || !c->cells || !c->out_rows) {
+    hn_error_set(err, HN_ERR_NOMEM, "out of memory for a context of %d tokens", p.n_batch);
+    goto fail;
+  }
+  return c;
+fail:
+  hn_context_free(c);
+  return NULL;
+}
+
+int hn_context_n_ctx(const HnContext *c) { return c->params.n_ctx; }
+int hn_context_n_batch(const HnContext *c) { return c->params.n_batch; }
+const HnModel *hn_context_model(const HnContext *c) { return c->model; }
+HnKvCache *hn_context_kv(HnContext *c) { return c->kv; }
+const HnRope *hn_context_rope(const HnContext *c) { return &c->model->rope; }
+int hn_context_n_logits(const HnContext *c) { return c->n_logits; }
+
+void
+hn_context_set_cancel(HnContext *c, HnCancelFn fn, void *user_data)
+{
+  c->cancel = fn;
+  c->cancel_data = user_data;
+}
+
+const float *
+hn_context_get_logits(const HnContext *c, int i)
+{
+  if (i < 0 || i >= c->n_logits)
+    return NULL;
+  return c->logits + (size_t) i * (size_t) c->model->n_vocab;
+}
+
+static void
+rms_norm(const float *x, const float *w, float *y, int n, float eps)
+{
+  double sum = 0.0;
+  for (int i = 0; i < n; i++)
+    sum += (double) x[i] * x[i];
+  float scale = (float) (1.0 / sqrt(sum / n + eps));
+  for (int i = 0; i < n; i++)
+    y[i] = x[i] * scale * w[i];
+}
+
+typedef struct {
+  HnContext *c;
+  int layer, n_tokens;
+  const int32_t *pos, *seq;
+} AttnJob;
+
+static void
+attn_worker(void *data, int ith, int nth)
+{
+  const AttnJob *job = data;
+  const HnModel *m = job->c->model;
+  HnKvCache *kv = job->c->kv;
+  const HnKvCell *cells = hn_kv_cache_cells(kv);
+  int n_cells = hn_kv_cache_n_cells(kv);
+  int hd = m->head_dim, group = m->n_head / m->n_head_kv;
+  float scale = 1.0f / sqrtf((float) hd);
+  float *acc = job->c->acc + (size_t) ith * (size_t) hd;
+  for (int item = ith; item < job->n_tokens * m->n_head; item += nth) {
+    int t = item / m->n_head, h = item % m->n_head, kvh = h / group;
+    const float *q = job->c->q + (size_t) t * (size_t) m->n_embd + (size_t) h * (size_t) hd;
+    uint8_t bit = (uint8_t) (1u << job->seq[t]);
+    float mx = -INFINITY, sum = 0.0f;
+    memset(acc, 0, (size_t) hd * sizeof(float));
+    for (int cell = 0; cell < n_cells; cell++) {
+      if (cells[cell].pos < 0 || cells[cell].pos > job->pos[t] || !(cells[cell].seq_mask & bit))
+        continue;
+      const uint16_t *kr = hn_kv_cache_k_row(kv, job->layer, cell) + (size_t) kvh * (size_t) hd;
+      const uint16_t *vr = hn_kv_cache_v_row(kv, job->layer, cell) + (size_t) kvh * (size_t) hd;
+      float s = 0.0f;
+      for (int i = 0; i < hd; i++)
+        s += q[i] * hn_fp16_to_fp32(kr[i]);
+      s *= scale;
+      if (s > mx) {
+        float r = expf(mx - s);
+        sum *= r;
+        for (int i = 0; i < hd; i++)
+          acc[i] *= r;
+        mx = s;
+      }
+      float e = expf(s - mx);
+      sum += e;
+      for (int i = 0; i < hd; i++)
+        acc[i] += e * hn_fp16_to_fp32(vr[i]);
+    }
+    float *out = job->c->attn + (size_t) t * (size_t) m->n_embd + (size_t) h * (size_t) hd;
+    float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (int i = 0; i < hd; i++)
+      out[i] = acc[i] * inv;
+  }
+}
+
+static void
+add_bias(float *y, const float *b, int n_tokens, int n)
+{
+  if (!b)
+    return;
+  for (int t = 0; t < n_tokens; t++)
+    for (int i = 0; i < n; i++)
+      y[(size_t) t * (size_t) n + (size_t) i] += b[i];
+}
+
+/* One micro-batch of at most n_batch tokens; outputs go to logits rows from *n_out on. */
+static bool
+decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, const int32_t *seq,
+              const bool *want, bool want_last, HnError *err)
+{
+  const HnModel *m = c->model;
+  int E = m->n_embd, kv_dim = m->n_head_kv * m->head_dim, F = m->n_ff;
+  if (!hn_kv_cache_find_slot(c->kv, nt, pos, seq, c->cells, err))
+    return false;
+  size_t erow = hn_type_row_bytes(m->tok_embd->type, E);
+  for (int t = 0; t < nt; t++)
+    hn_dequantize_row((HnType) m->tok_embd->type, (const uint8_t *) m->tok_embd->data + (size_t) tok[t] * erow,
+                      c->x + (size_t) t * E, E);
+  for (int il = 0; il < m->n_layer; il++) {
+    if (c->cancel && c->cancel(c->cancel_data)) {
+      hn_error_set(err, HN_ERR_CANCELLED, "cancelled");
+      goto undo;
+    }
+    const HnLayer *L = &m->layers[il];
+    for (int t = 0; t < nt; t++)
+      rms_norm(c->x + (size_t) t * E, L->attn_norm, c->xn + (size_t) t * E, E, m->rms_eps);
+    hn_matmul(c->pool, L->wq, c->xn, nt, c->act, c->q, E);
+    hn_matmul(c->pool, L->wk, c->xn, nt, c->act, c->k, kv_dim);
+    hn_matmul(c->pool, L->wv, c->xn, nt, c->act, c->v, kv_dim);
+    add_bias(c->q, L->bq, nt, E);
+    add_bias(c->k, L->bk, nt, kv_dim);
+    add_bias(c->v, L->bv, nt, kv_dim);
+    for (int t = 0; t < nt; t++) {
+      hn_rope_apply(&m->rope, c->q + (size_t) t * E, m->n_head, (float) pos[t]);
+      hn_rope_apply(&m->rope, c->k + (size_t) t * kv_dim, m->n_head_kv, (float) pos[t]);
+      uint16_t *kr = hn_kv_cache_k_row(c->kv, il, c->cells[t]);
+      uint16_t *vr = hn_kv_cache_v_row(c->kv, il, c->cells[t]);
+      for (int i = 0; i < kv_dim; i++) {
+        kr[i] = hn_fp32_to_fp16(c->k[(size_t) t * kv_dim + i]);
+        vr[i] = hn_fp32_to_fp16(c->v[(size_t) t * kv_dim + i]);
+      }
+    }
+    AttnJob job = { .c = c, .layer = il, .n_tokens = nt, .pos = pos, .seq = seq };
+    hn_threadpool_run(c->pool, attn_worker, &job);
+    hn_matmul(c->pool, L->wo, c->attn, nt, c->act, c->xn, E);
+    for (size_t i = 0; i < (size_t) nt * E; i++)
+      c->x[i] += c->xn[i];
+    for (int t = 0; t < nt; t++)
+      rms_norm(c->x + (size_t) t * E, L->ffn_norm, c->xn + (size_t) t * E, E, m->rms_eps);
+    hn_matmul(c->pool, L->w_gate, c->xn, nt, c->act, c->gate, F);
+    hn_matmul(c->pool, L->w_up, c->xn, nt, c->act, c->up, F);
+    for (size_t i = 0; i < (size_t) nt * F; i++) {
+      float g = c->gate[i];
+      c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
+    }
+    hn_matmul(c->pool, L->w_down, c->gate, nt, c->act, c->xn, E);
+    for (size_t i = 0; i < (size_t) nt * E; i++)
+      c->x[i] += c->xn[i];
+  }
+  int n_out = 0;
+  for (int t = 0; t < nt; t++)
+    if (want ? want[t] : want_last && t == nt - 1) {
+      rms_norm(c->x + (size_t) t * E, m->out_norm, c->xn + (size_t) n_out * E, E, m->rms_eps);
+      n_out++;
+    }
+  if (n_out > 0) {
+    hn_matmul(c->pool, m->output, c->xn, n_out, c->act,
+              c->logits + (size_t) c->n_logits * (size_t) m->n_vocab, m->n_vocab);
+    c->n_logits += n_out;
+  }
+  return true;
+undo:
+  /* the cells this micro-batch claimed hold no finished keys: release them */
+  for (int t = 0; t < nt; t++)
+    hn_kv_cache_seq_rm(c->kv, seq[t], pos[t], pos[t] + 1);
+  return false;
+}
+
+bool
+hn_context_decode(HnContext *c, const HnBatch *b, HnError *err)
+{
+  const HnModel *m = c->model;
+  c->n_logits = 0;
+  if (!b || b->n_tokens <= 0 || !b->token || !b->pos)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "empty batch");
+  int n_want = 0;
+  for (int i = 0; i < b->n_tokens; i++) {
+    if (b->token[i] < 0 || b->token[i] >= m->n_vocab)
+      return hn_error_set(err, HN_ERR_INVALID_ARG, "token id %d out of range (vocabulary of %d)",
+                          b->token[i], m->n_vocab);
+    if (b->pos[i] < 0)
+      return hn_error_set(err, HN_ERR_INVALID_ARG, "negative position %d", b->pos[i]);
+    if (b->seq_id && (b->seq_id[i] < 0 || b->seq_id[i] >= c->params.n_seq_max))
+      return hn_error_set(err, HN_ERR_INVALID_ARG, "sequence id %d out of range (n_seq_max %d)",
+                          b->seq_id[i], c->params.n_seq_max);
+    if (b->want_logits ? b->want_logits[i] : i == b->n_tokens - 1)
+      n_want++;
+  }
+  if (n_want > c->logits_cap) {
+    /* grows only when a call wants more logit rows than any call before */
+    float *nl = realloc(c->logits, (size_t) n_want * (size_t) m->n_vocab * sizeof(float));
+    if (!nl)
+      return hn_error_set(err, HN_ERR_NOMEM, "out of memory for %d rows of logits", n_want);
+    c->logits = nl;
+    c->logits_cap = n_want;
+  }
+  for (int i0 = 0; i0 < b->n_tokens; i0 += c->params.n_batch) {
+    int nt = b->n_tokens - i0 < c->params.n_batch ? b->n_tokens - i0 : c->params.n_batch;
+    const int32_t *seq = b->seq_id ? b->seq_id + i0 : NULL;
+    if (!seq) {
+      for (int t = 0; t < nt; t++)
+        c->out_rows[t] = 0;
+      seq = c->out_rows;
+    }
+    /* without want_logits only the last token of the whole batch gives logits */
+    bool last_chunk = i0 + nt == b->n_tokens;
+    const bool *w = b->want_logits ? b->want_logits + i0 : NULL;
+    bool ok = decode_ubatch(c, nt, b->token + i0, b->pos + i0, seq, w,
+                            b->want_logits == NULL && last_chunk, err);
+    if (!ok) {
+      c->n_logits = 0;
+      return false;
+    }
+  }
+  return true;
+}

@@ -1,0 +1,58 @@
+/* hn-context.h — evaluation state for one model: KV cache, scratch buffers, threads.
+ *
+ * One code path for prompt processing (many tokens per decode call) and generation
+ * (one token): every matrix product quantizes the batch's activations once and streams
+ * each weight row once for all tokens of the batch. */
+#pragma once
+
+#include "hn-common.h"
+#include "hn-kv-cache.h"
+#include "hn-model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct HnContext HnContext;
+
+typedef struct {
+  int n_ctx;      /* KV cells; <= 0 or above the model's training length → capped by it */
+  int n_batch;    /* most tokens per decode call (default 512) */
+  int n_threads;  /* <= 0: physical cores */
+  int n_seq_max;  /* sequences used at once (1..HN_KV_MAX_SEQ) */
+} HnContextParams;
+
+HnContextParams hn_context_default_params(void);
+
+typedef struct {
+  int n_tokens;
+  const int32_t *token;
+  const int32_t *pos;
+  const int32_t *seq_id;     /* NULL: all sequence 0 */
+  const bool *want_logits;   /* NULL: only the last token */
+} HnBatch;
+
+/* Called between layers; returning true cancels the decode (HN_ERR_CANCELLED). */
+typedef bool (*HnCancelFn)(void *user_data);
+
+HnContext *hn_context_new(const HnModel *model, const HnContextParams *params, HnError *err);
+void hn_context_free(HnContext *ctx);
+
+/* Evaluates the batch; more than n_batch tokens are split internally.  On failure the
+ * cells claimed by this call are released again. */
+bool hn_context_decode(HnContext *ctx, const HnBatch *batch, HnError *err);
+/* Logits (n_vocab floats) of the i-th batch entry that asked for them, or NULL. */
+const float *hn_context_get_logits(const HnContext *ctx, int i);
+int hn_context_n_logits(const HnContext *ctx);
+
+int hn_context_n_ctx(const HnContext *ctx);
+int hn_context_n_batch(const HnContext *ctx);
+const HnModel *hn_context_model(const HnContext *ctx);
+HnKvCache *hn_context_kv(HnContext *ctx);
+/* The rotation keys were stored with (for hn_kv_cache_seq_shift). */
+const HnRope *hn_context_rope(const HnContext *ctx);
+void hn_context_set_cancel(HnContext *ctx, HnCancelFn fn, void *user_data);
+
+#ifdef __cplusplus
+}
+#endif

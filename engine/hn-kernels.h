@@ -1,0 +1,18 @@
+/* hn-kernels.h — matrix products of memory-mapped weights with f32 activations.
+ *
+ * The one place that picks the dot-product kernel per weight type (SIMD table from
+ * hn-simd.h, scalar reference otherwise). */
+#pragma once
+
+#include "hn-gguf.h"
+#include "hn-quants.h"
+#include "hn-threadpool.h"
+
+/* Bytes of activation scratch hn_matmul needs for n_tokens rows of n elements. */
+size_t hn_matmul_scratch_bytes(int64_t n, int n_tokens);
+
+/* y[t * rows + r] = W[r] · x[t] for t < n_tokens, r < rows (= W->ne[1]); n = W->ne[0].
+ * x holds n_tokens rows of n floats; act_scratch has hn_matmul_scratch_bytes bytes.
+ * y_stride is the distance between output rows (>= rows). */
+void hn_matmul(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tokens,
+               void *act_scratch, float *y, int64_t y_stride);

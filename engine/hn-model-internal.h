@@ -1,0 +1,25 @@
+/* hn-model-internal.h — the model struct, shared by hn-model.c and hn-context.c only. */
+#pragma once
+
+#include "hn-kv-cache.h"
+#include "hn-model.h"
+#include "hn-quants.h"
+
+typedef struct {
+  const HnGgufTensor *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
+  float *attn_norm, *ffn_norm;  /* owned */
+  float *bq, *bk, *bv;          /* owned, NULL when absent */
+} HnLayer;
+
+struct HnModel {
+  HnGguf *gguf;
+  char arch[32];
+  int n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx_train, head_dim;
+  float rms_eps;
+  HnRope rope;
+  float *rope_factors; /* owned, NULL without rope_freqs */
+  const HnGgufTensor *tok_embd, *output;
+  float *out_norm;
+  HnLayer *layers;
+  int64_t n_params;
+};

@@ -1,0 +1,328 @@
+/* hn-model.c — hyper-parameters from GGUF metadata and validation of the weight tensors. */
+#include "hn-model-internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool
+key_u32(const HnGguf *g, const char *arch, const char *suffix, uint32_t fallback, bool required,
+        uint32_t *out, HnError *err)
+{
+  char key[128];
+  snprintf(key, sizeof key, "%s.%s", arch, suffix);
+  if (required && hn_gguf_find_key(g, key) < 0)
+    return hn_error_set(err, HN_ERR_FORMAT, "missing metadata key '%s'", key);
+  return hn_gguf_get_u32_or(g, key, fallback, out, err);
+}
+
+static bool
+key_f32(const HnGguf *g, const char *arch, const char *suffix, float fallback, float *out, HnError *err)
+{
+  char key[128];
+  snprintf(key, sizeof key, "%s.%s", arch, suffix);
+  return hn_gguf_get_f32_or(g, key, fallback, out, err);
+}
+
+/* Finds a weight tensor and checks its type and its two dimensions. */
+static const HnGgufTensor *
+weight(const HnGguf *g, const char *name, int64_t ne0, int64_t ne1, bool optional, HnError *err)
+{
+  const HnGgufTensor *t = hn_gguf_find_tensor(g, name);
+  if (!t) {
+    if (!optional)
+      hn_error_set(err, HN_ERR_FORMAT, "missing tensor '%s'", name);
+    return NULL;
+  }
+  if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
+    hn_error_set(err, HN_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                 name, (long long) t->ne[0], (long long) t->ne[1], (long long) t->ne[2],
+                 (long long) t->ne[3], (long long) ne0, (long long) ne1);
+    return NULL;
+  }
+  if (!hn_type_is_weight_type(t->type)) {
+    hn_error_set(err, HN_ERR_UNSUPPORTED, "tensor '%s' has unsupported type %s", name, hn_type_name(t->type));
+    return NULL;
+  }
+  if (ne0 % hn_type_block_elems(t->type) != 0) {
+    hn_error_set(err, HN_ERR_FORMAT, "tensor '%s': row of %lld is not a whole number of %s blocks",
+                 name, (long long) ne0, hn_type_name(t->type));
+    return NULL;
+  }
+  return t;
+}
+
+/* Small vectors (norms, biases) are decoded to f32 once at load. */
+static float *
+vector(const HnGguf *g, const char *name, int64_t n, bool optional, bool *failed, HnError *err)
+{
+  const HnGgufTensor *t = weight(g, name, n, 1, optional, err);
+  if (!t) {
+    if (!optional || hn_gguf_find_tensor(g, name))
+      *failed = true;
+    return NULL;
+  }
+  if (t->type != HN_TYPE_F32 && t->type != HN_TYPE_F16 && t->type != HN_TYPE_BF16) {
+    hn_error_set(err, HN_ERR_UNSUPPORTED, "tensor '%s' has unsupported type %s for a vector",
+                 name, hn_type_name(t->type));
+    *failed = true;
+    return NULL;
+  }
+  float *v = malloc((size_t) n * sizeof *v);
+  if (!v) {
+    hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+    *failed = true;
+    return NULL;
+  }
+  hn_dequantize_row((HnType) t->type, t->data, v, n);
+  return v;
+}
+
+void
+hn_model_free(HnModel *m)
+{
+  if (!m)
+    return;
+  if (m->layers) {
+    for (int i = 0; i < m->n_layer; i++) {
+      HnLayer *l = &m->layers[i];
+      free(l->attn_norm);
+      free(l->ffn_norm);
+      free(l->bq);
+      free(l->bk);
+      free(l->bv);
+    }
+    free(m->layers);
+  }
+  free(m->out_norm);
+  free(m->rope_factors);
+  hn_gguf_close(m->gguf);
+  free(m);
+}
+
+HnModel *
+hn_model_load(const char *path, const HnModelParams *params, HnError *err)
+{
+  (void) params;
+  HnGguf *g = hn_gguf_open(path, err);
+  if (!g)
+    return NULL;
+  return hn_model_from_gguf(g, err);
+}
+
+#define LIMIT (1 << 20)
+
+HnModel *
+hn_model_from_gguf(HnGguf *g, HnError *err)
+{
+  HnModel *m = calloc(1, sizeof *m);
+  if (!m) {
+    hn_gguf_close(g);
+    hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+    return NULL;
+  }
+  m->gguf = g;
+  HnStr arch;
+  if (!hn_gguf_get_str(g, "general.architecture", &arch, err)) {
+    hn_error_prefix(err, "general.architecture");
+    goto fail;
+  }
+  bool qwen2 = hn_str_eq(arch, "qwen2");
+  if (!hn_str_eq(arch, "llama") && !qwen2) {
+    hn_error_set(err, HN_ERR_UNSUPPORTED, "unsupported architecture '%.*s' (supported: llama, qwen2)",
+                 (int) (arch.len > 64 ? 64 : arch.len), arch.data);
+    goto fail;
+  }
+  snprintf(m->arch, sizeof m->arch, "%s", qwen2 ? "qwen2" : "llama");
+  const char *a = m->arch;
+  uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx, n_rot;
+  if (!key_u32(g, a, "embedding_length", 0, true, &n_embd, err) ||
+      !key_u32(g, a, "block_count", 0, true, &n_layer, err) ||
+      !key_u32(g, a, "attention.head_count", 0, true, &n_head, err) ||
+      !key_u32(g, a, "feed_forward_length", 0, true, &n_ff, err) ||
+      !key_u32(g, a, "attention.head_count_kv", n_head, false, &n_head_kv, err) ||
+      !key_u32(g, a, "context_length", 2048, false, &n_ctx, err))
+    goto fail;
+  if (n_embd == 0 || n_embd > LIMIT || n_layer == 0 || n_layer > 4096 || n_head == 0 ||
+      n_head > 4096 || n_head_kv == 0 || n_head % n_head_kv != 0 || n_embd % n_head != 0 ||
+      n_ff == 0 || n_ff > 16 * LIMIT || n_ctx == 0 || n_ctx > 16 * LIMIT) {
+    hn_error_set(err, HN_ERR_FORMAT, "inconsistent hyper-parameters: n_embd %u, n_layer %u, n_head %u, "
+                 "n_head_kv %u, n_ff %u, context %u", n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx);
+    goto fail;
+  }
+  m->n_embd = (int) n_embd;
+  m->n_layer = (int) n_layer;
+  m->n_head = (int) n_head;
+  m->n_head_kv = (int) n_head_kv;
+  m->n_ff = (int) n_ff;
+  m->n_ctx_train = (int) n_ctx;
+  m->head_dim = (int) (n_embd / n_head);
+  if (!key_u32(g, a, "rope.dimension_count", (uint32_t) m->head_dim, false, &n_rot, err))
+    goto fail;
+  if (n_rot == 0 || (int) n_rot > m->head_dim || n_rot % 2) {
+    hn_error_set(err, HN_ERR_FORMAT, "%s.rope.dimension_count %u does not fit head size %d", a, n_rot, m->head_dim);
+    goto fail;
+  }
+  float base, scale = 1.0f;
+  if (!key_f32(g, a, "attention.layer_norm_rms_epsilon", qwen2 ? 1e-6f : 1e-5f, &m->rms_eps, err) ||
+      !key_f32(g, a, "rope.freq_base", 10000.0f, &base, err))
+    goto fail;
+  char key[128];
+  snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+  HnStr stype;
+  bool linear = false;
+  if (hn_gguf_find_key(g, key) >= 0) {
+    if (!hn_gguf_get_str(g, key, &stype, err))
+      goto fail;
+    linear = hn_str_eq(stype, "linear");
+    if (!linear && !hn_str_eq(stype, "none") && !hn_str_eq(stype, "llama3")) {
+      hn_error_set(err, HN_ERR_UNSUPPORTED, "unsupported rope scaling type '%.*s'",
+                   (int) (stype.len > 32 ? 32 : stype.len), stype.data);
+      goto fail;
+    }
+  }
+  float factor = 1.0f;
+  if (!key_f32(g, a, "rope.scaling.factor", 1.0f, &factor, err))
+    goto fail;
+  snprintf(key, sizeof key, "%s.rope.scale_linear", a);
+  if (hn_gguf_find_key(g, key) >= 0) {
+    if (!hn_gguf_get_f32(g, key, &factor, err))
+      goto fail;
+    linear = true;
+  }
+  if (linear && factor > 0.0f)
+    scale = 1.0f / factor;
+  if (!(base > 0.0f) || !(m->rms_eps > 0.0f)) {
+    hn_error_set(err, HN_ERR_FORMAT, "invalid rope base %g or rms epsilon %g", base, m->rms_eps);
+    goto fail;
+  }
+
+  const HnGgufTensor *te = hn_gguf_find_tensor(g, "token_embd.weight");
+  if (!te) {
+    hn_error_set(err, HN_ERR_FORMAT, "missing tensor 'token_embd.weight'");
+    goto fail;
+  }
+  if (te->ne[1] < 1 || te->ne[1] > 16 * LIMIT) {
+    hn_error_set(err, HN_ERR_FORMAT, "tensor 'token_embd.weight' has an invalid vocabulary size");
+    goto fail;
+  }
+  m->n_vocab = (int) te->ne[1];
+  hn_error_clear(err);
+  if (!(m->tok_embd = weight(g, "token_embd.weight", m->n_embd, m->n_vocab, false, err)))
+    goto fail;
+  bool failed = false;
+  m->output = weight(g, "output.weight", m->n_embd, m->n_vocab, true, err);
+  if (!m->output) {
+    if (hn_gguf_find_tensor(g, "output.weight"))
+      goto fail;
+    m->output = m->tok_embd; /* tied embeddings */
+  }
+  if (!(m->out_norm = vector(g, "output_norm.weight", m->n_embd, false, &failed, err)))
+    goto fail;
+  int half = (int) n_rot / 2;
+  const HnGgufTensor *rf = hn_gguf_find_tensor(g, "rope_freqs.weight");
+  if (rf) {
+    if (!(m->rope_factors = vector(g, "rope_freqs.weight", half, false, &failed, err)))
+      goto fail;
+  }
+  m->rope = (HnRope) { .head_dim = m->head_dim, .n_rot = (int) n_rot, .freq_base = base,
+                       .freq_scale = scale, .neox = qwen2, .freq_factors = m->rope_factors };
+
+  int kv_dim = m->n_head_kv * m->head_dim;
+  m->layers = calloc((size_t) m->n_layer, sizeof *m->layers);
+  if (!m->layers) {
+    hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+    goto fail;
+  }
+  for (int i = 0; i < m->n_layer; i++) {
+    HnLayer *l = &m->layers[i];
+    char name[96];
+#define W(field, suffix, a0, a1) \
+    snprintf(name, sizeof name, "blk.%d." suffix ".weight", i); \
+    if (!(l->field = weight(g, name, a0, a1, false, err))) goto fail;
+#define V(field, suffix, kind, n, opt) \
+    snprintf(name, sizeof name, "blk.%d." suffix "." kind, i); \
+    l->field = vector(g, name, n, opt, &failed, err); \
+    if (failed) goto fail;
+    W(wq, "attn_q", m->n_embd, m->n_embd)
+    W(wk, "attn_k", m->n_embd, kv_dim)
+    W(wv, "attn_v", m->n_embd, kv_dim)
+    W(wo, "attn_output", m->n_embd, m->n_embd)
+    W(w_gate, "ffn_gate", m->n_embd, m->n_ff)
+    W(w_up, "ffn_up", m->n_embd, m->n_ff)
+    W(w_down, "ffn_down", m->n_ff, m->n_embd)
+    V(attn_norm, "attn_norm", "weight", m->n_embd, false)
+    V(ffn_norm, "ffn_norm", "weight", m->n_embd, false)
+    V(bq, "attn_q", "bias", m->n_embd, true)
+    V(bk, "attn_k", "bias", kv_dim, true)
+    V(bv, "attn_v", "bias", kv_dim, true)
+#undef W
+#undef V
+  }
+  hn_error_clear(err);
+  for (int64_t i = 0; i < hn_gguf_n_tensors(g); i++) {
+    const HnGgufTensor *t = hn_gguf_tensor(g, i);
+    if (strcmp(t->name, "rope_freqs.weight") == 0)
+      continue;
+    m->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+  }
+  return m;
+fail:
+  hn_model_free(m);
+  return NULL;
+}
+
+const char *hn_model_arch(const HnModel *m) { return m->arch; }
+int hn_model_n_vocab(const HnModel *m) { return m->n_vocab; }
+int hn_model_n_ctx_train(const HnModel *m) { return m->n_ctx_train; }
+int hn_model_n_embd(const HnModel *m) { return m->n_embd; }
+int hn_model_n_layer(const HnModel *m) { return m->n_layer; }
+int64_t hn_model_n_params(const HnModel *m) { return m->n_params; }
+size_t hn_model_file_size(const HnModel *m) { return hn_gguf_file_size(m->gguf); }
+const HnGguf *hn_model_gguf(const HnModel *m) { return m->gguf; }
+
+static void
+count_types(const HnModel *m, int64_t counts[HN_TYPE_COUNT], int64_t elems[HN_TYPE_COUNT])
+{
+  memset(counts, 0, sizeof(int64_t) * HN_TYPE_COUNT);
+  memset(elems, 0, sizeof(int64_t) * HN_TYPE_COUNT);
+  for (int64_t i = 0; i < hn_gguf_n_tensors(m->gguf); i++) {
+    const HnGgufTensor *t = hn_gguf_tensor(m->gguf, i);
+    if (t->type < HN_TYPE_COUNT) {
+      counts[t->type]++;
+      elems[t->type] += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    }
+  }
+}
+
+uint32_t
+hn_model_main_type(const HnModel *m)
+{
+  int64_t counts[HN_TYPE_COUNT], elems[HN_TYPE_COUNT];
+  count_types(m, counts, elems);
+  /* the type of the layer weights decides, not the (often F32/Q6_K) embeddings */
+  return m->layers[0].wq->type;
+}
+
+void
+hn_model_type_summary(const HnModel *m, char *buf, size_t size)
+{
+  int64_t counts[HN_TYPE_COUNT], elems[HN_TYPE_COUNT];
+  count_types(m, counts, elems);
+  size_t used = 0;
+  buf[0] = '\0';
+  for (;;) {
+    int best = -1;
+    for (int t = 0; t < HN_TYPE_COUNT; t++)
+      if (counts[t] > 0 && (best < 0 || counts[t] > counts[best]))
+        best = t;
+    if (best < 0)
+      break;
+    int n = snprintf(buf + used, size - used, "%s%s (%lld tensors)", used ? ", " : "",
+                     hn_type_name((uint32_t) best), (long long) counts[best]);
+    if (n < 0 || (size_t) n >= size - used)
+      break;
+    used += (size_t) n;
+    counts[best] = 0;
+  }
+}

@@ -1,0 +1,179 @@
+/* Parity with the reference engine: every reference file in testdata/reference against
+ * the model it was made from (KL divergence, top-1 agreement, greedy continuation). */
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <string.h>
+
+#include "hn-context.h"
+#include "hn-quants.h"
+
+static const char *testdata;
+
+static double
+log_sum_exp(const float *x, int n)
+{
+  double mx = -INFINITY, s = 0.0;
+  for (int i = 0; i < n; i++)
+    mx = x[i] > mx ? x[i] : mx;
+  for (int i = 0; i < n; i++)
+    s += exp(x[i] - mx);
+  return mx + log(s);
+}
+
+static int
+argmax(const float *x, int n)
+{
+  int best = 0;
+  for (int i = 1; i < n; i++)
+    if (x[i] > x[best])
+      best = i;
+  return best;
+}
+
+static void
+test_reference(gconstpointer data)
+{
+  const char *json_name = data;
+  g_autofree char *json_path = g_build_filename(testdata, "reference", json_name, NULL);
+  g_autofree char *stem = g_strndup(json_name, strlen(json_name) - strlen(".json"));
+  const char *dot = strrchr(stem, '.');
+  g_autofree char *model_name = g_strdup_printf("%.*s.gguf", (int) (dot - stem), stem);
+  g_autofree char *model_path = g_build_filename(testdata, "models", model_name, NULL);
+  g_autofree char *logits_name = g_strdup_printf("%s.logits.f32", stem);
+  g_autofree char *logits_path = g_build_filename(testdata, "reference", logits_name, NULL);
+
+  g_autoptr(JsonParser) parser = json_parser_new();
+  g_autoptr(GError) gerr = NULL;
+  g_assert_true(json_parser_load_from_file(parser, json_path, &gerr));
+  JsonObject *root = json_node_get_object(json_parser_get_root(parser));
+  JsonArray *positions = json_object_get_array_member(root, "positions");
+  JsonArray *full = json_object_get_array_member(root, "full_logits_positions");
+  JsonArray *greedy = json_object_get_array_member(root, "greedy");
+  JsonArray *prompt = json_object_get_array_member(root, "prompt_tokens");
+  int n = (int) json_array_get_length(positions);
+
+  HnError err = { 0 };
+  HnModel *model = hn_model_load(model_path, NULL, &err);
+  g_assert_true(model != NULL);
+  int nv = hn_model_n_vocab(model);
+  uint32_t type = hn_model_main_type(model);
+  bool exact = type == HN_TYPE_F32 || type == HN_TYPE_F16;
+  bool quantized = !exact && type != HN_TYPE_BF16;
+  double kl_bound = exact ? 1e-4 : quantized ? 5e-3 : 5e-4;
+  double margin = quantized ? 0.3 : 0.1;
+
+  HnContextParams params = hn_context_default_params();
+  params.n_ctx = n + 8;
+  params.n_batch = n;
+  params.n_threads = 2;
+  HnContext *ctx = hn_context_new(model, &params, &err);
+  g_assert_true(ctx != NULL);
+  g_autofree int32_t *tok = g_new(int32_t, n);
+  g_autofree int32_t *pos = g_new(int32_t, n);
+  g_autofree bool *want = g_new(bool, n);
+  for (int i = 0; i < n; i++) {
+    tok[i] = (int32_t) json_object_get_int_member(json_array_get_object_element(positions, i), "token");
+    pos[i] = i;
+    want[i] = true;
+  }
+  HnBatch batch = { .n_tokens = n, .token = tok, .pos = pos, .want_logits = want };
+  g_assert_true(hn_context_decode(ctx, &batch, &err));
+
+  /* KL(reference ‖ ours) over the full rows */
+  gsize len = 0;
+  g_autofree char *ref_bytes = NULL;
+  g_assert_true(g_file_get_contents(logits_path, &ref_bytes, &len, &gerr));
+  int n_full = (int) json_array_get_length(full);
+  g_assert_cmpuint(len, ==, (gsize) n_full * (gsize) nv * sizeof(float));
+  double kl_sum = 0.0, kl_max = 0.0;
+  for (int k = 0; k < n_full; k++) {
+    const float *ref = (const float *) ref_bytes + (size_t) k * (size_t) nv;
+    int p = (int) json_array_get_int_element(full, k);
+    const float *ours = hn_context_get_logits(ctx, p);
+    double lr = log_sum_exp(ref, nv), lo = log_sum_exp(ours, nv), kl = 0.0;
+    for (int v = 0; v < nv; v++) {
+      double a = ref[v] - lr, b = ours[v] - lo;
+      kl += exp(a) * (a - b);
+    }
+    kl_sum += kl;
+    kl_max = kl > kl_max ? kl : kl_max;
+  }
+  double kl_mean = kl_sum / n_full;
+
+  /* top-1 agreement where the reference is decisive */
+  int counted = 0, agreed = 0;
+  for (int i = 0; i < n; i++) {
+    JsonArray *top = json_object_get_array_member(json_array_get_object_element(positions, i), "top");
+    JsonArray *t0 = json_array_get_array_element(top, 0), *t1 = json_array_get_array_element(top, 1);
+    if (json_array_get_double_element(t0, 1) - json_array_get_double_element(t1, 1) < margin)
+      continue;
+    counted++;
+    agreed += argmax(hn_context_get_logits(ctx, i), nv) == (int) json_array_get_int_element(t0, 0);
+  }
+  double agreement = counted ? (double) agreed / counted : 1.0;
+
+  /* greedy: prompt in one batch, then one token per step, until the reference is unsure */
+  hn_kv_cache_clear(hn_context_kv(ctx));
+  int n_prompt = (int) json_array_get_length(prompt), n_greedy = (int) json_array_get_length(greedy);
+  for (int i = 0; i < n_prompt; i++)
+    tok[i] = (int32_t) json_array_get_int_element(prompt, i);
+  HnBatch pb = { .n_tokens = n_prompt, .token = tok, .pos = pos };
+  g_assert_true(hn_context_decode(ctx, &pb, &err));
+  int matched = 0;
+  for (int s = 0; s < n_greedy; s++) {
+    JsonArray *top = json_object_get_array_member(
+        json_array_get_object_element(positions, n_prompt - 1 + s), "top");
+    double m = json_array_get_double_element(json_array_get_array_element(top, 0), 1) -
+               json_array_get_double_element(json_array_get_array_element(top, 1), 1);
+    if (m < margin)
+      break;
+    int32_t next = argmax(hn_context_get_logits(ctx, 0), nv);
+    g_assert_cmpint(next, ==, (int) json_array_get_int_element(greedy, s));
+    matched++;
+    int32_t p = n_prompt + s;
+    HnBatch one = { .n_tokens = 1, .token = &next, .pos = &p };
+    g_assert_true(hn_context_decode(ctx, &one, &err));
+  }
+
+  g_test_message("%s %s: mean KL %.3g, max KL %.3g, top-1 %d/%d (%.1f%%), greedy %d/%d steps",
+                 stem, hn_type_name(type), kl_mean, kl_max, agreed, counted, 100.0 * agreement,
+                 matched, n_greedy);
+  g_assert_cmpfloat(kl_mean, <=, kl_bound);
+  g_assert_cmpfloat(agreement, >=, 0.98);
+  hn_context_free(ctx);
+  hn_model_free(model);
+}
+
+static int
+compare_names(gconstpointer a, gconstpointer b)
+{
+  return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+int
+main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+  testdata = g_getenv("HANASHI_TESTDATA");
+  g_autofree char *dir_path = testdata ? g_build_filename(testdata, "reference", NULL) : NULL;
+  GDir *dir = dir_path ? g_dir_open(dir_path, 0, NULL) : NULL;
+  if (!dir) {
+    g_test_skip("no test data");
+    return g_test_run();
+  }
+  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+  const char *entry;
+  while ((entry = g_dir_read_name(dir)))
+    if (g_str_has_suffix(entry, ".json"))
+      g_ptr_array_add(names, g_strdup(entry));
+  g_dir_close(dir);
+  g_ptr_array_sort(names, compare_names);
+  for (guint i = 0; i < names->len; i++) {
+    g_autofree char *path = g_strdup_printf("/parity/%s", (char *) names->pdata[i]);
+    g_test_add_data_func(path, names->pdata[i], test_reference);
+  }
+  int status = g_test_run();
+  g_ptr_array_unref(names);
+  return status;
+}
