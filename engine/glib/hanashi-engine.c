@@ -11,6 +11,7 @@
 #include "hanashi-engine-backend.h"
 
 #include <glib/gstdio.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -113,7 +114,7 @@ typedef struct {
 } Message;
 
 struct _HanashiGenerateRequest {
-  gint ref_count;
+  atomic_int ref_count;   /* C11 atomics: visible to TSan, unlike GLib's */
   char *conversation_id;
   char *system_prompt;
   GArray *messages;          /* Message */
@@ -154,14 +155,14 @@ hanashi_generate_request_new (const char *conversation_id)
 HanashiGenerateRequest *
 hanashi_generate_request_ref (HanashiGenerateRequest *req)
 {
-  g_atomic_int_inc (&req->ref_count);
+  atomic_fetch_add (&req->ref_count, 1);
   return req;
 }
 
 void
 hanashi_generate_request_unref (HanashiGenerateRequest *req)
 {
-  if (req == NULL || !g_atomic_int_dec_and_test (&req->ref_count))
+  if (req == NULL || atomic_fetch_sub (&req->ref_count, 1) != 1)
     return;
   g_free (req->conversation_id);
   g_free (req->system_prompt);
@@ -382,23 +383,23 @@ static const HanashiEngineBackend scripted_backend = {
 const HanashiEngineBackend *hanashi_engine_scripted_backend (void) { return &scripted_backend; }
 
 static const HanashiEngineBackend *default_backend = NULL;
-static GMutex default_backend_lock;
+static pthread_mutex_t default_backend_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void
 hanashi_engine_set_default_backend (const HanashiEngineBackend *backend)
 {
-  g_mutex_lock (&default_backend_lock);
+  pthread_mutex_lock (&default_backend_lock);
   default_backend = backend;
-  g_mutex_unlock (&default_backend_lock);
+  pthread_mutex_unlock (&default_backend_lock);
 }
 
 static const HanashiEngineBackend *
 pick_backend (void)
 {
   const HanashiEngineBackend *b;
-  g_mutex_lock (&default_backend_lock);
+  pthread_mutex_lock (&default_backend_lock);
   b = default_backend;
-  g_mutex_unlock (&default_backend_lock);
+  pthread_mutex_unlock (&default_backend_lock);
   if (b != NULL)
     return b;
   if (g_strcmp0 (g_getenv ("HANASHI_ENGINE_BACKEND"), "scripted") == 0)
@@ -423,7 +424,7 @@ typedef struct {
 
 typedef enum {
   EV_STATE, EV_LOAD_PROGRESS, EV_MODEL_LOADED, EV_PROMPT_PROGRESS, EV_TOKEN, EV_DONE, EV_ERROR,
-  EV_CONTEXT_DROPPED,
+  EV_CONTEXT_DROPPED, EV_TASK_DONE,
 } EvType;
 
 typedef struct {
@@ -437,12 +438,18 @@ typedef struct {
   HanashiModelInfo *info;
   HanashiGenerationStats stats;
   GError *error;
+  GTask *task;       /* EV_TASK_DONE: completed on the main thread, after earlier events */
+  gint task_value;
 } Event;
 
 typedef struct {
-  gint ref_count;
+  atomic_int ref_count;
   GMainContext *main_ctx;
-  GAsyncQueue *commands;
+  /* Plain pthread primitives rather than GAsyncQueue/GMutex: GLib's futex-based locks are
+   * invisible to ThreadSanitizer, which then reports every hand-off as a race. */
+  pthread_mutex_t cmd_lock;
+  pthread_cond_t cmd_cond;
+  GQueue commands;
   const HanashiEngineBackend *backend;
 
   atomic_bool quitting;
@@ -450,7 +457,7 @@ typedef struct {
   atomic_uint gen_cancel_upto;   /* generations with id <= this stop */
   atomic_uint load_cancel_upto;  /* loads with id <= this stop */
 
-  GMutex lock;                   /* protects events, idle_pending, engine */
+  pthread_mutex_t lock;          /* protects events, idle_pending */
   GQueue events;
   gboolean idle_pending;
   HanashiEngine *engine;         /* main thread only reads it; NULL after dispose */
@@ -499,25 +506,28 @@ event_free (Event *ev)
     g_string_free (ev->text, TRUE);
   hanashi_model_info_free (ev->info);
   g_clear_error (&ev->error);
+  g_clear_object (&ev->task);
   g_free (ev);
 }
 
 static EngineCore *
 core_ref (EngineCore *core)
 {
-  g_atomic_int_inc (&core->ref_count);
+  atomic_fetch_add (&core->ref_count, 1);
   return core;
 }
 
 static void
 core_unref (EngineCore *core)
 {
-  if (!g_atomic_int_dec_and_test (&core->ref_count))
+  if (atomic_fetch_sub (&core->ref_count, 1) != 1)
     return;
   g_queue_clear_full (&core->events, (GDestroyNotify) event_free);
-  g_async_queue_unref (core->commands);
+  g_queue_clear_full (&core->commands, (GDestroyNotify) cmd_free);
   g_main_context_unref (core->main_ctx);
-  g_mutex_clear (&core->lock);
+  pthread_mutex_destroy (&core->lock);
+  pthread_mutex_destroy (&core->cmd_lock);
+  pthread_cond_destroy (&core->cmd_cond);
   g_free (core);
 }
 
@@ -529,12 +539,12 @@ drain_events (gpointer data)
   EngineCore *core = data;
   for (;;)
     {
-      g_mutex_lock (&core->lock);
+      pthread_mutex_lock (&core->lock);
       Event *ev = g_queue_pop_head (&core->events);
       if (ev == NULL)
         core->idle_pending = FALSE;
+      pthread_mutex_unlock (&core->lock);
       HanashiEngine *engine = core->engine;
-      g_mutex_unlock (&core->lock);
       if (ev == NULL)
         break;
       if (engine != NULL)
@@ -553,13 +563,13 @@ static void
 post_event (EngineCore *core, Event *ev)
 {
   gboolean schedule = FALSE;
-  g_mutex_lock (&core->lock);
+  pthread_mutex_lock (&core->lock);
   Event *tail = g_queue_peek_tail (&core->events);
   if (ev->type == EV_TOKEN && tail != NULL && tail->type == EV_TOKEN && tail->id == ev->id)
     {
       g_string_append_len (tail->text, ev->text->str, (gssize) ev->text->len);
       tail->token_id = ev->token_id;
-      g_mutex_unlock (&core->lock);
+      pthread_mutex_unlock (&core->lock);
       event_free (ev);
       return;
     }
@@ -567,7 +577,7 @@ post_event (EngineCore *core, Event *ev)
     {
       tail->a = ev->a;
       tail->b = ev->b;
-      g_mutex_unlock (&core->lock);
+      pthread_mutex_unlock (&core->lock);
       event_free (ev);
       return;
     }
@@ -577,7 +587,7 @@ post_event (EngineCore *core, Event *ev)
       core->idle_pending = TRUE;
       schedule = TRUE;
     }
-  g_mutex_unlock (&core->lock);
+  pthread_mutex_unlock (&core->lock);
   /* An attached idle source, not g_main_context_invoke(): invoke runs the callback right
    * here, on the engine thread, whenever it can acquire an idle main context. */
   if (schedule)
@@ -597,6 +607,17 @@ post_state (EngineCore *core, HanashiEngineState state)
   Event *ev = g_new0 (Event, 1);
   ev->type = EV_STATE;
   ev->state = state;
+  post_event (core, ev);
+}
+
+static void
+post_task_done (EngineCore *core, Cmd *cmd, gint value, GError *error)
+{
+  Event *ev = g_new0 (Event, 1);
+  ev->type = EV_TASK_DONE;
+  ev->task = g_steal_pointer (&cmd->task);
+  ev->task_value = value;
+  ev->error = error;
   post_event (core, ev);
 }
 
@@ -681,14 +702,14 @@ thread_run_load (EngineCore *core, Cmd *cmd)
       ev->info = info;
       post_event (core, ev);
       post_state (core, HANASHI_ENGINE_STATE_READY);
-      g_task_return_boolean (cmd->task, TRUE);
+      post_task_done (core, cmd, TRUE, NULL);
     }
   else
     {
       post_state (core, HANASHI_ENGINE_STATE_NO_MODEL);
       if (error == NULL)
         g_set_error (&error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_FAILED, "The model could not be loaded");
-      g_task_return_error (cmd->task, error);
+      post_task_done (core, cmd, 0, error);
     }
 }
 
@@ -745,15 +766,12 @@ thread_run_count (EngineCore *core, Cmd *cmd)
   GError *error = NULL;
   if (core->model == NULL)
     {
-      g_task_return_new_error (cmd->task, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NO_MODEL,
-                               "No model is loaded");
+      g_set_error (&error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NO_MODEL, "No model is loaded");
+      post_task_done (core, cmd, -1, error);
       return;
     }
   gint n = core->backend->count_tokens (core->model, cmd->req, &error);
-  if (n < 0)
-    g_task_return_error (cmd->task, error);
-  else
-    g_task_return_int (cmd->task, n);
+  post_task_done (core, cmd, n, n < 0 ? error : NULL);
 }
 
 static gpointer
@@ -762,14 +780,18 @@ engine_thread_main (gpointer data)
   EngineCore *core = data;
   for (;;)
     {
-      Cmd *cmd = g_async_queue_pop (core->commands);
+      pthread_mutex_lock (&core->cmd_lock);
+      while (g_queue_is_empty (&core->commands))
+        pthread_cond_wait (&core->cmd_cond, &core->cmd_lock);
+      Cmd *cmd = g_queue_pop_head (&core->commands);
+      pthread_mutex_unlock (&core->cmd_lock);
       CmdType type = cmd->type;
       if (type != CMD_QUIT && atomic_load (&core->quitting))
         {
           /* Pending async calls still complete, as cancelled. */
           if (cmd->task)
-            g_task_return_new_error (cmd->task, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED,
-                                     "The engine is shutting down");
+            post_task_done (core, cmd, -1, g_error_new (HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED,
+                                                        "The engine is shutting down"));
           cmd_free (cmd);
           continue;
         }
@@ -841,13 +863,25 @@ engine_dispatch (HanashiEngine *self, Event *ev)
     case EV_ERROR:
       g_signal_emit (self, signals[SIG_ERROR], 0, ev->id, ev->error);
       break;
+    case EV_TASK_DONE:
+      if (ev->error != NULL)
+        g_task_return_error (ev->task, g_steal_pointer (&ev->error));
+      else if (g_task_get_source_tag (ev->task) == hanashi_engine_count_tokens_async)
+        g_task_return_int (ev->task, ev->task_value);
+      else
+        g_task_return_boolean (ev->task, TRUE);
+      break;
     }
 }
 
 static void
 push_command (HanashiEngine *self, Cmd *cmd)
 {
-  g_async_queue_push (self->core->commands, cmd);
+  EngineCore *core = self->core;
+  pthread_mutex_lock (&core->cmd_lock);
+  g_queue_push_tail (&core->commands, cmd);
+  pthread_cond_signal (&core->cmd_cond);
+  pthread_mutex_unlock (&core->cmd_lock);
 }
 
 static guint
@@ -935,8 +969,9 @@ hanashi_engine_generate (HanashiEngine *self, HanashiGenerateRequest *req)
         }
     }
   raise_to (&self->core->gen_cancel_upto, cmd->id - 1);
+  guint id = cmd->id;
   push_command (self, cmd);
-  return cmd->id;
+  return id;
 }
 
 void
@@ -1032,9 +1067,7 @@ hanashi_engine_dispose (GObject *object)
       push_command (self, quit);
       g_thread_join (self->thread);
       self->thread = NULL;
-      g_mutex_lock (&self->core->lock);
       self->core->engine = NULL;
-      g_mutex_unlock (&self->core->lock);
     }
   G_OBJECT_CLASS (hanashi_engine_parent_class)->dispose (object);
 }
@@ -1105,9 +1138,11 @@ hanashi_engine_init (HanashiEngine *self)
   EngineCore *core = g_new0 (EngineCore, 1);
   core->ref_count = 1;
   core->main_ctx = g_main_context_ref_thread_default ();
-  core->commands = g_async_queue_new_full ((GDestroyNotify) cmd_free);
+  pthread_mutex_init (&core->cmd_lock, NULL);
+  pthread_cond_init (&core->cmd_cond, NULL);
+  g_queue_init (&core->commands);
   core->backend = pick_backend ();
-  g_mutex_init (&core->lock);
+  pthread_mutex_init (&core->lock, NULL);
   g_queue_init (&core->events);
   core->engine = self;
   self->core = core;
