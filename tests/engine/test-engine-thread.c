@@ -60,8 +60,12 @@ static void
 on_progress (HanashiEngine *engine, double fraction, Fixture *f)
 {
   (void) engine;
-  g_assert_cmpfloat (fraction, >=, f->last_progress);
-  f->last_progress = fraction;
+  /* Monotonic within one load; the stress test overlaps loads and opts out with -1. */
+  if (f->last_progress >= 0)
+    {
+      g_assert_cmpfloat (fraction, >=, f->last_progress);
+      f->last_progress = fraction;
+    }
 }
 
 static void
@@ -243,6 +247,7 @@ test_stress (Fixture *f, gconstpointer data)
   GRand *rand = g_rand_new_with_seed (1234);
   guint pending = 0;
   guint n_generate = 0;
+  f->last_progress = -1;
   for (int i = 0; i < 1000; i++)
     {
       switch (g_rand_int_range (rand, 0, 6))
