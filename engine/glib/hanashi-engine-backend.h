@@ -1,0 +1,48 @@
+/* hanashi-engine-backend.h: what the engine thread needs from an inference engine.
+ *
+ * The thread protocol (queue, events, cancel, coalescing) is independent of the model code;
+ * the real backend (hn-model/hn-context/hn-generate) and the scripted test backend both fill
+ * in this table.  All functions run on the engine thread only.
+ */
+#pragma once
+
+#include <glib.h>
+#include "hanashi-engine.h"
+
+typedef struct {
+  /* Called per token produced; returns FALSE to stop. */
+  gboolean (*on_token) (gpointer data, const char *text, gint token_id);
+  void     (*on_prompt_progress) (gpointer data, guint done, guint total);
+  gpointer data;
+  /* Poll per token and per ubatch; TRUE = stop now. */
+  gboolean (*is_cancelled) (gpointer data);
+} HanashiBackendSink;
+
+typedef struct {
+  gpointer (*load)     (const char *path, guint n_ctx, guint n_threads,
+                        HanashiBackendSink *sink, void (*progress) (gpointer data, double fraction),
+                        HanashiModelInfo **info_out, GError **error);
+  void     (*unload)   (gpointer model);
+  gboolean (*generate) (gpointer model, HanashiGenerateRequest *req, const char *session_path,
+                        HanashiBackendSink *sink, HanashiGenerationStats *stats, GError **error);
+  gint     (*count_tokens) (gpointer model, HanashiGenerateRequest *req, GError **error);
+} HanashiEngineBackend;
+
+/* Replaces the backend used by engines created afterwards (tests).  Without a call, the
+ * environment variable HANASHI_ENGINE_BACKEND=scripted selects the scripted backend (for
+ * GUI tests); otherwise the real engine backend is used once it is built in. */
+void hanashi_engine_set_default_backend (const HanashiEngineBackend *backend);
+/* Scripted backend: "models" are any readable file; generation produces "tok0 tok1 ..."
+ * (max_tokens, default 16) with a small sleep per token so cancels land mid-stream. */
+const HanashiEngineBackend *hanashi_engine_scripted_backend (void);
+
+/* Request accessors for backends. */
+const char  *hanashi_generate_request_get_system_prompt (HanashiGenerateRequest *req);
+HanashiRole  hanashi_generate_request_get_message_role  (HanashiGenerateRequest *req, guint i);
+const char  *hanashi_generate_request_get_message_text  (HanashiGenerateRequest *req, guint i);
+int          hanashi_generate_request_get_max_tokens    (HanashiGenerateRequest *req);
+const char * const *hanashi_generate_request_get_stop_strings (HanashiGenerateRequest *req);
+const char  *hanashi_generate_request_get_session_path  (HanashiGenerateRequest *req);
+gboolean     hanashi_generate_request_get_use_session   (HanashiGenerateRequest *req);
+const char  *hanashi_generate_request_get_cfg_negative  (HanashiGenerateRequest *req);
+double       hanashi_generate_request_get_cfg_scale     (HanashiGenerateRequest *req);

@@ -1,0 +1,1153 @@
+/* hanashi-engine.c: the engine thread and its GObject front.
+ *
+ * The object lives on the GUI thread; a private refcounted EngineCore is shared with the
+ * engine thread, so the thread never holds a reference on the GObject and dispose can always
+ * stop it (push QUIT, raise the quit flag, join).  Events travel back through one ordered
+ * queue drained by at most one idle source on the captured main context; consecutive token
+ * events of the same request are merged there, so a fast stream costs one main-loop wakeup
+ * per frame rather than one per token.
+ */
+#include "hanashi-engine.h"
+#include "hanashi-engine-backend.h"
+
+#include <glib/gstdio.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+G_DEFINE_QUARK (hanashi-engine-error-quark, hanashi_engine_error)
+
+/* ---- enums & boxed types -------------------------------------------------------------- */
+
+GType
+hanashi_engine_state_get_type (void)
+{
+  static gsize type = 0;
+  static const GEnumValue values[] = {
+    { HANASHI_ENGINE_STATE_NO_MODEL, "HANASHI_ENGINE_STATE_NO_MODEL", "no-model" },
+    { HANASHI_ENGINE_STATE_LOADING, "HANASHI_ENGINE_STATE_LOADING", "loading" },
+    { HANASHI_ENGINE_STATE_READY, "HANASHI_ENGINE_STATE_READY", "ready" },
+    { HANASHI_ENGINE_STATE_GENERATING, "HANASHI_ENGINE_STATE_GENERATING", "generating" },
+    { 0, NULL, NULL },
+  };
+  if (g_once_init_enter (&type))
+    g_once_init_leave (&type, g_enum_register_static ("HanashiEngineState", values));
+  return type;
+}
+
+GType
+hanashi_stop_reason_get_type (void)
+{
+  static gsize type = 0;
+  static const GEnumValue values[] = {
+    { HANASHI_STOP_REASON_EOG, "HANASHI_STOP_REASON_EOG", "eog" },
+    { HANASHI_STOP_REASON_MAX_TOKENS, "HANASHI_STOP_REASON_MAX_TOKENS", "max-tokens" },
+    { HANASHI_STOP_REASON_STOP_STRING, "HANASHI_STOP_REASON_STOP_STRING", "stop-string" },
+    { HANASHI_STOP_REASON_CANCELLED, "HANASHI_STOP_REASON_CANCELLED", "cancelled" },
+    { HANASHI_STOP_REASON_CONTEXT_FULL, "HANASHI_STOP_REASON_CONTEXT_FULL", "context-full" },
+    { HANASHI_STOP_REASON_GRAMMAR_DONE, "HANASHI_STOP_REASON_GRAMMAR_DONE", "grammar-done" },
+    { 0, NULL, NULL },
+  };
+  if (g_once_init_enter (&type))
+    g_once_init_leave (&type, g_enum_register_static ("HanashiStopReason", values));
+  return type;
+}
+
+HanashiModelInfo *
+hanashi_model_info_copy (const HanashiModelInfo *info)
+{
+  HanashiModelInfo *copy = g_new (HanashiModelInfo, 1);
+  *copy = *info;
+  copy->name = g_strdup (info->name);
+  copy->arch = g_strdup (info->arch);
+  copy->weight_type = g_strdup (info->weight_type);
+  copy->path = g_strdup (info->path);
+  return copy;
+}
+
+void
+hanashi_model_info_free (HanashiModelInfo *info)
+{
+  if (info == NULL)
+    return;
+  g_free (info->name);
+  g_free (info->arch);
+  g_free (info->weight_type);
+  g_free (info->path);
+  g_free (info);
+}
+
+G_DEFINE_BOXED_TYPE (HanashiModelInfo, hanashi_model_info, hanashi_model_info_copy, hanashi_model_info_free)
+
+HanashiGenerationStats *
+hanashi_generation_stats_copy (const HanashiGenerationStats *stats)
+{
+  return g_memdup2 (stats, sizeof *stats);
+}
+
+void
+hanashi_generation_stats_free (HanashiGenerationStats *stats)
+{
+  g_free (stats);
+}
+
+G_DEFINE_BOXED_TYPE (HanashiGenerationStats, hanashi_generation_stats,
+                     hanashi_generation_stats_copy, hanashi_generation_stats_free)
+
+void
+hanashi_sampling_params_init_default (HanashiSamplingParams *p)
+{
+  /* The same defaults as the engine's sampler (issue 5). */
+  *p = (HanashiSamplingParams) {
+    .temperature = 0.8, .top_k = 40, .top_p = 0.95, .min_p = 0.05, .typical_p = 1.0,
+    .repeat_penalty = 1.0, .repeat_last_n = 64, .frequency_penalty = 0.0,
+    .presence_penalty = 0.0, .mirostat = 0, .mirostat_tau = 5.0, .mirostat_eta = 0.1,
+    .seed = -1,
+  };
+}
+
+/* ---- generate request ------------------------------------------------------------------ */
+
+typedef struct {
+  HanashiRole role;
+  char *text;
+} Message;
+
+struct _HanashiGenerateRequest {
+  atomic_int ref_count;   /* C11 atomics: visible to TSan, unlike GLib's */
+  char *conversation_id;
+  char *system_prompt;
+  GArray *messages;          /* Message */
+  HanashiSamplingParams sampling;
+  char *grammar;
+  char *json_schema;
+  char *cfg_negative;
+  double cfg_scale;
+  int max_tokens;
+  GPtrArray *stop_strings;   /* NULL-terminated */
+  char *session_path;
+  gboolean use_session;
+};
+
+static void
+message_clear (gpointer p)
+{
+  g_free (((Message *) p)->text);
+}
+
+HanashiGenerateRequest *
+hanashi_generate_request_new (const char *conversation_id)
+{
+  HanashiGenerateRequest *req = g_new0 (HanashiGenerateRequest, 1);
+  req->ref_count = 1;
+  req->conversation_id = g_strdup (conversation_id ? conversation_id : "");
+  req->messages = g_array_new (FALSE, TRUE, sizeof (Message));
+  g_array_set_clear_func (req->messages, message_clear);
+  hanashi_sampling_params_init_default (&req->sampling);
+  req->cfg_scale = 1.0;
+  req->max_tokens = -1;
+  req->stop_strings = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (req->stop_strings, NULL);
+  req->use_session = TRUE;
+  return req;
+}
+
+HanashiGenerateRequest *
+hanashi_generate_request_ref (HanashiGenerateRequest *req)
+{
+  atomic_fetch_add (&req->ref_count, 1);
+  return req;
+}
+
+void
+hanashi_generate_request_unref (HanashiGenerateRequest *req)
+{
+  if (req == NULL || atomic_fetch_sub (&req->ref_count, 1) != 1)
+    return;
+  g_free (req->conversation_id);
+  g_free (req->system_prompt);
+  g_array_unref (req->messages);
+  g_free (req->grammar);
+  g_free (req->json_schema);
+  g_free (req->cfg_negative);
+  g_ptr_array_unref (req->stop_strings);
+  g_free (req->session_path);
+  g_free (req);
+}
+
+G_DEFINE_BOXED_TYPE (HanashiGenerateRequest, hanashi_generate_request,
+                     hanashi_generate_request_ref, hanashi_generate_request_unref)
+
+const char *hanashi_generate_request_get_conversation_id (HanashiGenerateRequest *req) { return req->conversation_id; }
+void hanashi_generate_request_set_system_prompt (HanashiGenerateRequest *req, const char *text) { g_free (req->system_prompt); req->system_prompt = g_strdup (text); }
+const char *hanashi_generate_request_get_system_prompt (HanashiGenerateRequest *req) { return req->system_prompt; }
+
+void
+hanashi_generate_request_add_message (HanashiGenerateRequest *req, HanashiRole role, const char *content)
+{
+  Message m = { role, g_strdup (content ? content : "") };
+  g_array_append_val (req->messages, m);
+}
+
+guint hanashi_generate_request_get_n_messages (HanashiGenerateRequest *req) { return req->messages->len; }
+HanashiRole hanashi_generate_request_get_message_role (HanashiGenerateRequest *req, guint i) { g_return_val_if_fail (i < req->messages->len, HANASHI_ROLE_USER); return g_array_index (req->messages, Message, i).role; }
+const char *hanashi_generate_request_get_message_text (HanashiGenerateRequest *req, guint i) { g_return_val_if_fail (i < req->messages->len, NULL); return g_array_index (req->messages, Message, i).text; }
+void hanashi_generate_request_set_sampling (HanashiGenerateRequest *req, const HanashiSamplingParams *p) { req->sampling = *p; }
+void hanashi_generate_request_get_sampling (HanashiGenerateRequest *req, HanashiSamplingParams *out) { *out = req->sampling; }
+
+void
+hanashi_generate_request_set_grammar (HanashiGenerateRequest *req, const char *gbnf)
+{
+  g_free (req->grammar);
+  req->grammar = g_strdup (gbnf);
+  g_clear_pointer (&req->json_schema, g_free);
+}
+
+void
+hanashi_generate_request_set_json_schema (HanashiGenerateRequest *req, const char *schema)
+{
+  g_free (req->json_schema);
+  req->json_schema = g_strdup (schema);
+  g_clear_pointer (&req->grammar, g_free);
+}
+
+const char *hanashi_generate_request_get_grammar (HanashiGenerateRequest *req) { return req->grammar; }
+const char *hanashi_generate_request_get_json_schema (HanashiGenerateRequest *req) { return req->json_schema; }
+
+void
+hanashi_generate_request_set_cfg (HanashiGenerateRequest *req, const char *negative_prompt, double scale)
+{
+  g_free (req->cfg_negative);
+  req->cfg_negative = g_strdup (negative_prompt);
+  req->cfg_scale = scale;
+}
+
+const char *hanashi_generate_request_get_cfg_negative (HanashiGenerateRequest *req) { return req->cfg_negative; }
+double hanashi_generate_request_get_cfg_scale (HanashiGenerateRequest *req) { return req->cfg_scale; }
+void hanashi_generate_request_set_max_tokens (HanashiGenerateRequest *req, int max_tokens) { req->max_tokens = max_tokens; }
+int hanashi_generate_request_get_max_tokens (HanashiGenerateRequest *req) { return req->max_tokens; }
+
+void
+hanashi_generate_request_add_stop_string (HanashiGenerateRequest *req, const char *stop)
+{
+  if (stop == NULL || *stop == '\0')
+    return;
+  g_ptr_array_insert (req->stop_strings, req->stop_strings->len - 1, g_strdup (stop));
+}
+
+const char * const *hanashi_generate_request_get_stop_strings (HanashiGenerateRequest *req) { return (const char * const *) req->stop_strings->pdata; }
+void hanashi_generate_request_set_session_path (HanashiGenerateRequest *req, const char *path) { g_free (req->session_path); req->session_path = g_strdup (path); }
+const char *hanashi_generate_request_get_session_path (HanashiGenerateRequest *req) { return req->session_path; }
+void hanashi_generate_request_set_use_session (HanashiGenerateRequest *req, gboolean use) { req->use_session = use; }
+gboolean hanashi_generate_request_get_use_session (HanashiGenerateRequest *req) { return req->use_session; }
+
+/* ---- backends --------------------------------------------------------------------------- */
+
+static gpointer
+unavailable_load (const char *path, guint n_ctx, guint n_threads, HanashiBackendSink *sink,
+                  void (*progress) (gpointer, double), HanashiModelInfo **info_out, GError **error)
+{
+  (void) path; (void) n_ctx; (void) n_threads; (void) sink; (void) progress; (void) info_out;
+  g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_UNSUPPORTED_ARCH,
+               "This build of Hanashi has no inference backend yet");
+  return NULL;
+}
+
+static void unavailable_unload (gpointer model) { (void) model; }
+
+static gboolean
+unavailable_generate (gpointer model, HanashiGenerateRequest *req, const char *session_path,
+                      HanashiBackendSink *sink, HanashiGenerationStats *stats, GError **error)
+{
+  (void) model; (void) req; (void) session_path; (void) sink; (void) stats;
+  g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NO_MODEL, "No model is loaded");
+  return FALSE;
+}
+
+static gint
+unavailable_count (gpointer model, HanashiGenerateRequest *req, GError **error)
+{
+  (void) model; (void) req;
+  g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NO_MODEL, "No model is loaded");
+  return -1;
+}
+
+static const HanashiEngineBackend unavailable_backend = {
+  unavailable_load, unavailable_unload, unavailable_generate, unavailable_count,
+};
+
+/* Scripted backend: deterministic, cheap, with the same control flow as a real one. */
+
+typedef struct {
+  char *path;
+} ScriptedModel;
+
+static gpointer
+scripted_load (const char *path, guint n_ctx, guint n_threads, HanashiBackendSink *sink,
+               void (*progress) (gpointer, double), HanashiModelInfo **info_out, GError **error)
+{
+  GStatBuf st;
+  (void) n_threads;
+  if (g_stat (path, &st) != 0 || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    {
+      g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_MODEL_UNREADABLE,
+                   "Cannot read the model file “%s”", path);
+      return NULL;
+    }
+  for (int i = 1; i <= 4; i++)
+    {
+      if (sink->is_cancelled (sink->data))
+        {
+          g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED, "Loading was cancelled");
+          return NULL;
+        }
+      g_usleep (500);
+      progress (sink->data, i / 4.0);
+    }
+  ScriptedModel *m = g_new0 (ScriptedModel, 1);
+  m->path = g_strdup (path);
+  HanashiModelInfo info = {
+    .name = g_path_get_basename (path), .arch = g_strdup ("scripted"),
+    .weight_type = g_strdup ("F32"), .path = g_strdup (path), .n_params = 1000,
+    .file_size = (guint64) st.st_size, .n_ctx = n_ctx ? n_ctx : 512, .n_ctx_train = 512,
+    .n_vocab = 256,
+  };
+  *info_out = hanashi_model_info_copy (&info);
+  g_free (info.name); g_free (info.arch); g_free (info.weight_type); g_free (info.path);
+  return m;
+}
+
+static void
+scripted_unload (gpointer model)
+{
+  ScriptedModel *m = model;
+  g_free (m->path);
+  g_free (m);
+}
+
+static gint
+scripted_count (gpointer model, HanashiGenerateRequest *req, GError **error)
+{
+  (void) model; (void) error;
+  gint n = req->system_prompt ? (gint) strlen (req->system_prompt) : 0;
+  for (guint i = 0; i < req->messages->len; i++)
+    n += 4 + (gint) strlen (g_array_index (req->messages, Message, i).text);
+  return n;
+}
+
+static gboolean
+scripted_generate (gpointer model, HanashiGenerateRequest *req, const char *session_path,
+                   HanashiBackendSink *sink, HanashiGenerationStats *stats, GError **error)
+{
+  (void) session_path;
+  if (req->grammar != NULL && strstr (req->grammar, "::=") == NULL)
+    {
+      g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
+                   "1:1: expected a rule definition");
+      return FALSE;
+    }
+  guint n_prompt = (guint) scripted_count (model, req, NULL);
+  for (guint done = 0; done < n_prompt; done += 64)
+    {
+      if (sink->is_cancelled (sink->data))
+        break;
+      sink->on_prompt_progress (sink->data, MIN (done + 64, n_prompt), n_prompt);
+    }
+  stats->n_prompt = n_prompt;
+  int max = req->max_tokens > 0 ? req->max_tokens : 16;
+  stats->stop_reason = HANASHI_STOP_REASON_MAX_TOKENS;
+  for (int i = 0; i < max; i++)
+    {
+      if (sink->is_cancelled (sink->data))
+        {
+          stats->stop_reason = HANASHI_STOP_REASON_CANCELLED;
+          break;
+        }
+      char text[32];
+      g_snprintf (text, sizeof text, "tok%d ", i);
+      g_usleep (200);
+      stats->n_generated++;
+      if (!sink->on_token (sink->data, text, i))
+        {
+          stats->stop_reason = HANASHI_STOP_REASON_CANCELLED;
+          break;
+        }
+    }
+  return TRUE;
+}
+
+static const HanashiEngineBackend scripted_backend = {
+  scripted_load, scripted_unload, scripted_generate, scripted_count,
+};
+
+const HanashiEngineBackend *hanashi_engine_scripted_backend (void) { return &scripted_backend; }
+
+static const HanashiEngineBackend *default_backend = NULL;
+static pthread_mutex_t default_backend_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void
+hanashi_engine_set_default_backend (const HanashiEngineBackend *backend)
+{
+  pthread_mutex_lock (&default_backend_lock);
+  default_backend = backend;
+  pthread_mutex_unlock (&default_backend_lock);
+}
+
+static const HanashiEngineBackend *
+pick_backend (void)
+{
+  const HanashiEngineBackend *b;
+  pthread_mutex_lock (&default_backend_lock);
+  b = default_backend;
+  pthread_mutex_unlock (&default_backend_lock);
+  if (b != NULL)
+    return b;
+  if (g_strcmp0 (g_getenv ("HANASHI_ENGINE_BACKEND"), "scripted") == 0)
+    return &scripted_backend;
+  return &unavailable_backend;
+}
+
+/* ---- commands & events ------------------------------------------------------------------ */
+
+typedef enum {
+  CMD_LOAD, CMD_UNLOAD, CMD_GENERATE, CMD_COUNT, CMD_QUIT,
+} CmdType;
+
+typedef struct {
+  CmdType type;
+  guint id;
+  char *path;
+  guint n_ctx, n_threads;
+  HanashiGenerateRequest *req;
+  GTask *task;
+} Cmd;
+
+typedef enum {
+  EV_STATE, EV_LOAD_PROGRESS, EV_MODEL_LOADED, EV_PROMPT_PROGRESS, EV_TOKEN, EV_DONE, EV_ERROR,
+  EV_CONTEXT_DROPPED, EV_TASK_DONE,
+} EvType;
+
+typedef struct {
+  EvType type;
+  guint id;
+  HanashiEngineState state;
+  double fraction;
+  guint a, b;
+  GString *text;
+  gint token_id;
+  HanashiModelInfo *info;
+  HanashiGenerationStats stats;
+  GError *error;
+  GTask *task;       /* EV_TASK_DONE: completed on the main thread, after earlier events */
+  gint task_value;
+} Event;
+
+typedef struct {
+  atomic_int ref_count;
+  GMainContext *main_ctx;
+  /* Plain pthread primitives rather than GAsyncQueue/GMutex: GLib's futex-based locks are
+   * invisible to ThreadSanitizer, which then reports every hand-off as a race. */
+  pthread_mutex_t cmd_lock;
+  pthread_cond_t cmd_cond;
+  GQueue commands;
+  const HanashiEngineBackend *backend;
+
+  atomic_bool quitting;
+  atomic_uint last_id;
+  atomic_uint gen_cancel_upto;   /* generations with id <= this stop */
+  atomic_uint load_cancel_upto;  /* loads with id <= this stop */
+
+  pthread_mutex_t lock;          /* protects events, idle_pending */
+  GQueue events;
+  gboolean idle_pending;
+  HanashiEngine *engine;         /* main thread only reads it; NULL after dispose */
+
+  /* engine thread only */
+  gpointer model;
+  guint current_id;
+  gboolean current_is_load;
+} EngineCore;
+
+struct _HanashiEngine {
+  GObject parent_instance;
+  EngineCore *core;
+  GThread *thread;
+  HanashiEngineState state;
+  HanashiModelInfo *model_info;
+  char *session_dir;
+  guint64 session_limit;
+};
+
+G_DEFINE_FINAL_TYPE (HanashiEngine, hanashi_engine, G_TYPE_OBJECT)
+
+enum { PROP_0, PROP_STATE, PROP_MODEL_INFO, N_PROPS };
+static GParamSpec *properties[N_PROPS];
+
+enum {
+  SIG_LOAD_PROGRESS, SIG_MODEL_LOADED, SIG_PROMPT_PROGRESS, SIG_TOKEN, SIG_GENERATION_DONE,
+  SIG_CONTEXT_DROPPED, SIG_ERROR, SIG_SESSION_WRITE_FAILED, N_SIGNALS,
+};
+static guint signals[N_SIGNALS];
+
+static void
+cmd_free (Cmd *cmd)
+{
+  g_free (cmd->path);
+  if (cmd->req)
+    hanashi_generate_request_unref (cmd->req);
+  g_clear_object (&cmd->task);
+  g_free (cmd);
+}
+
+static void
+event_free (Event *ev)
+{
+  if (ev->text)
+    g_string_free (ev->text, TRUE);
+  hanashi_model_info_free (ev->info);
+  g_clear_error (&ev->error);
+  g_clear_object (&ev->task);
+  g_free (ev);
+}
+
+static EngineCore *
+core_ref (EngineCore *core)
+{
+  atomic_fetch_add (&core->ref_count, 1);
+  return core;
+}
+
+static void
+core_unref (EngineCore *core)
+{
+  if (atomic_fetch_sub (&core->ref_count, 1) != 1)
+    return;
+  g_queue_clear_full (&core->events, (GDestroyNotify) event_free);
+  g_queue_clear_full (&core->commands, (GDestroyNotify) cmd_free);
+  g_main_context_unref (core->main_ctx);
+  pthread_mutex_destroy (&core->lock);
+  pthread_mutex_destroy (&core->cmd_lock);
+  pthread_cond_destroy (&core->cmd_cond);
+  g_free (core);
+}
+
+static void engine_dispatch (HanashiEngine *self, Event *ev);
+
+static gboolean
+drain_events (gpointer data)
+{
+  EngineCore *core = data;
+  for (;;)
+    {
+      pthread_mutex_lock (&core->lock);
+      Event *ev = g_queue_pop_head (&core->events);
+      if (ev == NULL)
+        core->idle_pending = FALSE;
+      pthread_mutex_unlock (&core->lock);
+      HanashiEngine *engine = core->engine;
+      if (ev == NULL)
+        break;
+      if (engine != NULL)
+        {
+          g_object_ref (engine);
+          engine_dispatch (engine, ev);
+          g_object_unref (engine);
+        }
+      event_free (ev);
+    }
+  return G_SOURCE_REMOVE;
+}
+
+/* Called on the engine thread. */
+static void
+post_event (EngineCore *core, Event *ev)
+{
+  gboolean schedule = FALSE;
+  pthread_mutex_lock (&core->lock);
+  Event *tail = g_queue_peek_tail (&core->events);
+  if (ev->type == EV_TOKEN && tail != NULL && tail->type == EV_TOKEN && tail->id == ev->id)
+    {
+      g_string_append_len (tail->text, ev->text->str, (gssize) ev->text->len);
+      tail->token_id = ev->token_id;
+      pthread_mutex_unlock (&core->lock);
+      event_free (ev);
+      return;
+    }
+  if (ev->type == EV_PROMPT_PROGRESS && tail != NULL && tail->type == EV_PROMPT_PROGRESS && tail->id == ev->id)
+    {
+      tail->a = ev->a;
+      tail->b = ev->b;
+      pthread_mutex_unlock (&core->lock);
+      event_free (ev);
+      return;
+    }
+  g_queue_push_tail (&core->events, ev);
+  if (!core->idle_pending)
+    {
+      core->idle_pending = TRUE;
+      schedule = TRUE;
+    }
+  pthread_mutex_unlock (&core->lock);
+  /* An attached idle source, not g_main_context_invoke(): invoke runs the callback right
+   * here, on the engine thread, whenever it can acquire an idle main context. */
+  if (schedule)
+    {
+      GSource *source = g_idle_source_new ();
+      g_source_set_priority (source, G_PRIORITY_DEFAULT);
+      g_source_set_callback (source, drain_events, core_ref (core), (GDestroyNotify) core_unref);
+      g_source_set_static_name (source, "[hanashi-engine] events");
+      g_source_attach (source, core->main_ctx);
+      g_source_unref (source);
+    }
+}
+
+static void
+post_state (EngineCore *core, HanashiEngineState state)
+{
+  Event *ev = g_new0 (Event, 1);
+  ev->type = EV_STATE;
+  ev->state = state;
+  post_event (core, ev);
+}
+
+static void
+post_task_done (EngineCore *core, Cmd *cmd, gint value, GError *error)
+{
+  Event *ev = g_new0 (Event, 1);
+  ev->type = EV_TASK_DONE;
+  ev->task = g_steal_pointer (&cmd->task);
+  ev->task_value = value;
+  ev->error = error;
+  post_event (core, ev);
+}
+
+static gboolean
+thread_is_cancelled (gpointer data)
+{
+  EngineCore *core = data;
+  if (atomic_load (&core->quitting))
+    return TRUE;
+  guint upto = core->current_is_load ? atomic_load (&core->load_cancel_upto)
+                                     : atomic_load (&core->gen_cancel_upto);
+  return core->current_id <= upto;
+}
+
+static void
+thread_load_progress (gpointer data, double fraction)
+{
+  EngineCore *core = data;
+  Event *ev = g_new0 (Event, 1);
+  ev->type = EV_LOAD_PROGRESS;
+  ev->id = core->current_id;
+  ev->fraction = fraction;
+  post_event (core, ev);
+}
+
+static gboolean
+thread_on_token (gpointer data, const char *text, gint token_id)
+{
+  EngineCore *core = data;
+  Event *ev = g_new0 (Event, 1);
+  ev->type = EV_TOKEN;
+  ev->id = core->current_id;
+  ev->text = g_string_new (text);
+  ev->token_id = token_id;
+  post_event (core, ev);
+  return !thread_is_cancelled (core);
+}
+
+static void
+thread_on_prompt_progress (gpointer data, guint done, guint total)
+{
+  EngineCore *core = data;
+  Event *ev = g_new0 (Event, 1);
+  ev->type = EV_PROMPT_PROGRESS;
+  ev->id = core->current_id;
+  ev->a = done;
+  ev->b = total;
+  post_event (core, ev);
+}
+
+static void
+thread_unload (EngineCore *core)
+{
+  if (core->model != NULL)
+    {
+      core->backend->unload (core->model);
+      core->model = NULL;
+    }
+}
+
+static void
+thread_run_load (EngineCore *core, Cmd *cmd)
+{
+  HanashiBackendSink sink = { thread_on_token, thread_on_prompt_progress, core, thread_is_cancelled };
+  GError *error = NULL;
+  HanashiModelInfo *info = NULL;
+
+  core->current_id = cmd->id;
+  core->current_is_load = TRUE;
+  thread_unload (core);
+  post_state (core, HANASHI_ENGINE_STATE_LOADING);
+  if (thread_is_cancelled (core))
+    g_set_error (&error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED, "Loading was cancelled");
+  else
+    core->model = core->backend->load (cmd->path, cmd->n_ctx, cmd->n_threads, &sink,
+                                       thread_load_progress, &info, &error);
+  if (core->model != NULL)
+    {
+      Event *ev = g_new0 (Event, 1);
+      ev->type = EV_MODEL_LOADED;
+      ev->id = cmd->id;
+      ev->info = info;
+      post_event (core, ev);
+      post_state (core, HANASHI_ENGINE_STATE_READY);
+      post_task_done (core, cmd, TRUE, NULL);
+    }
+  else
+    {
+      post_state (core, HANASHI_ENGINE_STATE_NO_MODEL);
+      if (error == NULL)
+        g_set_error (&error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_FAILED, "The model could not be loaded");
+      post_task_done (core, cmd, 0, error);
+    }
+}
+
+static void
+thread_run_generate (EngineCore *core, Cmd *cmd)
+{
+  HanashiBackendSink sink = { thread_on_token, thread_on_prompt_progress, core, thread_is_cancelled };
+  Event *done = g_new0 (Event, 1);
+  GError *error = NULL;
+
+  core->current_id = cmd->id;
+  core->current_is_load = FALSE;
+  done->id = cmd->id;
+  if (core->model == NULL)
+    {
+      done->type = EV_ERROR;
+      g_set_error (&done->error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NO_MODEL, "No model is loaded");
+      post_event (core, done);
+      return;
+    }
+  if (thread_is_cancelled (core))
+    {
+      done->type = EV_DONE;
+      done->stats.stop_reason = HANASHI_STOP_REASON_CANCELLED;
+      post_event (core, done);
+      return;
+    }
+  post_state (core, HANASHI_ENGINE_STATE_GENERATING);
+  if (core->backend->generate (core->model, cmd->req, cmd->path, &sink, &done->stats, &error))
+    {
+      done->type = EV_DONE;
+      if (done->stats.n_messages_dropped > 0)
+        {
+          Event *dropped = g_new0 (Event, 1);
+          dropped->type = EV_CONTEXT_DROPPED;
+          dropped->id = cmd->id;
+          dropped->a = done->stats.n_messages_dropped;
+          dropped->b = done->stats.n_tokens_dropped;
+          post_event (core, dropped);
+        }
+    }
+  else
+    {
+      done->type = EV_ERROR;
+      done->error = error;
+    }
+  post_event (core, done);
+  post_state (core, HANASHI_ENGINE_STATE_READY);
+}
+
+static void
+thread_run_count (EngineCore *core, Cmd *cmd)
+{
+  GError *error = NULL;
+  if (core->model == NULL)
+    {
+      g_set_error (&error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NO_MODEL, "No model is loaded");
+      post_task_done (core, cmd, -1, error);
+      return;
+    }
+  gint n = core->backend->count_tokens (core->model, cmd->req, &error);
+  post_task_done (core, cmd, n, n < 0 ? error : NULL);
+}
+
+static gpointer
+engine_thread_main (gpointer data)
+{
+  EngineCore *core = data;
+  for (;;)
+    {
+      pthread_mutex_lock (&core->cmd_lock);
+      while (g_queue_is_empty (&core->commands))
+        pthread_cond_wait (&core->cmd_cond, &core->cmd_lock);
+      Cmd *cmd = g_queue_pop_head (&core->commands);
+      pthread_mutex_unlock (&core->cmd_lock);
+      CmdType type = cmd->type;
+      if (type != CMD_QUIT && atomic_load (&core->quitting))
+        {
+          /* Pending async calls still complete, as cancelled. */
+          if (cmd->task)
+            post_task_done (core, cmd, -1, g_error_new (HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED,
+                                                        "The engine is shutting down"));
+          cmd_free (cmd);
+          continue;
+        }
+      switch (type)
+        {
+        case CMD_LOAD: thread_run_load (core, cmd); break;
+        case CMD_UNLOAD:
+          thread_unload (core);
+          post_state (core, HANASHI_ENGINE_STATE_NO_MODEL);
+          break;
+        case CMD_GENERATE: thread_run_generate (core, cmd); break;
+        case CMD_COUNT: thread_run_count (core, cmd); break;
+        case CMD_QUIT: break;
+        }
+      cmd_free (cmd);
+      if (type == CMD_QUIT)
+        break;
+    }
+  thread_unload (core);
+  core_unref (core);
+  return NULL;
+}
+
+/* ---- GObject side ----------------------------------------------------------------------- */
+
+static void
+set_state (HanashiEngine *self, HanashiEngineState state)
+{
+  if (self->state == state)
+    return;
+  self->state = state;
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_STATE]);
+}
+
+static void
+engine_dispatch (HanashiEngine *self, Event *ev)
+{
+  switch (ev->type)
+    {
+    case EV_STATE:
+      if (ev->state == HANASHI_ENGINE_STATE_NO_MODEL && self->model_info != NULL)
+        {
+          g_clear_pointer (&self->model_info, hanashi_model_info_free);
+          g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_MODEL_INFO]);
+        }
+      set_state (self, ev->state);
+      break;
+    case EV_LOAD_PROGRESS:
+      g_signal_emit (self, signals[SIG_LOAD_PROGRESS], 0, ev->fraction);
+      break;
+    case EV_MODEL_LOADED:
+      hanashi_model_info_free (self->model_info);
+      self->model_info = g_steal_pointer (&ev->info);
+      g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_MODEL_INFO]);
+      g_signal_emit (self, signals[SIG_MODEL_LOADED], 0, self->model_info);
+      break;
+    case EV_PROMPT_PROGRESS:
+      g_signal_emit (self, signals[SIG_PROMPT_PROGRESS], 0, ev->id, ev->a, ev->b);
+      break;
+    case EV_TOKEN:
+      g_signal_emit (self, signals[SIG_TOKEN], 0, ev->id, ev->text->str, ev->token_id);
+      break;
+    case EV_DONE:
+      g_signal_emit (self, signals[SIG_GENERATION_DONE], 0, ev->id, &ev->stats);
+      break;
+    case EV_CONTEXT_DROPPED:
+      g_signal_emit (self, signals[SIG_CONTEXT_DROPPED], 0, ev->id, ev->a, ev->b);
+      break;
+    case EV_ERROR:
+      g_signal_emit (self, signals[SIG_ERROR], 0, ev->id, ev->error);
+      break;
+    case EV_TASK_DONE:
+      if (ev->error != NULL)
+        g_task_return_error (ev->task, g_steal_pointer (&ev->error));
+      else if (g_task_get_source_tag (ev->task) == hanashi_engine_count_tokens_async)
+        g_task_return_int (ev->task, ev->task_value);
+      else
+        g_task_return_boolean (ev->task, TRUE);
+      break;
+    }
+}
+
+static void
+push_command (HanashiEngine *self, Cmd *cmd)
+{
+  EngineCore *core = self->core;
+  pthread_mutex_lock (&core->cmd_lock);
+  g_queue_push_tail (&core->commands, cmd);
+  pthread_cond_signal (&core->cmd_cond);
+  pthread_mutex_unlock (&core->cmd_lock);
+}
+
+static guint
+next_id (HanashiEngine *self)
+{
+  return atomic_fetch_add (&self->core->last_id, 1) + 1;
+}
+
+static void
+raise_to (atomic_uint *value, guint to)
+{
+  guint cur = atomic_load (value);
+  while (cur < to && !atomic_compare_exchange_weak (value, &cur, to))
+    ;
+}
+
+HanashiEngine *
+hanashi_engine_new (void)
+{
+  return g_object_new (HANASHI_TYPE_ENGINE, NULL);
+}
+
+HanashiEngineState hanashi_engine_get_state (HanashiEngine *self) { g_return_val_if_fail (HANASHI_IS_ENGINE (self), HANASHI_ENGINE_STATE_NO_MODEL); return self->state; }
+const HanashiModelInfo *hanashi_engine_get_model_info (HanashiEngine *self) { g_return_val_if_fail (HANASHI_IS_ENGINE (self), NULL); return self->model_info; }
+
+void
+hanashi_engine_load_model_async (HanashiEngine *self, const char *path, guint n_ctx, guint n_threads,
+                                 GCancellable *cancellable, GAsyncReadyCallback callback,
+                                 gpointer user_data)
+{
+  g_return_if_fail (HANASHI_IS_ENGINE (self));
+  g_return_if_fail (path != NULL);
+  Cmd *cmd = g_new0 (Cmd, 1);
+  cmd->type = CMD_LOAD;
+  cmd->id = next_id (self);
+  cmd->path = g_strdup (path);
+  cmd->n_ctx = n_ctx;
+  cmd->n_threads = n_threads;
+  cmd->task = g_task_new (self, cancellable, callback, user_data);
+  g_task_set_source_tag (cmd->task, hanashi_engine_load_model_async);
+  g_task_set_check_cancellable (cmd->task, TRUE);
+  /* A new model replaces everything in flight. */
+  raise_to (&self->core->gen_cancel_upto, cmd->id);
+  raise_to (&self->core->load_cancel_upto, cmd->id - 1);
+  push_command (self, cmd);
+}
+
+gboolean
+hanashi_engine_load_model_finish (HanashiEngine *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+void
+hanashi_engine_unload (HanashiEngine *self)
+{
+  g_return_if_fail (HANASHI_IS_ENGINE (self));
+  Cmd *cmd = g_new0 (Cmd, 1);
+  cmd->type = CMD_UNLOAD;
+  cmd->id = next_id (self);
+  raise_to (&self->core->gen_cancel_upto, cmd->id);
+  raise_to (&self->core->load_cancel_upto, cmd->id);
+  push_command (self, cmd);
+}
+
+guint
+hanashi_engine_generate (HanashiEngine *self, HanashiGenerateRequest *req)
+{
+  g_return_val_if_fail (HANASHI_IS_ENGINE (self), 0);
+  g_return_val_if_fail (req != NULL, 0);
+  Cmd *cmd = g_new0 (Cmd, 1);
+  cmd->type = CMD_GENERATE;
+  cmd->id = next_id (self);
+  cmd->req = hanashi_generate_request_ref (req);
+  if (req->use_session)
+    {
+      if (req->session_path != NULL)
+        cmd->path = g_strdup (req->session_path);
+      else if (self->session_dir != NULL && req->conversation_id[0] != '\0')
+        {
+          g_autofree char *name = g_strconcat (req->conversation_id, ".hnsession", NULL);
+          g_strdelimit (name, "/\\", '_');
+          cmd->path = g_build_filename (self->session_dir, name, NULL);
+        }
+    }
+  raise_to (&self->core->gen_cancel_upto, cmd->id - 1);
+  guint id = cmd->id;
+  push_command (self, cmd);
+  return id;
+}
+
+void
+hanashi_engine_cancel (HanashiEngine *self, guint request_id)
+{
+  g_return_if_fail (HANASHI_IS_ENGINE (self));
+  raise_to (&self->core->gen_cancel_upto, request_id ? request_id : atomic_load (&self->core->last_id));
+}
+
+void
+hanashi_engine_count_tokens_async (HanashiEngine *self, HanashiGenerateRequest *req,
+                                   GCancellable *cancellable, GAsyncReadyCallback callback,
+                                   gpointer user_data)
+{
+  g_return_if_fail (HANASHI_IS_ENGINE (self));
+  g_return_if_fail (req != NULL);
+  Cmd *cmd = g_new0 (Cmd, 1);
+  cmd->type = CMD_COUNT;
+  cmd->id = next_id (self);
+  cmd->req = hanashi_generate_request_ref (req);
+  cmd->task = g_task_new (self, cancellable, callback, user_data);
+  g_task_set_source_tag (cmd->task, hanashi_engine_count_tokens_async);
+  g_task_set_check_cancellable (cmd->task, TRUE);
+  push_command (self, cmd);
+}
+
+gint
+hanashi_engine_count_tokens_finish (HanashiEngine *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), -1);
+  GError *local = NULL;
+  gssize n = g_task_propagate_int (G_TASK (result), &local);
+  if (local != NULL)
+    {
+      g_propagate_error (error, local);
+      return -1;
+    }
+  return (gint) n;
+}
+
+void
+hanashi_engine_set_session_dir (HanashiEngine *self, const char *dir)
+{
+  g_return_if_fail (HANASHI_IS_ENGINE (self));
+  g_free (self->session_dir);
+  self->session_dir = g_strdup (dir);
+}
+
+void
+hanashi_engine_set_session_cache_limit (HanashiEngine *self, guint64 bytes)
+{
+  g_return_if_fail (HANASHI_IS_ENGINE (self));
+  self->session_limit = bytes;
+}
+
+void
+hanashi_engine_forget_session (HanashiEngine *self, const char *conversation_id)
+{
+  g_return_if_fail (HANASHI_IS_ENGINE (self));
+  if (self->session_dir == NULL || conversation_id == NULL)
+    return;
+  g_autofree char *name = g_strconcat (conversation_id, ".hnsession", NULL);
+  g_strdelimit (name, "/\\", '_');
+  g_autofree char *path = g_build_filename (self->session_dir, name, NULL);
+  g_unlink (path);
+}
+
+void
+hanashi_engine_clear_session_cache (HanashiEngine *self)
+{
+  g_return_if_fail (HANASHI_IS_ENGINE (self));
+  if (self->session_dir == NULL)
+    return;
+  g_autoptr (GDir) dir = g_dir_open (self->session_dir, 0, NULL);
+  const char *name;
+  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
+    if (g_str_has_suffix (name, ".hnsession"))
+      {
+        g_autofree char *path = g_build_filename (self->session_dir, name, NULL);
+        g_unlink (path);
+      }
+}
+
+static void
+hanashi_engine_dispose (GObject *object)
+{
+  HanashiEngine *self = HANASHI_ENGINE (object);
+  if (self->thread != NULL)
+    {
+      Cmd *quit = g_new0 (Cmd, 1);
+      quit->type = CMD_QUIT;
+      atomic_store (&self->core->quitting, TRUE);
+      push_command (self, quit);
+      g_thread_join (self->thread);
+      self->thread = NULL;
+      self->core->engine = NULL;
+    }
+  G_OBJECT_CLASS (hanashi_engine_parent_class)->dispose (object);
+}
+
+static void
+hanashi_engine_finalize (GObject *object)
+{
+  HanashiEngine *self = HANASHI_ENGINE (object);
+  hanashi_model_info_free (self->model_info);
+  g_free (self->session_dir);
+  core_unref (self->core);
+  G_OBJECT_CLASS (hanashi_engine_parent_class)->finalize (object);
+}
+
+static void
+hanashi_engine_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
+{
+  HanashiEngine *self = HANASHI_ENGINE (object);
+  switch (prop_id)
+    {
+    case PROP_STATE: g_value_set_enum (value, self->state); break;
+    case PROP_MODEL_INFO: g_value_set_boxed (value, self->model_info); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+    }
+}
+
+static void
+hanashi_engine_class_init (HanashiEngineClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  object_class->dispose = hanashi_engine_dispose;
+  object_class->finalize = hanashi_engine_finalize;
+  object_class->get_property = hanashi_engine_get_property;
+
+  properties[PROP_STATE] = g_param_spec_enum ("state", NULL, NULL, HANASHI_TYPE_ENGINE_STATE,
+                                              HANASHI_ENGINE_STATE_NO_MODEL,
+                                              G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_MODEL_INFO] = g_param_spec_boxed ("model-info", NULL, NULL, HANASHI_TYPE_MODEL_INFO,
+                                                    G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  g_object_class_install_properties (object_class, N_PROPS, properties);
+
+  signals[SIG_LOAD_PROGRESS] = g_signal_new ("load-progress", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                             0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_DOUBLE);
+  signals[SIG_MODEL_LOADED] = g_signal_new ("model-loaded", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                            0, NULL, NULL, NULL, G_TYPE_NONE, 1, HANASHI_TYPE_MODEL_INFO);
+  signals[SIG_PROMPT_PROGRESS] = g_signal_new ("prompt-progress", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                               0, NULL, NULL, NULL, G_TYPE_NONE, 3,
+                                               G_TYPE_UINT, G_TYPE_UINT, G_TYPE_UINT);
+  signals[SIG_TOKEN] = g_signal_new ("token", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                     0, NULL, NULL, NULL, G_TYPE_NONE, 3,
+                                     G_TYPE_UINT, G_TYPE_STRING | G_SIGNAL_TYPE_STATIC_SCOPE, G_TYPE_INT);
+  signals[SIG_GENERATION_DONE] = g_signal_new ("generation-done", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                               0, NULL, NULL, NULL, G_TYPE_NONE, 2,
+                                               G_TYPE_UINT, HANASHI_TYPE_GENERATION_STATS | G_SIGNAL_TYPE_STATIC_SCOPE);
+  signals[SIG_CONTEXT_DROPPED] = g_signal_new ("context-dropped", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                               0, NULL, NULL, NULL, G_TYPE_NONE, 3,
+                                               G_TYPE_UINT, G_TYPE_UINT, G_TYPE_UINT);
+  signals[SIG_ERROR] = g_signal_new ("error", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                     0, NULL, NULL, NULL, G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_ERROR);
+  signals[SIG_SESSION_WRITE_FAILED] = g_signal_new ("session-write-failed", G_TYPE_FROM_CLASS (klass),
+                                                    G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                                                    G_TYPE_NONE, 1, G_TYPE_STRING);
+}
+
+static void
+hanashi_engine_init (HanashiEngine *self)
+{
+  EngineCore *core = g_new0 (EngineCore, 1);
+  core->ref_count = 1;
+  core->main_ctx = g_main_context_ref_thread_default ();
+  pthread_mutex_init (&core->cmd_lock, NULL);
+  pthread_cond_init (&core->cmd_cond, NULL);
+  g_queue_init (&core->commands);
+  core->backend = pick_backend ();
+  pthread_mutex_init (&core->lock, NULL);
+  g_queue_init (&core->events);
+  core->engine = self;
+  self->core = core;
+  self->session_limit = G_GUINT64_CONSTANT (2) << 30;
+  const char *cache = g_get_user_cache_dir ();
+  self->session_dir = g_build_filename (cache, "hanashi", "sessions", NULL);
+  self->thread = g_thread_new ("hanashi-engine", engine_thread_main, core_ref (core));
+}

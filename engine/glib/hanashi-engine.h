@@ -1,0 +1,221 @@
+/* hanashi-engine.h: the GObject the app uses to talk to the engine thread.
+ *
+ * One engine thread owns the model and its context.  Every method here returns at once;
+ * results arrive as signals emitted on the GMainContext that was the thread-default when
+ * hanashi_engine_new() was called.  The command queue protocol is private to the .c file.
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+#define HANASHI_ENGINE_ERROR (hanashi_engine_error_quark ())
+GQuark hanashi_engine_error_quark (void);
+
+typedef enum {
+  HANASHI_ENGINE_ERROR_FAILED,
+  HANASHI_ENGINE_ERROR_MODEL_UNREADABLE,   /* open/read/mmap failed */
+  HANASHI_ENGINE_ERROR_NOT_GGUF,           /* the file is not a GGUF model */
+  HANASHI_ENGINE_ERROR_UNSUPPORTED_ARCH,   /* well-formed, architecture or type not implemented */
+  HANASHI_ENGINE_ERROR_OUT_OF_MEMORY,      /* the context does not fit in memory */
+  HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,    /* GBNF or JSON schema did not parse */
+  HANASHI_ENGINE_ERROR_TEMPLATE_FAILED,    /* chat template failed to render */
+  HANASHI_ENGINE_ERROR_NO_MODEL,           /* generate/count without a loaded model */
+  HANASHI_ENGINE_ERROR_CANCELLED,          /* the operation was cancelled */
+  HANASHI_ENGINE_ERROR_INVALID_ARGUMENT,   /* a request field is out of range */
+} HanashiEngineError;
+
+/* ---- enums ----------------------------------------------------------------------------- */
+
+typedef enum {
+  HANASHI_ENGINE_STATE_NO_MODEL,
+  HANASHI_ENGINE_STATE_LOADING,
+  HANASHI_ENGINE_STATE_READY,
+  HANASHI_ENGINE_STATE_GENERATING,
+} HanashiEngineState;
+
+GType hanashi_engine_state_get_type (void) G_GNUC_CONST;
+#define HANASHI_TYPE_ENGINE_STATE (hanashi_engine_state_get_type ())
+
+typedef enum {
+  HANASHI_STOP_REASON_EOG,          /* the model produced an end-of-generation token */
+  HANASHI_STOP_REASON_MAX_TOKENS,   /* max_tokens reached */
+  HANASHI_STOP_REASON_STOP_STRING,  /* one of the stop strings appeared (not emitted) */
+  HANASHI_STOP_REASON_CANCELLED,    /* hanashi_engine_cancel() or a newer command */
+  HANASHI_STOP_REASON_CONTEXT_FULL, /* nothing left to drop and the context is full */
+  HANASHI_STOP_REASON_GRAMMAR_DONE, /* the grammar accepts nothing more */
+} HanashiStopReason;
+
+GType hanashi_stop_reason_get_type (void) G_GNUC_CONST;
+#define HANASHI_TYPE_STOP_REASON (hanashi_stop_reason_get_type ())
+
+typedef enum {
+  HANASHI_ROLE_SYSTEM,
+  HANASHI_ROLE_USER,
+  HANASHI_ROLE_ASSISTANT,
+} HanashiRole;
+
+/* ---- model info (boxed, immutable once emitted) ----------------------------------------- */
+
+typedef struct {
+  char    *name;          /* general.name, or the file's basename */
+  char    *arch;          /* general.architecture */
+  char    *weight_type;   /* dominant weight type, e.g. "Q4_0" */
+  char    *path;
+  guint64  n_params;
+  guint64  file_size;
+  guint32  n_ctx;         /* context size actually allocated */
+  guint32  n_ctx_train;
+  guint32  n_vocab;
+} HanashiModelInfo;
+
+GType hanashi_model_info_get_type (void) G_GNUC_CONST;
+#define HANASHI_TYPE_MODEL_INFO (hanashi_model_info_get_type ())
+HanashiModelInfo *hanashi_model_info_copy (const HanashiModelInfo *info);
+void              hanashi_model_info_free (HanashiModelInfo *info);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HanashiModelInfo, hanashi_model_info_free)
+
+/* ---- sampling parameters: plain values, every issue-5 knob ----------------------------- */
+
+typedef struct {
+  double   temperature;       /* 0 = greedy */
+  int      top_k;             /* <= 0: off */
+  double   top_p;             /* 1.0: off */
+  double   min_p;             /* 0: off */
+  double   typical_p;         /* 1.0: off */
+  double   repeat_penalty;    /* 1.0: off */
+  int      repeat_last_n;     /* window; 0 = off, -1 = whole context */
+  double   frequency_penalty;
+  double   presence_penalty;
+  int      mirostat;          /* 0 off, 1, 2 */
+  double   mirostat_tau;
+  double   mirostat_eta;
+  gint64   seed;              /* -1: random */
+} HanashiSamplingParams;
+
+/* Fills in the engine defaults (the same as hn_sampler_params_default()). */
+void hanashi_sampling_params_init_default (HanashiSamplingParams *params);
+
+/* ---- generation request (boxed, refcounted) -------------------------------------------- */
+
+typedef struct _HanashiGenerateRequest HanashiGenerateRequest;
+
+GType hanashi_generate_request_get_type (void) G_GNUC_CONST;
+#define HANASHI_TYPE_GENERATE_REQUEST (hanashi_generate_request_get_type ())
+
+HanashiGenerateRequest *hanashi_generate_request_new   (const char *conversation_id);
+HanashiGenerateRequest *hanashi_generate_request_ref   (HanashiGenerateRequest *req);
+void                    hanashi_generate_request_unref (HanashiGenerateRequest *req);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HanashiGenerateRequest, hanashi_generate_request_unref)
+
+const char *hanashi_generate_request_get_conversation_id (HanashiGenerateRequest *req);
+void hanashi_generate_request_set_system_prompt  (HanashiGenerateRequest *req, const char *text);
+void hanashi_generate_request_add_message        (HanashiGenerateRequest *req, HanashiRole role,
+                                                  const char *content);
+guint hanashi_generate_request_get_n_messages    (HanashiGenerateRequest *req);
+/* The sampling params are copied in/out. */
+void hanashi_generate_request_set_sampling       (HanashiGenerateRequest *req,
+                                                  const HanashiSamplingParams *params);
+void hanashi_generate_request_get_sampling       (HanashiGenerateRequest *req,
+                                                  HanashiSamplingParams *out);
+/* At most one of grammar / JSON schema; setting one clears the other. */
+void hanashi_generate_request_set_grammar        (HanashiGenerateRequest *req, const char *gbnf);
+void hanashi_generate_request_set_json_schema    (HanashiGenerateRequest *req, const char *schema);
+const char *hanashi_generate_request_get_grammar     (HanashiGenerateRequest *req);
+const char *hanashi_generate_request_get_json_schema (HanashiGenerateRequest *req);
+/* CFG: scale 1.0 = off. */
+void hanashi_generate_request_set_cfg            (HanashiGenerateRequest *req,
+                                                  const char *negative_prompt, double scale);
+void hanashi_generate_request_set_max_tokens     (HanashiGenerateRequest *req, int max_tokens);
+void hanashi_generate_request_add_stop_string    (HanashiGenerateRequest *req, const char *stop);
+/* NULL: the engine picks $XDG_CACHE_HOME/hanashi/sessions/<conversation-id>.hnsession. */
+void hanashi_generate_request_set_session_path   (HanashiGenerateRequest *req, const char *path);
+/* FALSE: neither load nor save a session file for this request. */
+void hanashi_generate_request_set_use_session    (HanashiGenerateRequest *req, gboolean use);
+
+/* ---- generation statistics (boxed, emitted with "generation-done") --------------------- */
+
+typedef struct {
+  guint              n_prompt;          /* prompt tokens after templating */
+  guint              n_reused;          /* of those, taken from KV cache / session file */
+  guint              n_generated;
+  double             prompt_tokens_per_second;
+  double             gen_tokens_per_second;
+  double             time_to_first_token;   /* seconds */
+  HanashiStopReason  stop_reason;
+  guint              n_messages_dropped;    /* oldest turns dropped to fit the context */
+  guint              n_tokens_dropped;
+  gboolean           session_saved;
+} HanashiGenerationStats;
+
+GType hanashi_generation_stats_get_type (void) G_GNUC_CONST;
+#define HANASHI_TYPE_GENERATION_STATS (hanashi_generation_stats_get_type ())
+HanashiGenerationStats *hanashi_generation_stats_copy (const HanashiGenerationStats *stats);
+void                    hanashi_generation_stats_free (HanashiGenerationStats *stats);
+
+/* ---- the engine ------------------------------------------------------------------------ */
+
+#define HANASHI_TYPE_ENGINE (hanashi_engine_get_type ())
+G_DECLARE_FINAL_TYPE (HanashiEngine, hanashi_engine, HANASHI, ENGINE, GObject)
+
+/* Starts the engine thread; events are emitted on the current thread-default main context. */
+HanashiEngine      *hanashi_engine_new              (void);
+
+HanashiEngineState  hanashi_engine_get_state        (HanashiEngine *self);
+/* NULL when no model is loaded.  Owned by the engine; copy to keep. */
+const HanashiModelInfo *hanashi_engine_get_model_info (HanashiEngine *self);
+
+/* Loads a model, replacing (and cancelling work on) the current one.  Progress via
+ * "load-progress".  n_ctx 0 = model's training context capped at 4096; n_threads 0 = auto. */
+void     hanashi_engine_load_model_async  (HanashiEngine       *self,
+                                           const char          *path,
+                                           guint                n_ctx,
+                                           guint                n_threads,
+                                           GCancellable        *cancellable,
+                                           GAsyncReadyCallback  callback,
+                                           gpointer             user_data);
+gboolean hanashi_engine_load_model_finish (HanashiEngine  *self,
+                                           GAsyncResult   *result,
+                                           GError        **error);
+void     hanashi_engine_unload            (HanashiEngine *self);
+
+/* Queues a generation; returns its id (> 0) used by signals and cancel.  A generate while
+ * another runs cancels the running one first. */
+guint    hanashi_engine_generate          (HanashiEngine *self, HanashiGenerateRequest *req);
+/* Cancels a generation (0 = whatever is running); it stops within one decode step and
+ * still emits "generation-done" with HANASHI_STOP_REASON_CANCELLED. */
+void     hanashi_engine_cancel            (HanashiEngine *self, guint request_id);
+
+/* Context meter: tokens the request's conversation takes after templating. */
+void     hanashi_engine_count_tokens_async  (HanashiEngine          *self,
+                                             HanashiGenerateRequest *req,
+                                             GCancellable           *cancellable,
+                                             GAsyncReadyCallback     callback,
+                                             gpointer                user_data);
+gint     hanashi_engine_count_tokens_finish (HanashiEngine  *self,
+                                             GAsyncResult   *result,
+                                             GError        **error);
+
+/* Session cache (sessions are written automatically after each reply). */
+void     hanashi_engine_set_session_dir        (HanashiEngine *self, const char *dir);
+void     hanashi_engine_set_session_cache_limit (HanashiEngine *self, guint64 bytes);
+void     hanashi_engine_forget_session         (HanashiEngine *self, const char *conversation_id);
+void     hanashi_engine_clear_session_cache    (HanashiEngine *self);
+
+/* Signals (all emitted on the main context captured in hanashi_engine_new()):
+ *   "load-progress"     (double fraction)
+ *   "model-loaded"      (HanashiModelInfo *info)
+ *   "prompt-progress"   (guint id, guint done, guint total)
+ *   "token"             (guint id, const char *text, gint token_id)   text may hold several
+ *                        coalesced tokens; token_id is then the last one
+ *   "generation-done"   (guint id, HanashiGenerationStats *stats)
+ *   "context-dropped"   (guint id, guint n_messages, guint n_tokens)
+ *   "error"             (guint id, GError *error)   id 0 for errors outside a generation
+ *   "session-write-failed" (const char *message)    emitted once per engine
+ * Properties: "state" (HanashiEngineState, read-only), "model-info" (HanashiModelInfo, r/o).
+ */
+
+G_END_DECLS
