@@ -1,0 +1,292 @@
+/* hanashi-markdown.c — turns md4c callbacks into Pango markup; code blocks are split out so
+ * the message row can give them a highlighted source view and a copy button. */
+#include "hanashi-markdown.h"
+
+#include <md4c.h>
+#include <string.h>
+
+typedef struct {
+  GPtrArray *blocks;
+  GString *markup;       /* current text block */
+  GString *code;         /* non-NULL while inside a fenced/indented code block */
+  char *code_language;
+  GArray *list_counters; /* per nesting level: -1 = bullet, else next number */
+  int table_cell;        /* index of the cell in the current row */
+  gboolean in_heading;
+} RenderState;
+
+void
+hanashi_markdown_block_free (HanashiMarkdownBlock *block)
+{
+  if (!block)
+    return;
+  g_free (block->markup);
+  g_free (block->code);
+  g_free (block->language);
+  g_free (block);
+}
+
+static void
+flush_text (RenderState *st)
+{
+  /* Trailing blank lines would make labels taller than their text. */
+  while (st->markup->len > 0 && st->markup->str[st->markup->len - 1] == '\n')
+    g_string_truncate (st->markup, st->markup->len - 1);
+  if (st->markup->len == 0)
+    return;
+  HanashiMarkdownBlock *block = g_new0 (HanashiMarkdownBlock, 1);
+  block->kind = HANASHI_MARKDOWN_BLOCK_TEXT;
+  block->markup = g_strdup (st->markup->str);
+  g_ptr_array_add (st->blocks, block);
+  g_string_truncate (st->markup, 0);
+}
+
+static void
+append_escaped (GString *out, const char *text, gsize size)
+{
+  g_autofree char *escaped = g_markup_escape_text (text, (gssize) size);
+  g_string_append (out, escaped);
+}
+
+static void
+paragraph_break (RenderState *st)
+{
+  /* Right after a quote opens, its first paragraph needs no gap. */
+  if (st->markup->len > 0 && !g_str_has_suffix (st->markup->str, "\n\n") && !g_str_has_suffix (st->markup->str, "<i>"))
+    g_string_append (st->markup, g_str_has_suffix (st->markup->str, "\n") ? "\n" : "\n\n");
+}
+
+static int
+enter_block (MD_BLOCKTYPE type, void *detail, void *userdata)
+{
+  RenderState *st = userdata;
+  switch (type) {
+  case MD_BLOCK_H: {
+    static const char *const sizes[] = { "xx-large", "x-large", "large", "medium", "medium", "medium" };
+    unsigned level = ((MD_BLOCK_H_DETAIL *) detail)->level;
+    paragraph_break (st);
+    g_string_append_printf (st->markup, "<span size=\"%s\" weight=\"bold\">", sizes[CLAMP (level, 1u, 6u) - 1]);
+    st->in_heading = TRUE;
+    break;
+  }
+  case MD_BLOCK_P:
+    if (st->list_counters->len == 0)
+      paragraph_break (st);
+    break;
+  case MD_BLOCK_QUOTE:
+    paragraph_break (st);
+    g_string_append (st->markup, "<i>");
+    break;
+  case MD_BLOCK_UL: {
+    int bullet = -1;
+    g_array_append_val (st->list_counters, bullet);
+    if (st->list_counters->len == 1)
+      paragraph_break (st);
+    break;
+  }
+  case MD_BLOCK_OL: {
+    int start = (int) ((MD_BLOCK_OL_DETAIL *) detail)->start;
+    g_array_append_val (st->list_counters, start);
+    if (st->list_counters->len == 1)
+      paragraph_break (st);
+    break;
+  }
+  case MD_BLOCK_LI: {
+    if (st->markup->len > 0 && !g_str_has_suffix (st->markup->str, "\n"))
+      g_string_append_c (st->markup, '\n');
+    guint depth = st->list_counters->len;
+    for (guint i = 1; i < depth; i++)
+      g_string_append (st->markup, "    ");
+    int *counter = &g_array_index (st->list_counters, int, depth ? depth - 1 : 0);
+    if (depth == 0 || *counter < 0)
+      g_string_append (st->markup, "• ");
+    else
+      g_string_append_printf (st->markup, "%d. ", (*counter)++);
+    break;
+  }
+  case MD_BLOCK_HR:
+    paragraph_break (st);
+    g_string_append (st->markup, "────────");
+    break;
+  case MD_BLOCK_CODE: {
+    MD_BLOCK_CODE_DETAIL *code = detail;
+    flush_text (st);
+    st->code = g_string_new (NULL);
+    g_clear_pointer (&st->code_language, g_free);
+    if (code->lang.text && code->lang.size > 0)
+      st->code_language = g_strndup (code->lang.text, code->lang.size);
+    break;
+  }
+  case MD_BLOCK_TABLE:
+    paragraph_break (st);
+    g_string_append (st->markup, "<tt>");
+    break;
+  case MD_BLOCK_TR:
+    st->table_cell = 0;
+    break;
+  case MD_BLOCK_TH:
+  case MD_BLOCK_TD:
+    g_string_append (st->markup, st->table_cell++ == 0 ? "│ " : " │ ");
+    if (type == MD_BLOCK_TH)
+      g_string_append (st->markup, "<b>");
+    break;
+  default:
+    break;
+  }
+  return 0;
+}
+
+static int
+leave_block (MD_BLOCKTYPE type, void *detail, void *userdata)
+{
+  RenderState *st = userdata;
+  (void) detail;
+  switch (type) {
+  case MD_BLOCK_H:
+    g_string_append (st->markup, "</span>\n");
+    st->in_heading = FALSE;
+    break;
+  case MD_BLOCK_QUOTE:
+    g_string_append (st->markup, "</i>\n");
+    break;
+  case MD_BLOCK_P:
+    if (st->list_counters->len == 0)
+      g_string_append_c (st->markup, '\n');
+    break;
+  case MD_BLOCK_UL:
+  case MD_BLOCK_OL:
+    g_array_set_size (st->list_counters, st->list_counters->len - 1);
+    if (st->list_counters->len == 0)
+      g_string_append_c (st->markup, '\n');
+    break;
+  case MD_BLOCK_HR:
+    g_string_append_c (st->markup, '\n');
+    break;
+  case MD_BLOCK_CODE: {
+    HanashiMarkdownBlock *block = g_new0 (HanashiMarkdownBlock, 1);
+    block->kind = HANASHI_MARKDOWN_BLOCK_CODE;
+    if (st->code->len > 0 && st->code->str[st->code->len - 1] == '\n')
+      g_string_truncate (st->code, st->code->len - 1);
+    block->code = g_string_free (g_steal_pointer (&st->code), FALSE);
+    block->language = g_steal_pointer (&st->code_language);
+    g_ptr_array_add (st->blocks, block);
+    break;
+  }
+  case MD_BLOCK_TH:
+    g_string_append (st->markup, "</b>");
+    break;
+  case MD_BLOCK_TR:
+    g_string_append (st->markup, " │\n");
+    break;
+  case MD_BLOCK_TABLE:
+    if (g_str_has_suffix (st->markup->str, "\n"))
+      g_string_truncate (st->markup, st->markup->len - 1);
+    g_string_append (st->markup, "</tt>\n");
+    break;
+  default:
+    break;
+  }
+  return 0;
+}
+
+static int
+enter_span (MD_SPANTYPE type, void *detail, void *userdata)
+{
+  RenderState *st = userdata;
+  switch (type) {
+  case MD_SPAN_EM: g_string_append (st->markup, "<i>"); break;
+  case MD_SPAN_STRONG: g_string_append (st->markup, "<b>"); break;
+  case MD_SPAN_DEL: g_string_append (st->markup, "<s>"); break;
+  case MD_SPAN_CODE: g_string_append (st->markup, "<tt>"); break;
+  case MD_SPAN_U: g_string_append (st->markup, "<u>"); break;
+  case MD_SPAN_A: {
+    MD_SPAN_A_DETAIL *a = detail;
+    g_autofree char *href = g_markup_escape_text (a->href.text ? a->href.text : "", a->href.size);
+    g_string_append_printf (st->markup, "<a href=\"%s\">", href);
+    break;
+  }
+  default:
+    break;
+  }
+  return 0;
+}
+
+static int
+leave_span (MD_SPANTYPE type, void *detail, void *userdata)
+{
+  RenderState *st = userdata;
+  (void) detail;
+  switch (type) {
+  case MD_SPAN_EM: g_string_append (st->markup, "</i>"); break;
+  case MD_SPAN_STRONG: g_string_append (st->markup, "</b>"); break;
+  case MD_SPAN_DEL: g_string_append (st->markup, "</s>"); break;
+  case MD_SPAN_CODE: g_string_append (st->markup, "</tt>"); break;
+  case MD_SPAN_U: g_string_append (st->markup, "</u>"); break;
+  case MD_SPAN_A: g_string_append (st->markup, "</a>"); break;
+  default: break;
+  }
+  return 0;
+}
+
+static int
+on_text (MD_TEXTTYPE type, const MD_CHAR *text, MD_SIZE size, void *userdata)
+{
+  RenderState *st = userdata;
+  if (st->code) {
+    g_string_append_len (st->code, text, size);
+    return 0;
+  }
+  switch (type) {
+  case MD_TEXT_NULLCHAR:
+    g_string_append (st->markup, "\xEF\xBF\xBD");
+    break;
+  case MD_TEXT_BR:
+    g_string_append_c (st->markup, '\n');
+    break;
+  case MD_TEXT_SOFTBR:
+    g_string_append_c (st->markup, ' ');
+    break;
+  case MD_TEXT_ENTITY:
+    /* Entities are shown as written; resolving them all is not worth a table here. */
+  default:
+    append_escaped (st->markup, text, size);
+    break;
+  }
+  return 0;
+}
+
+GPtrArray *
+hanashi_markdown_render (const char *text, gssize length)
+{
+  RenderState st = {
+    .blocks = g_ptr_array_new_with_free_func ((GDestroyNotify) hanashi_markdown_block_free),
+    .markup = g_string_new (NULL),
+    .list_counters = g_array_new (FALSE, FALSE, sizeof (int)),
+  };
+  if (length < 0)
+    length = text ? (gssize) strlen (text) : 0;
+  MD_PARSER parser = {
+    .abi_version = 0,
+    .flags = MD_DIALECT_GITHUB | MD_FLAG_NOHTML,
+    .enter_block = enter_block,
+    .leave_block = leave_block,
+    .enter_span = enter_span,
+    .leave_span = leave_span,
+    .text = on_text,
+  };
+  if (text && length > 0)
+    md_parse (text, (MD_SIZE) length, &parser, &st);
+  if (st.code) {
+    /* An unterminated fence while streaming: show what has arrived as code. */
+    HanashiMarkdownBlock *block = g_new0 (HanashiMarkdownBlock, 1);
+    block->kind = HANASHI_MARKDOWN_BLOCK_CODE;
+    block->code = g_string_free (g_steal_pointer (&st.code), FALSE);
+    block->language = g_steal_pointer (&st.code_language);
+    g_ptr_array_add (st.blocks, block);
+  }
+  flush_text (&st);
+  g_string_free (st.markup, TRUE);
+  g_array_unref (st.list_counters);
+  g_free (st.code_language);
+  return st.blocks;
+}

@@ -1,0 +1,31 @@
+/* hanashi-message.h — one chat message as a GObject, the item type of the message list model */
+#pragma once
+
+#include <glib-object.h>
+
+#include "hanashi-store.h"
+
+G_BEGIN_DECLS
+
+#define HANASHI_TYPE_MESSAGE (hanashi_message_get_type ())
+G_DECLARE_FINAL_TYPE (HanashiMessage, hanashi_message, HANASHI, MESSAGE, GObject)
+
+HanashiMessage *hanashi_message_new (gint64 id, const char *role, const char *text);
+HanashiMessage *hanashi_message_new_from_stored (const HanashiStoredMessage *stored);
+
+gint64 hanashi_message_get_id (HanashiMessage *self);
+const char *hanashi_message_get_role (HanashiMessage *self);
+gboolean hanashi_message_is_user (HanashiMessage *self);
+const char *hanashi_message_get_text (HanashiMessage *self);
+void hanashi_message_set_text (HanashiMessage *self, const char *text);
+/* Streaming: appends a decoded piece and notifies "text" once. */
+void hanashi_message_append_text (HanashiMessage *self, const char *piece);
+gboolean hanashi_message_get_complete (HanashiMessage *self);
+void hanashi_message_set_complete (HanashiMessage *self, gboolean complete);
+int hanashi_message_get_token_count (HanashiMessage *self);
+double hanashi_message_get_generation_seconds (HanashiMessage *self);
+void hanashi_message_set_stats (HanashiMessage *self, int token_count, double generation_seconds);
+/* Tokens per second, 0 when unknown. */
+double hanashi_message_get_tokens_per_second (HanashiMessage *self);
+
+G_END_DECLS

@@ -1,0 +1,472 @@
+/* hanashi-store.c — SQLite storage; every message is committed when it exists so a crash
+ * loses only the unfinished tail of a streaming reply. */
+#include "hanashi-store.h"
+
+#include <glib/gstdio.h>
+#include <sqlite3.h>
+
+G_DEFINE_QUARK (hanashi-store-error-quark, hanashi_store_error)
+
+struct _HanashiStore {
+  GObject parent_instance;
+  sqlite3 *db;
+  int schema_version;
+};
+
+G_DEFINE_FINAL_TYPE (HanashiStore, hanashi_store, G_TYPE_OBJECT)
+
+/* Each entry migrates from version i to i + 1; never edit a shipped entry, append. */
+static const char *const migrations[] = {
+  "CREATE TABLE conversations ("
+  "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+  "  title TEXT NOT NULL DEFAULT '',"
+  "  created INTEGER NOT NULL,"
+  "  updated INTEGER NOT NULL,"
+  "  system_prompt TEXT NOT NULL DEFAULT '',"
+  "  params TEXT NOT NULL DEFAULT '{}');"
+  "CREATE TABLE messages ("
+  "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+  "  conversation INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,"
+  "  parent INTEGER NOT NULL DEFAULT 0,"
+  "  alternative_group INTEGER NOT NULL DEFAULT 0,"
+  "  role TEXT NOT NULL,"
+  "  text TEXT NOT NULL DEFAULT '',"
+  "  created INTEGER NOT NULL,"
+  "  token_count INTEGER NOT NULL DEFAULT 0,"
+  "  generation_seconds REAL NOT NULL DEFAULT 0,"
+  "  params TEXT NOT NULL DEFAULT '{}');"
+  "CREATE INDEX messages_by_conversation ON messages(conversation, id);",
+  /* v2: the incomplete flag for replies cut off by a crash or Stop */
+  "ALTER TABLE messages ADD COLUMN complete INTEGER NOT NULL DEFAULT 1;"
+  "CREATE INDEX messages_by_group ON messages(alternative_group);",
+};
+G_STATIC_ASSERT (G_N_ELEMENTS (migrations) == HANASHI_STORE_SCHEMA_VERSION);
+
+static gboolean
+set_sqlite_error (HanashiStore *self, GError **error, const char *what)
+{
+  g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_FAILED,
+               "%s: %s", what, sqlite3_errmsg (self->db));
+  return FALSE;
+}
+
+static gboolean
+exec_sql (HanashiStore *self, const char *sql, GError **error)
+{
+  char *message = NULL;
+  if (sqlite3_exec (self->db, sql, NULL, NULL, &message) != SQLITE_OK) {
+    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_FAILED,
+                 "Database error: %s", message ? message : "unknown");
+    sqlite3_free (message);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static sqlite3_stmt *
+prepare (HanashiStore *self, const char *sql, GError **error)
+{
+  sqlite3_stmt *stmt = NULL;
+  if (sqlite3_prepare_v2 (self->db, sql, -1, &stmt, NULL) != SQLITE_OK) {
+    set_sqlite_error (self, error, "Database error");
+    return NULL;
+  }
+  return stmt;
+}
+
+static gboolean
+step_done (HanashiStore *self, sqlite3_stmt *stmt, GError **error)
+{
+  int rc = sqlite3_step (stmt);
+  sqlite3_finalize (stmt);
+  if (rc != SQLITE_DONE)
+    return set_sqlite_error (self, error, "Database error");
+  return TRUE;
+}
+
+static gboolean
+migrate (HanashiStore *self, GError **error)
+{
+  if (!exec_sql (self, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);", error))
+    return FALSE;
+  sqlite3_stmt *stmt = prepare (self, "SELECT MAX(version) FROM schema_version;", error);
+  if (!stmt)
+    return FALSE;
+  int version = 0;
+  if (sqlite3_step (stmt) == SQLITE_ROW)
+    version = sqlite3_column_int (stmt, 0);
+  sqlite3_finalize (stmt);
+
+  if (version > HANASHI_STORE_SCHEMA_VERSION) {
+    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_TOO_NEW,
+                 "The conversation database was written by a newer Hanashi (schema %d)", version);
+    return FALSE;
+  }
+  for (; version < HANASHI_STORE_SCHEMA_VERSION; version++) {
+    g_autofree char *sql = g_strdup_printf ("BEGIN; %s INSERT INTO schema_version VALUES (%d); COMMIT;",
+                                            migrations[version], version + 1);
+    if (!exec_sql (self, sql, error)) {
+      exec_sql (self, "ROLLBACK;", NULL);
+      return FALSE;
+    }
+  }
+  self->schema_version = version;
+  return TRUE;
+}
+
+static void
+hanashi_store_finalize (GObject *object)
+{
+  HanashiStore *self = HANASHI_STORE (object);
+  if (self->db)
+    sqlite3_close (self->db);
+  G_OBJECT_CLASS (hanashi_store_parent_class)->finalize (object);
+}
+
+static void
+hanashi_store_class_init (HanashiStoreClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = hanashi_store_finalize;
+}
+
+static void
+hanashi_store_init (HanashiStore *self)
+{
+  (void) self;
+}
+
+char *
+hanashi_store_default_path (void)
+{
+  return g_build_filename (g_get_user_data_dir (), "hanashi", "hanashi.db", NULL);
+}
+
+HanashiStore *
+hanashi_store_new (const char *path, GError **error)
+{
+  g_autoptr(HanashiStore) self = g_object_new (HANASHI_TYPE_STORE, NULL);
+  g_autofree char *dir = g_path_get_dirname (path);
+
+  if (g_mkdir_with_parents (dir, 0700) != 0) {
+    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_FAILED,
+                 "Could not create the folder %s", dir);
+    return NULL;
+  }
+  if (sqlite3_open (path, &self->db) != SQLITE_OK) {
+    set_sqlite_error (self, error, "Could not open the conversation database");
+    return NULL;
+  }
+  sqlite3_busy_timeout (self->db, 2000);
+  /* WAL keeps each small per-message commit cheap and readers unblocked. */
+  if (!exec_sql (self, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", error))
+    return NULL;
+  if (!migrate (self, error))
+    return NULL;
+  return g_steal_pointer (&self);
+}
+
+int
+hanashi_store_get_schema_version (HanashiStore *self)
+{
+  g_return_val_if_fail (HANASHI_IS_STORE (self), 0);
+  return self->schema_version;
+}
+
+static gboolean
+touch_conversation (HanashiStore *self, gint64 id, GError **error)
+{
+  sqlite3_stmt *stmt = prepare (self, "UPDATE conversations SET updated = ? WHERE id = ?;", error);
+  if (!stmt)
+    return FALSE;
+  sqlite3_bind_int64 (stmt, 1, g_get_real_time () / G_USEC_PER_SEC);
+  sqlite3_bind_int64 (stmt, 2, id);
+  return step_done (self, stmt, error);
+}
+
+gint64
+hanashi_store_create_conversation (HanashiStore *self, const char *title, GError **error)
+{
+  g_return_val_if_fail (HANASHI_IS_STORE (self), 0);
+  sqlite3_stmt *stmt = prepare (self, "INSERT INTO conversations (title, created, updated) VALUES (?, ?, ?);", error);
+  if (!stmt)
+    return 0;
+  gint64 now = g_get_real_time () / G_USEC_PER_SEC;
+  sqlite3_bind_text (stmt, 1, title ? title : "", -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64 (stmt, 2, now);
+  sqlite3_bind_int64 (stmt, 3, now);
+  if (!step_done (self, stmt, error))
+    return 0;
+  return sqlite3_last_insert_rowid (self->db);
+}
+
+static gboolean
+update_conversation_text (HanashiStore *self, const char *sql, gint64 id, const char *value, GError **error)
+{
+  sqlite3_stmt *stmt = prepare (self, sql, error);
+  if (!stmt)
+    return FALSE;
+  sqlite3_bind_text (stmt, 1, value ? value : "", -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64 (stmt, 2, id);
+  if (!step_done (self, stmt, error))
+    return FALSE;
+  if (sqlite3_changes (self->db) == 0) {
+    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, "No conversation %" G_GINT64_FORMAT, id);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+hanashi_store_rename_conversation (HanashiStore *self, gint64 id, const char *title, GError **error)
+{
+  return update_conversation_text (self, "UPDATE conversations SET title = ? WHERE id = ?;", id, title, error);
+}
+
+gboolean
+hanashi_store_set_system_prompt (HanashiStore *self, gint64 id, const char *prompt, GError **error)
+{
+  return update_conversation_text (self, "UPDATE conversations SET system_prompt = ? WHERE id = ?;", id, prompt, error);
+}
+
+gboolean
+hanashi_store_set_conversation_params (HanashiStore *self, gint64 id, const char *params_json, GError **error)
+{
+  return update_conversation_text (self, "UPDATE conversations SET params = ? WHERE id = ?;", id,
+                                   params_json ? params_json : "{}", error);
+}
+
+gboolean
+hanashi_store_delete_conversation (HanashiStore *self, gint64 id, GError **error)
+{
+  sqlite3_stmt *stmt = prepare (self, "DELETE FROM conversations WHERE id = ?;", error);
+  if (!stmt)
+    return FALSE;
+  sqlite3_bind_int64 (stmt, 1, id);
+  return step_done (self, stmt, error);
+}
+
+void
+hanashi_stored_conversation_free (HanashiStoredConversation *c)
+{
+  if (!c)
+    return;
+  g_free (c->title);
+  g_free (c->system_prompt);
+  g_free (c->params_json);
+  g_free (c);
+}
+
+void
+hanashi_stored_message_free (HanashiStoredMessage *m)
+{
+  if (!m)
+    return;
+  g_free (m->role);
+  g_free (m->text);
+  g_free (m->params_json);
+  g_free (m);
+}
+
+#define CONVERSATION_COLUMNS "c.id, c.title, c.created, c.updated, c.system_prompt, c.params"
+
+static HanashiStoredConversation *
+read_conversation (sqlite3_stmt *stmt)
+{
+  HanashiStoredConversation *c = g_new0 (HanashiStoredConversation, 1);
+  c->id = sqlite3_column_int64 (stmt, 0);
+  c->title = g_strdup ((const char *) sqlite3_column_text (stmt, 1));
+  c->created = sqlite3_column_int64 (stmt, 2);
+  c->updated = sqlite3_column_int64 (stmt, 3);
+  c->system_prompt = g_strdup ((const char *) sqlite3_column_text (stmt, 4));
+  c->params_json = g_strdup ((const char *) sqlite3_column_text (stmt, 5));
+  return c;
+}
+
+HanashiStoredConversation *
+hanashi_store_get_conversation (HanashiStore *self, gint64 id, GError **error)
+{
+  sqlite3_stmt *stmt = prepare (self, "SELECT " CONVERSATION_COLUMNS " FROM conversations c WHERE c.id = ?;", error);
+  if (!stmt)
+    return NULL;
+  sqlite3_bind_int64 (stmt, 1, id);
+  HanashiStoredConversation *c = NULL;
+  if (sqlite3_step (stmt) == SQLITE_ROW)
+    c = read_conversation (stmt);
+  else
+    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, "No conversation %" G_GINT64_FORMAT, id);
+  sqlite3_finalize (stmt);
+  return c;
+}
+
+GPtrArray *
+hanashi_store_list_conversations (HanashiStore *self, const char *query, GError **error)
+{
+  gboolean filtered = query && *query;
+  const char *sql = filtered
+    ? "SELECT " CONVERSATION_COLUMNS " FROM conversations c WHERE instr(lower(c.title), lower(?1)) > 0"
+      " OR EXISTS (SELECT 1 FROM messages m WHERE m.conversation = c.id AND instr(lower(m.text), lower(?1)) > 0)"
+      " ORDER BY c.updated DESC, c.id DESC;"
+    : "SELECT " CONVERSATION_COLUMNS " FROM conversations c ORDER BY c.updated DESC, c.id DESC;";
+  sqlite3_stmt *stmt = prepare (self, sql, error);
+  if (!stmt)
+    return NULL;
+  if (filtered)
+    sqlite3_bind_text (stmt, 1, query, -1, SQLITE_TRANSIENT);
+  GPtrArray *result = g_ptr_array_new_with_free_func ((GDestroyNotify) hanashi_stored_conversation_free);
+  while (sqlite3_step (stmt) == SQLITE_ROW)
+    g_ptr_array_add (result, read_conversation (stmt));
+  sqlite3_finalize (stmt);
+  return result;
+}
+
+gint64
+hanashi_store_add_message (HanashiStore *self, gint64 conversation_id, gint64 parent_id,
+                           gint64 alternative_of, const char *role, const char *text,
+                           gboolean complete, GError **error)
+{
+  g_return_val_if_fail (role != NULL, 0);
+  gint64 group = 0;
+  if (alternative_of > 0) {
+    g_autoptr(HanashiStoredMessage) other = hanashi_store_get_message (self, alternative_of, error);
+    if (!other)
+      return 0;
+    group = other->alternative_group;
+  }
+  sqlite3_stmt *stmt = prepare (self,
+    "INSERT INTO messages (conversation, parent, alternative_group, role, text, created, complete)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?);", error);
+  if (!stmt)
+    return 0;
+  sqlite3_bind_int64 (stmt, 1, conversation_id);
+  sqlite3_bind_int64 (stmt, 2, parent_id);
+  sqlite3_bind_int64 (stmt, 3, group);
+  sqlite3_bind_text (stmt, 4, role, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text (stmt, 5, text ? text : "", -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64 (stmt, 6, g_get_real_time () / G_USEC_PER_SEC);
+  sqlite3_bind_int (stmt, 7, complete ? 1 : 0);
+  if (!step_done (self, stmt, error))
+    return 0;
+  gint64 id = sqlite3_last_insert_rowid (self->db);
+  if (group == 0) {
+    /* A new group is named after its first member. */
+    stmt = prepare (self, "UPDATE messages SET alternative_group = id WHERE id = ?;", error);
+    if (!stmt)
+      return 0;
+    sqlite3_bind_int64 (stmt, 1, id);
+    if (!step_done (self, stmt, error))
+      return 0;
+  }
+  if (!touch_conversation (self, conversation_id, error))
+    return 0;
+  return id;
+}
+
+gboolean
+hanashi_store_update_message (HanashiStore *self, gint64 id, const char *text,
+                              int token_count, double generation_seconds,
+                              const char *params_json, gboolean complete, GError **error)
+{
+  sqlite3_stmt *stmt = prepare (self,
+    "UPDATE messages SET text = ?, token_count = ?, generation_seconds = ?,"
+    " params = COALESCE(?, params), complete = ? WHERE id = ?;", error);
+  if (!stmt)
+    return FALSE;
+  sqlite3_bind_text (stmt, 1, text ? text : "", -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int (stmt, 2, token_count);
+  sqlite3_bind_double (stmt, 3, generation_seconds);
+  if (params_json)
+    sqlite3_bind_text (stmt, 4, params_json, -1, SQLITE_TRANSIENT);
+  else
+    sqlite3_bind_null (stmt, 4);
+  sqlite3_bind_int (stmt, 5, complete ? 1 : 0);
+  sqlite3_bind_int64 (stmt, 6, id);
+  if (!step_done (self, stmt, error))
+    return FALSE;
+  if (sqlite3_changes (self->db) == 0) {
+    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, "No message %" G_GINT64_FORMAT, id);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+hanashi_store_delete_message (HanashiStore *self, gint64 id, GError **error)
+{
+  sqlite3_stmt *stmt = prepare (self, "DELETE FROM messages WHERE id = ?;", error);
+  if (!stmt)
+    return FALSE;
+  sqlite3_bind_int64 (stmt, 1, id);
+  return step_done (self, stmt, error);
+}
+
+#define MESSAGE_COLUMNS "id, conversation, parent, alternative_group, role, text, created," \
+                        " token_count, generation_seconds, params, complete"
+
+static HanashiStoredMessage *
+read_message (sqlite3_stmt *stmt)
+{
+  HanashiStoredMessage *m = g_new0 (HanashiStoredMessage, 1);
+  m->id = sqlite3_column_int64 (stmt, 0);
+  m->conversation_id = sqlite3_column_int64 (stmt, 1);
+  m->parent_id = sqlite3_column_int64 (stmt, 2);
+  m->alternative_group = sqlite3_column_int64 (stmt, 3);
+  m->role = g_strdup ((const char *) sqlite3_column_text (stmt, 4));
+  m->text = g_strdup ((const char *) sqlite3_column_text (stmt, 5));
+  m->created = sqlite3_column_int64 (stmt, 6);
+  m->token_count = sqlite3_column_int (stmt, 7);
+  m->generation_seconds = sqlite3_column_double (stmt, 8);
+  m->params_json = g_strdup ((const char *) sqlite3_column_text (stmt, 9));
+  m->complete = sqlite3_column_int (stmt, 10) != 0;
+  return m;
+}
+
+static GPtrArray *
+list_messages_where (HanashiStore *self, const char *sql, gint64 arg, gboolean bind, GError **error)
+{
+  sqlite3_stmt *stmt = prepare (self, sql, error);
+  if (!stmt)
+    return NULL;
+  if (bind)
+    sqlite3_bind_int64 (stmt, 1, arg);
+  GPtrArray *result = g_ptr_array_new_with_free_func ((GDestroyNotify) hanashi_stored_message_free);
+  while (sqlite3_step (stmt) == SQLITE_ROW)
+    g_ptr_array_add (result, read_message (stmt));
+  sqlite3_finalize (stmt);
+  return result;
+}
+
+HanashiStoredMessage *
+hanashi_store_get_message (HanashiStore *self, gint64 id, GError **error)
+{
+  g_autoptr(GPtrArray) rows = list_messages_where (self, "SELECT " MESSAGE_COLUMNS " FROM messages WHERE id = ?;",
+                                                   id, TRUE, error);
+  if (!rows)
+    return NULL;
+  if (rows->len == 0) {
+    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, "No message %" G_GINT64_FORMAT, id);
+    return NULL;
+  }
+  return g_ptr_array_steal_index (rows, 0);
+}
+
+GPtrArray *
+hanashi_store_list_messages (HanashiStore *self, gint64 conversation_id, GError **error)
+{
+  return list_messages_where (self, "SELECT " MESSAGE_COLUMNS " FROM messages WHERE conversation = ? ORDER BY id;",
+                              conversation_id, TRUE, error);
+}
+
+GPtrArray *
+hanashi_store_list_alternatives (HanashiStore *self, gint64 message_id, GError **error)
+{
+  return list_messages_where (self,
+    "SELECT " MESSAGE_COLUMNS " FROM messages WHERE alternative_group ="
+    " (SELECT alternative_group FROM messages WHERE id = ?) ORDER BY id;", message_id, TRUE, error);
+}
+
+GPtrArray *
+hanashi_store_list_incomplete (HanashiStore *self, GError **error)
+{
+  return list_messages_where (self, "SELECT " MESSAGE_COLUMNS " FROM messages WHERE complete = 0 ORDER BY id;",
+                              0, FALSE, error);
+}

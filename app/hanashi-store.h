@@ -1,0 +1,84 @@
+/* hanashi-store.h — conversations and messages in SQLite ($XDG_DATA_HOME/hanashi/hanashi.db) */
+#pragma once
+
+#include <glib-object.h>
+
+G_BEGIN_DECLS
+
+#define HANASHI_STORE_ERROR (hanashi_store_error_quark ())
+GQuark hanashi_store_error_quark (void);
+
+typedef enum {
+  HANASHI_STORE_ERROR_FAILED,
+  HANASHI_STORE_ERROR_NOT_FOUND,
+  HANASHI_STORE_ERROR_TOO_NEW,
+} HanashiStoreError;
+
+#define HANASHI_STORE_SCHEMA_VERSION 2
+
+#define HANASHI_TYPE_STORE (hanashi_store_get_type ())
+G_DECLARE_FINAL_TYPE (HanashiStore, hanashi_store, HANASHI, STORE, GObject)
+
+/* Plain snapshot of one stored message row. */
+typedef struct {
+  gint64 id;
+  gint64 conversation_id;
+  gint64 parent_id;          /* previous message in the thread, 0 = first */
+  gint64 alternative_group;  /* messages sharing a group are alternatives of each other */
+  char *role;
+  char *text;
+  gint64 created;            /* unix seconds */
+  int token_count;
+  double generation_seconds;
+  char *params_json;
+  gboolean complete;
+} HanashiStoredMessage;
+
+void hanashi_stored_message_free (HanashiStoredMessage *message);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HanashiStoredMessage, hanashi_stored_message_free)
+
+typedef struct {
+  gint64 id;
+  char *title;
+  gint64 created;
+  gint64 updated;
+  char *system_prompt;
+  char *params_json;
+} HanashiStoredConversation;
+
+void hanashi_stored_conversation_free (HanashiStoredConversation *conversation);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HanashiStoredConversation, hanashi_stored_conversation_free)
+
+/* Opens (creating and migrating as needed) the database at @path. */
+HanashiStore *hanashi_store_new (const char *path, GError **error);
+/* The default location, $XDG_DATA_HOME/hanashi/hanashi.db. */
+char *hanashi_store_default_path (void);
+int hanashi_store_get_schema_version (HanashiStore *self);
+
+gint64 hanashi_store_create_conversation (HanashiStore *self, const char *title, GError **error);
+gboolean hanashi_store_rename_conversation (HanashiStore *self, gint64 id, const char *title, GError **error);
+gboolean hanashi_store_set_system_prompt (HanashiStore *self, gint64 id, const char *prompt, GError **error);
+gboolean hanashi_store_set_conversation_params (HanashiStore *self, gint64 id, const char *params_json, GError **error);
+gboolean hanashi_store_delete_conversation (HanashiStore *self, gint64 id, GError **error);
+HanashiStoredConversation *hanashi_store_get_conversation (HanashiStore *self, gint64 id, GError **error);
+/* Conversations by last activity, newest first; @query (may be NULL/empty) matches titles and message text. */
+GPtrArray *hanashi_store_list_conversations (HanashiStore *self, const char *query, GError **error);
+
+/* Adds a message; @alternative_of = 0 starts a new group, otherwise joins that message's group. */
+gint64 hanashi_store_add_message (HanashiStore *self, gint64 conversation_id, gint64 parent_id,
+                                  gint64 alternative_of, const char *role, const char *text,
+                                  gboolean complete, GError **error);
+/* Periodic update of a streaming reply (text so far, stats, complete flag). */
+gboolean hanashi_store_update_message (HanashiStore *self, gint64 id, const char *text,
+                                       int token_count, double generation_seconds,
+                                       const char *params_json, gboolean complete, GError **error);
+gboolean hanashi_store_delete_message (HanashiStore *self, gint64 id, GError **error);
+HanashiStoredMessage *hanashi_store_get_message (HanashiStore *self, gint64 id, GError **error);
+/* All messages of a conversation in creation order. */
+GPtrArray *hanashi_store_list_messages (HanashiStore *self, gint64 conversation_id, GError **error);
+/* The alternatives (same group) of a message, in creation order, including itself. */
+GPtrArray *hanashi_store_list_alternatives (HanashiStore *self, gint64 message_id, GError **error);
+/* Replies left unfinished by a crash (complete = 0). */
+GPtrArray *hanashi_store_list_incomplete (HanashiStore *self, GError **error);
+
+G_END_DECLS

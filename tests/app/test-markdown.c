@@ -1,0 +1,99 @@
+/* test-markdown.c — Markdown to Pango markup and code blocks (no display) */
+#include <pango/pango.h>
+#include <string.h>
+
+#include "hanashi-markdown.h"
+
+static HanashiMarkdownBlock *
+block (GPtrArray *blocks, guint i)
+{
+  g_assert_cmpuint (i, <, blocks->len);
+  return blocks->pdata[i];
+}
+
+static void
+assert_valid_markup (GPtrArray *blocks)
+{
+  g_autoptr(GRegex) link_tags = g_regex_new ("<a href=\"[^\"]*\">|</a>", 0, 0, NULL);
+  for (guint i = 0; i < blocks->len; i++) {
+    HanashiMarkdownBlock *b = blocks->pdata[i];
+    if (b->kind != HANASHI_MARKDOWN_BLOCK_TEXT)
+      continue;
+    g_autoptr(GError) error = NULL;
+    /* Links are a GtkLabel extension of Pango markup; Pango alone rejects them. */
+    g_autofree char *plain = g_regex_replace (link_tags, b->markup, -1, 0, "", 0, NULL);
+    g_assert_true (pango_parse_markup (plain, -1, 0, NULL, NULL, NULL, &error));
+    g_assert_no_error (error);
+  }
+}
+
+static void
+test_inline (void)
+{
+  g_autoptr(GPtrArray) blocks = hanashi_markdown_render ("Some *em* and **strong** `a<b` [link](https://x.org/?a=1&b=2) ~~old~~", -1);
+  g_assert_cmpuint (blocks->len, ==, 1);
+  g_assert_cmpint (block (blocks, 0)->kind, ==, HANASHI_MARKDOWN_BLOCK_TEXT);
+  g_assert_cmpstr (block (blocks, 0)->markup, ==,
+                   "Some <i>em</i> and <b>strong</b> <tt>a&lt;b</tt> "
+                   "<a href=\"https://x.org/?a=1&amp;b=2\">link</a> <s>old</s>");
+  assert_valid_markup (blocks);
+}
+
+static void
+test_blocks (void)
+{
+  const char *md =
+    "# Title\n\nIntro <b>not html</b>.\n\n"
+    "- one\n- two\n  1. nested\n\n"
+    "3. three\n4. four\n\n"
+    "```python\nprint('hi')\n```\n\n"
+    "| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+    "> quoted\n";
+  g_autoptr(GPtrArray) blocks = hanashi_markdown_render (md, -1);
+  g_assert_cmpuint (blocks->len, ==, 3);
+  HanashiMarkdownBlock *text = block (blocks, 0);
+  g_assert_cmpint (text->kind, ==, HANASHI_MARKDOWN_BLOCK_TEXT);
+  g_assert_true (g_str_has_prefix (text->markup, "<span size=\"xx-large\" weight=\"bold\">Title</span>"));
+  g_assert_nonnull (strstr (text->markup, "Intro &lt;b&gt;not html&lt;/b&gt;."));
+  g_assert_nonnull (strstr (text->markup, "• one\n• two\n    1. nested"));
+  g_assert_nonnull (strstr (text->markup, "3. three\n4. four"));
+
+  HanashiMarkdownBlock *code = block (blocks, 1);
+  g_assert_cmpint (code->kind, ==, HANASHI_MARKDOWN_BLOCK_CODE);
+  g_assert_cmpstr (code->code, ==, "print('hi')");
+  g_assert_cmpstr (code->language, ==, "python");
+
+  HanashiMarkdownBlock *rest = block (blocks, 2);
+  g_assert_nonnull (strstr (rest->markup, "<tt>│ <b>a</b> │ <b>b</b> │\n│ 1 │ 2 │</tt>"));
+  g_assert_nonnull (strstr (rest->markup, "<i>quoted"));
+  assert_valid_markup (blocks);
+}
+
+static void
+test_streaming_and_garbage (void)
+{
+  /* A half-streamed fence and unbalanced emphasis still give valid output. */
+  g_autoptr(GPtrArray) partial = hanashi_markdown_render ("Here:\n```c\nint x", -1);
+  g_assert_cmpuint (partial->len, ==, 2);
+  g_assert_cmpint (block (partial, 1)->kind, ==, HANASHI_MARKDOWN_BLOCK_CODE);
+  g_assert_cmpstr (block (partial, 1)->code, ==, "int x");
+  assert_valid_markup (partial);
+
+  const char *nasty[] = { "", "**", "<<>>&&", "* [x](<>)", "|", "```", "\x01\x02 a\0b", "1. \n   - \n     > ``", NULL };
+  for (guint i = 0; nasty[i]; i++) {
+    g_autoptr(GPtrArray) blocks = hanashi_markdown_render (nasty[i], -1);
+    assert_valid_markup (blocks);
+  }
+  g_autoptr(GPtrArray) empty = hanashi_markdown_render (NULL, -1);
+  g_assert_cmpuint (empty->len, ==, 0);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/markdown/inline", test_inline);
+  g_test_add_func ("/markdown/blocks", test_blocks);
+  g_test_add_func ("/markdown/streaming-and-garbage", test_streaming_and_garbage);
+  return g_test_run ();
+}

@@ -1,0 +1,214 @@
+/* test-store.c — HanashiStore: migrations, CRUD, search, alternatives, incomplete flag (no display) */
+#include <glib/gstdio.h>
+#include <sqlite3.h>
+
+#include "hanashi-store.h"
+
+typedef struct {
+  char *dir;
+  char *path;
+} Fixture;
+
+static void
+fixture_setup (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  f->dir = g_dir_make_tmp ("hanashi-store-XXXXXX", NULL);
+  g_assert_nonnull (f->dir);
+  f->path = g_build_filename (f->dir, "sub", "hanashi.db", NULL);
+}
+
+static void
+remove_tree (const char *path)
+{
+  GDir *dir = g_dir_open (path, 0, NULL);
+  if (dir) {
+    const char *name;
+    while ((name = g_dir_read_name (dir))) {
+      g_autofree char *child = g_build_filename (path, name, NULL);
+      remove_tree (child);
+    }
+    g_dir_close (dir);
+  }
+  g_remove (path);
+}
+
+static void
+fixture_teardown (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  remove_tree (f->dir);
+  g_free (f->dir);
+  g_free (f->path);
+}
+
+static void
+test_migrations (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  /* A version-1 database made by hand must gain the complete column and keep its rows. */
+  g_autofree char *dir = g_path_get_dirname (f->path);
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0700), ==, 0);
+  sqlite3 *db = NULL;
+  g_assert_cmpint (sqlite3_open (f->path, &db), ==, SQLITE_OK);
+  g_assert_cmpint (sqlite3_exec (db,
+    "CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (1);"
+    "CREATE TABLE conversations (id INTEGER PRIMARY KEY AUTOINCREMENT, title TEXT NOT NULL DEFAULT '',"
+    " created INTEGER NOT NULL, updated INTEGER NOT NULL, system_prompt TEXT NOT NULL DEFAULT '',"
+    " params TEXT NOT NULL DEFAULT '{}');"
+    "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, conversation INTEGER NOT NULL"
+    " REFERENCES conversations(id) ON DELETE CASCADE, parent INTEGER NOT NULL DEFAULT 0,"
+    " alternative_group INTEGER NOT NULL DEFAULT 0, role TEXT NOT NULL, text TEXT NOT NULL DEFAULT '',"
+    " created INTEGER NOT NULL, token_count INTEGER NOT NULL DEFAULT 0,"
+    " generation_seconds REAL NOT NULL DEFAULT 0, params TEXT NOT NULL DEFAULT '{}');"
+    "CREATE INDEX messages_by_conversation ON messages(conversation, id);"
+    "INSERT INTO conversations (title, created, updated) VALUES ('old', 1, 1);"
+    "INSERT INTO messages (conversation, alternative_group, role, text, created) VALUES (1, 1, 'user', 'hello', 1);",
+    NULL, NULL, NULL), ==, SQLITE_OK);
+  sqlite3_close (db);
+
+  g_autoptr(GError) error = NULL;
+  g_autoptr(HanashiStore) store = hanashi_store_new (f->path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (hanashi_store_get_schema_version (store), ==, HANASHI_STORE_SCHEMA_VERSION);
+  g_autoptr(HanashiStoredMessage) m = hanashi_store_get_message (store, 1, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (m->text, ==, "hello");
+  g_assert_true (m->complete);
+  g_clear_object (&store);
+
+  /* Reopening is a no-op; a newer schema is refused with a clear error. */
+  store = hanashi_store_new (f->path, &error);
+  g_assert_no_error (error);
+  g_clear_object (&store);
+  g_assert_cmpint (sqlite3_open (f->path, &db), ==, SQLITE_OK);
+  g_assert_cmpint (sqlite3_exec (db, "INSERT INTO schema_version VALUES (99);", NULL, NULL, NULL), ==, SQLITE_OK);
+  sqlite3_close (db);
+  store = hanashi_store_new (f->path, &error);
+  g_assert_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_TOO_NEW);
+  g_assert_null (store);
+}
+
+static void
+test_crud_and_search (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(HanashiStore) store = hanashi_store_new (f->path, &error);
+  g_assert_no_error (error);
+
+  gint64 a = hanashi_store_create_conversation (store, "Cooking", &error);
+  g_assert_no_error (error);
+  gint64 b = hanashi_store_create_conversation (store, "Travel", &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (a, >, 0);
+  g_assert_cmpint (b, >, a);
+
+  gint64 m1 = hanashi_store_add_message (store, a, 0, 0, "user", "How long to boil an egg?", TRUE, &error);
+  g_assert_no_error (error);
+  gint64 m2 = hanashi_store_add_message (store, a, m1, 0, "assistant", "About", FALSE, &error);
+  g_assert_no_error (error);
+  g_assert_true (hanashi_store_update_message (store, m2, "About nine minutes.", 5, 0.5, "{\"temperature\":0.7}", TRUE, &error));
+  g_assert_no_error (error);
+
+  g_autoptr(HanashiStoredMessage) reply = hanashi_store_get_message (store, m2, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (reply->text, ==, "About nine minutes.");
+  g_assert_cmpint (reply->token_count, ==, 5);
+  g_assert_cmpfloat (reply->generation_seconds, ==, 0.5);
+  g_assert_cmpstr (reply->params_json, ==, "{\"temperature\":0.7}");
+  g_assert_cmpint (reply->parent_id, ==, m1);
+  g_assert_true (reply->complete);
+
+  g_assert_true (hanashi_store_rename_conversation (store, b, "Trip to Kyoto", &error));
+  g_assert_true (hanashi_store_set_system_prompt (store, b, "Be brief.", &error));
+  g_assert_true (hanashi_store_set_conversation_params (store, b, "{\"top_k\":40}", &error));
+  g_assert_no_error (error);
+  g_autoptr(HanashiStoredConversation) conv = hanashi_store_get_conversation (store, b, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (conv->title, ==, "Trip to Kyoto");
+  g_assert_cmpstr (conv->system_prompt, ==, "Be brief.");
+  g_assert_cmpstr (conv->params_json, ==, "{\"top_k\":40}");
+  g_assert_false (hanashi_store_rename_conversation (store, 9999, "x", &error));
+  g_assert_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+
+  g_autoptr(GPtrArray) all = hanashi_store_list_conversations (store, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (all->len, ==, 2);
+
+  /* Search matches message text case-insensitively and titles. */
+  g_autoptr(GPtrArray) eggs = hanashi_store_list_conversations (store, "EGG", &error);
+  g_assert_cmpuint (eggs->len, ==, 1);
+  g_assert_cmpint (((HanashiStoredConversation *) eggs->pdata[0])->id, ==, a);
+  g_autoptr(GPtrArray) kyoto = hanashi_store_list_conversations (store, "kyoto", &error);
+  g_assert_cmpuint (kyoto->len, ==, 1);
+  g_assert_cmpint (((HanashiStoredConversation *) kyoto->pdata[0])->id, ==, b);
+  g_autoptr(GPtrArray) none = hanashi_store_list_conversations (store, "zebra", &error);
+  g_assert_cmpuint (none->len, ==, 0);
+
+  g_autoptr(GPtrArray) msgs = hanashi_store_list_messages (store, a, &error);
+  g_assert_cmpuint (msgs->len, ==, 2);
+  g_assert_true (hanashi_store_delete_message (store, m2, &error));
+  g_clear_pointer (&msgs, g_ptr_array_unref);
+  msgs = hanashi_store_list_messages (store, a, &error);
+  g_assert_cmpuint (msgs->len, ==, 1);
+
+  /* Deleting a conversation removes its messages. */
+  g_assert_true (hanashi_store_delete_conversation (store, a, &error));
+  g_clear_pointer (&msgs, g_ptr_array_unref);
+  msgs = hanashi_store_list_messages (store, a, &error);
+  g_assert_cmpuint (msgs->len, ==, 0);
+  g_clear_pointer (&all, g_ptr_array_unref);
+  all = hanashi_store_list_conversations (store, NULL, &error);
+  g_assert_cmpuint (all->len, ==, 1);
+  g_assert_no_error (error);
+}
+
+static void
+test_alternatives_and_incomplete (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(HanashiStore) store = hanashi_store_new (f->path, &error);
+  g_assert_no_error (error);
+  gint64 c = hanashi_store_create_conversation (store, "", &error);
+  gint64 q = hanashi_store_add_message (store, c, 0, 0, "user", "Hi", TRUE, &error);
+  gint64 r1 = hanashi_store_add_message (store, c, q, 0, "assistant", "Hello!", TRUE, &error);
+  gint64 r2 = hanashi_store_add_message (store, c, q, r1, "assistant", "Hey", FALSE, &error);
+  gint64 other = hanashi_store_add_message (store, c, r2, 0, "user", "More", TRUE, &error);
+  g_assert_no_error (error);
+
+  g_autoptr(GPtrArray) alts = hanashi_store_list_alternatives (store, r2, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (alts->len, ==, 2);
+  g_assert_cmpint (((HanashiStoredMessage *) alts->pdata[0])->id, ==, r1);
+  g_assert_cmpint (((HanashiStoredMessage *) alts->pdata[1])->id, ==, r2);
+  g_autoptr(GPtrArray) single = hanashi_store_list_alternatives (store, other, &error);
+  g_assert_cmpuint (single->len, ==, 1);
+
+  /* The streaming reply left incomplete survives a reopen, flagged. */
+  g_clear_object (&store);
+  store = hanashi_store_new (f->path, &error);
+  g_assert_no_error (error);
+  g_autoptr(GPtrArray) incomplete = hanashi_store_list_incomplete (store, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (incomplete->len, ==, 1);
+  HanashiStoredMessage *m = incomplete->pdata[0];
+  g_assert_cmpint (m->id, ==, r2);
+  g_assert_cmpstr (m->text, ==, "Hey");
+  g_assert_false (m->complete);
+
+  g_assert_null (hanashi_store_get_message (store, 12345, &error));
+  g_assert_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add ("/store/migrations", Fixture, NULL, fixture_setup, test_migrations, fixture_teardown);
+  g_test_add ("/store/crud-search", Fixture, NULL, fixture_setup, test_crud_and_search, fixture_teardown);
+  g_test_add ("/store/alternatives-incomplete", Fixture, NULL, fixture_setup, test_alternatives_and_incomplete, fixture_teardown);
+  return g_test_run ();
+}
