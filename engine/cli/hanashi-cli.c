@@ -20,6 +20,7 @@ int cli_logits(int argc, char **argv);
 int cli_generate(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
 int cli_detokenize(int argc, char **argv);
+int cli_bench(int argc, char **argv);
 
 static const CliCommand commands[] = {
   { "pull", cli_pull, "download a model file, resuming a previous attempt" },
@@ -29,6 +30,7 @@ static const CliCommand commands[] = {
   { "info", cli_info, "show a model's architecture, size, weight types and context length" },
   { "generate", cli_generate, "generate text from a prompt (greedy unless sampling options are given)" },
   { "logits", cli_logits, "evaluate token ids in one batch and write every position's logits" },
+  { "bench", cli_bench, "measure prompt processing and generation speed (tokens per second)" },
   { "tokenize", cli_tokenize, "print the token ids of a text as a JSON array" },
   { "detokenize", cli_detokenize, "print the text of a list of token ids" },
   { NULL, NULL, NULL },
