@@ -77,39 +77,71 @@ bits_to_bytes(const uint8_t *bits)
   return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
 }
 
-/* ---- activation quantizers ---- */
+/* ---- activation quantizers ----
+ *
+ * Bit-identical to the reference quantizers in hn-quants.c (tested with memcmp): the
+ * scale is computed with the same scalar float operations, the product x·(1/d) is the
+ * same IEEE multiplication, and the rounding is the reference's — half away from zero
+ * for Q8_0/Q8_1 (roundf), to nearest even for Q8_K. */
+
+static inline float
+max_abs_ps(const float *x, int n)
+{
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  __m256 amax = _mm256_setzero_ps();
+  for (int j = 0; j < n; j += 8)
+    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_bit, _mm256_loadu_ps(x + j)));
+  __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(amax, 1), _mm256_castps256_ps128(amax));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  return _mm_cvtss_f32(m4);
+}
+
+/* roundf() of 8 floats: truncate, then step away from zero when the dropped fraction is
+ * at least one half (x - trunc(x) is exact for every float). */
+static inline __m256i
+round_half_away(__m256 v)
+{
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  __m256 frac = _mm256_andnot_ps(sign_bit, _mm256_sub_ps(v, t));
+  __m256 step = _mm256_or_ps(_mm256_and_ps(v, sign_bit), _mm256_set1_ps(1.0f));
+  __m256 use = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+  return _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(use, step)));
+}
+
+/* 4 × 8 int32 in element order -> 32 bytes (saturating) in element order. */
+static inline __m256i
+pack_i32_to_i8(__m256i i0, __m256i i1, __m256i i2, __m256i i3)
+{
+  __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+  /* packs interleave 128-bit lanes; the permute restores element order */
+  return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+static inline __m256i
+quantize_block32(const float *x, float *d_out)
+{
+  const float amax = max_abs_ps(x, QK);
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const __m256 vid = _mm256_set1_ps(id);
+  *d_out = d;
+  return pack_i32_to_i8(round_half_away(_mm256_mul_ps(_mm256_loadu_ps(x), vid)),
+                        round_half_away(_mm256_mul_ps(_mm256_loadu_ps(x + 8), vid)),
+                        round_half_away(_mm256_mul_ps(_mm256_loadu_ps(x + 16), vid)),
+                        round_half_away(_mm256_mul_ps(_mm256_loadu_ps(x + 24), vid)));
+}
 
 static void
 quantize_q8_0(const float *src, void *dst, int64_t n)
 {
   SimdBlockQ8_0 *y = dst;
-  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
   for (int64_t i = 0; i < n / QK; i++) {
-    const float *x = src + i * QK;
-    __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
-    __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
-    __m256 amax = _mm256_andnot_ps(sign_bit, v0);
-    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_bit, v1));
-    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_bit, v2));
-    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_bit, v3));
-    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(amax, 1), _mm256_castps256_ps128(amax));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    float max_abs = _mm_cvtss_f32(m4);
-
-    float d = max_abs / 127.0f;
+    float d;
+    __m256i q = quantize_block32(src + i * QK, &d);
     y[i].d = hn_fp32_to_fp16(d);
-    __m256 id = _mm256_set1_ps(max_abs != 0.0f ? 127.0f / max_abs : 0.0f);
-    __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, id), _MM_FROUND_TO_NEAREST_INT));
-    __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, id), _MM_FROUND_TO_NEAREST_INT));
-    __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, id), _MM_FROUND_TO_NEAREST_INT));
-    __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, id), _MM_FROUND_TO_NEAREST_INT));
-    /* packs interleave 128-bit lanes; the permute restores element order */
-    __m256i p01 = _mm256_packs_epi32(i0, i1);
-    __m256i p23 = _mm256_packs_epi32(i2, i3);
-    __m256i bytes = _mm256_packs_epi16(p01, p23);
-    bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256((__m256i *)y[i].qs, bytes);
+    _mm256_storeu_si256((__m256i *)y[i].qs, q);
   }
 }
 
@@ -118,13 +150,12 @@ quantize_q8_1(const float *src, void *dst, int64_t n)
 {
   SimdBlockQ8_1 *y = dst;
   for (int64_t i = 0; i < n / QK; i++) {
-    SimdBlockQ8_0 tmp;
-    quantize_q8_0(src + i * QK, &tmp, QK);
-    memcpy(y[i].qs, tmp.qs, QK);
-    y[i].d = tmp.d;
-    __m256i q = _mm256_loadu_si256((const __m256i *)tmp.qs);
+    float d;
+    __m256i q = quantize_block32(src + i * QK, &d);
+    _mm256_storeu_si256((__m256i *)y[i].qs, q);
     int sum = hsum_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)));
-    y[i].s = hn_fp32_to_fp16(h2f(tmp.d) * (float)sum);
+    y[i].d = hn_fp32_to_fp16(d);
+    y[i].s = hn_fp32_to_fp16((float)sum * d);
   }
 }
 
@@ -134,44 +165,36 @@ quantize_q8_k(const float *src, void *dst, int64_t n)
   SimdBlockQ8_K *y = dst;
   for (int64_t i = 0; i < n / HN_QK_K; i++) {
     const float *x = src + i * HN_QK_K;
-    /* The reference keeps the signed value of largest magnitude and scales by
-     * -128/max so that it maps to -128 exactly; do the same. */
-    float amax = 0, max = 0;
-    for (int j = 0; j < HN_QK_K; j++) {
-      float ax = fabsf(x[j]);
-      if (ax > amax) {
-        amax = ax;
-        max = x[j];
-      }
-    }
-    if (amax == 0) {
+    const float amax = max_abs_ps(x, HN_QK_K);
+    if (amax == 0.0f) {
       memset(&y[i], 0, sizeof y[i]);
       continue;
     }
-    const float iscale = -128.f / max;
-    __m256 vs = _mm256_set1_ps(iscale);
+    /* the reference keeps the first element of largest magnitude, with its sign */
+    int first = 0;
+    while (fabsf(x[first]) != amax)
+      first++;
+    const float iscale = -127.0f / x[first];
+    const __m256 vs = _mm256_set1_ps(iscale);
+    const __m256i hi = _mm256_set1_epi32(127);
     for (int j = 0; j < HN_QK_K; j += 32) {
-      __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), vs), _MM_FROUND_TO_NEAREST_INT));
-      __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8), vs), _MM_FROUND_TO_NEAREST_INT));
-      __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 16), vs), _MM_FROUND_TO_NEAREST_INT));
-      __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 24), vs), _MM_FROUND_TO_NEAREST_INT));
-      /* clamp to 127: +128 can appear for values equal to -max */
-      const __m256i hi = _mm256_set1_epi32(127);
-      i0 = _mm256_min_epi32(i0, hi);
-      i1 = _mm256_min_epi32(i1, hi);
-      i2 = _mm256_min_epi32(i2, hi);
-      i3 = _mm256_min_epi32(i3, hi);
-      __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-      bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      /* cvtps rounds to nearest even under the default MXCSR mode, as nearest_int() */
+      __m256i i0 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j), vs)), hi);
+      __m256i i1 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8), vs)), hi);
+      __m256i i2 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 16), vs)), hi);
+      __m256i i3 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 24), vs)), hi);
+      __m256i bytes = pack_i32_to_i8(i0, i1, i2, i3);
       _mm256_storeu_si256((__m256i *)(y[i].qs + j), bytes);
+      /* sums of each 16: bytes -> int16 pairs -> two int32 per 16-group half */
+      __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), bytes);
+      __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1)); /* 8 sums of 4 */
+      __m128i lo = _mm256_castsi256_si128(s32), hi4 = _mm256_extracti128_si256(s32, 1);
+      lo = _mm_hadd_epi32(lo, hi4);  /* sums of 8: [0-7, 8-15, 16-23, 24-31] */
+      lo = _mm_hadd_epi32(lo, lo);   /* sums of 16: [0-15, 16-31, ...] */
+      y[i].bsums[j / 16] = (int16_t)_mm_cvtsi128_si32(lo);
+      y[i].bsums[j / 16 + 1] = (int16_t)_mm_extract_epi32(lo, 1);
     }
-    for (int g = 0; g < HN_QK_K / 16; g++) {
-      int sum = 0;
-      for (int l = 0; l < 16; l++)
-        sum += y[i].qs[16 * g + l];
-      y[i].bsums[g] = (int16_t)sum;
-    }
-    y[i].d = 1 / iscale;
+    y[i].d = 1.0f / iscale;
   }
 }
 
