@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "hn-kernels.h"
+#include "hn-simd.h"
 #include "hn-model-internal.h"
 #include "hn-threadpool.h"
 
@@ -24,6 +25,10 @@ struct HnContext {
   float *x, *xn, *q, *k, *v, *attn, *gate, *up, *acc;
   void *act;
   int32_t *cells, *out_rows;
+  /* attention: per thread, a work area and the list of visible cells */
+  float *attn_work;
+  size_t attn_work_floats;
+  int32_t *attn_cells;
   /* output */
   float *logits;
   int n_logits, logits_cap;
@@ -44,6 +49,7 @@ hn_context_free(HnContext *c)
   hn_kv_cache_free(c->kv);
   free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->attn);
   free(c->gate); free(c->up); free(c->acc); free(c->act); free(c->cells); free(c->out_rows);
+  free(c->attn_work); free(c->attn_cells);
   free(c->logits);
   free(c);
 }
@@ -87,11 +93,14 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   c->gate = malloc(nb * (size_t) m->n_ff * sizeof(float));
   c->up = malloc(nb * (size_t) m->n_ff * sizeof(float));
   c->acc = malloc((size_t) nth * (size_t) m->head_dim * sizeof(float));
-  c->act = malloc(hn_matmul_scratch_bytes(widest, p.n_batch));
+  c->act = malloc(hn_matmul_scratch_bytes(widest, p.n_batch, nth));
+  c->attn_work_floats = hn_attn_work_floats(m->n_head / m->n_head_kv, m->head_dim);
+  c->attn_work = aligned_alloc(64, (size_t) nth * c->attn_work_floats * sizeof(float));
+  c->attn_cells = malloc((size_t) nth * (size_t) p.n_ctx * sizeof(int32_t));
   c->cells = malloc(nb * sizeof(int32_t));
   c->out_rows = malloc(nb * sizeof(int32_t));
   if (!c->x || !c->xn || !c->q || !c->attn || !c->k || !c->v || !c->gate || !c->up || !c->acc ||
-      !c->act || !c->cells || !c->out_rows) {
+      !c->act || !c->cells || !c->out_rows || !c->attn_work || !c->attn_cells) {
     hn_error_set(err, HN_ERR_NOMEM, "out of memory for a context of %d tokens", p.n_batch);
     goto fail;
   }
@@ -138,10 +147,13 @@ typedef struct {
   HnContext *c;
   int layer, n_tokens;
   const int32_t *pos, *seq;
+  HnAttnFn attn;
 } AttnJob;
 
+/* Scalar reference attention, one (token, head) at a time (no SIMD level, or a head size
+ * the SIMD kernels do not take). */
 static void
-attn_worker(void *data, int ith, int nth)
+attn_worker_scalar(void *data, int ith, int nth)
 {
   const AttnJob *job = data;
   const HnModel *m = job->c->model;
@@ -182,6 +194,46 @@ attn_worker(void *data, int ith, int nth)
     float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     for (int i = 0; i < hd; i++)
       out[i] = acc[i] * inv;
+  }
+}
+
+/* SIMD attention: one item is a (token, KV head) pair with all the query heads that
+ * share the KV head, so each cached key and value is converted once per group.  Items
+ * are dealt round-robin, which evens out the causal mask's growing rows. */
+static void
+attn_worker(void *data, int ith, int nth)
+{
+  const AttnJob *job = data;
+  HnContext *c = job->c;
+  const HnModel *m = c->model;
+  HnKvCache *kv = c->kv;
+  const HnKvCell *cells = hn_kv_cache_cells(kv);
+  const int n_cells = hn_kv_cache_n_cells(kv), kv_dim = hn_kv_cache_kv_dim(kv);
+  const int hd = m->head_dim, group = m->n_head / m->n_head_kv;
+  int32_t *visible = c->attn_cells + (size_t) ith * (size_t) c->params.n_ctx;
+  HnAttnArgs args = {
+    .head_dim = hd, .n_q = group, .q_stride = (size_t) hd, .scale = 1.0f / sqrtf((float) hd),
+    .kv_stride = (size_t) kv_dim, .cells = visible, .out_stride = (size_t) hd,
+    .work = c->attn_work + (size_t) ith * c->attn_work_floats,
+  };
+  const uint16_t *k0 = hn_kv_cache_k_row(kv, job->layer, 0), *v0 = hn_kv_cache_v_row(kv, job->layer, 0);
+  int listed_for = -1;
+  for (int item = ith; item < job->n_tokens * m->n_head_kv; item += nth) {
+    int t = item / m->n_head_kv, kvh = item % m->n_head_kv;
+    if (listed_for != t) {
+      uint8_t bit = (uint8_t) (1u << job->seq[t]);
+      int n = 0;
+      for (int cell = 0; cell < n_cells; cell++)
+        if (cells[cell].pos >= 0 && cells[cell].pos <= job->pos[t] && (cells[cell].seq_mask & bit))
+          visible[n++] = cell;
+      args.n_cells = n;
+      listed_for = t;
+    }
+    args.q = c->q + (size_t) t * (size_t) m->n_embd + (size_t) kvh * (size_t) group * (size_t) hd;
+    args.k = k0 + (size_t) kvh * (size_t) hd;
+    args.v = v0 + (size_t) kvh * (size_t) hd;
+    args.out = c->attn + (size_t) t * (size_t) m->n_embd + (size_t) kvh * (size_t) group * (size_t) hd;
+    job->attn(&args);
   }
 }
 
@@ -232,8 +284,10 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
         vr[i] = hn_fp32_to_fp16(c->v[(size_t) t * kv_dim + i]);
       }
     }
-    AttnJob job = { .c = c, .layer = il, .n_tokens = nt, .pos = pos, .seq = seq };
-    hn_threadpool_run(c->pool, attn_worker, &job);
+    const HnSimdKernels *k = hn_simd_kernels();
+    AttnJob job = { .c = c, .layer = il, .n_tokens = nt, .pos = pos, .seq = seq,
+                    .attn = k->attn && m->head_dim % k->attn_multiple == 0 ? k->attn : NULL };
+    hn_threadpool_run(c->pool, job.attn ? attn_worker : attn_worker_scalar, &job);
     hn_matmul(c->pool, L->wo, c->attn, nt, c->act, c->xn, E);
     for (size_t i = 0; i < (size_t) nt * E; i++)
       c->x[i] += c->xn[i];

@@ -1,16 +1,45 @@
-/* hn-kernels.c — W × X split by weight rows over the thread pool: every weight row is
- * read once per call and dotted with all the batch's tokens while it is in cache. */
+/* hn-kernels.c — W × X over the thread pool.
+ *
+ * Two paths, both computing what the scalar reference computes (activations quantized
+ * with bit-identical quantizers, then integer dot products per block):
+ *  - batches of HN_PANEL_MIN_TOKENS tokens or more, for weight types with a panel GEMM:
+ *    each thread takes an equal share of 16-row panels, packs one panel at a time into
+ *    its own scratch and streams every token of the batch through it (matrix-matrix
+ *    product, the panel stays in L1/L2 while the activations stream);
+ *  - otherwise (decode, small batches, other types): one dot product per (row, token),
+ *    rows split evenly over the threads, every weight row read once per call. */
 #include "hn-kernels.h"
 
+#include "hn-quants-blocks.h"
 #include "hn-simd.h"
 #include <stdlib.h>
+#include <string.h>
+
+/* Below this many tokens, packing panels costs more than it saves. */
+#define HN_PANEL_MIN_TOKENS 8
+
+static size_t
+align64(size_t v)
+{
+  return (v + 63) & ~(size_t) 63;
+}
+
+static size_t
+act_bytes(int64_t n, int n_tokens)
+{
+  /* F32 activations are the widest vec-dot format; panel activation blocks take 2 bytes
+   * per element */
+  return align64((size_t) n * sizeof(float) * (size_t) n_tokens);
+}
 
 size_t
-hn_matmul_scratch_bytes(int64_t n, int n_tokens)
+hn_matmul_scratch_bytes(int64_t n, int n_tokens, int n_threads)
 {
-  /* F32 activations are the widest format any weight type asks for */
-  return (size_t) n * sizeof(float) * (size_t) n_tokens;
+  size_t panel = align64((size_t) (n / 32 + 1) * HN_PANEL_BLOCK_BYTES);
+  return 64 + act_bytes(n, n_tokens) + (size_t) (n_threads > 0 ? n_threads : 1) * panel;
 }
+
+/* ---- dot-product path ---- */
 
 typedef struct {
   HnVecDotFn fast;
@@ -29,14 +58,116 @@ static void
 matmul_worker(void *data, int ith, int nth)
 {
   const MatmulJob *job = data;
-  int64_t per = (job->rows + nth - 1) / nth;
-  int64_t r0 = per * ith, r1 = r0 + per < job->rows ? r0 + per : job->rows;
+  /* equal shares, rounded to 16 rows so that two threads never write the same cache
+   * line of y */
+  int64_t units = (job->rows + 15) / 16;
+  int64_t r0 = units * ith / nth * 16, r1 = units * (ith + 1) / nth * 16;
+  if (r1 > job->rows)
+    r1 = job->rows;
   for (int64_t r = r0; r < r1; r++) {
     const uint8_t *wr = job->w + (size_t) r * job->w_row_bytes;
     for (int t = 0; t < job->n_tokens; t++) {
       const uint8_t *a = job->act + (size_t) t * job->act_row_bytes;
       float v = job->fast ? job->fast(job->n, wr, a) : hn_vec_dot_ref(job->type, job->n, wr, a);
       job->y[(size_t) t * (size_t) job->y_stride + (size_t) r] = v;
+    }
+  }
+}
+
+/* ---- panel path ---- */
+
+typedef struct {
+  const HnSimdKernels *k;
+  HnType type, vdt;
+  int64_t n, rows;
+  const float *x;
+  int n_tokens;
+  int offset;
+  HnActBlock *act;
+  uint8_t *panels;
+  size_t panel_bytes;
+  const uint8_t *w;
+  size_t w_row_bytes;
+  float *y;
+  int64_t y_stride;
+} PanelJob;
+
+/* Quantizes one token's row with the reference format of the weight type (Q8_0 or
+ * Q8_K), 256 elements at a time, and expands it into activation blocks. */
+static void
+prepare_token(const PanelJob *job, const float *x, HnActBlock *out)
+{
+  HnQuantizeFn quantize = job->k->quantize[job->vdt];
+  const int32_t off = job->offset;
+  for (int64_t i0 = 0; i0 < job->n; i0 += HN_QK_K) {
+    int64_t len = job->n - i0 < HN_QK_K ? job->n - i0 : HN_QK_K;
+    if (job->vdt == HN_TYPE_Q8_K) {
+      HnBlockQ8_K q;
+      if (quantize)
+        quantize(x + i0, &q, HN_QK_K);
+      else
+        hn_quantize_row(HN_TYPE_Q8_K, x + i0, &q, HN_QK_K);
+      for (int b = 0; b < HN_QK_K / 32; b++) {
+        HnActBlock *a = &out[i0 / 32 + b];
+        memcpy(a->q, q.qs + 32 * b, 32);
+        a->d = q.d;
+        int32_t s0 = q.bsums[2 * b], s1 = q.bsums[2 * b + 1];
+        a->off_sum[0] = -off * s0;
+        a->off_sum[1] = -off * s1;
+        a->off_sum32 = -off * (s0 + s1);
+        a->dsum = q.d * (float) (s0 + s1);
+      }
+    } else {
+      HnBlockQ8_0 q[HN_QK_K / 32];
+      if (quantize)
+        quantize(x + i0, q, len);
+      else
+        hn_quantize_row(HN_TYPE_Q8_0, x + i0, q, len);
+      for (int b = 0; b < len / 32; b++) {
+        HnActBlock *a = &out[i0 / 32 + b];
+        memcpy(a->q, q[b].qs, 32);
+        a->d = hn_half_to_float(q[b].d);
+        int32_t s0 = 0, s1 = 0;
+        for (int l = 0; l < 16; l++) {
+          s0 += q[b].qs[l];
+          s1 += q[b].qs[16 + l];
+        }
+        a->off_sum[0] = -off * s0;
+        a->off_sum[1] = -off * s1;
+        a->off_sum32 = -off * (s0 + s1);
+        a->dsum = a->d * (float) (s0 + s1);
+      }
+    }
+  }
+}
+
+static void
+prepare_worker(void *data, int ith, int nth)
+{
+  const PanelJob *job = data;
+  int t0 = (int) ((int64_t) job->n_tokens * ith / nth), t1 = (int) ((int64_t) job->n_tokens * (ith + 1) / nth);
+  for (int t = t0; t < t1; t++)
+    prepare_token(job, job->x + (size_t) t * (size_t) job->n, job->act + (size_t) t * (size_t) (job->n / 32));
+}
+
+static void
+panel_worker(void *data, int ith, int nth)
+{
+  const PanelJob *job = data;
+  HnPackPanelFn pack = job->k->pack_panel[job->type];
+  HnPanelGemmFn gemm = job->k->panel_gemm[job->type];
+  uint8_t *panel = job->panels + (size_t) ith * job->panel_bytes;
+  int64_t n_panels = (job->rows + HN_PANEL_ROWS - 1) / HN_PANEL_ROWS;
+  int64_t p0 = n_panels * ith / nth, p1 = n_panels * (ith + 1) / nth;
+  size_t act_stride = (size_t) (job->n / 32);
+  for (int64_t p = p0; p < p1; p++) {
+    int64_t r0 = p * HN_PANEL_ROWS;
+    int n_rows = job->rows - r0 < HN_PANEL_ROWS ? (int) (job->rows - r0) : HN_PANEL_ROWS;
+    pack(job->w + (size_t) r0 * job->w_row_bytes, job->w_row_bytes, n_rows, job->n, panel);
+    for (int t = 0; t < job->n_tokens; t += HN_PANEL_COLS) {
+      int cols = job->n_tokens - t < HN_PANEL_COLS ? job->n_tokens - t : HN_PANEL_COLS;
+      gemm(panel, job->n, n_rows, job->act + (size_t) t * act_stride, act_stride, cols,
+           job->y + (size_t) t * (size_t) job->y_stride + (size_t) r0, (size_t) job->y_stride);
     }
   }
 }
@@ -49,16 +180,29 @@ hn_matmul(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_token
   HnType type = (HnType) w->type;
   HnType vdt = hn_type_vec_dot_type(type);
   int64_t n = w->ne[0];
+  uint8_t *scratch = (uint8_t *) align64((size_t) act_scratch);
+  if (k && k->panel_gemm[type] && n_tokens >= HN_PANEL_MIN_TOKENS && n % 32 == 0) {
+    PanelJob job = {
+      .k = k, .type = type, .vdt = vdt, .n = n, .rows = w->ne[1], .x = x, .n_tokens = n_tokens,
+      .offset = k->panel_offset[type], .act = (HnActBlock *) scratch,
+      .panels = scratch + act_bytes(n, n_tokens),
+      .panel_bytes = align64((size_t) (n / 32 + 1) * HN_PANEL_BLOCK_BYTES),
+      .w = w->data, .w_row_bytes = hn_type_row_bytes(type, n), .y = y, .y_stride = y_stride,
+    };
+    hn_threadpool_run(pool, prepare_worker, &job);
+    hn_threadpool_run(pool, panel_worker, &job);
+    return;
+  }
   MatmulJob job = {
     .fast = k ? k->vec_dot[type] : NULL, .type = type, .n = n, .rows = w->ne[1],
-    .w = w->data, .w_row_bytes = hn_type_row_bytes(type, n), .act = act_scratch,
+    .w = w->data, .w_row_bytes = hn_type_row_bytes(type, n), .act = scratch,
     .act_row_bytes = hn_type_row_bytes(vdt, n), .n_tokens = n_tokens, .y = y, .y_stride = y_stride,
   };
   /* Activations are converted once per product, not once per weight row.  The SIMD
    * quantizers are bit-identical to the reference (test-simd checks it byte for byte). */
   HnQuantizeFn quantize = k ? k->quantize[vdt] : NULL;
   for (int t = 0; t < n_tokens; t++) {
-    void *dst = (uint8_t *) act_scratch + (size_t) t * job.act_row_bytes;
+    void *dst = scratch + (size_t) t * job.act_row_bytes;
     if (quantize)
       quantize(x + (size_t) t * (size_t) n, dst, n);
     else

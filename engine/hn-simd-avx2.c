@@ -546,10 +546,29 @@ vec_dot_f32(int64_t n, const void *w, const void *a)
   return sum;
 }
 
+/* ---- attention ---- */
+
+#define VEC __m256
+#define VLEN 8
+#define VZERO() _mm256_setzero_ps()
+#define VSET1(x) _mm256_set1_ps(x)
+#define VLOAD(p) _mm256_loadu_ps(p)
+#define VSTORE(p, v) _mm256_storeu_ps(p, v)
+#define VLOAD_H(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define VFMADD(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VMUL(a, b) _mm256_mul_ps(a, b)
+#define VADD(a, b) _mm256_add_ps(a, b)
+#define VHSUM(v) hsum_ps(v)
+#define ATTN_NAME attn_avx2
+#define ATTN_BODY attn_body_avx2
+#include "hn-simd-attn.h"
+
 void
 hn_simd_fill_avx2(HnSimdKernels *k)
 {
   k->level = HN_SIMD_AVX2;
+  k->attn = attn_avx2;
+  k->attn_multiple = 8;
   k->quantize[HN_TYPE_Q8_0] = quantize_q8_0;
   k->quantize[HN_TYPE_Q8_1] = quantize_q8_1;
   k->quantize[HN_TYPE_Q8_K] = quantize_q8_k;

@@ -210,10 +210,224 @@ DEFINE_GEMM(gemm_q4_0, load_q4_0, false)
 DEFINE_GEMM(gemm_q4_k, load_q4_k, true)
 DEFINE_GEMM(gemm_q6_k, load_q6_k, false)
 
+/* ---- panel GEMM for prompt processing ----
+ *
+ * A panel holds 16 weight rows, per 32-element block: eight 64-byte vectors whose 32-bit
+ * lane r carries four consecutive unsigned codes of row r, then the 16 rows' scales (two
+ * sets for types with 16-element groups) and negated mins.  One VPDPBUSD then does four
+ * multiply-adds for each of the 16 rows against four activation bytes broadcast from
+ * memory, so a whole block costs eight dot instructions plus one convert and one or two
+ * FMAs per token — the per-block float work is shared by 16 rows instead of being paid
+ * per row.  Packing costs a few instructions per weight byte, once per matrix product,
+ * and is repaid over the batch's tokens. */
+
+typedef struct {
+  uint8_t codes[8][64];
+  float scale[2][16];
+  float neg_min[16];
+} PanelBlock;
+
+_Static_assert(sizeof(PanelBlock) == HN_PANEL_BLOCK_BYTES, "panel block size");
+
+/* Writes the 32 codes of each of 16 rows (tmp[r], 32 bytes apart) in lane order. */
+static inline void
+transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], PanelBlock *pb)
+{
+  const __m512i base = _mm512_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384,
+                                         416, 448, 480);
+  _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+    _mm512_store_si512(pb->codes[j],
+                       _mm512_i32gather_epi32(_mm512_add_epi32(base, _mm512_set1_epi32(4 * j)), tmp, 1));
+}
+
+static inline const uint8_t *
+panel_row(const uint8_t *weight, size_t row_stride, int r, int n_rows)
+{
+  /* missing rows of a tail panel repeat the last row; their outputs are not stored */
+  return weight + (size_t)(r < n_rows ? r : n_rows - 1) * row_stride;
+}
+
+static void
+pack_panel_q8_0(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+{
+  PanelBlock *pb = panel;
+  _Alignas(64) uint8_t tmp[HN_PANEL_ROWS][32];
+  for (int64_t b = 0; b < n / 32; b++, pb++) {
+    for (int r = 0; r < HN_PANEL_ROWS; r++) {
+      const SimdBlockQ8_0 *blk = (const SimdBlockQ8_0 *)panel_row(weight, row_stride, r, n_rows) + b;
+      __m256i q = _mm256_loadu_si256((const __m256i *)blk->qs);
+      _mm256_store_si256((__m256i *)tmp[r], _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)));
+      pb->scale[0][r] = _cvtsh_ss(blk->d);
+    }
+    transpose_codes(tmp, pb);
+  }
+}
+
+static void
+pack_panel_q4_0(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+{
+  PanelBlock *pb = panel;
+  _Alignas(64) uint8_t tmp[HN_PANEL_ROWS][32];
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  for (int64_t b = 0; b < n / 32; b++, pb++) {
+    for (int r = 0; r < HN_PANEL_ROWS; r++) {
+      const SimdBlockQ4_0 *blk = (const SimdBlockQ4_0 *)panel_row(weight, row_stride, r, n_rows) + b;
+      __m128i q = _mm_loadu_si128((const __m128i *)blk->qs);
+      _mm_store_si128((__m128i *)tmp[r], _mm_and_si128(q, low4));
+      _mm_store_si128((__m128i *)(tmp[r] + 16), _mm_and_si128(_mm_srli_epi16(q, 4), low4));
+      pb->scale[0][r] = _cvtsh_ss(blk->d);
+    }
+    transpose_codes(tmp, pb);
+  }
+}
+
+static void
+pack_panel_q4_k(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+{
+  PanelBlock *pb = panel;
+  _Alignas(64) uint8_t tmp[2][HN_PANEL_ROWS][32];
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  /* two 32-element groups share one 32-byte run of qs (low, then high nibbles) */
+  for (int64_t b = 0; b < n / 32; b += 2, pb += 2) {
+    const int64_t sb = b / 8;
+    const int j = (int)(b % 8);
+    for (int r = 0; r < HN_PANEL_ROWS; r++) {
+      const SimdBlockQ4_K *blk = (const SimdBlockQ4_K *)panel_row(weight, row_stride, r, n_rows) + sb;
+      __m256i q = _mm256_loadu_si256((const __m256i *)(blk->qs + 16 * j));
+      _mm256_store_si256((__m256i *)tmp[0][r], _mm256_and_si256(q, low4));
+      _mm256_store_si256((__m256i *)tmp[1][r], _mm256_and_si256(_mm256_srli_epi16(q, 4), low4));
+      const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
+      uint8_t sc, m;
+      simd_scale_min_k4(j, blk->scales, &sc, &m);
+      pb[0].scale[0][r] = d * sc;
+      pb[0].neg_min[r] = -(dmin * m);
+      simd_scale_min_k4(j + 1, blk->scales, &sc, &m);
+      pb[1].scale[0][r] = d * sc;
+      pb[1].neg_min[r] = -(dmin * m);
+    }
+    transpose_codes(tmp[0], &pb[0]);
+    transpose_codes(tmp[1], &pb[1]);
+  }
+}
+
+static void
+pack_panel_q6_k(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+{
+  PanelBlock *pb = panel;
+  _Alignas(64) uint8_t tmp[4][HN_PANEL_ROWS][32];
+  const __m256i low4 = _mm256_set1_epi8(0x0f), two = _mm256_set1_epi8(3);
+  /* one half super-block (128 elements) at a time: 32 bytes of qh and 64 of ql */
+  for (int64_t b = 0; b < n / 32; b += 4, pb += 4) {
+    const int64_t sb = b / 8;
+    const int half = (int)(b % 8) / 4;
+    for (int r = 0; r < HN_PANEL_ROWS; r++) {
+      const SimdBlockQ6_K *blk = (const SimdBlockQ6_K *)panel_row(weight, row_stride, r, n_rows) + sb;
+      __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * half));
+      __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * half + 32));
+      __m256i h = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * half));
+      __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(h, two), 4);
+      __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), two), 4);
+      __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), two), 4);
+      __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), two), 4);
+      _mm256_store_si256((__m256i *)tmp[0][r], _mm256_or_si256(_mm256_and_si256(l0, low4), h0));
+      _mm256_store_si256((__m256i *)tmp[1][r], _mm256_or_si256(_mm256_and_si256(l1, low4), h1));
+      _mm256_store_si256((__m256i *)tmp[2][r], _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), h2));
+      _mm256_store_si256((__m256i *)tmp[3][r], _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), h3));
+      const float d = _cvtsh_ss(blk->d);
+      for (int p = 0; p < 4; p++) {
+        pb[p].scale[0][r] = d * blk->scales[8 * half + 2 * p];
+        pb[p].scale[1][r] = d * blk->scales[8 * half + 2 * p + 1];
+      }
+    }
+    for (int p = 0; p < 4; p++)
+      transpose_codes(tmp[p], &pb[p]);
+  }
+}
+
+#define DEFINE_PANEL_GEMM(NAME, HALVES, HAS_MIN)                                                     \
+  static inline __attribute__((always_inline)) void NAME##_cols(                                    \
+    const PanelBlock *pb, int64_t n_blocks, int n_rows, const HnActBlock *act, size_t act_stride,  \
+    const int n_cols, float *out, size_t out_stride)                                               \
+  {                                                                                                \
+    __m512 acc[HN_PANEL_COLS];                                                                     \
+    _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++) acc[c] = _mm512_setzero_ps();         \
+    for (int64_t b = 0; b < n_blocks; b++, pb++) {                                                 \
+      __m512i codes[8];                                                                            \
+      _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)                                          \
+        codes[j] = _mm512_load_si512(pb->codes[j]);                                                \
+      const __m512 s0 = _mm512_load_ps(pb->scale[0]);                                              \
+      const __m512 s1 = HALVES == 2 ? _mm512_load_ps(pb->scale[1]) : s0;                           \
+      const __m512 nm = HAS_MIN ? _mm512_load_ps(pb->neg_min) : s0;                                \
+      _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++) {                                   \
+        const HnActBlock *a = act + (size_t)c * act_stride + b;                                    \
+        const __m512 d = _mm512_set1_ps(a->d);                                                     \
+        if (HALVES == 1) {                                                                         \
+          __m512i i = _mm512_set1_epi32(a->off_sum32);                                             \
+          _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)                                      \
+            i = _mm512_dpbusd_epi32(i, codes[j], _mm512_set1_epi32(a->q4[j]));                     \
+          acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), _mm512_mul_ps(s0, d), acc[c]);           \
+        } else {                                                                                   \
+          __m512i i0 = _mm512_set1_epi32(a->off_sum[0]), i1 = _mm512_set1_epi32(a->off_sum[1]);    \
+          _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                                    \
+            i0 = _mm512_dpbusd_epi32(i0, codes[j], _mm512_set1_epi32(a->q4[j]));                   \
+            i1 = _mm512_dpbusd_epi32(i1, codes[j + 4], _mm512_set1_epi32(a->q4[j + 4]));           \
+          }                                                                                        \
+          acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(s0, d), acc[c]);          \
+          acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(s1, d), acc[c]);          \
+        }                                                                                          \
+        if (HAS_MIN)                                                                               \
+          acc[c] = _mm512_fmadd_ps(nm, _mm512_set1_ps(a->dsum), acc[c]);                           \
+      }                                                                                            \
+    }                                                                                              \
+    const __mmask16 keep = (__mmask16)((1u << n_rows) - 1);                                        \
+    _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++)                                       \
+      _mm512_mask_storeu_ps(out + (size_t)c * out_stride, keep, acc[c]);                           \
+  }                                                                                                \
+                                                                                                   \
+  static void NAME(const void *panel, int64_t n, int n_rows, const HnActBlock *act,                \
+                   size_t act_stride, int n_cols, float *out, size_t out_stride)                   \
+  {                                                                                                \
+    const PanelBlock *pb = panel;                                                                  \
+    const int64_t nb = n / 32;                                                                     \
+    switch (n_cols) {                                                                              \
+    case 8: NAME##_cols(pb, nb, n_rows, act, act_stride, 8, out, out_stride); break;               \
+    case 7: NAME##_cols(pb, nb, n_rows, act, act_stride, 7, out, out_stride); break;               \
+    case 6: NAME##_cols(pb, nb, n_rows, act, act_stride, 6, out, out_stride); break;               \
+    case 5: NAME##_cols(pb, nb, n_rows, act, act_stride, 5, out, out_stride); break;               \
+    case 4: NAME##_cols(pb, nb, n_rows, act, act_stride, 4, out, out_stride); break;               \
+    case 3: NAME##_cols(pb, nb, n_rows, act, act_stride, 3, out, out_stride); break;               \
+    case 2: NAME##_cols(pb, nb, n_rows, act, act_stride, 2, out, out_stride); break;               \
+    default: NAME##_cols(pb, nb, n_rows, act, act_stride, 1, out, out_stride); break;              \
+    }                                                                                              \
+  }
+
+DEFINE_PANEL_GEMM(panel_gemm_single, 1, false)
+DEFINE_PANEL_GEMM(panel_gemm_min, 1, true)
+DEFINE_PANEL_GEMM(panel_gemm_halves, 2, false)
+
+/* ---- attention ---- */
+
+#define VEC __m512
+#define VLEN 16
+#define VZERO() _mm512_setzero_ps()
+#define VSET1(x) _mm512_set1_ps(x)
+#define VLOAD(p) _mm512_loadu_ps(p)
+#define VSTORE(p, v) _mm512_storeu_ps(p, v)
+#define VLOAD_H(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define VFMADD(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VMUL(a, b) _mm512_mul_ps(a, b)
+#define VADD(a, b) _mm512_add_ps(a, b)
+#define VHSUM(v) _mm512_reduce_add_ps(v)
+#define ATTN_NAME attn_avx512
+#define ATTN_BODY attn_body_avx512
+#include "hn-simd-attn.h"
+
 void
 hn_simd_fill_avx512(HnSimdKernels *k)
 {
   k->level = HN_SIMD_AVX512;
+  k->attn = attn_avx512;
+  k->attn_multiple = 16;
   k->pack_act = pack_act;
   k->gemm_rows = TILE_ROWS;
   k->gemm_cols = TILE_COLS;
@@ -225,4 +439,17 @@ hn_simd_fill_avx512(HnSimdKernels *k)
   k->gemm_offset[HN_TYPE_Q4_K] = 0;
   k->gemm_tile[HN_TYPE_Q6_K] = gemm_q6_k;
   k->gemm_offset[HN_TYPE_Q6_K] = 32;
+
+  k->pack_panel[HN_TYPE_Q8_0] = pack_panel_q8_0;
+  k->panel_gemm[HN_TYPE_Q8_0] = panel_gemm_single;
+  k->panel_offset[HN_TYPE_Q8_0] = 128;
+  k->pack_panel[HN_TYPE_Q4_0] = pack_panel_q4_0;
+  k->panel_gemm[HN_TYPE_Q4_0] = panel_gemm_single;
+  k->panel_offset[HN_TYPE_Q4_0] = 8;
+  k->pack_panel[HN_TYPE_Q4_K] = pack_panel_q4_k;
+  k->panel_gemm[HN_TYPE_Q4_K] = panel_gemm_min;
+  k->panel_offset[HN_TYPE_Q4_K] = 0;
+  k->pack_panel[HN_TYPE_Q6_K] = pack_panel_q6_k;
+  k->panel_gemm[HN_TYPE_Q6_K] = panel_gemm_halves;
+  k->panel_offset[HN_TYPE_Q6_K] = 32;
 }

@@ -39,8 +39,70 @@ typedef void (*HnGemmTileFn)(int64_t n, const void *weight, size_t weight_stride
                              const HnActChunk *act, size_t act_stride, int n_cols,
                              float *out, size_t out_stride);
 
+/* Activations for the panel GEMM, one record per 32 elements (64 bytes).  Built from
+ * the reference activation blocks (Q8_0 or Q8_K, bit-identical quantizers), so the GEMM
+ * computes exactly what the reference dot products compute, up to summation order. */
+typedef struct {
+  union {
+    int8_t q[32];
+    int32_t q4[8]; /* the same bytes, four at a time (broadcast operands) */
+  };
+  float d;            /* scale of the 32 quants */
+  int32_t off_sum[2]; /* -offset · Σ q over each half of 16 */
+  int32_t off_sum32;  /* off_sum[0] + off_sum[1] */
+  float dsum;         /* d · Σ q, for weight types with mins */
+  uint8_t pad[12];
+} HnActBlock;
+
+/* Weight rows per panel: the panel GEMM transposes 16 rows into "row = 32-bit lane"
+ * order once per matrix product and then streams every token through them. */
+#define HN_PANEL_ROWS 16
+#define HN_PANEL_COLS 8
+/* Bytes of one packed panel per 32 elements of a row. */
+#define HN_PANEL_BLOCK_BYTES 704
+
+/* Packs n_rows (<= HN_PANEL_ROWS) weight rows of n elements (n a multiple of the type's
+ * block) into `panel` (n / 32 · HN_PANEL_BLOCK_BYTES bytes, 64-byte aligned). */
+typedef void (*HnPackPanelFn)(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel);
+
+/* out[c * out_stride + r] = dot(panel row r, activation column c) for r < n_rows,
+ * c < n_cols (<= HN_PANEL_COLS); column c starts at act + c * act_stride. */
+typedef void (*HnPanelGemmFn)(const void *panel, int64_t n, int n_rows, const HnActBlock *act,
+                              size_t act_stride, int n_cols, float *out, size_t out_stride);
+
+/* Attention of one query position for the n_q query heads that share one KV head, over
+ * the listed cache cells (F16 rows of the KV head, kv_stride elements from one cell to
+ * the next): out_h = softmax_c(scale · q_h · k_c) · v_c. */
+#define HN_ATTN_CHUNK 32
+typedef struct {
+  int head_dim, n_q;
+  const float *q;
+  size_t q_stride;
+  float scale;
+  const uint16_t *k, *v;
+  size_t kv_stride;
+  const int32_t *cells;
+  int n_cells;
+  float *out;
+  size_t out_stride;
+  float *work; /* hn_attn_work_floats() floats, 64-byte aligned */
+} HnAttnArgs;
+typedef void (*HnAttnFn)(const HnAttnArgs *args);
+
+static inline size_t
+hn_attn_work_floats(int n_q, int head_dim)
+{
+  size_t head = (size_t)n_q * (size_t)(head_dim + HN_ATTN_CHUNK + 2);
+  return ((head + 15) & ~(size_t)15) + 2 * HN_ATTN_CHUNK * (size_t)head_dim;
+}
+
 typedef struct {
   HnSimdLevel level;
+  HnAttnFn attn;       /* NULL: scalar attention */
+  int attn_multiple;   /* head_dim must be a multiple of this for attn */
+  HnPackPanelFn pack_panel[HN_TYPE_COUNT];
+  HnPanelGemmFn panel_gemm[HN_TYPE_COUNT];
+  int panel_offset[HN_TYPE_COUNT]; /* zero point of the packed unsigned codes */
   HnPackActFn pack_act;
   HnGemmTileFn gemm_tile[HN_TYPE_COUNT];
   int gemm_offset[HN_TYPE_COUNT]; /* zero point of the type's unsigned codes */

@@ -80,8 +80,13 @@ test_incremental(gconstpointer name)
   run(c, toks, 6, 0, 0, step);
   for (int i = 6; i < 16; i++)
     run(c, toks + i, 1, i, 0, step + (size_t) i * nv);
+  /* A batch goes through the matrix-matrix kernels and a single token through dot
+   * products: the same integer products, summed in another float order.  With 8-bit
+   * activations a last-bit difference can flip one rounding of the next layer's input
+   * and move the logits by a few 1e-3; a wrong position or mask moves them by O(1). */
+  double bound = strstr((const char *) name, "f32") ? 1e-4 : 2e-2;
   for (int i = 0; i < 16; i++)
-    g_assert_cmpfloat(rel_diff(full + (size_t) i * nv, step + (size_t) i * nv, (size_t) nv), <, 1e-4);
+    g_assert_cmpfloat(rel_diff(full + (size_t) i * nv, step + (size_t) i * nv, (size_t) nv), <, bound);
   hn_context_free(c);
   hn_model_free(m);
 }

@@ -1,6 +1,7 @@
 /* SIMD kernels against the scalar reference: every dot product on random blocks of
  * every type (odd block counts and tails included), activation packing, and the GEMM
  * tiles against a float computation from the dequantized operands. */
+#include "hn-kernels.h"
 #include "hn-quants.h"
 #include "hn-simd.h"
 
@@ -233,6 +234,68 @@ test_gemm_tiles (void)
   g_rand_free (rand);
 }
 
+/* hn_matmul (whatever path it takes: panel GEMM for batches, dot products otherwise)
+ * against the reference dot product of the reference-quantized activations, for every
+ * weight type, row counts that leave tail panels, odd block counts and batch sizes
+ * around the panel threshold and the panel width. */
+static void
+test_matmul_paths (void)
+{
+  GRand *rand = g_rand_new_with_seed (1234);
+  HnError err = { 0 };
+  HnThreadPool *pool = hn_threadpool_new (3, &err);
+  g_assert_nonnull (pool);
+  const int token_counts[] = { 1, 3, 8, 9, 17 };
+  const int row_counts[] = { 1, 16, 37 };
+  int checked = 0;
+  for (gsize ti = 0; ti < G_N_ELEMENTS (weight_types); ti++) {
+    HnType type = weight_types[ti];
+    HnType vdt = hn_type_vec_dot_type (type);
+    int64_t block = hn_type_block_elems (type) == 1 ? 32 : hn_type_block_elems (type);
+    int64_t n = block == 32 ? 32 * 7 : block * 3;
+    size_t row_bytes = hn_type_row_bytes (type, n), act_row = hn_type_row_bytes (vdt, n);
+    for (gsize ri = 0; ri < G_N_ELEMENTS (row_counts); ri++)
+      for (gsize ki = 0; ki < G_N_ELEMENTS (token_counts); ki++) {
+        int rows = row_counts[ri], nt = token_counts[ki];
+        float *wf = g_new (float, n * rows), *x = g_new (float, n * nt);
+        guint8 *w = g_malloc0 (row_bytes * rows), *a = g_malloc0 (act_row * nt);
+        fill_random (rand, wf, n * rows);
+        fill_random (rand, x, n * nt);
+        for (int r = 0; r < rows; r++)
+          hn_quantize_row (type, wf + r * n, w + r * row_bytes, n);
+        for (int t = 0; t < nt; t++)
+          hn_quantize_row (vdt, x + t * n, a + t * act_row, n);
+        HnGgufTensor tensor = { .name = "w", .type = type, .n_dims = 2, .ne = { n, rows, 1, 1 },
+                                .data = w, .nbytes = row_bytes * rows };
+        void *scratch = g_malloc (hn_matmul_scratch_bytes (n, nt, 3));
+        int64_t y_stride = rows + 3;
+        float *y = g_new0 (float, y_stride * nt);
+        hn_matmul (pool, &tensor, x, nt, scratch, y, y_stride);
+        for (int t = 0; t < nt; t++)
+          for (int r = 0; r < rows; r++) {
+            float ref = hn_vec_dot_ref (type, n, w + r * row_bytes, a + t * act_row);
+            double mag = 0;
+            for (int64_t i = 0; i < n; i++)
+              mag += fabs (wf[r * n + i] * x[t * n + i]);
+            float got = y[t * y_stride + r];
+            if (fabs (got - ref) > 1e-4 * (mag + 1e-3))
+              g_error ("matmul %s rows=%d tokens=%d r=%d t=%d: reference %g, got %g", hn_type_name (type),
+                       rows, nt, r, t, ref, got);
+            checked++;
+          }
+        g_free (wf);
+        g_free (x);
+        g_free (w);
+        g_free (a);
+        g_free (scratch);
+        g_free (y);
+      }
+  }
+  g_test_message ("%d matmul outputs compared (%s)", checked, hn_simd_level_name (hn_cpu_simd_level ()));
+  hn_threadpool_free (pool);
+  g_rand_free (rand);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -240,5 +303,6 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/simd/vec-dot", test_vec_dot_levels);
   g_test_add_func ("/engine/simd/quantize", test_quantize_levels);
   g_test_add_func ("/engine/simd/gemm-tiles", test_gemm_tiles);
+  g_test_add_func ("/engine/simd/matmul", test_matmul_paths);
   return g_test_run ();
 }
