@@ -28,8 +28,8 @@ static size_t
 act_bytes(int64_t n, int n_tokens)
 {
   /* F32 activations are the widest vec-dot format; panel activation blocks take 2 bytes
-   * per element */
-  return align64((size_t) n * sizeof(float) * (size_t) n_tokens);
+   * per element, tile chunks 4 (plus one chunk for an odd block count) */
+  return align64(((size_t) n + 64) * sizeof(float) * (size_t) n_tokens);
 }
 
 size_t
@@ -70,6 +70,98 @@ matmul_worker(void *data, int ith, int nth)
       const uint8_t *a = job->act + (size_t) t * job->act_row_bytes;
       float v = job->fast ? job->fast(job->n, wr, a) : hn_vec_dot_ref(job->type, job->n, wr, a);
       job->y[(size_t) t * (size_t) job->y_stride + (size_t) r] = v;
+    }
+  }
+}
+
+/* ---- tile path (decode and small batches) ---- */
+
+typedef struct {
+  const HnSimdKernels *k;
+  HnType type;
+  int64_t n, rows, n_chunks;
+  const HnActChunk *act;
+  int n_tokens;
+  const uint8_t *w;
+  size_t w_row_bytes;
+  float *y;
+  int64_t y_stride;
+} TileJob;
+
+/* Quantizes one token (reference format, bit-identical quantizer) and lays it out as
+ * 64-element chunks with per-lane scales and sums for the tile kernels. */
+static void
+prepare_chunks(const HnSimdKernels *k, HnType vdt, int offset, const float *x, int64_t n, HnActChunk *out)
+{
+  HnQuantizeFn quantize = k->quantize[vdt];
+  const int64_t n_blocks = n / 32;
+  memset(out, 0, (size_t) ((n_blocks + 1) / 2) * sizeof *out);
+  for (int64_t i0 = 0; i0 < n; i0 += HN_QK_K) {
+    int64_t len = n - i0 < HN_QK_K ? n - i0 : HN_QK_K;
+    int8_t qs[HN_QK_K];
+    float d[HN_QK_K / 32];
+    if (vdt == HN_TYPE_Q8_K) {
+      HnBlockQ8_K q;
+      if (quantize)
+        quantize(x + i0, &q, HN_QK_K);
+      else
+        hn_quantize_row(HN_TYPE_Q8_K, x + i0, &q, HN_QK_K);
+      memcpy(qs, q.qs, HN_QK_K);
+      for (int b = 0; b < HN_QK_K / 32; b++)
+        d[b] = q.d;
+    } else {
+      HnBlockQ8_0 q[HN_QK_K / 32];
+      if (quantize)
+        quantize(x + i0, q, len);
+      else
+        hn_quantize_row(HN_TYPE_Q8_0, x + i0, q, len);
+      for (int b = 0; b < len / 32; b++) {
+        memcpy(qs + 32 * b, q[b].qs, 32);
+        d[b] = hn_half_to_float(q[b].d);
+      }
+    }
+    for (int64_t e = 0; e < len; e += 4) {
+      int64_t g = i0 + e; /* element index in the row */
+      HnActChunk *c = &out[g / 64];
+      int lane = (int) (g % 64) / 4;
+      int32_t s4 = qs[e] + qs[e + 1] + qs[e + 2] + qs[e + 3];
+      memcpy(c->q + 4 * lane, qs + e, 4);
+      c->d[lane] = d[e / 32];
+      c->neg_offset_sum[lane] = -offset * s4;
+      c->lane_sum[lane] = d[e / 32] * (float) s4;
+    }
+  }
+}
+
+static void
+tile_worker(void *data, int ith, int nth)
+{
+  const TileJob *job = data;
+  HnGemmTileFn tile = job->k->gemm_tile[job->type];
+  const int tr = job->k->gemm_rows, tc = job->k->gemm_cols;
+  /* equal shares of 16-row units: no two threads write one cache line of y */
+  int64_t units = (job->rows + 15) / 16;
+  int64_t r0 = units * ith / nth * 16, r1 = units * (ith + 1) / nth * 16;
+  if (r1 > job->rows)
+    r1 = job->rows;
+  for (int64_t r = r0; r < r1; r += tr) {
+    int n_rows = r1 - r < tr ? (int) (r1 - r) : tr;
+    for (int t = 0; t < job->n_tokens; t += tc) {
+      int cols = job->n_tokens - t < tc ? job->n_tokens - t : tc;
+      /* the tile writes out[row * out_stride + col]; tokens are y_stride apart, so one
+       * call per token column keeps the layout */
+      if (cols == 1 || job->y_stride == 1) {
+        tile(job->n, job->w + (size_t) r * job->w_row_bytes, job->w_row_bytes, n_rows,
+             job->act + (size_t) t * (size_t) job->n_chunks, (size_t) job->n_chunks, cols,
+             job->y + (size_t) t * (size_t) job->y_stride + (size_t) r, 1);
+      } else {
+        float out[16 * 16];
+        tile(job->n, job->w + (size_t) r * job->w_row_bytes, job->w_row_bytes, n_rows,
+             job->act + (size_t) t * (size_t) job->n_chunks, (size_t) job->n_chunks, cols, out, 16);
+        for (int i = 0; i < n_rows; i++)
+          for (int c = 0; c < cols; c++)
+            job->y[(size_t) (t + c) * (size_t) job->y_stride + (size_t) (r + i)] = out[i * 16 + c];
+      }
     }
   }
 }
@@ -191,6 +283,18 @@ hn_matmul(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_token
     };
     hn_threadpool_run(pool, prepare_worker, &job);
     hn_threadpool_run(pool, panel_worker, &job);
+    return;
+  }
+  if (k && k->gemm_tile[type] && n % 32 == 0 && k->gemm_rows <= 16 && k->gemm_cols <= 16) {
+    TileJob job = {
+      .k = k, .type = type, .n = n, .rows = w->ne[1], .n_chunks = (n / 32 + 1) / 2,
+      .act = (const HnActChunk *) scratch, .n_tokens = n_tokens, .w = w->data,
+      .w_row_bytes = hn_type_row_bytes(type, n), .y = y, .y_stride = y_stride,
+    };
+    for (int t = 0; t < n_tokens; t++)
+      prepare_chunks(k, vdt, k->gemm_offset[type], x + (size_t) t * (size_t) n, n,
+                     (HnActChunk *) scratch + (size_t) t * (size_t) job.n_chunks);
+    hn_threadpool_run(pool, tile_worker, &job);
     return;
   }
   MatmulJob job = {

@@ -80,9 +80,15 @@ typedef struct {
   __m512 neg_min; /* only for types with mins */
 } WeightChunk;
 
+/* Per-row state a loader may keep across the chunks of one super-block. */
+typedef struct {
+  __m512 scale_min; /* Q4_K: d·scale of the 8 groups (lanes 0-7), -dmin·min (lanes 8-15) */
+} LoaderState;
+
 static inline void
-load_q8_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)
+load_q8_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w, LoaderState *st)
 {
+  (void)st;
   const SimdBlockQ8_0 *b = (const SimdBlockQ8_0 *)row + 2 * k;
   __m256i lo = _mm256_loadu_si256((const __m256i *)b[0].qs);
   __m256i hi = pair ? _mm256_loadu_si256((const __m256i *)b[1].qs) : _mm256_setzero_si256();
@@ -93,8 +99,9 @@ load_q8_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)
 }
 
 static inline void
-load_q4_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)
+load_q4_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w, LoaderState *st)
 {
+  (void)st;
   const SimdBlockQ4_0 *b = (const SimdBlockQ4_0 *)row + 2 * k;
   __m128i p0 = _mm_loadu_si128((const __m128i *)b[0].qs);
   __m128i p1 = pair ? _mm_loadu_si128((const __m128i *)b[1].qs) : _mm_setzero_si128();
@@ -106,26 +113,46 @@ load_q4_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)
   w->scale = broadcast_pair_halves(b[0].d, pair ? b[1].d : 0);
 }
 
+/* The 8 scales and 8 mins of a Q4_K super-block, 6 bits each in 12 bytes, unpacked with
+ * four 32-bit operations instead of sixteen byte extractions. */
+static inline __m512
+q4_k_scales_mins(const SimdBlockQ4_K *b)
+{
+  uint32_t u[3];
+  memcpy(u, b->scales, 12);
+  const uint32_t sc_lo = u[0] & 0x3f3f3f3f, mn_lo = u[1] & 0x3f3f3f3f;
+  const uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+  const uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+  const __m128i bytes = _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
+  const __m512 all = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)); /* 8 scales, 8 mins */
+  const __m512 dd = _mm512_insertf32x4(_mm512_insertf32x4(_mm512_set1_ps(_cvtsh_ss(b->d)),
+                                                          _mm_set1_ps(-_cvtsh_ss(b->dmin)), 2),
+                                       _mm_set1_ps(-_cvtsh_ss(b->dmin)), 3);
+  return _mm512_mul_ps(all, dd);
+}
+
 static inline void
-load_q4_k(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)
+load_q4_k(const uint8_t *row, int64_t k, bool pair, WeightChunk *w, LoaderState *st)
 {
   const SimdBlockQ4_K *b = (const SimdBlockQ4_K *)row + k / 4;
   const int j = (int)(k % 4);
+  if (j == 0)
+    st->scale_min = q4_k_scales_mins(b);
   __m256i bits = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
   __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(bits), _mm256_srli_epi16(bits, 4), 1);
   w->codes = _mm512_and_si512(both, _mm512_set1_epi8(0x0f));
-  uint8_t s0, m0, s1, m1;
-  simd_scale_min_k4(2 * j, b->scales, &s0, &m0);
-  simd_scale_min_k4(2 * j + 1, b->scales, &s1, &m1);
-  const float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
-  w->scale = broadcast_pair(d * s0, d * s1);
-  w->neg_min = broadcast_pair(-dmin * m0, -dmin * m1);
+  /* lanes 0-7 take group 2j, lanes 8-15 group 2j+1; the mins sit 8 lanes further */
+  const __m512i pick = _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                        _mm512_set1_epi32(2 * j));
+  w->scale = _mm512_permutexvar_ps(pick, st->scale_min);
+  w->neg_min = _mm512_permutexvar_ps(_mm512_add_epi32(pick, _mm512_set1_epi32(8)), st->scale_min);
   (void)pair;
 }
 
 static inline void
-load_q6_k(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)
+load_q6_k(const uint8_t *row, int64_t k, bool pair, WeightChunk *w, LoaderState *st)
 {
+  (void)st;
   const SimdBlockQ6_K *b = (const SimdBlockQ6_K *)row + k / 4;
   const int quarter = (int)(k % 4), half = quarter / 2, part = quarter % 2;
   __m512i ql = _mm512_loadu_si512(b->ql + 64 * half);
@@ -147,32 +174,44 @@ load_q6_k(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)
   (void)pair;
 }
 
-/* ---- the tile driver ---- */
+/* ---- the tile driver ----
+ *
+ * A tile is NR weight rows × NC activation columns, both compile-time constants: 4 × 1..4
+ * for small batches, 8 × 1 for decode (more rows in flight keep more memory streams
+ * busy; decode is bound by reading the weights).  Rows are software-prefetched a few
+ * hundred bytes ahead because every row is a short stream of its own. */
 
-#define DEFINE_GEMM(NAME, LOADER, HAS_MIN)                                                          \
+#define PREFETCH_AHEAD 768
+
+#define DEFINE_GEMM(NAME, LOADER, HAS_MIN, CHUNK_BYTES)                                             \
   static inline __attribute__((always_inline)) void NAME##_tile(                                   \
     int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,     \
-    size_t act_stride, const int n_cols, float *out, size_t out_stride)                            \
+    size_t act_stride, const int NR, const int n_cols, float *out, size_t out_stride)              \
   {                                                                                                \
-    const uint8_t *rows[TILE_ROWS];                                                                \
-    _Pragma("GCC unroll 4") for (int r = 0; r < TILE_ROWS; r++)                                   \
+    const uint8_t *rows[8];                                                                        \
+    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                           \
       rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;                             \
-    __m512 acc[TILE_ROWS][TILE_COLS];                                                              \
-    _Pragma("GCC unroll 4") for (int r = 0; r < TILE_ROWS; r++)                                   \
+    __m512 acc[8][TILE_COLS];                                                                      \
+    LoaderState st[8];                                                                             \
+    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                                         \
+      st[r].scale_min = _mm512_setzero_ps();                                                       \
       _Pragma("GCC unroll 4") for (int c = 0; c < n_cols; c++)                                    \
         acc[r][c] = _mm512_setzero_ps();                                                           \
+    }                                                                                              \
     const int64_t n_blocks = n / 32, n_chunks = (n_blocks + 1) / 2;                                \
     for (int64_t k = 0; k < n_chunks; k++) {                                                       \
       const bool pair = 2 * k + 1 < n_blocks;                                                      \
-      WeightChunk w[TILE_ROWS];                                                                    \
-      _Pragma("GCC unroll 4") for (int r = 0; r < TILE_ROWS; r++)                                 \
-        LOADER(rows[r], k, pair, &w[r]);                                                           \
-      _Pragma("GCC unroll 4") for (int c = 0; c < n_cols; c++) {                                                           \
+      WeightChunk w[8];                                                                            \
+      _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                                       \
+        _mm_prefetch((const char *)rows[r] + k * (CHUNK_BYTES) + PREFETCH_AHEAD, _MM_HINT_T0);     \
+        LOADER(rows[r], k, pair, &w[r], &st[r]);                                                   \
+      }                                                                                            \
+      _Pragma("GCC unroll 4") for (int c = 0; c < n_cols; c++) {                                  \
         const HnActChunk *a = act + (size_t)c * act_stride + k;                                    \
         const __m512i q = _mm512_loadu_si512(a->q);                                                \
         const __m512i off = _mm512_loadu_si512(a->neg_offset_sum);                                 \
         const __m512 d = _mm512_loadu_ps(a->d);                                                    \
-        _Pragma("GCC unroll 4") for (int r = 0; r < TILE_ROWS; r++) {                             \
+        _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                                     \
           __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(off, w[r].codes, q));                  \
           if (HAS_MIN)                                                                             \
             acc[r][c] = _mm512_fmadd_ps(w[r].neg_min, _mm512_loadu_ps(a->lane_sum), acc[r][c]);    \
@@ -180,7 +219,7 @@ load_q6_k(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)
         }                                                                                          \
       }                                                                                            \
     }                                                                                              \
-    for (int r = 0; r < n_rows && r < TILE_ROWS; r++)                                              \
+    for (int r = 0; r < n_rows && r < NR; r++)                                                     \
       for (int c = 0; c < n_cols; c++)                                                             \
         out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);                        \
   }                                                                                                \
@@ -189,26 +228,27 @@ load_q6_k(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)
                    const HnActChunk *act, size_t act_stride, int n_cols, float *out,               \
                    size_t out_stride)                                                              \
   {                                                                                                \
-    switch (n_cols) {                                                                              \
-    case 4:                                                                                        \
-      NAME##_tile(n, weight, weight_stride, n_rows, act, act_stride, 4, out, out_stride);         \
-      break;                                                                                       \
-    case 3:                                                                                        \
-      NAME##_tile(n, weight, weight_stride, n_rows, act, act_stride, 3, out, out_stride);         \
-      break;                                                                                       \
-    case 2:                                                                                        \
-      NAME##_tile(n, weight, weight_stride, n_rows, act, act_stride, 2, out, out_stride);         \
-      break;                                                                                       \
-    default:                                                                                       \
-      NAME##_tile(n, weight, weight_stride, n_rows, act, act_stride, 1, out, out_stride);         \
-      break;                                                                                       \
+    const uint8_t *w = weight;                                                                     \
+    if (n_cols == 1) {                                                                             \
+      NAME##_tile(n, w, weight_stride, n_rows, act, act_stride, 8, 1, out, out_stride);           \
+      return;                                                                                      \
+    }                                                                                              \
+    for (int r0 = 0; r0 < n_rows; r0 += TILE_ROWS) {                                               \
+      const uint8_t *wr = w + (size_t)r0 * weight_stride;                                          \
+      float *o = out + (size_t)r0 * out_stride;                                                    \
+      const int nr = n_rows - r0;                                                                  \
+      switch (n_cols) {                                                                            \
+      case 4: NAME##_tile(n, wr, weight_stride, nr, act, act_stride, TILE_ROWS, 4, o, out_stride); break; \
+      case 3: NAME##_tile(n, wr, weight_stride, nr, act, act_stride, TILE_ROWS, 3, o, out_stride); break; \
+      default: NAME##_tile(n, wr, weight_stride, nr, act, act_stride, TILE_ROWS, 2, o, out_stride); break; \
+      }                                                                                            \
     }                                                                                              \
   }
 
-DEFINE_GEMM(gemm_q8_0, load_q8_0, false)
-DEFINE_GEMM(gemm_q4_0, load_q4_0, false)
-DEFINE_GEMM(gemm_q4_k, load_q4_k, true)
-DEFINE_GEMM(gemm_q6_k, load_q6_k, false)
+DEFINE_GEMM(gemm_q8_0, load_q8_0, false, 68)
+DEFINE_GEMM(gemm_q4_0, load_q4_0, false, 36)
+DEFINE_GEMM(gemm_q4_k, load_q4_k, true, 36)
+DEFINE_GEMM(gemm_q6_k, load_q6_k, false, 52)
 
 /* ---- panel GEMM for prompt processing ----
  *
@@ -429,7 +469,7 @@ hn_simd_fill_avx512(HnSimdKernels *k)
   k->attn = attn_avx512;
   k->attn_multiple = 16;
   k->pack_act = pack_act;
-  k->gemm_rows = TILE_ROWS;
+  k->gemm_rows = 8; /* 8 rows for one column, split into tiles of 4 for more */
   k->gemm_cols = TILE_COLS;
   k->gemm_tile[HN_TYPE_Q8_0] = gemm_q8_0;
   k->gemm_offset[HN_TYPE_Q8_0] = 128;
