@@ -12,11 +12,22 @@
 
 #include "hn-quants-blocks.h"
 #include "hn-simd.h"
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Below this many tokens, packing panels costs more than it saves. */
 #define HN_PANEL_MIN_TOKENS 8
+
+/* Work is dealt in units of whole 16-row groups (no two threads write one cache line of
+ * the output) from a shared counter, about eight units per thread: on a machine shared
+ * with other programs a thread that gets preempted then holds up nobody. */
+static int64_t
+unit_rows(int64_t rows, int nth)
+{
+  int64_t u = (rows / ((int64_t) nth * 8) + 15) / 16 * 16;
+  return u < 16 ? 16 : u;
+}
 
 static size_t
 align64(size_t v)
@@ -52,24 +63,28 @@ typedef struct {
   int n_tokens;
   float *y;
   int64_t y_stride;
+  int64_t unit;
+  atomic_int next;
 } MatmulJob;
 
 static void
 matmul_worker(void *data, int ith, int nth)
 {
-  const MatmulJob *job = data;
-  /* equal shares, rounded to 16 rows so that two threads never write the same cache
-   * line of y */
-  int64_t units = (job->rows + 15) / 16;
-  int64_t r0 = units * ith / nth * 16, r1 = units * (ith + 1) / nth * 16;
-  if (r1 > job->rows)
-    r1 = job->rows;
-  for (int64_t r = r0; r < r1; r++) {
-    const uint8_t *wr = job->w + (size_t) r * job->w_row_bytes;
-    for (int t = 0; t < job->n_tokens; t++) {
-      const uint8_t *a = job->act + (size_t) t * job->act_row_bytes;
-      float v = job->fast ? job->fast(job->n, wr, a) : hn_vec_dot_ref(job->type, job->n, wr, a);
-      job->y[(size_t) t * (size_t) job->y_stride + (size_t) r] = v;
+  MatmulJob *job = data;
+  (void) ith;
+  (void) nth;
+  for (;;) {
+    int64_t r0 = (int64_t) atomic_fetch_add(&job->next, 1) * job->unit;
+    if (r0 >= job->rows)
+      break;
+    int64_t r1 = r0 + job->unit < job->rows ? r0 + job->unit : job->rows;
+    for (int64_t r = r0; r < r1; r++) {
+      const uint8_t *wr = job->w + (size_t) r * job->w_row_bytes;
+      for (int t = 0; t < job->n_tokens; t++) {
+        const uint8_t *a = job->act + (size_t) t * job->act_row_bytes;
+        float v = job->fast ? job->fast(job->n, wr, a) : hn_vec_dot_ref(job->type, job->n, wr, a);
+        job->y[(size_t) t * (size_t) job->y_stride + (size_t) r] = v;
+      }
     }
   }
 }
@@ -86,6 +101,8 @@ typedef struct {
   size_t w_row_bytes;
   float *y;
   int64_t y_stride;
+  int64_t unit;
+  atomic_int next;
 } TileJob;
 
 /* Quantizes one token (reference format, bit-identical quantizer) and lays it out as
@@ -136,31 +153,34 @@ prepare_chunks(const HnSimdKernels *k, HnType vdt, int offset, const float *x, i
 static void
 tile_worker(void *data, int ith, int nth)
 {
-  const TileJob *job = data;
+  TileJob *job = data;
   HnGemmTileFn tile = job->k->gemm_tile[job->type];
   const int tr = job->k->gemm_rows, tc = job->k->gemm_cols;
-  /* equal shares of 16-row units: no two threads write one cache line of y */
-  int64_t units = (job->rows + 15) / 16;
-  int64_t r0 = units * ith / nth * 16, r1 = units * (ith + 1) / nth * 16;
-  if (r1 > job->rows)
-    r1 = job->rows;
-  for (int64_t r = r0; r < r1; r += tr) {
-    int n_rows = r1 - r < tr ? (int) (r1 - r) : tr;
-    for (int t = 0; t < job->n_tokens; t += tc) {
-      int cols = job->n_tokens - t < tc ? job->n_tokens - t : tc;
-      /* the tile writes out[row * out_stride + col]; tokens are y_stride apart, so one
-       * call per token column keeps the layout */
-      if (cols == 1 || job->y_stride == 1) {
-        tile(job->n, job->w + (size_t) r * job->w_row_bytes, job->w_row_bytes, n_rows,
-             job->act + (size_t) t * (size_t) job->n_chunks, (size_t) job->n_chunks, cols,
-             job->y + (size_t) t * (size_t) job->y_stride + (size_t) r, 1);
-      } else {
-        float out[16 * 16];
-        tile(job->n, job->w + (size_t) r * job->w_row_bytes, job->w_row_bytes, n_rows,
-             job->act + (size_t) t * (size_t) job->n_chunks, (size_t) job->n_chunks, cols, out, 16);
-        for (int i = 0; i < n_rows; i++)
-          for (int c = 0; c < cols; c++)
-            job->y[(size_t) (t + c) * (size_t) job->y_stride + (size_t) (r + i)] = out[i * 16 + c];
+  (void) ith;
+  (void) nth;
+  for (;;) {
+    int64_t r0 = (int64_t) atomic_fetch_add(&job->next, 1) * job->unit;
+    if (r0 >= job->rows)
+      break;
+    int64_t r1 = r0 + job->unit < job->rows ? r0 + job->unit : job->rows;
+    for (int64_t r = r0; r < r1; r += tr) {
+      int n_rows = r1 - r < tr ? (int) (r1 - r) : tr;
+      for (int t = 0; t < job->n_tokens; t += tc) {
+        int cols = job->n_tokens - t < tc ? job->n_tokens - t : tc;
+        /* the tile writes out[row * out_stride + col] while y keeps a token's rows
+         * together: one column goes straight to y, several through a small buffer */
+        if (cols == 1) {
+          tile(job->n, job->w + (size_t) r * job->w_row_bytes, job->w_row_bytes, n_rows,
+               job->act + (size_t) t * (size_t) job->n_chunks, (size_t) job->n_chunks, cols,
+               job->y + (size_t) t * (size_t) job->y_stride + (size_t) r, 1);
+        } else {
+          float out[16 * 16];
+          tile(job->n, job->w + (size_t) r * job->w_row_bytes, job->w_row_bytes, n_rows,
+               job->act + (size_t) t * (size_t) job->n_chunks, (size_t) job->n_chunks, cols, out, 16);
+          for (int i = 0; i < n_rows; i++)
+            for (int c = 0; c < cols; c++)
+              job->y[(size_t) (t + c) * (size_t) job->y_stride + (size_t) (r + i)] = out[i * 16 + c];
+        }
       }
     }
   }
@@ -182,6 +202,7 @@ typedef struct {
   size_t w_row_bytes;
   float *y;
   int64_t y_stride;
+  atomic_int next;
 } PanelJob;
 
 /* Quantizes one token's row with the reference format of the weight type (Q8_0 or
@@ -245,14 +266,14 @@ prepare_worker(void *data, int ith, int nth)
 static void
 panel_worker(void *data, int ith, int nth)
 {
-  const PanelJob *job = data;
+  PanelJob *job = data;
   HnPackPanelFn pack = job->k->pack_panel[job->type];
   HnPanelGemmFn gemm = job->k->panel_gemm[job->type];
   uint8_t *panel = job->panels + (size_t) ith * job->panel_bytes;
   int64_t n_panels = (job->rows + HN_PANEL_ROWS - 1) / HN_PANEL_ROWS;
-  int64_t p0 = n_panels * ith / nth, p1 = n_panels * (ith + 1) / nth;
   size_t act_stride = (size_t) (job->n / 32);
-  for (int64_t p = p0; p < p1; p++) {
+  (void) nth;
+  for (int64_t p; (p = atomic_fetch_add(&job->next, 1)) < n_panels;) {
     int64_t r0 = p * HN_PANEL_ROWS;
     int n_rows = job->rows - r0 < HN_PANEL_ROWS ? (int) (job->rows - r0) : HN_PANEL_ROWS;
     pack(job->w + (size_t) r0 * job->w_row_bytes, job->w_row_bytes, n_rows, job->n, panel);
@@ -281,6 +302,7 @@ hn_matmul(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_token
       .panel_bytes = align64((size_t) (n / 32 + 1) * HN_PANEL_BLOCK_BYTES),
       .w = w->data, .w_row_bytes = hn_type_row_bytes(type, n), .y = y, .y_stride = y_stride,
     };
+    atomic_init(&job.next, 0);
     hn_threadpool_run(pool, prepare_worker, &job);
     hn_threadpool_run(pool, panel_worker, &job);
     return;
@@ -290,7 +312,9 @@ hn_matmul(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_token
       .k = k, .type = type, .n = n, .rows = w->ne[1], .n_chunks = (n / 32 + 1) / 2,
       .act = (const HnActChunk *) scratch, .n_tokens = n_tokens, .w = w->data,
       .w_row_bytes = hn_type_row_bytes(type, n), .y = y, .y_stride = y_stride,
+      .unit = unit_rows(w->ne[1], hn_threadpool_n_threads(pool)),
     };
+    atomic_init(&job.next, 0);
     for (int t = 0; t < n_tokens; t++)
       prepare_chunks(k, vdt, k->gemm_offset[type], x + (size_t) t * (size_t) n, n,
                      (HnActChunk *) scratch + (size_t) t * (size_t) job.n_chunks);
@@ -301,7 +325,9 @@ hn_matmul(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_token
     .fast = k ? k->vec_dot[type] : NULL, .type = type, .n = n, .rows = w->ne[1],
     .w = w->data, .w_row_bytes = hn_type_row_bytes(type, n), .act = scratch,
     .act_row_bytes = hn_type_row_bytes(vdt, n), .n_tokens = n_tokens, .y = y, .y_stride = y_stride,
+    .unit = unit_rows(w->ne[1], hn_threadpool_n_threads(pool)),
   };
+  atomic_init(&job.next, 0);
   /* Activations are converted once per product, not once per weight row.  The SIMD
    * quantizers are bit-identical to the reference (test-simd checks it byte for byte). */
   HnQuantizeFn quantize = k ? k->quantize[vdt] : NULL;
