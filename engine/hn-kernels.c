@@ -46,7 +46,7 @@ act_bytes(int64_t n, int n_tokens)
 size_t
 hn_matmul_scratch_bytes(int64_t n, int n_tokens, int n_threads)
 {
-  size_t panel = align64((size_t) (n / 32 + 1) * HN_PANEL_BLOCK_BYTES);
+  size_t panel = align64((size_t) (n / 32 + 1) * HN_PANEL_SCRATCH_PER_32);
   return 64 + act_bytes(n, n_tokens) + (size_t) (n_threads > 0 ? n_threads : 1) * panel;
 }
 
@@ -259,8 +259,13 @@ prepare_worker(void *data, int ith, int nth)
 {
   const PanelJob *job = data;
   int t0 = (int) ((int64_t) job->n_tokens * ith / nth), t1 = (int) ((int64_t) job->n_tokens * (ith + 1) / nth);
-  for (int t = t0; t < t1; t++)
-    prepare_token(job, job->x + (size_t) t * (size_t) job->n, job->act + (size_t) t * (size_t) (job->n / 32));
+  for (int t = t0; t < t1; t++) {
+    const float *x = job->x + (size_t) t * (size_t) job->n;
+    if (job->type == HN_TYPE_F16)
+      job->k->round_f16(x, (float *) job->act + (size_t) t * (size_t) job->n, job->n);
+    else
+      prepare_token(job, x, job->act + (size_t) t * (size_t) (job->n / 32));
+  }
 }
 
 static void
@@ -277,6 +282,16 @@ panel_worker(void *data, int ith, int nth)
     int64_t r0 = p * HN_PANEL_ROWS;
     int n_rows = job->rows - r0 < HN_PANEL_ROWS ? (int) (job->rows - r0) : HN_PANEL_ROWS;
     pack(job->w + (size_t) r0 * job->w_row_bytes, job->w_row_bytes, n_rows, job->n, panel);
+    if (job->type == HN_TYPE_F16) {
+      const float *act = (const float *) job->act;
+      for (int t = 0; t < job->n_tokens; t += HN_PANEL_COLS) {
+        int cols = job->n_tokens - t < HN_PANEL_COLS ? job->n_tokens - t : HN_PANEL_COLS;
+        job->k->panel_gemm_f16(panel, job->n, n_rows, act + (size_t) t * (size_t) job->n, (size_t) job->n,
+                               cols, job->y + (size_t) t * (size_t) job->y_stride + (size_t) r0,
+                               (size_t) job->y_stride);
+      }
+      continue;
+    }
     for (int t = 0; t < job->n_tokens; t += HN_PANEL_COLS) {
       int cols = job->n_tokens - t < HN_PANEL_COLS ? job->n_tokens - t : HN_PANEL_COLS;
       gemm(panel, job->n, n_rows, job->act + (size_t) t * act_stride, act_stride, cols,
@@ -294,12 +309,13 @@ hn_matmul(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_token
   HnType vdt = hn_type_vec_dot_type(type);
   int64_t n = w->ne[0];
   uint8_t *scratch = (uint8_t *) align64((size_t) act_scratch);
-  if (k && k->panel_gemm[type] && n_tokens >= HN_PANEL_MIN_TOKENS && n % 32 == 0) {
+  bool panel_f16 = type == HN_TYPE_F16 && k && k->panel_gemm_f16 && k->pack_panel[type] && k->round_f16;
+  if (k && n_tokens >= HN_PANEL_MIN_TOKENS && ((k->panel_gemm[type] && n % 32 == 0) || panel_f16)) {
     PanelJob job = {
       .k = k, .type = type, .vdt = vdt, .n = n, .rows = w->ne[1], .x = x, .n_tokens = n_tokens,
       .offset = k->panel_offset[type], .act = (HnActBlock *) scratch,
       .panels = scratch + act_bytes(n, n_tokens),
-      .panel_bytes = align64((size_t) (n / 32 + 1) * HN_PANEL_BLOCK_BYTES),
+      .panel_bytes = align64((size_t) (n / 32 + 1) * HN_PANEL_SCRATCH_PER_32),
       .w = w->data, .w_row_bytes = hn_type_row_bytes(type, n), .y = y, .y_stride = y_stride,
     };
     atomic_init(&job.next, 0);

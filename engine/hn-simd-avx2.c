@@ -529,6 +529,16 @@ vec_dot_f16(int64_t n, const void *w, const void *a)
   return sum;
 }
 
+static void
+round_f16(const float *x, float *y, int64_t n)
+{
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+  for (; i < n; i++)
+    y[i] = h2f(hn_fp32_to_fp16(x[i]));
+}
+
 static float
 vec_dot_f32(int64_t n, const void *w, const void *a)
 {
@@ -575,6 +585,7 @@ hn_simd_fill_avx2(HnSimdKernels *k)
   k->quantize[HN_TYPE_F16] = quantize_f16;
   k->vec_dot[HN_TYPE_F32] = vec_dot_f32;
   k->vec_dot[HN_TYPE_F16] = vec_dot_f16;
+  k->round_f16 = round_f16;
   k->vec_dot[HN_TYPE_Q8_0] = vec_dot_q8_0;
   k->vec_dot[HN_TYPE_Q4_0] = vec_dot_q4_0;
   k->vec_dot[HN_TYPE_Q4_1] = vec_dot_q4_1;

@@ -96,8 +96,21 @@ hn_attn_work_floats(int n_q, int head_dim)
   return ((head + 15) & ~(size_t)15) + 2 * HN_ATTN_CHUNK * (size_t)head_dim;
 }
 
+/* F16 weights: a panel holds 16 rows as halves, element-major (the 16 rows' values of
+ * element i together), n · 32 bytes; activations are f32 rows (already rounded to F16
+ * like the reference's F16 activations). */
+typedef void (*HnPanelGemmF32Fn)(const void *panel, int64_t n, int n_rows, const float *act,
+                                 size_t act_stride, int n_cols, float *out, size_t out_stride);
+/* y[i] = the F16 value nearest x[i], as a float (round to nearest even). */
+typedef void (*HnRoundF16Fn)(const float *x, float *y, int64_t n);
+
+/* Scratch one packed panel of any type needs, per 32 elements of a row. */
+#define HN_PANEL_SCRATCH_PER_32 1024
+
 typedef struct {
   HnSimdLevel level;
+  HnPanelGemmF32Fn panel_gemm_f16;
+  HnRoundF16Fn round_f16;
   HnAttnFn attn;       /* NULL: scalar attention */
   int attn_multiple;   /* head_dim must be a multiple of this for attn */
   HnPackPanelFn pack_panel[HN_TYPE_COUNT];
