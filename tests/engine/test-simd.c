@@ -247,52 +247,132 @@ test_matmul_paths (void)
   g_assert_nonnull (pool);
   const int token_counts[] = { 1, 3, 8, 9, 17 };
   const int row_counts[] = { 1, 16, 37 };
+  const char *levels[] = { "scalar", "avx2", "avx512" };
   int checked = 0;
-  for (gsize ti = 0; ti < G_N_ELEMENTS (weight_types); ti++) {
-    HnType type = weight_types[ti];
-    HnType vdt = hn_type_vec_dot_type (type);
-    int64_t block = hn_type_block_elems (type) == 1 ? 32 : hn_type_block_elems (type);
-    int64_t n = block == 32 ? 32 * 7 : block * 3;
-    size_t row_bytes = hn_type_row_bytes (type, n), act_row = hn_type_row_bytes (vdt, n);
-    for (gsize ri = 0; ri < G_N_ELEMENTS (row_counts); ri++)
-      for (gsize ki = 0; ki < G_N_ELEMENTS (token_counts); ki++) {
-        int rows = row_counts[ri], nt = token_counts[ki];
-        float *wf = g_new (float, n * rows), *x = g_new (float, n * nt);
-        guint8 *w = g_malloc0 (row_bytes * rows), *a = g_malloc0 (act_row * nt);
-        fill_random (rand, wf, n * rows);
-        fill_random (rand, x, n * nt);
-        for (int r = 0; r < rows; r++)
-          hn_quantize_row (type, wf + r * n, w + r * row_bytes, n);
-        for (int t = 0; t < nt; t++)
-          hn_quantize_row (vdt, x + t * n, a + t * act_row, n);
-        HnGgufTensor tensor = { .name = "w", .type = type, .n_dims = 2, .ne = { n, rows, 1, 1 },
-                                .data = w, .nbytes = row_bytes * rows };
-        void *scratch = g_malloc (hn_matmul_scratch_bytes (n, nt, 3));
-        int64_t y_stride = rows + 3;
-        float *y = g_new0 (float, y_stride * nt);
-        hn_matmul (pool, &tensor, x, nt, scratch, y, y_stride);
-        for (int t = 0; t < nt; t++)
-          for (int r = 0; r < rows; r++) {
-            float ref = hn_vec_dot_ref (type, n, w + r * row_bytes, a + t * act_row);
-            double mag = 0;
-            for (int64_t i = 0; i < n; i++)
-              mag += fabs (wf[r * n + i] * x[t * n + i]);
-            float got = y[t * y_stride + r];
-            if (fabs (got - ref) > 1e-4 * (mag + 1e-3))
-              g_error ("matmul %s rows=%d tokens=%d r=%d t=%d: reference %g, got %g", hn_type_name (type),
-                       rows, nt, r, t, ref, got);
+  for (gsize li = 0; li < G_N_ELEMENTS (levels); li++) {
+    /* hn_matmul picks its kernels per call, capped by HANASHI_SIMD */
+    g_setenv ("HANASHI_SIMD", levels[li], TRUE);
+    for (gsize ti = 0; ti < G_N_ELEMENTS (weight_types); ti++) {
+      HnType type = weight_types[ti];
+      HnType vdt = hn_type_vec_dot_type (type);
+      int64_t block = hn_type_block_elems (type) == 1 ? 32 : hn_type_block_elems (type);
+      int64_t n = block == 32 ? 32 * 7 : block * 3;
+      size_t row_bytes = hn_type_row_bytes (type, n), act_row = hn_type_row_bytes (vdt, n);
+      for (gsize ri = 0; ri < G_N_ELEMENTS (row_counts); ri++)
+        for (gsize ki = 0; ki < G_N_ELEMENTS (token_counts); ki++) {
+          int rows = row_counts[ri], nt = token_counts[ki];
+          float *wf = g_new (float, n * rows), *x = g_new (float, n * nt);
+          guint8 *w = g_malloc0 (row_bytes * rows), *a = g_malloc0 (act_row * nt);
+          fill_random (rand, wf, n * rows);
+          fill_random (rand, x, n * nt);
+          for (int r = 0; r < rows; r++)
+            hn_quantize_row (type, wf + r * n, w + r * row_bytes, n);
+          for (int t = 0; t < nt; t++)
+            hn_quantize_row (vdt, x + t * n, a + t * act_row, n);
+          HnGgufTensor tensor = { .name = "w", .type = type, .n_dims = 2, .ne = { n, rows, 1, 1 },
+                                  .data = w, .nbytes = row_bytes * rows };
+          void *scratch = g_malloc (hn_matmul_scratch_bytes (n, nt, 3));
+          int64_t y_stride = rows + 3;
+          float *y = g_new0 (float, y_stride * nt);
+          hn_matmul (pool, &tensor, x, nt, scratch, y, y_stride);
+          for (int t = 0; t < nt; t++)
+            for (int r = 0; r < rows; r++) {
+              float ref = hn_vec_dot_ref (type, n, w + r * row_bytes, a + t * act_row);
+              double mag = 0;
+              for (int64_t i = 0; i < n; i++)
+                mag += fabs (wf[r * n + i] * x[t * n + i]);
+              float got = y[t * y_stride + r];
+              if (fabs (got - ref) > 1e-4 * (mag + 1e-3))
+                g_error ("matmul (%s) %s rows=%d tokens=%d r=%d t=%d: reference %g, got %g", levels[li],
+                         hn_type_name (type), rows, nt, r, t, ref, got);
+              checked++;
+            }
+          g_free (wf);
+          g_free (x);
+          g_free (w);
+          g_free (a);
+          g_free (scratch);
+          g_free (y);
+        }
+    }
+  }
+  g_unsetenv ("HANASHI_SIMD");
+  g_test_message ("%d matmul outputs compared over the levels this processor has", checked);
+  hn_threadpool_free (pool);
+  g_rand_free (rand);
+}
+
+/* The SIMD attention kernels against a double-precision softmax over the same F16 keys
+ * and values: several head sizes, grouped query heads, cell lists longer than one chunk
+ * and out of order, and an empty list. */
+static void
+test_attention (void)
+{
+  GRand *rand = g_rand_new_with_seed (5);
+  int checked = 0;
+  for (HnSimdLevel level = HN_SIMD_AVX2; level <= HN_SIMD_AVX512; level++) {
+    const HnSimdKernels *k = hn_simd_kernels_for_level (level);
+    if (k == NULL || k->attn == NULL)
+      continue;
+    const int head_dims[] = { 64, 128, 48, 80 };
+    const int cell_counts[] = { 0, 1, 31, 33, 100 };
+    for (gsize hi = 0; hi < G_N_ELEMENTS (head_dims); hi++)
+      for (gsize ci = 0; ci < G_N_ELEMENTS (cell_counts); ci++) {
+        int hd = head_dims[hi], n_q = 3, n_cells = cell_counts[ci], n_total = 128, kv_stride = 2 * hd;
+        if (hd % k->attn_multiple != 0)
+          continue;
+        float *q = g_new (float, n_q * hd), *out = g_new (float, n_q * hd);
+        guint16 *kc = g_new (guint16, n_total * kv_stride), *vc = g_new (guint16, n_total * kv_stride);
+        gint32 *cells = g_new (gint32, n_total);
+        float *work = g_aligned_alloc (hn_attn_work_floats (n_q, hd), sizeof (float), 64);
+        for (int i = 0; i < n_q * hd; i++)
+          q[i] = (float) g_rand_double_range (rand, -2, 2);
+        for (int i = 0; i < n_total * kv_stride; i++) {
+          kc[i] = hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -1, 1));
+          vc[i] = hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -1, 1));
+        }
+        for (int i = 0; i < n_cells; i++)
+          cells[i] = (i * 37 + 5) % n_total; /* distinct, not ascending */
+        HnAttnArgs args = {
+          .head_dim = hd, .n_q = n_q, .q = q, .q_stride = (size_t) hd, .scale = 1.0f / sqrtf ((float) hd),
+          .k = kc + hd, .v = vc + hd, .kv_stride = (size_t) kv_stride, .cells = cells, .n_cells = n_cells,
+          .out = out, .out_stride = (size_t) hd, .work = work,
+        };
+        k->attn (&args);
+        for (int h = 0; h < n_q; h++) {
+          double *s = g_new (double, n_cells + 1), mx = -INFINITY, sum = 0;
+          for (int c = 0; c < n_cells; c++) {
+            double d = 0;
+            for (int i = 0; i < hd; i++)
+              d += q[h * hd + i] * (double) hn_fp16_to_fp32 (kc[cells[c] * kv_stride + hd + i]);
+            s[c] = d * args.scale;
+            mx = MAX (mx, s[c]);
+          }
+          for (int c = 0; c < n_cells; c++)
+            sum += s[c] = exp (s[c] - mx);
+          for (int i = 0; i < hd; i++) {
+            double o = 0;
+            for (int c = 0; c < n_cells; c++)
+              o += s[c] * hn_fp16_to_fp32 (vc[cells[c] * kv_stride + hd + i]);
+            o = n_cells > 0 ? o / sum : 0.0;
+            if (fabs (out[h * hd + i] - o) > 1e-5)
+              g_error ("%s attention hd=%d cells=%d head %d [%d]: %g, expected %g", hn_simd_level_name (level),
+                       hd, n_cells, h, i, out[h * hd + i], o);
             checked++;
           }
-        g_free (wf);
-        g_free (x);
-        g_free (w);
-        g_free (a);
-        g_free (scratch);
-        g_free (y);
+          g_free (s);
+        }
+        g_free (q);
+        g_free (out);
+        g_free (kc);
+        g_free (vc);
+        g_free (cells);
+        g_aligned_free (work);
       }
   }
-  g_test_message ("%d matmul outputs compared (%s)", checked, hn_simd_level_name (hn_cpu_simd_level ()));
-  hn_threadpool_free (pool);
+  if (checked == 0)
+    g_test_skip ("no SIMD attention on this processor");
+  g_test_message ("%d attention outputs compared", checked);
   g_rand_free (rand);
 }
 
@@ -304,5 +384,6 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/simd/quantize", test_quantize_levels);
   g_test_add_func ("/engine/simd/gemm-tiles", test_gemm_tiles);
   g_test_add_func ("/engine/simd/matmul", test_matmul_paths);
+  g_test_add_func ("/engine/simd/attention", test_attention);
   return g_test_run ();
 }
