@@ -147,6 +147,13 @@ prepare_chunks(const HnSimdKernels *k, HnType vdt, int offset, const float *x, i
       c->neg_offset_sum[lane] = -offset * s4;
       c->lane_sum[lane] = d[e / 32] * (float) s4;
     }
+    for (int64_t b = 0; b < len / 32; b++) {
+      int32_t s32 = 0;
+      for (int l = 0; l < 32; l++)
+        s32 += qs[32 * b + l];
+      int64_t g = i0 / 32 + b;
+      out[g / 2].block_sum[g % 2] = d[b] * (float) s32;
+    }
   }
 }
 

@@ -22,6 +22,13 @@ broadcast_pair_halves(uint16_t d0, uint16_t d1)
   return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16((short)d1), _mm_set1_epi16((short)d0)));
 }
 
+/* 8 floats into lanes 8-15 of a zero vector (no AVX512DQ needed). */
+static inline __m512
+high_half_ps(__m256 v)
+{
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_setzero_pd(), _mm256_castps_pd(v), 1));
+}
+
 static inline __m512
 broadcast_pair(float a, float b)
 {
@@ -69,6 +76,8 @@ pack_act(const float *x, int64_t n, int offset, HnActChunk *out)
     _mm512_storeu_si512(out[k].neg_offset_sum, _mm512_mullo_epi32(sums, neg_offset));
     _mm512_storeu_ps(out[k].d, d);
     _mm512_storeu_ps(out[k].lane_sum, _mm512_mul_ps(_mm512_cvtepi32_ps(sums), d));
+    out[k].block_sum[0] = d0 * (float)_mm512_mask_reduce_add_epi32(0x00ff, sums);
+    out[k].block_sum[1] = d1 * (float)_mm512_mask_reduce_add_epi32(0xff00, sums);
   }
 }
 
@@ -249,6 +258,77 @@ DEFINE_GEMM(gemm_q8_0, load_q8_0, false, 68)
 DEFINE_GEMM(gemm_q4_0, load_q4_0, false, 36)
 DEFINE_GEMM(gemm_q4_k, load_q4_k, true, 36)
 DEFINE_GEMM(gemm_q6_k, load_q6_k, false, 52)
+
+/* Q4_K decode, one super-block at a time: the super-block's scales are unpacked once,
+ * the four chunks' codes come from two 64-byte loads, and the mins are applied with one
+ * FMA against the activation's group sums instead of once per chunk. */
+#define Q4K_ROWS 8
+static void
+gemv_q4_k(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
+          float *out, size_t out_stride)
+{
+  const uint8_t *rows[Q4K_ROWS];
+  for (int r = 0; r < Q4K_ROWS; r++)
+    rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;
+  __m512 acc[Q4K_ROWS];
+  for (int r = 0; r < Q4K_ROWS; r++)
+    acc[r] = _mm512_setzero_ps();
+  const __m512i half_pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m512i pick1 = _mm512_add_epi32(half_pick, _mm512_set1_epi32(2));
+  const __m512i pick2 = _mm512_add_epi32(half_pick, _mm512_set1_epi32(4));
+  const __m512i pick3 = _mm512_add_epi32(half_pick, _mm512_set1_epi32(6));
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  for (int64_t sb = 0; sb < n / HN_QK_K; sb++) {
+    const HnActChunk *a = act + 4 * sb;
+    const __m512i q0 = _mm512_loadu_si512(a[0].q), q1 = _mm512_loadu_si512(a[1].q);
+    const __m512i q2 = _mm512_loadu_si512(a[2].q), q3 = _mm512_loadu_si512(a[3].q);
+    const __m512 d0 = _mm512_loadu_ps(a[0].d), d1 = _mm512_loadu_ps(a[1].d);
+    const __m512 d2 = _mm512_loadu_ps(a[2].d), d3 = _mm512_loadu_ps(a[3].d);
+    /* lanes 8-15: d·Σ of each group, to meet the -dmin·min lanes of the scale vector */
+    const __m256 gs = _mm256_setr_ps(a[0].block_sum[0], a[0].block_sum[1], a[1].block_sum[0], a[1].block_sum[1],
+                                     a[2].block_sum[0], a[2].block_sum[1], a[3].block_sum[0], a[3].block_sum[1]);
+    const __m512 group_sums = high_half_ps(gs);
+    _Pragma("GCC unroll 8") for (int r = 0; r < Q4K_ROWS; r++) {
+      const SimdBlockQ4_K *b = (const SimdBlockQ4_K *)rows[r] + sb;
+      _mm_prefetch((const char *)(b + 4), _MM_HINT_T0);
+      _mm_prefetch((const char *)(b + 4) + 64, _MM_HINT_T0);
+      _mm_prefetch((const char *)(b + 4) + 128, _MM_HINT_T0);
+      const __m512 sm = q4_k_scales_mins(b);
+      const __m512i bits01 = _mm512_loadu_si512(b->qs), bits23 = _mm512_loadu_si512(b->qs + 64);
+      /* chunk j needs [low nibbles | high nibbles] of qs[32j .. 32j+31] */
+      const __m512i lo01 = _mm512_and_si512(bits01, low4), hi01 = _mm512_and_si512(_mm512_srli_epi16(bits01, 4), low4);
+      const __m512i lo23 = _mm512_and_si512(bits23, low4), hi23 = _mm512_and_si512(_mm512_srli_epi16(bits23, 4), low4);
+      const __m512i c0 = _mm512_shuffle_i64x2(lo01, hi01, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m512i c1 = _mm512_shuffle_i64x2(lo01, hi01, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m512i c2 = _mm512_shuffle_i64x2(lo23, hi23, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m512i c3 = _mm512_shuffle_i64x2(lo23, hi23, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m512i z = _mm512_setzero_si512();
+      /* lanes 0-7 take group 2j's scale, 8-15 group 2j+1's; times the lanes' activation scales */
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(z, c0, q0)),
+                               _mm512_mul_ps(_mm512_permutexvar_ps(half_pick, sm), d0), acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(z, c1, q1)),
+                               _mm512_mul_ps(_mm512_permutexvar_ps(pick1, sm), d1), acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(z, c2, q2)),
+                               _mm512_mul_ps(_mm512_permutexvar_ps(pick2, sm), d2), acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(z, c3, q3)),
+                               _mm512_mul_ps(_mm512_permutexvar_ps(pick3, sm), d3), acc[r]);
+      acc[r] = _mm512_fmadd_ps(sm, group_sums, acc[r]);
+    }
+  }
+  for (int r = 0; r < n_rows && r < Q4K_ROWS; r++)
+    out[(size_t)r * out_stride] = _mm512_reduce_add_ps(acc[r]);
+}
+
+static void
+gemm_q4_k_dispatch(int64_t n, const void *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
+                   size_t act_stride, int n_cols, float *out, size_t out_stride)
+{
+  if (n_cols == 1) {
+    gemv_q4_k(n, weight, weight_stride, n_rows, act, out, out_stride);
+    return;
+  }
+  gemm_q4_k(n, weight, weight_stride, n_rows, act, act_stride, n_cols, out, out_stride);
+}
 
 /* ---- panel GEMM for prompt processing ----
  *
@@ -557,7 +637,7 @@ hn_simd_fill_avx512(HnSimdKernels *k)
   k->gemm_offset[HN_TYPE_Q8_0] = 128;
   k->gemm_tile[HN_TYPE_Q4_0] = gemm_q4_0;
   k->gemm_offset[HN_TYPE_Q4_0] = 8;
-  k->gemm_tile[HN_TYPE_Q4_K] = gemm_q4_k;
+  k->gemm_tile[HN_TYPE_Q4_K] = gemm_q4_k_dispatch;
   k->gemm_offset[HN_TYPE_Q4_K] = 0;
   k->gemm_tile[HN_TYPE_Q6_K] = gemm_q6_k;
   k->gemm_offset[HN_TYPE_Q6_K] = 32;

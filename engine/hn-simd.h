@@ -27,6 +27,8 @@ typedef struct {
   int32_t neg_offset_sum[16]; /* -offset · Σ of the 4 quants in the lane */
   float d[16];                /* scale of the 32-block each lane belongs to */
   float lane_sum[16];         /* d · Σ of the lane's 4 quants (for weight types with mins) */
+  float block_sum[2];         /* d · Σ of each 32-block's quants (Q4_K decode) */
+  float pad[14];
 } HnActChunk;
 
 /* Packs one activation row of n floats (n a multiple of 32) into ceil(n/64) chunks, for
