@@ -3,7 +3,9 @@
  * Measures prompt processing (p tokens in one decode call) and generation (n tokens one
  * at a time), each from an empty cache and repeated r times after one warm-up run, the
  * way the reference engine's benchmark does, so the two can be compared side by side.
- * Token ids are pseudo-random: the cost of a forward pass does not depend on them. */
+ * Token ids are pseudo-random: the cost of a forward pass does not depend on them.
+ * -d DEPTH fills the cache with DEPTH tokens (untimed) before each run, to measure
+ * speed deep into a conversation. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +20,7 @@
 
 int cli_bench(int argc, char **argv);
 
-#define USAGE "usage: hanashi-cli bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]"
+#define USAGE "usage: hanashi-cli bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [-d DEPTH] [--json]"
 
 static double
 now_seconds(void)
@@ -37,19 +39,39 @@ next_random(uint32_t *state)
 
 typedef struct {
   HnContext *ctx;
-  int n_vocab;
+  int n_vocab, depth, n_batch;
   int32_t *tokens, *pos;
   uint32_t rng;
 } Bench;
+
+/* Empties the cache and, with a depth, fills it with that many tokens (untimed). */
+static bool
+reset_cache(Bench *b, HnError *err)
+{
+  hn_kv_cache_clear(hn_context_kv(b->ctx));
+  for (int done = 0; done < b->depth;) {
+    int n = b->depth - done < b->n_batch ? b->depth - done : b->n_batch;
+    for (int i = 0; i < n; i++) {
+      b->tokens[i] = (int32_t) (next_random(&b->rng) % (uint32_t) b->n_vocab);
+      b->pos[i] = done + i;
+    }
+    HnBatch batch = { .n_tokens = n, .token = b->tokens, .pos = b->pos };
+    if (!hn_context_decode(b->ctx, &batch, err))
+      return false;
+    done += n;
+  }
+  return true;
+}
 
 /* One prompt-processing run of n tokens in a single batch; seconds or < 0 on error. */
 static double
 run_prompt(Bench *b, int n, HnError *err)
 {
-  hn_kv_cache_clear(hn_context_kv(b->ctx));
+  if (!reset_cache(b, err))
+    return -1.0;
   for (int i = 0; i < n; i++) {
     b->tokens[i] = (int32_t) (next_random(&b->rng) % (uint32_t) b->n_vocab);
-    b->pos[i] = i;
+    b->pos[i] = b->depth + i;
   }
   HnBatch batch = { .n_tokens = n, .token = b->tokens, .pos = b->pos };
   double t0 = now_seconds();
@@ -62,10 +84,11 @@ run_prompt(Bench *b, int n, HnError *err)
 static double
 run_generate(Bench *b, int n, HnError *err)
 {
-  hn_kv_cache_clear(hn_context_kv(b->ctx));
+  if (!reset_cache(b, err))
+    return -1.0;
   double t0 = now_seconds();
   for (int i = 0; i < n; i++) {
-    int32_t token = (int32_t) (next_random(&b->rng) % (uint32_t) b->n_vocab), pos = i;
+    int32_t token = (int32_t) (next_random(&b->rng) % (uint32_t) b->n_vocab), pos = b->depth + i;
     HnBatch batch = { .n_tokens = 1, .token = &token, .pos = &pos };
     if (!hn_context_decode(b->ctx, &batch, err))
       return -1.0;
@@ -137,7 +160,7 @@ int
 cli_bench(int argc, char **argv)
 {
   const char *model_path = NULL;
-  long long n_prompt = 512, n_gen = 128, threads = 0, reps = 5;
+  long long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, depth = 0;
   bool json = false;
   for (int i = 1; i < argc; i++) {
     const char *opt = argv[i];
@@ -159,6 +182,9 @@ cli_bench(int argc, char **argv)
     } else if (strcmp(opt, "-t") == 0 || strcmp(opt, "--threads") == 0) {
       if (!cli_parse_int(val, 1, 512, &threads))
         return cli_fail("invalid thread count '%s'", val);
+    } else if (strcmp(opt, "-d") == 0 || strcmp(opt, "--depth") == 0) {
+      if (!cli_parse_int(val, 0, 1 << 20, &depth))
+        return cli_fail("invalid depth '%s'", val);
     } else if (strcmp(opt, "-r") == 0 || strcmp(opt, "--repetitions") == 0) {
       if (!cli_parse_int(val, 1, 1000, &reps))
         return cli_fail("invalid repetition count '%s'", val);
@@ -175,23 +201,26 @@ cli_bench(int argc, char **argv)
   if (!model)
     return cli_fail_error(&err);
   int status = 1;
-  Bench b = { .n_vocab = hn_model_n_vocab(model), .rng = 12345u };
+  Bench b = { .n_vocab = hn_model_n_vocab(model), .depth = (int) depth, .rng = 12345u };
   double *pp = NULL, *tg = NULL;
-  long long n_ctx = n_prompt > n_gen ? n_prompt : n_gen;
+  long long n_ctx = depth + (n_prompt > n_gen ? n_prompt : n_gen);
   if (n_ctx > hn_model_n_ctx_train(model)) {
     status = cli_fail("%lld tokens exceed the model's context of %d", n_ctx, hn_model_n_ctx_train(model));
     goto out;
   }
   HnContextParams params = hn_context_default_params();
   params.n_ctx = (int) n_ctx;
-  params.n_batch = n_prompt > 0 ? (int) (n_prompt < 512 ? n_prompt : 512) : 1;
+  long long widest = n_prompt > depth ? n_prompt : depth;
+  params.n_batch = widest > 0 ? (int) (widest < 512 ? widest : 512) : 1;
   params.n_threads = (int) threads;
   if (!(b.ctx = hn_context_new(model, &params, &err))) {
     status = cli_fail_error(&err);
     goto out;
   }
-  b.tokens = malloc((size_t) (n_prompt > 0 ? n_prompt : 1) * sizeof *b.tokens);
-  b.pos = malloc((size_t) (n_prompt > 0 ? n_prompt : 1) * sizeof *b.pos);
+  b.n_batch = params.n_batch;
+  size_t n_ids = (size_t) (widest > 0 ? widest : 1);
+  b.tokens = malloc(n_ids * sizeof *b.tokens);
+  b.pos = malloc(n_ids * sizeof *b.pos);
   pp = calloc((size_t) reps, sizeof *pp);
   tg = calloc((size_t) reps, sizeof *tg);
   if (!b.tokens || !b.pos || !pp || !tg) {
@@ -210,8 +239,8 @@ cli_bench(int argc, char **argv)
   if (json) {
     printf("{\"model\": ");
     print_json_string(model_path);
-    printf(", \"n_prompt\": %lld, \"n_gen\": %lld, \"threads\": %d, \"reps\": %lld, \"simd\": ",
-           n_prompt, n_gen, used_threads, reps);
+    printf(", \"n_prompt\": %lld, \"n_gen\": %lld, \"depth\": %lld, \"threads\": %d, \"reps\": %lld, \"simd\": ",
+           n_prompt, n_gen, depth, used_threads, reps);
     print_json_string(simd);
     printf(", \"pp_tps\": %.3f, \"pp_tps_stddev\": %.3f, \"tg_tps\": %.3f, \"tg_tps_stddev\": %.3f, "
            "\"peak_rss_mb\": %.1f}\n", sp.mean, sp.stddev, sg.mean, sg.stddev, rss);
@@ -220,6 +249,8 @@ cli_bench(int argc, char **argv)
     hn_model_type_summary(model, types, sizeof types);
     printf("model: %s (%s)\nthreads: %d, kernels: %s, repetitions: %lld\n", model_path, types,
            used_threads, simd, reps);
+    if (depth > 0)
+      printf("depth: %lld tokens in the cache before each run\n", depth);
     if (n_prompt > 0)
       printf("pp%-6lld %10.2f t/s ± %.2f\n", n_prompt, sp.mean, sp.stddev);
     if (n_gen > 0)

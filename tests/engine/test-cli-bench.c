@@ -60,6 +60,20 @@ test_json(void)
 }
 
 static void
+test_depth(void)
+{
+  g_autofree char *model = model_path();
+  const char *args[] = { "bench", "-m", model, "-p", "4", "-n", "2", "-r", "1", "-d", "20", "--json", NULL };
+  g_autofree char *out = NULL, *err = NULL;
+  g_assert_cmpint(run_cli(args, &out, &err), ==, 0);
+  g_autoptr(JsonParser) parser = json_parser_new();
+  g_assert_true(json_parser_load_from_data(parser, out, -1, NULL));
+  JsonObject *o = json_node_get_object(json_parser_get_root(parser));
+  g_assert_cmpint(json_object_get_int_member(o, "depth"), ==, 20);
+  g_assert_cmpfloat(json_object_get_double_member(o, "tg_tps"), >, 0.0);
+}
+
+static void
 test_human(void)
 {
   g_autofree char *model = model_path();
@@ -86,6 +100,7 @@ test_bad_input(void)
     { "bench", "-m", model, "--bogus", "1", NULL },
     { "bench", "-m", model, "-p", "0", "-n", "0", NULL },
     { "bench", "-m", model, "-p", "100000", NULL },
+    { "bench", "-m", model, "-d", "-1", NULL },
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *out = NULL, *err = NULL;
@@ -106,6 +121,7 @@ main(int argc, char **argv)
   }
   g_test_add_func("/cli-bench/json", test_json);
   g_test_add_func("/cli-bench/human", test_human);
+  g_test_add_func("/cli-bench/depth", test_depth);
   g_test_add_func("/cli-bench/bad-input", test_bad_input);
   return g_test_run();
 }
