@@ -330,6 +330,67 @@ gemm_q4_k_dispatch(int64_t n, const void *weight, size_t weight_stride, int n_ro
   gemm_q4_k(n, weight, weight_stride, n_rows, act, act_stride, n_cols, out, out_stride);
 }
 
+/* Q6_K decode, one super-block at a time: the 16 group scales are converted once, each
+ * half super-block's ql/qh bytes are loaded once for its two chunks, and a chunk's
+ * scale vector is one permute of them. */
+#define Q6K_ROWS 8
+static void
+gemv_q6_k(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
+          float *out, size_t out_stride)
+{
+  const uint8_t *rows[Q6K_ROWS];
+  for (int r = 0; r < Q6K_ROWS; r++)
+    rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;
+  __m512 acc[Q6K_ROWS];
+  for (int r = 0; r < Q6K_ROWS; r++)
+    acc[r] = _mm512_setzero_ps();
+  const __m512i group_of_lane = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const __m512i low4 = _mm512_set1_epi8(0x0f), two_bits = _mm512_set1_epi8(0x30);
+  const __m512i shifts_lo = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+  const __m512i shifts_hi = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+  for (int64_t sb = 0; sb < n / HN_QK_K; sb++) {
+    const HnActChunk *a = act + 4 * sb;
+    _Pragma("GCC unroll 8") for (int r = 0; r < Q6K_ROWS; r++) {
+      const SimdBlockQ6_K *b = (const SimdBlockQ6_K *)rows[r] + sb;
+      _mm_prefetch((const char *)(b + 3), _MM_HINT_T0);
+      _mm_prefetch((const char *)(b + 3) + 64, _MM_HINT_T0);
+      _mm_prefetch((const char *)(b + 3) + 128, _MM_HINT_T0);
+      _mm_prefetch((const char *)(b + 3) + 192, _MM_HINT_T0);
+      const __m512 sv = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b->scales))),
+                                      _mm512_set1_ps(_cvtsh_ss(b->d)));
+      _Pragma("GCC unroll 2") for (int half = 0; half < 2; half++) {
+        const __m512i ql = _mm512_loadu_si512(b->ql + 64 * half);
+        const __m256i qh256 = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * half));
+        const __m512i qh = _mm512_inserti64x4(_mm512_castsi256_si512(qh256), qh256, 1);
+        const __m512i c_lo = _mm512_or_si512(_mm512_and_si512(ql, low4),
+                                             _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(qh, shifts_lo), 4), two_bits));
+        const __m512i c_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4),
+                                             _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(qh, shifts_hi), 4), two_bits));
+        const HnActChunk *a0 = a + 2 * half, *a1 = a0 + 1;
+        const __m512i i0 = _mm512_dpbusd_epi32(_mm512_loadu_si512(a0->neg_offset_sum), c_lo, _mm512_loadu_si512(a0->q));
+        const __m512i i1 = _mm512_dpbusd_epi32(_mm512_loadu_si512(a1->neg_offset_sum), c_hi, _mm512_loadu_si512(a1->q));
+        const __m512 s0 = _mm512_permutexvar_ps(_mm512_add_epi32(group_of_lane, _mm512_set1_epi32(8 * half)), sv);
+        const __m512 s1 = _mm512_permutexvar_ps(_mm512_add_epi32(group_of_lane, _mm512_set1_epi32(8 * half + 4)), sv);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(s0, _mm512_loadu_ps(a0->d)), acc[r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(s1, _mm512_loadu_ps(a1->d)), acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < n_rows && r < Q6K_ROWS; r++)
+    out[(size_t)r * out_stride] = _mm512_reduce_add_ps(acc[r]);
+}
+
+static void
+gemm_q6_k_dispatch(int64_t n, const void *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
+                   size_t act_stride, int n_cols, float *out, size_t out_stride)
+{
+  if (n_cols == 1) {
+    gemv_q6_k(n, weight, weight_stride, n_rows, act, out, out_stride);
+    return;
+  }
+  gemm_q6_k(n, weight, weight_stride, n_rows, act, act_stride, n_cols, out, out_stride);
+}
+
 /* ---- panel GEMM for prompt processing ----
  *
  * A panel holds 16 weight rows, per 32-element block: eight 64-byte vectors whose 32-bit
@@ -639,7 +700,7 @@ hn_simd_fill_avx512(HnSimdKernels *k)
   k->gemm_offset[HN_TYPE_Q4_0] = 8;
   k->gemm_tile[HN_TYPE_Q4_K] = gemm_q4_k_dispatch;
   k->gemm_offset[HN_TYPE_Q4_K] = 0;
-  k->gemm_tile[HN_TYPE_Q6_K] = gemm_q6_k;
+  k->gemm_tile[HN_TYPE_Q6_K] = gemm_q6_k_dispatch;
   k->gemm_offset[HN_TYPE_Q6_K] = 32;
 
   k->pack_panel[HN_TYPE_Q8_0] = pack_panel_q8_0;
