@@ -1,13 +1,16 @@
 /* hn-kernels.c — W × X over the thread pool.
  *
- * Two paths, both computing what the scalar reference computes (activations quantized
- * with bit-identical quantizers, then integer dot products per block):
- *  - batches of HN_PANEL_MIN_TOKENS tokens or more, for weight types with a panel GEMM:
- *    each thread takes an equal share of 16-row panels, packs one panel at a time into
- *    its own scratch and streams every token of the batch through it (matrix-matrix
- *    product, the panel stays in L1/L2 while the activations stream);
- *  - otherwise (decode, small batches, other types): one dot product per (row, token),
- *    rows split evenly over the threads, every weight row read once per call. */
+ * Three paths, all computing what the scalar reference computes (activations quantized
+ * with bit-identical quantizers, then exact integer dot products per block; only the
+ * float summation order differs):
+ *  - panel GEMM, for batches of HN_PANEL_MIN_TOKENS tokens or more when the level has
+ *    one for the type: threads take 16-row panels from a shared counter, pack one panel
+ *    at a time into their own scratch and stream every token of the batch through it
+ *    (matrix-matrix product; the panel stays in L2 while the activations stream);
+ *  - tiles, for decode and small batches when the level has them: a few rows against
+ *    one to four tokens, rows dealt in 16-row units from a shared counter;
+ *  - otherwise one dot product per (row, token), rows dealt the same way.
+ * Every weight row is read once per call. */
 #include "hn-kernels.h"
 
 #include "hn-quants-blocks.h"
@@ -35,12 +38,15 @@ align64(size_t v)
   return (v + 63) & ~(size_t) 63;
 }
 
+/* Converted activations of n_tokens rows, in whichever format the path uses. */
 static size_t
 act_bytes(int64_t n, int n_tokens)
 {
-  /* F32 activations are the widest vec-dot format; panel activation blocks take 2 bytes
-   * per element, tile chunks 4 (plus one chunk for an odd block count) */
-  return align64(((size_t) n + 64) * sizeof(float) * (size_t) n_tokens);
+  size_t vec_dot = (size_t) n * sizeof(float);                          /* F32: widest */
+  size_t chunks = (size_t) (n / 64 + 1) * sizeof(HnActChunk);           /* tiles */
+  size_t blocks = (size_t) (n / 32) * sizeof(HnActBlock);               /* panels */
+  size_t row = vec_dot > chunks ? vec_dot : chunks;
+  return align64((row > blocks ? row : blocks) * (size_t) n_tokens);
 }
 
 size_t
