@@ -259,6 +259,73 @@ DEFINE_GEMM(gemm_q4_0, load_q4_0, false, 36)
 DEFINE_GEMM(gemm_q4_k, load_q4_k, true, 36)
 DEFINE_GEMM(gemm_q6_k, load_q6_k, false, 52)
 
+/* Q4_0 decode: the scales of 16 blocks come from one gather per row; the two blocks of a
+ * chunk are unpacked without a cross-lane shuffle (low nibbles of both, then high
+ * nibbles of both), and the activation chunk is shuffled to that order instead — once
+ * per chunk for all the rows of the call. */
+#define Q40_ROWS 8
+static void
+gemv_q4_0(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
+          float *out, size_t out_stride)
+{
+  const uint8_t *rows[Q40_ROWS];
+  for (int r = 0; r < Q40_ROWS; r++)
+    rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;
+  __m512 acc[Q40_ROWS];
+  for (int r = 0; r < Q40_ROWS; r++)
+    acc[r] = _mm512_setzero_ps();
+  const __m512i block_offsets = _mm512_setr_epi32(0, 18, 36, 54, 72, 90, 108, 126, 144, 162, 180, 198, 216,
+                                                  234, 252, 270);
+  /* in the shuffled order lanes 0-3 and 8-11 belong to the chunk's first block */
+  const __m512i pair_pick = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const int64_t n_blocks = n / 32, n_chunks = (n_blocks + 1) / 2;
+  for (int64_t k0 = 0; k0 < n_chunks; k0 += 8) {
+    const int64_t b0 = 2 * k0, group = n_blocks - b0 < 16 ? n_blocks - b0 : 16;
+    const __mmask16 valid = (__mmask16)((1u << group) - 1);
+    __m512 scales[Q40_ROWS];
+    _Pragma("GCC unroll 8") for (int r = 0; r < Q40_ROWS; r++) {
+      const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, block_offsets,
+                                                      rows[r] + 18 * b0, 1);
+      scales[r] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+    }
+    const int64_t k1 = k0 + 8 < n_chunks ? k0 + 8 : n_chunks;
+    for (int64_t k = k0; k < k1; k++) {
+      const bool pair = 2 * k + 1 < n_blocks;
+      const HnActChunk *a = act + k;
+      const __m512i q = _mm512_shuffle_i64x2(_mm512_loadu_si512(a->q), _mm512_loadu_si512(a->q), _MM_SHUFFLE(3, 1, 2, 0));
+      const __m512i off = _mm512_shuffle_i64x2(_mm512_loadu_si512(a->neg_offset_sum), _mm512_loadu_si512(a->neg_offset_sum),
+                                               _MM_SHUFFLE(3, 1, 2, 0));
+      const __m512 d = _mm512_shuffle_f32x4(_mm512_loadu_ps(a->d), _mm512_loadu_ps(a->d), _MM_SHUFFLE(3, 1, 2, 0));
+      const __m512i pick = _mm512_add_epi32(pair_pick, _mm512_set1_epi32((int)(2 * (k - k0))));
+      _Pragma("GCC unroll 8") for (int r = 0; r < Q40_ROWS; r++) {
+        const SimdBlockQ4_0 *b = (const SimdBlockQ4_0 *)rows[r] + 2 * k;
+        _mm_prefetch((const char *)b + PREFETCH_AHEAD, _MM_HINT_T0);
+        const __m128i p0 = _mm_loadu_si128((const __m128i *)b[0].qs);
+        const __m128i p1 = pair ? _mm_loadu_si128((const __m128i *)b[1].qs) : _mm_setzero_si128();
+        const __m256i packed = _mm256_inserti128_si256(_mm256_castsi128_si256(p0), p1, 1);
+        const __m512i codes = _mm512_and_si512(
+          _mm512_inserti64x4(_mm512_castsi256_si512(packed), _mm256_srli_epi16(packed, 4), 1), low4);
+        const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(off, codes, q));
+        acc[r] = _mm512_fmadd_ps(f, _mm512_mul_ps(_mm512_permutexvar_ps(pick, scales[r]), d), acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < n_rows && r < Q40_ROWS; r++)
+    out[(size_t)r * out_stride] = _mm512_reduce_add_ps(acc[r]);
+}
+
+static void
+gemm_q4_0_dispatch(int64_t n, const void *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
+                   size_t act_stride, int n_cols, float *out, size_t out_stride)
+{
+  if (n_cols == 1) {
+    gemv_q4_0(n, weight, weight_stride, n_rows, act, out, out_stride);
+    return;
+  }
+  gemm_q4_0(n, weight, weight_stride, n_rows, act, act_stride, n_cols, out, out_stride);
+}
+
 /* Q4_K decode, one super-block at a time: the super-block's scales are unpacked once,
  * the four chunks' codes come from two 64-byte loads, and the mins are applied with one
  * FMA against the activation's group sums instead of once per chunk. */
@@ -696,7 +763,7 @@ hn_simd_fill_avx512(HnSimdKernels *k)
   k->gemm_cols = TILE_COLS;
   k->gemm_tile[HN_TYPE_Q8_0] = gemm_q8_0;
   k->gemm_offset[HN_TYPE_Q8_0] = 128;
-  k->gemm_tile[HN_TYPE_Q4_0] = gemm_q4_0;
+  k->gemm_tile[HN_TYPE_Q4_0] = gemm_q4_0_dispatch;
   k->gemm_offset[HN_TYPE_Q4_0] = 8;
   k->gemm_tile[HN_TYPE_Q4_K] = gemm_q4_k_dispatch;
   k->gemm_offset[HN_TYPE_Q4_K] = 0;

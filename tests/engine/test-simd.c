@@ -181,8 +181,10 @@ test_gemm_tiles (void)
     if (k->gemm_tile[t] == NULL)
       continue;
     int64_t block = hn_type_block_elems ((uint32_t) t);
-    /* for 32-blocks an odd count exercises the half chunk at the end */
-    int64_t n = block == 32 ? 32 * 9 : block * 3;
+    /* for 32-blocks odd counts exercise the half chunk at the end, and 37 blocks more
+     * than one group of 16 in the decode kernels */
+    for (int64_t n = block == 32 ? 32 * 9 : block * 3; n <= (block == 32 ? 32 * 37 : block * 3);
+         n += block == 32 ? 32 * 28 : block) {
     size_t row_bytes = hn_type_row_bytes ((uint32_t) t, n);
     int64_t n_chunks = (n / 32 + 1) / 2;
     for (int rows = 1; rows <= k->gemm_rows; rows++)
@@ -229,6 +231,7 @@ test_gemm_tiles (void)
         g_free (act);
         g_free (af);
       }
+    }
   }
   g_test_message ("%d GEMM outputs compared", checked);
   g_rand_free (rand);
