@@ -1,7 +1,8 @@
 /* hn-simd-attn.h — attention of one query position over the F16 KV cache, written once
  * over a small vector vocabulary and included by each SIMD file, which defines:
  *   VEC, VLEN, VZERO(), VSET1(x), VLOAD(p), VSTORE(p, v), VLOAD_H(p) (VLEN halves),
- *   VFMADD(a, b, c), VMUL(a, b), VADD(a, b), VHSUM(v), and ATTN_NAME / ATTN_BODY.
+ *   VFMADD(a, b, c), VMUL(a, b), VADD(a, b), VSUB(a, b), VHSUM(v), VEXP(v) (for v <= 0)
+ *   and ATTN_NAME / ATTN_BODY.
  *
  * One pass with a running maximum and sum per query head: the cells are taken CHUNK at
  * a time, their keys and values converted to f32 once for all the query heads that
@@ -63,11 +64,16 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
           VSTORE(ah + j * VLEN, VMUL(VLOAD(ah + j * VLEN), vr));
         mx[h] = cm;
       }
+      /* exponentials a vector at a time (unused slots of the chunk hold the maximum,
+       * a finite value, and are left out of the sum) */
+      for (int i = nc; i < CHUNK; i++)
+        s[i] = mx[h];
+      const VEC vm = VSET1(mx[h]);
+      for (int i = 0; i < CHUNK; i += VLEN)
+        VSTORE(s + i, VEXP(VSUB(VLOAD(s + i), vm)));
       float l = 0.0f;
-      for (int i = 0; i < nc; i++) {
-        s[i] = expf(s[i] - mx[h]);
+      for (int i = 0; i < nc; i++)
         l += s[i];
-      }
       sum[h] += l;
       for (int j = 0; j < nv; j++) {
         VEC o = VLOAD(ah + j * VLEN);

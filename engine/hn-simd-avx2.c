@@ -558,6 +558,30 @@ vec_dot_f32(int64_t n, const void *w, const void *a)
 
 /* ---- attention ---- */
 
+/* e^x for x <= 0 (attention weights): x = n·ln2 + r with |r| <= ln2/2, a degree-7
+ * Taylor polynomial for e^r (relative error below 1e-8 there), times 2^n built in the
+ * exponent bits; inputs below -87 give (almost) zero instead of denormals. */
+static inline __m256
+exp_neg_256(__m256 x)
+{
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187e-06f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+
 #define VEC __m256
 #define VLEN 8
 #define VZERO() _mm256_setzero_ps()
@@ -569,6 +593,8 @@ vec_dot_f32(int64_t n, const void *w, const void *a)
 #define VMUL(a, b) _mm256_mul_ps(a, b)
 #define VADD(a, b) _mm256_add_ps(a, b)
 #define VHSUM(v) hsum_ps(v)
+#define VSUB(a, b) _mm256_sub_ps(a, b)
+#define VEXP(v) exp_neg_256(v)
 #define ATTN_NAME attn_avx2
 #define ATTN_BODY attn_body_avx2
 #include "hn-simd-attn.h"

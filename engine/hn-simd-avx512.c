@@ -734,6 +734,29 @@ vec_dot_f16_512(int64_t n, const void *w, const void *a)
 
 /* ---- attention ---- */
 
+/* e^x for x <= 0 (attention weights): x = n·ln2 + r with |r| <= ln2/2, a degree-7
+ * Taylor polynomial for e^r (relative error below 1e-8 there), scaled by 2^n; inputs
+ * below -87 give (almost) zero instead of denormals. */
+static inline __m512
+exp_neg_512(__m512 x)
+{
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+
 #define VEC __m512
 #define VLEN 16
 #define VZERO() _mm512_setzero_ps()
@@ -745,6 +768,8 @@ vec_dot_f16_512(int64_t n, const void *w, const void *a)
 #define VMUL(a, b) _mm512_mul_ps(a, b)
 #define VADD(a, b) _mm512_add_ps(a, b)
 #define VHSUM(v) _mm512_reduce_add_ps(v)
+#define VSUB(a, b) _mm512_sub_ps(a, b)
+#define VEXP(v) exp_neg_512(v)
 #define ATTN_NAME attn_avx512
 #define ATTN_BODY attn_body_avx512
 #include "hn-simd-attn.h"
