@@ -7,6 +7,7 @@
  * ownership to track in a tree walker that can fail anywhere.
  */
 #include "hn-chat-template.h"
+#include "hn-unicode.h"
 
 #include <errno.h>
 #include <locale.h>
@@ -186,33 +187,16 @@ utf8_next(const char *s, size_t n, size_t *adv)
   return cp;
 }
 
+/* Like hn_utf8_encode, but the surrogate escapes U+DC80..U+DCFF that stand for
+ * undecodable input bytes turn back into those bytes. */
 static size_t
 utf8_put(uint32_t cp, char *out)
 {
-  if (cp >= 0xDC80 && cp <= 0xDCFF) { /* an undecodable byte, restored */
+  if (cp >= 0xDC80 && cp <= 0xDCFF) {
     out[0] = (char)(cp - 0xDC00);
     return 1;
   }
-  if (cp < 0x80) {
-    out[0] = (char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    out[0] = (char)(0xC0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    out[0] = (char)(0xE0 | (cp >> 12));
-    out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-  }
-  out[0] = (char)(0xF0 | (cp >> 18));
-  out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-  out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-  out[3] = (char)(0x80 | (cp & 0x3F));
-  return 4;
+  return (size_t)hn_utf8_encode(cp, out);
 }
 
 /* Python's str.isspace(). */

@@ -1,5 +1,6 @@
 /* hn-json.c — JSON value tree, strict parser and Python-compatible writer. */
 #include "hn-json.h"
+#include "hn-unicode.h"
 
 #include <errno.h>
 #include <locale.h>
@@ -518,31 +519,6 @@ utf8_valid_len(const unsigned char *s, size_t n)
   return need;
 }
 
-static size_t
-utf8_encode(uint32_t cp, char *out)
-{
-  if (cp < 0x80) {
-    out[0] = (char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    out[0] = (char)(0xC0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    out[0] = (char)(0xE0 | (cp >> 12));
-    out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-  }
-  out[0] = (char)(0xF0 | (cp >> 18));
-  out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-  out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-  out[3] = (char)(0x80 | (cp & 0x3F));
-  return 4;
-}
-
 static int
 hex4(const char *s)
 {
@@ -628,7 +604,7 @@ parse_string_raw(Parser *p, size_t *out_len)
           p->pos += 6;
           cp = 0x10000 + ((cp - 0xD800) << 10) + ((uint32_t)lo - 0xDC00);
         }
-        n += utf8_encode(cp, buf + n);
+        n += (size_t)hn_utf8_encode(cp, buf + n);
         break;
       }
       default:
