@@ -146,45 +146,9 @@ xmul(Ctx *c, size_t a, size_t b)
 static uint32_t
 utf8_next(const char *s, size_t n, size_t *adv)
 {
-  const unsigned char *u = (const unsigned char *)s;
-  unsigned c = u[0];
-  if (c < 0x80 || n < 2) {
-    *adv = 1;
-    return c < 0x80 ? c : 0xDC00 + c;
-  }
-  size_t need;
   uint32_t cp;
-  if (c >= 0xC2 && c <= 0xDF) {
-    need = 2;
-    cp = c & 0x1F;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    need = 3;
-    cp = c & 0x0F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    need = 4;
-    cp = c & 0x07;
-  } else {
-    *adv = 1;
-    return 0xDC00 + c;
-  }
-  if (n < need) {
-    *adv = 1;
-    return 0xDC00 + c;
-  }
-  for (size_t k = 1; k < need; k++) {
-    if ((u[k] & 0xC0) != 0x80) {
-      *adv = 1;
-      return 0xDC00 + c;
-    }
-    cp = (cp << 6) | (u[k] & 0x3F);
-  }
-  if ((need == 3 && cp < 0x800) || (need == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-      (cp >= 0xD800 && cp <= 0xDFFF)) {
-    *adv = 1;
-    return 0xDC00 + c;
-  }
-  *adv = need;
-  return cp;
+  *adv = (size_t)hn_utf8_decode(s, n, &cp);
+  return cp == HN_UC_INVALID ? 0xDC00u + (unsigned char)s[0] : cp;
 }
 
 /* Like hn_utf8_encode, but the surrogate escapes U+DC80..U+DCFF that stand for
