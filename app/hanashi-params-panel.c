@@ -359,8 +359,8 @@ build_knob (HanashiParamsPanel *self, Knob *knob, const KnobSpec *spec)
   if (g_str_equal (spec->key, "seed"))
     min = 0;   /* −1 (random) is the switch */
   knob->spec = spec;
-  knob->adjustment = gtk_adjustment_new (CLAMP (def, min, max), min, max, spec->step,
-                                         spec->step * 10, 0);
+  knob->adjustment = g_object_ref_sink (gtk_adjustment_new (CLAMP (def, min, max), min, max,
+                                                            spec->step, spec->step * 10, 0));
 
   GtkWidget *box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 4);
   GtkWidget *top = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
@@ -526,8 +526,11 @@ build_rows (HanashiParamsPanel *self)
   adw_preferences_group_add (self->grammar_group, self->gbnf_scroller);
   g_signal_connect_swapped (self->gbnf_buffer, "changed", G_CALLBACK (on_user_changed), self);
 
-  self->schema_buffer = GTK_TEXT_BUFFER (gtk_source_buffer_new_with_language (
-    gtk_source_language_manager_get_language (languages, "json")));
+  self->schema_buffer = GTK_TEXT_BUFFER (gtk_source_buffer_new (NULL));
+  /* Highlighting is a nicety: the language files may be missing (tests, minimal installs). */
+  GtkSourceLanguage *json_language = gtk_source_language_manager_get_language (languages, "json");
+  if (json_language)
+    gtk_source_buffer_set_language (GTK_SOURCE_BUFFER (self->schema_buffer), json_language);
   GtkWidget *schema_view = NULL;
   self->schema_scroller = make_text_area (self->schema_buffer, _("JSON Schema"), 160, TRUE, &schema_view);
   gtk_widget_set_name (schema_view, "schema-editor");
@@ -727,7 +730,7 @@ hanashi_params_panel_set_params_json (HanashiParamsPanel *self, const char *json
     hanashi_params_load_defaults (&params, self->settings);
   g_autoptr (GError) error = NULL;
   if (json && !hanashi_params_update_from_json (&params, json, &error))
-    g_warning ("Ignoring unreadable conversation parameters: %s", error->message);
+    g_message ("Ignoring unreadable conversation parameters: %s", error->message);
   fill_widgets (self, &params);
 }
 

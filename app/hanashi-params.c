@@ -315,7 +315,7 @@ hanashi_params_load_defaults (HanashiParams *params, GSettings *settings)
   g_autofree char *json = g_settings_get_string (settings, "default-params");
   g_autoptr (GError) error = NULL;
   if (json && *json && !hanashi_params_update_from_json (params, json, &error))
-    g_warning ("Ignoring the default parameters in the settings: %s", error->message);
+    g_message ("Ignoring the default parameters in the settings: %s", error->message);
 }
 
 static int
