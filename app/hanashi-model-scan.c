@@ -166,8 +166,10 @@ hanashi_model_format_params (guint64 n)
 {
   if (n >= 1000000000ull)
     return g_strdup_printf ("%.1fB", n / 1e9);
-  if (n >= 1000000ull)
+  if (n >= 10000000ull)
     return g_strdup_printf ("%.0fM", n / 1e6);
+  if (n >= 1000000ull)
+    return g_strdup_printf ("%.1fM", n / 1e6);
   if (n >= 1000ull)
     return g_strdup_printf ("%.0fK", n / 1e3);
   return g_strdup_printf ("%" G_GUINT64_FORMAT, n);
