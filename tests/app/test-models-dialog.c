@@ -3,11 +3,13 @@
 #include "config.h"
 
 #include <adwaita.h>
+#include <stdlib.h>
 #include <glib/gstdio.h>
 #include <libsoup/soup.h>
 
 #include "hanashi-model-scan.h"
 #include "hanashi-models-dialog.h"
+#include "test-xdg.h"
 
 static const char *
 testdata_models (void)
@@ -288,7 +290,8 @@ main (int argc, char **argv)
 {
   /* Only our schemas are visible to the tests; GNOME's proxy settings are not. */
   g_setenv ("GIO_USE_PROXY_RESOLVER", "dummy", TRUE);
-  g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
+  test_xdg_setup ();
+  g_test_init (&argc, &argv, NULL);
   gtk_init ();
   adw_init ();
 

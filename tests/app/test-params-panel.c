@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <adwaita.h>
+#include <stdlib.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
 
@@ -10,6 +11,7 @@
 #include "hanashi-params-panel.h"
 #include "hanashi-params.h"
 #include "hanashi-presets.h"
+#include "test-xdg.h"
 
 static GtkWidget *
 find_named (GtkWidget *root, const char *name)
@@ -365,7 +367,8 @@ int
 main (int argc, char **argv)
 {
   /* Temporary XDG folders (presets are written to the config folder). */
-  g_test_init (&argc, &argv, G_TEST_OPTION_ISOLATE_DIRS, NULL);
+  test_xdg_setup ();
+  g_test_init (&argc, &argv, NULL);
   gtk_init ();
   adw_init ();
 
