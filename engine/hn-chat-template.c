@@ -7,6 +7,7 @@
  * ownership to track in a tree walker that can fail anywhere.
  */
 #include "hn-chat-template.h"
+#include "hn-unicode.h"
 
 #include <errno.h>
 #include <locale.h>
@@ -145,74 +146,21 @@ xmul(Ctx *c, size_t a, size_t b)
 static uint32_t
 utf8_next(const char *s, size_t n, size_t *adv)
 {
-  const unsigned char *u = (const unsigned char *)s;
-  unsigned c = u[0];
-  if (c < 0x80 || n < 2) {
-    *adv = 1;
-    return c < 0x80 ? c : 0xDC00 + c;
-  }
-  size_t need;
   uint32_t cp;
-  if (c >= 0xC2 && c <= 0xDF) {
-    need = 2;
-    cp = c & 0x1F;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    need = 3;
-    cp = c & 0x0F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    need = 4;
-    cp = c & 0x07;
-  } else {
-    *adv = 1;
-    return 0xDC00 + c;
-  }
-  if (n < need) {
-    *adv = 1;
-    return 0xDC00 + c;
-  }
-  for (size_t k = 1; k < need; k++) {
-    if ((u[k] & 0xC0) != 0x80) {
-      *adv = 1;
-      return 0xDC00 + c;
-    }
-    cp = (cp << 6) | (u[k] & 0x3F);
-  }
-  if ((need == 3 && cp < 0x800) || (need == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-      (cp >= 0xD800 && cp <= 0xDFFF)) {
-    *adv = 1;
-    return 0xDC00 + c;
-  }
-  *adv = need;
-  return cp;
+  *adv = (size_t)hn_utf8_decode(s, n, &cp);
+  return cp == HN_UC_INVALID ? 0xDC00u + (unsigned char)s[0] : cp;
 }
 
+/* Like hn_utf8_encode, but the surrogate escapes U+DC80..U+DCFF that stand for
+ * undecodable input bytes turn back into those bytes. */
 static size_t
 utf8_put(uint32_t cp, char *out)
 {
-  if (cp >= 0xDC80 && cp <= 0xDCFF) { /* an undecodable byte, restored */
+  if (cp >= 0xDC80 && cp <= 0xDCFF) {
     out[0] = (char)(cp - 0xDC00);
     return 1;
   }
-  if (cp < 0x80) {
-    out[0] = (char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    out[0] = (char)(0xC0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    out[0] = (char)(0xE0 | (cp >> 12));
-    out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-  }
-  out[0] = (char)(0xF0 | (cp >> 18));
-  out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-  out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-  out[3] = (char)(0x80 | (cp & 0x3F));
-  return 4;
+  return (size_t)hn_utf8_encode(cp, out);
 }
 
 /* Python's str.isspace(). */

@@ -1,5 +1,6 @@
 /* hn-json.c — JSON value tree, strict parser and Python-compatible writer. */
 #include "hn-json.h"
+#include "hn-unicode.h"
 
 #include <errno.h>
 #include <locale.h>
@@ -488,59 +489,9 @@ skip_ws(Parser *p)
 static size_t
 utf8_valid_len(const unsigned char *s, size_t n)
 {
-  unsigned c = s[0];
-  if (c < 0x80)
-    return 1;
-  size_t need;
   uint32_t cp;
-  if (c >= 0xC2 && c <= 0xDF) {
-    need = 2;
-    cp = c & 0x1F;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    need = 3;
-    cp = c & 0x0F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    need = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (n < need)
-    return 0;
-  for (size_t k = 1; k < need; k++) {
-    if ((s[k] & 0xC0) != 0x80)
-      return 0;
-    cp = (cp << 6) | (s[k] & 0x3F);
-  }
-  if ((need == 3 && cp < 0x800) || (need == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-      (cp >= 0xD800 && cp <= 0xDFFF))
-    return 0;
-  return need;
-}
-
-static size_t
-utf8_encode(uint32_t cp, char *out)
-{
-  if (cp < 0x80) {
-    out[0] = (char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    out[0] = (char)(0xC0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    out[0] = (char)(0xE0 | (cp >> 12));
-    out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-  }
-  out[0] = (char)(0xF0 | (cp >> 18));
-  out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-  out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-  out[3] = (char)(0x80 | (cp & 0x3F));
-  return 4;
+  int len = hn_utf8_decode((const char *)s, n, &cp);
+  return cp == HN_UC_INVALID ? 0 : (size_t)len;
 }
 
 static int
@@ -628,7 +579,7 @@ parse_string_raw(Parser *p, size_t *out_len)
           p->pos += 6;
           cp = 0x10000 + ((cp - 0xD800) << 10) + ((uint32_t)lo - 0xDC00);
         }
-        n += utf8_encode(cp, buf + n);
+        n += (size_t)hn_utf8_encode(cp, buf + n);
         break;
       }
       default:
