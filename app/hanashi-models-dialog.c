@@ -388,6 +388,14 @@ on_download_finished (HanashiDownload *download, DownloadRow *dr)
     }
   if (state == HANASHI_DOWNLOAD_STATE_DONE)
     hanashi_models_dialog_refresh (dr->self);
+  else if (state == HANASHI_DOWNLOAD_STATE_CANCELLED)
+    {
+      /* Nothing is left of a cancelled download: its row goes too (this frees `dr`). */
+      HanashiModelsDialog *self = dr->self;
+      adw_preferences_group_remove (self->downloads_group, dr->row);
+      g_ptr_array_remove (self->download_rows, dr);
+      gtk_widget_set_visible (GTK_WIDGET (self->downloads_group), self->download_rows->len > 0);
+    }
   else if (state == HANASHI_DOWNLOAD_STATE_FAILED)
     {
       const GError *error = hanashi_download_get_error (download);

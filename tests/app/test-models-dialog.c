@@ -177,6 +177,7 @@ test_lists_local_models (void)
 /* ---- a local HTTP server --------------------------------------------------------------- */
 
 static GBytes *served_model;
+static int served_ranges;
 
 static void
 serve (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer data)
@@ -186,8 +187,39 @@ serve (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable 
       soup_server_message_set_status (msg, 404, NULL);
       return;
     }
+  gsize size = g_bytes_get_size (served_model);
+  SoupRange *ranges = NULL;
+  int n_ranges = 0;
+  SoupMessageHeaders *request = soup_server_message_get_request_headers (msg);
+  if (soup_message_headers_get_ranges (request, (goffset) size, &ranges, &n_ranges) && n_ranges == 1)
+    {
+      g_autoptr (GBytes) tail = g_bytes_new_from_bytes (served_model, (gsize) ranges[0].start,
+                                                        (gsize) (ranges[0].end - ranges[0].start + 1));
+      soup_message_headers_set_content_range (soup_server_message_get_response_headers (msg),
+                                              ranges[0].start, ranges[0].end, (goffset) size);
+      soup_server_message_set_status (msg, 206, NULL);
+      soup_message_body_append_bytes (soup_server_message_get_response_body (msg), tail);
+      soup_message_headers_free_ranges (request, ranges);
+      served_ranges++;
+      return;
+    }
   soup_server_message_set_status (msg, 200, NULL);
   soup_message_body_append_bytes (soup_server_message_get_response_body (msg), served_model);
+}
+
+static SoupServer *
+start_server (guint *port)
+{
+  SoupServer *server = soup_server_new (NULL, NULL);
+  soup_server_add_handler (server, NULL, serve, NULL, NULL);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (soup_server_listen_local (server, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error));
+  g_assert_no_error (error);
+  GSList *uris = soup_server_get_uris (server);
+  g_assert_nonnull (uris);
+  *port = (guint) g_uri_get_port (uris->data);
+  g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
+  return server;
 }
 
 static void
@@ -207,16 +239,9 @@ test_download_appears_in_list (void)
       return;
     }
   served_model = g_mapped_file_get_bytes (mapped);
-
-  g_autoptr (SoupServer) server = soup_server_new (NULL, NULL);
-  soup_server_add_handler (server, NULL, serve, NULL, NULL);
+  guint port = 0;
+  g_autoptr (SoupServer) server = start_server (&port);
   g_autoptr (GError) error = NULL;
-  g_assert_true (soup_server_listen_local (server, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error));
-  g_assert_no_error (error);
-  GSList *uris = soup_server_get_uris (server);
-  g_assert_nonnull (uris);
-  guint port = (guint) g_uri_get_port (uris->data);
-  g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
 
   HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
   int scans = 0;
@@ -285,6 +310,78 @@ test_download_appears_in_list (void)
   g_clear_pointer (&served_model, g_bytes_unref);
 }
 
+/* A .part file with its address from an earlier run: listed as paused, untouched until
+ * the user resumes it, then completed with a Range request. */
+static void
+test_resume_after_restart (void)
+{
+  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
+  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
+  if (!mapped)
+    {
+      g_test_skip ("no test models");
+      return;
+    }
+  served_model = g_mapped_file_get_bytes (mapped);
+  guint port = 0;
+  g_autoptr (SoupServer) server = start_server (&port);
+
+  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_assert_cmpint (g_mkdir_with_parents (app_folder, 0755), ==, 0);
+  g_autofree char *dest = g_build_filename (app_folder, "resumed.gguf", NULL);
+  g_autofree char *part = g_strconcat (dest, ".part", NULL);
+  g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
+  gsize half = g_bytes_get_size (served_model) / 2;
+  g_assert_true (g_file_set_contents (part, g_bytes_get_data (served_model, NULL), (gssize) half, NULL));
+  g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%u/x/y/resolve/main/stories260K-f32.gguf", port);
+  g_assert_true (g_file_set_contents (part_uri, url, -1, NULL));
+
+  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
+  int scans = 0;
+  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
+  gtk_window_present (GTK_WINDOW (dialog));
+  wait_for_scan (dialog, &scans);
+  for (int i = 0; i < 20; i++)
+    g_main_context_iteration (NULL, FALSE);
+
+  /* Offered, not started. */
+  served_ranges = 0;
+  GtkWidget *resume = NULL;
+  {
+    g_autoptr (GPtrArray) stack = g_ptr_array_new ();
+    g_ptr_array_add (stack, dialog);
+    while (stack->len)
+      {
+        GtkWidget *cur = g_ptr_array_steal_index (stack, stack->len - 1);
+        if (GTK_IS_BUTTON (cur) && gtk_widget_get_visible (cur)
+            && g_strcmp0 (gtk_widget_get_tooltip_text (cur), "Resume Download") == 0)
+          resume = cur;
+        for (GtkWidget *c = gtk_widget_get_first_child (cur); c; c = gtk_widget_get_next_sibling (c))
+          g_ptr_array_add (stack, c);
+      }
+  }
+  g_assert_nonnull (resume);
+  struct stat st;
+  g_assert_cmpint (g_stat (part, &st), ==, 0);
+  g_assert_cmpint (st.st_size, ==, (goffset) half);
+  g_assert_false (g_file_test (dest, G_FILE_TEST_EXISTS));
+
+  int before = scans;
+  g_signal_emit_by_name (resume, "clicked");
+  gint64 deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  while (scans == before && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpint (scans, >, before);
+  g_assert_cmpint (served_ranges, ==, 1);
+  g_assert_true (g_file_test (dest, G_FILE_TEST_IS_REGULAR));
+  g_assert_false (g_file_test (part, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (part_uri, G_FILE_TEST_EXISTS));
+  g_assert_nonnull (find_row_for_path (dialog, dest));
+
+  gtk_window_destroy (GTK_WINDOW (dialog));
+  g_clear_pointer (&served_model, g_bytes_unref);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -297,5 +394,6 @@ main (int argc, char **argv)
 
   g_test_add_func ("/models-dialog/local-models", test_lists_local_models);
   g_test_add_func ("/models-dialog/download", test_download_appears_in_list);
+  g_test_add_func ("/models-dialog/resume-after-restart", test_resume_after_restart);
   return g_test_run ();
 }
