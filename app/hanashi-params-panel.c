@@ -187,9 +187,14 @@ update_reset_buttons (HanashiParamsPanel *self)
       Knob *knob = &self->knobs[i];
       double def = 0;
       hanashi_params_get_number (&self->defaults, knob->spec->key, &def);
-      if (g_str_equal (knob->spec->key, "seed") && def < 0)
-        def = gtk_adjustment_get_value (knob->adjustment);
-      gboolean changed = fabs (gtk_adjustment_get_value (knob->adjustment) - def) > 1e-9;
+      gboolean changed;
+      if (g_str_equal (knob->spec->key, "seed"))
+        {
+          gboolean random = gtk_switch_get_active (self->random_seed_switch);
+          changed = random != (def < 0) || (!random && fabs (gtk_adjustment_get_value (knob->adjustment) - def) > 1e-9);
+        }
+      else
+        changed = fabs (gtk_adjustment_get_value (knob->adjustment) - def) > 1e-9;
       gtk_widget_set_sensitive (knob->reset_button, changed);
     }
 }
