@@ -150,7 +150,10 @@ on_delete_done (GObject *source, GAsyncResult *result, gpointer user_data)
 static void
 on_delete_response (AdwMessageDialog *dialog, const char *response, DeleteData *data)
 {
-  if (g_strcmp0 (response, "delete") == 0)
+  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *folder = g_path_get_dirname (data->path);
+  /* Only the app's own downloads are deleted, whatever the caller passed. */
+  if (g_strcmp0 (response, "delete") == 0 && g_strcmp0 (folder, app_folder) == 0)
     {
       g_autoptr (GFile) file = g_file_new_for_path (data->path);
       g_file_delete_async (file, G_PRIORITY_DEFAULT, NULL, on_delete_done, data);

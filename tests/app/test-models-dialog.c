@@ -61,6 +61,13 @@ on_models_changed (HanashiModelsDialog *dialog, int *count)
 }
 
 static void
+on_model_activated (HanashiModelsDialog *dialog, const char *path, char **out)
+{
+  g_free (*out);
+  *out = g_strdup (path);
+}
+
+static void
 wait_for_scan (HanashiModelsDialog *dialog, int *count)
 {
   int before = *count;
@@ -170,7 +177,46 @@ test_lists_local_models (void)
   g_assert_true (app_has_delete);
   g_assert_false (extra_has_delete);
 
-  gtk_window_destroy (GTK_WINDOW (dialog));
+  /* Delete asks first; confirming removes the file and its row. */
+  GtkWidget *delete_button = NULL;
+  {
+    g_autoptr (GPtrArray) stack = g_ptr_array_new ();
+    g_ptr_array_add (stack, find_row_for_path (dialog, broken));
+    while (stack->len)
+      {
+        GtkWidget *cur = g_ptr_array_steal_index (stack, stack->len - 1);
+        if (GTK_IS_BUTTON (cur) && g_strcmp0 (gtk_widget_get_tooltip_text (cur), "Delete Model") == 0)
+          delete_button = cur;
+        for (GtkWidget *c = gtk_widget_get_first_child (cur); c; c = gtk_widget_get_next_sibling (c))
+          g_ptr_array_add (stack, c);
+      }
+  }
+  g_assert_nonnull (delete_button);
+  g_signal_emit_by_name (delete_button, "clicked");
+  AdwMessageDialog *confirm = NULL;
+  g_autoptr (GListModel) toplevels = g_object_ref (gtk_window_get_toplevels ());
+  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
+    {
+      g_autoptr (GObject) window = g_list_model_get_item (toplevels, i);
+      if (ADW_IS_MESSAGE_DIALOG (window))
+        confirm = ADW_MESSAGE_DIALOG (window);
+    }
+  g_assert_nonnull (confirm);
+  g_assert_true (g_file_test (broken, G_FILE_TEST_EXISTS));
+  adw_message_dialog_response (confirm, "delete");
+  wait_for_scan (dialog, &scans);
+  g_assert_false (g_file_test (broken, G_FILE_TEST_EXISTS));
+  g_assert_null (find_row_for_path (dialog, broken));
+  g_assert_nonnull (find_row_for_path (dialog, app_model));
+
+  /* Open hands the path to the window. */
+  g_autofree char *activated = NULL;
+  g_signal_connect (dialog, "model-activated", G_CALLBACK (on_model_activated), &activated);
+  GtkWidget *open = adw_action_row_get_activatable_widget (find_row_for_path (dialog, app_model));
+  g_assert_nonnull (open);
+  g_signal_emit_by_name (open, "clicked");
+  g_assert_cmpstr (activated, ==, app_model);
+
   g_settings_reset (settings, "model-folders");
 }
 
