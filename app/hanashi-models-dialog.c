@@ -470,7 +470,8 @@ add_download_row (HanashiModelsDialog *self, HanashiDownload *download)
   gtk_widget_add_css_class (GTK_WIDGET (dr->status), "dim-label");
   gtk_box_append (GTK_BOX (box), GTK_WIDGET (dr->status));
 
-  dr->row = gtk_list_box_row_new ();
+  dr->row = adw_preferences_row_new ();
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (dr->row), name);
   gtk_list_box_row_set_activatable (GTK_LIST_BOX_ROW (dr->row), FALSE);
   gtk_list_box_row_set_child (GTK_LIST_BOX_ROW (dr->row), box);
   adw_preferences_group_add (self->downloads_group, dr->row);

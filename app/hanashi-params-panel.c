@@ -321,11 +321,13 @@ on_knob_reset (GtkButton *button, HanashiParamsPanel *self)
 static GtkWidget *
 make_row (GtkWidget *child)
 {
-  GtkWidget *row = gtk_list_box_row_new ();
+  /* An AdwPreferencesRow, not a plain GtkListBoxRow: only those go into the group's
+   * boxed list. */
+  GtkWidget *row = adw_preferences_row_new ();
   gtk_list_box_row_set_activatable (GTK_LIST_BOX_ROW (row), FALSE);
   gtk_list_box_row_set_selectable (GTK_LIST_BOX_ROW (row), FALSE);
   gtk_widget_set_margin_start (child, 12);
-  gtk_widget_set_margin_end (child, 6);
+  gtk_widget_set_margin_end (child, 12);
   gtk_widget_set_margin_top (child, 6);
   gtk_widget_set_margin_bottom (child, 6);
   gtk_list_box_row_set_child (GTK_LIST_BOX_ROW (row), child);
