@@ -225,9 +225,65 @@ test_lists_local_models (void)
 static GBytes *served_model;
 static int served_ranges;
 
+/* Streams half the model in small pieces and then stalls, so a download can be paused and
+ * cancelled midway. */
+typedef struct {
+  SoupServerMessage *msg;
+  gsize offset;
+  guint source;
+} SlowBody;
+
+static gboolean
+slow_next_chunk (gpointer data)
+{
+  SlowBody *body = data;
+  gsize size = g_bytes_get_size (served_model);
+  /* Half the file, then nothing: the download can only end by pause or cancel. */
+  if (body->offset >= size / 2)
+    return G_SOURCE_CONTINUE;
+  gsize n = MIN ((gsize) 8192, size - body->offset);
+  g_autoptr (GBytes) chunk = g_bytes_new_from_bytes (served_model, body->offset, n);
+  soup_message_body_append_bytes (soup_server_message_get_response_body (body->msg), chunk);
+  body->offset += n;
+  if (body->offset >= size)
+    soup_message_body_complete (soup_server_message_get_response_body (body->msg));
+  /* The server writes what it has and waits for the next unpause. */
+  soup_server_message_unpause (body->msg);
+  if (body->offset >= size)
+    {
+      body->source = 0;
+      return G_SOURCE_REMOVE;
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+slow_body_finished (SoupServerMessage *msg, SlowBody *body)
+{
+  g_clear_handle_id (&body->source, g_source_remove);
+}
+
+static void
+serve_slowly (SoupServerMessage *msg)
+{
+  SlowBody *body = g_new0 (SlowBody, 1);
+  body->msg = msg;
+  SoupMessageHeaders *headers = soup_server_message_get_response_headers (msg);
+  soup_message_headers_set_content_length (headers, (goffset) g_bytes_get_size (served_model));
+  soup_server_message_set_status (msg, 200, NULL);
+  soup_server_message_pause (msg);
+  body->source = g_timeout_add (5, slow_next_chunk, body);
+  g_signal_connect_data (msg, "finished", G_CALLBACK (slow_body_finished), body, (GClosureNotify) (void (*) (void)) g_free, 0);
+}
+
 static void
 serve (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer data)
 {
+  if (g_str_has_prefix (path, "/slow/"))
+    {
+      serve_slowly (msg);
+      return;
+    }
   if (!g_str_has_suffix (path, "/stories260K-f32.gguf"))
     {
       soup_server_message_set_status (msg, 404, NULL);
@@ -428,6 +484,96 @@ test_resume_after_restart (void)
   g_clear_pointer (&served_model, g_bytes_unref);
 }
 
+static GtkWidget *
+find_button_with_tooltip (GtkWidget *root, const char *tooltip)
+{
+  if (GTK_IS_BUTTON (root) && gtk_widget_get_visible (root)
+      && g_strcmp0 (gtk_widget_get_tooltip_text (root), tooltip) == 0)
+    return root;
+  for (GtkWidget *c = gtk_widget_get_first_child (root); c; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_button_with_tooltip (c, tooltip);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
+static void
+wait_for_state (HanashiDownload *download, HanashiDownloadState state)
+{
+  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (hanashi_download_get_state (download) != state && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpint (hanashi_download_get_state (download), ==, state);
+}
+
+/* Pause, resume and cancel with the row's buttons. */
+static void
+test_pause_resume_cancel (void)
+{
+  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
+  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
+  if (!mapped)
+    {
+      g_test_skip ("no test models");
+      return;
+    }
+  served_model = g_mapped_file_get_bytes (mapped);
+  guint port = 0;
+  g_autoptr (SoupServer) server = start_server (&port);
+
+  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
+  int scans = 0;
+  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
+  gtk_window_present (GTK_WINDOW (dialog));
+  wait_for_scan (dialog, &scans);
+
+  g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%u/slow/r/resolve/main/slow-model.gguf", port);
+  g_autoptr (GError) error = NULL;
+  HanashiDownload *download = hanashi_models_dialog_download (dialog, url, NULL, &error);
+  g_assert_no_error (error);
+  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *dest = g_build_filename (app_folder, "slow-model.gguf", NULL);
+  g_autofree char *part = g_strconcat (dest, ".part", NULL);
+  g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
+
+  gint64 until = g_get_monotonic_time () + G_USEC_PER_SEC / 2;
+  while (g_get_monotonic_time () < until)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpint (hanashi_download_get_state (download), ==, HANASHI_DOWNLOAD_STATE_RUNNING);
+  g_assert_cmpuint (hanashi_download_get_received (download), <, g_bytes_get_size (served_model));
+
+  GtkWidget *pause = find_button_with_tooltip (GTK_WIDGET (dialog), "Pause Download");
+  g_assert_nonnull (pause);
+  g_signal_emit_by_name (pause, "clicked");
+  wait_for_state (download, HANASHI_DOWNLOAD_STATE_PAUSED);
+  g_assert_cmpuint (hanashi_download_get_received (download), >, 0);
+  g_assert_true (g_file_test (part, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (part_uri, G_FILE_TEST_EXISTS));
+
+  GtkWidget *resume = find_button_with_tooltip (GTK_WIDGET (dialog), "Resume Download");
+  g_assert_nonnull (resume);
+  g_signal_emit_by_name (resume, "clicked");
+  g_assert_cmpint (hanashi_download_get_state (download), ==, HANASHI_DOWNLOAD_STATE_RUNNING);
+
+  GtkWidget *cancel = find_button_with_tooltip (GTK_WIDGET (dialog), "Cancel Download");
+  g_assert_nonnull (cancel);
+  g_object_ref (download);
+  g_signal_emit_by_name (cancel, "clicked");
+  wait_for_state (download, HANASHI_DOWNLOAD_STATE_CANCELLED);
+  for (int i = 0; i < 10; i++)
+    g_main_context_iteration (NULL, FALSE);
+  g_assert_false (g_file_test (part, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (part_uri, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (dest, G_FILE_TEST_EXISTS));
+  g_assert_null (find_button_with_tooltip (GTK_WIDGET (dialog), "Cancel Download"));
+  g_object_unref (download);
+
+  gtk_window_destroy (GTK_WINDOW (dialog));
+  g_clear_pointer (&served_model, g_bytes_unref);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -441,5 +587,6 @@ main (int argc, char **argv)
   g_test_add_func ("/models-dialog/local-models", test_lists_local_models);
   g_test_add_func ("/models-dialog/download", test_download_appears_in_list);
   g_test_add_func ("/models-dialog/resume-after-restart", test_resume_after_restart);
+  g_test_add_func ("/models-dialog/pause-resume-cancel", test_pause_resume_cancel);
   return g_test_run ();
 }
