@@ -68,6 +68,7 @@ struct _HanashiParamsPanel
   GtkButton           *reset_all_button;
   GtkDropDown         *preset_dropdown;
   GtkButton           *preset_apply_button;
+  GtkButton           *preset_delete_button;
   GtkEntry            *preset_name_entry;
   GtkButton           *preset_save_button;
 
@@ -558,6 +559,8 @@ build_rows (HanashiParamsPanel *self)
 
 /* ---- presets ------------------------------------------------------------------------------ */
 
+static void on_preset_selected (HanashiParamsPanel *self);
+
 static void
 reload_presets (HanashiParamsPanel *self, const char *select)
 {
@@ -568,6 +571,7 @@ reload_presets (HanashiParamsPanel *self, const char *select)
     if (g_str_equal (names[i], select))
       gtk_drop_down_set_selected (self->preset_dropdown, i);
   g_object_unref (model);
+  on_preset_selected (self);
 }
 
 static void
@@ -586,6 +590,27 @@ on_preset_apply (HanashiParamsPanel *self)
       fill_widgets (self, &params);
       on_user_changed (self);
     }
+}
+
+static void
+on_preset_selected (HanashiParamsPanel *self)
+{
+  /* Only the user's own presets can be deleted. */
+  guint selected = gtk_drop_down_get_selected (self->preset_dropdown);
+  gtk_widget_set_sensitive (GTK_WIDGET (self->preset_delete_button),
+                            selected != GTK_INVALID_LIST_POSITION && selected >= HANASHI_N_SHIPPED_PRESETS);
+}
+
+static void
+on_preset_delete (HanashiParamsPanel *self)
+{
+  GtkStringObject *item = gtk_drop_down_get_selected_item (self->preset_dropdown);
+  if (!item || gtk_drop_down_get_selected (self->preset_dropdown) < HANASHI_N_SHIPPED_PRESETS)
+    return;
+  g_autoptr (GError) error = NULL;
+  if (!hanashi_presets_delete (gtk_string_object_get_string (item), &error))
+    g_message ("Could not delete the preset: %s", error->message);
+  reload_presets (self, NULL);
 }
 
 static void
@@ -671,6 +696,7 @@ hanashi_params_panel_class_init (HanashiParamsPanelClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, reset_all_button);
   gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, preset_dropdown);
   gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, preset_apply_button);
+  gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, preset_delete_button);
   gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, preset_name_entry);
   gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, preset_save_button);
   gtk_widget_class_set_layout_manager_type (widget_class, GTK_TYPE_BIN_LAYOUT);
@@ -693,6 +719,8 @@ hanashi_params_panel_init (HanashiParamsPanel *self)
   g_signal_connect_swapped (self->reset_all_button, "clicked", G_CALLBACK (on_reset_all), self);
   g_signal_connect_swapped (self->preset_apply_button, "clicked", G_CALLBACK (on_preset_apply), self);
   g_signal_connect_swapped (self->preset_save_button, "clicked", G_CALLBACK (on_preset_save), self);
+  g_signal_connect_swapped (self->preset_delete_button, "clicked", G_CALLBACK (on_preset_delete), self);
+  g_signal_connect_swapped (self->preset_dropdown, "notify::selected", G_CALLBACK (on_preset_selected), self);
   g_signal_connect_swapped (self->preset_name_entry, "activate", G_CALLBACK (on_preset_save), self);
   g_signal_connect_swapped (self->preset_name_entry, "changed", G_CALLBACK (on_preset_name_changed), self);
 

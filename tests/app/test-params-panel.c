@@ -359,8 +359,16 @@ test_presets (void)
   g_assert_true (hanashi_params_update_from_json (&params, hot, NULL));
   g_assert_cmpfloat_with_epsilon (params.sampling.temperature, 1.9, 1e-9);
   g_assert_cmpint (params.max_tokens, ==, 99);
-  g_assert_true (hanashi_presets_delete ("Hot", NULL));
+  /* Saving selects the new preset; shipped ones cannot be deleted, the user's can. */
+  GtkWidget *delete_button = find_named (GTK_WIDGET (panel), "preset-delete");
+  g_assert_true (gtk_widget_get_sensitive (delete_button));
+  g_signal_emit_by_name (delete_button, "clicked");
+  g_assert_null (hanashi_presets_lookup ("Hot"));
+  gtk_drop_down_set_selected (GTK_DROP_DOWN (presets_row), 1);
+  g_assert_false (gtk_widget_get_sensitive (delete_button));
   g_assert_true (hanashi_presets_delete ("Mine", NULL));
+  g_auto (GStrv) final = hanashi_presets_list ();
+  g_assert_cmpuint (g_strv_length (final), ==, HANASHI_N_SHIPPED_PRESETS);
 }
 
 int
