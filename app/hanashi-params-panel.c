@@ -720,6 +720,10 @@ hanashi_params_panel_init (HanashiParamsPanel *self)
   g_signal_connect_swapped (self->preset_apply_button, "clicked", G_CALLBACK (on_preset_apply), self);
   g_signal_connect_swapped (self->preset_save_button, "clicked", G_CALLBACK (on_preset_save), self);
   g_signal_connect_swapped (self->preset_delete_button, "clicked", G_CALLBACK (on_preset_delete), self);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (self->preset_delete_button), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                  _("Delete Preset"), -1);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (self->preset_dropdown), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                  _("Preset"), -1);
   g_signal_connect_swapped (self->preset_dropdown, "notify::selected", G_CALLBACK (on_preset_selected), self);
   g_signal_connect_swapped (self->preset_name_entry, "activate", G_CALLBACK (on_preset_save), self);
   g_signal_connect_swapped (self->preset_name_entry, "changed", G_CALLBACK (on_preset_name_changed), self);
