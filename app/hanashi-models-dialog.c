@@ -315,6 +315,21 @@ typedef struct {
   gulong               finished_id;
 } DownloadRow;
 
+/* Failures that a retry may fix keep their .part file and can be resumed, also after
+ * a restart; a 404, a wrong file or a bad address cannot. */
+static gboolean
+failure_is_resumable (HanashiDownload *download)
+{
+  const GError *failure = hanashi_download_get_error (download);
+  return hanashi_download_get_state (download) == HANASHI_DOWNLOAD_STATE_FAILED && failure
+         && failure->domain == HANASHI_DOWNLOAD_ERROR
+         && (failure->code == HANASHI_DOWNLOAD_ERROR_OFFLINE
+             || failure->code == HANASHI_DOWNLOAD_ERROR_INTERRUPTED
+             || failure->code == HANASHI_DOWNLOAD_ERROR_DISK_FULL
+             || failure->code == HANASHI_DOWNLOAD_ERROR_HTTP
+             || failure->code == HANASHI_DOWNLOAD_ERROR_IO);
+}
+
 static void
 update_download_row (DownloadRow *dr)
 {
@@ -349,8 +364,7 @@ update_download_row (DownloadRow *dr)
       {
         const GError *error = hanashi_download_get_error (download);
         state_text = error ? error->message : _("The download failed.");
-        /* Interrupted and disk-full downloads keep their .part file and can resume. */
-        can_resume = TRUE;
+        can_resume = failure_is_resumable (download);
         break;
       }
     case HANASHI_DOWNLOAD_STATE_CANCELLED:
@@ -383,7 +397,9 @@ on_download_finished (HanashiDownload *download, DownloadRow *dr)
 {
   update_download_row (dr);
   HanashiDownloadState state = hanashi_download_get_state (download);
-  if (state == HANASHI_DOWNLOAD_STATE_DONE || state == HANASHI_DOWNLOAD_STATE_CANCELLED)
+  gboolean resumable = failure_is_resumable (download);
+  if (state == HANASHI_DOWNLOAD_STATE_DONE || state == HANASHI_DOWNLOAD_STATE_CANCELLED
+      || (state == HANASHI_DOWNLOAD_STATE_FAILED && !resumable))
     {
       GFile *dest = hanashi_download_get_destination (download);
       g_autofree char *part = g_strconcat (g_file_peek_path (dest), ".part.uri", NULL);
@@ -420,9 +436,9 @@ on_pause_clicked (GtkButton *button, DownloadRow *dr)
 static void
 on_cancel_clicked (GtkButton *button, DownloadRow *dr)
 {
+  /* A paused or failed download finishes right here, and its row (with `dr`) goes
+   * away; a running one reports through its state notifications. */
   hanashi_download_cancel (dr->download);
-  /* Paused and failed downloads have no running request to end: forget them here. */
-  update_download_row (dr);
 }
 
 static void

@@ -54,6 +54,21 @@ find_named (GtkWidget *root, const char *name)
   return NULL;
 }
 
+static GtkWidget *
+find_button_with_tooltip (GtkWidget *root, const char *tooltip)
+{
+  if (GTK_IS_BUTTON (root) && gtk_widget_get_visible (root)
+      && g_strcmp0 (gtk_widget_get_tooltip_text (root), tooltip) == 0)
+    return root;
+  for (GtkWidget *c = gtk_widget_get_first_child (root); c; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_button_with_tooltip (c, tooltip);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
 static void
 on_models_changed (HanashiModelsDialog *dialog, int *count)
 {
@@ -404,6 +419,27 @@ test_download_appears_in_list (void)
   g_assert_nonnull (row);
   g_assert_nonnull (strstr (adw_action_row_get_subtitle (row), "llama"));
 
+  /* A missing file fails with the server's answer in words, and leaves nothing behind
+   * to resume. */
+  g_autofree char *missing_url = g_strdup_printf ("http://127.0.0.1:%u/a/b/resolve/main/missing.gguf", port);
+  HanashiDownload *missing = hanashi_models_dialog_download (dialog, missing_url, NULL, &error);
+  g_assert_no_error (error);
+  gboolean missing_done = FALSE;
+  g_signal_connect (missing, "finished", G_CALLBACK (on_download_done), &missing_done);
+  deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (!missing_done && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpint (hanashi_download_get_state (missing), ==, HANASHI_DOWNLOAD_STATE_FAILED);
+  g_assert_error (hanashi_download_get_error (missing), HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_NOT_FOUND);
+  g_autofree char *missing_uri = g_build_filename (app_folder, "missing.gguf.part.uri", NULL);
+  g_assert_false (g_file_test (missing_uri, G_FILE_TEST_EXISTS));
+  g_assert_null (find_button_with_tooltip (GTK_WIDGET (dialog), "Resume Download"));
+  /* Its Cancel button clears the row away. */
+  GtkWidget *dismiss = find_button_with_tooltip (GTK_WIDGET (dialog), "Cancel Download");
+  g_assert_nonnull (dismiss);
+  g_signal_emit_by_name (dismiss, "clicked");
+  g_assert_null (find_button_with_tooltip (GTK_WIDGET (dialog), "Cancel Download"));
+
   /* Downloading it again is refused: it is already there. */
   g_assert_null (hanashi_models_dialog_download (dialog, url, NULL, &error));
   g_assert_error (error, G_IO_ERROR, G_IO_ERROR_EXISTS);
@@ -484,21 +520,6 @@ test_resume_after_restart (void)
   g_clear_pointer (&served_model, g_bytes_unref);
 }
 
-static GtkWidget *
-find_button_with_tooltip (GtkWidget *root, const char *tooltip)
-{
-  if (GTK_IS_BUTTON (root) && gtk_widget_get_visible (root)
-      && g_strcmp0 (gtk_widget_get_tooltip_text (root), tooltip) == 0)
-    return root;
-  for (GtkWidget *c = gtk_widget_get_first_child (root); c; c = gtk_widget_get_next_sibling (c))
-    {
-      GtkWidget *found = find_button_with_tooltip (c, tooltip);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
-
 static void
 wait_for_state (HanashiDownload *download, HanashiDownloadState state)
 {
@@ -574,9 +595,17 @@ test_pause_resume_cancel (void)
   g_clear_pointer (&served_model, g_bytes_unref);
 }
 
+static gboolean
+heartbeat (gpointer data)
+{
+  return G_SOURCE_CONTINUE;
+}
+
 int
 main (int argc, char **argv)
 {
+  /* A heartbeat, so that waiting loops with deadlines never block in an idle context. */
+  g_timeout_add (100, heartbeat, NULL);
   /* Only our schemas are visible to the tests; GNOME's proxy settings are not. */
   g_setenv ("GIO_USE_PROXY_RESOLVER", "dummy", TRUE);
   test_xdg_setup ();
