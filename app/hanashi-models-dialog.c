@@ -85,15 +85,47 @@ on_launch_folder_done (GObject *source, GAsyncResult *result, gpointer data)
     g_message ("Could not show the model folder: %s", error->message);
 }
 
+typedef struct {
+  char *uri;
+  char *folder_uri;
+} RevealData;
+
 static void
-on_show_items_done (GObject *source, GAsyncResult *result, gpointer data)
+reveal_data_free (RevealData *data)
 {
-  g_autofree char *folder_uri = data;
+  g_free (data->uri);
+  g_free (data->folder_uri);
+  g_free (data);
+}
+
+static void
+on_show_items_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  RevealData *data = user_data;
   g_autoptr (GError) error = NULL;
   g_autoptr (GVariant) reply = g_dbus_connection_call_finish (G_DBUS_CONNECTION (source), result, &error);
   /* Without a file manager service, open the folder itself. */
   if (!reply)
-    g_app_info_launch_default_for_uri_async (folder_uri, NULL, NULL, on_launch_folder_done, NULL);
+    g_app_info_launch_default_for_uri_async (data->folder_uri, NULL, NULL, on_launch_folder_done, NULL);
+  reveal_data_free (data);
+}
+
+static void
+on_session_bus (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  RevealData *data = user_data;
+  g_autoptr (GDBusConnection) bus = g_bus_get_finish (result, NULL);
+  if (!bus)
+    {
+      g_app_info_launch_default_for_uri_async (data->folder_uri, NULL, NULL, on_launch_folder_done, NULL);
+      reveal_data_free (data);
+      return;
+    }
+  const char *uris[] = { data->uri, NULL };
+  g_dbus_connection_call (bus, "org.freedesktop.FileManager1", "/org/freedesktop/FileManager1",
+                          "org.freedesktop.FileManager1", "ShowItems",
+                          g_variant_new ("(^ass)", uris, ""), NULL, G_DBUS_CALL_FLAGS_NONE, 5000,
+                          NULL, on_show_items_done, data);
 }
 
 static void
@@ -102,22 +134,10 @@ on_reveal_clicked (GtkButton *button, HanashiModelsDialog *self)
   const char *path = g_object_get_data (G_OBJECT (button), "path");
   g_autoptr (GFile) file = g_file_new_for_path (path);
   g_autoptr (GFile) folder = g_file_get_parent (file);
-  g_autofree char *uri = g_file_get_uri (file);
-  char *folder_uri = g_file_get_uri (folder);
-
-  GDBusConnection *bus = g_bus_get_sync (G_BUS_TYPE_SESSION, NULL, NULL);
-  if (!bus)
-    {
-      g_app_info_launch_default_for_uri_async (folder_uri, NULL, NULL, on_launch_folder_done, NULL);
-      g_free (folder_uri);
-      return;
-    }
-  const char *uris[] = { uri, NULL };
-  g_dbus_connection_call (bus, "org.freedesktop.FileManager1", "/org/freedesktop/FileManager1",
-                          "org.freedesktop.FileManager1", "ShowItems",
-                          g_variant_new ("(^ass)", uris, ""), NULL, G_DBUS_CALL_FLAGS_NONE, 5000,
-                          NULL, on_show_items_done, folder_uri);
-  g_object_unref (bus);
+  RevealData *data = g_new0 (RevealData, 1);
+  data->uri = g_file_get_uri (file);
+  data->folder_uri = g_file_get_uri (folder);
+  g_bus_get (G_BUS_TYPE_SESSION, NULL, on_session_bus, data);
 }
 
 typedef struct {
