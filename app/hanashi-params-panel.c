@@ -754,19 +754,19 @@ hanashi_params_panel_set_params_json (HanashiParamsPanel *self, const char *json
 {
   g_return_if_fail (HANASHI_IS_PARAMS_PANEL (self));
 
-  /* Conversations follow the current defaults for anything they never set. */
+  /* Conversations follow the current defaults for anything they never set; the
+   * defaults themselves reset to the engine's. */
   hanashi_params_clear (&self->defaults);
-  hanashi_params_load_defaults (&self->defaults, self->settings);
   if (self->defaults_mode)
-    {
-      hanashi_params_clear (&self->defaults);
-      hanashi_params_init_default (&self->defaults);
-    }
+    hanashi_params_init_default (&self->defaults);
+  else
+    hanashi_params_load_defaults (&self->defaults, self->settings);
 
   g_auto (HanashiParams) params;
-  hanashi_params_copy (&params, &self->defaults);
   if (self->defaults_mode)
     hanashi_params_load_defaults (&params, self->settings);
+  else
+    hanashi_params_copy (&params, &self->defaults);
   g_autoptr (GError) error = NULL;
   if (json && !hanashi_params_update_from_json (&params, json, &error))
     g_message ("Ignoring unreadable conversation parameters: %s", error->message);

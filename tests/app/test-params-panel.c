@@ -305,6 +305,14 @@ test_defaults_mode_writes_settings (void)
   hanashi_params_load_defaults (&params, settings);
   g_assert_cmpfloat_with_epsilon (params.sampling.temperature, 0.55, 1e-9);
 
+  /* Reloading the defaults panel shows what is stored. */
+  hanashi_params_panel_set_params_json (panel, NULL);
+  g_autoptr (HanashiGenerateRequest) reloaded = hanashi_generate_request_new ("c0");
+  g_assert_true (hanashi_params_panel_apply_to_request (panel, reloaded, NULL));
+  HanashiSamplingParams r;
+  hanashi_generate_request_get_sampling (reloaded, &r);
+  g_assert_cmpfloat_with_epsilon (r.temperature, 0.55, 1e-9);
+
   /* A conversation panel created afterwards starts from those defaults. */
   g_autoptr (HanashiParamsPanel) conversation = new_panel ();
   hanashi_params_panel_set_params_json (conversation, NULL);
