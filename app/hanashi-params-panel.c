@@ -557,6 +557,19 @@ build_rows (HanashiParamsPanel *self)
   adw_preferences_group_add (self->grammar_group, GTK_WIDGET (self->grammar_error_label));
 }
 
+/* GtkSourceView does not follow the dark style by itself. */
+static void
+update_editor_scheme (HanashiParamsPanel *self)
+{
+  gboolean dark = adw_style_manager_get_dark (adw_style_manager_get_default ());
+  GtkSourceStyleScheme *scheme = gtk_source_style_scheme_manager_get_scheme (
+    gtk_source_style_scheme_manager_get_default (), dark ? "Adwaita-dark" : "Adwaita");
+  if (!scheme)
+    return;
+  gtk_source_buffer_set_style_scheme (GTK_SOURCE_BUFFER (self->gbnf_buffer), scheme);
+  gtk_source_buffer_set_style_scheme (GTK_SOURCE_BUFFER (self->schema_buffer), scheme);
+}
+
 /* ---- presets ------------------------------------------------------------------------------ */
 
 static void on_preset_selected (HanashiParamsPanel *self);
@@ -715,6 +728,9 @@ hanashi_params_panel_init (HanashiParamsPanel *self)
   hanashi_params_load_defaults (&self->defaults, self->settings);
 
   build_rows (self);
+  update_editor_scheme (self);
+  g_signal_connect_object (adw_style_manager_get_default (), "notify::dark",
+                           G_CALLBACK (update_editor_scheme), self, G_CONNECT_SWAPPED);
   reload_presets (self, NULL);
   g_signal_connect_swapped (self->reset_all_button, "clicked", G_CALLBACK (on_reset_all), self);
   g_signal_connect_swapped (self->preset_apply_button, "clicked", G_CALLBACK (on_preset_apply), self);

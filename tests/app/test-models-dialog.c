@@ -10,6 +10,7 @@
 #include "hanashi-model-scan.h"
 #include "hanashi-models-dialog.h"
 #include "test-xdg.h"
+#include "test-screenshot.h"
 
 static const char *
 testdata_models (void)
@@ -152,6 +153,25 @@ test_lists_local_models (void)
   g_assert_nonnull (strstr (subtitle, params));
   g_autofree char *ctx = g_strdup_printf ("%u-token context", model->n_ctx_train);
   g_assert_nonnull (strstr (subtitle, ctx));
+
+  test_screenshot (GTK_WIDGET (dialog), "models-installed");
+  AdwViewStack *view_stack = NULL;
+  {
+    g_autoptr (GPtrArray) todo = g_ptr_array_new ();
+    g_ptr_array_add (todo, dialog);
+    while (todo->len && !view_stack)
+      {
+        GtkWidget *cur = g_ptr_array_steal_index (todo, todo->len - 1);
+        if (ADW_IS_VIEW_STACK (cur))
+          view_stack = ADW_VIEW_STACK (cur);
+        for (GtkWidget *c = gtk_widget_get_first_child (cur); c; c = gtk_widget_get_next_sibling (c))
+          g_ptr_array_add (todo, c);
+      }
+  }
+  g_assert_nonnull (view_stack);
+  adw_view_stack_set_visible_child_name (view_stack, "download");
+  test_screenshot (GTK_WIDGET (dialog), "models-download");
+  adw_view_stack_set_visible_child_name (view_stack, "installed");
 
   AdwActionRow *qwen = find_row_for_path (dialog, extra_model);
   g_assert_nonnull (qwen);

@@ -12,6 +12,7 @@
 #include "hanashi-params.h"
 #include "hanashi-presets.h"
 #include "test-xdg.h"
+#include "test-screenshot.h"
 
 static GtkWidget *
 find_named (GtkWidget *root, const char *name)
@@ -325,6 +326,31 @@ test_defaults_mode_writes_settings (void)
 }
 
 static void
+test_screenshots (void)
+{
+  GtkWidget *window = gtk_window_new ();
+  gtk_window_set_default_size (GTK_WINDOW (window), 380, 900);
+  HanashiParamsPanel *panel = hanashi_params_panel_new ();
+  gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (panel));
+  gtk_window_present (GTK_WINDOW (window));
+  while (!gtk_widget_get_mapped (window))
+    g_main_context_iteration (NULL, TRUE);
+  test_screenshot (window, "params-panel");
+
+  /* With an invalid custom grammar, scrolled to the message. */
+  set_dropdown (panel, "grammar-mode", HANASHI_GRAMMAR_MODE_CUSTOM);
+  set_text (panel, "gbnf-editor", "root ::= answer\nanswer ::= \"yes\" | (\"no\"\n");
+  GtkWidget *label = find_named (GTK_WIDGET (panel), "grammar-error");
+  g_assert_true (gtk_widget_get_visible (label));
+  test_screenshot_settle ();
+  GtkWidget *scroller = gtk_widget_get_first_child (GTK_WIDGET (panel));
+  GtkAdjustment *vadj = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (scroller));
+  gtk_adjustment_set_value (vadj, gtk_adjustment_get_upper (vadj));
+  test_screenshot (window, "params-panel-grammar-error");
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+static void
 test_presets (void)
 {
   g_auto (GStrv) names = hanashi_presets_list ();
@@ -394,5 +420,6 @@ main (int argc, char **argv)
   g_test_add_func ("/params-panel/settings-clamped", test_settings_are_clamped);
   g_test_add_func ("/params-panel/defaults-mode", test_defaults_mode_writes_settings);
   g_test_add_func ("/params-panel/presets", test_presets);
+  g_test_add_func ("/params-panel/screenshots", test_screenshots);
   return g_test_run ();
 }

@@ -9,6 +9,7 @@
 #include "hanashi-params.h"
 #include "hanashi-preferences-window.h"
 #include "test-xdg.h"
+#include "test-screenshot.h"
 
 static GtkWidget *
 find_named (GtkWidget *root, const char *name)
@@ -40,6 +41,7 @@ test_preferences (void)
   HanashiPreferencesWindow *window = hanashi_preferences_window_new (NULL, NULL);
   gtk_window_present (GTK_WINDOW (window));
 
+  test_screenshot (GTK_WIDGET (window), "preferences");
   gtk_spin_button_set_value (GTK_SPIN_BUTTON (find_named (GTK_WIDGET (window), "threads")), 6);
   g_assert_cmpint (g_settings_get_int (settings, "n-threads"), ==, 6);
   gtk_spin_button_set_value (GTK_SPIN_BUTTON (find_named (GTK_WIDGET (window), "context-size")), 8192);
