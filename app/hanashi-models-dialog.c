@@ -168,7 +168,7 @@ on_delete_done (GObject *source, GAsyncResult *result, gpointer user_data)
 }
 
 static void
-on_delete_response (AdwMessageDialog *dialog, const char *response, DeleteData *data)
+on_delete_response (GtkWidget *dialog, const char *response, DeleteData *data)
 {
   g_autofree char *app_folder = hanashi_model_scan_app_folder ();
   g_autofree char *folder = g_path_get_dirname (data->path);
@@ -182,6 +182,8 @@ on_delete_response (AdwMessageDialog *dialog, const char *response, DeleteData *
   delete_data_free (data);
 }
 
+/* AdwMessageDialog is what libadwaita 1.2 has (AdwAlertDialog came in 1.5). */
+G_GNUC_BEGIN_IGNORE_DEPRECATIONS
 static void
 on_delete_clicked (GtkButton *button, HanashiModelsDialog *self)
 {
@@ -199,6 +201,7 @@ on_delete_clicked (GtkButton *button, HanashiModelsDialog *self)
   g_signal_connect (dialog, "response", G_CALLBACK (on_delete_response), data);
   gtk_window_present (GTK_WINDOW (dialog));
 }
+G_GNUC_END_IGNORE_DEPRECATIONS
 
 static GtkWidget *
 icon_button (const char *icon, const char *tooltip)

@@ -31,7 +31,10 @@ G_DEFINE_FINAL_TYPE (HanashiPreferencesWindow, hanashi_preferences_window, ADW_T
 static void
 toast (HanashiPreferencesWindow *self, const char *text)
 {
+  /* Deprecated in newer libadwaita (dialogs changed in 1.5); the 1.2 API is kept. */
+  G_GNUC_BEGIN_IGNORE_DEPRECATIONS
   adw_preferences_window_add_toast (ADW_PREFERENCES_WINDOW (self), adw_toast_new (text));
+  G_GNUC_END_IGNORE_DEPRECATIONS
 }
 
 /* ---- session cache -------------------------------------------------------------------- */
