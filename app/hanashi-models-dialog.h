@@ -1,0 +1,29 @@
+/* hanashi-models-dialog.h: the Models page: local models, the curated list and downloads. */
+#pragma once
+
+#include <adwaita.h>
+
+#include "hanashi-download.h"
+
+G_BEGIN_DECLS
+
+#define HANASHI_TYPE_MODELS_DIALOG (hanashi_models_dialog_get_type ())
+G_DECLARE_FINAL_TYPE (HanashiModelsDialog, hanashi_models_dialog, HANASHI, MODELS_DIALOG, AdwWindow)
+
+HanashiModelsDialog *hanashi_models_dialog_new (GtkWindow *parent);
+
+/* Rescans the model folders (in a worker thread). */
+void             hanashi_models_dialog_refresh  (HanashiModelsDialog *self);
+/* Starts a download into the app's models folder, as the Download buttons do: `repo_or_url`
+ * is a URL, "owner/repo" or "owner/repo/file.gguf"; `file` may be NULL.  Returns the
+ * download (owned by the dialog) or NULL with an error. */
+HanashiDownload *hanashi_models_dialog_download (HanashiModelsDialog *self,
+                                                 const char          *repo_or_url,
+                                                 const char          *file,
+                                                 GError             **error);
+
+/* Signals:
+ *   "model-activated" (const char *path)  the user chose to open a model
+ *   "models-changed"  ()                  the list was rescanned (e.g. a download finished) */
+
+G_END_DECLS

@@ -1,0 +1,809 @@
+/* hanashi-params-panel.c: sliders with spin buttons for every sampling knob, CFG, grammar
+ * and presets.  The widgets are the only state: values are read back from them when the
+ * window asks, so what the user sees is exactly what the engine receives. */
+#include "config.h"
+
+#include <adwaita.h>
+#include <glib/gi18n.h>
+#include <gtksourceview/gtksource.h>
+#include <math.h>
+
+#include "hanashi-params-panel.h"
+#include "hanashi-params.h"
+#include "hanashi-presets.h"
+
+typedef enum {
+  GROUP_SAMPLING,
+  GROUP_MIROSTAT,
+  GROUP_OUTPUT,
+  GROUP_CFG,
+} KnobGroup;
+
+typedef struct {
+  const char *key;
+  const char *label;
+  const char *hint;     /* shown under the label; NULL for none */
+  double      step;
+  int         digits;
+  KnobGroup   group;
+  gboolean    slider;
+} KnobSpec;
+
+static const KnobSpec knob_specs[] = {
+  { "temperature", N_("Temperature"), N_("0 always picks the most likely token"), 0.05, 2, GROUP_SAMPLING, TRUE },
+  { "top_k", N_("Top-K"), N_("0 turns it off"), 1, 0, GROUP_SAMPLING, TRUE },
+  { "top_p", N_("Top-P"), N_("1.0 turns it off"), 0.01, 2, GROUP_SAMPLING, TRUE },
+  { "min_p", N_("Min-P"), N_("0 turns it off"), 0.01, 2, GROUP_SAMPLING, TRUE },
+  { "typical_p", N_("Typical-P"), N_("1.0 turns it off"), 0.01, 2, GROUP_SAMPLING, TRUE },
+  { "repeat_penalty", N_("Repeat Penalty"), N_("1.0 turns it off"), 0.01, 2, GROUP_SAMPLING, TRUE },
+  { "repeat_last_n", N_("Repeat Window"), N_("Tokens looked back at; −1 is the whole context"), 1, 0, GROUP_SAMPLING, TRUE },
+  { "frequency_penalty", N_("Frequency Penalty"), NULL, 0.05, 2, GROUP_SAMPLING, TRUE },
+  { "presence_penalty", N_("Presence Penalty"), NULL, 0.05, 2, GROUP_SAMPLING, TRUE },
+  { "mirostat_tau", N_("Mirostat τ"), N_("Target surprise"), 0.1, 1, GROUP_MIROSTAT, TRUE },
+  { "mirostat_eta", N_("Mirostat η"), N_("Learning rate"), 0.01, 2, GROUP_MIROSTAT, TRUE },
+  { "max_new_tokens", N_("Maximum New Tokens"), N_("−1 writes until the context is full"), 1, 0, GROUP_OUTPUT, TRUE },
+  { "seed", N_("Seed"), NULL, 1, 0, GROUP_OUTPUT, FALSE },
+  { "cfg_scale", N_("Guidance Scale"), NULL, 0.05, 2, GROUP_CFG, TRUE },
+};
+#define N_KNOBS G_N_ELEMENTS (knob_specs)
+
+typedef struct {
+  const KnobSpec *spec;
+  GtkAdjustment  *adjustment;
+  GtkWidget      *row;
+  GtkWidget      *reset_button;
+} Knob;
+
+struct _HanashiParamsPanel
+{
+  GtkWidget parent_instance;
+
+  GtkWidget           *scroller;
+  GtkBox              *content;
+  AdwPreferencesGroup *presets_group;
+  AdwPreferencesGroup *sampling_group;
+  AdwPreferencesGroup *output_group;
+  AdwPreferencesGroup *cfg_group;
+  AdwPreferencesGroup *grammar_group;
+  GtkButton           *reset_all_button;
+  GtkDropDown         *preset_dropdown;
+  GtkButton           *preset_apply_button;
+  GtkButton           *preset_delete_button;
+  GtkEntry            *preset_name_entry;
+  GtkButton           *preset_save_button;
+
+  Knob                 knobs[N_KNOBS];
+  GtkDropDown         *mirostat_dropdown;
+  GtkSwitch           *random_seed_switch;
+  GtkTextBuffer       *stop_buffer;
+  GtkTextBuffer       *negative_buffer;
+  GtkDropDown         *grammar_mode_dropdown;
+  GtkDropDown         *shipped_dropdown;
+  GtkWidget           *shipped_row;
+  GtkWidget           *gbnf_scroller;
+  GtkWidget           *schema_scroller;
+  GtkTextBuffer       *gbnf_buffer;
+  GtkTextBuffer       *schema_buffer;
+  GtkLabel            *grammar_error_label;
+
+  GStrv                shipped_grammars;
+  GSettings           *settings;
+  HanashiParams        defaults;     /* what the reset buttons go back to */
+  gboolean             defaults_mode;
+  guint                updating;     /* > 0 while the panel fills its own widgets */
+};
+
+G_DEFINE_FINAL_TYPE (HanashiParamsPanel, hanashi_params_panel, GTK_TYPE_WIDGET)
+
+enum { SIGNAL_CHANGED, N_SIGNALS };
+static guint signals[N_SIGNALS];
+
+/* ---- stop strings: one per line, with \n \t \\ escapes --------------------------------- */
+
+static char *
+escape_stop (const char *stop)
+{
+  GString *out = g_string_new (NULL);
+  for (const char *c = stop; *c; c++)
+    switch (*c)
+      {
+      case '\\': g_string_append (out, "\\\\"); break;
+      case '\n': g_string_append (out, "\\n"); break;
+      case '\t': g_string_append (out, "\\t"); break;
+      case '\r': g_string_append (out, "\\r"); break;
+      default: g_string_append_c (out, *c); break;
+      }
+  return g_string_free (out, FALSE);
+}
+
+static char *
+buffer_text (GtkTextBuffer *buffer)
+{
+  GtkTextIter start, end;
+  gtk_text_buffer_get_bounds (buffer, &start, &end);
+  return gtk_text_buffer_get_text (buffer, &start, &end, FALSE);
+}
+
+static GStrv
+stops_from_buffer (GtkTextBuffer *buffer)
+{
+  g_autofree char *text = buffer_text (buffer);
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  g_autoptr (GStrvBuilder) builder = g_strv_builder_new ();
+  for (char **line = lines; *line; line++)
+    if (**line)
+      {
+        g_autofree char *stop = g_strcompress (*line);
+        g_strv_builder_add (builder, stop);
+      }
+  return g_strv_builder_end (builder);
+}
+
+/* ---- widgets <-> HanashiParams ----------------------------------------------------------- */
+
+static Knob *
+find_knob (HanashiParamsPanel *self, const char *key)
+{
+  for (guint i = 0; i < N_KNOBS; i++)
+    if (g_str_equal (self->knobs[i].spec->key, key))
+      return &self->knobs[i];
+  return NULL;
+}
+
+static void
+collect_params (HanashiParamsPanel *self, HanashiParams *params)
+{
+  hanashi_params_init_default (params);
+  for (guint i = 0; i < N_KNOBS; i++)
+    hanashi_params_set_number (params, self->knobs[i].spec->key,
+                               gtk_adjustment_get_value (self->knobs[i].adjustment));
+  params->sampling.mirostat = (int) gtk_drop_down_get_selected (self->mirostat_dropdown);
+  if (gtk_switch_get_active (self->random_seed_switch))
+    params->sampling.seed = -1;
+
+  g_strfreev (params->stop);
+  params->stop = stops_from_buffer (self->stop_buffer);
+  g_free (params->cfg_negative);
+  params->cfg_negative = buffer_text (self->negative_buffer);
+
+  params->grammar_mode = (HanashiGrammarMode) gtk_drop_down_get_selected (self->grammar_mode_dropdown);
+  guint shipped = gtk_drop_down_get_selected (self->shipped_dropdown);
+  if (self->shipped_grammars && shipped < g_strv_length (self->shipped_grammars))
+    {
+      g_free (params->grammar_name);
+      params->grammar_name = g_strdup (self->shipped_grammars[shipped]);
+    }
+  g_free (params->grammar);
+  params->grammar = buffer_text (self->gbnf_buffer);
+  g_free (params->json_schema);
+  params->json_schema = buffer_text (self->schema_buffer);
+  hanashi_params_clamp (params);
+}
+
+static void
+update_reset_buttons (HanashiParamsPanel *self)
+{
+  for (guint i = 0; i < N_KNOBS; i++)
+    {
+      Knob *knob = &self->knobs[i];
+      double def = 0;
+      hanashi_params_get_number (&self->defaults, knob->spec->key, &def);
+      gboolean changed;
+      if (g_str_equal (knob->spec->key, "seed"))
+        {
+          gboolean random = gtk_switch_get_active (self->random_seed_switch);
+          changed = random != (def < 0) || (!random && fabs (gtk_adjustment_get_value (knob->adjustment) - def) > 1e-9);
+        }
+      else
+        changed = fabs (gtk_adjustment_get_value (knob->adjustment) - def) > 1e-9;
+      gtk_widget_set_sensitive (knob->reset_button, changed);
+    }
+}
+
+static void
+update_visibility (HanashiParamsPanel *self)
+{
+  guint mode = gtk_drop_down_get_selected (self->grammar_mode_dropdown);
+  gtk_widget_set_visible (self->shipped_row, mode == HANASHI_GRAMMAR_MODE_SHIPPED);
+  gtk_widget_set_visible (self->gbnf_scroller, mode == HANASHI_GRAMMAR_MODE_CUSTOM);
+  gtk_widget_set_visible (self->schema_scroller, mode == HANASHI_GRAMMAR_MODE_JSON_SCHEMA);
+
+  gboolean mirostat = gtk_drop_down_get_selected (self->mirostat_dropdown) != 0;
+  for (guint i = 0; i < N_KNOBS; i++)
+    if (self->knobs[i].spec->group == GROUP_MIROSTAT)
+      gtk_widget_set_sensitive (self->knobs[i].row, mirostat);
+    else if (self->knobs[i].spec->group == GROUP_SAMPLING
+             && !g_str_has_prefix (self->knobs[i].spec->key, "repeat")
+             && !g_str_has_suffix (self->knobs[i].spec->key, "_penalty"))
+      /* Mirostat replaces the truncation stages; temperature still applies. */
+      gtk_widget_set_sensitive (self->knobs[i].row,
+                                !mirostat || g_str_equal (self->knobs[i].spec->key, "temperature"));
+
+  gtk_widget_set_sensitive (find_knob (self, "seed")->row, !gtk_switch_get_active (self->random_seed_switch));
+}
+
+static void
+validate_grammar (HanashiParamsPanel *self)
+{
+  g_auto (HanashiParams) params;
+  g_autoptr (GError) error = NULL;
+  collect_params (self, &params);
+  if (hanashi_params_validate_grammar (&params, &error))
+    {
+      gtk_widget_set_visible (GTK_WIDGET (self->grammar_error_label), FALSE);
+      gtk_label_set_text (self->grammar_error_label, "");
+    }
+  else
+    {
+      gtk_label_set_text (self->grammar_error_label, error->message);
+      gtk_widget_set_visible (GTK_WIDGET (self->grammar_error_label), TRUE);
+    }
+}
+
+static void
+set_buffer_text (GtkTextBuffer *buffer, const char *text)
+{
+  g_autofree char *current = buffer_text (buffer);
+  if (g_strcmp0 (current, text) != 0)
+    gtk_text_buffer_set_text (buffer, text, -1);
+}
+
+static void
+fill_widgets (HanashiParamsPanel *self, const HanashiParams *params)
+{
+  self->updating++;
+  for (guint i = 0; i < N_KNOBS; i++)
+    {
+      double value = 0;
+      hanashi_params_get_number (params, self->knobs[i].spec->key, &value);
+      if (g_str_equal (self->knobs[i].spec->key, "seed") && value < 0)
+        continue;   /* keep the last fixed seed for when the switch goes off */
+      gtk_adjustment_set_value (self->knobs[i].adjustment, value);
+    }
+  gtk_drop_down_set_selected (self->mirostat_dropdown, (guint) params->sampling.mirostat);
+  gtk_switch_set_active (self->random_seed_switch, params->sampling.seed < 0);
+
+  GString *stops = g_string_new (NULL);
+  for (char **s = params->stop; s && *s; s++)
+    {
+      g_autofree char *escaped = escape_stop (*s);
+      if (stops->len)
+        g_string_append_c (stops, '\n');
+      g_string_append (stops, escaped);
+    }
+  g_autofree char *stop_text = g_string_free (stops, FALSE);
+  set_buffer_text (self->stop_buffer, stop_text);
+  set_buffer_text (self->negative_buffer, params->cfg_negative);
+
+  for (guint i = 0; self->shipped_grammars && self->shipped_grammars[i]; i++)
+    if (g_str_equal (self->shipped_grammars[i], params->grammar_name))
+      gtk_drop_down_set_selected (self->shipped_dropdown, i);
+  set_buffer_text (self->gbnf_buffer, params->grammar);
+  set_buffer_text (self->schema_buffer, params->json_schema);
+  gtk_drop_down_set_selected (self->grammar_mode_dropdown, params->grammar_mode);
+  self->updating--;
+
+  update_visibility (self);
+  update_reset_buttons (self);
+  validate_grammar (self);
+}
+
+static void
+on_user_changed (HanashiParamsPanel *self)
+{
+  if (self->updating)
+    return;
+  update_visibility (self);
+  update_reset_buttons (self);
+  validate_grammar (self);
+  if (self->defaults_mode && self->settings)
+    {
+      g_autofree char *json = hanashi_params_panel_dup_params_json (self);
+      /* The defaults mode edits what "reset" returns to in conversations, not here. */
+      g_settings_set_string (self->settings, "default-params", json);
+    }
+  g_signal_emit (self, signals[SIGNAL_CHANGED], 0);
+}
+
+/* ---- rows --------------------------------------------------------------------------------- */
+
+static void
+on_knob_reset (GtkButton *button, HanashiParamsPanel *self)
+{
+  Knob *knob = g_object_get_data (G_OBJECT (button), "knob");
+  double def = 0;
+  hanashi_params_get_number (&self->defaults, knob->spec->key, &def);
+  if (g_str_equal (knob->spec->key, "seed"))
+    gtk_switch_set_active (self->random_seed_switch, def < 0);
+  if (def >= 0 || !g_str_equal (knob->spec->key, "seed"))
+    gtk_adjustment_set_value (knob->adjustment, def);
+}
+
+static GtkWidget *
+make_row (GtkWidget *child)
+{
+  /* An AdwPreferencesRow, not a plain GtkListBoxRow: only those go into the group's
+   * boxed list. */
+  GtkWidget *row = adw_preferences_row_new ();
+  gtk_list_box_row_set_activatable (GTK_LIST_BOX_ROW (row), FALSE);
+  gtk_list_box_row_set_selectable (GTK_LIST_BOX_ROW (row), FALSE);
+  gtk_widget_set_margin_start (child, 12);
+  gtk_widget_set_margin_end (child, 12);
+  gtk_widget_set_margin_top (child, 6);
+  gtk_widget_set_margin_bottom (child, 6);
+  gtk_list_box_row_set_child (GTK_LIST_BOX_ROW (row), child);
+  return row;
+}
+
+static GtkWidget *
+make_label_box (const char *label, const char *hint, GtkWidget *mnemonic_widget)
+{
+  GtkWidget *box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 2);
+  gtk_widget_set_hexpand (box, TRUE);
+  gtk_widget_set_valign (box, GTK_ALIGN_CENTER);
+  GtkWidget *title = gtk_label_new (label);
+  gtk_label_set_xalign (GTK_LABEL (title), 0);
+  gtk_label_set_wrap (GTK_LABEL (title), TRUE);
+  if (mnemonic_widget)
+    gtk_label_set_mnemonic_widget (GTK_LABEL (title), mnemonic_widget);
+  gtk_box_append (GTK_BOX (box), title);
+  if (hint)
+    {
+      GtkWidget *sub = gtk_label_new (hint);
+      gtk_label_set_xalign (GTK_LABEL (sub), 0);
+      gtk_label_set_wrap (GTK_LABEL (sub), TRUE);
+      gtk_widget_add_css_class (sub, "caption");
+      gtk_widget_add_css_class (sub, "dim-label");
+      gtk_box_append (GTK_BOX (box), sub);
+    }
+  return box;
+}
+
+static void
+build_knob (HanashiParamsPanel *self, Knob *knob, const KnobSpec *spec)
+{
+  double min = 0, max = 1, def = 0;
+  hanashi_params_get_range (spec->key, &min, &max, &def);
+  if (g_str_equal (spec->key, "seed"))
+    min = 0;   /* −1 (random) is the switch */
+  knob->spec = spec;
+  knob->adjustment = g_object_ref_sink (gtk_adjustment_new (CLAMP (def, min, max), min, max,
+                                                            spec->step, spec->step * 10, 0));
+
+  GtkWidget *box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 4);
+  GtkWidget *top = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
+  GtkWidget *spin = gtk_spin_button_new (knob->adjustment, spec->step, (guint) spec->digits);
+  g_autofree char *spin_name = g_strconcat ("spin-", spec->key, NULL);
+  gtk_widget_set_name (spin, spin_name);
+  gtk_spin_button_set_numeric (GTK_SPIN_BUTTON (spin), TRUE);
+  gtk_editable_set_width_chars (GTK_EDITABLE (spin), g_str_equal (spec->key, "seed") ? 10 : 6);
+  gtk_widget_set_valign (spin, GTK_ALIGN_CENTER);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (spin), GTK_ACCESSIBLE_PROPERTY_LABEL, _(spec->label), -1);
+
+  knob->reset_button = gtk_button_new_from_icon_name ("edit-undo-symbolic");
+  gtk_widget_add_css_class (knob->reset_button, "flat");
+  gtk_widget_set_valign (knob->reset_button, GTK_ALIGN_CENTER);
+  g_autofree char *reset_tip = g_strdup_printf (_("Reset %s to Default"), _(spec->label));
+  gtk_widget_set_tooltip_text (knob->reset_button, reset_tip);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (knob->reset_button), GTK_ACCESSIBLE_PROPERTY_LABEL, reset_tip, -1);
+  g_object_set_data (G_OBJECT (knob->reset_button), "knob", knob);
+  g_signal_connect (knob->reset_button, "clicked", G_CALLBACK (on_knob_reset), self);
+
+  gtk_box_append (GTK_BOX (top), make_label_box (_(spec->label), spec->hint ? _(spec->hint) : NULL, NULL));
+  gtk_box_append (GTK_BOX (top), spin);
+  gtk_box_append (GTK_BOX (top), knob->reset_button);
+  gtk_box_append (GTK_BOX (box), top);
+
+  if (spec->slider)
+    {
+      GtkWidget *scale = gtk_scale_new (GTK_ORIENTATION_HORIZONTAL, knob->adjustment);
+      gtk_scale_set_digits (GTK_SCALE (scale), spec->digits);
+      gtk_scale_set_draw_value (GTK_SCALE (scale), FALSE);
+      gtk_widget_set_hexpand (scale, TRUE);
+      gtk_accessible_update_property (GTK_ACCESSIBLE (scale), GTK_ACCESSIBLE_PROPERTY_LABEL, _(spec->label), -1);
+      if (g_str_equal (spec->key, "cfg_scale"))
+        gtk_scale_add_mark (GTK_SCALE (scale), 1.0, GTK_POS_BOTTOM, _("Off"));
+      gtk_box_append (GTK_BOX (box), scale);
+    }
+  g_signal_connect_swapped (knob->adjustment, "value-changed", G_CALLBACK (on_user_changed), self);
+  knob->row = make_row (box);
+}
+
+static GtkWidget *
+make_text_area (GtkTextBuffer *buffer, const char *accessible_name, int height, gboolean monospace,
+                GtkWidget **view_out)
+{
+  GtkWidget *view = buffer && GTK_SOURCE_IS_BUFFER (buffer)
+                      ? gtk_source_view_new_with_buffer (GTK_SOURCE_BUFFER (buffer))
+                      : gtk_text_view_new_with_buffer (buffer);
+  gtk_text_view_set_wrap_mode (GTK_TEXT_VIEW (view), GTK_WRAP_WORD_CHAR);
+  gtk_text_view_set_monospace (GTK_TEXT_VIEW (view), monospace);
+  gtk_text_view_set_top_margin (GTK_TEXT_VIEW (view), 6);
+  gtk_text_view_set_bottom_margin (GTK_TEXT_VIEW (view), 6);
+  gtk_text_view_set_left_margin (GTK_TEXT_VIEW (view), 6);
+  gtk_text_view_set_right_margin (GTK_TEXT_VIEW (view), 6);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (view), GTK_ACCESSIBLE_PROPERTY_LABEL, accessible_name, -1);
+  GtkWidget *scroller = gtk_scrolled_window_new ();
+  gtk_scrolled_window_set_policy (GTK_SCROLLED_WINDOW (scroller), GTK_POLICY_NEVER, GTK_POLICY_AUTOMATIC);
+  gtk_scrolled_window_set_min_content_height (GTK_SCROLLED_WINDOW (scroller), height);
+  gtk_scrolled_window_set_child (GTK_SCROLLED_WINDOW (scroller), view);
+  gtk_widget_add_css_class (scroller, "card");
+  gtk_widget_set_overflow (scroller, GTK_OVERFLOW_HIDDEN);
+  if (view_out)
+    *view_out = view;
+  return scroller;
+}
+
+static GtkWidget *
+labelled_box (const char *label, const char *hint, GtkWidget *child)
+{
+  GtkWidget *box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 6);
+  gtk_box_append (GTK_BOX (box), make_label_box (label, hint, NULL));
+  gtk_box_append (GTK_BOX (box), child);
+  return make_row (box);
+}
+
+static GtkDropDown *
+make_dropdown (const char *const *items)
+{
+  return GTK_DROP_DOWN (gtk_drop_down_new_from_strings (items));
+}
+
+static void
+build_rows (HanashiParamsPanel *self)
+{
+  for (guint i = 0; i < N_KNOBS; i++)
+    build_knob (self, &self->knobs[i], &knob_specs[i]);
+
+  /* Sampling, with mirostat's mode between the plain knobs and its τ and η. */
+  for (guint i = 0; i < N_KNOBS; i++)
+    if (knob_specs[i].group == GROUP_SAMPLING)
+      adw_preferences_group_add (self->sampling_group, self->knobs[i].row);
+
+  const char *mirostat_modes[] = { _("Off"), _("Mirostat"), _("Mirostat 2.0"), NULL };
+  self->mirostat_dropdown = make_dropdown (mirostat_modes);
+  gtk_widget_set_name (GTK_WIDGET (self->mirostat_dropdown), "mirostat");
+  gtk_widget_set_valign (GTK_WIDGET (self->mirostat_dropdown), GTK_ALIGN_CENTER);
+  GtkWidget *mirostat_box = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
+  gtk_box_append (GTK_BOX (mirostat_box), make_label_box (_("Mirostat"), _("Replaces top-k, top-p, min-p and typical-p"), NULL));
+  gtk_box_append (GTK_BOX (mirostat_box), GTK_WIDGET (self->mirostat_dropdown));
+  adw_preferences_group_add (self->sampling_group, make_row (mirostat_box));
+  g_signal_connect_swapped (self->mirostat_dropdown, "notify::selected", G_CALLBACK (on_user_changed), self);
+  for (guint i = 0; i < N_KNOBS; i++)
+    if (knob_specs[i].group == GROUP_MIROSTAT)
+      adw_preferences_group_add (self->sampling_group, self->knobs[i].row);
+
+  /* Output: seed (random switch + fixed value), maximum tokens, stop strings. */
+  self->random_seed_switch = GTK_SWITCH (gtk_switch_new ());
+  gtk_widget_set_name (GTK_WIDGET (self->random_seed_switch), "random-seed");
+  gtk_widget_set_valign (GTK_WIDGET (self->random_seed_switch), GTK_ALIGN_CENTER);
+  GtkWidget *seed_box = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
+  gtk_box_append (GTK_BOX (seed_box), make_label_box (_("Random Seed"), _("Off repeats the same answer for the same prompt"), NULL));
+  gtk_box_append (GTK_BOX (seed_box), GTK_WIDGET (self->random_seed_switch));
+  gtk_accessible_update_property (GTK_ACCESSIBLE (self->random_seed_switch), GTK_ACCESSIBLE_PROPERTY_LABEL, _("Random Seed"), -1);
+  adw_preferences_group_add (self->output_group, make_row (seed_box));
+  g_signal_connect_swapped (self->random_seed_switch, "notify::active", G_CALLBACK (on_user_changed), self);
+  adw_preferences_group_add (self->output_group, find_knob (self, "seed")->row);
+  adw_preferences_group_add (self->output_group, find_knob (self, "max_new_tokens")->row);
+
+  self->stop_buffer = gtk_text_buffer_new (NULL);
+  GtkWidget *stop_view = NULL;
+  GtkWidget *stop_area = make_text_area (self->stop_buffer, _("Stop Strings"), 60, TRUE, &stop_view);
+  gtk_widget_set_name (stop_view, "stop-strings");
+  adw_preferences_group_add (self->output_group,
+                             labelled_box (_("Stop Strings"), _("One per line; \\n is a line break"), stop_area));
+  g_signal_connect_swapped (self->stop_buffer, "changed", G_CALLBACK (on_user_changed), self);
+
+  /* CFG */
+  self->negative_buffer = gtk_text_buffer_new (NULL);
+  GtkWidget *negative_view = NULL;
+  GtkWidget *negative_area = make_text_area (self->negative_buffer, _("Negative Prompt"), 60, FALSE, &negative_view);
+  gtk_widget_set_name (negative_view, "negative-prompt");
+  adw_preferences_group_add (self->cfg_group, labelled_box (_("Negative Prompt"), NULL, negative_area));
+  g_signal_connect_swapped (self->negative_buffer, "changed", G_CALLBACK (on_user_changed), self);
+  adw_preferences_group_add (self->cfg_group, find_knob (self, "cfg_scale")->row);
+
+  /* Grammar */
+  const char *grammar_modes[] = { _("None"), _("Built-in"), _("Custom GBNF"), _("JSON Schema"), NULL };
+  self->grammar_mode_dropdown = make_dropdown (grammar_modes);
+  gtk_widget_set_name (GTK_WIDGET (self->grammar_mode_dropdown), "grammar-mode");
+  gtk_widget_set_valign (GTK_WIDGET (self->grammar_mode_dropdown), GTK_ALIGN_CENTER);
+  GtkWidget *mode_box = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
+  gtk_box_append (GTK_BOX (mode_box), make_label_box (_("Constrain With"), NULL, NULL));
+  gtk_box_append (GTK_BOX (mode_box), GTK_WIDGET (self->grammar_mode_dropdown));
+  adw_preferences_group_add (self->grammar_group, make_row (mode_box));
+  g_signal_connect_swapped (self->grammar_mode_dropdown, "notify::selected", G_CALLBACK (on_user_changed), self);
+
+  self->shipped_grammars = hanashi_params_list_shipped_grammars ();
+  self->shipped_dropdown = make_dropdown ((const char *const *) self->shipped_grammars);
+  gtk_widget_set_name (GTK_WIDGET (self->shipped_dropdown), "shipped-grammar");
+  gtk_widget_set_valign (GTK_WIDGET (self->shipped_dropdown), GTK_ALIGN_CENTER);
+  GtkWidget *shipped_box = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
+  gtk_box_append (GTK_BOX (shipped_box), make_label_box (_("Grammar"), NULL, NULL));
+  gtk_box_append (GTK_BOX (shipped_box), GTK_WIDGET (self->shipped_dropdown));
+  self->shipped_row = make_row (shipped_box);
+  adw_preferences_group_add (self->grammar_group, self->shipped_row);
+  g_signal_connect_swapped (self->shipped_dropdown, "notify::selected", G_CALLBACK (on_user_changed), self);
+
+  GtkSourceLanguageManager *languages = gtk_source_language_manager_get_default ();
+  self->gbnf_buffer = GTK_TEXT_BUFFER (gtk_source_buffer_new (NULL));
+  GtkWidget *gbnf_view = NULL;
+  self->gbnf_scroller = make_text_area (self->gbnf_buffer, _("Custom GBNF Grammar"), 160, TRUE, &gbnf_view);
+  gtk_widget_set_name (gbnf_view, "gbnf-editor");
+  gtk_source_view_set_show_line_numbers (GTK_SOURCE_VIEW (gbnf_view), TRUE);
+  adw_preferences_group_add (self->grammar_group, self->gbnf_scroller);
+  g_signal_connect_swapped (self->gbnf_buffer, "changed", G_CALLBACK (on_user_changed), self);
+
+  self->schema_buffer = GTK_TEXT_BUFFER (gtk_source_buffer_new (NULL));
+  /* Highlighting is a nicety: the language files may be missing (tests, minimal installs). */
+  GtkSourceLanguage *json_language = gtk_source_language_manager_get_language (languages, "json");
+  if (json_language)
+    gtk_source_buffer_set_language (GTK_SOURCE_BUFFER (self->schema_buffer), json_language);
+  GtkWidget *schema_view = NULL;
+  self->schema_scroller = make_text_area (self->schema_buffer, _("JSON Schema"), 160, TRUE, &schema_view);
+  gtk_widget_set_name (schema_view, "schema-editor");
+  gtk_source_view_set_show_line_numbers (GTK_SOURCE_VIEW (schema_view), TRUE);
+  adw_preferences_group_add (self->grammar_group, self->schema_scroller);
+  g_signal_connect_swapped (self->schema_buffer, "changed", G_CALLBACK (on_user_changed), self);
+
+  self->grammar_error_label = GTK_LABEL (gtk_label_new (NULL));
+  gtk_widget_set_name (GTK_WIDGET (self->grammar_error_label), "grammar-error");
+  gtk_label_set_wrap (self->grammar_error_label, TRUE);
+  gtk_label_set_xalign (self->grammar_error_label, 0);
+  gtk_label_set_selectable (self->grammar_error_label, TRUE);
+  gtk_widget_add_css_class (GTK_WIDGET (self->grammar_error_label), "error");
+  gtk_widget_set_margin_top (GTK_WIDGET (self->grammar_error_label), 6);
+  gtk_widget_set_visible (GTK_WIDGET (self->grammar_error_label), FALSE);
+  adw_preferences_group_add (self->grammar_group, GTK_WIDGET (self->grammar_error_label));
+}
+
+/* GtkSourceView does not follow the dark style by itself. */
+static void
+update_editor_scheme (HanashiParamsPanel *self)
+{
+  gboolean dark = adw_style_manager_get_dark (adw_style_manager_get_default ());
+  GtkSourceStyleScheme *scheme = gtk_source_style_scheme_manager_get_scheme (
+    gtk_source_style_scheme_manager_get_default (), dark ? "Adwaita-dark" : "Adwaita");
+  if (!scheme)
+    return;
+  gtk_source_buffer_set_style_scheme (GTK_SOURCE_BUFFER (self->gbnf_buffer), scheme);
+  gtk_source_buffer_set_style_scheme (GTK_SOURCE_BUFFER (self->schema_buffer), scheme);
+}
+
+/* ---- presets ------------------------------------------------------------------------------ */
+
+static void on_preset_selected (HanashiParamsPanel *self);
+
+static void
+reload_presets (HanashiParamsPanel *self, const char *select)
+{
+  g_auto (GStrv) names = hanashi_presets_list ();
+  GtkStringList *model = gtk_string_list_new ((const char *const *) names);
+  gtk_drop_down_set_model (self->preset_dropdown, G_LIST_MODEL (model));
+  for (guint i = 0; select && names[i]; i++)
+    if (g_str_equal (names[i], select))
+      gtk_drop_down_set_selected (self->preset_dropdown, i);
+  g_object_unref (model);
+  on_preset_selected (self);
+}
+
+static void
+on_preset_apply (HanashiParamsPanel *self)
+{
+  GtkStringObject *item = gtk_drop_down_get_selected_item (self->preset_dropdown);
+  if (!item)
+    return;
+  g_autofree char *json = hanashi_presets_lookup (gtk_string_object_get_string (item));
+  if (!json)
+    return;
+  g_auto (HanashiParams) params;
+  collect_params (self, &params);
+  if (hanashi_params_update_from_json (&params, json, NULL))
+    {
+      fill_widgets (self, &params);
+      on_user_changed (self);
+    }
+}
+
+static void
+on_preset_selected (HanashiParamsPanel *self)
+{
+  /* Only the user's own presets can be deleted. */
+  guint selected = gtk_drop_down_get_selected (self->preset_dropdown);
+  gtk_widget_set_sensitive (GTK_WIDGET (self->preset_delete_button),
+                            selected != GTK_INVALID_LIST_POSITION && selected >= HANASHI_N_SHIPPED_PRESETS);
+}
+
+static void
+on_preset_delete (HanashiParamsPanel *self)
+{
+  GtkStringObject *item = gtk_drop_down_get_selected_item (self->preset_dropdown);
+  if (!item || gtk_drop_down_get_selected (self->preset_dropdown) < HANASHI_N_SHIPPED_PRESETS)
+    return;
+  g_autoptr (GError) error = NULL;
+  if (!hanashi_presets_delete (gtk_string_object_get_string (item), &error))
+    g_message ("Could not delete the preset: %s", error->message);
+  reload_presets (self, NULL);
+}
+
+static void
+on_preset_save (HanashiParamsPanel *self)
+{
+  const char *name = gtk_editable_get_text (GTK_EDITABLE (self->preset_name_entry));
+  g_autofree char *json = hanashi_params_panel_dup_params_json (self);
+  g_autoptr (GError) error = NULL;
+  if (!hanashi_presets_save (name, json, &error))
+    {
+      gtk_widget_add_css_class (GTK_WIDGET (self->preset_name_entry), "error");
+      gtk_widget_set_tooltip_text (GTK_WIDGET (self->preset_name_entry), error->message);
+      return;
+    }
+  g_autofree char *saved = g_strstrip (g_strdup (name));
+  reload_presets (self, saved);
+  gtk_editable_set_text (GTK_EDITABLE (self->preset_name_entry), "");
+}
+
+static void
+on_preset_name_changed (HanashiParamsPanel *self)
+{
+  g_autofree char *name = g_strstrip (g_strdup (gtk_editable_get_text (GTK_EDITABLE (self->preset_name_entry))));
+  gtk_widget_remove_css_class (GTK_WIDGET (self->preset_name_entry), "error");
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->preset_name_entry), NULL);
+  gtk_widget_set_sensitive (GTK_WIDGET (self->preset_save_button), *name != '\0');
+}
+
+static void
+on_reset_all (HanashiParamsPanel *self)
+{
+  fill_widgets (self, &self->defaults);
+  on_user_changed (self);
+}
+
+/* ---- GObject ------------------------------------------------------------------------------ */
+
+static void
+hanashi_params_panel_dispose (GObject *object)
+{
+  HanashiParamsPanel *self = HANASHI_PARAMS_PANEL (object);
+  gtk_widget_dispose_template (GTK_WIDGET (self), HANASHI_TYPE_PARAMS_PANEL);
+  g_clear_object (&self->stop_buffer);
+  g_clear_object (&self->negative_buffer);
+  g_clear_object (&self->gbnf_buffer);
+  g_clear_object (&self->schema_buffer);
+  for (guint i = 0; i < N_KNOBS; i++)
+    g_clear_object (&self->knobs[i].adjustment);
+  G_OBJECT_CLASS (hanashi_params_panel_parent_class)->dispose (object);
+}
+
+static void
+hanashi_params_panel_finalize (GObject *object)
+{
+  HanashiParamsPanel *self = HANASHI_PARAMS_PANEL (object);
+  g_clear_pointer (&self->shipped_grammars, g_strfreev);
+  g_clear_object (&self->settings);
+  hanashi_params_clear (&self->defaults);
+  G_OBJECT_CLASS (hanashi_params_panel_parent_class)->finalize (object);
+}
+
+static void
+hanashi_params_panel_class_init (HanashiParamsPanelClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
+
+  object_class->dispose = hanashi_params_panel_dispose;
+  object_class->finalize = hanashi_params_panel_finalize;
+
+  signals[SIGNAL_CHANGED] = g_signal_new ("changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                          0, NULL, NULL, NULL, G_TYPE_NONE, 0);
+
+  gtk_source_init ();
+  gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hanashi/Hanashi/ui/hanashi-params-panel.ui");
+  gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, scroller);
+  gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, content);
+  gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, presets_group);
+  gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, sampling_group);
+  gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, output_group);
+  gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, cfg_group);
+  gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, grammar_group);
+  gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, reset_all_button);
+  gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, preset_dropdown);
+  gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, preset_apply_button);
+  gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, preset_delete_button);
+  gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, preset_name_entry);
+  gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, preset_save_button);
+  gtk_widget_class_set_layout_manager_type (widget_class, GTK_TYPE_BIN_LAYOUT);
+  gtk_widget_class_set_css_name (widget_class, "paramspanel");
+}
+
+static void
+hanashi_params_panel_init (HanashiParamsPanel *self)
+{
+  gtk_widget_init_template (GTK_WIDGET (self));
+
+  GSettingsSchema *schema = g_settings_schema_source_lookup (g_settings_schema_source_get_default (), APP_ID, TRUE);
+  if (schema && g_settings_schema_has_key (schema, "default-params"))
+    self->settings = g_settings_new (APP_ID);
+  g_clear_pointer (&schema, g_settings_schema_unref);
+  hanashi_params_load_defaults (&self->defaults, self->settings);
+
+  build_rows (self);
+  update_editor_scheme (self);
+  g_signal_connect_object (adw_style_manager_get_default (), "notify::dark",
+                           G_CALLBACK (update_editor_scheme), self, G_CONNECT_SWAPPED);
+  reload_presets (self, NULL);
+  g_signal_connect_swapped (self->reset_all_button, "clicked", G_CALLBACK (on_reset_all), self);
+  g_signal_connect_swapped (self->preset_apply_button, "clicked", G_CALLBACK (on_preset_apply), self);
+  g_signal_connect_swapped (self->preset_save_button, "clicked", G_CALLBACK (on_preset_save), self);
+  g_signal_connect_swapped (self->preset_delete_button, "clicked", G_CALLBACK (on_preset_delete), self);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (self->preset_delete_button), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                  _("Delete Preset"), -1);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (self->preset_dropdown), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                  _("Preset"), -1);
+  g_signal_connect_swapped (self->preset_dropdown, "notify::selected", G_CALLBACK (on_preset_selected), self);
+  g_signal_connect_swapped (self->preset_name_entry, "activate", G_CALLBACK (on_preset_save), self);
+  g_signal_connect_swapped (self->preset_name_entry, "changed", G_CALLBACK (on_preset_name_changed), self);
+
+  fill_widgets (self, &self->defaults);
+}
+
+HanashiParamsPanel *
+hanashi_params_panel_new (void)
+{
+  return g_object_new (HANASHI_TYPE_PARAMS_PANEL, NULL);
+}
+
+HanashiParamsPanel *
+hanashi_params_panel_new_for_defaults (void)
+{
+  HanashiParamsPanel *self = hanashi_params_panel_new ();
+  self->defaults_mode = TRUE;
+  /* Reset in the Preferences goes back to the engine's own defaults. */
+  hanashi_params_clear (&self->defaults);
+  hanashi_params_init_default (&self->defaults);
+  update_reset_buttons (self);
+  return self;
+}
+
+void
+hanashi_params_panel_set_params_json (HanashiParamsPanel *self, const char *json)
+{
+  g_return_if_fail (HANASHI_IS_PARAMS_PANEL (self));
+
+  /* Conversations follow the current defaults for anything they never set; the
+   * defaults themselves reset to the engine's. */
+  hanashi_params_clear (&self->defaults);
+  if (self->defaults_mode)
+    hanashi_params_init_default (&self->defaults);
+  else
+    hanashi_params_load_defaults (&self->defaults, self->settings);
+
+  g_auto (HanashiParams) params;
+  if (self->defaults_mode)
+    hanashi_params_load_defaults (&params, self->settings);
+  else
+    hanashi_params_copy (&params, &self->defaults);
+  g_autoptr (GError) error = NULL;
+  if (json && !hanashi_params_update_from_json (&params, json, &error))
+    g_message ("Ignoring unreadable conversation parameters: %s", error->message);
+  fill_widgets (self, &params);
+}
+
+char *
+hanashi_params_panel_dup_params_json (HanashiParamsPanel *self)
+{
+  g_return_val_if_fail (HANASHI_IS_PARAMS_PANEL (self), NULL);
+  g_auto (HanashiParams) params;
+  collect_params (self, &params);
+  return hanashi_params_to_json (&params);
+}
+
+gboolean
+hanashi_params_panel_apply_to_request (HanashiParamsPanel *self, HanashiGenerateRequest *req,
+                                       GError **error)
+{
+  g_return_val_if_fail (HANASHI_IS_PARAMS_PANEL (self), FALSE);
+  g_auto (HanashiParams) params;
+  collect_params (self, &params);
+  return hanashi_params_apply_to_request (&params, req, error);
+}

@@ -1,0 +1,34 @@
+/* hanashi-params-panel.h: the parameter panel (sampling knobs, CFG, grammar, presets).
+ *
+ * The panel edits one set of generation parameters.  Per conversation the window feeds it
+ * the conversation's stored JSON; in "defaults" mode (the Preferences window) it edits the
+ * app's default parameters in GSettings instead. */
+#pragma once
+
+#include <gtk/gtk.h>
+
+#include "hanashi-engine.h"
+
+G_BEGIN_DECLS
+
+#define HANASHI_TYPE_PARAMS_PANEL (hanashi_params_panel_get_type ())
+G_DECLARE_FINAL_TYPE (HanashiParamsPanel, hanashi_params_panel, HANASHI, PARAMS_PANEL, GtkWidget)
+
+HanashiParamsPanel *hanashi_params_panel_new              (void);
+/* The Preferences variant: shows the GSettings defaults and writes every change back. */
+HanashiParamsPanel *hanashi_params_panel_new_for_defaults (void);
+
+/* Per-conversation values; NULL = the defaults from GSettings.  Values are clamped to
+ * their valid ranges; unknown keys are ignored.  Does not emit "changed". */
+void      hanashi_params_panel_set_params_json  (HanashiParamsPanel *self, const char *json);
+char     *hanashi_params_panel_dup_params_json  (HanashiParamsPanel *self);
+
+/* Copies every value into the request.  FALSE with a human sentence (naming line and
+ * column) when the grammar or JSON schema is invalid; the request is then untouched. */
+gboolean  hanashi_params_panel_apply_to_request (HanashiParamsPanel      *self,
+                                                 HanashiGenerateRequest  *req,
+                                                 GError                 **error);
+
+/* Signal "changed" (no arguments): the user changed a value. */
+
+G_END_DECLS

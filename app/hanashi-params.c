@@ -1,0 +1,439 @@
+/* hanashi-params.c: generation parameters as data, JSON and clamping. */
+#include "config.h"
+
+#include <glib/gi18n.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <string.h>
+
+#include "hanashi-params.h"
+#include "hn-grammar.h"
+#include "hn-json-schema.h"
+#include "hn-sampler.h"
+
+#define GRAMMAR_RESOURCE_DIR "/io/github/hanashi/Hanashi/grammars"
+
+/* Knobs the engine's sampler spec table does not describe. */
+typedef struct {
+  const char *key;
+  double min, max, def;
+} ExtraRange;
+
+static const ExtraRange extra_ranges[] = {
+  { "seed", -1, HANASHI_PARAMS_SEED_MAX, -1 },
+  { "cfg_scale", 0, HANASHI_PARAMS_CFG_SCALE_MAX, 1.0 },
+};
+
+static const ExtraRange narrowed[] = {
+  { "temperature", 0, 5, 0 },
+  { "top_k", 0, 1000, 0 },
+  { "repeat_penalty", 0.5, 3, 0 },
+  { "repeat_last_n", -1, 8192, 0 },
+  { "max_new_tokens", -1, 131072, 0 },
+};
+
+gboolean
+hanashi_params_get_range (const char *key, double *min, double *max, double *def)
+{
+  size_t n = 0;
+  const HnSamplerParamSpec *specs = hn_sampler_param_specs (&n);
+  for (size_t i = 0; i < n; i++)
+    if (g_str_equal (specs[i].key, key))
+      {
+        *min = specs[i].min, *max = specs[i].max, *def = specs[i].def;
+        /* The engine accepts more than a person can use; narrower ranges keep sliders
+         * usable, and the panel and stored values share them. */
+        for (size_t j = 0; j < G_N_ELEMENTS (narrowed); j++)
+          if (g_str_equal (narrowed[j].key, key))
+            *min = MAX (*min, narrowed[j].min), *max = MIN (*max, narrowed[j].max);
+        return TRUE;
+      }
+  for (size_t i = 0; i < G_N_ELEMENTS (extra_ranges); i++)
+    if (g_str_equal (extra_ranges[i].key, key))
+      {
+        *min = extra_ranges[i].min, *max = extra_ranges[i].max, *def = extra_ranges[i].def;
+        return TRUE;
+      }
+  return FALSE;
+}
+
+/* Field access by key: doubles and ints of HanashiParams behind one name. */
+typedef enum { FIELD_DOUBLE, FIELD_INT, FIELD_INT64 } FieldType;
+
+static void *
+field_for_key (HanashiParams *p, const char *key, FieldType *type)
+{
+  HanashiSamplingParams *s = &p->sampling;
+  struct { const char *key; void *field; FieldType type; } fields[] = {
+    { "temperature", &s->temperature, FIELD_DOUBLE },
+    { "top_k", &s->top_k, FIELD_INT },
+    { "top_p", &s->top_p, FIELD_DOUBLE },
+    { "min_p", &s->min_p, FIELD_DOUBLE },
+    { "typical_p", &s->typical_p, FIELD_DOUBLE },
+    { "repeat_penalty", &s->repeat_penalty, FIELD_DOUBLE },
+    { "repeat_last_n", &s->repeat_last_n, FIELD_INT },
+    { "frequency_penalty", &s->frequency_penalty, FIELD_DOUBLE },
+    { "presence_penalty", &s->presence_penalty, FIELD_DOUBLE },
+    { "mirostat", &s->mirostat, FIELD_INT },
+    { "mirostat_tau", &s->mirostat_tau, FIELD_DOUBLE },
+    { "mirostat_eta", &s->mirostat_eta, FIELD_DOUBLE },
+    { "seed", &s->seed, FIELD_INT64 },
+    { "max_new_tokens", &p->max_tokens, FIELD_INT },
+    { "cfg_scale", &p->cfg_scale, FIELD_DOUBLE },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS (fields); i++)
+    if (g_str_equal (fields[i].key, key))
+      {
+        *type = fields[i].type;
+        return fields[i].field;
+      }
+  return NULL;
+}
+
+static const char *const number_keys[] = {
+  "temperature", "top_k", "top_p", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
+  "frequency_penalty", "presence_penalty", "mirostat", "mirostat_tau", "mirostat_eta",
+  "seed", "max_new_tokens", "cfg_scale",
+};
+
+gboolean
+hanashi_params_get_number (const HanashiParams *params, const char *key, double *value)
+{
+  FieldType type;
+  void *field = field_for_key ((HanashiParams *) params, key, &type);
+  if (!field)
+    return FALSE;
+  switch (type)
+    {
+    case FIELD_DOUBLE: *value = *(double *) field; break;
+    case FIELD_INT: *value = *(int *) field; break;
+    case FIELD_INT64: *value = (double) *(gint64 *) field; break;
+    }
+  return TRUE;
+}
+
+/* Stores `value` pulled into the key's range; NaN and infinities of the wrong kind
+ * become the default, so a hand-edited file can never push the engine out of range. */
+gboolean
+hanashi_params_set_number (HanashiParams *params, const char *key, double value)
+{
+  FieldType type;
+  double min, max, def;
+  void *field = field_for_key (params, key, &type);
+  if (!field || !hanashi_params_get_range (key, &min, &max, &def))
+    return FALSE;
+  if (isnan (value))
+    value = def;
+  value = CLAMP (value, min, max);
+  switch (type)
+    {
+    case FIELD_DOUBLE: *(double *) field = value; break;
+    case FIELD_INT: *(int *) field = (int) lround (value); break;
+    case FIELD_INT64: *(gint64 *) field = (gint64) llround (value); break;
+    }
+  return TRUE;
+}
+
+void
+hanashi_params_init_default (HanashiParams *params)
+{
+  memset (params, 0, sizeof *params);
+  hanashi_sampling_params_init_default (&params->sampling);
+  params->max_tokens = -1;
+  params->stop = g_new0 (char *, 1);
+  params->cfg_negative = g_strdup ("");
+  params->cfg_scale = 1.0;
+  params->grammar_mode = HANASHI_GRAMMAR_MODE_NONE;
+  params->grammar_name = g_strdup ("json");
+  params->grammar = g_strdup ("");
+  params->json_schema = g_strdup ("");
+}
+
+void
+hanashi_params_clear (HanashiParams *params)
+{
+  g_clear_pointer (&params->stop, g_strfreev);
+  g_clear_pointer (&params->cfg_negative, g_free);
+  g_clear_pointer (&params->grammar_name, g_free);
+  g_clear_pointer (&params->grammar, g_free);
+  g_clear_pointer (&params->json_schema, g_free);
+}
+
+void
+hanashi_params_copy (HanashiParams *dest, const HanashiParams *src)
+{
+  *dest = *src;
+  dest->stop = g_strdupv (src->stop);
+  dest->cfg_negative = g_strdup (src->cfg_negative);
+  dest->grammar_name = g_strdup (src->grammar_name);
+  dest->grammar = g_strdup (src->grammar);
+  dest->json_schema = g_strdup (src->json_schema);
+}
+
+void
+hanashi_params_clamp (HanashiParams *params)
+{
+  for (size_t i = 0; i < G_N_ELEMENTS (number_keys); i++)
+    {
+      double value = 0;
+      hanashi_params_get_number (params, number_keys[i], &value);
+      hanashi_params_set_number (params, number_keys[i], value);
+    }
+  if ((guint) params->grammar_mode > HANASHI_GRAMMAR_MODE_JSON_SCHEMA)
+    params->grammar_mode = HANASHI_GRAMMAR_MODE_NONE;
+
+  /* The engine takes at most HN_SAMPLER_MAX_STOP non-empty stop strings of bounded length. */
+  g_autoptr (GPtrArray) stops = g_ptr_array_new ();
+  for (char **s = params->stop; s && *s; s++)
+    if (**s && strlen (*s) <= HN_SAMPLER_MAX_STOP_LEN && g_utf8_validate (*s, -1, NULL)
+        && stops->len < HANASHI_PARAMS_MAX_STOP)
+      g_ptr_array_add (stops, g_strdup (*s));
+  g_ptr_array_add (stops, NULL);
+  g_strfreev (params->stop);
+  params->stop = (GStrv) g_ptr_array_free (g_steal_pointer (&stops), FALSE);
+}
+
+static const char *const grammar_mode_names[] = { "none", "shipped", "gbnf", "json-schema" };
+
+static void
+replace_string (char **slot, JsonObject *object, const char *member)
+{
+  JsonNode *node = json_object_get_member (object, member);
+  if (node && JSON_NODE_HOLDS_VALUE (node) && json_node_get_value_type (node) == G_TYPE_STRING)
+    {
+      const char *text = json_node_get_string (node);
+      if (g_utf8_validate (text, -1, NULL))
+        {
+          g_free (*slot);
+          *slot = g_strdup (text);
+        }
+    }
+}
+
+gboolean
+hanashi_params_update_from_json (HanashiParams *params, const char *json, GError **error)
+{
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  if (!json_parser_load_from_data (parser, json, -1, error))
+    return FALSE;
+  JsonNode *root = json_parser_get_root (parser);
+  if (!root || !JSON_NODE_HOLDS_OBJECT (root))
+    {
+      g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                           _("The parameters are not a JSON object"));
+      return FALSE;
+    }
+  JsonObject *object = json_node_get_object (root);
+
+  for (size_t i = 0; i < G_N_ELEMENTS (number_keys); i++)
+    {
+      JsonNode *node = json_object_get_member (object, number_keys[i]);
+      if (!node || !JSON_NODE_HOLDS_VALUE (node))
+        continue;
+      GType type = json_node_get_value_type (node);
+      if (type == G_TYPE_INT64)
+        hanashi_params_set_number (params, number_keys[i], (double) json_node_get_int (node));
+      else if (type == G_TYPE_DOUBLE)
+        hanashi_params_set_number (params, number_keys[i], json_node_get_double (node));
+    }
+
+  JsonNode *stop = json_object_get_member (object, "stop");
+  if (stop && JSON_NODE_HOLDS_ARRAY (stop))
+    {
+      JsonArray *array = json_node_get_array (stop);
+      g_autoptr (GStrvBuilder) builder = g_strv_builder_new ();
+      for (guint i = 0; i < json_array_get_length (array); i++)
+        {
+          JsonNode *item = json_array_get_element (array, i);
+          if (JSON_NODE_HOLDS_VALUE (item) && json_node_get_value_type (item) == G_TYPE_STRING)
+            g_strv_builder_add (builder, json_node_get_string (item));
+        }
+      g_strfreev (params->stop);
+      params->stop = g_strv_builder_end (builder);
+    }
+
+  replace_string (&params->cfg_negative, object, "cfg_negative_prompt");
+  replace_string (&params->grammar_name, object, "grammar_name");
+  replace_string (&params->grammar, object, "grammar");
+  replace_string (&params->json_schema, object, "json_schema");
+
+  const char *mode = json_object_get_string_member_with_default (object, "grammar_mode", NULL);
+  for (guint i = 0; mode && i < G_N_ELEMENTS (grammar_mode_names); i++)
+    if (g_str_equal (mode, grammar_mode_names[i]))
+      params->grammar_mode = (HanashiGrammarMode) i;
+
+  hanashi_params_clamp (params);
+  return TRUE;
+}
+
+char *
+hanashi_params_to_json (const HanashiParams *params)
+{
+  g_autoptr (JsonBuilder) builder = json_builder_new ();
+  json_builder_begin_object (builder);
+  for (size_t i = 0; i < G_N_ELEMENTS (number_keys); i++)
+    {
+      FieldType type;
+      void *field = field_for_key ((HanashiParams *) params, number_keys[i], &type);
+      json_builder_set_member_name (builder, number_keys[i]);
+      switch (type)
+        {
+        case FIELD_DOUBLE: json_builder_add_double_value (builder, *(double *) field); break;
+        case FIELD_INT: json_builder_add_int_value (builder, *(int *) field); break;
+        case FIELD_INT64: json_builder_add_int_value (builder, *(gint64 *) field); break;
+        }
+    }
+  json_builder_set_member_name (builder, "stop");
+  json_builder_begin_array (builder);
+  for (char **s = params->stop; s && *s; s++)
+    json_builder_add_string_value (builder, *s);
+  json_builder_end_array (builder);
+  json_builder_set_member_name (builder, "cfg_negative_prompt");
+  json_builder_add_string_value (builder, params->cfg_negative);
+  json_builder_set_member_name (builder, "grammar_mode");
+  json_builder_add_string_value (builder, grammar_mode_names[params->grammar_mode]);
+  json_builder_set_member_name (builder, "grammar_name");
+  json_builder_add_string_value (builder, params->grammar_name);
+  json_builder_set_member_name (builder, "grammar");
+  json_builder_add_string_value (builder, params->grammar);
+  json_builder_set_member_name (builder, "json_schema");
+  json_builder_add_string_value (builder, params->json_schema);
+  json_builder_end_object (builder);
+
+  g_autoptr (JsonGenerator) generator = json_generator_new ();
+  g_autoptr (JsonNode) root = json_builder_get_root (builder);
+  json_generator_set_root (generator, root);
+  return json_generator_to_data (generator, NULL);
+}
+
+void
+hanashi_params_load_defaults (HanashiParams *params, GSettings *settings)
+{
+  hanashi_params_init_default (params);
+  if (!settings)
+    return;
+  g_autofree char *json = g_settings_get_string (settings, "default-params");
+  g_autoptr (GError) error = NULL;
+  if (json && *json && !hanashi_params_update_from_json (params, json, &error))
+    g_message ("Ignoring the default parameters in the settings: %s", error->message);
+}
+
+static int
+compare_strings (const void *a, const void *b)
+{
+  return g_strcmp0 (*(char *const *) a, *(char *const *) b);
+}
+
+GStrv
+hanashi_params_list_shipped_grammars (void)
+{
+  g_auto (GStrv) children = g_resources_enumerate_children (GRAMMAR_RESOURCE_DIR, 0, NULL);
+  g_autoptr (GStrvBuilder) builder = g_strv_builder_new ();
+  for (char **c = children; c && *c; c++)
+    if (g_str_has_suffix (*c, ".gbnf"))
+      {
+        g_autofree char *name = g_strndup (*c, strlen (*c) - strlen (".gbnf"));
+        g_strv_builder_add (builder, name);
+      }
+  GStrv names = g_strv_builder_end (builder);
+  qsort (names, g_strv_length (names), sizeof (char *), compare_strings);
+  return names;
+}
+
+char *
+hanashi_params_dup_shipped_grammar (const char *name)
+{
+  if (!name || strchr (name, '/'))
+    return NULL;
+  g_autofree char *path = g_strdup_printf (GRAMMAR_RESOURCE_DIR "/%s.gbnf", name);
+  g_autoptr (GBytes) bytes = g_resources_lookup_data (path, 0, NULL);
+  if (!bytes)
+    return NULL;
+  return g_strndup (g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes));
+}
+
+static gboolean
+check_gbnf (const char *text, GError **error)
+{
+  HnError err = { 0 };
+  HnGrammar *grammar = hn_grammar_parse (text, strlen (text), NULL, &err);
+  if (!grammar)
+    {
+      g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
+                   _("The grammar is invalid: %s"), err.message);
+      return FALSE;
+    }
+  hn_grammar_free (grammar);
+  return TRUE;
+}
+
+gboolean
+hanashi_params_validate_grammar (const HanashiParams *params, GError **error)
+{
+  switch (params->grammar_mode)
+    {
+    case HANASHI_GRAMMAR_MODE_NONE:
+      return TRUE;
+    case HANASHI_GRAMMAR_MODE_SHIPPED:
+      {
+        g_autofree char *text = hanashi_params_dup_shipped_grammar (params->grammar_name);
+        if (!text)
+          {
+            g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
+                         _("There is no built-in grammar called “%s”"), params->grammar_name);
+            return FALSE;
+          }
+        return check_gbnf (text, error);
+      }
+    case HANASHI_GRAMMAR_MODE_CUSTOM:
+      return check_gbnf (params->grammar, error);
+    case HANASHI_GRAMMAR_MODE_JSON_SCHEMA:
+      {
+        HnError err = { 0 };
+        char *gbnf = hn_json_schema_to_gbnf (params->json_schema, strlen (params->json_schema), &err);
+        if (!gbnf)
+          {
+            g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
+                         _("The JSON schema is invalid: %s"), err.message);
+            return FALSE;
+          }
+        gboolean ok = check_gbnf (gbnf, error);
+        free (gbnf);
+        return ok;
+      }
+    }
+  return TRUE;
+}
+
+gboolean
+hanashi_params_apply_to_request (const HanashiParams *params, HanashiGenerateRequest *req,
+                                 GError **error)
+{
+  if (!hanashi_params_validate_grammar (params, error))
+    return FALSE;
+
+  hanashi_generate_request_set_sampling (req, &params->sampling);
+  hanashi_generate_request_set_max_tokens (req, params->max_tokens);
+  for (char **s = params->stop; s && *s; s++)
+    hanashi_generate_request_add_stop_string (req, *s);
+  hanashi_generate_request_set_cfg (req, params->cfg_negative, params->cfg_scale);
+  switch (params->grammar_mode)
+    {
+    case HANASHI_GRAMMAR_MODE_NONE:
+      hanashi_generate_request_set_grammar (req, NULL);
+      break;
+    case HANASHI_GRAMMAR_MODE_SHIPPED:
+      {
+        g_autofree char *text = hanashi_params_dup_shipped_grammar (params->grammar_name);
+        hanashi_generate_request_set_grammar (req, text);
+        break;
+      }
+    case HANASHI_GRAMMAR_MODE_CUSTOM:
+      hanashi_generate_request_set_grammar (req, params->grammar);
+      break;
+    case HANASHI_GRAMMAR_MODE_JSON_SCHEMA:
+      hanashi_generate_request_set_json_schema (req, params->json_schema);
+      break;
+    }
+  return TRUE;
+}

@@ -1,0 +1,283 @@
+/* hanashi-preferences-window.c: engine settings, session cache, default parameters and
+ * model folders, all stored in GSettings. */
+#include "config.h"
+
+#include <glib/gi18n.h>
+
+#include "hanashi-params-panel.h"
+#include "hanashi-preferences-window.h"
+#include "hanashi-model-scan.h"
+
+struct _HanashiPreferencesWindow
+{
+  AdwPreferencesWindow parent_instance;
+
+  GtkSpinButton       *threads_spin;
+  GtkSpinButton       *context_spin;
+  GtkSpinButton       *batch_spin;
+  GtkSpinButton       *cache_spin;
+  GtkButton           *clear_cache_button;
+  AdwPreferencesGroup *parameters_group;
+  AdwPreferencesGroup *folders_group;
+  GtkButton           *add_folder_button;
+
+  GPtrArray           *folder_rows;
+  HanashiEngine       *engine;
+  GSettings           *settings;
+};
+
+G_DEFINE_FINAL_TYPE (HanashiPreferencesWindow, hanashi_preferences_window, ADW_TYPE_PREFERENCES_WINDOW)
+
+static void
+toast (HanashiPreferencesWindow *self, const char *text)
+{
+  /* Deprecated in newer libadwaita (dialogs changed in 1.5); the 1.2 API is kept. */
+  G_GNUC_BEGIN_IGNORE_DEPRECATIONS
+  adw_preferences_window_add_toast (ADW_PREFERENCES_WINDOW (self), adw_toast_new (text));
+  G_GNUC_END_IGNORE_DEPRECATIONS
+}
+
+/* ---- session cache -------------------------------------------------------------------- */
+
+static gboolean
+cache_mb_to_gb (GValue *value, GVariant *variant, gpointer data)
+{
+  g_value_set_double (value, g_variant_get_int32 (variant) / 1024.0);
+  return TRUE;
+}
+
+static GVariant *
+cache_gb_to_mb (const GValue *value, const GVariantType *type, gpointer data)
+{
+  return g_variant_new_int32 ((gint32) (g_value_get_double (value) * 1024.0 + 0.5));
+}
+
+static void
+apply_cache_limit (HanashiPreferencesWindow *self)
+{
+  if (self->engine)
+    hanashi_engine_set_session_cache_limit (self->engine,
+                                            (guint64) g_settings_get_int (self->settings, "session-cache-limit-mb") << 20);
+}
+
+/* Without an engine the files are removed directly (in a worker thread: there may be
+ * many gigabytes of them). */
+static void
+clear_sessions_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  g_autofree char *dir_path = g_build_filename (g_get_user_cache_dir (), "hanashi", "sessions", NULL);
+  g_autoptr (GFile) dir = g_file_new_for_path (dir_path);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GFileEnumerator) children = g_file_enumerate_children (dir, G_FILE_ATTRIBUTE_STANDARD_NAME "," G_FILE_ATTRIBUTE_STANDARD_TYPE,
+                                                                    G_FILE_QUERY_INFO_NOFOLLOW_SYMLINKS, cancellable, &error);
+  if (!children)
+    {
+      if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
+        g_task_return_boolean (task, TRUE);
+      else
+        g_task_return_error (task, g_steal_pointer (&error));
+      return;
+    }
+  GFileInfo *info;
+  GFile *child;
+  while (g_file_enumerator_iterate (children, &info, &child, cancellable, &error) && info)
+    {
+      if (g_file_info_get_file_type (info) == G_FILE_TYPE_DIRECTORY)
+        continue;
+      g_autoptr (GError) delete_error = NULL;
+      if (!g_file_delete (child, cancellable, &delete_error) && !g_error_matches (delete_error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
+        {
+          g_task_return_error (task, g_steal_pointer (&delete_error));
+          return;
+        }
+    }
+  if (error)
+    g_task_return_error (task, g_steal_pointer (&error));
+  else
+    g_task_return_boolean (task, TRUE);
+}
+
+static void
+on_sessions_cleared (GObject *source, GAsyncResult *result, gpointer data)
+{
+  HanashiPreferencesWindow *self = HANASHI_PREFERENCES_WINDOW (source);
+  g_autoptr (GError) error = NULL;
+  gtk_widget_set_sensitive (GTK_WIDGET (self->clear_cache_button), TRUE);
+  if (g_task_propagate_boolean (G_TASK (result), &error))
+    toast (self, _("Session cache cleared"));
+  else
+    {
+      g_autofree char *text = g_strdup_printf (_("Could not clear the session cache: %s"), error->message);
+      toast (self, text);
+    }
+}
+
+static void
+on_clear_cache (HanashiPreferencesWindow *self)
+{
+  if (self->engine)
+    {
+      hanashi_engine_clear_session_cache (self->engine);
+      toast (self, _("Session cache cleared"));
+      return;
+    }
+  gtk_widget_set_sensitive (GTK_WIDGET (self->clear_cache_button), FALSE);
+  g_autoptr (GTask) task = g_task_new (self, NULL, on_sessions_cleared, NULL);
+  g_task_run_in_thread (task, clear_sessions_thread);
+}
+
+/* ---- model folders -------------------------------------------------------------------- */
+
+static void rebuild_folders (HanashiPreferencesWindow *self);
+
+static void
+on_remove_folder (GtkButton *button, HanashiPreferencesWindow *self)
+{
+  const char *folder = g_object_get_data (G_OBJECT (button), "folder");
+  g_auto (GStrv) folders = g_settings_get_strv (self->settings, "model-folders");
+  g_autoptr (GStrvBuilder) builder = g_strv_builder_new ();
+  for (char **f = folders; *f; f++)
+    if (!g_str_equal (*f, folder))
+      g_strv_builder_add (builder, *f);
+  g_auto (GStrv) updated = g_strv_builder_end (builder);
+  g_settings_set_strv (self->settings, "model-folders", (const char *const *) updated);
+}
+
+static void
+rebuild_folders (HanashiPreferencesWindow *self)
+{
+  for (guint i = 0; i < self->folder_rows->len; i++)
+    adw_preferences_group_remove (self->folders_group, g_ptr_array_index (self->folder_rows, i));
+  g_ptr_array_set_size (self->folder_rows, 0);
+
+  g_autofree char *own = hanashi_model_scan_app_folder ();
+  g_autofree char *own_escaped = g_markup_escape_text (own, -1);
+  GtkWidget *own_row = adw_action_row_new ();
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (own_row), own_escaped);
+  adw_action_row_set_subtitle (ADW_ACTION_ROW (own_row), _("Downloads go here"));
+  adw_preferences_group_add (self->folders_group, own_row);
+  g_ptr_array_add (self->folder_rows, own_row);
+
+  g_auto (GStrv) folders = g_settings_get_strv (self->settings, "model-folders");
+  for (char **f = folders; *f; f++)
+    {
+      GtkWidget *row = adw_action_row_new ();
+      g_autofree char *escaped = g_markup_escape_text (*f, -1);
+      adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), escaped);
+      GtkWidget *remove = gtk_button_new_from_icon_name ("list-remove-symbolic");
+      gtk_widget_set_valign (remove, GTK_ALIGN_CENTER);
+      gtk_widget_add_css_class (remove, "flat");
+      gtk_widget_set_tooltip_text (remove, _("Remove Folder"));
+      gtk_accessible_update_property (GTK_ACCESSIBLE (remove), GTK_ACCESSIBLE_PROPERTY_LABEL, _("Remove Folder"), -1);
+      g_object_set_data_full (G_OBJECT (remove), "folder", g_strdup (*f), g_free);
+      g_signal_connect (remove, "clicked", G_CALLBACK (on_remove_folder), self);
+      adw_action_row_add_suffix (ADW_ACTION_ROW (row), remove);
+      adw_preferences_group_add (self->folders_group, row);
+      g_ptr_array_add (self->folder_rows, row);
+    }
+}
+
+static void
+add_folder (HanashiPreferencesWindow *self, GFile *folder)
+{
+  g_autofree char *path = g_file_get_path (folder);
+  if (!path)
+    return;
+  g_auto (GStrv) folders = g_settings_get_strv (self->settings, "model-folders");
+  if (g_strv_contains ((const char *const *) folders, path))
+    return;
+  g_autoptr (GStrvBuilder) builder = g_strv_builder_new ();
+  g_strv_builder_addv (builder, (const char **) folders);
+  g_strv_builder_add (builder, path);
+  g_auto (GStrv) updated = g_strv_builder_end (builder);
+  g_settings_set_strv (self->settings, "model-folders", (const char *const *) updated);
+}
+
+G_GNUC_BEGIN_IGNORE_DEPRECATIONS
+/* GtkFileChooserNative is what GTK 4.8 has (GtkFileDialog arrived in 4.10); it goes
+ * through the portal inside Flatpak either way. */
+static void
+on_folder_chosen (GtkNativeDialog *chooser, int response, HanashiPreferencesWindow *self)
+{
+  if (response == GTK_RESPONSE_ACCEPT)
+    {
+      g_autoptr (GFile) folder = gtk_file_chooser_get_file (GTK_FILE_CHOOSER (chooser));
+      if (folder)
+        add_folder (self, folder);
+    }
+  gtk_native_dialog_destroy (chooser);
+  g_object_unref (chooser);
+}
+
+static void
+on_add_folder (HanashiPreferencesWindow *self)
+{
+  GtkFileChooserNative *chooser = gtk_file_chooser_native_new (_("Add Model Folder"), GTK_WINDOW (self),
+                                                               GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER,
+                                                               _("_Add"), _("_Cancel"));
+  gtk_native_dialog_set_modal (GTK_NATIVE_DIALOG (chooser), TRUE);
+  g_signal_connect (chooser, "response", G_CALLBACK (on_folder_chosen), self);
+  gtk_native_dialog_show (GTK_NATIVE_DIALOG (chooser));
+}
+G_GNUC_END_IGNORE_DEPRECATIONS
+
+/* ---- GObject -------------------------------------------------------------------------- */
+
+static void
+hanashi_preferences_window_dispose (GObject *object)
+{
+  HanashiPreferencesWindow *self = HANASHI_PREFERENCES_WINDOW (object);
+  g_clear_object (&self->engine);
+  g_clear_object (&self->settings);
+  g_clear_pointer (&self->folder_rows, g_ptr_array_unref);
+  gtk_widget_dispose_template (GTK_WIDGET (self), HANASHI_TYPE_PREFERENCES_WINDOW);
+  G_OBJECT_CLASS (hanashi_preferences_window_parent_class)->dispose (object);
+}
+
+static void
+hanashi_preferences_window_class_init (HanashiPreferencesWindowClass *klass)
+{
+  GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
+  G_OBJECT_CLASS (klass)->dispose = hanashi_preferences_window_dispose;
+  gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hanashi/Hanashi/ui/hanashi-preferences-window.ui");
+  gtk_widget_class_bind_template_child (widget_class, HanashiPreferencesWindow, threads_spin);
+  gtk_widget_class_bind_template_child (widget_class, HanashiPreferencesWindow, context_spin);
+  gtk_widget_class_bind_template_child (widget_class, HanashiPreferencesWindow, batch_spin);
+  gtk_widget_class_bind_template_child (widget_class, HanashiPreferencesWindow, cache_spin);
+  gtk_widget_class_bind_template_child (widget_class, HanashiPreferencesWindow, clear_cache_button);
+  gtk_widget_class_bind_template_child (widget_class, HanashiPreferencesWindow, parameters_group);
+  gtk_widget_class_bind_template_child (widget_class, HanashiPreferencesWindow, folders_group);
+  gtk_widget_class_bind_template_child (widget_class, HanashiPreferencesWindow, add_folder_button);
+}
+
+static void
+hanashi_preferences_window_init (HanashiPreferencesWindow *self)
+{
+  gtk_widget_init_template (GTK_WIDGET (self));
+  self->folder_rows = g_ptr_array_new ();
+  self->settings = g_settings_new (APP_ID);
+
+  g_settings_bind (self->settings, "n-threads", gtk_spin_button_get_adjustment (self->threads_spin), "value", G_SETTINGS_BIND_DEFAULT);
+  g_settings_bind (self->settings, "context-size", gtk_spin_button_get_adjustment (self->context_spin), "value", G_SETTINGS_BIND_DEFAULT);
+  g_settings_bind (self->settings, "batch-size", gtk_spin_button_get_adjustment (self->batch_spin), "value", G_SETTINGS_BIND_DEFAULT);
+  g_settings_bind_with_mapping (self->settings, "session-cache-limit-mb", gtk_spin_button_get_adjustment (self->cache_spin), "value",
+                                G_SETTINGS_BIND_DEFAULT, cache_mb_to_gb, cache_gb_to_mb, NULL, NULL);
+  g_signal_connect_swapped (self->settings, "changed::session-cache-limit-mb", G_CALLBACK (apply_cache_limit), self);
+  g_signal_connect_swapped (self->settings, "changed::model-folders", G_CALLBACK (rebuild_folders), self);
+  g_signal_connect_swapped (self->clear_cache_button, "clicked", G_CALLBACK (on_clear_cache), self);
+  g_signal_connect_swapped (self->add_folder_button, "clicked", G_CALLBACK (on_add_folder), self);
+
+  HanashiParamsPanel *defaults = hanashi_params_panel_new_for_defaults ();
+  gtk_widget_set_name (GTK_WIDGET (defaults), "default-parameters");
+  adw_preferences_group_add (self->parameters_group, GTK_WIDGET (defaults));
+  rebuild_folders (self);
+}
+
+HanashiPreferencesWindow *
+hanashi_preferences_window_new (GtkWindow *parent, HanashiEngine *engine)
+{
+  HanashiPreferencesWindow *self = g_object_new (HANASHI_TYPE_PREFERENCES_WINDOW,
+                                                 "transient-for", parent, NULL);
+  g_set_object (&self->engine, engine);
+  return self;
+}

@@ -1,0 +1,17 @@
+/* hanashi-preferences-window.h: engine settings, session cache, default parameters and
+ * model folders. */
+#pragma once
+
+#include <adwaita.h>
+
+#include "hanashi-engine.h"
+
+G_BEGIN_DECLS
+
+#define HANASHI_TYPE_PREFERENCES_WINDOW (hanashi_preferences_window_get_type ())
+G_DECLARE_FINAL_TYPE (HanashiPreferencesWindow, hanashi_preferences_window, HANASHI, PREFERENCES_WINDOW, AdwPreferencesWindow)
+
+/* `engine` may be NULL (the session cache is then cleared directly on disk). */
+HanashiPreferencesWindow *hanashi_preferences_window_new (GtkWindow *parent, HanashiEngine *engine);
+
+G_END_DECLS

@@ -1,0 +1,641 @@
+/* The Models page: local models with their metadata, and a download from a local HTTP
+ * server (127.0.0.1) through the dialog that then shows up in the list. */
+#include "config.h"
+
+#include <adwaita.h>
+#include <stdlib.h>
+#include <glib/gstdio.h>
+#include <libsoup/soup.h>
+
+#include "hanashi-model-scan.h"
+#include "hanashi-models-dialog.h"
+#include "test-xdg.h"
+#include "test-screenshot.h"
+
+static const char *
+testdata_models (void)
+{
+  static char *dir;
+  if (!dir)
+    dir = g_build_filename (g_getenv ("HANASHI_TESTDATA") ? g_getenv ("HANASHI_TESTDATA") : "", "models", NULL);
+  return dir;
+}
+
+static void
+collect_rows (GtkWidget *root, GPtrArray *rows)
+{
+  if (ADW_IS_ACTION_ROW (root))
+    g_ptr_array_add (rows, root);
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    collect_rows (child, rows);
+}
+
+static AdwActionRow *
+find_row_for_path (HanashiModelsDialog *dialog, const char *path)
+{
+  g_autoptr (GPtrArray) rows = g_ptr_array_new ();
+  collect_rows (GTK_WIDGET (dialog), rows);
+  for (guint i = 0; i < rows->len; i++)
+    if (g_strcmp0 (g_object_get_data (rows->pdata[i], "path"), path) == 0)
+      return rows->pdata[i];
+  return NULL;
+}
+
+static GtkWidget *
+find_named (GtkWidget *root, const char *name)
+{
+  if (g_strcmp0 (gtk_widget_get_name (root), name) == 0)
+    return root;
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    {
+      GtkWidget *found = find_named (child, name);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
+static GtkWidget *
+find_button_with_tooltip (GtkWidget *root, const char *tooltip)
+{
+  if (GTK_IS_BUTTON (root) && gtk_widget_get_visible (root)
+      && g_strcmp0 (gtk_widget_get_tooltip_text (root), tooltip) == 0)
+    return root;
+  for (GtkWidget *c = gtk_widget_get_first_child (root); c; c = gtk_widget_get_next_sibling (c))
+    {
+      GtkWidget *found = find_button_with_tooltip (c, tooltip);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
+static void
+on_models_changed (HanashiModelsDialog *dialog, int *count)
+{
+  (*count)++;
+}
+
+static void
+on_model_activated (HanashiModelsDialog *dialog, const char *path, char **out)
+{
+  g_free (*out);
+  *out = g_strdup (path);
+}
+
+static void
+wait_for_scan (HanashiModelsDialog *dialog, int *count)
+{
+  int before = *count;
+  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (*count == before && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpint (*count, >, before);
+}
+
+static char *
+link_model (const char *folder, const char *name)
+{
+  g_assert_cmpint (g_mkdir_with_parents (folder, 0755), ==, 0);
+  g_autofree char *target = g_build_filename (testdata_models (), name, NULL);
+  char *link = g_build_filename (folder, name, NULL);
+  g_assert_cmpint (symlink (target, link), ==, 0);
+  return link;
+}
+
+static void
+test_lists_local_models (void)
+{
+  g_autofree char *q8 = g_build_filename (testdata_models (), "quant-llama-v512-q8_0.gguf", NULL);
+  if (!g_file_test (q8, G_FILE_TEST_EXISTS))
+    {
+      g_test_skip ("no test models");
+      return;
+    }
+  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_model = link_model (app_folder, "quant-llama-v512-q8_0.gguf");
+  g_autofree char *extra = g_build_filename (g_get_user_data_dir (), "elsewhere", NULL);
+  g_autofree char *extra_model = link_model (extra, "tiny-qwen2-gpt2-q8_0.gguf");
+  g_autofree char *broken = g_build_filename (app_folder, "broken.gguf", NULL);
+  g_assert_true (g_file_set_contents (broken, "GGUF but not really", -1, NULL));
+
+  g_autoptr (GSettings) settings = g_settings_new (APP_ID);
+  const char *folders[] = { extra, NULL };
+  g_settings_set_strv (settings, "model-folders", folders);
+
+  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
+  int scans = 0;
+  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
+  gtk_window_present (GTK_WINDOW (dialog));
+  wait_for_scan (dialog, &scans);
+
+  /* The metadata read in the worker thread: the file is a 4-layer LLaMA with dim 256,
+   * ffn 768, 8 query and 4 KV heads and a 512-token vocabulary, mostly Q8_0. */
+  g_autoptr (HanashiLocalModel) model = hanashi_model_scan_file (app_model);
+  g_assert_null (model->error);
+  g_assert_cmpstr (model->arch, ==, "llama");
+  g_assert_cmpstr (model->weight_type, ==, "Q8_0");
+  guint64 per_layer = 256 * 256 * 2 + 256 * 128 * 2 + 3 * 256 * 768 + 2 * 256;
+  guint64 expected = 4 * per_layer + 512 * 256 + 256;
+  g_assert_true (model->n_params == expected || model->n_params == expected + 512 * 256);
+  g_assert_cmpuint (model->file_size, ==, 3643904);
+  g_assert_cmpuint (model->n_ctx_train, >, 0);
+  g_assert_true (model->in_app_folder);
+
+  AdwActionRow *row = find_row_for_path (dialog, app_model);
+  g_assert_nonnull (row);
+  const char *subtitle = adw_action_row_get_subtitle (row);
+  g_assert_nonnull (strstr (subtitle, "llama"));
+  g_assert_nonnull (strstr (subtitle, "Q8_0"));
+  g_autofree char *size = g_format_size (3643904);
+  g_assert_nonnull (strstr (subtitle, size));
+  g_autofree char *params = hanashi_model_format_params (model->n_params);
+  g_assert_nonnull (strstr (subtitle, params));
+  g_autofree char *ctx = g_strdup_printf ("%u-token context", model->n_ctx_train);
+  g_assert_nonnull (strstr (subtitle, ctx));
+
+  test_screenshot (GTK_WIDGET (dialog), "models-installed");
+  AdwViewStack *view_stack = NULL;
+  {
+    g_autoptr (GPtrArray) todo = g_ptr_array_new ();
+    g_ptr_array_add (todo, dialog);
+    while (todo->len && !view_stack)
+      {
+        GtkWidget *cur = g_ptr_array_steal_index (todo, todo->len - 1);
+        if (ADW_IS_VIEW_STACK (cur))
+          view_stack = ADW_VIEW_STACK (cur);
+        for (GtkWidget *c = gtk_widget_get_first_child (cur); c; c = gtk_widget_get_next_sibling (c))
+          g_ptr_array_add (todo, c);
+      }
+  }
+  g_assert_nonnull (view_stack);
+  adw_view_stack_set_visible_child_name (view_stack, "download");
+  test_screenshot (GTK_WIDGET (dialog), "models-download");
+  adw_view_stack_set_visible_child_name (view_stack, "installed");
+
+  AdwActionRow *qwen = find_row_for_path (dialog, extra_model);
+  g_assert_nonnull (qwen);
+  g_assert_nonnull (strstr (adw_action_row_get_subtitle (qwen), "qwen2"));
+
+  AdwActionRow *bad = find_row_for_path (dialog, broken);
+  g_assert_nonnull (bad);
+  g_assert_true (g_str_has_prefix (adw_action_row_get_subtitle (bad), "Not usable"));
+
+  /* Delete is offered only for the app's own folder. */
+  gboolean app_has_delete = FALSE, extra_has_delete = FALSE;
+  for (GtkWidget *w = GTK_WIDGET (row); w; w = NULL)
+    {
+      g_autoptr (GPtrArray) stack = g_ptr_array_new ();
+      g_ptr_array_add (stack, w);
+      while (stack->len)
+        {
+          GtkWidget *cur = g_ptr_array_steal_index (stack, stack->len - 1);
+          if (GTK_IS_BUTTON (cur) && g_strcmp0 (gtk_widget_get_tooltip_text (cur), "Delete Model") == 0)
+            app_has_delete = TRUE;
+          for (GtkWidget *c = gtk_widget_get_first_child (cur); c; c = gtk_widget_get_next_sibling (c))
+            g_ptr_array_add (stack, c);
+        }
+    }
+  for (GtkWidget *w = GTK_WIDGET (qwen); w; w = NULL)
+    {
+      g_autoptr (GPtrArray) stack = g_ptr_array_new ();
+      g_ptr_array_add (stack, w);
+      while (stack->len)
+        {
+          GtkWidget *cur = g_ptr_array_steal_index (stack, stack->len - 1);
+          if (GTK_IS_BUTTON (cur) && g_strcmp0 (gtk_widget_get_tooltip_text (cur), "Delete Model") == 0)
+            extra_has_delete = TRUE;
+          for (GtkWidget *c = gtk_widget_get_first_child (cur); c; c = gtk_widget_get_next_sibling (c))
+            g_ptr_array_add (stack, c);
+        }
+    }
+  g_assert_true (app_has_delete);
+  g_assert_false (extra_has_delete);
+
+  /* Delete asks first; confirming removes the file and its row. */
+  GtkWidget *delete_button = NULL;
+  {
+    g_autoptr (GPtrArray) stack = g_ptr_array_new ();
+    g_ptr_array_add (stack, find_row_for_path (dialog, broken));
+    while (stack->len)
+      {
+        GtkWidget *cur = g_ptr_array_steal_index (stack, stack->len - 1);
+        if (GTK_IS_BUTTON (cur) && g_strcmp0 (gtk_widget_get_tooltip_text (cur), "Delete Model") == 0)
+          delete_button = cur;
+        for (GtkWidget *c = gtk_widget_get_first_child (cur); c; c = gtk_widget_get_next_sibling (c))
+          g_ptr_array_add (stack, c);
+      }
+  }
+  g_assert_nonnull (delete_button);
+  g_signal_emit_by_name (delete_button, "clicked");
+  AdwMessageDialog *confirm = NULL;
+  g_autoptr (GListModel) toplevels = g_object_ref (gtk_window_get_toplevels ());
+  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
+    {
+      g_autoptr (GObject) window = g_list_model_get_item (toplevels, i);
+      if (ADW_IS_MESSAGE_DIALOG (window))
+        confirm = ADW_MESSAGE_DIALOG (window);
+    }
+  g_assert_nonnull (confirm);
+  g_assert_true (g_file_test (broken, G_FILE_TEST_EXISTS));
+  adw_message_dialog_response (confirm, "delete");
+  wait_for_scan (dialog, &scans);
+  g_assert_false (g_file_test (broken, G_FILE_TEST_EXISTS));
+  g_assert_null (find_row_for_path (dialog, broken));
+  g_assert_nonnull (find_row_for_path (dialog, app_model));
+
+  /* Open hands the path to the window. */
+  g_autofree char *activated = NULL;
+  g_signal_connect (dialog, "model-activated", G_CALLBACK (on_model_activated), &activated);
+  GtkWidget *open = adw_action_row_get_activatable_widget (find_row_for_path (dialog, app_model));
+  g_assert_nonnull (open);
+  g_signal_emit_by_name (open, "clicked");
+  g_assert_cmpstr (activated, ==, app_model);
+
+  g_settings_reset (settings, "model-folders");
+}
+
+/* ---- a local HTTP server --------------------------------------------------------------- */
+
+static GBytes *served_model;
+static int served_ranges;
+
+/* Streams half the model in small pieces and then stalls, so a download can be paused and
+ * cancelled midway. */
+typedef struct {
+  SoupServerMessage *msg;
+  gsize offset;
+  guint source;
+} SlowBody;
+
+static gboolean
+slow_next_chunk (gpointer data)
+{
+  SlowBody *body = data;
+  gsize size = g_bytes_get_size (served_model);
+  /* Half the file, then nothing: the download can only end by pause or cancel. */
+  if (body->offset >= size / 2)
+    return G_SOURCE_CONTINUE;
+  gsize n = MIN ((gsize) 8192, size - body->offset);
+  g_autoptr (GBytes) chunk = g_bytes_new_from_bytes (served_model, body->offset, n);
+  soup_message_body_append_bytes (soup_server_message_get_response_body (body->msg), chunk);
+  body->offset += n;
+  if (body->offset >= size)
+    soup_message_body_complete (soup_server_message_get_response_body (body->msg));
+  /* The server writes what it has and waits for the next unpause. */
+  soup_server_message_unpause (body->msg);
+  if (body->offset >= size)
+    {
+      body->source = 0;
+      return G_SOURCE_REMOVE;
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+slow_body_finished (SoupServerMessage *msg, SlowBody *body)
+{
+  g_clear_handle_id (&body->source, g_source_remove);
+}
+
+static void
+serve_slowly (SoupServerMessage *msg)
+{
+  SlowBody *body = g_new0 (SlowBody, 1);
+  body->msg = msg;
+  SoupMessageHeaders *headers = soup_server_message_get_response_headers (msg);
+  soup_message_headers_set_content_length (headers, (goffset) g_bytes_get_size (served_model));
+  soup_server_message_set_status (msg, 200, NULL);
+  soup_server_message_pause (msg);
+  body->source = g_timeout_add (5, slow_next_chunk, body);
+  g_signal_connect_data (msg, "finished", G_CALLBACK (slow_body_finished), body, (GClosureNotify) (void (*) (void)) g_free, 0);
+}
+
+static void
+serve (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer data)
+{
+  if (g_str_has_prefix (path, "/slow/"))
+    {
+      serve_slowly (msg);
+      return;
+    }
+  if (!g_str_has_suffix (path, "/stories260K-f32.gguf"))
+    {
+      soup_server_message_set_status (msg, 404, NULL);
+      return;
+    }
+  gsize size = g_bytes_get_size (served_model);
+  SoupRange *ranges = NULL;
+  int n_ranges = 0;
+  SoupMessageHeaders *request = soup_server_message_get_request_headers (msg);
+  if (soup_message_headers_get_ranges (request, (goffset) size, &ranges, &n_ranges) && n_ranges == 1)
+    {
+      g_autoptr (GBytes) tail = g_bytes_new_from_bytes (served_model, (gsize) ranges[0].start,
+                                                        (gsize) (ranges[0].end - ranges[0].start + 1));
+      soup_message_headers_set_content_range (soup_server_message_get_response_headers (msg),
+                                              ranges[0].start, ranges[0].end, (goffset) size);
+      soup_server_message_set_status (msg, 206, NULL);
+      soup_message_body_append_bytes (soup_server_message_get_response_body (msg), tail);
+      soup_message_headers_free_ranges (request, ranges);
+      served_ranges++;
+      return;
+    }
+  soup_server_message_set_status (msg, 200, NULL);
+  soup_message_body_append_bytes (soup_server_message_get_response_body (msg), served_model);
+}
+
+static SoupServer *
+start_server (guint *port)
+{
+  SoupServer *server = soup_server_new (NULL, NULL);
+  soup_server_add_handler (server, NULL, serve, NULL, NULL);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (soup_server_listen_local (server, 0, SOUP_SERVER_LISTEN_IPV4_ONLY, &error));
+  g_assert_no_error (error);
+  GSList *uris = soup_server_get_uris (server);
+  g_assert_nonnull (uris);
+  *port = (guint) g_uri_get_port (uris->data);
+  g_slist_free_full (uris, (GDestroyNotify) g_uri_unref);
+  return server;
+}
+
+static void
+on_download_done (HanashiDownload *download, gboolean *done)
+{
+  *done = TRUE;
+}
+
+static void
+test_download_appears_in_list (void)
+{
+  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
+  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
+  if (!mapped)
+    {
+      g_test_skip ("no test models");
+      return;
+    }
+  served_model = g_mapped_file_get_bytes (mapped);
+  guint port = 0;
+  g_autoptr (SoupServer) server = start_server (&port);
+  g_autoptr (GError) error = NULL;
+
+  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
+  int scans = 0;
+  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
+  gtk_window_present (GTK_WINDOW (dialog));
+  wait_for_scan (dialog, &scans);
+
+  /* A wrong address: refused with a sentence, nothing starts. */
+  g_assert_null (hanashi_models_dialog_download (dialog, "not an address", NULL, &error));
+  g_assert_nonnull (error);
+  g_clear_error (&error);
+
+  /* Type the address into the page and press Download, as a person would. */
+  g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%u/someone/tiny/resolve/main/stories260K-f32.gguf", port);
+  gtk_editable_set_text (GTK_EDITABLE (find_named (GTK_WIDGET (dialog), "address-row")), url);
+  g_signal_emit_by_name (find_named (GTK_WIDGET (dialog), "custom-download"), "clicked");
+
+  /* The same call again finds the running download instead of starting a second one. */
+  HanashiDownload *download = hanashi_models_dialog_download (dialog, url, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (download);
+  GtkWidget *progress = NULL;
+  {
+    g_autoptr (GPtrArray) stack = g_ptr_array_new ();
+    g_ptr_array_add (stack, dialog);
+    while (stack->len && !progress)
+      {
+        GtkWidget *cur = g_ptr_array_steal_index (stack, stack->len - 1);
+        if (GTK_IS_PROGRESS_BAR (cur))
+          progress = cur;
+        for (GtkWidget *c = gtk_widget_get_first_child (cur); c; c = gtk_widget_get_next_sibling (c))
+          g_ptr_array_add (stack, c);
+      }
+  }
+  g_assert_nonnull (progress);
+
+  gboolean done = FALSE;
+  g_signal_connect (download, "finished", G_CALLBACK (on_download_done), &done);
+  int before = scans;
+  gint64 deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  while ((!done || scans == before) && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_true (done);
+  if (hanashi_download_get_error (download))
+    g_error ("download failed: %s", hanashi_download_get_error (download)->message);
+  g_assert_cmpint (hanashi_download_get_state (download), ==, HANASHI_DOWNLOAD_STATE_DONE);
+  g_assert_cmpint (scans, >, before);
+  g_assert_cmpfloat (gtk_progress_bar_get_fraction (GTK_PROGRESS_BAR (progress)), ==, 1.0);
+
+  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *dest = g_build_filename (app_folder, "stories260K-f32.gguf", NULL);
+  g_autofree char *part = g_strconcat (dest, ".part", NULL);
+  g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
+  g_assert_true (g_file_test (dest, G_FILE_TEST_IS_REGULAR));
+  g_assert_false (g_file_test (part, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (part_uri, G_FILE_TEST_EXISTS));
+  AdwActionRow *row = find_row_for_path (dialog, dest);
+  g_assert_nonnull (row);
+  g_assert_nonnull (strstr (adw_action_row_get_subtitle (row), "llama"));
+
+  /* A missing file fails with the server's answer in words, and leaves nothing behind
+   * to resume. */
+  g_autofree char *missing_url = g_strdup_printf ("http://127.0.0.1:%u/a/b/resolve/main/missing.gguf", port);
+  HanashiDownload *missing = hanashi_models_dialog_download (dialog, missing_url, NULL, &error);
+  g_assert_no_error (error);
+  gboolean missing_done = FALSE;
+  g_signal_connect (missing, "finished", G_CALLBACK (on_download_done), &missing_done);
+  deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (!missing_done && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpint (hanashi_download_get_state (missing), ==, HANASHI_DOWNLOAD_STATE_FAILED);
+  g_assert_error (hanashi_download_get_error (missing), HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_NOT_FOUND);
+  g_autofree char *missing_uri = g_build_filename (app_folder, "missing.gguf.part.uri", NULL);
+  g_assert_false (g_file_test (missing_uri, G_FILE_TEST_EXISTS));
+  g_assert_null (find_button_with_tooltip (GTK_WIDGET (dialog), "Resume Download"));
+  /* Its Cancel button clears the row away. */
+  GtkWidget *dismiss = find_button_with_tooltip (GTK_WIDGET (dialog), "Cancel Download");
+  g_assert_nonnull (dismiss);
+  g_signal_emit_by_name (dismiss, "clicked");
+  g_assert_null (find_button_with_tooltip (GTK_WIDGET (dialog), "Cancel Download"));
+
+  /* Downloading it again is refused: it is already there. */
+  g_assert_null (hanashi_models_dialog_download (dialog, url, NULL, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_EXISTS);
+
+  gtk_window_destroy (GTK_WINDOW (dialog));
+  g_clear_pointer (&served_model, g_bytes_unref);
+}
+
+/* A .part file with its address from an earlier run: listed as paused, untouched until
+ * the user resumes it, then completed with a Range request. */
+static void
+test_resume_after_restart (void)
+{
+  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
+  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
+  if (!mapped)
+    {
+      g_test_skip ("no test models");
+      return;
+    }
+  served_model = g_mapped_file_get_bytes (mapped);
+  guint port = 0;
+  g_autoptr (SoupServer) server = start_server (&port);
+
+  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_assert_cmpint (g_mkdir_with_parents (app_folder, 0755), ==, 0);
+  g_autofree char *dest = g_build_filename (app_folder, "resumed.gguf", NULL);
+  g_autofree char *part = g_strconcat (dest, ".part", NULL);
+  g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
+  gsize half = g_bytes_get_size (served_model) / 2;
+  g_assert_true (g_file_set_contents (part, g_bytes_get_data (served_model, NULL), (gssize) half, NULL));
+  g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%u/x/y/resolve/main/stories260K-f32.gguf", port);
+  g_assert_true (g_file_set_contents (part_uri, url, -1, NULL));
+
+  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
+  int scans = 0;
+  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
+  gtk_window_present (GTK_WINDOW (dialog));
+  wait_for_scan (dialog, &scans);
+  for (int i = 0; i < 20; i++)
+    g_main_context_iteration (NULL, FALSE);
+
+  /* Offered, not started. */
+  served_ranges = 0;
+  GtkWidget *resume = NULL;
+  {
+    g_autoptr (GPtrArray) stack = g_ptr_array_new ();
+    g_ptr_array_add (stack, dialog);
+    while (stack->len)
+      {
+        GtkWidget *cur = g_ptr_array_steal_index (stack, stack->len - 1);
+        if (GTK_IS_BUTTON (cur) && gtk_widget_get_visible (cur)
+            && g_strcmp0 (gtk_widget_get_tooltip_text (cur), "Resume Download") == 0)
+          resume = cur;
+        for (GtkWidget *c = gtk_widget_get_first_child (cur); c; c = gtk_widget_get_next_sibling (c))
+          g_ptr_array_add (stack, c);
+      }
+  }
+  g_assert_nonnull (resume);
+  struct stat st;
+  g_assert_cmpint (g_stat (part, &st), ==, 0);
+  g_assert_cmpint (st.st_size, ==, (goffset) half);
+  g_assert_false (g_file_test (dest, G_FILE_TEST_EXISTS));
+
+  int before = scans;
+  g_signal_emit_by_name (resume, "clicked");
+  gint64 deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  while (scans == before && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpint (scans, >, before);
+  g_assert_cmpint (served_ranges, ==, 1);
+  g_assert_true (g_file_test (dest, G_FILE_TEST_IS_REGULAR));
+  g_assert_false (g_file_test (part, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (part_uri, G_FILE_TEST_EXISTS));
+  g_assert_nonnull (find_row_for_path (dialog, dest));
+
+  gtk_window_destroy (GTK_WINDOW (dialog));
+  g_clear_pointer (&served_model, g_bytes_unref);
+}
+
+static void
+wait_for_state (HanashiDownload *download, HanashiDownloadState state)
+{
+  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (hanashi_download_get_state (download) != state && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpint (hanashi_download_get_state (download), ==, state);
+}
+
+/* Pause, resume and cancel with the row's buttons. */
+static void
+test_pause_resume_cancel (void)
+{
+  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
+  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
+  if (!mapped)
+    {
+      g_test_skip ("no test models");
+      return;
+    }
+  served_model = g_mapped_file_get_bytes (mapped);
+  guint port = 0;
+  g_autoptr (SoupServer) server = start_server (&port);
+
+  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
+  int scans = 0;
+  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
+  gtk_window_present (GTK_WINDOW (dialog));
+  wait_for_scan (dialog, &scans);
+
+  g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%u/slow/r/resolve/main/slow-model.gguf", port);
+  g_autoptr (GError) error = NULL;
+  HanashiDownload *download = hanashi_models_dialog_download (dialog, url, NULL, &error);
+  g_assert_no_error (error);
+  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *dest = g_build_filename (app_folder, "slow-model.gguf", NULL);
+  g_autofree char *part = g_strconcat (dest, ".part", NULL);
+  g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
+
+  gint64 until = g_get_monotonic_time () + G_USEC_PER_SEC / 2;
+  while (g_get_monotonic_time () < until)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpint (hanashi_download_get_state (download), ==, HANASHI_DOWNLOAD_STATE_RUNNING);
+  g_assert_cmpuint (hanashi_download_get_received (download), <, g_bytes_get_size (served_model));
+
+  GtkWidget *pause = find_button_with_tooltip (GTK_WIDGET (dialog), "Pause Download");
+  g_assert_nonnull (pause);
+  g_signal_emit_by_name (pause, "clicked");
+  wait_for_state (download, HANASHI_DOWNLOAD_STATE_PAUSED);
+  g_assert_cmpuint (hanashi_download_get_received (download), >, 0);
+  g_assert_true (g_file_test (part, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (part_uri, G_FILE_TEST_EXISTS));
+
+  GtkWidget *resume = find_button_with_tooltip (GTK_WIDGET (dialog), "Resume Download");
+  g_assert_nonnull (resume);
+  g_signal_emit_by_name (resume, "clicked");
+  g_assert_cmpint (hanashi_download_get_state (download), ==, HANASHI_DOWNLOAD_STATE_RUNNING);
+
+  GtkWidget *cancel = find_button_with_tooltip (GTK_WIDGET (dialog), "Cancel Download");
+  g_assert_nonnull (cancel);
+  g_object_ref (download);
+  g_signal_emit_by_name (cancel, "clicked");
+  wait_for_state (download, HANASHI_DOWNLOAD_STATE_CANCELLED);
+  for (int i = 0; i < 10; i++)
+    g_main_context_iteration (NULL, FALSE);
+  g_assert_false (g_file_test (part, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (part_uri, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (dest, G_FILE_TEST_EXISTS));
+  g_assert_null (find_button_with_tooltip (GTK_WIDGET (dialog), "Cancel Download"));
+  g_object_unref (download);
+
+  gtk_window_destroy (GTK_WINDOW (dialog));
+  g_clear_pointer (&served_model, g_bytes_unref);
+}
+
+static gboolean
+heartbeat (gpointer data)
+{
+  return G_SOURCE_CONTINUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  /* A heartbeat, so that waiting loops with deadlines never block in an idle context. */
+  g_timeout_add (100, heartbeat, NULL);
+  /* Only our schemas are visible to the tests; GNOME's proxy settings are not. */
+  g_setenv ("GIO_USE_PROXY_RESOLVER", "dummy", TRUE);
+  test_xdg_setup ();
+  g_test_init (&argc, &argv, NULL);
+  gtk_init ();
+  adw_init ();
+
+  g_test_add_func ("/models-dialog/local-models", test_lists_local_models);
+  g_test_add_func ("/models-dialog/download", test_download_appears_in_list);
+  g_test_add_func ("/models-dialog/resume-after-restart", test_resume_after_restart);
+  g_test_add_func ("/models-dialog/pause-resume-cancel", test_pause_resume_cancel);
+  return g_test_run ();
+}

@@ -1,0 +1,425 @@
+/* The parameter panel: every knob set through its widget reaches the engine request,
+ * grammar errors name line and column, JSON round-trips, settings are clamped, presets. */
+#include "config.h"
+
+#include <adwaita.h>
+#include <stdlib.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+
+#include "hanashi-engine-backend.h"
+#include "hanashi-params-panel.h"
+#include "hanashi-params.h"
+#include "hanashi-presets.h"
+#include "test-xdg.h"
+#include "test-screenshot.h"
+
+static GtkWidget *
+find_named (GtkWidget *root, const char *name)
+{
+  if (g_strcmp0 (gtk_widget_get_name (root), name) == 0)
+    return root;
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    {
+      GtkWidget *found = find_named (child, name);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
+static void
+set_spin (HanashiParamsPanel *panel, const char *key, double value)
+{
+  g_autofree char *name = g_strconcat ("spin-", key, NULL);
+  GtkWidget *spin = find_named (GTK_WIDGET (panel), name);
+  g_assert_nonnull (spin);
+  gtk_spin_button_set_value (GTK_SPIN_BUTTON (spin), value);
+  g_assert_cmpfloat_with_epsilon (gtk_spin_button_get_value (GTK_SPIN_BUTTON (spin)), value, 1e-9);
+}
+
+static void
+set_text (HanashiParamsPanel *panel, const char *name, const char *text)
+{
+  GtkWidget *view = find_named (GTK_WIDGET (panel), name);
+  g_assert_nonnull (view);
+  gtk_text_buffer_set_text (gtk_text_view_get_buffer (GTK_TEXT_VIEW (view)), text, -1);
+}
+
+static void
+set_dropdown (HanashiParamsPanel *panel, const char *name, guint index)
+{
+  GtkWidget *dropdown = find_named (GTK_WIDGET (panel), name);
+  g_assert_nonnull (dropdown);
+  gtk_drop_down_set_selected (GTK_DROP_DOWN (dropdown), index);
+}
+
+static void
+assert_sampling_equal (const HanashiSamplingParams *a, const HanashiSamplingParams *b)
+{
+  g_assert_cmpfloat (a->temperature, ==, b->temperature);
+  g_assert_cmpint (a->top_k, ==, b->top_k);
+  g_assert_cmpfloat (a->top_p, ==, b->top_p);
+  g_assert_cmpfloat (a->min_p, ==, b->min_p);
+  g_assert_cmpfloat (a->typical_p, ==, b->typical_p);
+  g_assert_cmpfloat (a->repeat_penalty, ==, b->repeat_penalty);
+  g_assert_cmpint (a->repeat_last_n, ==, b->repeat_last_n);
+  g_assert_cmpfloat (a->frequency_penalty, ==, b->frequency_penalty);
+  g_assert_cmpfloat (a->presence_penalty, ==, b->presence_penalty);
+  g_assert_cmpint (a->mirostat, ==, b->mirostat);
+  g_assert_cmpfloat (a->mirostat_tau, ==, b->mirostat_tau);
+  g_assert_cmpfloat (a->mirostat_eta, ==, b->mirostat_eta);
+  g_assert_cmpint (a->seed, ==, b->seed);
+}
+
+static HanashiParamsPanel *
+new_panel (void)
+{
+  HanashiParamsPanel *panel = g_object_ref_sink (hanashi_params_panel_new ());
+  return panel;
+}
+
+static void
+on_changed (HanashiParamsPanel *panel, int *count)
+{
+  (*count)++;
+}
+
+static void
+test_every_knob_reaches_request (void)
+{
+  g_autoptr (HanashiParamsPanel) panel = new_panel ();
+  int changes = 0;
+  g_signal_connect (panel, "changed", G_CALLBACK (on_changed), &changes);
+
+  set_spin (panel, "temperature", 1.35);
+  set_spin (panel, "top_k", 77);
+  set_spin (panel, "top_p", 0.83);
+  set_spin (panel, "min_p", 0.12);
+  set_spin (panel, "typical_p", 0.91);
+  set_spin (panel, "repeat_penalty", 1.17);
+  set_spin (panel, "repeat_last_n", 256);
+  set_spin (panel, "frequency_penalty", 0.4);
+  set_spin (panel, "presence_penalty", -0.3);
+  set_dropdown (panel, "mirostat", 2);
+  set_spin (panel, "mirostat_tau", 6.5);
+  set_spin (panel, "mirostat_eta", 0.23);
+  gtk_switch_set_active (GTK_SWITCH (find_named (GTK_WIDGET (panel), "random-seed")), FALSE);
+  set_spin (panel, "seed", 123456789);
+  set_spin (panel, "max_new_tokens", 300);
+  set_text (panel, "stop-strings", "###\nUser:\\n\n\n<|end|>");
+  set_text (panel, "negative-prompt", "Be rude.");
+  set_spin (panel, "cfg_scale", 1.75);
+  set_dropdown (panel, "grammar-mode", HANASHI_GRAMMAR_MODE_CUSTOM);
+  set_text (panel, "gbnf-editor", "root ::= \"yes\" | \"no\"\n");
+  g_assert_cmpint (changes, >=, 20);
+
+  g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("c1");
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hanashi_params_panel_apply_to_request (panel, req, &error));
+  g_assert_no_error (error);
+
+  HanashiSamplingParams s;
+  hanashi_generate_request_get_sampling (req, &s);
+  g_assert_cmpfloat_with_epsilon (s.temperature, 1.35, 1e-9);
+  g_assert_cmpint (s.top_k, ==, 77);
+  g_assert_cmpfloat_with_epsilon (s.top_p, 0.83, 1e-9);
+  g_assert_cmpfloat_with_epsilon (s.min_p, 0.12, 1e-9);
+  g_assert_cmpfloat_with_epsilon (s.typical_p, 0.91, 1e-9);
+  g_assert_cmpfloat_with_epsilon (s.repeat_penalty, 1.17, 1e-9);
+  g_assert_cmpint (s.repeat_last_n, ==, 256);
+  g_assert_cmpfloat_with_epsilon (s.frequency_penalty, 0.4, 1e-9);
+  g_assert_cmpfloat_with_epsilon (s.presence_penalty, -0.3, 1e-9);
+  g_assert_cmpint (s.mirostat, ==, 2);
+  g_assert_cmpfloat_with_epsilon (s.mirostat_tau, 6.5, 1e-9);
+  g_assert_cmpfloat_with_epsilon (s.mirostat_eta, 0.23, 1e-9);
+  g_assert_cmpint (s.seed, ==, 123456789);
+  g_assert_cmpint (hanashi_generate_request_get_max_tokens (req), ==, 300);
+  const char *const *stops = hanashi_generate_request_get_stop_strings (req);
+  g_assert_nonnull (stops);
+  g_assert_cmpuint (g_strv_length ((char **) stops), ==, 3);
+  g_assert_cmpstr (stops[0], ==, "###");
+  g_assert_cmpstr (stops[1], ==, "User:\n");
+  g_assert_cmpstr (stops[2], ==, "<|end|>");
+  g_assert_cmpstr (hanashi_generate_request_get_cfg_negative (req), ==, "Be rude.");
+  g_assert_cmpfloat_with_epsilon (hanashi_generate_request_get_cfg_scale (req), 1.75, 1e-9);
+  g_assert_cmpstr (hanashi_generate_request_get_grammar (req), ==, "root ::= \"yes\" | \"no\"\n");
+  g_assert_null (hanashi_generate_request_get_json_schema (req));
+
+  /* Random seed again: the engine gets −1. */
+  gtk_switch_set_active (GTK_SWITCH (find_named (GTK_WIDGET (panel), "random-seed")), TRUE);
+  g_autoptr (HanashiGenerateRequest) req2 = hanashi_generate_request_new ("c1");
+  g_assert_true (hanashi_params_panel_apply_to_request (panel, req2, NULL));
+  hanashi_generate_request_get_sampling (req2, &s);
+  g_assert_cmpint (s.seed, ==, -1);
+
+  /* JSON Schema mode hands the schema over instead of a grammar. */
+  set_dropdown (panel, "grammar-mode", HANASHI_GRAMMAR_MODE_JSON_SCHEMA);
+  set_text (panel, "schema-editor", "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}");
+  g_autoptr (HanashiGenerateRequest) req3 = hanashi_generate_request_new ("c1");
+  g_assert_true (hanashi_params_panel_apply_to_request (panel, req3, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (hanashi_generate_request_get_json_schema (req3));
+  g_assert_true (g_str_has_prefix (hanashi_generate_request_get_json_schema (req3), "{\"type\":\"object\""));
+  g_assert_null (hanashi_generate_request_get_grammar (req3));
+
+  /* A shipped grammar arrives as its GBNF text. */
+  set_dropdown (panel, "grammar-mode", HANASHI_GRAMMAR_MODE_SHIPPED);
+  GtkWidget *shipped = find_named (GTK_WIDGET (panel), "shipped-grammar");
+  GListModel *names = gtk_drop_down_get_model (GTK_DROP_DOWN (shipped));
+  g_assert_cmpuint (g_list_model_get_n_items (names), ==, 5);
+  for (guint i = 0; i < g_list_model_get_n_items (names); i++)
+    {
+      g_autoptr (GtkStringObject) item = g_list_model_get_item (names, i);
+      if (g_str_equal (gtk_string_object_get_string (item), "yes-no"))
+        gtk_drop_down_set_selected (GTK_DROP_DOWN (shipped), i);
+    }
+  g_autoptr (HanashiGenerateRequest) req4 = hanashi_generate_request_new ("c1");
+  g_assert_true (hanashi_params_panel_apply_to_request (panel, req4, &error));
+  g_autofree char *yes_no = hanashi_params_dup_shipped_grammar ("yes-no");
+  g_assert_nonnull (yes_no);
+  g_assert_cmpstr (hanashi_generate_request_get_grammar (req4), ==, yes_no);
+}
+
+static void
+test_invalid_grammar (void)
+{
+  g_autoptr (HanashiParamsPanel) panel = new_panel ();
+  set_dropdown (panel, "grammar-mode", HANASHI_GRAMMAR_MODE_CUSTOM);
+  set_text (panel, "gbnf-editor", "root ::= item+\nitem ::= \"a\" | (\"b\" \n");
+
+  GtkWidget *label = find_named (GTK_WIDGET (panel), "grammar-error");
+  g_assert_true (gtk_widget_get_visible (label));
+  g_assert_nonnull (strstr (gtk_label_get_text (GTK_LABEL (label)), "line 2, column"));
+
+  g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("c1");
+  g_autoptr (GError) error = NULL;
+  g_assert_false (hanashi_params_panel_apply_to_request (panel, req, &error));
+  g_assert_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID);
+  g_assert_nonnull (strstr (error->message, "line 2, column"));
+  g_assert_null (hanashi_generate_request_get_grammar (req));
+  g_clear_error (&error);
+
+  /* Broken JSON in schema mode: the position of the JSON error is named too. */
+  set_dropdown (panel, "grammar-mode", HANASHI_GRAMMAR_MODE_JSON_SCHEMA);
+  set_text (panel, "schema-editor", "{\n  \"type\": \"object\",\n  \"properties\": {,}\n}");
+  g_assert_false (hanashi_params_panel_apply_to_request (panel, req, &error));
+  g_assert_nonnull (strstr (error->message, "line 3, column"));
+  g_assert_true (gtk_widget_get_visible (label));
+
+  /* Fixing it clears the inline message. */
+  set_dropdown (panel, "grammar-mode", HANASHI_GRAMMAR_MODE_NONE);
+  g_assert_false (gtk_widget_get_visible (label));
+}
+
+static void
+test_json_round_trip (void)
+{
+  g_autoptr (HanashiParamsPanel) panel = new_panel ();
+  int changes = 0;
+  g_signal_connect (panel, "changed", G_CALLBACK (on_changed), &changes);
+  const char *json =
+    "{\"temperature\":0.35,\"top_k\":12,\"top_p\":0.5,\"min_p\":0.2,\"typical_p\":0.7,"
+    "\"repeat_penalty\":1.3,\"repeat_last_n\":-1,\"frequency_penalty\":1.5,\"presence_penalty\":-1.5,"
+    "\"mirostat\":1,\"mirostat_tau\":3.5,\"mirostat_eta\":0.5,\"seed\":42,\"max_new_tokens\":64,"
+    "\"cfg_scale\":2.5,\"stop\":[\"\\n\\n\",\"a\\\\b\"],\"cfg_negative_prompt\":\"no\","
+    "\"grammar_mode\":\"gbnf\",\"grammar_name\":\"list\",\"grammar\":\"root ::= \\\"x\\\"\",\"json_schema\":\"{}\"}";
+  hanashi_params_panel_set_params_json (panel, json);
+  g_assert_cmpint (changes, ==, 0);
+
+  g_autofree char *out = hanashi_params_panel_dup_params_json (panel);
+  g_auto (HanashiParams) expected;
+  g_auto (HanashiParams) got;
+  hanashi_params_init_default (&expected);
+  hanashi_params_init_default (&got);
+  g_assert_true (hanashi_params_update_from_json (&expected, json, NULL));
+  g_assert_true (hanashi_params_update_from_json (&got, out, NULL));
+  assert_sampling_equal (&expected.sampling, &got.sampling);
+  g_assert_cmpint (got.sampling.repeat_last_n, ==, -1);
+  g_assert_cmpint (got.sampling.seed, ==, 42);
+  g_assert_cmpint (got.max_tokens, ==, 64);
+  g_assert_cmpfloat (got.cfg_scale, ==, 2.5);
+  g_assert_cmpstrv (got.stop, ((const char *const[]) { "\n\n", "a\\b", NULL }));
+  g_assert_cmpstr (got.cfg_negative, ==, "no");
+  g_assert_cmpint (got.grammar_mode, ==, HANASHI_GRAMMAR_MODE_CUSTOM);
+  g_assert_cmpstr (got.grammar_name, ==, "list");
+  g_assert_cmpstr (got.grammar, ==, "root ::= \"x\"");
+  g_assert_cmpstr (got.json_schema, ==, "{}");
+
+  /* And through the panel once more: stable. */
+  hanashi_params_panel_set_params_json (panel, out);
+  g_autofree char *again = hanashi_params_panel_dup_params_json (panel);
+  g_assert_cmpstr (out, ==, again);
+}
+
+static void
+test_settings_are_clamped (void)
+{
+  g_autoptr (GSettings) settings = g_settings_new (APP_ID);
+  g_settings_set_string (settings, "default-params",
+                         "{\"temperature\":1e300,\"top_k\":-5,\"top_p\":\"lots\",\"min_p\":7,"
+                         "\"repeat_last_n\":99999999,\"seed\":-12,\"max_new_tokens\":1e12,"
+                         "\"mirostat\":9,\"cfg_scale\":-3,\"grammar_mode\":\"bogus\","
+                         "\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\","
+                         "\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\",\"18\",\"\",5]}");
+  g_autoptr (HanashiParamsPanel) panel = new_panel ();
+  g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("c1");
+  g_assert_true (hanashi_params_panel_apply_to_request (panel, req, NULL));
+  HanashiSamplingParams s;
+  hanashi_generate_request_get_sampling (req, &s);
+  double min, max, def;
+  g_assert_true (hanashi_params_get_range ("temperature", &min, &max, &def));
+  g_assert_cmpfloat (s.temperature, ==, max);
+  g_assert_cmpint (s.top_k, ==, 0);
+  g_assert_cmpfloat (s.top_p, ==, 0.95);
+  g_assert_cmpfloat (s.min_p, ==, 1.0);
+  g_assert_true (hanashi_params_get_range ("repeat_last_n", &min, &max, &def));
+  g_assert_cmpint (s.repeat_last_n, ==, (int) max);
+  g_assert_cmpint (s.seed, ==, -1);
+  g_assert_cmpint (s.mirostat, ==, 2);
+  g_assert_true (hanashi_params_get_range ("max_new_tokens", &min, &max, &def));
+  g_assert_cmpint (hanashi_generate_request_get_max_tokens (req), ==, (int) max);
+  g_assert_cmpfloat (hanashi_generate_request_get_cfg_scale (req), ==, 0);
+  g_assert_null (hanashi_generate_request_get_grammar (req));
+  g_assert_cmpuint (g_strv_length ((char **) hanashi_generate_request_get_stop_strings (req)), ==, 16);
+
+  /* Not JSON at all: the engine defaults. */
+  g_settings_set_string (settings, "default-params", "{{{");
+  g_autoptr (HanashiParamsPanel) panel2 = new_panel ();
+  g_autoptr (HanashiGenerateRequest) req2 = hanashi_generate_request_new ("c1");
+  g_assert_true (hanashi_params_panel_apply_to_request (panel2, req2, NULL));
+  HanashiSamplingParams expected;
+  hanashi_sampling_params_init_default (&expected);
+  hanashi_generate_request_get_sampling (req2, &s);
+  assert_sampling_equal (&s, &expected);
+  g_settings_reset (settings, "default-params");
+}
+
+static void
+test_defaults_mode_writes_settings (void)
+{
+  g_autoptr (GSettings) settings = g_settings_new (APP_ID);
+  g_autoptr (HanashiParamsPanel) panel = g_object_ref_sink (hanashi_params_panel_new_for_defaults ());
+  set_spin (panel, "temperature", 0.55);
+  g_autofree char *stored = g_settings_get_string (settings, "default-params");
+  g_auto (HanashiParams) params;
+  hanashi_params_load_defaults (&params, settings);
+  g_assert_cmpfloat_with_epsilon (params.sampling.temperature, 0.55, 1e-9);
+
+  /* Reloading the defaults panel shows what is stored. */
+  hanashi_params_panel_set_params_json (panel, NULL);
+  g_autoptr (HanashiGenerateRequest) reloaded = hanashi_generate_request_new ("c0");
+  g_assert_true (hanashi_params_panel_apply_to_request (panel, reloaded, NULL));
+  HanashiSamplingParams r;
+  hanashi_generate_request_get_sampling (reloaded, &r);
+  g_assert_cmpfloat_with_epsilon (r.temperature, 0.55, 1e-9);
+
+  /* A conversation panel created afterwards starts from those defaults. */
+  g_autoptr (HanashiParamsPanel) conversation = new_panel ();
+  hanashi_params_panel_set_params_json (conversation, NULL);
+  g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("c1");
+  g_assert_true (hanashi_params_panel_apply_to_request (conversation, req, NULL));
+  HanashiSamplingParams s;
+  hanashi_generate_request_get_sampling (req, &s);
+  g_assert_cmpfloat_with_epsilon (s.temperature, 0.55, 1e-9);
+  g_settings_reset (settings, "default-params");
+}
+
+static void
+test_screenshots (void)
+{
+  GtkWidget *window = gtk_window_new ();
+  gtk_window_set_default_size (GTK_WINDOW (window), 380, 900);
+  HanashiParamsPanel *panel = hanashi_params_panel_new ();
+  gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (panel));
+  gtk_window_present (GTK_WINDOW (window));
+  while (!gtk_widget_get_mapped (window))
+    g_main_context_iteration (NULL, TRUE);
+  test_screenshot (window, "params-panel");
+
+  /* With an invalid custom grammar, scrolled to the message. */
+  set_dropdown (panel, "grammar-mode", HANASHI_GRAMMAR_MODE_CUSTOM);
+  set_text (panel, "gbnf-editor", "root ::= answer\nanswer ::= \"yes\" | (\"no\"\n");
+  GtkWidget *label = find_named (GTK_WIDGET (panel), "grammar-error");
+  g_assert_true (gtk_widget_get_visible (label));
+  test_screenshot_settle ();
+  GtkWidget *scroller = gtk_widget_get_first_child (GTK_WIDGET (panel));
+  GtkAdjustment *vadj = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (scroller));
+  gtk_adjustment_set_value (vadj, gtk_adjustment_get_upper (vadj));
+  test_screenshot (window, "params-panel-grammar-error");
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+static void
+test_presets (void)
+{
+  g_auto (GStrv) names = hanashi_presets_list ();
+  g_assert_cmpuint (g_strv_length (names), ==, HANASHI_N_SHIPPED_PRESETS);
+  g_assert_cmpstr (names[0], ==, "Precise");
+
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hanashi_presets_save ("Mine", "{\"temperature\":0.33,\"top_k\":3}", &error));
+  g_assert_no_error (error);
+  g_assert_false (hanashi_presets_save ("Creative", "{}", &error));
+  g_clear_error (&error);
+  g_auto (GStrv) after = hanashi_presets_list ();
+  g_assert_cmpuint (g_strv_length (after), ==, HANASHI_N_SHIPPED_PRESETS + 1);
+  g_assert_cmpstr (after[HANASHI_N_SHIPPED_PRESETS], ==, "Mine");
+
+  /* Apply "Precise" through the panel's own controls. */
+  g_autoptr (HanashiParamsPanel) panel = new_panel ();
+  set_spin (panel, "max_new_tokens", 99);
+  GtkWidget *presets_row = find_named (GTK_WIDGET (panel), "preset-dropdown");
+  g_assert_nonnull (presets_row);
+  gtk_drop_down_set_selected (GTK_DROP_DOWN (presets_row), 0);
+  g_signal_emit_by_name (find_named (GTK_WIDGET (panel), "preset-apply"), "clicked");
+  g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("c1");
+  g_assert_true (hanashi_params_panel_apply_to_request (panel, req, NULL));
+  HanashiSamplingParams s;
+  hanashi_generate_request_get_sampling (req, &s);
+  g_assert_cmpfloat_with_epsilon (s.temperature, 0.2, 1e-9);
+  g_assert_cmpint (s.top_k, ==, 20);
+  /* Presets of sampling knobs leave the rest alone. */
+  g_assert_cmpint (hanashi_generate_request_get_max_tokens (req), ==, 99);
+
+  /* Save the current panel under a name from the entry; it shows up and applies. */
+  set_spin (panel, "temperature", 1.9);
+  gtk_editable_set_text (GTK_EDITABLE (find_named (GTK_WIDGET (panel), "preset-name")), "Hot");
+  g_signal_emit_by_name (find_named (GTK_WIDGET (panel), "preset-save"), "clicked");
+  g_autofree char *hot = hanashi_presets_lookup ("Hot");
+  g_assert_nonnull (hot);
+  g_auto (HanashiParams) params;
+  hanashi_params_init_default (&params);
+  g_assert_true (hanashi_params_update_from_json (&params, hot, NULL));
+  g_assert_cmpfloat_with_epsilon (params.sampling.temperature, 1.9, 1e-9);
+  g_assert_cmpint (params.max_tokens, ==, 99);
+  /* Saving selects the new preset; shipped ones cannot be deleted, the user's can. */
+  GtkWidget *delete_button = find_named (GTK_WIDGET (panel), "preset-delete");
+  g_assert_true (gtk_widget_get_sensitive (delete_button));
+  g_signal_emit_by_name (delete_button, "clicked");
+  g_assert_null (hanashi_presets_lookup ("Hot"));
+  gtk_drop_down_set_selected (GTK_DROP_DOWN (presets_row), 1);
+  g_assert_false (gtk_widget_get_sensitive (delete_button));
+  g_assert_true (hanashi_presets_delete ("Mine", NULL));
+  g_auto (GStrv) final = hanashi_presets_list ();
+  g_assert_cmpuint (g_strv_length (final), ==, HANASHI_N_SHIPPED_PRESETS);
+}
+
+int
+main (int argc, char **argv)
+{
+  /* Temporary XDG folders (presets are written to the config folder). */
+  test_xdg_setup ();
+  g_test_init (&argc, &argv, NULL);
+  gtk_init ();
+  adw_init ();
+
+  g_test_add_func ("/params-panel/every-knob", test_every_knob_reaches_request);
+  g_test_add_func ("/params-panel/invalid-grammar", test_invalid_grammar);
+  g_test_add_func ("/params-panel/json-round-trip", test_json_round_trip);
+  g_test_add_func ("/params-panel/settings-clamped", test_settings_are_clamped);
+  g_test_add_func ("/params-panel/defaults-mode", test_defaults_mode_writes_settings);
+  g_test_add_func ("/params-panel/presets", test_presets);
+  g_test_add_func ("/params-panel/screenshots", test_screenshots);
+  return g_test_run ();
+}
