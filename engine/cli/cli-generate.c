@@ -138,6 +138,7 @@ cli_generate(int argc, char **argv)
     cli_fail_error(&err);
     goto out;
   }
+  cli_notice(hn_vocab_notice(vocab));
   if (tokens) {
     if (!cli_parse_ids(tokens, &prompt_ids, &n_prompt) || n_prompt == 0) {
       cli_fail("invalid token list '%s'", tokens);
