@@ -289,6 +289,36 @@ test_fuzz (void)
   g_dir_close (d);
 }
 
+/* Random bytes through every pre-tokenizer split, including those without a test
+ * vocabulary: the pieces must tile the input exactly, in order, without empty pieces. */
+static void
+test_fuzz_splits (void)
+{
+  GRand *rand = g_rand_new_with_seed (99);
+  for (int pre = HN_PRE_DEFAULT; pre <= HN_PRE_DEEPSEEK_LLM; pre++)
+    for (int round = 0; round < 500; round++) {
+      char buf[200];
+      size_t len = (size_t) g_rand_int_range (rand, 0, sizeof buf);
+      for (size_t i = 0; i < len; i++) {
+        guint32 r = g_rand_int (rand);
+        static const char ascii[] = " \t\n\r'sdtm0123456789.,!$+<`|~aZ";
+        buf[i] = (r & 1) ? ascii[(r >> 8) % (sizeof ascii - 1)] : (char) (r >> 8);
+      }
+      uint32_t *pieces;
+      int64_t n = hn_pretokenize ((HnPreType) pre, buf, len, &pieces);
+      g_assert_cmpint (n, >=, 0);
+      uint32_t at = 0;
+      for (int64_t p = 0; p < n; p++) {
+        g_assert_cmpuint (pieces[2 * p], ==, at);
+        g_assert_cmpuint (pieces[2 * p + 1], >, at);
+        at = pieces[2 * p + 1];
+      }
+      g_assert_cmpuint (at, ==, len);
+      g_free (pieces);
+    }
+  g_rand_free (rand);
+}
+
 static void
 check_split (HnPreType pre, const char *text, const char *const *want)
 {
@@ -518,6 +548,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vocab/specials", test_specials);
   g_test_add_func ("/vocab/stream", test_stream);
   g_test_add_func ("/vocab/fuzz", test_fuzz);
+  g_test_add_func ("/vocab/fuzz-splits", test_fuzz_splits);
   g_test_add_func ("/vocab/pretokenize", test_pretokenize);
   g_test_add_func ("/vocab/pretokenize/default", test_pretokenize_default);
   g_test_add_func ("/vocab/pretokenize/deepseek-llm", test_pretokenize_deepseek_llm);
