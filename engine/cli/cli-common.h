@@ -15,6 +15,9 @@ int cli_fail(const char *fmt, ...) HN_PRINTF(1, 2);
 /* Same, with the message of an engine error. */
 int cli_fail_error(const HnError *err);
 
+/* Prints "hanashi-cli: notice: <message>" on stderr (something was adjusted, not fatal). */
+void cli_notice(const char *message);
+
 /* Parses "1,2,3" (spaces allowed) into a newly allocated array; false on any junk. */
 bool cli_parse_ids(const char *text, int32_t **ids_out, size_t *n_out);
 
