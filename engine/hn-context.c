@@ -106,17 +106,22 @@ kv_bytes(const HnModel *m, int n_ctx)
   return values * 2 * sizeof(uint16_t) + (uint64_t) n_ctx * sizeof(HnKvCell);
 }
 
+static HnMemoryNeed
+need_for(const HnModel *m, const HnContextParams *p, int nth)
+{
+  return (HnMemoryNeed) {
+    .weights = hn_model_resident_bytes(m),
+    .kv_cache = kv_bytes(m, p->n_ctx),
+    .scratch = scratch_bytes(m, p, nth),
+    .n_ctx = p->n_ctx,
+  };
+}
+
 bool
 hn_context_memory_need(const HnModel *m, const HnContextParams *params, HnMemoryNeed *need)
 {
   HnContextParams p = clamp_params(m, params, NULL, 0);
-  int nth = p.n_threads > 0 ? p.n_threads : hn_physical_cores();
-  *need = (HnMemoryNeed) {
-    .weights = hn_model_resident_bytes(m),
-    .kv_cache = kv_bytes(m, p.n_ctx),
-    .scratch = scratch_bytes(m, &p, nth),
-    .n_ctx = p.n_ctx,
-  };
+  *need = need_for(m, &p, p.n_threads > 0 ? p.n_threads : hn_physical_cores());
   return true;
 }
 
@@ -143,12 +148,7 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   int nth = hn_threadpool_n_threads(c->pool);
   /* Refuse before the large allocations: a KV cache or scratch that does not fit would get
    * the process killed later, when the pages are first touched. */
-  HnMemoryNeed need = {
-    .weights = hn_model_resident_bytes(m),
-    .kv_cache = kv_bytes(m, p.n_ctx),
-    .scratch = scratch_bytes(m, &p, nth),
-    .n_ctx = p.n_ctx,
-  };
+  HnMemoryNeed need = need_for(m, &p, nth);
   if (!hn_memory_check(&need, err))
     goto fail;
   if (!(c->kv = hn_kv_cache_new(m->n_layer, p.n_ctx, kv_dim, err)))
