@@ -5,6 +5,7 @@
  * reads are overwritten with garbage in that mode. */
 #include "hanashi-store-faults.h"
 
+#include <signal.h>
 #include <sqlite3.h>
 #include <string.h>
 
@@ -64,6 +65,7 @@ fault_rc (void)
     case HANASHI_STORE_FAULT_IO:
     case HANASHI_STORE_FAULT_NONE:
     case HANASHI_STORE_FAULT_GARBAGE_READS:
+    case HANASHI_STORE_FAULT_KILL:
     default:
       return SQLITE_IOERR_WRITE;
     }
@@ -99,8 +101,12 @@ f_write (sqlite3_file *f, const void *buf, int amount, sqlite3_int64 offset)
   writes_seen++;
   if (write_fault_due ())
     {
-      if (armed == HANASHI_STORE_FAULT_SHORT_WRITE && amount > 1)
+      if ((armed == HANASHI_STORE_FAULT_SHORT_WRITE || armed == HANASHI_STORE_FAULT_KILL) && amount > 1)
         REAL (f)->pMethods->xWrite (REAL (f), buf, amount / 2, offset);
+      /* A torn write and then no chance to clean up, as when the power goes or the OOM
+       * killer strikes in the middle of a commit. */
+      if (armed == HANASHI_STORE_FAULT_KILL)
+        raise (SIGKILL);
       return fault_rc ();
     }
   if (writes_left > 0)
@@ -112,7 +118,11 @@ static int
 f_truncate (sqlite3_file *f, sqlite3_int64 size)
 {
   if (write_fault_due ())
-    return armed == HANASHI_STORE_FAULT_READ_ONLY ? SQLITE_READONLY : SQLITE_IOERR_TRUNCATE;
+    {
+      if (armed == HANASHI_STORE_FAULT_KILL)
+        raise (SIGKILL);
+      return armed == HANASHI_STORE_FAULT_READ_ONLY ? SQLITE_READONLY : SQLITE_IOERR_TRUNCATE;
+    }
   return REAL (f)->pMethods->xTruncate (REAL (f), size);
 }
 

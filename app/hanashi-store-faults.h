@@ -16,6 +16,7 @@ typedef enum {
   HANASHI_STORE_FAULT_READ_ONLY,     /* writes and truncates fail with SQLITE_READONLY */
   HANASHI_STORE_FAULT_IO,            /* writes and syncs fail with an I/O error */
   HANASHI_STORE_FAULT_GARBAGE_READS, /* every read returns bytes that are not the file's */
+  HANASHI_STORE_FAULT_KILL,          /* half the buffer reaches the file, then SIGKILL */
 } HanashiStoreFault;
 
 /* Registers the wrapper as the default VFS; idempotent. */
