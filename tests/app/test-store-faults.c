@@ -271,6 +271,36 @@ test_retry_after_fault (Fixture *f, gconstpointer data)
   g_assert_cmpint (last->alternative_group, ==, id);
 }
 
+/* Another program holds the write lock (a second Hanashi, a backup tool): after the busy
+ * timeout the call fails with BUSY and writes nothing; once the lock is gone it works. */
+static void
+test_busy (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autofree char *before = dump_database (f->path);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(HanashiStore) store = hanashi_store_new (f->path, &error);
+  g_assert_no_error (error);
+  sqlite3 *other = NULL;
+  g_assert_cmpint (sqlite3_open (f->path, &other), ==, SQLITE_OK);
+  g_assert_cmpint (sqlite3_exec (other, "BEGIN IMMEDIATE;", NULL, NULL, NULL), ==, SQLITE_OK);
+
+  g_assert_cmpint (hanashi_store_add_message (store, f->conversation, f->answer, 0, "user", "wait", TRUE, &error), ==, 0);
+  g_assert_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_BUSY);
+  g_assert_cmpstr (error->message, ==, "The conversation database is in use by another program. Try again in a moment.");
+  g_clear_error (&error);
+
+  g_assert_cmpint (sqlite3_exec (other, "ROLLBACK;", NULL, NULL, NULL), ==, SQLITE_OK);
+  sqlite3_close (other);
+  g_clear_object (&store);
+  g_autofree char *after = dump_database (f->path);
+  g_assert_cmpstr (after, ==, before);
+
+  store = hanashi_store_new (f->path, &error);
+  g_assert_cmpint (hanashi_store_add_message (store, f->conversation, f->answer, 0, "user", "wait", TRUE, &error), >, 0);
+  g_assert_no_error (error);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -282,6 +312,7 @@ main (int argc, char **argv)
   g_test_add ("/store/faults/io-error", Fixture, &fault_cases[3], fixture_setup, test_write_faults, fixture_teardown);
   g_test_add ("/store/faults/garbage-reads", Fixture, NULL, fixture_setup, test_garbage_reads, fixture_teardown);
   g_test_add ("/store/faults/not-a-database", Fixture, NULL, fixture_setup, test_not_a_database, fixture_teardown);
+  g_test_add ("/store/faults/busy", Fixture, NULL, fixture_setup, test_busy, fixture_teardown);
   g_test_add ("/store/faults/retry", Fixture, NULL, fixture_setup, test_retry_after_fault, fixture_teardown);
   return g_test_run ();
 }
