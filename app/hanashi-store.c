@@ -139,7 +139,7 @@ step_done (HanashiStore *self, sqlite3_stmt *stmt, GError **error)
   int rc = sqlite3_step (stmt);
   sqlite3_finalize (stmt);
   if (rc != SQLITE_DONE)
-    return set_sqlite_error_rc (self, sqlite3_extended_errcode (self->db), NULL, error);
+    return set_sqlite_error_rc (self, rc, NULL, error);
   return TRUE;
 }
 
@@ -149,7 +149,7 @@ finish_rows (HanashiStore *self, sqlite3_stmt *stmt, int rc, GError **error)
 {
   sqlite3_finalize (stmt);
   if (rc != SQLITE_DONE)
-    return set_sqlite_error_rc (self, sqlite3_extended_errcode (self->db), NULL, error);
+    return set_sqlite_error_rc (self, rc, NULL, error);
   return TRUE;
 }
 
