@@ -29,12 +29,6 @@ cli_fail_error(const HnError *err)
   return cli_fail("%s", err && err->message[0] ? err->message : "unknown error");
 }
 
-void
-cli_notice(const char *message)
-{
-  fprintf(stderr, "hanashi-cli: notice: %s\n", message);
-}
-
 bool
 cli_parse_int(const char *text, long long min, long long max, long long *out)
 {

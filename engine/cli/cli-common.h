@@ -18,9 +18,6 @@ int cli_fail_error(const HnError *err);
  * should know that does not stop the command. */
 void cli_notice(const char *text);
 
-/* Prints "hanashi-cli: notice: <message>" on stderr (something was adjusted, not fatal). */
-void cli_notice(const char *message);
-
 /* Parses "1,2,3" (spaces allowed) into a newly allocated array; false on any junk. */
 bool cli_parse_ids(const char *text, int32_t **ids_out, size_t *n_out);
 

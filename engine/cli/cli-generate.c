@@ -176,8 +176,7 @@ cli_generate(int argc, char **argv)
     cli_fail_error(&err);
     goto out;
   }
-  if (hn_context_notice(ctx))
-    cli_notice(hn_context_notice(ctx));
+  cli_notice(hn_context_notice(ctx));
   int32_t *negative = NULL;
   size_t n_negative = 0;
   if (sopts.cfg_negative_prompt && sopts.cfg_scale != 1.0f) {
