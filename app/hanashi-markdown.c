@@ -13,7 +13,14 @@ typedef struct {
   GArray *list_counters; /* per nesting level: -1 = bullet, else next number */
   int table_cell;        /* index of the cell in the current row */
   gboolean in_heading;
+  /* Spans opened and not yet closed, innermost last: the span type and its opening tag.
+   * md4c can report a span's end without its start on odd input (seen with mixed ~ and ~~),
+   * and the label needs well-formed markup, so closing goes through this stack. */
+  GArray *span_types;
+  GPtrArray *span_tags;
 } RenderState;
+
+static void close_open_spans (RenderState *st);
 
 void
 hanashi_markdown_block_free (HanashiMarkdownBlock *block)
@@ -26,19 +33,78 @@ hanashi_markdown_block_free (HanashiMarkdownBlock *block)
   g_free (block);
 }
 
+/* The tags still open at the end of `markup`, outermost first.  Text is always escaped, so
+ * every '<' in it starts one of the tags this file writes. */
+static GPtrArray *
+open_tags (const char *markup)
+{
+  GPtrArray *stack = g_ptr_array_new_with_free_func (g_free);
+  for (const char *p = strchr (markup, '<'); p != NULL; p = strchr (p + 1, '<')) {
+    const char *end = strchr (p, '>');
+    if (end == NULL)
+      break;
+    if (p[1] == '/') {
+      if (stack->len > 0)
+        g_ptr_array_remove_index (stack, stack->len - 1);
+    } else {
+      g_ptr_array_add (stack, g_strndup (p, (gsize) (end - p + 1)));
+    }
+  }
+  return stack;
+}
+
+static gboolean
+has_visible_text (const char *markup)
+{
+  gboolean in_tag = FALSE;
+  for (const char *p = markup; *p; p++) {
+    if (*p == '<')
+      in_tag = TRUE;
+    else if (*p == '>')
+      in_tag = FALSE;
+    else if (!in_tag && !g_ascii_isspace (*p))
+      return TRUE;
+  }
+  return FALSE;
+}
+
+/* Ends the current text block.  A code block can interrupt a quote, a list item or a
+ * heading whose tags are still open: they are closed here, so that every label gets
+ * well-formed markup, and opened again for the text that follows. */
 static void
 flush_text (RenderState *st)
 {
+  g_autoptr (GPtrArray) open = open_tags (st->markup->str);
+  for (guint i = open->len; i > 0; i--) {
+    const char *tag = g_ptr_array_index (open, i - 1);
+    gsize name_len = strcspn (tag + 1, " >");
+    g_string_append_printf (st->markup, "</%.*s>", (int) name_len, tag + 1);
+  }
   /* Trailing blank lines would make labels taller than their text. */
-  while (st->markup->len > 0 && st->markup->str[st->markup->len - 1] == '\n')
-    g_string_truncate (st->markup, st->markup->len - 1);
-  if (st->markup->len == 0)
-    return;
-  HanashiMarkdownBlock *block = g_new0 (HanashiMarkdownBlock, 1);
-  block->kind = HANASHI_MARKDOWN_BLOCK_TEXT;
-  block->markup = g_strdup (st->markup->str);
-  g_ptr_array_add (st->blocks, block);
+  char *last_close = NULL;
+  while (st->markup->len > 0) {
+    gsize len = st->markup->len;
+    if (st->markup->str[len - 1] == '\n') {
+      g_string_truncate (st->markup, len - 1);
+    } else if (st->markup->str[len - 1] == '>' && (last_close = g_strrstr (st->markup->str, "</")) != NULL &&
+               last_close > st->markup->str && last_close[-1] == '\n' && strchr (last_close, '\n') == NULL) {
+      /* "\n</i>": move the closing tag before the newline */
+      g_autofree char *tag = g_strdup (last_close);
+      g_string_truncate (st->markup, (gsize) (last_close - st->markup->str) - 1);
+      g_string_append (st->markup, tag);
+    } else {
+      break;
+    }
+  }
+  if (has_visible_text (st->markup->str)) {
+    HanashiMarkdownBlock *block = g_new0 (HanashiMarkdownBlock, 1);
+    block->kind = HANASHI_MARKDOWN_BLOCK_TEXT;
+    block->markup = g_strdup (st->markup->str);
+    g_ptr_array_add (st->blocks, block);
+  }
   g_string_truncate (st->markup, 0);
+  for (guint i = 0; i < open->len; i++)
+    g_string_append (st->markup, g_ptr_array_index (open, i));
 }
 
 static void
@@ -141,6 +207,7 @@ leave_block (MD_BLOCKTYPE type, void *detail, void *userdata)
 {
   RenderState *st = userdata;
   (void) detail;
+  close_open_spans (st);
   switch (type) {
   case MD_BLOCK_H:
     g_string_append (st->markup, "</span>\n");
@@ -189,43 +256,78 @@ leave_block (MD_BLOCKTYPE type, void *detail, void *userdata)
   return 0;
 }
 
+static const char *
+span_close_tag (MD_SPANTYPE type)
+{
+  switch (type) {
+  case MD_SPAN_EM: return "</i>";
+  case MD_SPAN_STRONG: return "</b>";
+  case MD_SPAN_DEL: return "</s>";
+  case MD_SPAN_CODE: return "</tt>";
+  case MD_SPAN_U: return "</u>";
+  case MD_SPAN_A: return "</a>";
+  default: return NULL;
+  }
+}
+
 static int
 enter_span (MD_SPANTYPE type, void *detail, void *userdata)
 {
   RenderState *st = userdata;
+  char *tag = NULL;
   switch (type) {
-  case MD_SPAN_EM: g_string_append (st->markup, "<i>"); break;
-  case MD_SPAN_STRONG: g_string_append (st->markup, "<b>"); break;
-  case MD_SPAN_DEL: g_string_append (st->markup, "<s>"); break;
-  case MD_SPAN_CODE: g_string_append (st->markup, "<tt>"); break;
-  case MD_SPAN_U: g_string_append (st->markup, "<u>"); break;
+  case MD_SPAN_EM: tag = g_strdup ("<i>"); break;
+  case MD_SPAN_STRONG: tag = g_strdup ("<b>"); break;
+  case MD_SPAN_DEL: tag = g_strdup ("<s>"); break;
+  case MD_SPAN_CODE: tag = g_strdup ("<tt>"); break;
+  case MD_SPAN_U: tag = g_strdup ("<u>"); break;
   case MD_SPAN_A: {
     MD_SPAN_A_DETAIL *a = detail;
     g_autofree char *href = g_markup_escape_text (a->href.text ? a->href.text : "", a->href.size);
-    g_string_append_printf (st->markup, "<a href=\"%s\">", href);
+    tag = g_strdup_printf ("<a href=\"%s\">", href);
     break;
   }
   default:
-    break;
+    return 0;
   }
+  g_string_append (st->markup, tag);
+  g_array_append_val (st->span_types, type);
+  g_ptr_array_add (st->span_tags, tag);
   return 0;
 }
 
+/* Closes the innermost open span of `type` (and reopens the ones inside it); a span that
+ * is not open is ignored. */
 static int
 leave_span (MD_SPANTYPE type, void *detail, void *userdata)
 {
   RenderState *st = userdata;
   (void) detail;
-  switch (type) {
-  case MD_SPAN_EM: g_string_append (st->markup, "</i>"); break;
-  case MD_SPAN_STRONG: g_string_append (st->markup, "</b>"); break;
-  case MD_SPAN_DEL: g_string_append (st->markup, "</s>"); break;
-  case MD_SPAN_CODE: g_string_append (st->markup, "</tt>"); break;
-  case MD_SPAN_U: g_string_append (st->markup, "</u>"); break;
-  case MD_SPAN_A: g_string_append (st->markup, "</a>"); break;
-  default: break;
-  }
+  gint found = -1;
+  for (gint i = (gint) st->span_types->len - 1; i >= 0 && found < 0; i--)
+    if (g_array_index (st->span_types, MD_SPANTYPE, i) == type)
+      found = i;
+  if (found < 0)
+    return 0;
+  for (gint i = (gint) st->span_types->len - 1; i >= found; i--)
+    g_string_append (st->markup, span_close_tag (g_array_index (st->span_types, MD_SPANTYPE, i)));
+  g_array_remove_index (st->span_types, (guint) found);
+  g_ptr_array_remove_index (st->span_tags, (guint) found);
+  for (guint i = (guint) found; i < st->span_types->len; i++)
+    g_string_append (st->markup, g_ptr_array_index (st->span_tags, i));
   return 0;
+}
+
+/* Spans never outlive their block; md4c should have closed them all already. */
+static void
+close_open_spans (RenderState *st)
+{
+  while (st->span_types->len > 0) {
+    guint top = st->span_types->len - 1;
+    g_string_append (st->markup, span_close_tag (g_array_index (st->span_types, MD_SPANTYPE, top)));
+    g_array_remove_index (st->span_types, top);
+    g_ptr_array_remove_index (st->span_tags, top);
+  }
 }
 
 static int
@@ -262,6 +364,8 @@ hanashi_markdown_render (const char *text, gssize length)
     .blocks = g_ptr_array_new_with_free_func ((GDestroyNotify) hanashi_markdown_block_free),
     .markup = g_string_new (NULL),
     .list_counters = g_array_new (FALSE, FALSE, sizeof (int)),
+    .span_types = g_array_new (FALSE, FALSE, sizeof (MD_SPANTYPE)),
+    .span_tags = g_ptr_array_new_with_free_func (g_free),
   };
   if (length < 0)
     length = text ? (gssize) strlen (text) : 0;
@@ -284,9 +388,12 @@ hanashi_markdown_render (const char *text, gssize length)
     block->language = g_steal_pointer (&st.code_language);
     g_ptr_array_add (st.blocks, block);
   }
+  close_open_spans (&st);
   flush_text (&st);
   g_string_free (st.markup, TRUE);
   g_array_unref (st.list_counters);
+  g_array_unref (st.span_types);
+  g_ptr_array_unref (st.span_tags);
   g_free (st.code_language);
   return st.blocks;
 }
