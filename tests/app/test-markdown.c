@@ -112,6 +112,22 @@ test_fuzz_regressions (void)
     "Some *emphasis\n- two\n  0. nested\n\n> ~~~4 **5>x</scipt>\n\n    indented\n",
     "> quote\n> ```\n> code\n> ```\n> after\n",
     "# Head ```x```\n1. *a ~~b\n   ```\n   c\n   ```\n   d~~ e*\n",
+    /* emphasis closed inside a heading's span, across a list */
+    "       =\n\n##\n\n- o- two\n a [*******************o- two\n a [**************an1 :=#  **52"
+    "* *\"**************(********\n** arta [ink](ng**).i\nZ******* o- two\n a [****************"
+    "** =a [**************an#  **52* a [ink](ng**).i\n****Z******\"**************(*****a [a [**"
+    "************an#  **52* a [ink][**************an2****** a [**************an#  **52* a [ink]"
+    "(ng**).i\n****Z******\"**************(*****a [a [**************an#  **52* a [ink][********"
+    "******an2 :-#  **52* a [ink](ng**).i\nZ******* o- two\n a [****************** a [* a [ink]"
+    "(ng**).i\n****Z*wo\n a [a [**************an> t%\n    #  **52* a [ink][**************an2 :-"
+    "#  **521 a [ink](ng**).i\nZ******* o- two\n a [****************** a [**************an#  **"
+    "52* a [ink](ng**).i\n****Z******\"**************(*************\n***\"*********amp;**** **5"
+    "2* a [ink](ng**).i\nZ******* o- two\n a [****************** a [* a [ink](ng**).i\n****Z*wo"
+    "\n a [a [**************an#  **51* a [ink][**************an2 :-#  **521 a [ink](ng**).i\nZ*"
+    "****** o- two\n a [****************** a [**************an#  **52* a [ink](ng**).i\n****Z**"
+    "****\"**************(*************\n***\"*********amp;**************************\n-*\005an"
+    "#  **52* a [inkY(ng**)&i\n*********- two\n a [a [**********a**********[ink](ng**).i\n****Z"
+    "******\"**************(*******\n*** artd q",
   };
   for (gsize i = 0; i < G_N_ELEMENTS (inputs); i++) {
     g_autoptr (GPtrArray) blocks = hanashi_markdown_render (inputs[i], -1);
