@@ -434,6 +434,7 @@ typedef struct {
   guint prompt_total, prompt_done;
   gboolean no_room;
   GArray *generated;           /* int32 */
+  gint last_token;
   double t_start, t_first;
 } GenRun;
 
@@ -469,13 +470,15 @@ run_on_token (int32_t token, const char *text, size_t len, void *user_data)
   if (token >= 0)
     {
       g_array_append_val (r->generated, token);
+      r->last_token = token;
       if (r->t_first == 0)
         r->t_first = hn_time_now ();
     }
   if (len == 0)
     return !r->sink->is_cancelled (r->sink->data);
   g_autofree char *piece = g_strndup (text, len);
-  return r->sink->on_token (r->sink->data, piece, token) != FALSE;
+  /* the text held back until the end belongs to the last token */
+  return r->sink->on_token (r->sink->data, piece, r->last_token) != FALSE;
 }
 
 static bool
@@ -597,7 +600,9 @@ reuse_cache (ModelBackend *mb, const GArray *want, guint hint)
   while (p < nc && p < nw && c[p] == w[p])
     p++;
   guint best_d = 0, best_run = 0;
-  if (p < nc && p < nw)
+  /* Only after dropping turns: elsewhere a shifted stretch would see different tokens
+   * before it than when it was evaluated, and reuse must stay exact. */
+  if (hint > 0 && p < nc && p < nw)
     {
       /* Try the hint first; a search over every offset only if it does not match. */
       for (int pass = 0; pass < 2 && best_run < MIN_SHIFT_RUN; pass++)

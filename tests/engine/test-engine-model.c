@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "hn-generate-model.h"
+#include "hn-gguf-writer.h"
 
 #define LLAMA "tiny-llama-spm-q8_0.gguf"
 #define QWEN "tiny-qwen2-gpt2-q8_0.gguf"
@@ -278,7 +279,8 @@ tokenize (const char *model_name, const char *text, bool parse_special, int32_t 
 }
 
 static char *
-reference_generate (const char *model_name, const char *prompt, int n_predict, guint *n_generated)
+reference_generate_cfg (const char *model_name, const char *prompt, const char *negative,
+                        float scale, int n_predict, guint *n_generated)
 {
   g_autofree char *path = model_path (model_name);
   HnError err = { 0 };
@@ -289,6 +291,7 @@ reference_generate (const char *model_name, const char *prompt, int n_predict, g
   HnContextParams cp = hn_context_default_params ();
   cp.n_ctx = 256;
   cp.n_threads = 1;
+  cp.n_seq_max = 2;
   HnContext *ctx = hn_context_new (model, &cp, &err);
   g_assert_nonnull (ctx);
   HnGenModelBackend backend;
@@ -304,6 +307,11 @@ reference_generate (const char *model_name, const char *prompt, int n_predict, g
   hn_gen_request_init (&req);
   req.prompt = ids;
   req.n_prompt = (size_t) n_prompt;
+  int32_t n_neg = 0;
+  g_autofree int32_t *neg = negative ? tokenize (model_name, negative, true, &n_neg) : NULL;
+  req.negative = neg;
+  req.n_negative = (size_t) n_neg;
+  req.cfg_scale = negative ? scale : 1.0f;
   req.sampler = &sp;
   req.on_token = ref_on_token;
   req.user_data = &out;
@@ -317,6 +325,41 @@ reference_generate (const char *model_name, const char *prompt, int n_predict, g
   hn_vocab_free (vocab);
   hn_model_free (model);
   return g_string_free (out.text, FALSE);
+}
+
+static char *
+reference_generate (const char *model_name, const char *prompt, int n_predict, guint *n_generated)
+{
+  return reference_generate_cfg (model_name, prompt, NULL, 1.0f, n_predict, n_generated);
+}
+
+/* A copy of a test model with a chat template of our own, in a temporary directory. */
+static char *
+model_with_template (const char *model_name, const char *tmpl, const char *dir)
+{
+  g_autofree char *src_path = model_path (model_name);
+  char *dst_path = g_build_filename (dir, "templated.gguf", NULL);
+  HnError err = { 0 };
+  HnGguf *src = hn_gguf_open (src_path, &err);
+  g_assert_nonnull (src);
+  HnGgufWriter *w = hn_gguf_writer_new (&err);
+  g_assert_true (hn_gguf_writer_copy_kvs (w, src, &err));
+  g_assert_true (hn_gguf_writer_set_str (w, "tokenizer.chat_template", tmpl, &err));
+  for (int64_t i = 0; i < hn_gguf_n_tensors (src); i++)
+    {
+      const HnGgufTensor *t = hn_gguf_tensor (src, i);
+      g_assert_true (hn_gguf_writer_add_tensor (w, t->name, (HnType) t->type, t->n_dims, t->ne, &err));
+    }
+  g_assert_true (hn_gguf_writer_begin (w, dst_path, &err));
+  for (int64_t i = 0; i < hn_gguf_n_tensors (src); i++)
+    {
+      const HnGgufTensor *t = hn_gguf_tensor (src, i);
+      g_assert_true (hn_gguf_writer_write (w, t->data, t->nbytes, &err));
+    }
+  g_assert_true (hn_gguf_writer_finish (w, &err));
+  hn_gguf_writer_free (w);
+  hn_gguf_close (src);
+  return dst_path;
 }
 
 /* ---- tests ------------------------------------------------------------------------------ */
@@ -424,6 +467,95 @@ test_count_tokens (Fixture *f, gconstpointer data)
   g_autofree int32_t *special = tokenize (QWEN, prompt, true, &n_special);
   g_assert_cmpint (n_plain, !=, n_special);   /* the vocabulary knows <|endoftext|> */
   g_assert_cmpint (n, ==, n_plain);
+}
+
+/* Guidance: the negative sequence is the conversation with the negative prompt as system
+ * prompt; the result equals hn-generate given both prompts. */
+static void
+test_cfg (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("cfg", 16);
+  hanashi_generate_request_set_cfg (req, "You are rude and loud.", 1.5);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  const char *msgs[] = { "Once upon a time" };
+  g_autofree char *prompt = chatml ("You are terse.", msgs, 1);
+  g_autofree char *negative = chatml ("You are rude and loud.", msgs, 1);
+  guint n = 0;
+  g_autofree char *expected = reference_generate_cfg (LLAMA, prompt, negative, 1.5f, 16, &n);
+  g_autofree char *plain = reference_generate (LLAMA, prompt, 16, &n);
+  g_assert_cmpstr (f->text->str, ==, expected);
+  g_assert_cmpstr (expected, !=, plain);
+  /* and the chat sequence stays reusable afterwards */
+  hanashi_generate_request_set_cfg (req, NULL, 1.0);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->stats.n_reused, ==, f->stats.n_prompt - 1);
+  g_assert_cmpstr (f->text->str, ==, plain);
+}
+
+/* The model's own template is used, and it may write special tokens: here the template adds
+ * the BOS text and wraps turns in </s>, which become token ids, while the same text inside a
+ * message stays text.  A template that fails falls back to ChatML with a warning. */
+static void
+test_template (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autofree char *path = model_with_template (
+      LLAMA,
+      "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] | trim }}{{ eos_token }}"
+      "{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}",
+      f->session_dir);
+  f->load_finished = FALSE;
+  hanashi_engine_load_model_async (f->engine, path, 256, 1, NULL, load_done, f);
+  while (!f->load_finished)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_no_error (f->load_error);
+
+  g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("t");
+  HanashiSamplingParams sp;
+  hanashi_sampling_params_init_default (&sp);
+  sp.temperature = 0;
+  hanashi_generate_request_set_sampling (req, &sp);
+  hanashi_generate_request_add_message (req, HANASHI_ROLE_USER, "  Say </s> please ");
+  hanashi_generate_request_set_max_tokens (req, 8);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_cmpuint (f->n_warnings, ==, 0);
+  /* <s> and </s> from the template are single tokens (so the text after </s> is a new
+   * fragment with its own space prefix); the message's "</s>" is plain text */
+  int32_t n_first = 0, n_last = 0;
+  g_autofree int32_t *a = tokenize (LLAMA, "[user] Say </s> please", false, &n_first);
+  g_autofree int32_t *c = tokenize (LLAMA, "[assistant]", false, &n_last);
+  /* BOS + the first fragment, EOS, the last fragment (without its own BOS) */
+  guint expected = (guint) n_first + 1 + (guint) (n_last - 1);
+  g_assert_cmpuint (f->stats.n_prompt, ==, expected);
+
+  gint counted = -2;
+  hanashi_engine_count_tokens_async (f->engine, req, NULL, test_count_tokens_done, &counted);
+  while (counted == -2)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpint (counted, ==, (gint) expected);
+  g_unlink (path);
+  g_free (g_steal_pointer (&path));
+
+  path = model_with_template (LLAMA, "{{ raise_exception('no system role here') }}", f->session_dir);
+  f->load_finished = FALSE;
+  hanashi_engine_load_model_async (f->engine, path, 256, 1, NULL, load_done, f);
+  while (!f->load_finished)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_no_error (f->load_error);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_cmpuint (f->n_warnings, ==, 1);
+  g_assert_cmpuint (f->n_done, ==, 1);
+  const char *msgs[] = { "  Say </s> please " };
+  g_autofree char *prompt = chatml (NULL, msgs, 1);
+  int32_t n_chatml = 0;
+  g_autofree int32_t *d = tokenize (LLAMA, prompt, false, &n_chatml);
+  g_assert_cmpuint (f->stats.n_prompt, ==, (guint) n_chatml);
+  g_unlink (path);
 }
 
 /* Cancel from the GUI thread: the generation ends as cancelled, well before its limit. */
@@ -795,6 +927,8 @@ main (int argc, char **argv)
   g_test_add ("/engine-model/greedy/qwen2", Fixture, NULL, fixture_setup, test_greedy_qwen, fixture_teardown);
   g_test_add ("/engine-model/greedy/stories", Fixture, NULL, fixture_setup, test_greedy_stories, fixture_teardown);
   g_test_add ("/engine-model/count-tokens", Fixture, NULL, fixture_setup, test_count_tokens, fixture_teardown);
+  g_test_add ("/engine-model/cfg", Fixture, NULL, fixture_setup, test_cfg, fixture_teardown);
+  g_test_add ("/engine-model/template", Fixture, NULL, fixture_setup, test_template, fixture_teardown);
   g_test_add ("/engine-model/cancel", Fixture, NULL, fixture_setup, test_cancel, fixture_teardown);
   g_test_add_func ("/engine-model/backend-cancel", test_backend_cancel);
   g_test_add ("/engine-model/model-switch", Fixture, NULL, fixture_setup, test_model_switch, fixture_teardown);
