@@ -677,6 +677,19 @@ test_model_switch (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->stats.n_reused, ==, 0);
 }
 
+/* Closing while a reply streams: dispose stops and joins the thread (ASan checks leaks). */
+static void
+test_dispose_while_generating (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("c", 200);
+  reset_run (f);
+  hanashi_engine_generate (f->engine, req);
+  while (f->n_token_signals == 0)
+    g_main_context_iteration (NULL, TRUE);
+}
+
 static void
 test_grammar (Fixture *f, gconstpointer data)
 {
@@ -932,6 +945,7 @@ main (int argc, char **argv)
   g_test_add ("/engine-model/cancel", Fixture, NULL, fixture_setup, test_cancel, fixture_teardown);
   g_test_add_func ("/engine-model/backend-cancel", test_backend_cancel);
   g_test_add ("/engine-model/model-switch", Fixture, NULL, fixture_setup, test_model_switch, fixture_teardown);
+  g_test_add ("/engine-model/dispose-while-generating", Fixture, NULL, fixture_setup, test_dispose_while_generating, fixture_teardown);
   g_test_add ("/engine-model/grammar", Fixture, NULL, fixture_setup, test_grammar, fixture_teardown);
   g_test_add ("/engine-model/invalid-grammar", Fixture, NULL, fixture_setup, test_invalid_grammar, fixture_teardown);
   g_test_add ("/engine-model/stop-string", Fixture, NULL, fixture_setup, test_stop_string, fixture_teardown);
