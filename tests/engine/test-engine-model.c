@@ -420,6 +420,20 @@ check_greedy (Fixture *f, const char *model_name)
   g_test_message ("%s: %s", model_name, expected);
   g_assert_cmpstr (f->text->str, ==, expected);
   g_assert_cmpuint (f->stats.n_generated, ==, ref_n);
+  /* and hanashi-cli generate on the same prompt prints the same (plus a newline) */
+  const char *cli = g_getenv ("HANASHI_CLI");
+  if (cli != NULL)
+    {
+      g_autofree char *path = model_path (model_name);
+      const char *argv[] = { cli, "generate", "-m", path, "-p", prompt, "-n", "24", "-t", "1", "-c", "256", NULL };
+      g_autofree char *out = NULL;
+      int status = -1;
+      g_assert_true (g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
+                                   &out, NULL, &status, NULL));
+      g_assert_cmpint (status, ==, 0);
+      g_autofree char *with_newline = g_strconcat (expected, "\n", NULL);
+      g_assert_cmpstr (out, ==, with_newline);
+    }
   int32_t n_prompt = 0;
   g_autofree int32_t *ids = tokenize (model_name, prompt, true, &n_prompt);
   g_assert_cmpuint (f->stats.n_prompt, ==, (guint) n_prompt);
