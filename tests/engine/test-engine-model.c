@@ -401,6 +401,16 @@ test_load_info (Fixture *f, gconstpointer data)
   while (!f->load_finished)
     g_main_context_iteration (NULL, TRUE);
   g_assert_error (f->load_error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_MODEL_UNREADABLE);
+
+  g_autofree char *junk = g_build_filename (f->session_dir, "junk.gguf", NULL);
+  g_assert_true (g_file_set_contents (junk, "this is not a model", -1, NULL));
+  f->load_finished = FALSE;
+  hanashi_engine_load_model_async (f->engine, junk, 0, 1, NULL, load_done, f);
+  while (!f->load_finished)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_error (f->load_error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NOT_GGUF);
+  while (hanashi_engine_get_state (f->engine) != HANASHI_ENGINE_STATE_NO_MODEL)
+    g_main_context_iteration (NULL, TRUE);
 }
 
 static void
