@@ -30,6 +30,7 @@ typedef struct {
   double last_progress;
   gboolean progress_regressed;
   guint cancel_after_signals;
+  guint progress_done, progress_total;
   guint n_token_signals;
   char *session_dir;
   char *switch_to;       /* load this model on the first token */
@@ -118,6 +119,15 @@ on_progress (HanashiEngine *engine, double fraction, Fixture *f)
 }
 
 static void
+on_prompt_progress (HanashiEngine *engine, guint id, guint done, guint total, Fixture *f)
+{
+  (void) engine; (void) id;
+  g_assert_cmpuint (done, <=, total);
+  f->progress_done = done;
+  f->progress_total = total;
+}
+
+static void
 connect_engine (Fixture *f)
 {
   f->engine = hanashi_engine_new ();
@@ -128,6 +138,7 @@ connect_engine (Fixture *f)
   g_signal_connect (f->engine, "warning", G_CALLBACK (on_warning), f);
   g_signal_connect (f->engine, "context-dropped", G_CALLBACK (on_dropped), f);
   g_signal_connect (f->engine, "load-progress", G_CALLBACK (on_progress), f);
+  g_signal_connect (f->engine, "prompt-progress", G_CALLBACK (on_prompt_progress), f);
 }
 
 static void
@@ -199,6 +210,7 @@ reset_run (Fixture *f)
   g_ptr_array_set_size (f->pieces, 0);
   f->n_token_signals = 0;
   f->n_done = f->n_errors = f->n_warnings = f->n_dropped_signals = 0;
+  f->progress_done = f->progress_total = 0;
   memset (&f->stats, 0, sizeof f->stats);
 }
 
@@ -448,6 +460,10 @@ check_greedy (Fixture *f, const char *model_name)
   g_autofree int32_t *ids = tokenize (model_name, prompt, true, &n_prompt);
   g_assert_cmpuint (f->stats.n_prompt, ==, (guint) n_prompt);
   g_assert_cmpuint (f->stats.n_reused, ==, 0);
+  g_assert_cmpuint (f->progress_done, ==, (guint) n_prompt);
+  g_assert_cmpuint (f->progress_total, ==, (guint) n_prompt);
+  g_assert_cmpfloat (f->stats.time_to_first_token, >, 0);
+  g_assert_cmpfloat (f->stats.gen_tokens_per_second, >, 0);
   g_assert_true (f->stats.stop_reason == HANASHI_STOP_REASON_MAX_TOKENS
                  || f->stats.stop_reason == HANASHI_STOP_REASON_EOG);
   /* the pieces, in order, are the text */
@@ -799,6 +815,7 @@ test_prefix_reuse (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->stats.n_prompt, ==, n_prompt);
   g_assert_cmpuint (f->stats.n_reused, ==, n_prompt - 1);
   g_assert_cmpstr (f->text->str, ==, reply);
+  g_assert_cmpuint (f->progress_total, ==, 1);   /* only what is evaluated */
 
   /* the next turn: the old prompt is reused */
   g_autoptr (HanashiGenerateRequest) next = make_request ("conv", 4);
