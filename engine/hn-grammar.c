@@ -1001,17 +1001,33 @@ typedef struct {
   const HnGrammar *g;
   uint32_t *buf; /* HN_GRAMMAR_MAX_DEPTH + 2 */
   long budget;
+  int depth; /* nesting of expand() calls */
 } Expander;
+
+#define EXPAND_MAX_RECURSION (4 * HN_GRAMMAR_MAX_DEPTH)
+
+static void expand_rule(Expander *x, StackSet *dst, size_t len);
 
 /* buf[0..len) is a stack whose top may be a rule reference: add every fully expanded
  * stack it stands for to dst. */
 static void
 expand(Expander *x, StackSet *dst, size_t len)
 {
-  if (--x->budget < 0) {
+  /* The budget bounds the work; the depth bounds the C stack, since a reference can be
+   * replaced by its alternative without the parse stack growing (found by fuzz-gbnf). */
+  if (--x->budget < 0 || x->depth >= EXPAND_MAX_RECURSION) {
     dst->overflow = true;
+    x->budget = -1; /* the rest of this step gives up at once too */
     return;
   }
+  x->depth++;
+  expand_rule(x, dst, len);
+  x->depth--;
+}
+
+static void
+expand_rule(Expander *x, StackSet *dst, size_t len)
+{
   if (len == 0) {
     set_add(dst, x->buf, 0);
     return;

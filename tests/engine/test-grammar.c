@@ -440,6 +440,19 @@ test_large_repetitions (void)
   g_string_free(deep, TRUE);
 }
 
+/* Found by tests/fuzz/fuzz-gbnf: a grammar whose expansion nests without growing the parse
+ * stack overflowed the C stack (and took seconds per byte).  Expansion now gives up at a
+ * fixed depth; the state still answers. */
+static void
+test_deep_expansion (void)
+{
+  HnGrammar *g = parse_ok("root ::= item (\",\" item)root{0,3}\nitem ::=  |  | [^\"\\\\\\n]");
+  gboolean complete = FALSE;
+  (void) matches(g, "a,b,c,d,e,f,g,h", &complete);
+  (void) matches(g, "root ::= item (\",\" item)root{0,3}", &complete);
+  hn_grammar_free(g);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -454,5 +467,6 @@ main (int argc, char **argv)
   g_test_add_func("/grammar/bounded-state", test_bounded_state);
   g_test_add_func("/grammar/mutations", test_mutations);
   g_test_add_func("/grammar/large-repetitions", test_large_repetitions);
+  g_test_add_func("/grammar/deep-expansion", test_deep_expansion);
   return g_test_run();
 }
