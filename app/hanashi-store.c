@@ -39,6 +39,11 @@ static const char *const migrations[] = {
   /* v2: the incomplete flag for replies cut off by a crash or Stop */
   "ALTER TABLE messages ADD COLUMN complete INTEGER NOT NULL DEFAULT 1;"
   "CREATE INDEX messages_by_group ON messages(alternative_group);",
+  /* v3: which alternative of a group is shown (the thread continues from it); the newest
+   * member of each existing group starts out shown */
+  "ALTER TABLE messages ADD COLUMN shown INTEGER NOT NULL DEFAULT 0;"
+  "UPDATE messages SET shown = 1 WHERE id IN (SELECT MAX(id) FROM messages GROUP BY alternative_group);"
+  "CREATE INDEX messages_by_parent ON messages(conversation, parent);",
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (migrations) == HANASHI_STORE_SCHEMA_VERSION);
 
@@ -356,6 +361,9 @@ hanashi_store_add_message (HanashiStore *self, gint64 conversation_id, gint64 pa
     if (!step_done (self, stmt, error))
       return 0;
   }
+  /* The newest alternative is the one shown. */
+  if (!hanashi_store_show_alternative (self, id, error))
+    return 0;
   if (!touch_conversation (self, conversation_id, error))
     return 0;
   return id;
@@ -400,7 +408,7 @@ hanashi_store_delete_message (HanashiStore *self, gint64 id, GError **error)
 }
 
 #define MESSAGE_COLUMNS "id, conversation, parent, alternative_group, role, text, created," \
-                        " token_count, generation_seconds, params, complete"
+                        " token_count, generation_seconds, params, complete, shown"
 
 static HanashiStoredMessage *
 read_message (sqlite3_stmt *stmt)
@@ -417,6 +425,7 @@ read_message (sqlite3_stmt *stmt)
   m->generation_seconds = sqlite3_column_double (stmt, 8);
   m->params_json = g_strdup ((const char *) sqlite3_column_text (stmt, 9));
   m->complete = sqlite3_column_int (stmt, 10) != 0;
+  m->shown = sqlite3_column_int (stmt, 11) != 0;
   return m;
 }
 
@@ -469,4 +478,82 @@ hanashi_store_list_incomplete (HanashiStore *self, GError **error)
 {
   return list_messages_where (self, "SELECT " MESSAGE_COLUMNS " FROM messages WHERE complete = 0 ORDER BY id;",
                               0, FALSE, error);
+}
+
+gboolean
+hanashi_store_show_alternative (HanashiStore *self, gint64 message_id, GError **error)
+{
+  g_return_val_if_fail (HANASHI_IS_STORE (self), FALSE);
+  sqlite3_stmt *stmt = prepare (self,
+    "UPDATE messages SET shown = (id = ?1) WHERE alternative_group ="
+    " (SELECT alternative_group FROM messages WHERE id = ?1);", error);
+  if (!stmt)
+    return FALSE;
+  sqlite3_bind_int64 (stmt, 1, message_id);
+  if (!step_done (self, stmt, error))
+    return FALSE;
+  if (sqlite3_changes (self->db) == 0) {
+    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, "No message %" G_GINT64_FORMAT, message_id);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+hanashi_store_reparent_children (HanashiStore *self, gint64 old_parent, gint64 new_parent,
+                                 gint64 conversation_id, GError **error)
+{
+  g_return_val_if_fail (HANASHI_IS_STORE (self), FALSE);
+  sqlite3_stmt *stmt = prepare (self, "UPDATE messages SET parent = ? WHERE parent = ? AND conversation = ?;", error);
+  if (!stmt)
+    return FALSE;
+  sqlite3_bind_int64 (stmt, 1, new_parent);
+  sqlite3_bind_int64 (stmt, 2, old_parent);
+  sqlite3_bind_int64 (stmt, 3, conversation_id);
+  return step_done (self, stmt, error);
+}
+
+static gboolean
+collect_descendants (HanashiStore *self, gint64 id, GArray *ids, GError **error)
+{
+  sqlite3_stmt *stmt = prepare (self, "SELECT id FROM messages WHERE parent = ?;", error);
+  if (!stmt)
+    return FALSE;
+  sqlite3_bind_int64 (stmt, 1, id);
+  guint first = ids->len;
+  while (sqlite3_step (stmt) == SQLITE_ROW) {
+    gint64 child = sqlite3_column_int64 (stmt, 0);
+    g_array_append_val (ids, child);
+  }
+  sqlite3_finalize (stmt);
+  guint last = ids->len;
+  for (guint i = first; i < last; i++)
+    if (!collect_descendants (self, g_array_index (ids, gint64, i), ids, error))
+      return FALSE;
+  return TRUE;
+}
+
+gboolean
+hanashi_store_delete_branch (HanashiStore *self, gint64 message_id, GError **error)
+{
+  g_return_val_if_fail (HANASHI_IS_STORE (self), FALSE);
+  g_autoptr(GArray) ids = g_array_new (FALSE, FALSE, sizeof (gint64));
+  g_array_append_val (ids, message_id);
+  if (!collect_descendants (self, message_id, ids, error))
+    return FALSE;
+  if (!exec_sql (self, "BEGIN;", error))
+    return FALSE;
+  for (guint i = 0; i < ids->len; i++) {
+    sqlite3_stmt *stmt = prepare (self, "DELETE FROM messages WHERE id = ?;", error);
+    if (!stmt) {
+      exec_sql (self, "ROLLBACK;", NULL);
+      return FALSE;
+    }
+    sqlite3_bind_int64 (stmt, 1, g_array_index (ids, gint64, i));
+    if (!step_done (self, stmt, error)) {
+      exec_sql (self, "ROLLBACK;", NULL);
+      return FALSE;
+    }
+  }
+  return exec_sql (self, "COMMIT;", error);
 }

@@ -14,7 +14,7 @@ typedef enum {
   HANASHI_STORE_ERROR_TOO_NEW,
 } HanashiStoreError;
 
-#define HANASHI_STORE_SCHEMA_VERSION 2
+#define HANASHI_STORE_SCHEMA_VERSION 3
 
 #define HANASHI_TYPE_STORE (hanashi_store_get_type ())
 G_DECLARE_FINAL_TYPE (HanashiStore, hanashi_store, HANASHI, STORE, GObject)
@@ -32,6 +32,7 @@ typedef struct {
   double generation_seconds;
   char *params_json;
   gboolean complete;
+  gboolean shown;            /* the alternative of its group that the thread continues from */
 } HanashiStoredMessage;
 
 void hanashi_stored_message_free (HanashiStoredMessage *message);
@@ -78,6 +79,13 @@ HanashiStoredMessage *hanashi_store_get_message (HanashiStore *self, gint64 id, 
 GPtrArray *hanashi_store_list_messages (HanashiStore *self, gint64 conversation_id, GError **error);
 /* The alternatives (same group) of a message, in creation order, including itself. */
 GPtrArray *hanashi_store_list_alternatives (HanashiStore *self, gint64 message_id, GError **error);
+/* Makes @message_id the shown member of its alternative group (new messages start shown). */
+gboolean hanashi_store_show_alternative (HanashiStore *self, gint64 message_id, GError **error);
+/* Moves every child of @old_parent in the conversation under @new_parent. */
+gboolean hanashi_store_reparent_children (HanashiStore *self, gint64 old_parent, gint64 new_parent,
+                                          gint64 conversation_id, GError **error);
+/* Deletes a message and every message that descends from it, in one transaction. */
+gboolean hanashi_store_delete_branch (HanashiStore *self, gint64 message_id, GError **error);
 /* Replies left unfinished by a crash (complete = 0). */
 GPtrArray *hanashi_store_list_incomplete (HanashiStore *self, GError **error);
 
