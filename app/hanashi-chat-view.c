@@ -30,6 +30,7 @@ struct _HanashiChatView
 
   gboolean            following;
   gboolean            scrolling;     /* our own adjustment change, not the user's */
+  gboolean            user_dragging; /* the scrollbar is held */
   guint               scroll_idle;
 };
 
@@ -100,14 +101,26 @@ hanashi_chat_view_scroll_to_bottom (HanashiChatView *self)
   queue_follow (self);
 }
 
+static gboolean
+at_bottom (GtkAdjustment *adj)
+{
+  return gtk_adjustment_get_value (adj) + gtk_adjustment_get_page_size (adj)
+         >= gtk_adjustment_get_upper (adj) - FOLLOW_SLACK;
+}
+
+/* The list view moves the adjustment itself while it measures rows, so a value change
+ * alone does not say the user scrolled: only their input stops the following, and
+ * reaching the bottom again resumes it. */
 static void
 on_value_changed (GtkAdjustment   *adj,
                   HanashiChatView *self)
 {
   if (self->scrolling)
     return;
-  self->following = gtk_adjustment_get_value (adj) + gtk_adjustment_get_page_size (adj)
-                    >= gtk_adjustment_get_upper (adj) - FOLLOW_SLACK;
+  if (at_bottom (adj))
+    self->following = TRUE;
+  else if (self->following && !self->user_dragging)
+    queue_follow (self);
 }
 
 static void
@@ -116,6 +129,76 @@ on_adjustment_changed (GtkAdjustment   *adj,
 {
   if (self->following)
     jump_to_bottom (self);
+}
+
+static gboolean
+on_scroll (GtkEventControllerScroll *controller,
+           double                    dx,
+           double                    dy,
+           HanashiChatView          *self)
+{
+  if (dy < 0)
+    self->following = FALSE;
+  return GDK_EVENT_PROPAGATE;
+}
+
+static void
+on_press (GtkGestureClick *gesture,
+          int              n_press,
+          double           x,
+          double           y,
+          HanashiChatView *self)
+{
+  /* A press on the scrollbar may start a drag upwards. */
+  GtkWidget *target = gtk_widget_pick (GTK_WIDGET (self->scroller), x, y, GTK_PICK_DEFAULT);
+  if (target != NULL && gtk_widget_get_ancestor (target, GTK_TYPE_SCROLLBAR) != NULL)
+    {
+      self->user_dragging = TRUE;
+      self->following = FALSE;
+    }
+}
+
+static void
+on_release (GtkGestureClick *gesture,
+            int              n_press,
+            double           x,
+            double           y,
+            HanashiChatView *self)
+{
+  if (!self->user_dragging)
+    return;
+  self->user_dragging = FALSE;
+  self->following = at_bottom (hanashi_chat_view_get_vadjustment (self));
+}
+
+static gboolean
+on_key_pressed (GtkEventControllerKey *controller,
+                guint                  keyval,
+                guint                  keycode,
+                GdkModifierType        state,
+                HanashiChatView       *self)
+{
+  switch (keyval)
+    {
+    case GDK_KEY_Up:
+    case GDK_KEY_KP_Up:
+    case GDK_KEY_Page_Up:
+    case GDK_KEY_KP_Page_Up:
+    case GDK_KEY_Home:
+    case GDK_KEY_KP_Home:
+      self->following = FALSE;
+      break;
+    default:
+      break;
+    }
+  return GDK_EVENT_PROPAGATE;
+}
+
+void
+hanashi_chat_view_stop_following (HanashiChatView *self)
+{
+  g_return_if_fail (HANASHI_IS_CHAT_VIEW (self));
+  self->following = FALSE;
 }
 
 static void
@@ -244,6 +327,7 @@ static void
 hanashi_chat_view_init (HanashiChatView *self)
 {
   GtkListItemFactory *factory = gtk_signal_list_item_factory_new ();
+  GtkEventController *controller;
   GtkAdjustment *adj;
 
   gtk_widget_init_template (GTK_WIDGET (self));
@@ -257,6 +341,22 @@ hanashi_chat_view_init (HanashiChatView *self)
 
   self->selection = gtk_no_selection_new (NULL);
   gtk_list_view_set_model (self->list_view, GTK_SELECTION_MODEL (self->selection));
+
+  controller = gtk_event_controller_scroll_new (GTK_EVENT_CONTROLLER_SCROLL_VERTICAL);
+  gtk_event_controller_set_propagation_phase (controller, GTK_PHASE_CAPTURE);
+  g_signal_connect (controller, "scroll", G_CALLBACK (on_scroll), self);
+  gtk_widget_add_controller (GTK_WIDGET (self->scroller), controller);
+
+  controller = GTK_EVENT_CONTROLLER (gtk_gesture_click_new ());
+  gtk_event_controller_set_propagation_phase (controller, GTK_PHASE_CAPTURE);
+  g_signal_connect (controller, "pressed", G_CALLBACK (on_press), self);
+  g_signal_connect (controller, "released", G_CALLBACK (on_release), self);
+  gtk_widget_add_controller (GTK_WIDGET (self->scroller), controller);
+
+  controller = gtk_event_controller_key_new ();
+  gtk_event_controller_set_propagation_phase (controller, GTK_PHASE_CAPTURE);
+  g_signal_connect (controller, "key-pressed", G_CALLBACK (on_key_pressed), self);
+  gtk_widget_add_controller (GTK_WIDGET (self->scroller), controller);
 
   adj = gtk_scrolled_window_get_vadjustment (self->scroller);
   g_signal_connect_object (adj, "value-changed", G_CALLBACK (on_value_changed), self, 0);

@@ -23,6 +23,8 @@ void             hanashi_chat_view_scroll_to_bottom (HanashiChatView *self);
 /* TRUE while the view sticks to the bottom as content grows. */
 gboolean         hanashi_chat_view_get_following  (HanashiChatView *self);
 GtkAdjustment   *hanashi_chat_view_get_vadjustment (HanashiChatView *self);
+/* What scrolling up by wheel, scrollbar or keyboard does: stay put while content grows. */
+void             hanashi_chat_view_stop_following (HanashiChatView *self);
 
 /* Called by the rows; "copy" is handled here, the others are emitted as "message-action". */
 void             hanashi_chat_view_message_action (HanashiChatView *self,
