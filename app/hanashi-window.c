@@ -31,6 +31,7 @@ struct _HanashiWindow
   GtkWidget          *sidebar_slot;
   GtkWidget          *chat_pane;
   GtkLabel           *model_label;
+  GtkWidget          *status_box;
   GtkLevelBar        *context_bar;
   GtkLabel           *status_label;
   GtkProgressBar     *load_progress;
@@ -338,6 +339,7 @@ update_status (HanashiWindow *self)
       g_string_append_printf (status, _("%.1f tok/s"), self->last_speed);
     }
   gtk_label_set_label (self->status_label, status->str);
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->model_label), status->len > 0 ? status->str : NULL);
 }
 
 static void
@@ -1134,8 +1136,8 @@ on_folded (AdwLeaflet    *leaflet,
            GParamSpec    *pspec,
            HanashiWindow *self)
 {
-  /* Narrow header bars have no room for the numbers; the meter bar stays (with a tooltip). */
-  gtk_widget_set_visible (GTK_WIDGET (self->status_label), !adw_leaflet_get_folded (leaflet));
+  /* Narrow header bars need the room for the model name; the numbers move to its tooltip. */
+  gtk_widget_set_visible (self->status_box, !adw_leaflet_get_folded (leaflet));
 }
 
 static void
@@ -1188,6 +1190,7 @@ hanashi_window_class_init (HanashiWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, sidebar_slot);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, chat_pane);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, model_label);
+  gtk_widget_class_bind_template_child (widget_class, HanashiWindow, status_box);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, context_bar);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, status_label);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, load_progress);

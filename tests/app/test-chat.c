@@ -454,7 +454,7 @@ test_long_conversation (void)
                      gtk_adjustment_get_upper (adj) - 48);
 
   /* ...until the user scrolls up: the wheel event, then the move it causes. */
-  GtkWidget *scroller = gtk_widget_get_parent (find_by_type (GTK_WIDGET (view), GTK_TYPE_LIST_VIEW));
+  GtkWidget *scroller = gtk_widget_get_ancestor (find_by_type (GTK_WIDGET (view), GTK_TYPE_LIST_VIEW), GTK_TYPE_SCROLLED_WINDOW);
   g_autoptr (GListModel) controllers = gtk_widget_observe_controllers (scroller);
   gboolean scrolled = FALSE;
   for (guint i = 0; i < g_list_model_get_n_items (controllers); i++)
