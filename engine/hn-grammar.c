@@ -1104,6 +1104,14 @@ step_byte(Expander *x, const StackSet *src, uint8_t b, StackSet *dst)
       return false;
     val = (src->partial_cp << 6) | (b & 0x3F);
     left = src->partial_left - 1;
+    /* Only shortest forms and no surrogates, checked at the second byte (so that an
+     * overlong spelling of an allowed character cannot slip through).  A 3-byte sequence
+     * is at its second byte exactly when the bits so far are below 0x10, because a valid
+     * 4-byte one has at least 0x10 after its second byte. */
+    if (src->partial_left == 3 && (val < 0x10 || val > 0x10F))
+      return false;
+    if (src->partial_left == 2 && src->partial_cp < 0x10 && (val < 0x20 || (val >= 0x360 && val <= 0x37F)))
+      return false;
     if (left == 0) {
       if (val > 0x10FFFF || (val >= 0xD800 && val <= 0xDFFF))
         return false;
@@ -1113,6 +1121,9 @@ step_byte(Expander *x, const StackSet *src, uint8_t b, StackSet *dst)
   }
   uint32_t lo = val << (6 * left);
   uint32_t hi = lo | ((1u << (6 * left)) - 1);
+  if (src->partial_left == 0) /* the lead byte: the shortest code point of its length */
+    lo = HN_MAX(lo, left == 1 ? 0x80u : left == 2 ? 0x800u : 0x10000u);
+  hi = HN_MIN(hi, 0x10FFFFu);
   filter_partial(x->g, src, lo, hi, dst);
   dst->partial_cp = val;
   dst->partial_left = left;

@@ -654,9 +654,43 @@ match_special(const HnVocab *v, const char *text, size_t len, bool parse_special
   return -1;
 }
 
+/* Is [i, i + n) clear of every guarded range?  Ranges are sorted and disjoint. */
+static bool
+outside_guards(const HnTextRange *guards, size_t n_guards, size_t *next, size_t i, size_t n)
+{
+  while (*next < n_guards && guards[*next].end <= i)
+    (*next)++;
+  return *next >= n_guards || i + n <= guards[*next].start;
+}
+
+static int32_t tokenize_impl(const HnVocab *v, const char *text, size_t len, bool add_special,
+                             bool parse_special, const HnTextRange *guards, size_t n_guards,
+                             int32_t *out, int32_t n_max, HnError *err);
+
 int32_t
 hn_tokenize(const HnVocab *v, const char *text, size_t len, bool add_special, bool parse_special,
             int32_t *out, int32_t n_max, HnError *err)
+{
+  return tokenize_impl(v, text, len, add_special, parse_special, NULL, 0, out, n_max, err);
+}
+
+int32_t
+hn_tokenize_guarded(const HnVocab *v, const char *text, size_t len, bool add_special,
+                    const HnTextRange *guards, size_t n_guards, int32_t *out, int32_t n_max,
+                    HnError *err)
+{
+  for (size_t k = 0; k < n_guards; k++)
+    if (guards[k].start > guards[k].end || guards[k].end > len ||
+        (k > 0 && guards[k].start < guards[k - 1].end)) {
+      hn_error_set(err, HN_ERR_INVALID_ARG, "hn_tokenize_guarded: ranges must be sorted, disjoint and inside the text");
+      return INT32_MIN;
+    }
+  return tokenize_impl(v, text, len, add_special, true, guards, n_guards, out, n_max, err);
+}
+
+static int32_t
+tokenize_impl(const HnVocab *v, const char *text, size_t len, bool add_special, bool parse_special,
+              const HnTextRange *guards, size_t n_guards, int32_t *out, int32_t n_max, HnError *err)
 {
   if (n_max < 0 || (text == NULL && len > 0)) {
     hn_error_set(err, HN_ERR_INVALID_ARG, "hn_tokenize: bad arguments");
@@ -675,8 +709,13 @@ hn_tokenize(const HnVocab *v, const char *text, size_t len, bool add_special, bo
   bool first = true;
   size_t start = 0;
   if ((parse_special && v->n_specials > 0) || v->n_user_defined > 0) {
+    size_t next_guard = 0;
     for (size_t i = 0; i < len;) {
       int32_t id = match_special(v, text + i, len - i, parse_special);
+      /* inside a guarded range only what parse_special = false would match */
+      if (id >= 0 && v->tokens[id].type != HN_TOKEN_TYPE_USER_DEFINED &&
+          !outside_guards(guards, n_guards, &next_guard, i, v->tokens[id].text_len))
+        id = match_special(v, text + i, len - i, false);
       if (id < 0) {
         i++;
         continue;

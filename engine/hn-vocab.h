@@ -76,6 +76,19 @@ int32_t hn_vocab_find_token(const HnVocab *vocab, const char *text);
 int32_t hn_tokenize(const HnVocab *vocab, const char *text, size_t len, bool add_special,
                     bool parse_special, int32_t *out, int32_t n_max, HnError *err);
 
+/* A byte range [start, end) of a text. */
+typedef struct {
+  size_t start, end;
+} HnTextRange;
+
+/* hn_tokenize with parse_special, except that inside the guarded ranges (sorted, disjoint)
+ * control tokens are not recognised: for chat prompts, where the template may write
+ * special tokens and the messages must not.  A special token that would overlap a guarded
+ * range is not matched either. */
+int32_t hn_tokenize_guarded(const HnVocab *vocab, const char *text, size_t len, bool add_special,
+                            const HnTextRange *guards, size_t n_guards, int32_t *out, int32_t n_max,
+                            HnError *err);
+
 /* The exact bytes token `id` stands for in text: byte tokens give their byte, SPM "▁"
  * becomes a space, BPE byte-unicode characters are mapped back to bytes.  Control tokens
  * give 0 bytes (their text is not part of the output); use hn_vocab_token_text() to show

@@ -16,22 +16,40 @@ typedef struct {
   gpointer data;
   /* Poll per token and per ubatch; TRUE = stop now. */
   gboolean (*is_cancelled) (gpointer data);
+  /* Something the user may want to know that does not stop the generation (e.g. the chat
+   * template failed and ChatML was used). */
+  void     (*on_warning) (gpointer data, const char *message);
+  /* The oldest n_messages of the request (after the system prompt) were left out to fit
+   * the context; sent before the first token. */
+  void     (*on_context_dropped) (gpointer data, guint n_messages, guint n_tokens);
+  /* Writing the session file failed (the previous file is intact). */
+  void     (*on_session_write_failed) (gpointer data, const char *message);
 } HanashiBackendSink;
+
+/* Where the generation's session file lives; path NULL = no session for this request. */
+typedef struct {
+  const char *path;
+  const char *dir;          /* the cache directory the LRU limit applies to (may be NULL) */
+  guint64     limit;        /* total size of the cache directory, bytes */
+} HanashiBackendSession;
 
 typedef struct {
   gpointer (*load)     (const char *path, guint n_ctx, guint n_threads,
                         HanashiBackendSink *sink, void (*progress) (gpointer data, double fraction),
                         HanashiModelInfo **info_out, GError **error);
   void     (*unload)   (gpointer model);
-  gboolean (*generate) (gpointer model, HanashiGenerateRequest *req, const char *session_path,
-                        HanashiBackendSink *sink, HanashiGenerationStats *stats, GError **error);
+  gboolean (*generate) (gpointer model, HanashiGenerateRequest *req,
+                        const HanashiBackendSession *session, HanashiBackendSink *sink,
+                        HanashiGenerationStats *stats, GError **error);
   gint     (*count_tokens) (gpointer model, HanashiGenerateRequest *req, GError **error);
 } HanashiEngineBackend;
 
 /* Replaces the backend used by engines created afterwards (tests).  Without a call, the
  * environment variable HANASHI_ENGINE_BACKEND=scripted selects the scripted backend (for
- * GUI tests); otherwise the real engine backend is used once it is built in. */
+ * GUI tests); otherwise the real engine backend is used. */
 void hanashi_engine_set_default_backend (const HanashiEngineBackend *backend);
+/* The real engine (hn-model, hn-context, hn-generate, session files); the default. */
+const HanashiEngineBackend *hanashi_engine_model_backend (void);
 /* Scripted backend: "models" are any readable file; generation produces "tok0 tok1 ..."
  * (max_tokens, default 16) with a small sleep per token so cancels land mid-stream. */
 const HanashiEngineBackend *hanashi_engine_scripted_backend (void);

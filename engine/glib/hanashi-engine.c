@@ -10,12 +10,16 @@
 #include "hanashi-engine.h"
 #include "hanashi-engine-backend.h"
 
+#include <errno.h>
 #include <glib/gstdio.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
 G_DEFINE_QUARK (hanashi-engine-error-quark, hanashi_engine_error)
+
+/* hn_session_cache_evict() counts only files with this suffix. */
+#define SESSION_SUFFIX ".hnsession"
 
 /* ---- enums & boxed types -------------------------------------------------------------- */
 
@@ -243,39 +247,6 @@ gboolean hanashi_generate_request_get_use_session (HanashiGenerateRequest *req) 
 
 /* ---- backends --------------------------------------------------------------------------- */
 
-static gpointer
-unavailable_load (const char *path, guint n_ctx, guint n_threads, HanashiBackendSink *sink,
-                  void (*progress) (gpointer, double), HanashiModelInfo **info_out, GError **error)
-{
-  (void) path; (void) n_ctx; (void) n_threads; (void) sink; (void) progress; (void) info_out;
-  g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_UNSUPPORTED_ARCH,
-               "This build of Hanashi has no inference backend yet");
-  return NULL;
-}
-
-static void unavailable_unload (gpointer model) { (void) model; }
-
-static gboolean
-unavailable_generate (gpointer model, HanashiGenerateRequest *req, const char *session_path,
-                      HanashiBackendSink *sink, HanashiGenerationStats *stats, GError **error)
-{
-  (void) model; (void) req; (void) session_path; (void) sink; (void) stats;
-  g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NO_MODEL, "No model is loaded");
-  return FALSE;
-}
-
-static gint
-unavailable_count (gpointer model, HanashiGenerateRequest *req, GError **error)
-{
-  (void) model; (void) req;
-  g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NO_MODEL, "No model is loaded");
-  return -1;
-}
-
-static const HanashiEngineBackend unavailable_backend = {
-  unavailable_load, unavailable_unload, unavailable_generate, unavailable_count,
-};
-
 /* Scripted backend: deterministic, cheap, with the same control flow as a real one. */
 
 typedef struct {
@@ -336,10 +307,10 @@ scripted_count (gpointer model, HanashiGenerateRequest *req, GError **error)
 }
 
 static gboolean
-scripted_generate (gpointer model, HanashiGenerateRequest *req, const char *session_path,
+scripted_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBackendSession *session,
                    HanashiBackendSink *sink, HanashiGenerationStats *stats, GError **error)
 {
-  (void) session_path;
+  (void) session;
   if (req->grammar != NULL && strstr (req->grammar, "::=") == NULL)
     {
       g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
@@ -404,19 +375,21 @@ pick_backend (void)
     return b;
   if (g_strcmp0 (g_getenv ("HANASHI_ENGINE_BACKEND"), "scripted") == 0)
     return &scripted_backend;
-  return &unavailable_backend;
+  return hanashi_engine_model_backend ();
 }
 
 /* ---- commands & events ------------------------------------------------------------------ */
 
 typedef enum {
-  CMD_LOAD, CMD_UNLOAD, CMD_GENERATE, CMD_COUNT, CMD_QUIT,
+  CMD_LOAD, CMD_UNLOAD, CMD_GENERATE, CMD_COUNT, CMD_FORGET_SESSION, CMD_CLEAR_SESSIONS, CMD_QUIT,
 } CmdType;
 
 typedef struct {
   CmdType type;
   guint id;
-  char *path;
+  char *path;          /* model, or session file (generate, forget) */
+  char *dir;           /* session directory (generate, clear) */
+  guint64 limit;       /* session cache size limit (generate) */
   guint n_ctx, n_threads;
   HanashiGenerateRequest *req;
   GTask *task;
@@ -424,7 +397,7 @@ typedef struct {
 
 typedef enum {
   EV_STATE, EV_LOAD_PROGRESS, EV_MODEL_LOADED, EV_PROMPT_PROGRESS, EV_TOKEN, EV_DONE, EV_ERROR,
-  EV_CONTEXT_DROPPED, EV_TASK_DONE,
+  EV_CONTEXT_DROPPED, EV_TASK_DONE, EV_WARNING, EV_SESSION_WRITE_FAILED,
 } EvType;
 
 typedef struct {
@@ -433,7 +406,7 @@ typedef struct {
   HanashiEngineState state;
   double fraction;
   guint a, b;
-  GString *text;
+  GString *text;       /* token text, warning message */
   gint token_id;
   HanashiModelInfo *info;
   HanashiGenerationStats stats;
@@ -466,6 +439,8 @@ typedef struct {
   gpointer model;
   guint current_id;
   gboolean current_is_load;
+  const char *current_session;   /* session path of the running generation */
+  GHashTable *write_failed;      /* session paths whose failed write was already reported */
 } EngineCore;
 
 struct _HanashiEngine {
@@ -485,7 +460,7 @@ static GParamSpec *properties[N_PROPS];
 
 enum {
   SIG_LOAD_PROGRESS, SIG_MODEL_LOADED, SIG_PROMPT_PROGRESS, SIG_TOKEN, SIG_GENERATION_DONE,
-  SIG_CONTEXT_DROPPED, SIG_ERROR, SIG_SESSION_WRITE_FAILED, N_SIGNALS,
+  SIG_CONTEXT_DROPPED, SIG_ERROR, SIG_SESSION_WRITE_FAILED, SIG_WARNING, N_SIGNALS,
 };
 static guint signals[N_SIGNALS];
 
@@ -493,6 +468,7 @@ static void
 cmd_free (Cmd *cmd)
 {
   g_free (cmd->path);
+  g_free (cmd->dir);
   if (cmd->req)
     hanashi_generate_request_unref (cmd->req);
   g_clear_object (&cmd->task);
@@ -525,6 +501,7 @@ core_unref (EngineCore *core)
   g_queue_clear_full (&core->events, (GDestroyNotify) event_free);
   g_queue_clear_full (&core->commands, (GDestroyNotify) cmd_free);
   g_main_context_unref (core->main_ctx);
+  g_clear_pointer (&core->write_failed, g_hash_table_unref);
   pthread_mutex_destroy (&core->lock);
   pthread_mutex_destroy (&core->cmd_lock);
   pthread_cond_destroy (&core->cmd_cond);
@@ -669,6 +646,49 @@ thread_on_prompt_progress (gpointer data, guint done, guint total)
 }
 
 static void
+thread_on_warning (gpointer data, const char *message)
+{
+  EngineCore *core = data;
+  Event *ev = g_new0 (Event, 1);
+  ev->type = EV_WARNING;
+  ev->id = core->current_id;
+  ev->text = g_string_new (message);
+  post_event (core, ev);
+}
+
+static void
+thread_on_context_dropped (gpointer data, guint n_messages, guint n_tokens)
+{
+  EngineCore *core = data;
+  Event *ev = g_new0 (Event, 1);
+  ev->type = EV_CONTEXT_DROPPED;
+  ev->id = core->current_id;
+  ev->a = n_messages;
+  ev->b = n_tokens;
+  post_event (core, ev);
+}
+
+/* Once per session file: a full disk would otherwise complain after every reply. */
+static void
+thread_on_session_write_failed (gpointer data, const char *message)
+{
+  EngineCore *core = data;
+  g_message ("Session file not written: %s", message);
+  if (core->current_session == NULL
+      || g_hash_table_contains (core->write_failed, core->current_session))
+    return;
+  g_hash_table_add (core->write_failed, g_strdup (core->current_session));
+  Event *ev = g_new0 (Event, 1);
+  ev->type = EV_SESSION_WRITE_FAILED;
+  ev->id = core->current_id;
+  ev->text = g_string_new (message);
+  post_event (core, ev);
+}
+
+#define SINK_INIT(core) { thread_on_token, thread_on_prompt_progress, core, thread_is_cancelled, \
+                          thread_on_warning, thread_on_context_dropped, thread_on_session_write_failed }
+
+static void
 thread_unload (EngineCore *core)
 {
   if (core->model != NULL)
@@ -681,7 +701,7 @@ thread_unload (EngineCore *core)
 static void
 thread_run_load (EngineCore *core, Cmd *cmd)
 {
-  HanashiBackendSink sink = { thread_on_token, thread_on_prompt_progress, core, thread_is_cancelled };
+  HanashiBackendSink sink = SINK_INIT (core);
   GError *error = NULL;
   HanashiModelInfo *info = NULL;
 
@@ -716,7 +736,8 @@ thread_run_load (EngineCore *core, Cmd *cmd)
 static void
 thread_run_generate (EngineCore *core, Cmd *cmd)
 {
-  HanashiBackendSink sink = { thread_on_token, thread_on_prompt_progress, core, thread_is_cancelled };
+  HanashiBackendSink sink = SINK_INIT (core);
+  HanashiBackendSession session = { cmd->path, cmd->dir, cmd->limit };
   Event *done = g_new0 (Event, 1);
   GError *error = NULL;
 
@@ -738,19 +759,11 @@ thread_run_generate (EngineCore *core, Cmd *cmd)
       return;
     }
   post_state (core, HANASHI_ENGINE_STATE_GENERATING);
-  if (core->backend->generate (core->model, cmd->req, cmd->path, &sink, &done->stats, &error))
-    {
-      done->type = EV_DONE;
-      if (done->stats.n_messages_dropped > 0)
-        {
-          Event *dropped = g_new0 (Event, 1);
-          dropped->type = EV_CONTEXT_DROPPED;
-          dropped->id = cmd->id;
-          dropped->a = done->stats.n_messages_dropped;
-          dropped->b = done->stats.n_tokens_dropped;
-          post_event (core, dropped);
-        }
-    }
+  core->current_session = cmd->path;
+  gboolean ok = core->backend->generate (core->model, cmd->req, &session, &sink, &done->stats, &error);
+  core->current_session = NULL;
+  if (ok)
+    done->type = EV_DONE;
   else
     {
       done->type = EV_ERROR;
@@ -772,6 +785,19 @@ thread_run_count (EngineCore *core, Cmd *cmd)
     }
   gint n = core->backend->count_tokens (core->model, cmd->req, &error);
   post_task_done (core, cmd, n, n < 0 ? error : NULL);
+}
+
+static void
+thread_clear_sessions (const char *dir_path)
+{
+  g_autoptr (GDir) dir = g_dir_open (dir_path, 0, NULL);
+  const char *name;
+  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
+    if (g_str_has_suffix (name, SESSION_SUFFIX))
+      {
+        g_autofree char *path = g_build_filename (dir_path, name, NULL);
+        g_unlink (path);
+      }
 }
 
 static gpointer
@@ -804,6 +830,15 @@ engine_thread_main (gpointer data)
           break;
         case CMD_GENERATE: thread_run_generate (core, cmd); break;
         case CMD_COUNT: thread_run_count (core, cmd); break;
+        case CMD_FORGET_SESSION:
+          if (g_unlink (cmd->path) != 0 && errno != ENOENT)
+            g_message ("Cannot delete the session file %s: %s", cmd->path, g_strerror (errno));
+          g_hash_table_remove (core->write_failed, cmd->path);
+          break;
+        case CMD_CLEAR_SESSIONS:
+          thread_clear_sessions (cmd->dir);
+          g_hash_table_remove_all (core->write_failed);
+          break;
         case CMD_QUIT: break;
         }
       cmd_free (cmd);
@@ -862,6 +897,12 @@ engine_dispatch (HanashiEngine *self, Event *ev)
       break;
     case EV_ERROR:
       g_signal_emit (self, signals[SIG_ERROR], 0, ev->id, ev->error);
+      break;
+    case EV_WARNING:
+      g_signal_emit (self, signals[SIG_WARNING], 0, ev->id, ev->text->str);
+      break;
+    case EV_SESSION_WRITE_FAILED:
+      g_signal_emit (self, signals[SIG_SESSION_WRITE_FAILED], 0, ev->text->str);
       break;
     case EV_TASK_DONE:
       if (ev->error != NULL)
@@ -948,6 +989,17 @@ hanashi_engine_unload (HanashiEngine *self)
   push_command (self, cmd);
 }
 
+/* <dir>/<conversation-id>.hnsession; NULL without a directory or an id. */
+static char *
+session_path_for (HanashiEngine *self, const char *conversation_id)
+{
+  if (self->session_dir == NULL || conversation_id == NULL || conversation_id[0] == '\0')
+    return NULL;
+  g_autofree char *name = g_strconcat (conversation_id, SESSION_SUFFIX, NULL);
+  g_strdelimit (name, "/\\", '_');
+  return g_build_filename (self->session_dir, name, NULL);
+}
+
 guint
 hanashi_engine_generate (HanashiEngine *self, HanashiGenerateRequest *req)
 {
@@ -961,12 +1013,10 @@ hanashi_engine_generate (HanashiEngine *self, HanashiGenerateRequest *req)
     {
       if (req->session_path != NULL)
         cmd->path = g_strdup (req->session_path);
-      else if (self->session_dir != NULL && req->conversation_id[0] != '\0')
-        {
-          g_autofree char *name = g_strconcat (req->conversation_id, ".hnsession", NULL);
-          g_strdelimit (name, "/\\", '_');
-          cmd->path = g_build_filename (self->session_dir, name, NULL);
-        }
+      else
+        cmd->path = session_path_for (self, req->conversation_id);
+      cmd->dir = g_strdup (self->session_dir);
+      cmd->limit = self->session_limit;
     }
   raise_to (&self->core->gen_cancel_upto, cmd->id - 1);
   guint id = cmd->id;
@@ -1031,12 +1081,14 @@ void
 hanashi_engine_forget_session (HanashiEngine *self, const char *conversation_id)
 {
   g_return_if_fail (HANASHI_IS_ENGINE (self));
-  if (self->session_dir == NULL || conversation_id == NULL)
+  g_autofree char *path = session_path_for (self, conversation_id);
+  if (path == NULL)
     return;
-  g_autofree char *name = g_strconcat (conversation_id, ".hnsession", NULL);
-  g_strdelimit (name, "/\\", '_');
-  g_autofree char *path = g_build_filename (self->session_dir, name, NULL);
-  g_unlink (path);
+  Cmd *cmd = g_new0 (Cmd, 1);
+  cmd->type = CMD_FORGET_SESSION;
+  cmd->id = next_id (self);
+  cmd->path = g_steal_pointer (&path);
+  push_command (self, cmd);
 }
 
 void
@@ -1045,14 +1097,11 @@ hanashi_engine_clear_session_cache (HanashiEngine *self)
   g_return_if_fail (HANASHI_IS_ENGINE (self));
   if (self->session_dir == NULL)
     return;
-  g_autoptr (GDir) dir = g_dir_open (self->session_dir, 0, NULL);
-  const char *name;
-  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
-    if (g_str_has_suffix (name, ".hnsession"))
-      {
-        g_autofree char *path = g_build_filename (self->session_dir, name, NULL);
-        g_unlink (path);
-      }
+  Cmd *cmd = g_new0 (Cmd, 1);
+  cmd->type = CMD_CLEAR_SESSIONS;
+  cmd->id = next_id (self);
+  cmd->dir = g_strdup (self->session_dir);
+  push_command (self, cmd);
 }
 
 static void
@@ -1130,6 +1179,8 @@ hanashi_engine_class_init (HanashiEngineClass *klass)
   signals[SIG_SESSION_WRITE_FAILED] = g_signal_new ("session-write-failed", G_TYPE_FROM_CLASS (klass),
                                                     G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                                     G_TYPE_NONE, 1, G_TYPE_STRING);
+  signals[SIG_WARNING] = g_signal_new ("warning", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                       0, NULL, NULL, NULL, G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_STRING);
 }
 
 static void
@@ -1142,6 +1193,7 @@ hanashi_engine_init (HanashiEngine *self)
   pthread_cond_init (&core->cmd_cond, NULL);
   g_queue_init (&core->commands);
   core->backend = pick_backend ();
+  core->write_failed = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   pthread_mutex_init (&core->lock, NULL);
   g_queue_init (&core->events);
   core->engine = self;

@@ -199,7 +199,10 @@ gint     hanashi_engine_count_tokens_finish (HanashiEngine  *self,
                                              GAsyncResult   *result,
                                              GError        **error);
 
-/* Session cache (sessions are written automatically after each reply). */
+/* Session cache (sessions are written automatically after each reply, to
+ * <dir>/<conversation-id>.hnsession; dir defaults to $XDG_CACHE_HOME/hanashi/sessions,
+ * the limit to 2 GiB).  Forget and clear go through the command queue, so they never race a
+ * save of the engine thread. */
 void     hanashi_engine_set_session_dir        (HanashiEngine *self, const char *dir);
 void     hanashi_engine_set_session_cache_limit (HanashiEngine *self, guint64 bytes);
 void     hanashi_engine_forget_session         (HanashiEngine *self, const char *conversation_id);
@@ -214,7 +217,10 @@ void     hanashi_engine_clear_session_cache    (HanashiEngine *self);
  *   "generation-done"   (guint id, HanashiGenerationStats *stats)
  *   "context-dropped"   (guint id, guint n_messages, guint n_tokens)
  *   "error"             (guint id, GError *error)   id 0 for errors outside a generation
- *   "session-write-failed" (const char *message)    emitted once per engine
+ *   "warning"           (guint id, const char *message)  the generation goes on (e.g. the
+ *                        model's chat template failed and ChatML was used instead)
+ *   "session-write-failed" (const char *message)    at most once per session file (also
+ *                        logged with g_message); the previous file stays intact
  * Properties: "state" (HanashiEngineState, read-only), "model-info" (HanashiModelInfo, r/o).
  */
 

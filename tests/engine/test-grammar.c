@@ -175,6 +175,42 @@ test_matcher_utf8 (void)
   hn_grammar_free(g);
 }
 
+/* Overlong spellings and surrogates never stand for an allowed character: "o" spelled in
+ * two, three or four bytes, and every lead byte of those, is refused. */
+static void
+test_matcher_overlong (void)
+{
+  HnGrammar *g = parse_ok("root ::= \"n\" [^x] \"!\"");
+  HnError err = { 0 };
+  HnGrammarState *s = hn_grammar_state_new(g, NULL, &err);
+  g_assert_true(hn_grammar_accept_bytes(s, "n", 1));
+  g_assert_false(hn_grammar_accepts_bytes(s, "\xC1\xAF", 2));          /* invalid lead anyway */
+  g_assert_false(hn_grammar_accepts_bytes(s, "\xE0\x81\xAF", 3));
+  g_assert_false(hn_grammar_accepts_bytes(s, "\xE0\x81", 2));
+  g_assert_false(hn_grammar_accepts_bytes(s, "\xF0\x80\x81\xAF", 4));
+  g_assert_false(hn_grammar_accepts_bytes(s, "\xF0\x80", 2));
+  g_assert_false(hn_grammar_accepts_bytes(s, "\xED\xA0\x80", 3));     /* U+D800 */
+  g_assert_false(hn_grammar_accepts_bytes(s, "\xF4\x90\x80\x80", 4)); /* past U+10FFFF */
+  /* the shortest forms of neighbours are fine */
+  g_assert_true(hn_grammar_accepts_bytes(s, "\xE0\xA0\x80", 3));      /* U+0800 */
+  g_assert_true(hn_grammar_accepts_bytes(s, "\xF0\x90\x80\x80", 4)); /* U+10000 */
+  g_assert_true(hn_grammar_accepts_bytes(s, "\xED\x9F\xBF", 3));      /* U+D7FF */
+  g_assert_true(hn_grammar_accepts_bytes(s, "\xF4\x8F\xBF\xBF", 4)); /* U+10FFFF */
+  hn_grammar_state_free(s);
+  hn_grammar_free(g);
+
+  /* only ASCII allowed: a lead byte of any longer sequence is refused at once */
+  g = parse_ok("root ::= \"n\" \"o\"");
+  s = hn_grammar_state_new(g, NULL, &err);
+  g_assert_true(hn_grammar_accept_bytes(s, "n", 1));
+  g_assert_false(hn_grammar_accepts_bytes(s, "\xC1", 1));
+  g_assert_false(hn_grammar_accepts_bytes(s, "\xE0", 1));
+  g_assert_false(hn_grammar_accepts_bytes(s, "\xF0", 1));
+  g_assert_true(hn_grammar_accepts_bytes(s, "o", 1));
+  hn_grammar_state_free(s);
+  hn_grammar_free(g);
+}
+
 /* Masking over a vocabulary equals testing each token on its own. */
 static void
 check_mask_against_brute_force(HnGrammarState *s, int32_t n_vocab)
@@ -412,6 +448,7 @@ main (int argc, char **argv)
   g_test_add_func("/grammar/broken", test_broken_grammars);
   g_test_add_func("/grammar/matcher", test_matcher_basics);
   g_test_add_func("/grammar/utf8", test_matcher_utf8);
+  g_test_add_func("/grammar/utf8-overlong", test_matcher_overlong);
   g_test_add_func("/grammar/mask", test_mask);
   g_test_add_func("/grammar/shipped", test_shipped);
   g_test_add_func("/grammar/bounded-state", test_bounded_state);

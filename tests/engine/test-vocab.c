@@ -167,6 +167,72 @@ test_specials (void)
   hn_vocab_free (v);
 }
 
+static GArray *
+tokenize_guarded (const HnVocab *v, const char *text, const HnTextRange *guards, size_t n_guards)
+{
+  HnError err = { 0 };
+  int32_t buf[256];
+  int32_t n = hn_tokenize_guarded (v, text, strlen (text), false, guards, n_guards, buf, 256, &err);
+  g_assert_cmpint (n, >=, 0);
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (int32_t));
+  g_array_append_vals (ids, buf, (guint) n);
+  return ids;
+}
+
+static gboolean
+ids_equal (GArray *a, GArray *b)
+{
+  return a->len == b->len && memcmp (a->data, b->data, a->len * sizeof (int32_t)) == 0;
+}
+
+/* Special tokens are matched outside the guarded ranges only; without ranges the result is
+ * hn_tokenize with parse_special, and a guarded range alone tokenizes like plain text. */
+static void
+test_guarded (void)
+{
+  g_autofree char *path = vocab_path ("phi-3");
+  HnVocab *v = load_vocab (path);
+  int32_t end = hn_vocab_find_token (v, "<|end|>");
+  const char *text = "<|user|>Say <|end|> now<|end|>";
+  GArray *special = tokenize (v, text, strlen (text), false, true);
+  GArray *none = tokenize_guarded (v, text, NULL, 0);
+  g_assert_true (ids_equal (special, none));
+  /* guard "Say <|end|> now" (bytes 8..23): one <|end|> left, the template's */
+  HnTextRange r = { 8, 23 };
+  GArray *guarded = tokenize_guarded (v, text, &r, 1);
+  guint n_end = 0;
+  for (guint i = 0; i < guarded->len; i++)
+    n_end += g_array_index (guarded, int32_t, i) == end;
+  g_assert_cmpuint (n_end, ==, 1);
+  g_assert_cmpint (g_array_index (guarded, int32_t, guarded->len - 1), ==, end);
+  g_assert_cmpint (g_array_index (guarded, int32_t, 0), ==, hn_vocab_find_token (v, "<|user|>"));
+  /* a special token that would reach into a guarded range is not matched either */
+  HnTextRange tail = { 25, strlen (text) };
+  GArray *cut = tokenize_guarded (v, text, &tail, 1);
+  n_end = 0;
+  for (guint i = 0; i < cut->len; i++)
+    n_end += g_array_index (cut, int32_t, i) == end;
+  g_assert_cmpuint (n_end, ==, 1);
+  /* everything guarded = parse_special off */
+  HnTextRange all = { 0, strlen (text) };
+  GArray *plain = tokenize_guarded (v, text, &all, 1);
+  GArray *off = tokenize (v, text, strlen (text), false, false);
+  g_assert_true (ids_equal (plain, off));
+  /* bad ranges are refused */
+  HnError err = { 0 };
+  HnTextRange bad[2] = { { 5, 9 }, { 7, 12 } };
+  int32_t buf[64];
+  g_assert_cmpint (hn_tokenize_guarded (v, text, strlen (text), false, bad, 2, buf, 64, &err), ==, INT32_MIN);
+  g_assert_cmpint (err.code, ==, HN_ERR_INVALID_ARG);
+  g_array_unref (special);
+  g_array_unref (none);
+  g_array_unref (guarded);
+  g_array_unref (cut);
+  g_array_unref (plain);
+  g_array_unref (off);
+  hn_vocab_free (v);
+}
+
 static void
 check_stream (const HnVocab *v, const char *text)
 {
@@ -382,6 +448,7 @@ main (int argc, char **argv)
     g_test_add_data_func (tp, models[i], test_reference_prompts);
   }
   g_test_add_func ("/vocab/specials", test_specials);
+  g_test_add_func ("/vocab/guarded", test_guarded);
   g_test_add_func ("/vocab/stream", test_stream);
   g_test_add_func ("/vocab/fuzz", test_fuzz);
   g_test_add_func ("/vocab/pretokenize", test_pretokenize);

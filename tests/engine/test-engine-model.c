@@ -1,0 +1,942 @@
+/* HanashiEngine with the real model backend, on the small models in testdata/models:
+ * loading and model info, greedy generation equal to hn-generate on the same prompt,
+ * streaming, cancel (through the thread, and deterministically through the backend table),
+ * model switch, grammars, the context overflow policy, prefix reuse, session files, the
+ * token counter, and a random command storm (also run under ASan and TSan). */
+#include "hanashi-engine.h"
+#include "hanashi-engine-backend.h"
+
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "hn-generate-model.h"
+#include "hn-gguf-writer.h"
+
+#define LLAMA "tiny-llama-spm-q8_0.gguf"
+#define QWEN "tiny-qwen2-gpt2-q8_0.gguf"
+#define STORIES "stories260K-f32.gguf"
+
+typedef struct {
+  HanashiEngine *engine;
+  GString *text;
+  GPtrArray *pieces;
+  guint n_done, n_errors, n_warnings, n_dropped_signals;
+  guint last_done_id, last_error_id;
+  guint dropped_messages, dropped_tokens;
+  HanashiGenerationStats stats;
+  GError *error;
+  gboolean load_finished, loaded;
+  GError *load_error;
+  double last_progress;
+  gboolean progress_regressed;
+  guint cancel_after_signals;
+  guint n_token_signals;
+  char *session_dir;
+  char *switch_to;       /* load this model on the first token */
+} Fixture;
+
+static char *
+model_path (const char *name)
+{
+  const char *dir = g_getenv ("HANASHI_TESTDATA");
+  g_assert_nonnull (dir);
+  return g_build_filename (dir, "models", name, NULL);
+}
+
+static void
+load_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  Fixture *f = data;
+  g_clear_error (&f->load_error);
+  f->loaded = hanashi_engine_load_model_finish (HANASHI_ENGINE (source), result, &f->load_error);
+  f->load_finished = TRUE;
+}
+
+static void
+on_token (HanashiEngine *engine, guint id, const char *text, gint token_id, Fixture *f)
+{
+  (void) id; (void) token_id;
+  g_assert_true (g_utf8_validate (text, -1, NULL));
+  g_string_append (f->text, text);
+  g_ptr_array_add (f->pieces, g_strdup (text));
+  f->n_token_signals++;
+  if (f->cancel_after_signals && f->n_token_signals == f->cancel_after_signals)
+    hanashi_engine_cancel (engine, 0);
+  if (f->switch_to != NULL)
+    {
+      g_autofree char *path = g_steal_pointer (&f->switch_to);
+      f->load_finished = FALSE;
+      hanashi_engine_load_model_async (engine, path, 256, 1, NULL, load_done, f);
+    }
+}
+
+static void
+on_done (HanashiEngine *engine, guint id, HanashiGenerationStats *stats, Fixture *f)
+{
+  (void) engine;
+  f->n_done++;
+  f->last_done_id = id;
+  f->stats = *stats;
+}
+
+static void
+on_error (HanashiEngine *engine, guint id, GError *error, Fixture *f)
+{
+  (void) engine;
+  f->n_errors++;
+  f->last_error_id = id;
+  g_clear_error (&f->error);
+  f->error = g_error_copy (error);
+}
+
+static void
+on_warning (HanashiEngine *engine, guint id, const char *message, Fixture *f)
+{
+  (void) engine; (void) id; (void) message;
+  f->n_warnings++;
+}
+
+static void
+on_dropped (HanashiEngine *engine, guint id, guint n_messages, guint n_tokens, Fixture *f)
+{
+  (void) engine; (void) id;
+  f->n_dropped_signals++;
+  f->dropped_messages = n_messages;
+  f->dropped_tokens = n_tokens;
+}
+
+static void
+on_progress (HanashiEngine *engine, double fraction, Fixture *f)
+{
+  (void) engine;
+  if (f->last_progress >= 0)
+    {
+      if (fraction < f->last_progress)
+        f->progress_regressed = TRUE;
+      f->last_progress = fraction;
+    }
+}
+
+static void
+connect_engine (Fixture *f)
+{
+  f->engine = hanashi_engine_new ();
+  hanashi_engine_set_session_dir (f->engine, f->session_dir);
+  g_signal_connect (f->engine, "token", G_CALLBACK (on_token), f);
+  g_signal_connect (f->engine, "generation-done", G_CALLBACK (on_done), f);
+  g_signal_connect (f->engine, "error", G_CALLBACK (on_error), f);
+  g_signal_connect (f->engine, "warning", G_CALLBACK (on_warning), f);
+  g_signal_connect (f->engine, "context-dropped", G_CALLBACK (on_dropped), f);
+  g_signal_connect (f->engine, "load-progress", G_CALLBACK (on_progress), f);
+}
+
+static void
+destroy_engine (Fixture *f)
+{
+  g_object_add_weak_pointer (G_OBJECT (f->engine), (gpointer *) &f->engine);
+  g_object_unref (f->engine);
+  g_assert_null (f->engine);
+}
+
+static void
+fixture_setup (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  f->text = g_string_new (NULL);
+  f->pieces = g_ptr_array_new_with_free_func (g_free);
+  f->session_dir = g_dir_make_tmp ("hanashi-sessions-XXXXXX", NULL);
+  g_assert_nonnull (f->session_dir);
+  connect_engine (f);
+}
+
+static void
+remove_dir (const char *path)
+{
+  g_autoptr (GDir) dir = g_dir_open (path, 0, NULL);
+  const char *name;
+  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
+    {
+      g_autofree char *p = g_build_filename (path, name, NULL);
+      g_unlink (p);
+    }
+  g_rmdir (path);
+}
+
+static void
+fixture_teardown (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  destroy_engine (f);
+  g_string_free (f->text, TRUE);
+  g_ptr_array_unref (f->pieces);
+  g_clear_error (&f->error);
+  g_clear_error (&f->load_error);
+  g_free (f->switch_to);
+  remove_dir (f->session_dir);
+  g_free (f->session_dir);
+}
+
+static void
+load_and_wait (Fixture *f, const char *name, guint n_ctx)
+{
+  g_autofree char *path = model_path (name);
+  f->load_finished = FALSE;
+  f->last_progress = 0;
+  f->progress_regressed = FALSE;
+  hanashi_engine_load_model_async (f->engine, path, n_ctx, 1, NULL, load_done, f);
+  while (!f->load_finished)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_no_error (f->load_error);
+  g_assert_true (f->loaded);
+  while (hanashi_engine_get_state (f->engine) != HANASHI_ENGINE_STATE_READY)
+    g_main_context_iteration (NULL, TRUE);
+}
+
+static void
+reset_run (Fixture *f)
+{
+  g_string_truncate (f->text, 0);
+  g_ptr_array_set_size (f->pieces, 0);
+  f->n_token_signals = 0;
+  f->n_done = f->n_errors = f->n_warnings = f->n_dropped_signals = 0;
+  memset (&f->stats, 0, sizeof f->stats);
+}
+
+/* Runs one generation to its end (done or error). */
+static guint
+generate_and_wait (Fixture *f, HanashiGenerateRequest *req)
+{
+  reset_run (f);
+  guint id = hanashi_engine_generate (f->engine, req);
+  while (f->n_done + f->n_errors == 0)
+    g_main_context_iteration (NULL, TRUE);
+  /* a drained queue: later events (state) of this request are in too */
+  while (g_main_context_iteration (NULL, FALSE))
+    ;
+  return id;
+}
+
+static HanashiGenerateRequest *
+make_request (const char *conversation, int max_tokens)
+{
+  HanashiGenerateRequest *req = hanashi_generate_request_new (conversation);
+  HanashiSamplingParams sp;
+  hanashi_sampling_params_init_default (&sp);
+  sp.temperature = 0;
+  hanashi_generate_request_set_sampling (req, &sp);
+  hanashi_generate_request_set_system_prompt (req, "You are terse.");
+  hanashi_generate_request_add_message (req, HANASHI_ROLE_USER, "Once upon a time");
+  hanashi_generate_request_set_max_tokens (req, max_tokens);
+  return req;
+}
+
+/* ---- reference: hn-generate directly on the same rendered prompt ------------------------- */
+
+typedef struct {
+  GString *text;
+  GArray *ids;
+} RefOut;
+
+static bool
+ref_on_token (int32_t token, const char *text, size_t len, void *user_data)
+{
+  RefOut *o = user_data;
+  g_string_append_len (o->text, text, (gssize) len);
+  if (token >= 0)
+    g_array_append_val (o->ids, token);
+  return true;
+}
+
+/* ChatML as docs/chat-templates.md defines it (the test models have no template). */
+static char *
+chatml (const char *system, const char * const *msgs, guint n)
+{
+  GString *s = g_string_new (NULL);
+  if (system)
+    g_string_append_printf (s, "<|im_start|>system\n%s<|im_end|>\n", system);
+  for (guint i = 0; i < n; i++)
+    g_string_append_printf (s, "<|im_start|>%s\n%s<|im_end|>\n", i % 2 ? "assistant" : "user", msgs[i]);
+  g_string_append (s, "<|im_start|>assistant\n");
+  return g_string_free (s, FALSE);
+}
+
+static int32_t *
+tokenize (const char *model_name, const char *text, bool parse_special, int32_t *n_out)
+{
+  g_autofree char *path = model_path (model_name);
+  HnError err = { 0 };
+  HnModel *model = hn_model_load (path, NULL, &err);
+  g_assert_nonnull (model);
+  HnVocab *vocab = hn_vocab_load (hn_model_gguf (model), &err);
+  g_assert_nonnull (vocab);
+  int32_t cap = (int32_t) strlen (text) + 8;
+  int32_t *ids = g_new (int32_t, cap);
+  *n_out = hn_tokenize (vocab, text, strlen (text), true, parse_special, ids, cap, &err);
+  g_assert_cmpint (*n_out, >, 0);
+  hn_vocab_free (vocab);
+  hn_model_free (model);
+  return ids;
+}
+
+static char *
+reference_generate_cfg (const char *model_name, const char *prompt, const char *negative,
+                        float scale, int n_predict, guint *n_generated)
+{
+  g_autofree char *path = model_path (model_name);
+  HnError err = { 0 };
+  HnModel *model = hn_model_load (path, NULL, &err);
+  g_assert_nonnull (model);
+  HnVocab *vocab = hn_vocab_load (hn_model_gguf (model), &err);
+  g_assert_nonnull (vocab);
+  HnContextParams cp = hn_context_default_params ();
+  cp.n_ctx = 256;
+  cp.n_threads = 1;
+  cp.n_seq_max = 2;
+  HnContext *ctx = hn_context_new (model, &cp, &err);
+  g_assert_nonnull (ctx);
+  HnGenModelBackend backend;
+  g_assert_true (hn_gen_model_backend_init (&backend, ctx, vocab, &err));
+  int32_t n_prompt = 0;
+  int32_t *ids = tokenize (model_name, prompt, true, &n_prompt);
+  HnSamplerParams sp;
+  hn_sampler_params_init (&sp);
+  sp.temperature = 0;
+  sp.max_new_tokens = n_predict;
+  RefOut out = { g_string_new (NULL), g_array_new (FALSE, FALSE, sizeof (int32_t)) };
+  HnGenRequest req;
+  hn_gen_request_init (&req);
+  req.prompt = ids;
+  req.n_prompt = (size_t) n_prompt;
+  int32_t n_neg = 0;
+  g_autofree int32_t *neg = negative ? tokenize (model_name, negative, true, &n_neg) : NULL;
+  req.negative = neg;
+  req.n_negative = (size_t) n_neg;
+  req.cfg_scale = negative ? scale : 1.0f;
+  req.sampler = &sp;
+  req.on_token = ref_on_token;
+  req.user_data = &out;
+  HnGenResult res;
+  g_assert_true (hn_generate_with_backend (&backend.backend, &req, &res, &err));
+  *n_generated = (guint) res.n_generated;
+  g_array_unref (out.ids);
+  g_free (ids);
+  hn_gen_model_backend_clear (&backend);
+  hn_context_free (ctx);
+  hn_vocab_free (vocab);
+  hn_model_free (model);
+  return g_string_free (out.text, FALSE);
+}
+
+static char *
+reference_generate (const char *model_name, const char *prompt, int n_predict, guint *n_generated)
+{
+  return reference_generate_cfg (model_name, prompt, NULL, 1.0f, n_predict, n_generated);
+}
+
+/* A copy of a test model with a chat template of our own, in a temporary directory. */
+static char *
+model_with_template (const char *model_name, const char *tmpl, const char *dir)
+{
+  g_autofree char *src_path = model_path (model_name);
+  char *dst_path = g_build_filename (dir, "templated.gguf", NULL);
+  HnError err = { 0 };
+  HnGguf *src = hn_gguf_open (src_path, &err);
+  g_assert_nonnull (src);
+  HnGgufWriter *w = hn_gguf_writer_new (&err);
+  g_assert_true (hn_gguf_writer_copy_kvs (w, src, &err));
+  g_assert_true (hn_gguf_writer_set_str (w, "tokenizer.chat_template", tmpl, &err));
+  for (int64_t i = 0; i < hn_gguf_n_tensors (src); i++)
+    {
+      const HnGgufTensor *t = hn_gguf_tensor (src, i);
+      g_assert_true (hn_gguf_writer_add_tensor (w, t->name, (HnType) t->type, t->n_dims, t->ne, &err));
+    }
+  g_assert_true (hn_gguf_writer_begin (w, dst_path, &err));
+  for (int64_t i = 0; i < hn_gguf_n_tensors (src); i++)
+    {
+      const HnGgufTensor *t = hn_gguf_tensor (src, i);
+      g_assert_true (hn_gguf_writer_write (w, t->data, t->nbytes, &err));
+    }
+  g_assert_true (hn_gguf_writer_finish (w, &err));
+  hn_gguf_writer_free (w);
+  hn_gguf_close (src);
+  return dst_path;
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+static void
+test_load_info (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  const HanashiModelInfo *info = hanashi_engine_get_model_info (f->engine);
+  g_assert_nonnull (info);
+  g_assert_cmpstr (info->arch, ==, "llama");
+  g_assert_cmpstr (info->weight_type, ==, "Q8_0");
+  g_assert_cmpuint (info->n_params, ==, 19532032);
+  g_assert_cmpuint (info->file_size, ==, 21485792);
+  g_assert_cmpuint (info->n_ctx, ==, 256);
+  g_assert_cmpuint (info->n_ctx_train, ==, 2048);
+  g_assert_cmpuint (info->n_vocab, ==, 32000);
+  g_assert_true (g_str_has_suffix (info->path, LLAMA));
+  g_assert_nonnull (info->name);
+  g_assert_cmpfloat (f->last_progress, ==, 1.0);
+  g_assert_false (f->progress_regressed);
+
+  /* n_ctx 0: the training context, capped at 4096 */
+  load_and_wait (f, STORIES, 0);
+  info = hanashi_engine_get_model_info (f->engine);
+  g_assert_cmpstr (info->arch, ==, "llama");
+  g_assert_cmpuint (info->n_ctx, ==, 128);
+  g_assert_cmpuint (info->n_vocab, ==, 512);
+
+  hanashi_engine_unload (f->engine);
+  while (hanashi_engine_get_state (f->engine) != HANASHI_ENGINE_STATE_NO_MODEL)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_null (hanashi_engine_get_model_info (f->engine));
+
+  f->load_finished = FALSE;
+  g_autofree char *path = model_path ("no-such-model.gguf");
+  hanashi_engine_load_model_async (f->engine, path, 0, 1, NULL, load_done, f);
+  while (!f->load_finished)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_error (f->load_error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_MODEL_UNREADABLE);
+}
+
+static void
+check_greedy (Fixture *f, const char *model_name)
+{
+  load_and_wait (f, model_name, 256);
+  g_autoptr (HanashiGenerateRequest) req = make_request (NULL, 24);
+  hanashi_generate_request_set_use_session (req, FALSE);
+  guint id = generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_cmpuint (f->last_done_id, ==, id);
+
+  const char *msgs[] = { "Once upon a time" };
+  g_autofree char *prompt = chatml ("You are terse.", msgs, 1);
+  guint ref_n = 0;
+  g_autofree char *expected = reference_generate (model_name, prompt, 24, &ref_n);
+  g_test_message ("%s: %s", model_name, expected);
+  g_assert_cmpstr (f->text->str, ==, expected);
+  g_assert_cmpuint (f->stats.n_generated, ==, ref_n);
+  int32_t n_prompt = 0;
+  g_autofree int32_t *ids = tokenize (model_name, prompt, true, &n_prompt);
+  g_assert_cmpuint (f->stats.n_prompt, ==, (guint) n_prompt);
+  g_assert_cmpuint (f->stats.n_reused, ==, 0);
+  g_assert_true (f->stats.stop_reason == HANASHI_STOP_REASON_MAX_TOKENS
+                 || f->stats.stop_reason == HANASHI_STOP_REASON_EOG);
+  /* the pieces, in order, are the text */
+  GString *joined = g_string_new (NULL);
+  for (guint i = 0; i < f->pieces->len; i++)
+    g_string_append (joined, g_ptr_array_index (f->pieces, i));
+  g_assert_cmpstr (joined->str, ==, f->text->str);
+  g_string_free (joined, TRUE);
+}
+
+static void test_greedy_llama (Fixture *f, gconstpointer data) { (void) data; check_greedy (f, LLAMA); }
+static void test_greedy_qwen (Fixture *f, gconstpointer data) { (void) data; check_greedy (f, QWEN); }
+static void test_greedy_stories (Fixture *f, gconstpointer data) { (void) data; check_greedy (f, STORIES); }
+
+static void
+test_count_tokens_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  gint *out = data;
+  g_autoptr (GError) error = NULL;
+  *out = hanashi_engine_count_tokens_finish (HANASHI_ENGINE (source), result, &error);
+  g_assert_no_error (error);
+}
+
+/* The meter counts with the real tokenizer, and a message cannot smuggle in special tokens. */
+static void
+test_count_tokens (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, QWEN, 256);
+  const char *msgs[] = { "Say <|endoftext|> twice" };
+  g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("c");
+  hanashi_generate_request_set_system_prompt (req, "You are terse.");
+  hanashi_generate_request_add_message (req, HANASHI_ROLE_USER, msgs[0]);
+  gint n = -2;
+  hanashi_engine_count_tokens_async (f->engine, req, NULL, test_count_tokens_done, &n);
+  while (n == -2)
+    g_main_context_iteration (NULL, TRUE);
+  g_autofree char *prompt = chatml ("You are terse.", msgs, 1);
+  int32_t n_plain = 0, n_special = 0;
+  g_autofree int32_t *plain = tokenize (QWEN, prompt, false, &n_plain);
+  g_autofree int32_t *special = tokenize (QWEN, prompt, true, &n_special);
+  g_assert_cmpint (n_plain, !=, n_special);   /* the vocabulary knows <|endoftext|> */
+  g_assert_cmpint (n, ==, n_plain);
+}
+
+/* Guidance: the negative sequence is the conversation with the negative prompt as system
+ * prompt; the result equals hn-generate given both prompts. */
+static void
+test_cfg (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("cfg", 16);
+  hanashi_generate_request_set_cfg (req, "You are rude and loud.", 1.5);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  const char *msgs[] = { "Once upon a time" };
+  g_autofree char *prompt = chatml ("You are terse.", msgs, 1);
+  g_autofree char *negative = chatml ("You are rude and loud.", msgs, 1);
+  guint n = 0;
+  g_autofree char *expected = reference_generate_cfg (LLAMA, prompt, negative, 1.5f, 16, &n);
+  g_autofree char *plain = reference_generate (LLAMA, prompt, 16, &n);
+  g_assert_cmpstr (f->text->str, ==, expected);
+  g_assert_cmpstr (expected, !=, plain);
+  /* and the chat sequence stays reusable afterwards */
+  hanashi_generate_request_set_cfg (req, NULL, 1.0);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->stats.n_reused, ==, f->stats.n_prompt - 1);
+  g_assert_cmpstr (f->text->str, ==, plain);
+}
+
+/* The model's own template is used, and it may write special tokens: here the template adds
+ * the BOS text and wraps turns in </s>, which become token ids, while the same text inside a
+ * message stays text.  A template that fails falls back to ChatML with a warning. */
+static void
+test_template (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autofree char *path = model_with_template (
+      LLAMA,
+      "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] | trim }}{{ eos_token }}"
+      "{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}",
+      f->session_dir);
+  f->load_finished = FALSE;
+  hanashi_engine_load_model_async (f->engine, path, 256, 1, NULL, load_done, f);
+  while (!f->load_finished)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_no_error (f->load_error);
+
+  g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("t");
+  HanashiSamplingParams sp;
+  hanashi_sampling_params_init_default (&sp);
+  sp.temperature = 0;
+  hanashi_generate_request_set_sampling (req, &sp);
+  hanashi_generate_request_add_message (req, HANASHI_ROLE_USER, "  Say </s> please ");
+  hanashi_generate_request_set_max_tokens (req, 8);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_cmpuint (f->n_warnings, ==, 0);
+  /* <s> and </s> from the template are single tokens (so the text after </s> is a new
+   * fragment with its own space prefix); the message's "</s>" is plain text */
+  int32_t n_first = 0, n_last = 0;
+  g_autofree int32_t *a = tokenize (LLAMA, "[user] Say </s> please", false, &n_first);
+  g_autofree int32_t *c = tokenize (LLAMA, "[assistant]", false, &n_last);
+  /* BOS + the first fragment, EOS, the last fragment (without its own BOS) */
+  guint expected = (guint) n_first + 1 + (guint) (n_last - 1);
+  g_assert_cmpuint (f->stats.n_prompt, ==, expected);
+
+  gint counted = -2;
+  hanashi_engine_count_tokens_async (f->engine, req, NULL, test_count_tokens_done, &counted);
+  while (counted == -2)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpint (counted, ==, (gint) expected);
+  g_unlink (path);
+  g_free (g_steal_pointer (&path));
+
+  path = model_with_template (LLAMA, "{{ raise_exception('no system role here') }}", f->session_dir);
+  f->load_finished = FALSE;
+  hanashi_engine_load_model_async (f->engine, path, 256, 1, NULL, load_done, f);
+  while (!f->load_finished)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_no_error (f->load_error);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_cmpuint (f->n_warnings, ==, 1);
+  g_assert_cmpuint (f->n_done, ==, 1);
+  const char *msgs[] = { "  Say </s> please " };
+  g_autofree char *prompt = chatml (NULL, msgs, 1);
+  int32_t n_chatml = 0;
+  g_autofree int32_t *d = tokenize (LLAMA, prompt, false, &n_chatml);
+  g_assert_cmpuint (f->stats.n_prompt, ==, (guint) n_chatml);
+  g_unlink (path);
+}
+
+/* Cancel from the GUI thread: the generation ends as cancelled, well before its limit. */
+static void
+test_cancel (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("c", 200);
+  f->cancel_after_signals = 1;
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_done, ==, 1);
+  g_assert_cmpint (f->stats.stop_reason, ==, HANASHI_STOP_REASON_CANCELLED);
+  g_assert_cmpuint (f->stats.n_generated, <, 200);
+}
+
+/* Cancel seen by the backend itself, without thread timing: the loop stops at the step
+ * where is_cancelled first says so, and in the middle of a prompt the decode stops between
+ * layers. */
+typedef struct {
+  guint tokens, cancel_at, polls, cancel_at_poll;
+  guint progress_calls;
+} SinkState;
+
+static gboolean
+sink_token (gpointer data, const char *text, gint token_id)
+{
+  (void) text; (void) token_id;
+  SinkState *s = data;
+  s->tokens++;
+  return TRUE;
+}
+
+static void sink_progress (gpointer data, guint done, guint total) { (void) done; (void) total; ((SinkState *) data)->progress_calls++; }
+static void sink_warning (gpointer data, const char *message) { (void) data; (void) message; }
+static void sink_dropped (gpointer data, guint a, guint b) { (void) data; (void) a; (void) b; }
+static void sink_write_failed (gpointer data, const char *message) { (void) data; (void) message; }
+
+static gboolean
+sink_cancelled (gpointer data)
+{
+  SinkState *s = data;
+  s->polls++;
+  return (s->cancel_at && s->tokens >= s->cancel_at) || (s->cancel_at_poll && s->polls >= s->cancel_at_poll);
+}
+
+static void
+backend_progress (gpointer data, double fraction)
+{
+  (void) data; (void) fraction;
+}
+
+static void
+test_backend_cancel (void)
+{
+  const HanashiEngineBackend *b = hanashi_engine_model_backend ();
+  SinkState s = { 0 };
+  HanashiBackendSink sink = { sink_token, sink_progress, &s, sink_cancelled, sink_warning, sink_dropped,
+                              sink_write_failed };
+  HanashiModelInfo *info = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *path = model_path (LLAMA);
+  gpointer model = b->load (path, 256, 1, &sink, backend_progress, &info, &error);
+  g_assert_no_error (error);
+  hanashi_model_info_free (info);
+  HanashiBackendSession session = { NULL, NULL, 0 };
+
+  /* the step after the 5th token is never decoded */
+  g_autoptr (HanashiGenerateRequest) req = make_request ("a", 100);
+  HanashiGenerationStats stats = { 0 };
+  s = (SinkState) { .cancel_at = 5 };
+  g_assert_true (b->generate (model, req, &session, &sink, &stats, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (stats.stop_reason, ==, HANASHI_STOP_REASON_CANCELLED);
+  g_assert_cmpuint (stats.n_generated, ==, 5);
+
+  /* cancelled at the first poll inside the prompt's decode: no token, no progress */
+  g_autoptr (HanashiGenerateRequest) req2 = make_request ("b", 100);
+  memset (&stats, 0, sizeof stats);
+  s = (SinkState) { .cancel_at_poll = 1 };
+  g_assert_true (b->generate (model, req2, &session, &sink, &stats, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (stats.stop_reason, ==, HANASHI_STOP_REASON_CANCELLED);
+  g_assert_cmpuint (stats.n_generated, ==, 0);
+  g_assert_cmpuint (s.tokens, ==, 0);
+  g_assert_cmpuint (s.progress_calls, ==, 0);
+
+  /* and the state is clean: the same request now runs to its limit */
+  memset (&stats, 0, sizeof stats);
+  s = (SinkState) { 0 };
+  hanashi_generate_request_set_max_tokens (req2, 4);
+  g_assert_true (b->generate (model, req2, &session, &sink, &stats, &error));
+  g_assert_cmpuint (stats.n_generated, ==, 4);
+  g_assert_cmpint (stats.stop_reason, ==, HANASHI_STOP_REASON_MAX_TOKENS);
+  b->unload (model);
+}
+
+static void
+test_model_switch (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("c", 200);
+  f->switch_to = model_path (QWEN);
+  guint id = generate_and_wait (f, req);
+  g_assert_cmpuint (f->last_done_id, ==, id);
+  g_assert_cmpint (f->stats.stop_reason, ==, HANASHI_STOP_REASON_CANCELLED);
+  while (!f->load_finished)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_no_error (f->load_error);
+  while (hanashi_engine_get_state (f->engine) != HANASHI_ENGINE_STATE_READY)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpstr (hanashi_engine_get_model_info (f->engine)->arch, ==, "qwen2");
+  /* the new model generates (its own conversation state, nothing left from the old one) */
+  hanashi_generate_request_set_max_tokens (req, 3);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_cmpuint (f->stats.n_generated, ==, 3);
+  g_assert_cmpuint (f->stats.n_reused, ==, 0);
+}
+
+static void
+test_grammar (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("c", 40);
+  hanashi_generate_request_set_grammar (req, "root ::= (\"yes\" | \"no\") \"!\"");
+  generate_and_wait (f, req);
+  g_test_message ("grammar: '%s' %s", f->text->str, f->error ? f->error->message : "");
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_true (g_str_equal (f->text->str, "yes!") || g_str_equal (f->text->str, "no!"));
+  g_assert_true (f->stats.stop_reason == HANASHI_STOP_REASON_GRAMMAR_DONE
+                 || f->stats.stop_reason == HANASHI_STOP_REASON_EOG);
+
+  hanashi_generate_request_set_json_schema (req, "{\"enum\": [\"red\", \"green\"]}");
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_true (g_str_equal (f->text->str, "\"red\"") || g_str_equal (f->text->str, "\"green\""));
+}
+
+static void
+test_invalid_grammar (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("c", 40);
+  hanashi_generate_request_set_grammar (req, "root ::= \"a\"\nitem ::= (\"b\"");
+  guint id = generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_done, ==, 0);
+  g_assert_cmpuint (f->n_token_signals, ==, 0);
+  g_assert_cmpuint (f->last_error_id, ==, id);
+  g_assert_error (f->error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID);
+  g_test_message ("%s", f->error->message);
+  g_assert_true (g_str_has_prefix (f->error->message, "line 2, column "));
+
+  hanashi_generate_request_set_json_schema (req, "{\"type\": \"string\", \"pattern\": \"a+\"}");
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_done, ==, 0);
+  g_assert_error (f->error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID);
+
+  /* the engine is still fine */
+  hanashi_generate_request_set_grammar (req, NULL);
+  hanashi_generate_request_set_max_tokens (req, 2);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_done, ==, 1);
+}
+
+static void
+test_stop_string (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  g_autoptr (HanashiGenerateRequest) req = make_request (NULL, 24);
+  hanashi_generate_request_set_use_session (req, FALSE);
+  generate_and_wait (f, req);
+  g_autofree char *full = g_strdup (f->text->str);
+  g_assert_cmpuint (strlen (full), >, 6);
+  /* stop at the text's 4th..6th bytes: what is shown is everything before them */
+  g_autofree char *stop = g_strndup (full + 3, 3);
+  hanashi_generate_request_add_stop_string (req, stop);
+  generate_and_wait (f, req);
+  g_assert_cmpint (f->stats.stop_reason, ==, HANASHI_STOP_REASON_STOP_STRING);
+  const char *first = strstr (full, stop);
+  g_autofree char *before = g_strndup (full, (gsize) (first - full));
+  g_assert_cmpstr (f->text->str, ==, before);
+}
+
+/* The same conversation again evaluates only the tail; a longer one only what was added. */
+static void
+test_prefix_reuse (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("conv", 12);
+  generate_and_wait (f, req);
+  g_autofree char *reply = g_strdup (f->text->str);
+  guint n_prompt = f->stats.n_prompt;
+  g_assert_cmpuint (f->stats.n_reused, ==, 0);
+
+  /* regenerate: everything but the last prompt token (needed for its logits) is reused,
+   * and greedy gives the same reply */
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->stats.n_prompt, ==, n_prompt);
+  g_assert_cmpuint (f->stats.n_reused, ==, n_prompt - 1);
+  g_assert_cmpstr (f->text->str, ==, reply);
+
+  /* the next turn: the old prompt is reused */
+  g_autoptr (HanashiGenerateRequest) next = make_request ("conv", 4);
+  hanashi_generate_request_add_message (next, HANASHI_ROLE_ASSISTANT, reply);
+  hanashi_generate_request_add_message (next, HANASHI_ROLE_USER, "And then?");
+  generate_and_wait (f, next);
+  g_assert_cmpuint (f->stats.n_reused, >=, n_prompt);
+  g_assert_cmpuint (f->stats.n_prompt - f->stats.n_reused, <, f->stats.n_prompt - n_prompt + 2);
+  g_test_message ("turn 2: %u of %u prompt tokens reused", f->stats.n_reused, f->stats.n_prompt);
+
+  /* another conversation starts from nothing */
+  g_autoptr (HanashiGenerateRequest) other = make_request ("other", 2);
+  generate_and_wait (f, other);
+  g_assert_cmpuint (f->stats.n_reused, ==, 0);
+}
+
+/* Conversation that outgrows the context: the system prompt stays, the oldest turn goes, the
+ * rest of the cache is shifted rather than evaluated again, and generation goes on. */
+static void
+test_overflow (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  const char *turns[] = {
+    "Tell me about the little red hen who found some wheat in the farmyard one day.",
+    "She asked the cat, the dog and the duck to help her plant the wheat, but none of them would.",
+    "What did she do with the wheat after it grew tall and golden in the summer sun?",
+    "She cut it, took it to the mill, and baked a fine loaf of bread all by herself.",
+    "And who helped her eat the bread when it came out of the oven, warm and brown?",
+  };
+  g_autoptr (HanashiGenerateRequest) req = make_request ("long", 8);
+  /* make_request's first user message, then the turns */
+  for (guint i = 0; i < G_N_ELEMENTS (turns); i++)
+    hanashi_generate_request_add_message (req, i % 2 ? HANASHI_ROLE_USER : HANASHI_ROLE_ASSISTANT, turns[i]);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_cmpuint (f->stats.n_messages_dropped, ==, 0);
+  guint first_prompt = f->stats.n_prompt;
+  g_test_message ("first prompt: %u tokens", first_prompt);
+
+  /* grow it past 256 - 8 */
+  hanashi_generate_request_add_message (req, HANASHI_ROLE_ASSISTANT, f->text->str);
+  hanashi_generate_request_add_message (req, HANASHI_ROLE_USER,
+                                        "Nobody, of course. She ate it with her chicks, and the others only watched.");
+  hanashi_generate_request_add_message (req, HANASHI_ROLE_ASSISTANT, "That seems fair to me.");
+  hanashi_generate_request_add_message (req, HANASHI_ROLE_USER, "Tell me another story like that one, please.");
+  gint full = -2;
+  hanashi_engine_count_tokens_async (f->engine, req, NULL, test_count_tokens_done, &full);
+  while (full == -2)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpint (full, >, 256 - 8);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_cmpuint (f->n_dropped_signals, ==, 1);
+  g_assert_cmpuint (f->stats.n_messages_dropped, >=, 2);
+  g_assert_cmpuint (f->stats.n_messages_dropped % 2, ==, 0);   /* whole turns */
+  g_assert_cmpuint (f->dropped_messages, ==, f->stats.n_messages_dropped);
+  g_assert_cmpuint (f->dropped_tokens, ==, f->stats.n_tokens_dropped);
+  g_assert_cmpuint (f->stats.n_prompt, ==, (guint) full - f->stats.n_tokens_dropped);
+  g_assert_cmpuint (f->stats.n_prompt + 8, <=, 256);
+  g_test_message ("dropped %u messages (%u tokens); reused %u of %u", f->stats.n_messages_dropped,
+                  f->stats.n_tokens_dropped, f->stats.n_reused, f->stats.n_prompt);
+  /* what followed the dropped turns in the cache was shifted, not evaluated again: only the
+   * messages added since the first request are new */
+  g_assert_cmpuint (f->stats.n_reused, >, first_prompt - f->stats.n_tokens_dropped);
+  g_assert_true (f->stats.stop_reason == HANASHI_STOP_REASON_MAX_TOKENS
+                 || f->stats.stop_reason == HANASHI_STOP_REASON_EOG);
+  g_assert_cmpuint (f->stats.n_generated, >=, 1);
+}
+
+/* ---- stress ----------------------------------------------------------------------------- */
+
+static void
+stress_count_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  guint *pending = data;
+  g_autoptr (GError) error = NULL;
+  hanashi_engine_count_tokens_finish (HANASHI_ENGINE (source), result, &error);
+  (*pending)--;
+}
+
+static void
+stress_load_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  guint *pending = data;
+  g_autoptr (GError) error = NULL;
+  hanashi_engine_load_model_finish (HANASHI_ENGINE (source), result, &error);
+  (*pending)--;
+}
+
+static void
+test_stress (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  const char *models[] = { LLAMA, QWEN, STORIES };
+  const char *convs[] = { "s1", "s2", "s3" };
+  GRand *rand = g_rand_new_with_seed (20261124);
+  guint pending = 0, n_generate = 0;
+  f->last_progress = -1;
+  reset_run (f);
+  for (int i = 0; i < 1000; i++)
+    {
+      switch (g_rand_int_range (rand, 0, 9))
+        {
+        case 8:
+          /* let everything queued finish, so that later commands meet a loaded model */
+          while (pending > 0 || f->n_done + f->n_errors < n_generate)
+            g_main_context_iteration (NULL, TRUE);
+          break;
+        case 0:
+          {
+            g_autofree char *path = model_path (models[g_rand_int_range (rand, 0, 3)]);
+            pending++;
+            hanashi_engine_load_model_async (f->engine, path, 128, 1, NULL, stress_load_done, &pending);
+          }
+          break;
+        case 1:
+          if (g_rand_int_range (rand, 0, 3) == 0)
+            hanashi_engine_unload (f->engine);
+          break;
+        case 2:
+        case 3:
+        case 4:
+          {
+            g_autoptr (HanashiGenerateRequest) req = make_request (convs[g_rand_int_range (rand, 0, 3)],
+                                                                   g_rand_int_range (rand, 1, 6));
+            if (g_rand_boolean (rand))
+              hanashi_generate_request_add_message (req, HANASHI_ROLE_ASSISTANT, "The end.");
+            hanashi_engine_generate (f->engine, req);
+            n_generate++;
+          }
+          break;
+        case 5:
+          hanashi_engine_cancel (f->engine, 0);
+          break;
+        case 6:
+          {
+            g_autoptr (HanashiGenerateRequest) req = make_request ("s1", 1);
+            pending++;
+            hanashi_engine_count_tokens_async (f->engine, req, NULL, stress_count_done, &pending);
+          }
+          break;
+        case 7:
+          hanashi_engine_forget_session (f->engine, convs[g_rand_int_range (rand, 0, 3)]);
+          break;
+        }
+      while (g_rand_boolean (rand) && g_main_context_iteration (NULL, FALSE))
+        ;
+    }
+  while (pending > 0 || f->n_done + f->n_errors < n_generate)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpuint (f->n_done + f->n_errors, ==, n_generate);
+  g_test_message ("%u generations: %u done, %u errors", n_generate, f->n_done, f->n_errors);
+  g_rand_free (rand);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add ("/engine-model/load-info", Fixture, NULL, fixture_setup, test_load_info, fixture_teardown);
+  g_test_add ("/engine-model/greedy/llama", Fixture, NULL, fixture_setup, test_greedy_llama, fixture_teardown);
+  g_test_add ("/engine-model/greedy/qwen2", Fixture, NULL, fixture_setup, test_greedy_qwen, fixture_teardown);
+  g_test_add ("/engine-model/greedy/stories", Fixture, NULL, fixture_setup, test_greedy_stories, fixture_teardown);
+  g_test_add ("/engine-model/count-tokens", Fixture, NULL, fixture_setup, test_count_tokens, fixture_teardown);
+  g_test_add ("/engine-model/cfg", Fixture, NULL, fixture_setup, test_cfg, fixture_teardown);
+  g_test_add ("/engine-model/template", Fixture, NULL, fixture_setup, test_template, fixture_teardown);
+  g_test_add ("/engine-model/cancel", Fixture, NULL, fixture_setup, test_cancel, fixture_teardown);
+  g_test_add_func ("/engine-model/backend-cancel", test_backend_cancel);
+  g_test_add ("/engine-model/model-switch", Fixture, NULL, fixture_setup, test_model_switch, fixture_teardown);
+  g_test_add ("/engine-model/grammar", Fixture, NULL, fixture_setup, test_grammar, fixture_teardown);
+  g_test_add ("/engine-model/invalid-grammar", Fixture, NULL, fixture_setup, test_invalid_grammar, fixture_teardown);
+  g_test_add ("/engine-model/stop-string", Fixture, NULL, fixture_setup, test_stop_string, fixture_teardown);
+  g_test_add ("/engine-model/prefix-reuse", Fixture, NULL, fixture_setup, test_prefix_reuse, fixture_teardown);
+  g_test_add ("/engine-model/overflow", Fixture, NULL, fixture_setup, test_overflow, fixture_teardown);
+  g_test_add ("/engine-model/stress", Fixture, NULL, fixture_setup, test_stress, fixture_teardown);
+  return g_test_run ();
+}
