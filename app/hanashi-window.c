@@ -523,6 +523,15 @@ on_engine_error (HanashiEngine *engine,
   update_actions (self);
 }
 
+static void
+on_engine_warning (HanashiEngine *engine,
+                   guint          id,
+                   const char    *message,
+                   HanashiWindow *self)
+{
+  hanashi_window_add_toast (self, message);
+}
+
 static char *
 make_title (const char *text)
 {
@@ -1239,6 +1248,7 @@ hanashi_window_init (HanashiWindow *self)
   g_signal_connect (self->engine, "token", G_CALLBACK (on_token), self);
   g_signal_connect (self->engine, "generation-done", G_CALLBACK (on_generation_done), self);
   g_signal_connect (self->engine, "error", G_CALLBACK (on_engine_error), self);
+  g_signal_connect (self->engine, "warning", G_CALLBACK (on_engine_warning), self);
   g_signal_connect (self->engine, "load-progress", G_CALLBACK (on_load_progress), self);
   g_signal_connect (self->engine, "model-loaded", G_CALLBACK (on_model_loaded), self);
   g_signal_connect (self->engine, "notify::state", G_CALLBACK (on_engine_state), self);

@@ -502,6 +502,44 @@ test_restore (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+/* The same path with the real engine backend and a tiny model from the shared test data. */
+static void
+test_real_model (void)
+{
+  const char *testdata = g_getenv ("HANASHI_TESTDATA");
+  g_autofree char *path = testdata ? g_build_filename (testdata, "models", "tiny-qwen2-gpt2-q8_0.gguf", NULL) : NULL;
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("tiny-qwen2-gpt2-q8_0.gguf is not in HANASHI_TESTDATA");
+      return;
+    }
+  g_unsetenv ("HANASHI_ENGINE_BACKEND");
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, FALSE);
+  g_setenv ("HANASHI_ENGINE_BACKEND", "scripted", TRUE);
+
+  g_autoptr (GFile) file = g_file_new_for_path (path);
+  hanashi_window_open_model (window, file);
+  wait_until (model_loaded, window);
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 8, \"temperature\": 0}");
+  hanashi_composer_set_text (get_composer (window), "Hello");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+
+  HanashiMessage *reply = message_at (window, 1);
+  g_assert_true (hanashi_message_get_complete (reply));
+  g_assert_cmpint (hanashi_message_get_token_count (reply), >=, 1);
+  g_assert_cmpint (hanashi_message_get_token_count (reply), <=, 8);
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (hanashi_window_get_store (window),
+                                                                      hanashi_message_get_id (reply), NULL);
+  g_assert_cmpstr (stored->text, ==, hanashi_message_get_text (reply));
+  g_assert_cmpint (stored->token_count, ==, hanashi_message_get_token_count (reply));
+  g_assert_true (g_str_has_prefix (stored->params_json, "{"));
+  g_assert_nonnull (strstr (stored->params_json, "\"max_new_tokens\":8"));
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
 static const char *sample_reply =
   "Use **slicing** or `reversed()`:\n\n"
   "```python\nnumbers = [1, 2, 3]\nprint(numbers[::-1])\n```\n\n"
@@ -555,6 +593,7 @@ main (int argc, char **argv)
   g_test_add_func ("/Hanashi/Chat/narrow", test_narrow);
   g_test_add_func ("/Hanashi/Chat/long-conversation", test_long_conversation);
   g_test_add_func ("/Hanashi/Chat/restore", test_restore);
+  g_test_add_func ("/Hanashi/Chat/real-model", test_real_model);
   g_test_add_func ("/Hanashi/Chat/screenshots", test_screenshots);
   int status = g_test_run ();
   g_free (model_path);
