@@ -523,7 +523,12 @@ collect_descendants (HanashiStore *self, gint64 id, GArray *ids, GError **error)
   guint first = ids->len;
   while (sqlite3_step (stmt) == SQLITE_ROW) {
     gint64 child = sqlite3_column_int64 (stmt, 0);
-    g_array_append_val (ids, child);
+    gboolean seen = FALSE;
+    /* A damaged database may hold a cycle; each message is taken once. */
+    for (guint i = 0; i < ids->len && !seen; i++)
+      seen = g_array_index (ids, gint64, i) == child;
+    if (!seen)
+      g_array_append_val (ids, child);
   }
   sqlite3_finalize (stmt);
   guint last = ids->len;

@@ -64,6 +64,21 @@ model_loaded (gpointer data)
   return hanashi_engine_get_model_info (hanashi_window_get_engine (data)) != NULL;
 }
 
+static GtkLabel *
+find_status_label (GtkWidget *root)
+{
+  if (GTK_IS_LABEL (root) && gtk_widget_has_css_class (root, "status-meter") &&
+      gtk_widget_get_ancestor (root, ADW_TYPE_HEADER_BAR) != NULL)
+    return GTK_LABEL (root);
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    {
+      GtkLabel *found = find_status_label (child);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
 static HanashiComposer *
 get_composer (HanashiWindow *window)
 {
@@ -190,6 +205,17 @@ test_send (void)
   g_assert_cmpint (assistant->token_count, ==, 16);
   g_autoptr (HanashiStoredConversation) c = hanashi_store_get_conversation (store, conversation, NULL);
   g_assert_cmpstr (c->title, ==, "Hello there, how are you today? This fi…");
+
+  /* The context meter counts the conversation as the engine templates it (the scripted
+   * backend: 4 tokens per message plus one per byte) against the context size from the
+   * settings. */
+  g_autofree char *meter = g_strdup_printf ("%d / 4096", (int) (4 + strlen (user->text) + 4 + strlen (full_reply)));
+  GtkLabel *status = find_status_label (GTK_WIDGET (window));
+  g_assert_nonnull (status);
+  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (g_strcmp0 (gtk_label_get_label (status), meter) != 0 && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, FALSE);
+  g_assert_cmpstr (gtk_label_get_label (status), ==, meter);
 
   /* The rows show the user and the assistant differently. */
   settle ();
@@ -502,6 +528,38 @@ test_restore (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+/* `hanashi MODEL.gguf` goes through GApplication's open: the window loads that model, and
+ * it is remembered in the recent models of the empty page. */
+static void
+test_open_file (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  g_autoptr (GFile) file = g_file_new_for_path (model_path);
+  GSettings *settings = g_settings_new (APP_ID);
+
+  g_settings_set_strv (settings, "recent-models", NULL);
+  g_application_open (G_APPLICATION (app), &file, 1, "");
+  HanashiWindow *window = HANASHI_WINDOW (gtk_application_get_active_window (GTK_APPLICATION (app)));
+  g_assert_nonnull (window);
+  wait_until (model_loaded, window);
+  g_assert_cmpstr (hanashi_engine_get_model_info (hanashi_window_get_engine (window))->path, ==, model_path);
+  g_auto (GStrv) recent = g_settings_get_strv (settings, "recent-models");
+  g_assert_cmpuint (g_strv_length (recent), ==, 1);
+  g_assert_cmpstr (recent[0], ==, model_path);
+  gtk_window_destroy (GTK_WINDOW (window));
+
+  /* A new window starts without a model and offers the recent one. */
+  window = make_window (app, 1100, 760, FALSE);
+  GtkWidget *row = find_by_type (GTK_WIDGET (window), ADW_TYPE_ACTION_ROW);
+  g_assert_nonnull (row);
+  g_assert_cmpstr (adw_preferences_row_get_title (ADW_PREFERENCES_ROW (row)), ==, "tiny-test.gguf");
+  g_assert_cmpstr (gtk_actionable_get_action_name (GTK_ACTIONABLE (row)), ==, "win.open-recent");
+  g_signal_emit_by_name (row, "activate");
+  wait_until (model_loaded, window);
+  gtk_window_destroy (GTK_WINDOW (window));
+  g_object_unref (settings);
+}
+
 /* The same path with the real engine backend and a tiny model from the shared test data. */
 static void
 test_real_model (void)
@@ -593,6 +651,7 @@ main (int argc, char **argv)
   g_test_add_func ("/Hanashi/Chat/narrow", test_narrow);
   g_test_add_func ("/Hanashi/Chat/long-conversation", test_long_conversation);
   g_test_add_func ("/Hanashi/Chat/restore", test_restore);
+  g_test_add_func ("/Hanashi/Chat/open-file", test_open_file);
   g_test_add_func ("/Hanashi/Chat/real-model", test_real_model);
   g_test_add_func ("/Hanashi/Chat/screenshots", test_screenshots);
   int status = g_test_run ();
