@@ -27,6 +27,7 @@ struct _HanashiComposer
 
   gboolean     generating;
   gboolean     setting_prompt;
+  gboolean     preediting;     /* an input method is composing text */
 };
 
 G_DEFINE_FINAL_TYPE (HanashiComposer, hanashi_composer, GTK_TYPE_WIDGET)
@@ -162,11 +163,22 @@ on_key_pressed (GtkEventControllerKey *controller,
 {
   if (keyval != GDK_KEY_Return && keyval != GDK_KEY_KP_Enter && keyval != GDK_KEY_ISO_Enter)
     return GDK_EVENT_PROPAGATE;
+  /* With Japanese or Chinese input, Enter first confirms the conversion. */
+  if (self->preediting)
+    return GDK_EVENT_PROPAGATE;
   /* Shift+Enter (and Ctrl+Enter) fall through to the text view: a new line. */
   if (state & (GDK_SHIFT_MASK | GDK_CONTROL_MASK | GDK_ALT_MASK))
     return GDK_EVENT_PROPAGATE;
   gtk_widget_activate_action (GTK_WIDGET (self), "win.send", NULL);
   return GDK_EVENT_STOP;
+}
+
+static void
+on_preedit_changed (GtkTextView     *view,
+                    const char      *preedit,
+                    HanashiComposer *self)
+{
+  self->preediting = preedit != NULL && *preedit != '\0';
 }
 
 static void
@@ -264,6 +276,7 @@ hanashi_composer_init (HanashiComposer *self)
   gtk_event_controller_set_propagation_phase (keys, GTK_PHASE_CAPTURE);
   g_signal_connect (keys, "key-pressed", G_CALLBACK (on_key_pressed), self);
   gtk_widget_add_controller (GTK_WIDGET (self->text_view), keys);
+  g_signal_connect (self->text_view, "preedit-changed", G_CALLBACK (on_preedit_changed), self);
 
   g_signal_connect (gtk_text_view_get_buffer (self->system_prompt_view), "changed",
                     G_CALLBACK (on_system_prompt_changed), self);

@@ -175,6 +175,13 @@ test_send (void)
   g_assert_false (press_enter (window, GDK_SHIFT_MASK));
   g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 0);
 
+  /* While an input method composes (Japanese, Chinese), Enter confirms it and sends nothing. */
+  GtkTextView *text_view = hanashi_composer_get_text_view (composer);
+  g_signal_emit_by_name (text_view, "preedit-changed", "にほん");
+  g_assert_false (press_enter (window, 0));
+  g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 0);
+  g_signal_emit_by_name (text_view, "preedit-changed", "");
+
   g_assert_true (press_enter (window, 0));
   /* The user message and the (empty, incomplete) reply exist at once. */
   g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 2);
