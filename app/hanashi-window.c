@@ -1263,6 +1263,8 @@ hanashi_window_init (HanashiWindow *self)
 
   update_recent_models (self);
   on_engine_state (self->engine, NULL, self);
+  /* A narrow window opens on the chat, not on the list of chats. */
+  adw_leaflet_set_visible_child (self->leaflet, self->chat_pane);
   on_folded (self->leaflet, NULL, self);
 
   /* Pick up where the user left off: the most recently active conversation. */

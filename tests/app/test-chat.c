@@ -256,6 +256,37 @@ test_send_disabled_without_model (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+static HanashiParamsPanel *get_panel (HanashiWindow *window);
+
+/* The panel's values are what the engine gets; an invalid grammar refuses to send. */
+static void
+test_params (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+  GListModel *messages = hanashi_window_get_messages (window);
+
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  hanashi_params_panel_set_params_json (get_panel (window),
+                                        "{\"grammar_mode\": \"gbnf\", \"grammar\": \"root ::= \\\"a\"}");
+  hanashi_composer_set_text (get_composer (window), "Say a");
+  g_assert_true (press_enter (window, 0));
+  g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 0);
+  g_autofree char *kept = hanashi_composer_dup_text (get_composer (window));
+  g_assert_cmpstr (kept, ==, "Say a");
+  g_assert_cmpint (hanashi_window_get_conversation_id (window), ==, 0);
+
+  hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 5}");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, "tok0 tok1 tok2 tok3 tok4 ");
+  /* The conversation keeps the values it was started with. */
+  g_autoptr (HanashiStoredConversation) c = hanashi_store_get_conversation (hanashi_window_get_store (window),
+                                                                           hanashi_window_get_conversation_id (window), NULL);
+  g_assert_nonnull (strstr (c->params_json, "\"max_new_tokens\":5"));
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
 static gboolean
 reply_started (gpointer data)
 {
@@ -652,6 +683,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/Hanashi/Chat/send", test_send);
   g_test_add_func ("/Hanashi/Chat/no-model", test_send_disabled_without_model);
+  g_test_add_func ("/Hanashi/Chat/params", test_params);
   g_test_add_func ("/Hanashi/Chat/stop", test_stop);
   g_test_add_func ("/Hanashi/Chat/store-failure", test_store_failure_keeps_text);
   g_test_add_func ("/Hanashi/Chat/alternatives", test_alternatives);
