@@ -505,22 +505,21 @@ on_engine_error (HanashiEngine *engine,
   hanashi_window_add_toast (self, text);
   if (id == 0 || id != self->reply_id || self->reply == NULL)
     return;
-  /* A reply that never started leaves nothing worth keeping. */
+  /* A reply that never started leaves nothing worth keeping; the thread is read again so
+   * a regenerated answer's earlier version comes back. */
   if (*hanashi_message_get_text (self->reply) == '\0')
     {
       g_autoptr (HanashiMessage) reply = g_steal_pointer (&self->reply);
-      int index = message_index (self, reply);
       if (self->store != NULL)
         hanashi_store_delete_message (self->store, hanashi_message_get_id (reply), NULL);
-      if (index >= 0)
-        g_list_store_remove (self->messages, index);
-      if (self->store != NULL)
-        hanashi_store_show_alternative (self->store, last_message_id (self), NULL);
+      g_clear_pointer (&self->reply_params, g_free);
+      self->reply_id = 0;
+      hanashi_composer_set_generating (self->composer, FALSE);
+      update_actions (self);
+      reload_thread (self);
+      return;
     }
   finish_reply (self);
-  self->reply_id = 0;
-  hanashi_composer_set_generating (self->composer, FALSE);
-  update_actions (self);
 }
 
 static void
