@@ -633,6 +633,30 @@ test_real_model (void)
   g_assert_cmpint (stored->token_count, ==, hanashi_message_get_token_count (reply));
   g_assert_true (g_str_has_prefix (stored->params_json, "{"));
   g_assert_nonnull (strstr (stored->params_json, "\"max_new_tokens\":8"));
+
+  /* Restart with the conversation's saved state damaged (written here when the engine did
+   * not save one): the restored chat still goes on. */
+  gint64 conversation = hanashi_window_get_conversation_id (window);
+  g_autofree char *session_name = g_strdup_printf ("%" G_GINT64_FORMAT ".hnsession", conversation);
+  g_autofree char *session_dir = g_build_filename (g_get_user_cache_dir (), "hanashi", "sessions", NULL);
+  g_autofree char *session = g_build_filename (session_dir, session_name, NULL);
+  gtk_window_destroy (GTK_WINDOW (window));
+  g_assert_cmpint (g_mkdir_with_parents (session_dir, 0700), ==, 0);
+  g_assert_true (g_file_set_contents (session, "not a session file at all", -1, NULL));
+
+  g_unsetenv ("HANASHI_ENGINE_BACKEND");
+  window = make_window (app, 1100, 760, FALSE);
+  g_setenv ("HANASHI_ENGINE_BACKEND", "scripted", TRUE);
+  g_assert_cmpint (hanashi_window_get_conversation_id (window), ==, conversation);
+  hanashi_window_open_model (window, file);
+  wait_until (model_loaded, window);
+  hanashi_composer_set_text (get_composer (window), "And again");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 4);
+  HanashiMessage *second = message_at (window, 3);
+  g_assert_true (hanashi_message_get_complete (second));
+  g_assert_cmpint (hanashi_message_get_token_count (second), >=, 1);
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
