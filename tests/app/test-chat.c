@@ -431,6 +431,43 @@ test_alternatives (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+static void
+text_read (GObject *source, GAsyncResult *result, gpointer data)
+{
+  *(char **) data = gdk_clipboard_read_text_finish (GDK_CLIPBOARD (source), result, NULL);
+}
+
+static gboolean
+pointer_set (gpointer data)
+{
+  return *(char **) data != NULL;
+}
+
+/* Copy puts the message's raw text (the Markdown source for replies) on the clipboard. */
+static void
+test_copy (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+  g_autofree char *text = NULL;
+
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  hanashi_composer_set_text (get_composer (window), "Copy **this**");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  hanashi_chat_view_message_action (get_chat_view (window), "copy", message_at (window, 0));
+  GdkClipboard *clipboard = gtk_widget_get_clipboard (GTK_WIDGET (window));
+  gdk_clipboard_read_text_async (clipboard, NULL, text_read, &text);
+  wait_until (pointer_set, &text);
+  g_assert_cmpstr (text, ==, "Copy **this**");
+  g_clear_pointer (&text, g_free);
+  hanashi_chat_view_message_action (get_chat_view (window), "copy", message_at (window, 1));
+  gdk_clipboard_read_text_async (clipboard, NULL, text_read, &text);
+  wait_until (pointer_set, &text);
+  g_assert_cmpstr (text, ==, full_reply);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
 static gboolean
 is_folded (gpointer data)
 {
@@ -711,6 +748,7 @@ main (int argc, char **argv)
   g_test_add_func ("/Hanashi/Chat/stop", test_stop);
   g_test_add_func ("/Hanashi/Chat/store-failure", test_store_failure_keeps_text);
   g_test_add_func ("/Hanashi/Chat/alternatives", test_alternatives);
+  g_test_add_func ("/Hanashi/Chat/copy", test_copy);
   g_test_add_func ("/Hanashi/Chat/narrow", test_narrow);
   g_test_add_func ("/Hanashi/Chat/long-conversation", test_long_conversation);
   g_test_add_func ("/Hanashi/Chat/restore", test_restore);
