@@ -1,9 +1,12 @@
 /* hanashi-store.c — SQLite storage; every message is committed when it exists so a crash
  * loses only the unfinished tail of a streaming reply. */
-#include "hanashi-store.h"
+#include "config.h"
 
+#include <glib/gi18n.h>
 #include <glib/gstdio.h>
 #include <sqlite3.h>
+
+#include "hanashi-store.h"
 
 G_DEFINE_QUARK (hanashi-store-error-quark, hanashi_store_error)
 
@@ -47,24 +50,80 @@ static const char *const migrations[] = {
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (migrations) == HANASHI_STORE_SCHEMA_VERSION);
 
-static gboolean
-set_sqlite_error (HanashiStore *self, GError **error, const char *what)
+static HanashiStoreError
+error_code_for_sqlite (int rc)
 {
-  g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_FAILED,
-               "%s: %s", what, sqlite3_errmsg (self->db));
+  switch (rc & 0xff)
+    {
+    case SQLITE_FULL:
+      return HANASHI_STORE_ERROR_NO_SPACE;
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+      return HANASHI_STORE_ERROR_READ_ONLY;
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+      return HANASHI_STORE_ERROR_IO;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return HANASHI_STORE_ERROR_CORRUPT;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return HANASHI_STORE_ERROR_BUSY;
+    default:
+      return HANASHI_STORE_ERROR_FAILED;
+    }
+}
+
+static const char *
+error_sentence (HanashiStoreError code)
+{
+  switch (code)
+    {
+    case HANASHI_STORE_ERROR_NO_SPACE:
+      return _("The disk is full, so the conversation could not be saved. Free some space and try again.");
+    case HANASHI_STORE_ERROR_READ_ONLY:
+      return _("The conversation database is read-only, so nothing can be saved.");
+    case HANASHI_STORE_ERROR_IO:
+      return _("The disk reported an error while reading or writing the conversation database.");
+    case HANASHI_STORE_ERROR_CORRUPT:
+      return _("The conversation database is damaged and could not be read.");
+    case HANASHI_STORE_ERROR_BUSY:
+      return _("The conversation database is in use by another program. Try again in a moment.");
+    case HANASHI_STORE_ERROR_FAILED:
+    case HANASHI_STORE_ERROR_NOT_FOUND:
+    case HANASHI_STORE_ERROR_TOO_NEW:
+    default:
+      return _("The conversation database reported an unexpected error.");
+    }
+}
+
+/* People get a sentence that says what to do; SQLite's own words go to the debug log. */
+static gboolean
+set_sqlite_error_rc (HanashiStore *self, int rc, const char *detail, GError **error)
+{
+  HanashiStoreError code = error_code_for_sqlite (rc);
+  g_debug ("SQLite error %d: %s", rc, detail ? detail : sqlite3_errmsg (self->db));
+  g_set_error_literal (error, HANASHI_STORE_ERROR, code, error_sentence (code));
   return FALSE;
+}
+
+static gboolean
+set_sqlite_error (HanashiStore *self, GError **error)
+{
+  return set_sqlite_error_rc (self, sqlite3_extended_errcode (self->db), NULL, error);
 }
 
 static gboolean
 exec_sql (HanashiStore *self, const char *sql, GError **error)
 {
   char *message = NULL;
-  if (sqlite3_exec (self->db, sql, NULL, NULL, &message) != SQLITE_OK) {
-    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_FAILED,
-                 "Database error: %s", message ? message : "unknown");
-    sqlite3_free (message);
-    return FALSE;
-  }
+  int rc = sqlite3_exec (self->db, sql, NULL, NULL, &message);
+  if (rc != SQLITE_OK)
+    {
+      set_sqlite_error_rc (self, sqlite3_extended_errcode (self->db), message, error);
+      sqlite3_free (message);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -73,7 +132,7 @@ prepare (HanashiStore *self, const char *sql, GError **error)
 {
   sqlite3_stmt *stmt = NULL;
   if (sqlite3_prepare_v2 (self->db, sql, -1, &stmt, NULL) != SQLITE_OK) {
-    set_sqlite_error (self, error, "Database error");
+    set_sqlite_error (self, error);
     return NULL;
   }
   return stmt;
@@ -85,8 +144,27 @@ step_done (HanashiStore *self, sqlite3_stmt *stmt, GError **error)
   int rc = sqlite3_step (stmt);
   sqlite3_finalize (stmt);
   if (rc != SQLITE_DONE)
-    return set_sqlite_error (self, error, "Database error");
+    return set_sqlite_error_rc (self, rc, NULL, error);
   return TRUE;
+}
+
+/* Ends a read loop: anything but SQLITE_DONE means rows were lost to an error. */
+static gboolean
+finish_rows (HanashiStore *self, sqlite3_stmt *stmt, int rc, GError **error)
+{
+  sqlite3_finalize (stmt);
+  if (rc != SQLITE_DONE)
+    return set_sqlite_error_rc (self, rc, NULL, error);
+  return TRUE;
+}
+
+/* A failed statement may leave the transaction open (or SQLite may have rolled it back
+ * itself); either way nothing of it must reach the file. */
+static void
+rollback (HanashiStore *self)
+{
+  if (!sqlite3_get_autocommit (self->db))
+    sqlite3_exec (self->db, "ROLLBACK;", NULL, NULL, NULL);
 }
 
 static gboolean
@@ -98,20 +176,25 @@ migrate (HanashiStore *self, GError **error)
   if (!stmt)
     return FALSE;
   int version = 0;
-  if (sqlite3_step (stmt) == SQLITE_ROW)
-    version = sqlite3_column_int (stmt, 0);
-  sqlite3_finalize (stmt);
+  int rc = sqlite3_step (stmt);
+  if (rc == SQLITE_ROW)
+    {
+      version = sqlite3_column_int (stmt, 0);
+      rc = sqlite3_step (stmt);
+    }
+  if (!finish_rows (self, stmt, rc, error))
+    return FALSE;
 
   if (version > HANASHI_STORE_SCHEMA_VERSION) {
     g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_TOO_NEW,
-                 "The conversation database was written by a newer Hanashi (schema %d)", version);
+                 _("The conversation database was written by a newer version of Hanashi (schema %d)."), version);
     return FALSE;
   }
   for (; version < HANASHI_STORE_SCHEMA_VERSION; version++) {
     g_autofree char *sql = g_strdup_printf ("BEGIN; %s INSERT INTO schema_version VALUES (%d); COMMIT;",
                                             migrations[version], version + 1);
     if (!exec_sql (self, sql, error)) {
-      exec_sql (self, "ROLLBACK;", NULL);
+      rollback (self);
       return FALSE;
     }
   }
@@ -153,14 +236,16 @@ hanashi_store_new (const char *path, GError **error)
   g_autofree char *dir = g_path_get_dirname (path);
 
   if (g_mkdir_with_parents (dir, 0700) != 0) {
-    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_FAILED,
-                 "Could not create the folder %s", dir);
+    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_IO,
+                 _("Could not create the folder %s."), dir);
     return NULL;
   }
-  if (sqlite3_open (path, &self->db) != SQLITE_OK) {
-    set_sqlite_error (self, error, "Could not open the conversation database");
+  int rc = sqlite3_open_v2 (path, &self->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  if (rc != SQLITE_OK) {
+    set_sqlite_error_rc (self, rc, self->db ? sqlite3_errmsg (self->db) : NULL, error);
     return NULL;
   }
+  sqlite3_extended_result_codes (self->db, 1);
   sqlite3_busy_timeout (self->db, 2000);
   /* WAL keeps each small per-message commit cheap and readers unblocked. */
   if (!exec_sql (self, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", error))
@@ -215,7 +300,7 @@ update_conversation_text (HanashiStore *self, const char *sql, gint64 id, const 
   if (!step_done (self, stmt, error))
     return FALSE;
   if (sqlite3_changes (self->db) == 0) {
-    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, "No conversation %" G_GINT64_FORMAT, id);
+    g_set_error_literal (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, _("The conversation no longer exists."));
     return FALSE;
   }
   return TRUE;
@@ -294,13 +379,16 @@ hanashi_store_get_conversation (HanashiStore *self, gint64 id, GError **error)
   if (!stmt)
     return NULL;
   sqlite3_bind_int64 (stmt, 1, id);
-  HanashiStoredConversation *c = NULL;
-  if (sqlite3_step (stmt) == SQLITE_ROW)
-    c = read_conversation (stmt);
-  else
-    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, "No conversation %" G_GINT64_FORMAT, id);
-  sqlite3_finalize (stmt);
-  return c;
+  int rc = sqlite3_step (stmt);
+  if (rc == SQLITE_ROW)
+    {
+      HanashiStoredConversation *c = read_conversation (stmt);
+      sqlite3_finalize (stmt);
+      return c;
+    }
+  if (finish_rows (self, stmt, rc, error))
+    g_set_error_literal (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, _("The conversation no longer exists."));
+  return NULL;
 }
 
 GPtrArray *
@@ -317,19 +405,20 @@ hanashi_store_list_conversations (HanashiStore *self, const char *query, GError 
     return NULL;
   if (filtered)
     sqlite3_bind_text (stmt, 1, query, -1, SQLITE_TRANSIENT);
-  GPtrArray *result = g_ptr_array_new_with_free_func ((GDestroyNotify) hanashi_stored_conversation_free);
-  while (sqlite3_step (stmt) == SQLITE_ROW)
+  g_autoptr(GPtrArray) result = g_ptr_array_new_with_free_func ((GDestroyNotify) hanashi_stored_conversation_free);
+  int rc;
+  while ((rc = sqlite3_step (stmt)) == SQLITE_ROW)
     g_ptr_array_add (result, read_conversation (stmt));
-  sqlite3_finalize (stmt);
-  return result;
+  if (!finish_rows (self, stmt, rc, error))
+    return NULL;
+  return g_steal_pointer (&result);
 }
 
-gint64
-hanashi_store_add_message (HanashiStore *self, gint64 conversation_id, gint64 parent_id,
-                           gint64 alternative_of, const char *role, const char *text,
-                           gboolean complete, GError **error)
+static gint64
+insert_message (HanashiStore *self, gint64 conversation_id, gint64 parent_id,
+                gint64 alternative_of, const char *role, const char *text,
+                gboolean complete, GError **error)
 {
-  g_return_val_if_fail (role != NULL, 0);
   gint64 group = 0;
   if (alternative_of > 0) {
     g_autoptr(HanashiStoredMessage) other = hanashi_store_get_message (self, alternative_of, error);
@@ -369,6 +458,26 @@ hanashi_store_add_message (HanashiStore *self, gint64 conversation_id, gint64 pa
   return id;
 }
 
+/* The insert, its group and the conversation's timestamp are one transaction: after a
+ * failure the file holds none of them, and the caller still owns @text (the composer keeps
+ * it for another try). */
+gint64
+hanashi_store_add_message (HanashiStore *self, gint64 conversation_id, gint64 parent_id,
+                           gint64 alternative_of, const char *role, const char *text,
+                           gboolean complete, GError **error)
+{
+  g_return_val_if_fail (HANASHI_IS_STORE (self), 0);
+  g_return_val_if_fail (role != NULL, 0);
+  if (!exec_sql (self, "BEGIN IMMEDIATE;", error))
+    return 0;
+  gint64 id = insert_message (self, conversation_id, parent_id, alternative_of, role, text, complete, error);
+  if (id == 0 || !exec_sql (self, "COMMIT;", error)) {
+    rollback (self);
+    return 0;
+  }
+  return id;
+}
+
 gboolean
 hanashi_store_update_message (HanashiStore *self, gint64 id, const char *text,
                               int token_count, double generation_seconds,
@@ -391,7 +500,7 @@ hanashi_store_update_message (HanashiStore *self, gint64 id, const char *text,
   if (!step_done (self, stmt, error))
     return FALSE;
   if (sqlite3_changes (self->db) == 0) {
-    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, "No message %" G_GINT64_FORMAT, id);
+    g_set_error_literal (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, _("The message no longer exists."));
     return FALSE;
   }
   return TRUE;
@@ -437,11 +546,13 @@ list_messages_where (HanashiStore *self, const char *sql, gint64 arg, gboolean b
     return NULL;
   if (bind)
     sqlite3_bind_int64 (stmt, 1, arg);
-  GPtrArray *result = g_ptr_array_new_with_free_func ((GDestroyNotify) hanashi_stored_message_free);
-  while (sqlite3_step (stmt) == SQLITE_ROW)
+  g_autoptr(GPtrArray) result = g_ptr_array_new_with_free_func ((GDestroyNotify) hanashi_stored_message_free);
+  int rc;
+  while ((rc = sqlite3_step (stmt)) == SQLITE_ROW)
     g_ptr_array_add (result, read_message (stmt));
-  sqlite3_finalize (stmt);
-  return result;
+  if (!finish_rows (self, stmt, rc, error))
+    return NULL;
+  return g_steal_pointer (&result);
 }
 
 HanashiStoredMessage *
@@ -452,7 +563,7 @@ hanashi_store_get_message (HanashiStore *self, gint64 id, GError **error)
   if (!rows)
     return NULL;
   if (rows->len == 0) {
-    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, "No message %" G_GINT64_FORMAT, id);
+    g_set_error_literal (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, _("The message no longer exists."));
     return NULL;
   }
   return g_ptr_array_steal_index (rows, 0);
@@ -493,7 +604,7 @@ hanashi_store_show_alternative (HanashiStore *self, gint64 message_id, GError **
   if (!step_done (self, stmt, error))
     return FALSE;
   if (sqlite3_changes (self->db) == 0) {
-    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, "No message %" G_GINT64_FORMAT, message_id);
+    g_set_error_literal (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, _("The message no longer exists."));
     return FALSE;
   }
   return TRUE;
@@ -546,19 +657,23 @@ hanashi_store_delete_branch (HanashiStore *self, gint64 message_id, GError **err
   g_array_append_val (ids, message_id);
   if (!collect_descendants (self, message_id, ids, error))
     return FALSE;
-  if (!exec_sql (self, "BEGIN;", error))
+  if (!exec_sql (self, "BEGIN IMMEDIATE;", error))
     return FALSE;
   for (guint i = 0; i < ids->len; i++) {
     sqlite3_stmt *stmt = prepare (self, "DELETE FROM messages WHERE id = ?;", error);
     if (!stmt) {
-      exec_sql (self, "ROLLBACK;", NULL);
+      rollback (self);
       return FALSE;
     }
     sqlite3_bind_int64 (stmt, 1, g_array_index (ids, gint64, i));
     if (!step_done (self, stmt, error)) {
-      exec_sql (self, "ROLLBACK;", NULL);
+      rollback (self);
       return FALSE;
     }
   }
-  return exec_sql (self, "COMMIT;", error);
+  if (!exec_sql (self, "COMMIT;", error)) {
+    rollback (self);
+    return FALSE;
+  }
+  return TRUE;
 }

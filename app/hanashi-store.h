@@ -8,10 +8,17 @@ G_BEGIN_DECLS
 #define HANASHI_STORE_ERROR (hanashi_store_error_quark ())
 GQuark hanashi_store_error_quark (void);
 
+/* Every error carries a translated sentence for people (SQLite's own text goes to
+ * g_debug); the code says what kind of trouble it is. */
 typedef enum {
   HANASHI_STORE_ERROR_FAILED,
   HANASHI_STORE_ERROR_NOT_FOUND,
   HANASHI_STORE_ERROR_TOO_NEW,
+  HANASHI_STORE_ERROR_NO_SPACE,   /* disk full, or a short write */
+  HANASHI_STORE_ERROR_READ_ONLY,  /* the file or its folder cannot be written */
+  HANASHI_STORE_ERROR_IO,         /* the disk reported an error */
+  HANASHI_STORE_ERROR_CORRUPT,    /* the file is damaged or not a database */
+  HANASHI_STORE_ERROR_BUSY,       /* another program holds the database */
 } HanashiStoreError;
 
 #define HANASHI_STORE_SCHEMA_VERSION 3
@@ -65,7 +72,9 @@ HanashiStoredConversation *hanashi_store_get_conversation (HanashiStore *self, g
 /* Conversations by last activity, newest first; @query (may be NULL/empty) matches titles and message text. */
 GPtrArray *hanashi_store_list_conversations (HanashiStore *self, const char *query, GError **error);
 
-/* Adds a message; @alternative_of = 0 starts a new group, otherwise joins that message's group. */
+/* Adds a message; @alternative_of = 0 starts a new group, otherwise joins that message's group.
+ * One transaction: on failure (0 and @error set) nothing was written and @text is still the
+ * caller's, so the window can leave it in the composer. */
 gint64 hanashi_store_add_message (HanashiStore *self, gint64 conversation_id, gint64 parent_id,
                                   gint64 alternative_of, const char *role, const char *text,
                                   gboolean complete, GError **error);

@@ -153,6 +153,12 @@ toast_error (HanashiWindow *self,
              const char    *what,
              const GError  *error)
 {
+  /* The store's errors are whole sentences already ("The disk is full, so …"). */
+  if (error->domain == HANASHI_STORE_ERROR)
+    {
+      hanashi_window_add_toast (self, error->message);
+      return;
+    }
   /* Translators: the first %s says what failed, the second why */
   g_autofree char *text = g_strdup_printf (_("%s: %s"), what, error->message);
   hanashi_window_add_toast (self, text);

@@ -6,13 +6,17 @@
 #include "hn-context.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hn-kernels.h"
+#include "hn-memory.h"
 #include "hn-simd.h"
 #include "hn-model-internal.h"
 #include "hn-threadpool.h"
+
+#define NOTICE_MAX 256
 
 struct HnContext {
   const HnModel *model;
@@ -32,6 +36,7 @@ struct HnContext {
   /* output */
   float *logits;
   int n_logits, logits_cap;
+  char notice[NOTICE_MAX]; /* empty: nothing was changed from what the caller asked */
 };
 
 HnContextParams
@@ -54,11 +59,22 @@ hn_context_free(HnContext *c)
   free(c);
 }
 
-HnContext *
-hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
+/* Pulls the parameters into what the model supports; a changed context size is reported
+ * in `notice` (empty otherwise) because the caller asked for something specific. */
+static HnContextParams
+clamp_params(const HnModel *m, const HnContextParams *params, char *notice, size_t notice_size)
 {
   HnContextParams p = params ? *params : hn_context_default_params();
-  if (p.n_ctx <= 0 || p.n_ctx > m->n_ctx_train)
+  if (notice_size)
+    notice[0] = '\0';
+  if (p.n_ctx > m->n_ctx_train) {
+    if (notice_size)
+      snprintf(notice, notice_size,
+               "The context size of %d tokens is more than this model supports; using %d tokens.",
+               p.n_ctx, m->n_ctx_train);
+    p.n_ctx = m->n_ctx_train;
+  }
+  if (p.n_ctx <= 0)
     p.n_ctx = m->n_ctx_train;
   if (p.n_batch <= 0)
     p.n_batch = 512;
@@ -66,6 +82,54 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
     p.n_batch = p.n_ctx;
   if (p.n_seq_max <= 0)
     p.n_seq_max = 1;
+  return p;
+}
+
+/* Must match the allocations in hn_context_new. */
+static uint64_t
+scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
+{
+  uint64_t nb = (uint64_t) p->n_batch, kv_dim = (uint64_t) m->n_head_kv * (uint64_t) m->head_dim;
+  int64_t widest = m->n_ff > m->n_embd ? m->n_ff : m->n_embd;
+  uint64_t floats = nb * (uint64_t) m->n_embd * 4 + nb * kv_dim * 2 + nb * (uint64_t) m->n_ff * 2
+                    + (uint64_t) nth * (uint64_t) m->head_dim
+                    + (uint64_t) nth * hn_attn_work_floats(m->n_head / m->n_head_kv, m->head_dim)
+                    + (uint64_t) m->n_vocab;
+  return floats * sizeof(float) + hn_matmul_scratch_bytes(widest, p->n_batch, nth)
+         + (uint64_t) nth * (uint64_t) p->n_ctx * sizeof(int32_t) + nb * 2 * sizeof(int32_t);
+}
+
+static uint64_t
+kv_bytes(const HnModel *m, int n_ctx)
+{
+  uint64_t values = (uint64_t) m->n_layer * (uint64_t) n_ctx * (uint64_t) m->n_head_kv * (uint64_t) m->head_dim;
+  return values * 2 * sizeof(uint16_t) + (uint64_t) n_ctx * sizeof(HnKvCell);
+}
+
+static HnMemoryNeed
+need_for(const HnModel *m, const HnContextParams *p, int nth)
+{
+  return (HnMemoryNeed) {
+    .weights = hn_model_resident_bytes(m),
+    .kv_cache = kv_bytes(m, p->n_ctx),
+    .scratch = scratch_bytes(m, p, nth),
+    .n_ctx = p->n_ctx,
+  };
+}
+
+bool
+hn_context_memory_need(const HnModel *m, const HnContextParams *params, HnMemoryNeed *need)
+{
+  HnContextParams p = clamp_params(m, params, NULL, 0);
+  *need = need_for(m, &p, p.n_threads > 0 ? p.n_threads : hn_physical_cores());
+  return true;
+}
+
+HnContext *
+hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
+{
+  char notice[NOTICE_MAX];
+  HnContextParams p = clamp_params(m, params, notice, sizeof notice);
   if (p.n_seq_max > HN_KV_MAX_SEQ) {
     hn_error_set(err, HN_ERR_INVALID_ARG, "at most %d sequences", HN_KV_MAX_SEQ);
     return NULL;
@@ -77,13 +141,20 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   }
   c->model = m;
   c->params = p;
+  memcpy(c->notice, notice, sizeof notice);
   int kv_dim = m->n_head_kv * m->head_dim;
-  if (!(c->pool = hn_threadpool_new(p.n_threads, err)) ||
-      !(c->kv = hn_kv_cache_new(m->n_layer, p.n_ctx, kv_dim, err)))
+  if (!(c->pool = hn_threadpool_new(p.n_threads, err)))
+    goto fail;
+  int nth = hn_threadpool_n_threads(c->pool);
+  /* Refuse before the large allocations: a KV cache or scratch that does not fit would get
+   * the process killed later, when the pages are first touched. */
+  HnMemoryNeed need = need_for(m, &p, nth);
+  if (!hn_memory_check(&need, err))
+    goto fail;
+  if (!(c->kv = hn_kv_cache_new(m->n_layer, p.n_ctx, kv_dim, err)))
     goto fail;
   size_t nb = (size_t) p.n_batch;
   int64_t widest = m->n_ff > m->n_embd ? m->n_ff : m->n_embd;
-  int nth = hn_threadpool_n_threads(c->pool);
   c->x = malloc(nb * (size_t) m->n_embd * sizeof(float));
   c->xn = malloc(nb * (size_t) m->n_embd * sizeof(float));
   c->q = malloc(nb * (size_t) m->n_embd * sizeof(float));
@@ -108,6 +179,12 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
 fail:
   hn_context_free(c);
   return NULL;
+}
+
+const char *
+hn_context_notice(const HnContext *c)
+{
+  return c->notice[0] ? c->notice : NULL;
 }
 
 int hn_context_n_ctx(const HnContext *c) { return c->params.n_ctx; }

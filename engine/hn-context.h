@@ -7,6 +7,7 @@
 
 #include "hn-common.h"
 #include "hn-kv-cache.h"
+#include "hn-memory.h"
 #include "hn-model.h"
 
 #ifdef __cplusplus
@@ -35,7 +36,15 @@ typedef struct {
 /* Called between layers; returning true cancels the decode (HN_ERR_CANCELLED). */
 typedef bool (*HnCancelFn)(void *user_data);
 
+/* Fails with HN_ERR_NOMEM and a sentence ("This model needs about 5.2 GB of memory but only
+ * 3.1 GB is available.") before allocating when weights + KV cache + scratch exceed
+ * hn_memory_available(). */
 HnContext *hn_context_new(const HnModel *model, const HnContextParams *params, HnError *err);
+/* What hn_context_new would need for these parameters (after clamping). */
+bool hn_context_memory_need(const HnModel *model, const HnContextParams *params, HnMemoryNeed *need);
+/* A sentence for people when the parameters were changed (a context size beyond the
+ * model's was clamped), else NULL. */
+const char *hn_context_notice(const HnContext *ctx);
 void hn_context_free(HnContext *ctx);
 
 /* Evaluates the batch; more than n_batch tokens are split internally.  On failure the

@@ -84,7 +84,15 @@ hn_gen_model_backend_init(HnGenModelBackend *b, HnContext *ctx, const HnVocab *v
     .kv_truncate = backend_kv_truncate,
     .is_eog = backend_is_eog,
     .token_bytes = backend_token_bytes,
+    .newline_tokens = b->newline,
   };
+  /* SentencePiece has <0x0A>, byte-level BPE "Ċ"; some vocabularies have both kinds */
+  for (int32_t id = 0; id < hn_vocab_n_tokens(vocab) && b->backend.n_newline_tokens < HN_ARRAY_LEN(b->newline); id++) {
+    size_t len = 0;
+    const char *bytes = hn_token_bytes(vocab, id, &len);
+    if (len == 1 && bytes[0] == '\n')
+      b->newline[b->backend.n_newline_tokens++] = id;
+  }
   return true;
 }
 

@@ -16,6 +16,7 @@ typedef struct {
   const HnVocab *vocab;   /* borrowed */
   int32_t *token, *pos, *seq;
   bool *want;
+  int32_t newline[8];     /* tokens whose bytes are exactly "\n" */
 } HnGenModelBackend;
 
 /* Sets up the backend (buffers for one batch of n_batch items). */

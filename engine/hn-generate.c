@@ -368,6 +368,10 @@ hn_generate_with_backend(const HnGenBackend *b, const HnGenRequest *req, HnGenRe
   if (!g.sampler)
     goto out;
   res->seed = hn_sampler_get_seed(g.sampler);
+  if (r.n_newline_tokens == 0) {
+    r.newline_tokens = b->newline_tokens;
+    r.n_newline_tokens = b->n_newline_tokens;
+  }
   if (r.n_newline_tokens &&
       !hn_sampler_set_newline_tokens(g.sampler, r.newline_tokens, r.n_newline_tokens, err))
     goto out;

@@ -40,6 +40,9 @@ typedef struct {
   bool (*is_eog)(void *self, int32_t token);
   /* The exact bytes of a token (may be a partial UTF-8 sequence, may be empty). */
   const char *(*token_bytes)(void *self, int32_t token, size_t *len);
+  /* The vocabulary's newline tokens, for penalize_nl = false when the request names none. */
+  const int32_t *newline_tokens;
+  size_t n_newline_tokens;
 } HnGenBackend;
 
 typedef enum {

@@ -279,6 +279,23 @@ int hn_model_n_embd(const HnModel *m) { return m->n_embd; }
 int hn_model_n_layer(const HnModel *m) { return m->n_layer; }
 int64_t hn_model_n_params(const HnModel *m) { return m->n_params; }
 size_t hn_model_file_size(const HnModel *m) { return hn_gguf_file_size(m->gguf); }
+
+uint64_t
+hn_model_resident_bytes(const HnModel *m)
+{
+  /* Every tensor is read for every token, so all of the mapping ends up in memory. */
+  uint64_t bytes = 0;
+  for (int64_t i = 0; i < hn_gguf_n_tensors(m->gguf); i++)
+    bytes += hn_gguf_tensor(m->gguf, i)->nbytes;
+  uint64_t kv_dim = (uint64_t) m->n_head_kv * (uint64_t) m->head_dim;
+  bytes += ((uint64_t) m->n_layer * 2 + 1) * (uint64_t) m->n_embd * sizeof(float);
+  for (int l = 0; l < m->n_layer; l++)
+    if (m->layers[l].bq)
+      bytes += ((uint64_t) m->n_embd + 2 * kv_dim) * sizeof(float);
+  if (m->rope_factors)
+    bytes += (uint64_t) m->rope.n_rot / 2 * sizeof(float);
+  return bytes;
+}
 const HnGguf *hn_model_gguf(const HnModel *m) { return m->gguf; }
 
 static void

@@ -30,6 +30,9 @@ int hn_model_n_embd(const HnModel *model);
 int hn_model_n_layer(const HnModel *model);
 int64_t hn_model_n_params(const HnModel *model);
 size_t hn_model_file_size(const HnModel *model);
+/* Bytes of weights that inference keeps in memory: every mapped tensor plus the engine's
+ * own float copies (norms, biases). */
+uint64_t hn_model_resident_bytes(const HnModel *model);
 /* "Q4_K (120), F32 (45)": tensor counts per weight type, most frequent first. */
 void hn_model_type_summary(const HnModel *model, char *buf, size_t size);
 /* The weight type of most of the parameters (for tolerance choices, info). */

@@ -162,18 +162,41 @@ match_one_number(const Ctx *c, int64_t i)
   return N(i) ? 1 : 0;
 }
 
+static bool
+is_punct_or_math(const Ctx *c, int64_t j)
+{
+  uint32_t cp = c->cp[j];
+  return P(j) || cp == '$' || cp == '+' || cp == '<' || cp == '=' || cp == '>' || cp == '^' || cp == '~' ||
+         cp == '|';
+}
+
 /* [\p{P}\$\+<=>\^~\|`]+ */
 static int64_t
 match_falcon_punct(const Ctx *c, int64_t i)
 {
   int64_t j = i;
-  while (j < c->end) {
-    uint32_t cp = c->cp[j];
-    if (!(P(j) || cp == '$' || cp == '+' || cp == '<' || cp == '=' || cp == '>' || cp == '^' || cp == '~' ||
-          cp == '|' || cp == '`'))
-      break;
+  while (j < c->end && (is_punct_or_math(c, j) || c->cp[j] == '`'))
     j++;
-  }
+  return j - i;
+}
+
+/* [\p{P}\$\+<=>\^~\|]+ (the default split's first stage: falcon's without the backtick) */
+static int64_t
+match_default_punct(const Ctx *c, int64_t i)
+{
+  int64_t j = i;
+  while (j < c->end && is_punct_or_math(c, j))
+    j++;
+  return j - i;
+}
+
+/* \p{N}+ */
+static int64_t
+match_numbers(const Ctx *c, int64_t i)
+{
+  int64_t j = i;
+  while (j < c->end && N(j))
+    j++;
   return j - i;
 }
 
@@ -238,6 +261,104 @@ match_cjk(const Ctx *c, int64_t i)
   return j - i;
 }
 
+/* deepseek-llm spells its letters out instead of \p{L}: the cased letters (Lu, Ll, Lt) of
+ * these blocks, a fixed list that does not follow Unicode updates.  Sorted, disjoint. */
+static const uint32_t deepseek_letters[][2] = {
+  { 0x0041, 0x005A }, { 0x0061, 0x007A }, { 0x00B5, 0x00B5 }, { 0x00C0, 0x00D6 }, { 0x00D8, 0x00F6 },
+  { 0x00F8, 0x01BA }, { 0x01BC, 0x01BF }, { 0x01C4, 0x0293 }, { 0x0295, 0x02AF }, { 0x0370, 0x0373 },
+  { 0x0376, 0x0377 }, { 0x037B, 0x037D }, { 0x037F, 0x037F }, { 0x0386, 0x0386 }, { 0x0388, 0x038A },
+  { 0x038C, 0x038C }, { 0x038E, 0x03A1 }, { 0x03A3, 0x03F5 }, { 0x03F7, 0x0481 }, { 0x048A, 0x052F },
+  { 0x0531, 0x0556 }, { 0x10A0, 0x10C5 }, { 0x13A0, 0x13F5 }, { 0x13F8, 0x13FD }, { 0x1C90, 0x1CBA },
+  { 0x1CBD, 0x1CBF }, { 0x1D00, 0x1D2B }, { 0x1D6B, 0x1D77 }, { 0x1D79, 0x1D9A }, { 0x1E00, 0x1F15 },
+  { 0x1F18, 0x1F1D }, { 0x1F20, 0x1F45 }, { 0x1F48, 0x1F4D }, { 0x1F50, 0x1F57 }, { 0x1F59, 0x1F59 },
+  { 0x1F5B, 0x1F5B }, { 0x1F5D, 0x1F5D }, { 0x1F5F, 0x1F7D }, { 0x1F80, 0x1FB4 }, { 0x1FB6, 0x1FBC },
+  { 0x1FBE, 0x1FBE }, { 0x1FC2, 0x1FC4 }, { 0x1FC6, 0x1FCC }, { 0x1FD0, 0x1FD3 }, { 0x1FD6, 0x1FDB },
+  { 0x1FE0, 0x1FEC }, { 0x1FF2, 0x1FF4 }, { 0x1FF6, 0x1FFC }, { 0x2102, 0x2102 }, { 0x2107, 0x2107 },
+  { 0x210A, 0x2113 }, { 0x2115, 0x2115 }, { 0x2119, 0x211D }, { 0x2124, 0x2124 }, { 0x2126, 0x2126 },
+  { 0x2128, 0x2128 }, { 0x212A, 0x212D }, { 0x212F, 0x2134 }, { 0x2139, 0x2139 }, { 0x213C, 0x213F },
+  { 0x2145, 0x2149 }, { 0x214E, 0x214E }, { 0x2183, 0x2184 }, { 0x2C00, 0x2C7B }, { 0x2C7E, 0x2CE4 },
+  { 0x2CEB, 0x2CEE }, { 0x2CF2, 0x2CF3 }, { 0xA640, 0xA66D }, { 0xA680, 0xA69B }, { 0xA722, 0xA76F },
+  { 0xA771, 0xA787 }, { 0xA78B, 0xA78E }, { 0xAB70, 0xABBF }, { 0xFB00, 0xFB06 }, { 0xFB13, 0xFB17 },
+  { 0xFF21, 0xFF3A }, { 0xFF41, 0xFF5A }, { 0x10400, 0x1044F }, { 0x104B0, 0x104D3 }, { 0x104D8, 0x104FB },
+  { 0x10C80, 0x10CB2 }, { 0x10CC0, 0x10CF2 }, { 0x118A0, 0x118DF }, { 0x1E900, 0x1E943 },
+};
+
+static bool
+is_deepseek_letter(uint32_t cp)
+{
+  size_t lo = 0, hi = HN_ARRAY_LEN(deepseek_letters);
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (cp < deepseek_letters[mid][0])
+      hi = mid;
+    else if (cp > deepseek_letters[mid][1])
+      lo = mid + 1;
+    else
+      return true;
+  }
+  return false;
+}
+
+/* \s?[deepseek letters]+ */
+static int64_t
+match_ws_deepseek_letters(const Ctx *c, int64_t i)
+{
+  int64_t j = i;
+  if (S(j) && j + 1 < c->end)
+    j++;
+  if (c->cp[j] == HN_UC_INVALID || !is_deepseek_letter(c->cp[j]))
+    return 0;
+  while (j < c->end && c->cp[j] != HN_UC_INVALID && is_deepseek_letter(c->cp[j]))
+    j++;
+  return j - i;
+}
+
+/* ASCII and full-width punctuation and symbols (including the ASCII letters, which the
+ * class's :-~ range spans), curly quotes, ideographic space, comma and full stop. */
+static bool
+is_deepseek_punct(uint32_t cp)
+{
+  return (cp >= 0x21 && cp <= 0x2F) || (cp >= 0x3A && cp <= 0x7E) || (cp >= 0xFF01 && cp <= 0xFF0F) ||
+         (cp >= 0xFF1A && cp <= 0xFF5E) || (cp >= 0x2018 && cp <= 0x201F) || (cp >= 0x3000 && cp <= 0x3002);
+}
+
+static int64_t
+deepseek_punct_run(const Ctx *c, int64_t j)
+{
+  int64_t k = j;
+  while (k < c->end && is_deepseek_punct(c->cp[k]))
+    k++;
+  return k - j;
+}
+
+/* \s?[!-/:-~！-／：-～‘-‟　-。]+ ; the ideographic space is both \s and in the class, so when
+ * the optional space leaves nothing to match the run may start at the space itself */
+static int64_t
+match_ws_deepseek_punct(const Ctx *c, int64_t i)
+{
+  if (S(i) && i + 1 < c->end) {
+    int64_t k = deepseek_punct_run(c, i + 1);
+    if (k > 0)
+      return k + 1;
+  }
+  return deepseek_punct_run(c, i);
+}
+
+/* \s+$ within the piece.  A whitespace run that stops before the end cannot match at any of
+ * its positions: a negative result tells run_stage to skip it whole (linear on long runs). */
+static int64_t
+match_trailing_ws(const Ctx *c, int64_t i)
+{
+  if (!S(i))
+    return 0;
+  int64_t j = i;
+  while (j < c->end && S(j))
+    j++;
+  return j == c->end ? j - i : -(j - i);
+}
+
+/* A matcher returns the length of its match at i, 0 for no match at i, or -k for no match at
+ * any of i .. i+k-1. */
 typedef int64_t (*Matcher)(const Ctx *c, int64_t i);
 
 /* cuts pieces [in] into matches and gaps; pieces are code point index pairs */
@@ -251,7 +372,7 @@ run_stage(Matcher m, const uint32_t *cp, const uint32_t *fl, const int64_t *in, 
     for (int64_t i = in[2 * p]; i < c.end;) {
       int64_t k = m(&c, i);
       if (k <= 0) {
-        i++;
+        i += k < 0 ? -k : 1;
         continue;
       }
       if (gap < i) {
@@ -303,10 +424,23 @@ hn_pretokenize(HnPreType pre, const char *text, size_t len, uint32_t **pieces_ou
     stages[n_stages++] = match_cjk;
     stages[n_stages++] = match_one_number;
     break;
-  case HN_PRE_DEEPSEEK_LLM: /* not yet distinct: see docs/tokenizers.md */
+  case HN_PRE_DEEPSEEK_LLM:
+    stages[n_stages++] = match_newline;
+    stages[n_stages++] = match_ws_deepseek_letters;
+    stages[n_stages++] = match_ws_deepseek_punct;
+    stages[n_stages++] = match_trailing_ws;
+    stages[n_stages++] = match_cjk;
+    stages[n_stages++] = match_numbers;
+    break;
   case HN_PRE_GPT2:
-  default:
     stages[n_stages++] = match_gpt2;
+    break;
+  case HN_PRE_DEFAULT:
+  default:
+    stages[n_stages++] = match_default_punct;
+    stages[n_stages++] = match_gpt2;
+    stages[n_stages++] = match_numbers;
+    stages[n_stages++] = match_three_digits;
     break;
   }
   uint32_t *cp = malloc(sizeof(uint32_t) * (len + 1));

@@ -689,6 +689,7 @@ struct HnSampler {
   size_t n_last;
   const HnCandidate *last;
   float mu;
+  HnSamplerGrammarStats grammar_stats;
 };
 
 HnSampler *
@@ -1054,8 +1055,11 @@ hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, Hn
     HnRng saved = s->rng;
     float saved_mu = s->mu;
     int32_t t = run_tail(s, l);
-    if (t >= 0 && hn_grammar_accepts_token_bytes(grammar, t))
+    if (t >= 0 && hn_grammar_accepts_token_bytes(grammar, t)) {
+      s->grammar_stats.lazy_accepted++;
       return t;
+    }
+    s->grammar_stats.full_masks++;
     s->rng = saved;
     s->mu = saved_mu;
     hn_grammar_mask_logits(grammar, l, nv);
@@ -1068,6 +1072,12 @@ hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, Hn
   if (t < 0)
     hn_error_set(err, HN_ERR_INVALID_ARG, "every token is banned by the logit bias");
   return t;
+}
+
+HnSamplerGrammarStats
+hn_sampler_grammar_stats(const HnSampler *s)
+{
+  return s->grammar_stats;
 }
 
 /* ---- Stop strings -------------------------------------------------------------- */

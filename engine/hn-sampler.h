@@ -100,6 +100,14 @@ void hn_sampler_free(HnSampler *sampler);
 /* The seed in use (the drawn one if params asked for a random seed). */
 uint64_t hn_sampler_get_seed(const HnSampler *sampler);
 
+/* How the grammar checks went: a draw the grammar allowed costs one token check; only a
+ * rejected one masks the whole vocabulary and draws again. */
+typedef struct {
+  uint64_t lazy_accepted; /* draws kept after checking just the drawn token */
+  uint64_t full_masks;    /* draws rejected, so the vocabulary was masked */
+} HnSamplerGrammarStats;
+HnSamplerGrammarStats hn_sampler_grammar_stats(const HnSampler *sampler);
+
 /* Tokens that count as a newline for penalize_nl = false (usually "\n" and <0x0A>). */
 bool hn_sampler_set_newline_tokens(HnSampler *sampler, const int32_t *ids, size_t n, HnError *err);
 

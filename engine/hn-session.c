@@ -30,7 +30,7 @@ hn_session_hash (const void *data, size_t size, uint64_t seed)
 static int real_open (const char *path, int flags, mode_t mode) { return open (path, flags, mode); }
 
 static const HnSessionIO real_io = {
-  real_open, pwrite, fsync, close, rename, unlink,
+  real_open, pwrite, fsync, close, rename, unlink, pread,
 };
 
 static const HnSessionIO *session_io = &real_io;
@@ -250,25 +250,53 @@ struct HnSession {
   uint8_t *payload;
 };
 
+/* Reads exactly `size` bytes at `offset`; an error of the disk is HN_ERR_IO, a file that
+ * ends early is HN_ERR_FORMAT (truncated). */
+static bool
+read_exact (int fd, void *data, size_t size, off_t offset, const char *path, HnError *err)
+{
+  uint8_t *p = data;
+  while (size > 0)
+    {
+      ssize_t n = session_io->pread (fd, p, size, offset);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return hn_error_set (err, HN_ERR_IO, "session: cannot read %s: %s", path, strerror (errno));
+      if (n == 0)
+        return hn_error_set (err, HN_ERR_FORMAT, "session: %s is truncated", path);
+      p += n;
+      size -= (size_t) n;
+      offset += n;
+    }
+  return true;
+}
+
 HnSession *
 hn_session_read (const char *path, const HnSessionParams *expect, HnError *err)
 {
   uint8_t head[HN_SESSION_HEADER_SIZE];
   HnSession *s = NULL;
-  FILE *f = fopen (path, "rb");
-  if (f == NULL)
+  int fd = session_io->open (path, O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0)
     {
       hn_error_set (err, errno == ENOENT ? HN_ERR_NOT_FOUND : HN_ERR_IO, "session: cannot open %s: %s",
                     path, strerror (errno));
       return NULL;
     }
   struct stat st;
-  if (fstat (fileno (f), &st) != 0 || st.st_size < (off_t) HN_SESSION_HEADER_SIZE
-      || fread (head, 1, sizeof head, f) != sizeof head)
+  if (fstat (fd, &st) != 0)
+    {
+      hn_error_set (err, HN_ERR_IO, "session: cannot read %s: %s", path, strerror (errno));
+      goto out;
+    }
+  if (st.st_size < (off_t) HN_SESSION_HEADER_SIZE)
     {
       hn_error_set (err, HN_ERR_FORMAT, "session: %s is truncated", path);
       goto out;
     }
+  if (!read_exact (fd, head, sizeof head, 0, path, err))
+    goto out;
   if (memcmp (head, session_magic, 8) != 0)
     {
       hn_error_set (err, HN_ERR_FORMAT, "session: %s is not a session file", path);
@@ -320,8 +348,13 @@ hn_session_read (const char *path, const HnSessionParams *expect, HnError *err)
       goto out;
     }
   s->payload = payload;
-  if (fread (payload, 1, (size_t) payload_size, f) != payload_size
-      || hn_session_hash (payload, (size_t) payload_size, 0) != get64 (head + 64))
+  if (!read_exact (fd, payload, (size_t) payload_size, HN_SESSION_HEADER_SIZE, path, err))
+    {
+      hn_session_free (s);
+      s = NULL;
+      goto out;
+    }
+  if (hn_session_hash (payload, (size_t) payload_size, 0) != get64 (head + 64))
     {
       hn_error_set (err, HN_ERR_FORMAT, "session: %s has a corrupt payload", path);
       hn_session_free (s);
@@ -331,7 +364,7 @@ hn_session_read (const char *path, const HnSessionParams *expect, HnError *err)
   s->params = p;
   s->n_tokens = n_tokens;
 out:
-  fclose (f);
+  session_io->close (fd);
   return s;
 }
 

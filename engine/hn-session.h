@@ -74,7 +74,7 @@ int  hn_session_cache_evict (const char *dir, uint64_t limit_bytes, const char *
                              HnError *err);
 
 /* File-I/O seam for fault injection (tests replace it to simulate ENOSPC, EROFS, short
- * writes).  Functions follow the POSIX calls of the same name; errno carries the failure. */
+ * writes, failed fsync or rename, and reads that fail or return garbage).  Functions follow the POSIX calls of the same name; errno carries the failure. */
 typedef struct {
   int     (*open) (const char *path, int flags, mode_t mode);
   ssize_t (*pwrite) (int fd, const void *buf, size_t count, off_t offset);
@@ -82,6 +82,7 @@ typedef struct {
   int     (*close) (int fd);
   int     (*rename) (const char *from, const char *to);
   int     (*unlink) (const char *path);
+  ssize_t (*pread) (int fd, void *buf, size_t count, off_t offset);  /* reading, too */
 } HnSessionIO;
 
 /* NULL restores the real calls.  Process-global: for tests only. */

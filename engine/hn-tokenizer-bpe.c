@@ -1,6 +1,7 @@
 /* hn-tokenizer-bpe.c — byte-level BPE: each pre-tokenizer piece starts as one symbol per
  * byte (the byte's GPT-2 printable character); adjacent pairs are merged lowest merge rank
  * first (leftmost on ties) using a hash map from (left id, right id) to rank. */
+#include "hn-merge-heap.h"
 #include "hn-vocab-private.h"
 
 #include <stdlib.h>
@@ -11,72 +12,8 @@ typedef struct {
   uint32_t len; /* bytes covered; 0 = merged away */
 } Sym;
 
-typedef struct {
-  int32_t rank, left, right, result;
-  uint32_t size;
-} Pair;
-
 static bool
-pair_before(const Pair *a, const Pair *b)
-{
-  return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-typedef struct {
-  Pair *items;
-  size_t n, cap;
-} Heap;
-
-static bool
-heap_push(Heap *h, Pair b)
-{
-  if (h->n == h->cap) {
-    size_t c = h->cap ? h->cap * 2 : 256;
-    Pair *p = realloc(h->items, c * sizeof *p);
-    if (p == NULL)
-      return false;
-    h->items = p;
-    h->cap = c;
-  }
-  size_t i = h->n++;
-  while (i > 0) {
-    size_t parent = (i - 1) / 2;
-    if (!pair_before(&b, &h->items[parent]))
-      break;
-    h->items[i] = h->items[parent];
-    i = parent;
-  }
-  h->items[i] = b;
-  return true;
-}
-
-static Pair
-heap_pop(Heap *h)
-{
-  Pair top = h->items[0];
-  Pair last = h->items[--h->n];
-  size_t i = 0;
-  for (;;) {
-    size_t l = 2 * i + 1, r = l + 1, best = i;
-    const Pair *bp = &last;
-    if (l < h->n && pair_before(&h->items[l], bp)) {
-      best = l;
-      bp = &h->items[l];
-    }
-    if (r < h->n && pair_before(&h->items[r], bp))
-      best = r;
-    if (best == i)
-      break;
-    h->items[i] = h->items[best];
-    i = best;
-  }
-  if (h->n > 0)
-    h->items[i] = last;
-  return top;
-}
-
-static bool
-try_pair(const HnVocab *v, const Sym *syms, int32_t left, int32_t right, Heap *h)
+try_pair(const HnVocab *v, const Sym *syms, int32_t left, int32_t right, HnMergeHeap *h)
 {
   if (left < 0 || right < 0)
     return true;
@@ -84,8 +21,9 @@ try_pair(const HnVocab *v, const Sym *syms, int32_t left, int32_t right, Heap *h
   int32_t rank = hn_vocab_merge_rank(v, syms[left].id, syms[right].id, &result);
   if (rank < 0)
     return true;
-  Pair p = { rank, left, right, result, syms[left].len + syms[right].len };
-  return heap_push(h, p);
+  /* ranks are below 2^24, exact as floats */
+  HnMergeCandidate c = { (float)rank, left, right, result, syms[left].len + syms[right].len };
+  return hn_merge_heap_push(h, c);
 }
 
 /* the piece in byte-level characters, for the whole-word lookup (ignore_merges) */
@@ -115,7 +53,7 @@ hn_tokenize_bpe(const HnVocab *v, const char *text, size_t len, int32_t *out, in
     max_piece = HN_MAX(max_piece, (size_t)(pieces[2 * p + 1] - pieces[2 * p]));
   Sym *syms = malloc(sizeof(Sym) * (max_piece + 1));
   char *scratch = v->ignore_merges ? malloc(max_piece * 4 + 1) : NULL;
-  Heap heap = { 0 };
+  HnMergeHeap heap = { 0 };
   if (syms == NULL || (v->ignore_merges && scratch == NULL)) {
     free(pieces);
     free(syms);
@@ -137,11 +75,11 @@ hn_tokenize_bpe(const HnVocab *v, const char *text, size_t len, int32_t *out, in
     }
     for (int32_t i = 0; i < plen; i++)
       syms[i] = (Sym){ i - 1, i + 1 < plen ? i + 1 : -1, v->byte_token[(unsigned char)s[i]], 1 };
-    heap.n = 0;
+    hn_merge_heap_clear(&heap);
     for (int32_t i = 1; i < plen && ok; i++)
       ok = try_pair(v, syms, i - 1, i, &heap);
     while (ok && heap.n > 0) {
-      Pair b = heap_pop(&heap);
+      HnMergeCandidate b = hn_merge_heap_pop(&heap);
       Sym *l = &syms[b.left], *r = &syms[b.right];
       if (l->len == 0 || r->len == 0 || l->len + r->len != b.size || l->next != b.right)
         continue;
@@ -161,7 +99,7 @@ hn_tokenize_bpe(const HnVocab *v, const char *text, size_t len, int32_t *out, in
       }
     }
   }
-  free(heap.items);
+  hn_merge_heap_free(&heap);
   free(pieces);
   free(syms);
   free(scratch);

@@ -3,6 +3,7 @@
  * a token are merged, highest score first (leftmost on ties), until no pair is a token.
  * Leftover symbols that are not tokens become byte tokens <0xXX> (or UNK).
  * A binary heap of candidate pairs keeps this O(n log n). */
+#include "hn-merge-heap.h"
 #include "hn-vocab-private.h"
 
 #include <stdlib.h>
@@ -13,73 +14,8 @@ typedef struct {
   uint32_t off, len; /* in the escaped text; len 0 = merged away */
 } Sym;
 
-typedef struct {
-  float score;
-  int32_t left, right;
-  uint32_t size;
-} Bigram;
-
 static bool
-bigram_before(const Bigram *a, const Bigram *b)
-{
-  return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-typedef struct {
-  Bigram *items;
-  size_t n, cap;
-} Heap;
-
-static bool
-heap_push(Heap *h, Bigram b)
-{
-  if (h->n == h->cap) {
-    size_t c = h->cap ? h->cap * 2 : 256;
-    Bigram *p = realloc(h->items, c * sizeof *p);
-    if (p == NULL)
-      return false;
-    h->items = p;
-    h->cap = c;
-  }
-  size_t i = h->n++;
-  while (i > 0) {
-    size_t parent = (i - 1) / 2;
-    if (!bigram_before(&b, &h->items[parent]))
-      break;
-    h->items[i] = h->items[parent];
-    i = parent;
-  }
-  h->items[i] = b;
-  return true;
-}
-
-static Bigram
-heap_pop(Heap *h)
-{
-  Bigram top = h->items[0];
-  Bigram last = h->items[--h->n];
-  size_t i = 0;
-  for (;;) {
-    size_t l = 2 * i + 1, r = l + 1, best = i;
-    const Bigram *bp = &last;
-    if (l < h->n && bigram_before(&h->items[l], bp)) {
-      best = l;
-      bp = &h->items[l];
-    }
-    if (r < h->n && bigram_before(&h->items[r], bp))
-      best = r;
-    if (best == i)
-      break;
-    h->items[i] = h->items[best];
-    i = best;
-  }
-  if (h->n > 0)
-    h->items[i] = last;
-  return top;
-}
-
-static bool
-try_pair(const HnVocab *v, const char *text, const Sym *syms, int32_t left, int32_t right, Heap *h)
+try_pair(const HnVocab *v, const char *text, const Sym *syms, int32_t left, int32_t right, HnMergeHeap *h)
 {
   if (left < 0 || right < 0)
     return true;
@@ -87,8 +23,8 @@ try_pair(const HnVocab *v, const char *text, const Sym *syms, int32_t left, int3
   int32_t id = hn_vocab_lookup(v, text + syms[left].off, size);
   if (id < 0)
     return true;
-  Bigram b = { v->tokens[id].score, left, right, size };
-  return heap_push(h, b);
+  HnMergeCandidate c = { -v->tokens[id].score, left, right, -1, size };
+  return hn_merge_heap_push(h, c);
 }
 
 static int
@@ -108,7 +44,7 @@ hn_tokenize_spm(const HnVocab *v, const char *in, size_t in_len, bool add_prefix
   size_t len = in_len + spaces * 2 + (add_prefix ? 3 : 0);
   char *text = malloc(len + 1);
   Sym *syms = malloc(sizeof(Sym) * (len + 1));
-  Heap heap = { 0 };
+  HnMergeHeap heap = { 0 };
   if (text == NULL || syms == NULL) {
     free(text);
     free(syms);
@@ -145,11 +81,11 @@ hn_tokenize_spm(const HnVocab *v, const char *in, size_t in_len, bool add_prefix
       end++;
     syms[start].prev = -1;
     syms[end - 1].next = -1;
-    heap.n = 0;
+    hn_merge_heap_clear(&heap);
     for (int32_t i = start + 1; i < end && ok; i++)
       ok = try_pair(v, text, syms, i - 1, i, &heap);
     while (ok && heap.n > 0) {
-      Bigram b = heap_pop(&heap);
+      HnMergeCandidate b = hn_merge_heap_pop(&heap);
       Sym *l = &syms[b.left], *r = &syms[b.right];
       if (l->len == 0 || r->len == 0 || l->len + r->len != b.size)
         continue;
@@ -182,7 +118,7 @@ hn_tokenize_spm(const HnVocab *v, const char *in, size_t in_len, bool add_prefix
     }
     start = end;
   }
-  free(heap.items);
+  hn_merge_heap_free(&heap);
   free(text);
   free(syms);
   return ok ? n : -1;

@@ -4,9 +4,10 @@
 #include "hn-vocab.h"
 
 typedef enum {
-  HN_PRE_GPT2 = 0,       /* default, gpt-2, mpt, olmo, gpt-neox, and unknown values */
-  HN_PRE_STARCODER,      /* starcoder, refact, command-r, smollm: digits split, then gpt-2 */
-  HN_PRE_LLAMA3,         /* llama-bpe */
+  HN_PRE_DEFAULT = 0,    /* "default", a missing key and unknown values */
+  HN_PRE_GPT2,           /* gpt-2, mpt, olmo, gpt-neox, phi-2, ... */
+  HN_PRE_STARCODER,      /* starcoder, refact, command-r, smollm, codeshell, exaone: digits split, then gpt-2 */
+  HN_PRE_LLAMA3,         /* llama-bpe, llama3, dbrx, smaug-bpe */
   HN_PRE_QWEN2,
   HN_PRE_FALCON,
   HN_PRE_DEEPSEEK_CODER,
@@ -30,6 +31,7 @@ struct HnVocab {
   HnVocabType type;
   HnPreType pre;
   char pre_name[32];
+  char notice[192]; /* "" or a sentence for the user (unknown pre-tokenizer) */
   int32_t n_tokens;
   HnVocabToken *tokens;
   char *text;

@@ -185,16 +185,33 @@ parse_byte_token(const char *s, size_t len)
   return v;
 }
 
+/* tokenizer.ggml.pre values and what they mean, as the converters and the reference engine
+ * use them.  Several names share a split but not the BOS / ignore_merges defaults (dbrx and
+ * smaug-bpe split like LLaMA 3 without its other rules). */
 static const struct {
   const char *name;
   HnPreType pre;
+  bool add_bos;       /* default for tokenizer.ggml.add_bos_token */
+  bool ignore_merges; /* look the whole piece up before merging */
 } pre_names[] = {
-  { "default", HN_PRE_GPT2 },       { "gpt-2", HN_PRE_GPT2 },        { "gpt2", HN_PRE_GPT2 },
-  { "mpt", HN_PRE_GPT2 },           { "olmo", HN_PRE_GPT2 },         { "gpt-neox", HN_PRE_GPT2 },
-  { "starcoder", HN_PRE_STARCODER }, { "refact", HN_PRE_STARCODER }, { "command-r", HN_PRE_STARCODER },
-  { "smollm", HN_PRE_STARCODER },   { "codeshell", HN_PRE_STARCODER },
-  { "llama-bpe", HN_PRE_LLAMA3 },   { "llama3", HN_PRE_LLAMA3 },     { "qwen2", HN_PRE_QWEN2 },
-  { "falcon", HN_PRE_FALCON },      { "deepseek-coder", HN_PRE_DEEPSEEK_CODER },
+  { "default", HN_PRE_DEFAULT, false, false },
+  { "gpt-2", HN_PRE_GPT2, false, false },          { "gpt2", HN_PRE_GPT2, false, false },
+  { "phi-2", HN_PRE_GPT2, false, false },          { "mpt", HN_PRE_GPT2, false, false },
+  { "olmo", HN_PRE_GPT2, false, false },           { "gpt-neox", HN_PRE_GPT2, false, false },
+  { "jina-es", HN_PRE_GPT2, false, false },        { "jina-de", HN_PRE_GPT2, false, false },
+  { "jina-v2-es", HN_PRE_GPT2, false, false },     { "jina-v2-de", HN_PRE_GPT2, false, false },
+  { "gigachat", HN_PRE_GPT2, false, false },       { "exaone4", HN_PRE_GPT2, false, false },
+  { "starcoder", HN_PRE_STARCODER, false, false }, { "refact", HN_PRE_STARCODER, false, false },
+  { "command-r", HN_PRE_STARCODER, false, false }, { "smollm", HN_PRE_STARCODER, false, false },
+  { "codeshell", HN_PRE_STARCODER, false, false }, { "exaone", HN_PRE_STARCODER, false, false },
+  { "llama-bpe", HN_PRE_LLAMA3, true, true },      { "llama3", HN_PRE_LLAMA3, true, true },
+  { "llama-v3", HN_PRE_LLAMA3, true, true },       { "falcon3", HN_PRE_LLAMA3, true, true },
+  { "dbrx", HN_PRE_LLAMA3, false, false },         { "smaug-bpe", HN_PRE_LLAMA3, false, false },
+  { "qwen2", HN_PRE_QWEN2, false, false },         { "deepseek-r1-qwen", HN_PRE_QWEN2, false, false },
+  { "megrez", HN_PRE_QWEN2, false, false },
+  { "falcon", HN_PRE_FALCON, false, false },
+  { "deepseek-coder", HN_PRE_DEEPSEEK_CODER, false, false },
+  { "deepseek-llm", HN_PRE_DEEPSEEK_LLM, false, false },
 };
 
 static bool
@@ -218,8 +235,10 @@ static bool
 is_eog_name(const char *s, size_t len)
 {
   static const char *names[] = { "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                 "<|eom_id|>", "<EOT>", "_<EOT>", "<|end▁of▁sentence|>", "<|return|>",
-                                 "<|call|>" };
+                                 "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
+                                 /* DeepSeek's bars are U+FF5C FULLWIDTH VERTICAL LINE */
+                                 "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                 "<|return|>", "<|call|>" };
   for (size_t i = 0; i < HN_ARRAY_LEN(names); i++)
     if (strlen(names[i]) == len && memcmp(names[i], s, len) == 0)
       return true;
@@ -364,22 +383,39 @@ hn_vocab_load(const HnGguf *gguf, HnError *err)
       !get_id(gguf, "tokenizer.ggml.eom_token_id", -1, n, &v->eom, err))
     goto fail;
 
-  v->pre = HN_PRE_GPT2;
-  strcpy(v->pre_name, is_spm ? "" : "gpt-2");
+  /* A missing or unknown tokenizer.ggml.pre gets the default split, as in the reference
+   * engine: refusing the model would be worse for the user than a split that may differ on
+   * rare inputs.  The notice says so, once, where the caller can show it. */
+  v->pre = HN_PRE_DEFAULT;
+  v->notice[0] = '\0';
+  bool add_bos_default = is_spm;
+  strcpy(v->pre_name, is_spm ? "" : "default");
   if (!is_spm) {
     HnStr pre;
     e.code = HN_OK;
     if (hn_gguf_get_str(gguf, "tokenizer.ggml.pre", &pre, &e)) {
+      bool known = false;
       for (size_t i = 0; i < HN_ARRAY_LEN(pre_names); i++)
         if (hn_str_eq(pre, pre_names[i].name)) {
           v->pre = pre_names[i].pre;
+          v->ignore_merges = pre_names[i].ignore_merges;
+          add_bos_default = pre_names[i].add_bos;
           snprintf(v->pre_name, sizeof v->pre_name, "%s", pre_names[i].name);
+          known = true;
         }
+      if (!known) {
+        /* the name is arbitrary bytes: keep printable ASCII so the sentence stays valid text */
+        char name[41];
+        size_t n_name = pre.len < sizeof name - 1 ? (size_t)pre.len : sizeof name - 1;
+        for (size_t i = 0; i < n_name; i++)
+          name[i] = pre.data[i] >= 0x20 && pre.data[i] < 0x7f ? pre.data[i] : '?';
+        name[n_name] = '\0';
+        snprintf(v->notice, sizeof v->notice,
+                 "The model's tokenizer type \"%s\" is unknown; its text is split the default way, "
+                 "which may differ slightly from its training.", name);
+      }
     }
-    v->ignore_merges = v->pre == HN_PRE_LLAMA3;
   }
-  bool add_bos_default = is_spm || v->pre == HN_PRE_LLAMA3 || v->pre == HN_PRE_DEEPSEEK_CODER ||
-                         v->pre == HN_PRE_DEEPSEEK_LLM;
   if (!hn_gguf_get_bool_or(gguf, "tokenizer.ggml.add_bos_token", add_bos_default, &v->add_bos, err) ||
       !hn_gguf_get_bool_or(gguf, "tokenizer.ggml.add_eos_token", false, &v->add_eos, err) ||
       !hn_gguf_get_bool_or(gguf, "tokenizer.ggml.add_space_prefix", is_spm, &v->add_space_prefix, err))
@@ -555,6 +591,7 @@ fail:
 int32_t hn_vocab_n_tokens(const HnVocab *v) { return v->n_tokens; }
 HnVocabType hn_vocab_type(const HnVocab *v) { return v->type; }
 const char *hn_vocab_pre_name(const HnVocab *v) { return v->pre_name; }
+const char *hn_vocab_notice(const HnVocab *v) { return v->notice[0] ? v->notice : NULL; }
 int32_t hn_vocab_bos(const HnVocab *v) { return v->bos; }
 int32_t hn_vocab_eos(const HnVocab *v) { return v->eos; }
 int32_t hn_vocab_eot(const HnVocab *v) { return v->eot; }

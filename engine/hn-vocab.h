@@ -33,16 +33,19 @@ typedef enum {
 typedef struct HnVocab HnVocab;
 
 /* Loads the vocabulary of `gguf`.  Fails with HN_ERR_UNSUPPORTED for other tokenizer
- * models and HN_ERR_FORMAT for inconsistent data (bad ids, missing merges...).  An unknown
- * tokenizer.ggml.pre value is not an error: the GPT-2 split is used (see
- * hn_vocab_pre_name()). */
+ * models and HN_ERR_FORMAT for inconsistent data (bad ids, missing merges...).  A missing or
+ * unknown tokenizer.ggml.pre value is not an error: the default split is used and
+ * hn_vocab_notice() says so. */
 HnVocab *hn_vocab_load(const HnGguf *gguf, HnError *err);
 void hn_vocab_free(HnVocab *vocab);
 
 int32_t hn_vocab_n_tokens(const HnVocab *vocab);
 HnVocabType hn_vocab_type(const HnVocab *vocab);
-/* The pre-tokenizer actually in use ("gpt-2", "llama-bpe", ...; "" for SPM). */
+/* The pre-tokenizer actually in use ("default", "gpt-2", "llama-bpe", ...; "" for SPM). */
 const char *hn_vocab_pre_name(const HnVocab *vocab);
+/* NULL, or a sentence for the user about how the vocabulary was loaded (an unknown
+ * pre-tokenizer type). */
+const char *hn_vocab_notice(const HnVocab *vocab);
 
 /* Special ids, -1 when the vocabulary has none. */
 int32_t hn_vocab_bos(const HnVocab *vocab);

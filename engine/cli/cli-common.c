@@ -149,3 +149,10 @@ cli_read_file(const char *path, size_t *len_out, HnError *err)
     *len_out = len;
   return buf;
 }
+
+void
+cli_notice(const char *text)
+{
+  if (text != NULL)
+    fprintf(stderr, "hanashi-cli: notice: %s\n", text);
+}

@@ -14,6 +14,9 @@ int cli_fail(const char *fmt, ...) HN_PRINTF(1, 2);
 
 /* Same, with the message of an engine error. */
 int cli_fail_error(const HnError *err);
+/* Prints "hanashi-cli: notice: TEXT" on stderr when text is not NULL: something the user
+ * should know that does not stop the command. */
+void cli_notice(const char *text);
 
 /* Parses "1,2,3" (spaces allowed) into a newly allocated array; false on any junk. */
 bool cli_parse_ids(const char *text, int32_t **ids_out, size_t *n_out);

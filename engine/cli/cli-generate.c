@@ -1,5 +1,7 @@
 /* hanashi-cli generate -m MODEL (-p PROMPT | --tokens 1,2,3) -n N [--ids] [-t THREADS]
- *   [-c CTX] [sampling options] — greedy unless a sampling option says otherwise. */
+ *   [-c CTX] [--session FILE] [sampling options] — greedy unless a sampling option says
+ *   otherwise.  With --session, the KV state of an earlier run is reused for the common
+ *   prefix of its tokens and this prompt, and the new state is saved after. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +9,8 @@
 #include "cli-common.h"
 #include "cli-sampling.h"
 #include "hn-generate-model.h"
+#include "hn-kv-cache.h"
+#include "hn-prompt-cache.h"
 
 int cli_generate(int argc, char **argv);
 
@@ -20,10 +24,10 @@ static bool
 on_token(int32_t token, const char *text, size_t len, void *user_data)
 {
   Output *o = user_data;
-  if (o->ids) {
-    if (token >= 0 && o->n_out < o->cap)
-      o->out[o->n_out++] = token;
-  } else {
+  /* kept in both modes: --session saves them */
+  if (token >= 0 && o->n_out < o->cap)
+    o->out[o->n_out++] = token;
+  if (!o->ids) {
     fwrite(text, 1, len, stdout);
     fflush(stdout);
   }
@@ -31,7 +35,7 @@ on_token(int32_t token, const char *text, size_t len, void *user_data)
 }
 
 /* Options taking a value; the sampling options are parsed by cli-sampling.c. */
-enum { OPT_MODEL, OPT_PROMPT, OPT_N, OPT_TOKENS, OPT_THREADS, OPT_CTX };
+enum { OPT_MODEL, OPT_PROMPT, OPT_N, OPT_TOKENS, OPT_THREADS, OPT_CTX, OPT_SESSION };
 static const struct {
   const char *short_name, *long_name;
   int id;
@@ -42,20 +46,47 @@ static const struct {
   { NULL, "--tokens", OPT_TOKENS },
   { "-t", "--threads", OPT_THREADS },
   { "-c", "--ctx-size", OPT_CTX },
+  { NULL, "--session", OPT_SESSION },
 };
 
 static void
 usage(void)
 {
   fprintf(stderr, "usage: hanashi-cli generate -m MODEL (-p PROMPT | --tokens 1,2,3) -n N [--ids] "
-                  "[-t THREADS] [-c CTX] [sampling options]\n");
+                  "[-t THREADS] [-c CTX] [--session FILE] [sampling options]\n");
   cli_sampling_print_help(stderr);
+}
+
+/* Saves what sequence 0 holds: the prompt and the generated tokens that were decoded (the
+ * last sampled one usually was not). */
+static bool
+save_session(HnContext *ctx, const char *path, const int32_t *prompt, size_t n_prompt, const Output *out)
+{
+  int32_t pos_max = hn_kv_cache_seq_pos_max(hn_context_kv(ctx), 0);
+  size_t n_kept = pos_max < 0 ? 0 : (size_t) pos_max + 1;
+  if (n_kept > n_prompt + out->n_out)
+    n_kept = n_prompt + out->n_out;
+  int32_t *all = malloc((n_kept ? n_kept : 1) * sizeof *all);
+  if (all == NULL) {
+    cli_fail("out of memory");
+    return false;
+  }
+  size_t from_prompt = n_kept < n_prompt ? n_kept : n_prompt;
+  memcpy(all, prompt, from_prompt * sizeof *all);
+  if (n_kept > n_prompt)
+    memcpy(all + n_prompt, out->out, (n_kept - n_prompt) * sizeof *all);
+  HnError err = { 0 };
+  bool ok = hn_prompt_cache_save(ctx, path, all, (uint32_t) n_kept, &err);
+  free(all);
+  if (!ok)
+    cli_fail("cannot save the session: %s", err.message);
+  return ok;
 }
 
 int
 cli_generate(int argc, char **argv)
 {
-  const char *model_path = NULL, *prompt = NULL, *tokens = NULL;
+  const char *model_path = NULL, *prompt = NULL, *tokens = NULL, *session_path = NULL;
   long long n_predict = -1, threads = 0, n_ctx = 0;
   bool ids = false;
   CliSamplingOptions sopts;
@@ -108,6 +139,7 @@ cli_generate(int argc, char **argv)
     case OPT_MODEL: model_path = val; break;
     case OPT_PROMPT: prompt = val; break;
     case OPT_TOKENS: tokens = val; break;
+    case OPT_SESSION: session_path = val; break;
     case OPT_N:
       if (!cli_parse_int(val, 0, 1 << 24, &n_predict)) {
         cli_fail("invalid token count '%s'", val);
@@ -138,6 +170,7 @@ cli_generate(int argc, char **argv)
     cli_fail_error(&err);
     goto out;
   }
+  cli_notice(hn_vocab_notice(vocab));
   if (tokens) {
     if (!cli_parse_ids(tokens, &prompt_ids, &n_prompt) || n_prompt == 0) {
       cli_fail("invalid token list '%s'", tokens);
@@ -175,6 +208,7 @@ cli_generate(int argc, char **argv)
     cli_fail_error(&err);
     goto out;
   }
+  cli_notice(hn_context_notice(ctx));
   int32_t *negative = NULL;
   size_t n_negative = 0;
   if (sopts.cfg_negative_prompt && sopts.cfg_scale != 1.0f) {
@@ -196,6 +230,15 @@ cli_generate(int argc, char **argv)
   hn_gen_request_init(&req);
   req.prompt = prompt_ids;
   req.n_prompt = n_prompt;
+  if (session_path) {
+    /* an unusable file is not an error: say why and evaluate everything */
+    uint32_t n_reused = 0;
+    HnError session_err = { 0 };
+    if (!hn_prompt_cache_load(ctx, session_path, prompt_ids, (uint32_t) n_prompt, &n_reused, &session_err))
+      fprintf(stderr, "session: file not used (%s)\n", session_err.message);
+    fprintf(stderr, "session: reused %u of %zu prompt tokens\n", n_reused, n_prompt);
+    req.n_cached = n_reused;
+  }
   req.negative = negative;
   req.n_negative = n_negative;
   req.cfg_scale = sopts.cfg_scale;
@@ -214,6 +257,8 @@ cli_generate(int argc, char **argv)
       cli_fail_error(&err);
     goto out;
   }
+  if (session_path && !save_session(ctx, session_path, prompt_ids, n_prompt, &out))
+    goto out;
   if (ids) {
     putchar('[');
     for (size_t i = 0; i < out.n_out; i++)

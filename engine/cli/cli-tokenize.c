@@ -26,6 +26,8 @@ open_vocab(const char *path, HnError *err)
     return NULL;
   HnVocab *v = hn_vocab_load(g, err);
   hn_gguf_close(g);
+  if (v != NULL)
+    cli_notice(hn_vocab_notice(v));
   return v;
 }
 

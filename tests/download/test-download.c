@@ -2,7 +2,9 @@
  * model with Range support, an interrupted connection, a 404, a wrong file and a slow
  * body.  No test touches the internet. */
 #include "hanashi-download.h"
+#include "hn-context.h"
 #include "hn-gguf.h"
+#include "hn-model.h"
 
 #include <glib/gstdio.h>
 #include <string.h>
@@ -242,6 +244,44 @@ assert_same_as_model (const char *path)
   hn_gguf_close (gguf);
 }
 
+/* Next-token logits after a short prompt, from the engine itself (one thread, so the
+ * arithmetic order is fixed). */
+static float *
+prompt_logits (const char *path, int *n_vocab)
+{
+  HnError err = { 0 };
+  HnModel *model = hn_model_load (path, NULL, &err);
+  if (model == NULL)
+    g_error ("%s: %s", path, err.message);
+  HnContextParams params = hn_context_default_params ();
+  params.n_ctx = 64;
+  params.n_threads = 1;
+  HnContext *ctx = hn_context_new (model, &params, &err);
+  g_assert_nonnull (ctx);
+  static const int32_t tokens[] = { 1, 72, 101, 300, 42 };
+  static const int32_t pos[] = { 0, 1, 2, 3, 4 };
+  HnBatch batch = { G_N_ELEMENTS (tokens), tokens, pos, NULL, NULL };
+  g_assert_true (hn_context_decode (ctx, &batch, &err));
+  *n_vocab = hn_model_n_vocab (model);
+  float *logits = g_memdup2 (hn_context_get_logits (ctx, 0), sizeof (float) * (gsize) *n_vocab);
+  hn_context_free (ctx);
+  hn_model_free (model);
+  return logits;
+}
+
+/* The downloaded file is not only the same bytes: the engine loads it and computes exactly
+ * what it computes from the original test model. */
+static void
+assert_model_runs_like_source (const char *path)
+{
+  int n_downloaded = 0, n_source = 0;
+  g_autofree float *downloaded = prompt_logits (path, &n_downloaded);
+  g_autofree char *source_path = g_build_filename (g_getenv ("HANASHI_TESTDATA"), "models", MODEL_NAME, NULL);
+  g_autofree float *source = prompt_logits (source_path, &n_source);
+  g_assert_cmpint (n_downloaded, ==, n_source);
+  g_assert_cmpint (memcmp (downloaded, source, sizeof (float) * (gsize) n_source), ==, 0);
+}
+
 #define REQUIRE_SERVER()                                \
   if (server.model == NULL) {                           \
     g_test_skip ("test model not available");           \
@@ -259,6 +299,7 @@ test_download_complete (Fixture *f, gconstpointer data)
   g_assert_cmpuint (hanashi_download_get_received (download), ==, g_bytes_get_size (server.model));
   g_assert_false (g_file_test (f->part_path, G_FILE_TEST_EXISTS));
   assert_same_as_model (f->dest_path);
+  assert_model_runs_like_source (f->dest_path);
 }
 
 static void
@@ -282,6 +323,7 @@ test_resume_after_interruption (Fixture *f, gconstpointer data)
   g_assert_cmpint (run_download (second), ==, HANASHI_DOWNLOAD_STATE_DONE);
   g_assert_cmpint (g_atomic_int_get (&server.range_requests), ==, ranges_before + 1);
   assert_same_as_model (f->dest_path);
+  assert_model_runs_like_source (f->dest_path);
 }
 
 static void

@@ -1,5 +1,6 @@
 /* Tests for hn-sampler: every stage against its definition on hand-made logits, the draw
  * against the expected distribution, penalties, mirostat, seeds and stop strings. */
+#include "hn-grammar.h"
 #include "hn-sampler.h"
 
 #include <glib.h>
@@ -577,6 +578,55 @@ test_stop_strings (void)
   g_assert_null(hn_stop_matcher_new(bad, 1, &err));
 }
 
+/* The grammar is checked lazily: a drawn token the grammar allows costs one check; only a
+ * rejected draw masks the vocabulary and draws again (from the allowed tokens). */
+static void
+test_grammar_lazy_check (void)
+{
+  const char *bytes[] = { "a", "b", "c", "" };
+  const uint32_t lens[] = { 1, 1, 1, 0 };
+  const bool eog[] = { false, false, false, true };
+  HnError err = { 0 };
+  HnGrammarVocab *gv = hn_grammar_vocab_new(4, bytes, lens, eog, &err);
+  g_assert_nonnull(gv);
+  const char *gbnf = "root ::= \"a\"+";
+  HnGrammar *g = hn_grammar_parse(gbnf, strlen(gbnf), NULL, &err);
+  g_assert_nonnull(g);
+  HnGrammarState *st = hn_grammar_state_new(g, gv, &err);
+  g_assert_nonnull(st);
+  HnSamplerParams p;
+  hn_sampler_params_init(&p);
+  p.temperature = 0.0f;
+  HnSampler *s = hn_sampler_new(&p, 4, 16, &err);
+  g_assert_nonnull(s);
+
+  const float allowed_first[] = { 5, 1, 1, 0 };
+  g_assert_cmpint(hn_sampler_sample(s, allowed_first, st, &err), ==, 0);
+  HnSamplerGrammarStats stats = hn_sampler_grammar_stats(s);
+  g_assert_cmpuint(stats.lazy_accepted, ==, 1);
+  g_assert_cmpuint(stats.full_masks, ==, 0);
+  g_assert_true(hn_grammar_accept_token(st, 0));
+
+  const float rejected_first[] = { 1, 5, 2, 0 };
+  g_assert_cmpint(hn_sampler_sample(s, rejected_first, st, &err), ==, 0);
+  stats = hn_sampler_grammar_stats(s);
+  g_assert_cmpuint(stats.lazy_accepted, ==, 1);
+  g_assert_cmpuint(stats.full_masks, ==, 1);
+  g_assert_true(hn_grammar_accept_token(st, 0));
+
+  /* after "aa" the grammar may end: end-of-generation passes the lazy check */
+  const float end_first[] = { 1, 2, 3, 9 };
+  g_assert_cmpint(hn_sampler_sample(s, end_first, st, &err), ==, 3);
+  stats = hn_sampler_grammar_stats(s);
+  g_assert_cmpuint(stats.lazy_accepted, ==, 2);
+  g_assert_cmpuint(stats.full_masks, ==, 1);
+
+  hn_sampler_free(s);
+  hn_grammar_state_free(st);
+  hn_grammar_free(g);
+  hn_grammar_vocab_free(gv);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -596,5 +646,6 @@ main (int argc, char **argv)
   g_test_add_func("/sampler/params", test_params);
   g_test_add_func("/sampler/non-finite", test_non_finite);
   g_test_add_func("/sampler/stop-strings", test_stop_strings);
+  g_test_add_func("/sampler/grammar-lazy-check", test_grammar_lazy_check);
   return g_test_run();
 }

@@ -150,13 +150,22 @@ test_wrong_version (void)
 }
 
 /* Fault injection through the I/O seam. */
-static int fail_mode;   /* 1 ENOSPC on write, 2 EROFS on open, 3 short writes then ENOSPC, 4 rename fails */
+enum {
+  FAIL_ENOSPC = 1,   /* every write: no space */
+  FAIL_EROFS,        /* opening for writing: read-only file system */
+  FAIL_SHORT,        /* a few short writes, then writes that make no progress */
+  FAIL_RENAME,       /* the final rename */
+  FAIL_FSYNC,        /* fsync of the temporary file: the data may not be on disk */
+  FAIL_LAST_WRITE,   /* the payload is written, the disk fills up for the header (last) */
+  N_FAIL_MODES
+};
+static int fail_mode;
 static int short_writes;
 
 static int
 fault_open (const char *path, int flags, mode_t mode)
 {
-  if (fail_mode == 2)
+  if (fail_mode == FAIL_EROFS && (flags & (O_WRONLY | O_RDWR)))
     {
       errno = EROFS;
       return -1;
@@ -167,12 +176,12 @@ fault_open (const char *path, int flags, mode_t mode)
 static ssize_t
 fault_pwrite (int fd, const void *buf, size_t count, off_t offset)
 {
-  if (fail_mode == 1)
+  if (fail_mode == FAIL_ENOSPC || (fail_mode == FAIL_LAST_WRITE && offset == 0))
     {
       errno = ENOSPC;
       return -1;
     }
-  if (fail_mode == 3)
+  if (fail_mode == FAIL_SHORT)
     {
       if (short_writes++ > 3)
         return 0;
@@ -184,7 +193,7 @@ fault_pwrite (int fd, const void *buf, size_t count, off_t offset)
 static int
 fault_rename (const char *from, const char *to)
 {
-  if (fail_mode == 4)
+  if (fail_mode == FAIL_RENAME)
     {
       errno = EXDEV;
       return -1;
@@ -192,16 +201,31 @@ fault_rename (const char *from, const char *to)
   return hn_session_default_io ()->rename (from, to);
 }
 
+static int
+fault_fsync (int fd)
+{
+  if (fail_mode == FAIL_FSYNC)
+    {
+      errno = EIO;
+      return -1;
+    }
+  return hn_session_default_io ()->fsync (fd);
+}
+
 static void
 test_failed_write_keeps_previous (void)
 {
   g_autofree char *path = write_sample ("w.hnsession", 10, 7);
+  g_autofree gchar *before = NULL;
+  gsize before_len = 0;
+  g_assert_true (g_file_get_contents (path, &before, &before_len, NULL));
   HnSessionIO io = *hn_session_default_io ();
   io.open = fault_open;
   io.pwrite = fault_pwrite;
   io.rename = fault_rename;
+  io.fsync = fault_fsync;
   hn_session_set_io (&io);
-  for (fail_mode = 1; fail_mode <= 4; fail_mode++)
+  for (fail_mode = 1; fail_mode < N_FAIL_MODES; fail_mode++)
     {
       short_writes = 0;
       int32_t tokens[30] = { 0 };
@@ -210,6 +234,11 @@ test_failed_write_keeps_previous (void)
       g_assert_false (hn_session_write (path, &params, tokens, 30, synthetic_row, &g, &err));
       g_assert_cmpint (err.code, ==, HN_ERR_IO);
       g_test_message ("mode %d: %s", fail_mode, err.message);
+      /* The previous file is byte for byte what it was, and still loads. */
+      g_autofree gchar *after = NULL;
+      gsize after_len = 0;
+      g_assert_true (g_file_get_contents (path, &after, &after_len, NULL));
+      g_assert_cmpmem (after, after_len, before, before_len);
       HnSession *s = hn_session_read (path, &params, &err);
       g_assert_nonnull (s);
       assert_session_matches (s, 10, 7);
@@ -221,6 +250,48 @@ test_failed_write_keeps_previous (void)
   const char *name;
   while ((name = g_dir_read_name (dir)) != NULL)
     g_assert_null (strstr (name, ".tmp."));
+}
+
+/* Reads that fail or return bytes that are not the file's are rejected, never trusted. */
+static int read_mode;  /* 1 garbage everywhere, 2 garbage in the payload only, 3 EIO */
+
+static ssize_t
+fault_pread (int fd, void *buf, size_t count, off_t offset)
+{
+  if (read_mode == 3)
+    {
+      errno = EIO;
+      return -1;
+    }
+  ssize_t n = hn_session_default_io ()->pread (fd, buf, count, offset);
+  if (n > 0 && (read_mode == 1 || (read_mode == 2 && offset >= HN_SESSION_HEADER_SIZE)))
+    for (ssize_t i = 0; i < n; i++)
+      ((uint8_t *) buf)[i] = (uint8_t) (0x5a ^ (uint8_t) ((offset + i) * 131));
+  return n;
+}
+
+static void
+test_garbage_reads (void)
+{
+  g_autofree char *path = write_sample ("g.hnsession", 12, 3);
+  HnSessionIO io = *hn_session_default_io ();
+  io.pread = fault_pread;
+  hn_session_set_io (&io);
+  const HnStatus expected[] = { HN_OK, HN_ERR_FORMAT, HN_ERR_FORMAT, HN_ERR_IO };
+  for (read_mode = 1; read_mode <= 3; read_mode++)
+    {
+      HnError err = { 0 };
+      g_assert_null (hn_session_read (path, &params, &err));
+      g_assert_cmpint (err.code, ==, expected[read_mode]);
+      g_test_message ("read mode %d: %s", read_mode, err.message);
+    }
+  hn_session_set_io (NULL);
+  /* The file itself was never touched. */
+  HnError err = { 0 };
+  HnSession *s = hn_session_read (path, &params, &err);
+  g_assert_nonnull (s);
+  assert_session_matches (s, 12, 3);
+  hn_session_free (s);
 }
 
 static void
@@ -278,6 +349,7 @@ main (int argc, char **argv)
   g_test_add_func ("/session/corruption", test_corruption);
   g_test_add_func ("/session/wrong-version", test_wrong_version);
   g_test_add_func ("/session/failed-write-keeps-previous", test_failed_write_keeps_previous);
+  g_test_add_func ("/session/garbage-reads", test_garbage_reads);
   g_test_add_func ("/session/lru-eviction", test_lru_eviction);
   g_test_add_func ("/session/common-prefix", test_common_prefix);
   int rc = g_test_run ();

@@ -2,6 +2,8 @@
  * reference prompts of the test models, special tokens, the streaming decoder and random
  * bytes into every tokenizer. */
 #include "hn-gguf.h"
+#include "hn-gguf-writer.h"
+#include <glib/gstdio.h>
 #include "hn-vocab-private.h" /* hn_pretokenize, for the splits without a test vocabulary */
 
 #include <glib.h>
@@ -164,6 +166,15 @@ test_specials (void)
   g_assert_false (hn_vocab_add_bos (v));
   g_assert_cmpstr (hn_vocab_pre_name (v), ==, "gpt-2");
   g_assert_true (hn_vocab_is_eog (v, hn_vocab_find_token (v, "<|endoftext|>")));
+  hn_vocab_free (v);
+
+  /* DeepSeek's end-of-sentence token is spelled with full-width bars */
+  g_autofree char *deepseek = vocab_path ("deepseek-coder");
+  v = load_vocab (deepseek);
+  int32_t eos_ds = hn_vocab_find_token (v, "<\uff5cend\u2581of\u2581sentence\uff5c>");
+  g_assert_cmpint (eos_ds, >=, 0);
+  g_assert_true (hn_vocab_is_eog (v, eos_ds));
+  g_assert_false (hn_vocab_is_eog (v, hn_vocab_find_token (v, "<\uff5cbegin\u2581of\u2581sentence\uff5c>")));
   hn_vocab_free (v);
 }
 
@@ -344,6 +355,36 @@ test_fuzz (void)
   g_dir_close (d);
 }
 
+/* Random bytes through every pre-tokenizer split, including those without a test
+ * vocabulary: the pieces must tile the input exactly, in order, without empty pieces. */
+static void
+test_fuzz_splits (void)
+{
+  GRand *rand = g_rand_new_with_seed (99);
+  for (int pre = HN_PRE_DEFAULT; pre <= HN_PRE_DEEPSEEK_LLM; pre++)
+    for (int round = 0; round < 500; round++) {
+      char buf[200];
+      size_t len = (size_t) g_rand_int_range (rand, 0, sizeof buf);
+      for (size_t i = 0; i < len; i++) {
+        guint32 r = g_rand_int (rand);
+        static const char ascii[] = " \t\n\r'sdtm0123456789.,!$+<`|~aZ";
+        buf[i] = (r & 1) ? ascii[(r >> 8) % (sizeof ascii - 1)] : (char) (r >> 8);
+      }
+      uint32_t *pieces;
+      int64_t n = hn_pretokenize ((HnPreType) pre, buf, len, &pieces);
+      g_assert_cmpint (n, >=, 0);
+      uint32_t at = 0;
+      for (int64_t p = 0; p < n; p++) {
+        g_assert_cmpuint (pieces[2 * p], ==, at);
+        g_assert_cmpuint (pieces[2 * p + 1], >, at);
+        at = pieces[2 * p + 1];
+      }
+      g_assert_cmpuint (at, ==, len);
+      g_free (pieces);
+    }
+  g_rand_free (rand);
+}
+
 static void
 check_split (HnPreType pre, const char *text, const char *const *want)
 {
@@ -374,6 +415,129 @@ test_pretokenize (void)
   check_split (HN_PRE_LLAMA3, "I'M fine,\tok", llama3_case);
   const char *const starcoder[] = { "x", "1", "2", " ", "3", NULL };
   check_split (HN_PRE_STARCODER, "x12 3", starcoder);
+}
+
+/* The default split (punctuation and math runs, then GPT-2, then numbers, then three ASCII
+ * digits) differs from GPT-2 at apostrophes and long numbers. */
+static void
+test_pretokenize_default (void)
+{
+  const char *const def[] = { "don", "'", "t", " stop", "...", " ", "123", "4", NULL };
+  check_split (HN_PRE_DEFAULT, "don't stop... 1234", def);
+  const char *const gpt2[] = { "don", "'t", " stop", "...", " 1234", NULL };
+  check_split (HN_PRE_GPT2, "don't stop... 1234", gpt2);
+  const char *const math[] = { "a", "+", "b", "=", "123", "45", " x", "!!", NULL };
+  check_split (HN_PRE_DEFAULT, "a+b=12345 x!!", math);
+  /* the backtick is falcon's only difference in the first stage */
+  const char *const tick_default[] = { "a", "`", "b", "|", "c", NULL };
+  check_split (HN_PRE_DEFAULT, "a`b|c", tick_default);
+  const char *const tick_falcon[] = { "a", "`", "b", "|", "c", NULL };
+  check_split (HN_PRE_FALCON, "a`b|c", tick_falcon);
+  const char *const falcon[] = { "x", "``", "y", " ", "123", "4", NULL };
+  check_split (HN_PRE_FALCON, "x``y 1234", falcon);
+}
+
+/* deepseek-llm: newlines, spelled-out cased letters, ASCII/full-width punctuation (whose
+ * range also spans the ASCII letters, so a Latin word with an accent splits again), trailing
+ * whitespace, CJK/Hangul runs, numbers. */
+static void
+test_pretokenize_deepseek_llm (void)
+{
+  const char *const mixed[] = { "Hello", ",", " World", "!", " ", "3", ".", "14", " ", "你好", "\n", "\n",
+                                "Greek", " \u03a9\u03bc\u03ad\u03b3\u03b1", "  ", NULL };
+  check_split (HN_PRE_DEEPSEEK_LLM, "Hello, World! 3.14 你好\n\nGreek \u03a9\u03bc\u03ad\u03b3\u03b1  ", mixed);
+  const char *const accent[] = { "Caf", "\u00e9", " au", " lait", NULL };
+  check_split (HN_PRE_DEEPSEEK_LLM, "Caf\u00e9 au lait", accent);
+  /* the ideographic space is \s and also in the punctuation class */
+  const char *const ideographic[] = { "\u3000\u3002", "\u3000", "x", NULL };
+  check_split (HN_PRE_DEEPSEEK_LLM, "\u3000\u3002\u3000x", ideographic);
+  /* digits are not letters, punctuation or CJK: one run of numbers */
+  const char *const digits[] = { "2024", "\u5e74", NULL };
+  check_split (HN_PRE_DEEPSEEK_LLM, "2024\u5e74", digits);
+}
+
+/* A long whitespace run that is not at the end of its piece must not be rescanned at every
+ * position (the \s+$ stage): 200 000 spaces and a digit split in one pass. */
+static void
+test_pretokenize_long_whitespace (void)
+{
+  size_t n = 200000;
+  char *text = g_malloc (n + 2);
+  memset (text, ' ', n);
+  text[n] = '7';
+  text[n + 1] = '\0';
+  uint32_t *pieces;
+  int64_t count = hn_pretokenize (HN_PRE_DEEPSEEK_LLM, text, n + 1, &pieces);
+  g_assert_cmpint (count, ==, 2);
+  g_assert_cmpuint (pieces[1], ==, n);
+  g_assert_cmpuint (pieces[2], ==, n);
+  g_free (pieces);
+  g_free (text);
+}
+
+/* tokenizer.ggml.pre names: which split, BOS default and notice each one gets.  The GPT-2
+ * vocabulary is rewritten with each name (and without the key). */
+static HnVocab *
+load_with_pre (const char *pre, const char *dir)
+{
+  HnError err = { 0 };
+  g_autofree char *src = vocab_path ("gpt-2");
+  HnGguf *g = hn_gguf_open (src, &err);
+  g_assert_nonnull (g);
+  HnGgufWriter *w = hn_gguf_writer_new (&err);
+  g_assert_true (hn_gguf_writer_copy_kvs (w, g, &err));
+  hn_gguf_writer_remove_kv (w, "tokenizer.ggml.add_bos_token");
+  if (pre != NULL)
+    g_assert_true (hn_gguf_writer_set_str (w, "tokenizer.ggml.pre", pre, &err));
+  else
+    hn_gguf_writer_remove_kv (w, "tokenizer.ggml.pre");
+  g_autofree char *path = g_build_filename (dir, "vocab.gguf", NULL);
+  g_assert_true (hn_gguf_writer_begin (w, path, &err));
+  g_assert_true (hn_gguf_writer_finish (w, &err));
+  hn_gguf_writer_free (w);
+  hn_gguf_close (g);
+  return load_vocab (path);
+}
+
+static void
+test_pre_names (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("hanashi-vocab-XXXXXX", NULL);
+  static const struct {
+    const char *pre, *split;
+    gboolean add_bos, notice;
+  } cases[] = {
+    { "default", "default", FALSE, FALSE },          { NULL, "default", FALSE, FALSE },
+    { "no-such-tokenizer", "default", FALSE, TRUE }, { "gpt-2", "gpt-2", FALSE, FALSE },
+    { "mpt", "mpt", FALSE, FALSE },                  { "olmo", "olmo", FALSE, FALSE },
+    { "gpt-neox", "gpt-neox", FALSE, FALSE },        { "starcoder", "starcoder", FALSE, FALSE },
+    { "refact", "refact", FALSE, FALSE },            { "command-r", "command-r", FALSE, FALSE },
+    { "smollm", "smollm", FALSE, FALSE },            { "llama-bpe", "llama-bpe", TRUE, FALSE },
+    { "dbrx", "dbrx", FALSE, FALSE },                { "qwen2", "qwen2", FALSE, FALSE },
+    { "falcon", "falcon", FALSE, FALSE },            { "deepseek-llm", "deepseek-llm", FALSE, FALSE },
+    { "deepseek-coder", "deepseek-coder", FALSE, FALSE },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS (cases); i++) {
+    HnVocab *v = load_with_pre (cases[i].pre, dir);
+    g_assert_cmpstr (hn_vocab_pre_name (v), ==, cases[i].split);
+    g_assert_cmpint (hn_vocab_add_bos (v), ==, cases[i].add_bos);
+    g_assert_cmpint (hn_vocab_notice (v) != NULL, ==, cases[i].notice);
+    if (cases[i].notice)
+      g_assert_nonnull (strstr (hn_vocab_notice (v), cases[i].pre));
+    hn_vocab_free (v);
+  }
+  /* the same text splits differently under the names that mean different splits */
+  HnVocab *a = load_with_pre ("gpt-2", dir), *b = load_with_pre ("no-such-tokenizer", dir);
+  GArray *ta = tokenize (a, "don't", 5, false, false), *tb = tokenize (b, "don't", 5, false, false);
+  g_assert_cmpuint (ta->len, ==, 2);
+  g_assert_cmpuint (tb->len, ==, 3);
+  g_array_unref (ta);
+  g_array_unref (tb);
+  hn_vocab_free (a);
+  hn_vocab_free (b);
+  g_autofree char *path = g_build_filename (dir, "vocab.gguf", NULL);
+  g_unlink (path);
+  g_rmdir (dir);
 }
 
 static char *
@@ -451,7 +615,12 @@ main (int argc, char **argv)
   g_test_add_func ("/vocab/guarded", test_guarded);
   g_test_add_func ("/vocab/stream", test_stream);
   g_test_add_func ("/vocab/fuzz", test_fuzz);
+  g_test_add_func ("/vocab/fuzz-splits", test_fuzz_splits);
   g_test_add_func ("/vocab/pretokenize", test_pretokenize);
+  g_test_add_func ("/vocab/pretokenize/default", test_pretokenize_default);
+  g_test_add_func ("/vocab/pretokenize/deepseek-llm", test_pretokenize_deepseek_llm);
+  g_test_add_func ("/vocab/pretokenize/long-whitespace", test_pretokenize_long_whitespace);
+  g_test_add_func ("/vocab/pre-names", test_pre_names);
   g_test_add_func ("/vocab/cli", test_cli);
   int r = g_test_run ();
   g_ptr_array_unref (paths);

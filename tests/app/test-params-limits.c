@@ -1,0 +1,191 @@
+/* test-params-limits.c — hand-edited settings and stored parameters are clamped, never
+ * trusted (no display).  Values come from a settings keyfile as a person might edit it, and
+ * from the per-conversation JSON in the database. */
+#define G_SETTINGS_ENABLE_BACKEND
+#include <gio/gsettingsbackend.h>
+#include <glib/gstdio.h>
+#include <math.h>
+
+#include "hanashi-params.h"
+
+static double
+range_max (const char *key)
+{
+  double min, max, def;
+  g_assert_true (hanashi_params_get_range (key, &min, &max, &def));
+  return max;
+}
+
+static double
+range_min (const char *key)
+{
+  double min, max, def;
+  g_assert_true (hanashi_params_get_range (key, &min, &max, &def));
+  return min;
+}
+
+static double
+number (const HanashiParams *p, const char *key)
+{
+  double value = 0;
+  g_assert_true (hanashi_params_get_number (p, key, &value));
+  return value;
+}
+
+/* Every knob far past both ends of its range lands exactly on that end. */
+static void
+test_json_absurd_numbers (void)
+{
+  const char *keys[] = {
+    "temperature", "top_k", "top_p", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
+    "frequency_penalty", "presence_penalty", "mirostat", "mirostat_tau", "mirostat_eta",
+    "seed", "max_new_tokens", "cfg_scale",
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
+    {
+      g_auto (HanashiParams) p;
+      hanashi_params_init_default (&p);
+      g_autofree char *high = g_strdup_printf ("{\"%s\": 1e300}", keys[i]);
+      g_assert_true (hanashi_params_update_from_json (&p, high, NULL));
+      g_assert_cmpfloat (number (&p, keys[i]), ==, range_max (keys[i]));
+      g_autofree char *low = g_strdup_printf ("{\"%s\": -1e300}", keys[i]);
+      g_assert_true (hanashi_params_update_from_json (&p, low, NULL));
+      g_assert_cmpfloat (number (&p, keys[i]), ==, range_min (keys[i]));
+      /* json-glib wraps integer literals beyond 64 bits (this one reads as -1), so the
+       * value cannot land on the near end; it must still land inside the range. */
+      g_autofree char *wrapped = g_strdup_printf ("{\"%s\": 99999999999999999999}", keys[i]);
+      g_assert_true (hanashi_params_update_from_json (&p, wrapped, NULL));
+      g_assert_cmpfloat (number (&p, keys[i]), >=, range_min (keys[i]));
+      g_assert_cmpfloat (number (&p, keys[i]), <=, range_max (keys[i]));
+    }
+  /* The ends themselves, spelled out, so a widened range shows up here. */
+  g_auto (HanashiParams) p;
+  hanashi_params_init_default (&p);
+  g_assert_true (hanashi_params_update_from_json (&p,
+    "{\"temperature\": 1e300, \"top_k\": 1e300, \"max_new_tokens\": 1e300, \"seed\": 1e300,"
+    " \"cfg_scale\": 1e300, \"repeat_last_n\": 1e300, \"top_p\": -1}", NULL));
+  g_assert_cmpfloat (p.sampling.temperature, ==, 5.0);
+  g_assert_cmpint (p.sampling.top_k, ==, 1000);
+  g_assert_cmpint (p.max_tokens, ==, 131072);
+  g_assert_cmpint (p.sampling.seed, ==, G_GINT64_CONSTANT (4294967295));
+  g_assert_cmpfloat (p.cfg_scale, ==, 10.0);
+  g_assert_cmpint (p.sampling.repeat_last_n, ==, 8192);
+  g_assert_cmpfloat (p.sampling.top_p, ==, 0.0);
+}
+
+/* Values of the wrong kind keep what was there; the rest of the object still applies. */
+static void
+test_json_wrong_types (void)
+{
+  g_auto (HanashiParams) p;
+  hanashi_params_init_default (&p);
+  HanashiParams defaults;
+  hanashi_params_init_default (&defaults);
+  g_assert_true (hanashi_params_update_from_json (&p,
+    "{\"temperature\": \"very hot\", \"top_k\": true, \"top_p\": null, \"min_p\": [1],"
+    " \"stop\": \"not a list\", \"grammar_mode\": \"rm -rf\", \"grammar\": 42, \"cfg_scale\": 2.5}", NULL));
+  g_assert_cmpfloat (p.sampling.temperature, ==, defaults.sampling.temperature);
+  g_assert_cmpint (p.sampling.top_k, ==, defaults.sampling.top_k);
+  g_assert_cmpfloat (p.sampling.top_p, ==, defaults.sampling.top_p);
+  g_assert_cmpfloat (p.sampling.min_p, ==, defaults.sampling.min_p);
+  g_assert_cmpuint (g_strv_length (p.stop), ==, 0);
+  g_assert_cmpint (p.grammar_mode, ==, HANASHI_GRAMMAR_MODE_NONE);
+  g_assert_cmpstr (p.grammar, ==, "");
+  g_assert_cmpfloat (p.cfg_scale, ==, 2.5);
+  hanashi_params_clear (&defaults);
+
+  /* Not an object at all: an error, and nothing changes. */
+  g_autoptr (GError) error = NULL;
+  g_assert_false (hanashi_params_update_from_json (&p, "[1, 2, 3]", &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_clear_error (&error);
+  g_assert_false (hanashi_params_update_from_json (&p, "{\"temperature\": ", &error));
+  g_assert_nonnull (error);
+  g_assert_cmpfloat (p.cfg_scale, ==, 2.5);
+}
+
+/* Too many, empty, over-long and non-string stop strings are dropped, never passed on. */
+static void
+test_json_stop_strings (void)
+{
+  GString *json = g_string_new ("{\"stop\": [\"\", 7, ");
+  g_autofree char *huge = g_strnfill (100000, 'x');
+  g_string_append_printf (json, "\"%s\"", huge);
+  for (int i = 0; i < 100; i++)
+    g_string_append_printf (json, ", \"stop%d\"", i);
+  g_string_append (json, "]}");
+  g_auto (HanashiParams) p;
+  hanashi_params_init_default (&p);
+  g_assert_true (hanashi_params_update_from_json (&p, json->str, NULL));
+  g_string_free (json, TRUE);
+  g_assert_cmpuint (g_strv_length (p.stop), ==, HANASHI_PARAMS_MAX_STOP);
+  g_assert_cmpstr (p.stop[0], ==, "stop0");
+  g_assert_cmpstr (p.stop[HANASHI_PARAMS_MAX_STOP - 1], ==, "stop15");
+}
+
+/* NaN and infinities set directly (as a corrupted double in memory or a bad binding would). */
+static void
+test_non_finite (void)
+{
+  g_auto (HanashiParams) p;
+  hanashi_params_init_default (&p);
+  double min, max, def;
+  g_assert_true (hanashi_params_get_range ("temperature", &min, &max, &def));
+  g_assert_true (hanashi_params_set_number (&p, "temperature", NAN));
+  g_assert_cmpfloat (p.sampling.temperature, ==, def);
+  g_assert_true (hanashi_params_set_number (&p, "temperature", INFINITY));
+  g_assert_cmpfloat (p.sampling.temperature, ==, max);
+  g_assert_true (hanashi_params_set_number (&p, "top_k", -INFINITY));
+  g_assert_cmpint (p.sampling.top_k, ==, (int) range_min ("top_k"));
+  p.sampling.top_p = NAN;
+  p.grammar_mode = (HanashiGrammarMode) 77;
+  hanashi_params_clamp (&p);
+  g_assert_true (hanashi_params_get_range ("top_p", &min, &max, &def));
+  g_assert_cmpfloat (p.sampling.top_p, ==, def);
+  g_assert_cmpint (p.grammar_mode, ==, HANASHI_GRAMMAR_MODE_NONE);
+}
+
+/* A settings file edited by hand: numbers outside the schema's ranges are ignored by
+ * GSettings (the default is used), and the default parameters are clamped on load. */
+static void
+test_hand_edited_settings (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("hanashi-settings-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "keyfile", NULL);
+  g_assert_true (g_file_set_contents (path,
+    "[io/github/hanashi/Hanashi]\n"
+    "context-size=999999999\n"
+    "n-threads=-40\n"
+    "batch-size=0\n"
+    "session-cache-limit-mb=-1\n"
+    "default-params='{\"temperature\": 1e9, \"top_k\": -3, \"max_new_tokens\": 1e15, \"seed\": -7}'\n",
+    -1, NULL));
+  g_autoptr (GSettingsBackend) backend = g_keyfile_settings_backend_new (path, "/", NULL);
+  g_autoptr (GSettings) settings = g_settings_new_with_backend ("io.github.hanashi.Hanashi", backend);
+  g_assert_cmpint (g_settings_get_int (settings, "context-size"), ==, 4096);
+  g_assert_cmpint (g_settings_get_int (settings, "n-threads"), ==, 0);
+  g_assert_cmpint (g_settings_get_int (settings, "batch-size"), ==, 512);
+  g_assert_cmpint (g_settings_get_int (settings, "session-cache-limit-mb"), ==, 2048);
+
+  g_auto (HanashiParams) p;
+  hanashi_params_load_defaults (&p, settings);
+  g_assert_cmpfloat (p.sampling.temperature, ==, 5.0);
+  g_assert_cmpint (p.sampling.top_k, ==, 0);
+  g_assert_cmpint (p.max_tokens, ==, 131072);
+  g_assert_cmpint (p.sampling.seed, ==, -1);
+
+  g_remove (path);
+  g_rmdir (dir);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/params-limits/json-absurd-numbers", test_json_absurd_numbers);
+  g_test_add_func ("/params-limits/json-wrong-types", test_json_wrong_types);
+  g_test_add_func ("/params-limits/json-stop-strings", test_json_stop_strings);
+  g_test_add_func ("/params-limits/non-finite", test_non_finite);
+  g_test_add_func ("/params-limits/hand-edited-settings", test_hand_edited_settings);
+  return g_test_run ();
+}
