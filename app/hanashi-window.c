@@ -67,8 +67,16 @@ G_DEFINE_FINAL_TYPE (HanashiWindow, hanashi_window, ADW_TYPE_APPLICATION_WINDOW)
 enum {
   PROP_0,
   PROP_PANEL_REVEALED,
+  PROP_CONVERSATION_ID,
   N_PROPS
 };
+
+enum {
+  SIGNAL_CONVERSATIONS_CHANGED,
+  N_SIGNALS
+};
+
+static guint signals[N_SIGNALS];
 
 static GParamSpec *properties[N_PROPS];
 
@@ -419,6 +427,7 @@ finish_reply (HanashiWindow *self)
   hanashi_composer_set_generating (self->composer, FALSE);
   update_actions (self);
   update_context_meter (self);
+  g_signal_emit (self, signals[SIGNAL_CONVERSATIONS_CHANGED], 0);
 }
 
 static void
@@ -568,6 +577,7 @@ ensure_conversation (HanashiWindow  *self,
   if (id == 0)
     return FALSE;
   self->conversation_id = id;
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_CONVERSATION_ID]);
   params = hanashi_params_panel_dup_params_json (self->params_panel);
   /* Settings chosen before the first message belong to the new conversation. */
   if (!hanashi_store_set_system_prompt (self->store, id, hanashi_composer_get_system_prompt (self->composer), error) ||
@@ -644,6 +654,7 @@ send_action (GtkWidget  *widget,
   hanashi_composer_set_text (self->composer, "");
   hanashi_composer_set_editing (self->composer, FALSE);
   self->editing_id = 0;
+  g_signal_emit (self, signals[SIGNAL_CONVERSATIONS_CHANGED], 0);
   message = hanashi_message_new (id, "user", text);
   hanashi_message_set_parent_id (message, parent_id);
   if (alternative_of != 0 && (alternatives = hanashi_store_list_alternatives (self->store, id, NULL)) != NULL)
@@ -740,6 +751,7 @@ delete_message (HanashiWindow  *self,
   if (!ok)
     toast_error (self, _("Could not delete the message"), error);
   reload_thread (self);
+  g_signal_emit (self, signals[SIGNAL_CONVERSATIONS_CHANGED], 0);
 }
 
 static void
@@ -818,7 +830,11 @@ hanashi_window_load_conversation (HanashiWindow *self,
           conversation_id = 0;
         }
     }
-  self->conversation_id = conversation_id;
+  if (self->conversation_id != conversation_id)
+    {
+      self->conversation_id = conversation_id;
+      g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_CONVERSATION_ID]);
+    }
   hanashi_composer_set_system_prompt (self->composer, conversation ? conversation->system_prompt : "");
   /* "{}" and NULL both mean: the defaults from Preferences. */
   hanashi_params_panel_set_params_json (self->params_panel, conversation ? conversation->params_json : NULL);
@@ -1013,8 +1029,12 @@ on_engine_state (HanashiEngine *engine,
                  HanashiWindow *self)
 {
   gboolean loaded = hanashi_engine_get_model_info (engine) != NULL;
+  gboolean was_empty = g_strcmp0 (gtk_stack_get_visible_child_name (self->main_stack), "empty") == 0;
 
   gtk_stack_set_visible_child_name (self->main_stack, loaded ? "chat" : "empty");
+  /* Once a model is there, typing goes straight into the composer. */
+  if (loaded && was_empty)
+    gtk_widget_grab_focus (GTK_WIDGET (self->composer));
   update_status (self);
   update_actions (self);
 }
@@ -1109,6 +1129,9 @@ hanashi_window_get_property (GObject    *object,
 
   switch (prop_id)
     {
+    case PROP_CONVERSATION_ID:
+      g_value_set_int64 (value, self->conversation_id);
+      break;
     case PROP_PANEL_REVEALED:
       /* The property action asks before the template exists. */
       g_value_set_boolean (value, self->flap != NULL && adw_flap_get_reveal_flap (self->flap));
@@ -1191,7 +1214,12 @@ hanashi_window_class_init (HanashiWindowClass *klass)
 
   properties[PROP_PANEL_REVEALED] = g_param_spec_boolean ("panel-revealed", NULL, NULL, FALSE,
                                                           G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_CONVERSATION_ID] = g_param_spec_int64 ("conversation-id", NULL, NULL, 0, G_MAXINT64, 0,
+                                                        G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
   g_object_class_install_properties (object_class, N_PROPS, properties);
+
+  signals[SIGNAL_CONVERSATIONS_CHANGED] = g_signal_new ("conversations-changed", G_TYPE_FROM_CLASS (klass),
+                                                        G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 0);
 
   g_type_ensure (HANASHI_TYPE_CHAT_VIEW);
   g_type_ensure (HANASHI_TYPE_COMPOSER);

@@ -29,4 +29,8 @@ GListModel    *hanashi_window_get_messages     (HanashiWindow      *self);
 void           hanashi_window_add_toast        (HanashiWindow      *self,
                                                 const char         *message);
 
+/* Property "conversation-id" (gint64, read-only): the chat shown, 0 for a new one.
+ * Signal "conversations-changed" (): a conversation was created or gained, lost or
+ * finished a message (for the list of chats to refresh). */
+
 G_END_DECLS

@@ -160,12 +160,23 @@ static const char *full_reply =
   "tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7 tok8 tok9 tok10 tok11 tok12 tok13 tok14 tok15 ";
 
 static void
+count_changes (guint *changes)
+{
+  (*changes)++;
+}
+
+static void
 test_send (void)
 {
   g_autoptr (HanashiApplication) app = make_app ();
   HanashiWindow *window = make_window (app, 1100, 760, TRUE);
   HanashiComposer *composer = get_composer (window);
   GListModel *messages = hanashi_window_get_messages (window);
+
+  /* With the model loaded, typing goes into the composer. */
+  g_assert_true (gtk_widget_has_focus (GTK_WIDGET (hanashi_composer_get_text_view (composer))));
+  guint changes = 0;
+  g_signal_connect_swapped (window, "conversations-changed", G_CALLBACK (count_changes), &changes);
 
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
   g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 0);
@@ -192,6 +203,9 @@ test_send (void)
   g_assert_true (hanashi_composer_get_generating (composer));
 
   wait_until (reply_done, window);
+  /* The list of chats hears of the new message and of the finished reply. */
+  g_assert_cmpuint (changes, ==, 2);
+  g_assert_cmpint (hanashi_window_get_conversation_id (window), >, 0);
   HanashiMessage *reply = message_at (window, 1);
   g_assert_cmpstr (hanashi_message_get_text (reply), ==, full_reply);
   g_assert_true (hanashi_message_get_complete (reply));
