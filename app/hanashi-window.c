@@ -1169,6 +1169,14 @@ on_flap_revealed (AdwFlap       *flap,
 }
 
 static void
+apply_session_limit (HanashiWindow *self)
+{
+  /* The limit applies to every save, so a change in Preferences takes effect at once. */
+  hanashi_engine_set_session_cache_limit (self->engine,
+                                          (guint64) g_settings_get_int (self->settings, "session-cache-limit-mb") << 20);
+}
+
+static void
 on_folded (AdwLeaflet    *leaflet,
            GParamSpec    *pspec,
            HanashiWindow *self)
@@ -1278,6 +1286,9 @@ hanashi_window_init (HanashiWindow *self)
     toast_error (self, _("Could not open the conversation database"), error);
 
   self->engine = hanashi_engine_new ();
+  apply_session_limit (self);
+  g_signal_connect_object (self->settings, "changed::session-cache-limit-mb",
+                           G_CALLBACK (apply_session_limit), self, G_CONNECT_SWAPPED);
   g_signal_connect (self->engine, "token", G_CALLBACK (on_token), self);
   g_signal_connect (self->engine, "generation-done", G_CALLBACK (on_generation_done), self);
   g_signal_connect (self->engine, "error", G_CALLBACK (on_engine_error), self);

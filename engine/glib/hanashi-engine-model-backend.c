@@ -8,6 +8,7 @@
  */
 #include "hanashi-engine-backend.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "hn-chat-template.h"
@@ -15,6 +16,7 @@
 #include "hn-generate-model.h"
 #include "hn-json-schema.h"
 #include "hn-json.h"
+#include "hn-prompt-cache.h"
 #include "hn-quants.h"
 
 /* The context meter and the default context when the caller passes 0. */
@@ -636,6 +638,54 @@ reuse_cache (ModelBackend *mb, const GArray *want, guint hint)
   return p;
 }
 
+/* ---- session files ---------------------------------------------------------------------- */
+
+/* The first request of a conversation since the cache held another one: restore what its
+ * session file shares with the prompt.  Anything wrong with the file only costs time. */
+static void
+session_restore (ModelBackend *mb, const HanashiBackendSession *session, const GArray *prompt)
+{
+  HnError err = { 0 };
+  uint32_t n = 0;
+  if (session->path == NULL || !g_file_test (session->path, G_FILE_TEST_IS_REGULAR))
+    return;
+  if (!hn_prompt_cache_load (mb->ctx, session->path, (const int32_t *) (gpointer) prompt->data,
+                             prompt->len, &n, &err))
+    {
+      g_message ("Session file %s not used: %s", session->path, err.message);
+      return;
+    }
+  g_array_set_size (mb->cached, 0);
+  g_array_append_vals (mb->cached, prompt->data, n);
+  hn_session_touch (session->path);
+}
+
+/* After a reply: the conversation's KV state to its file, then the cache back under its
+ * size limit (the file just written stays). */
+static gboolean
+session_store (ModelBackend *mb, const HanashiBackendSession *session, HanashiBackendSink *sink)
+{
+  HnError err = { 0 };
+  if (session->path == NULL || mb->cached->len == 0)
+    return FALSE;
+  g_autofree char *dir = g_path_get_dirname (session->path);
+  if (g_mkdir_with_parents (dir, 0700) != 0)
+    {
+      g_autofree char *message = g_strdup_printf ("cannot create %s: %s", dir, g_strerror (errno));
+      sink->on_session_write_failed (sink->data, message);
+      return FALSE;
+    }
+  if (!hn_prompt_cache_save (mb->ctx, session->path, (const int32_t *) (gpointer) mb->cached->data,
+                             mb->cached->len, &err))
+    {
+      sink->on_session_write_failed (sink->data, err.message);
+      return FALSE;
+    }
+  if (session->dir != NULL && hn_session_cache_evict (session->dir, session->limit, session->path, &err) < 0)
+    g_message ("Session cache not trimmed: %s", err.message);
+  return TRUE;
+}
+
 static HanashiStopReason
 map_stop (HnGenStopReason r)
 {
@@ -736,7 +786,7 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
       g_array_set_size (mb->cached, 0);
       g_free (mb->cached_conversation);
       mb->cached_conversation = g_strdup (conversation);
-      (void) session;
+      session_restore (mb, session, prompt.tokens);
     }
   guint n_cached = reuse_cache (mb, prompt.tokens, dropped_tokens);
 
@@ -803,6 +853,7 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
       set_error_from_hn (error, &err, HANASHI_ENGINE_ERROR_FAILED, NULL);
       goto out;
     }
+  stats->session_saved = session_store (mb, session, sink);
   ok = TRUE;
 
 out:

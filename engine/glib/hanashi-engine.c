@@ -673,10 +673,10 @@ static void
 thread_on_session_write_failed (gpointer data, const char *message)
 {
   EngineCore *core = data;
-  g_message ("Session file not written: %s", message);
   if (core->current_session == NULL
       || g_hash_table_contains (core->write_failed, core->current_session))
     return;
+  g_message ("Session file not written: %s", message);
   g_hash_table_add (core->write_failed, g_strdup (core->current_session));
   Event *ev = g_new0 (Event, 1);
   ev->type = EV_SESSION_WRITE_FAILED;

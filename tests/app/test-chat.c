@@ -9,6 +9,7 @@
 #include "hanashi-application.h"
 #include "hanashi-chat-view.h"
 #include "hanashi-composer.h"
+#include "hanashi-engine-backend.h"
 #include "hanashi-message-row.h"
 #include "hanashi-params-panel.h"
 #include "hanashi-window.h"
@@ -660,10 +661,9 @@ test_real_model (void)
       g_test_skip ("tiny-qwen2-gpt2-q8_0.gguf is not in HANASHI_TESTDATA");
       return;
     }
-  g_unsetenv ("HANASHI_ENGINE_BACKEND");
+  hanashi_engine_set_default_backend (NULL);
   g_autoptr (HanashiApplication) app = make_app ();
   HanashiWindow *window = make_window (app, 1100, 760, FALSE);
-  g_setenv ("HANASHI_ENGINE_BACKEND", "scripted", TRUE);
 
   g_autoptr (GFile) file = g_file_new_for_path (path);
   hanashi_window_open_model (window, file);
@@ -695,9 +695,7 @@ test_real_model (void)
   g_assert_cmpint (g_mkdir_with_parents (session_dir, 0700), ==, 0);
   g_assert_true (g_file_set_contents (session, "not a session file at all", -1, NULL));
 
-  g_unsetenv ("HANASHI_ENGINE_BACKEND");
   window = make_window (app, 1100, 760, FALSE);
-  g_setenv ("HANASHI_ENGINE_BACKEND", "scripted", TRUE);
   g_assert_cmpint (hanashi_window_get_conversation_id (window), ==, conversation);
   hanashi_window_open_model (window, file);
   wait_until (model_loaded, window);
@@ -708,6 +706,7 @@ test_real_model (void)
   HanashiMessage *second = message_at (window, 3);
   g_assert_true (hanashi_message_get_complete (second));
   g_assert_cmpint (hanashi_message_get_token_count (second), >=, 1);
+  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
@@ -748,7 +747,7 @@ int
 main (int argc, char **argv)
 {
   test_xdg_setup ();
-  g_setenv ("HANASHI_ENGINE_BACKEND", "scripted", TRUE);
+  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
 

@@ -677,6 +677,19 @@ test_model_switch (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->stats.n_reused, ==, 0);
 }
 
+/* Closing while a reply streams: dispose stops and joins the thread (ASan checks leaks). */
+static void
+test_dispose_while_generating (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("c", 200);
+  reset_run (f);
+  hanashi_engine_generate (f->engine, req);
+  while (f->n_token_signals == 0)
+    g_main_context_iteration (NULL, TRUE);
+}
+
 static void
 test_grammar (Fixture *f, gconstpointer data)
 {
@@ -832,6 +845,195 @@ test_overflow (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->stats.n_generated, >=, 1);
 }
 
+/* ---- session files ---------------------------------------------------------------------- */
+
+static char *
+session_file (Fixture *f, const char *conversation)
+{
+  g_autofree char *name = g_strconcat (conversation, ".hnsession", NULL);
+  return g_build_filename (f->session_dir, name, NULL);
+}
+
+static void
+restart_engine (Fixture *f, const char *model)
+{
+  destroy_engine (f);
+  connect_engine (f);
+  load_and_wait (f, model, 256);
+}
+
+/* A queued command after forget/clear: when its answer arrives, they have run. */
+static void
+sync_engine (Fixture *f)
+{
+  g_autoptr (HanashiGenerateRequest) req = make_request ("sync", 1);
+  gint n = -2;
+  hanashi_engine_count_tokens_async (f->engine, req, NULL, test_count_tokens_done, &n);
+  while (n == -2)
+    g_main_context_iteration (NULL, TRUE);
+}
+
+/* After a reply the conversation's KV state is on disk; a new engine (the app restarted)
+ * evaluates only the last prompt token and continues exactly as before. */
+static void
+test_session_reuse (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("sess", 12);
+  generate_and_wait (f, req);
+  g_assert_true (f->stats.session_saved);
+  g_autofree char *reply = g_strdup (f->text->str);
+  guint n_prompt = f->stats.n_prompt;
+  g_autofree char *path = session_file (f, "sess");
+  g_assert_true (g_file_test (path, G_FILE_TEST_IS_REGULAR));
+
+  restart_engine (f, LLAMA);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_cmpuint (f->stats.n_prompt, ==, n_prompt);
+  g_assert_cmpuint (f->stats.n_reused, ==, n_prompt - 1);
+  g_assert_cmpstr (f->text->str, ==, reply);
+
+  /* the next turn after a restart: the saved prompt and reply are reused */
+  g_autoptr (HanashiGenerateRequest) next = make_request ("sess", 4);
+  hanashi_generate_request_add_message (next, HANASHI_ROLE_ASSISTANT, reply);
+  hanashi_generate_request_add_message (next, HANASHI_ROLE_USER, "And then?");
+  restart_engine (f, LLAMA);
+  generate_and_wait (f, next);
+  g_assert_cmpuint (f->stats.n_reused, >=, n_prompt);
+
+  /* a request that opts out neither reads nor writes */
+  g_autoptr (HanashiGenerateRequest) off = make_request ("nosess", 2);
+  hanashi_generate_request_set_use_session (off, FALSE);
+  generate_and_wait (f, off);
+  g_assert_false (f->stats.session_saved);
+  g_autofree char *off_path = session_file (f, "nosess");
+  g_assert_false (g_file_test (off_path, G_FILE_TEST_EXISTS));
+
+  /* another model's file is not used (and is replaced) */
+  restart_engine (f, STORIES);
+  hanashi_generate_request_set_max_tokens (req, 2);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_cmpuint (f->stats.n_reused, ==, 0);
+  g_assert_true (f->stats.session_saved);
+}
+
+/* Damaged files are ignored (re-evaluated from text, same reply) and replaced. */
+static void
+test_session_corrupt (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("bad", 8);
+  generate_and_wait (f, req);
+  g_autofree char *reply = g_strdup (f->text->str);
+  guint n_prompt = f->stats.n_prompt;
+  g_autofree char *path = session_file (f, "bad");
+  g_autofree char *good = NULL;
+  gsize len = 0;
+  g_assert_true (g_file_get_contents (path, &good, &len, NULL));
+
+  for (int kind = 0; kind < 4; kind++)
+    {
+      g_autofree char *bytes = g_memdup2 (good, len);
+      gsize n = len;
+      switch (kind)
+        {
+        case 0: n = len / 2; break;                    /* truncated */
+        case 1: bytes[len - 100] ^= 0x10; break;      /* a flipped bit in the rows */
+        case 2: bytes[9] ^= 0x01; break;               /* the header's version */
+        case 3: n = 7; break;                          /* shorter than a header */
+        }
+      g_assert_true (g_file_set_contents (path, bytes, (gssize) n, NULL));
+      restart_engine (f, LLAMA);
+      generate_and_wait (f, req);
+      g_assert_cmpuint (f->n_errors, ==, 0);
+      g_assert_cmpuint (f->stats.n_reused, ==, 0);
+      g_assert_cmpstr (f->text->str, ==, reply);
+      g_assert_true (f->stats.session_saved);
+    }
+  /* the last run wrote a good file again */
+  restart_engine (f, LLAMA);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->stats.n_reused, ==, n_prompt - 1);
+}
+
+static guint n_write_failed;
+
+static void
+on_write_failed (HanashiEngine *engine, const char *message, gpointer data)
+{
+  (void) engine; (void) data;
+  g_assert_nonnull (message);
+  n_write_failed++;
+}
+
+/* A cache directory that cannot be written: the replies still come, the failure is
+ * reported once per conversation, nothing is an error. */
+static void
+test_session_write_failure (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autofree char *blocker = g_build_filename (f->session_dir, "not-a-dir", NULL);
+  g_assert_true (g_file_set_contents (blocker, "x", 1, NULL));
+  g_autofree char *dir = g_build_filename (blocker, "sessions", NULL);
+  hanashi_engine_set_session_dir (f->engine, dir);
+  n_write_failed = 0;
+  g_signal_connect (f->engine, "session-write-failed", G_CALLBACK (on_write_failed), NULL);
+  load_and_wait (f, LLAMA, 256);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("w1", 3);
+  for (int i = 0; i < 3; i++)
+    {
+      generate_and_wait (f, req);
+      g_assert_cmpuint (f->n_errors, ==, 0);
+      g_assert_cmpuint (f->n_done, ==, 1);
+      g_assert_false (f->stats.session_saved);
+    }
+  g_assert_cmpuint (n_write_failed, ==, 1);
+  g_autoptr (HanashiGenerateRequest) other = make_request ("w2", 3);
+  generate_and_wait (f, other);
+  g_assert_cmpuint (n_write_failed, ==, 2);
+}
+
+/* Forget and clear go through the queue; the size limit evicts the least recently used. */
+static void
+test_session_cache (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  const char *ids[] = { "a", "b", "c" };
+  for (guint i = 0; i < G_N_ELEMENTS (ids); i++)
+    {
+      g_autoptr (HanashiGenerateRequest) req = make_request (ids[i], 2);
+      generate_and_wait (f, req);
+      g_assert_true (f->stats.session_saved);
+    }
+  g_autofree char *a = session_file (f, "a");
+  g_autofree char *b = session_file (f, "b");
+  g_autofree char *c = session_file (f, "c");
+  g_assert_true (g_file_test (a, G_FILE_TEST_EXISTS));
+  hanashi_engine_forget_session (f->engine, "a");
+  sync_engine (f);
+  g_assert_false (g_file_test (a, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (b, G_FILE_TEST_EXISTS));
+
+  /* room for about one file and a half: writing c again evicts b, keeps c */
+  GStatBuf st;
+  g_assert_cmpint (g_stat (c, &st), ==, 0);
+  hanashi_engine_set_session_cache_limit (f->engine, (guint64) st.st_size * 3 / 2);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("c", 2);
+  generate_and_wait (f, req);
+  g_assert_true (f->stats.session_saved);
+  g_assert_false (g_file_test (b, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (c, G_FILE_TEST_EXISTS));
+
+  hanashi_engine_clear_session_cache (f->engine);
+  sync_engine (f);
+  g_assert_false (g_file_test (c, G_FILE_TEST_EXISTS));
+}
+
 /* ---- stress ----------------------------------------------------------------------------- */
 
 static void
@@ -932,11 +1134,16 @@ main (int argc, char **argv)
   g_test_add ("/engine-model/cancel", Fixture, NULL, fixture_setup, test_cancel, fixture_teardown);
   g_test_add_func ("/engine-model/backend-cancel", test_backend_cancel);
   g_test_add ("/engine-model/model-switch", Fixture, NULL, fixture_setup, test_model_switch, fixture_teardown);
+  g_test_add ("/engine-model/dispose-while-generating", Fixture, NULL, fixture_setup, test_dispose_while_generating, fixture_teardown);
   g_test_add ("/engine-model/grammar", Fixture, NULL, fixture_setup, test_grammar, fixture_teardown);
   g_test_add ("/engine-model/invalid-grammar", Fixture, NULL, fixture_setup, test_invalid_grammar, fixture_teardown);
   g_test_add ("/engine-model/stop-string", Fixture, NULL, fixture_setup, test_stop_string, fixture_teardown);
   g_test_add ("/engine-model/prefix-reuse", Fixture, NULL, fixture_setup, test_prefix_reuse, fixture_teardown);
   g_test_add ("/engine-model/overflow", Fixture, NULL, fixture_setup, test_overflow, fixture_teardown);
+  g_test_add ("/engine-model/session/reuse", Fixture, NULL, fixture_setup, test_session_reuse, fixture_teardown);
+  g_test_add ("/engine-model/session/corrupt", Fixture, NULL, fixture_setup, test_session_corrupt, fixture_teardown);
+  g_test_add ("/engine-model/session/write-failure", Fixture, NULL, fixture_setup, test_session_write_failure, fixture_teardown);
+  g_test_add ("/engine-model/session/cache", Fixture, NULL, fixture_setup, test_session_cache, fixture_teardown);
   g_test_add ("/engine-model/stress", Fixture, NULL, fixture_setup, test_stress, fixture_teardown);
   return g_test_run ();
 }
