@@ -478,6 +478,21 @@ start_reply (HanashiWindow  *self,
   return TRUE;
 }
 
+/* A long conversation can take a while to read before the first token: the bar under the
+ * header (also used for loading) shows how far the engine is. */
+static void
+on_prompt_progress (HanashiEngine *engine,
+                    guint          id,
+                    guint          done,
+                    guint          total,
+                    HanashiWindow *self)
+{
+  if (id == 0 || id != self->reply_id || total == 0)
+    return;
+  gtk_progress_bar_set_fraction (self->load_progress, (double) done / total);
+  gtk_widget_set_visible (GTK_WIDGET (self->load_progress), done < total);
+}
+
 static void
 on_token (HanashiEngine *engine,
           guint          id,
@@ -487,6 +502,8 @@ on_token (HanashiEngine *engine,
 {
   if (id == 0 || id != self->reply_id || self->reply == NULL)
     return;
+  if (self->load_cancellable == NULL)
+    gtk_widget_set_visible (GTK_WIDGET (self->load_progress), FALSE);
   hanashi_message_append_text (self->reply, text);
   if (g_get_monotonic_time () - self->reply_committed >= COMMIT_INTERVAL_US)
     commit_reply (self, FALSE);
@@ -974,7 +991,11 @@ load_done (GObject      *source,
           hanashi_window_add_toast (self, text);
         }
     }
+  /* A load replaced by a newer one must not hide the newer one's progress. */
+  if (G_IS_TASK (result) && g_task_get_cancellable (G_TASK (result)) != self->load_cancellable)
+    return;
   gtk_widget_set_visible (GTK_WIDGET (self->load_progress), FALSE);
+  g_clear_object (&self->load_cancellable);
 }
 
 void
@@ -1290,6 +1311,7 @@ hanashi_window_init (HanashiWindow *self)
   g_signal_connect_object (self->settings, "changed::session-cache-limit-mb",
                            G_CALLBACK (apply_session_limit), self, G_CONNECT_SWAPPED);
   g_signal_connect (self->engine, "token", G_CALLBACK (on_token), self);
+  g_signal_connect (self->engine, "prompt-progress", G_CALLBACK (on_prompt_progress), self);
   g_signal_connect (self->engine, "generation-done", G_CALLBACK (on_generation_done), self);
   g_signal_connect (self->engine, "error", G_CALLBACK (on_engine_error), self);
   g_signal_connect (self->engine, "warning", G_CALLBACK (on_engine_warning), self);

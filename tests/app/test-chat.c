@@ -633,6 +633,11 @@ test_open_file (void)
   g_assert_nonnull (window);
   wait_until (model_loaded, window);
   g_assert_cmpstr (hanashi_engine_get_model_info (hanashi_window_get_engine (window))->path, ==, model_path);
+  /* The loading bar goes away once the model is there. */
+  GtkWidget *bar = find_by_type (GTK_WIDGET (window), GTK_TYPE_PROGRESS_BAR);
+  g_assert_nonnull (bar);
+  settle ();
+  g_assert_false (gtk_widget_get_visible (bar));
   g_auto (GStrv) recent = g_settings_get_strv (settings, "recent-models");
   g_assert_cmpuint (g_strv_length (recent), ==, 1);
   g_assert_cmpstr (recent[0], ==, model_path);
