@@ -594,6 +594,7 @@ ensure_conversation (HanashiWindow  *self,
   if (id == 0)
     return FALSE;
   self->conversation_id = id;
+  gtk_window_set_title (GTK_WINDOW (self), title);
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_CONVERSATION_ID]);
   params = hanashi_params_panel_dup_params_json (self->params_panel);
   /* Settings chosen before the first message belong to the new conversation. */
@@ -836,6 +837,9 @@ hanashi_window_load_conversation (HanashiWindow *self,
   g_return_if_fail (HANASHI_IS_WINDOW (self));
 
   abandon_reply (self);
+  /* The text of a message being edited belongs to the chat it came from. */
+  if (self->editing_id != 0)
+    hanashi_composer_set_text (self->composer, "");
   self->editing_id = 0;
   hanashi_composer_set_editing (self->composer, FALSE);
   if (conversation_id != 0 && self->store != NULL)
@@ -852,6 +856,8 @@ hanashi_window_load_conversation (HanashiWindow *self,
       self->conversation_id = conversation_id;
       g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_CONVERSATION_ID]);
     }
+  /* The title names the window in the window switcher. */
+  gtk_window_set_title (GTK_WINDOW (self), conversation && *conversation->title ? conversation->title : _("Hanashi"));
   hanashi_composer_set_system_prompt (self->composer, conversation ? conversation->system_prompt : "");
   /* "{}" and NULL both mean: the defaults from Preferences. */
   hanashi_params_panel_set_params_json (self->params_panel, conversation ? conversation->params_json : NULL);

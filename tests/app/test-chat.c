@@ -227,6 +227,7 @@ test_send (void)
   g_assert_cmpint (assistant->token_count, ==, 16);
   g_autoptr (HanashiStoredConversation) c = hanashi_store_get_conversation (store, conversation, NULL);
   g_assert_cmpstr (c->title, ==, "Hello there, how are you today? This fi…");
+  g_assert_cmpstr (gtk_window_get_title (GTK_WINDOW (window)), ==, c->title);
 
   /* The context meter counts the conversation as the engine templates it (the scripted
    * backend: 4 tokens per message plus one per byte) against the context size from the
