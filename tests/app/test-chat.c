@@ -333,6 +333,13 @@ test_stop (void)
   g_assert_true (press_enter (window, 0));
   wait_until (reply_started, window);
 
+  /* While the reply is written, Enter keeps the next message in the composer. */
+  hanashi_composer_set_text (get_composer (window), "Next one");
+  g_assert_true (press_enter (window, 0));
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
+  g_autofree char *waiting = hanashi_composer_dup_text (get_composer (window));
+  g_assert_cmpstr (waiting, ==, "Next one");
+
   g_auto (GStrv) accels = gtk_application_get_accels_for_action (GTK_APPLICATION (app), "win.stop");
   g_assert_cmpstr (accels[0], ==, "Escape");
   g_assert_true (gtk_widget_activate_action (GTK_WIDGET (window), "win.stop", NULL));
@@ -642,6 +649,10 @@ test_open_file (void)
   g_auto (GStrv) recent = g_settings_get_strv (settings, "recent-models");
   g_assert_cmpuint (g_strv_length (recent), ==, 1);
   g_assert_cmpstr (recent[0], ==, model_path);
+  /* Starting the app again presents the same window. */
+  g_application_activate (G_APPLICATION (app));
+  g_assert_true (gtk_application_get_active_window (GTK_APPLICATION (app)) == GTK_WINDOW (window));
+  g_assert_cmpuint (g_list_length (gtk_application_get_windows (GTK_APPLICATION (app))), ==, 1);
   gtk_window_destroy (GTK_WINDOW (window));
 
   /* A new window starts without a model and offers the recent one. */
