@@ -701,6 +701,10 @@ test_real_model (void)
   g_assert_cmpint (stored->token_count, ==, hanashi_message_get_token_count (reply));
   g_assert_true (g_str_has_prefix (stored->params_json, "{"));
   g_assert_nonnull (strstr (stored->params_json, "\"max_new_tokens\":8"));
+  /* The real backend measures speed: the reply's footer and the header show it. */
+  g_assert_cmpfloat (hanashi_message_get_tokens_per_second (reply), >, 0);
+  g_assert_cmpfloat (stored->generation_seconds, >, 0);
+  g_assert_nonnull (strstr (gtk_label_get_label (find_status_label (GTK_WIDGET (window))), " tok/s"));
 
   /* Restart with the conversation's saved state damaged (written here when the engine did
    * not save one): the restored chat still goes on. */
