@@ -58,6 +58,9 @@ struct _HanashiWindow
   gint64              editing_id;        /* the user message being edited, or 0 */
   guint               reply_id;          /* the engine's request id, 0 when idle */
   gint64              reply_committed;   /* monotonic time of the last commit */
+  gboolean            reply_save_failed; /* said once per reply, not every 250 ms */
+  GPtrArray          *unsaved;           /* finished replies waiting to be saved */
+  guint               retry_source;
   int                 context_used;      /* -1 while unknown */
   double              last_speed;
 };
@@ -396,6 +399,51 @@ update_context_meter (HanashiWindow *self)
 
 /* ---- generation ------------------------------------------------------------------------ */
 
+static gboolean
+store_reply_text (HanashiWindow   *self,
+                  HanashiMessage  *message,
+                  const char      *params,
+                  gboolean         complete,
+                  GError         **error)
+{
+  return hanashi_store_update_message (self->store, hanashi_message_get_id (message),
+                                       hanashi_message_get_text (message),
+                                       hanashi_message_get_token_count (message),
+                                       hanashi_message_get_generation_seconds (message),
+                                       params, complete, error);
+}
+
+/* Finished replies whose last save failed are tried again until the database takes them,
+ * so a passing problem (disk full, a lock) does not cost the answer. */
+static void
+save_unsaved (HanashiWindow *self)
+{
+  for (guint i = 0; i < self->unsaved->len;)
+    {
+      HanashiMessage *message = g_ptr_array_index (self->unsaved, i);
+      g_autoptr (GError) error = NULL;
+      const char *params = g_object_get_data (G_OBJECT (message), "hanashi-params");
+
+      if (store_reply_text (self, message, params, TRUE, &error) ||
+          g_error_matches (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND))
+        g_ptr_array_remove_index (self->unsaved, i);
+      else
+        i++;
+    }
+}
+
+static gboolean
+retry_unsaved (gpointer data)
+{
+  HanashiWindow *self = data;
+
+  save_unsaved (self);
+  if (self->unsaved->len > 0)
+    return G_SOURCE_CONTINUE;
+  self->retry_source = 0;
+  return G_SOURCE_REMOVE;
+}
+
 static void
 commit_reply (HanashiWindow *self,
               gboolean       complete)
@@ -405,12 +453,18 @@ commit_reply (HanashiWindow *self,
   if (self->reply == NULL || self->store == NULL)
     return;
   self->reply_committed = g_get_monotonic_time ();
-  if (!hanashi_store_update_message (self->store, hanashi_message_get_id (self->reply),
-                                     hanashi_message_get_text (self->reply),
-                                     hanashi_message_get_token_count (self->reply),
-                                     hanashi_message_get_generation_seconds (self->reply),
-                                     complete ? self->reply_params : NULL, complete, &error))
+  if (store_reply_text (self, self->reply, complete ? self->reply_params : NULL, complete, &error))
+    return;
+  if (!self->reply_save_failed)
     toast_error (self, _("Could not save the reply"), error);
+  self->reply_save_failed = TRUE;
+  if (complete)
+    {
+      g_object_set_data_full (G_OBJECT (self->reply), "hanashi-params", g_strdup (self->reply_params), g_free);
+      g_ptr_array_add (self->unsaved, g_object_ref (self->reply));
+      if (self->retry_source == 0)
+        self->retry_source = g_timeout_add_seconds (1, retry_unsaved, self);
+    }
 }
 
 /* Ends the current reply on our side: whatever arrives later for it is ignored. */
@@ -471,6 +525,7 @@ start_reply (HanashiWindow  *self,
   self->reply = g_steal_pointer (&message);
   self->reply_params = hanashi_params_panel_dup_params_json (self->params_panel);
   self->reply_committed = g_get_monotonic_time ();
+  self->reply_save_failed = FALSE;
   self->reply_id = hanashi_engine_generate (self->engine, req);
   hanashi_composer_set_generating (self->composer, TRUE);
   hanashi_chat_view_scroll_to_bottom (self->chat_view);
@@ -1223,6 +1278,11 @@ hanashi_window_dispose (GObject *object)
       commit_reply (self, TRUE);
       g_clear_object (&self->reply);
     }
+  /* A last try for answers the database refused so far. */
+  g_clear_handle_id (&self->retry_source, g_source_remove);
+  if (self->unsaved != NULL && self->store != NULL)
+    save_unsaved (self);
+  g_clear_pointer (&self->unsaved, g_ptr_array_unref);
   g_cancellable_cancel (self->count_cancellable);
   g_cancellable_cancel (self->load_cancellable);
   g_clear_object (&self->count_cancellable);
@@ -1300,6 +1360,7 @@ hanashi_window_init (HanashiWindow *self)
   gtk_widget_init_template (GTK_WIDGET (self));
   self->context_used = -1;
   self->messages = g_list_store_new (HANASHI_TYPE_MESSAGE);
+  self->unsaved = g_ptr_array_new_with_free_func (g_object_unref);
   hanashi_chat_view_set_model (self->chat_view, G_LIST_MODEL (self->messages));
 
   self->settings = g_settings_new (APP_ID);

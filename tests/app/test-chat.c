@@ -358,6 +358,17 @@ test_stop (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+static gboolean reply_started (gpointer data);
+
+static gboolean
+reply_saved (gpointer data)
+{
+  HanashiMessage *reply = message_at (data, 1);
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (hanashi_window_get_store (data),
+                                                                      hanashi_message_get_id (reply), NULL);
+  return stored->complete;
+}
+
 static void
 test_store_failure_keeps_text (void)
 {
@@ -381,11 +392,31 @@ test_store_failure_keeps_text (void)
 
   /* Once the database accepts writes again, the same text goes through. */
   g_assert_cmpint (sqlite3_exec (db, "DROP TRIGGER refuse;", NULL, NULL, NULL), ==, SQLITE_OK);
-  sqlite3_close (db);
+  hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 2000}");
   g_assert_true (press_enter (window, 0));
   g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
   g_assert_cmpstr (hanashi_message_get_text (message_at (window, 0)), ==, "Please keep this text");
+
+  /* Saving the growing reply fails for a while (here until after it has finished): it
+   * keeps streaming on screen, and once the database works again the whole of it is
+   * stored. */
+  wait_until (reply_started, window);
+  g_assert_cmpint (sqlite3_exec (db, "CREATE TRIGGER refuse_update BEFORE UPDATE ON messages"
+                                     " BEGIN SELECT RAISE(ABORT, 'disk full'); END;", NULL, NULL, NULL), ==, SQLITE_OK);
+  gsize before = strlen (hanashi_message_get_text (message_at (window, 1)));
+  settle ();
+  g_assert_cmpuint (strlen (hanashi_message_get_text (message_at (window, 1))), >, before);
   wait_until (reply_done, window);
+  g_assert_cmpint (sqlite3_exec (db, "DROP TRIGGER refuse_update;", NULL, NULL, NULL), ==, SQLITE_OK);
+  sqlite3_close (db);
+  wait_until (reply_done, window);
+  HanashiMessage *reply = message_at (window, 1);
+  wait_until (reply_saved, window);
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (hanashi_window_get_store (window),
+                                                                      hanashi_message_get_id (reply), NULL);
+  g_assert_cmpuint (strlen (stored->text), ==, strlen (hanashi_message_get_text (reply)));
+  g_assert_true (g_str_equal (stored->text, hanashi_message_get_text (reply)));
+  g_assert_true (stored->complete);
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
