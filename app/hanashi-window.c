@@ -610,6 +610,23 @@ on_engine_error (HanashiEngine *engine,
 }
 
 static void
+on_context_dropped (HanashiEngine *engine,
+                    guint          id,
+                    guint          n_messages,
+                    guint          n_tokens,
+                    HanashiWindow *self)
+{
+  if (id == 0 || id != self->reply_id)
+    return;
+  /* Translators: said when a long chat no longer fits in the model's context */
+  g_autofree char *text = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE,
+                                                         "The oldest message no longer fits in the context: the model did not see it.",
+                                                         "The %u oldest messages no longer fit in the context: the model did not see them.",
+                                                         n_messages), n_messages);
+  hanashi_window_add_toast (self, text);
+}
+
+static void
 on_engine_warning (HanashiEngine *engine,
                    guint          id,
                    const char    *message,
@@ -1382,6 +1399,7 @@ hanashi_window_init (HanashiWindow *self)
   g_signal_connect (self->engine, "generation-done", G_CALLBACK (on_generation_done), self);
   g_signal_connect (self->engine, "error", G_CALLBACK (on_engine_error), self);
   g_signal_connect (self->engine, "warning", G_CALLBACK (on_engine_warning), self);
+  g_signal_connect (self->engine, "context-dropped", G_CALLBACK (on_context_dropped), self);
   g_signal_connect (self->engine, "load-progress", G_CALLBACK (on_load_progress), self);
   g_signal_connect (self->engine, "model-loaded", G_CALLBACK (on_model_loaded), self);
   g_signal_connect (self->engine, "notify::state", G_CALLBACK (on_engine_state), self);

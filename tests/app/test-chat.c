@@ -762,6 +762,66 @@ test_real_model (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+static gboolean
+has_label_containing (GtkWidget *root, const char *needle)
+{
+  if (GTK_IS_LABEL (root) && strstr (gtk_label_get_label (GTK_LABEL (root)), needle) != NULL)
+    return TRUE;
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    if (has_label_containing (child, needle))
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+toast_about_dropped (gpointer data)
+{
+  return has_label_containing (data, "no longer fit");
+}
+
+/* A chat longer than the context: the engine leaves the oldest turns out and the window
+ * says so (real backend, context size 256 from the settings). */
+static void
+test_context_overflow (void)
+{
+  const char *testdata = g_getenv ("HANASHI_TESTDATA");
+  g_autofree char *path = testdata ? g_build_filename (testdata, "models", "tiny-qwen2-gpt2-q8_0.gguf", NULL) : NULL;
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("tiny-qwen2-gpt2-q8_0.gguf is not in HANASHI_TESTDATA");
+      return;
+    }
+  g_autoptr (GSettings) settings = g_settings_new (APP_ID);
+  g_settings_set_int (settings, "context-size", 256);
+  hanashi_engine_set_default_backend (NULL);
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, FALSE);
+  g_autoptr (GFile) file = g_file_new_for_path (path);
+  hanashi_window_open_model (window, file);
+  wait_until (model_loaded, window);
+
+  HanashiStore *store = hanashi_window_get_store (window);
+  gint64 conversation = hanashi_store_create_conversation (store, "Long", NULL);
+  gint64 parent = 0;
+  for (int i = 0; i < 8; i++)
+    {
+      g_autoptr (GString) text = g_string_new (NULL);
+      for (int w = 0; w < 40; w++)
+        g_string_append_printf (text, "word%d ", w);
+      parent = hanashi_store_add_message (store, conversation, parent, 0, i % 2 ? "assistant" : "user", text->str, TRUE, NULL);
+    }
+  hanashi_window_load_conversation (window, conversation);
+  hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 4, \"temperature\": 0}");
+  hanashi_composer_set_text (get_composer (window), "Still there?");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  g_assert_true (hanashi_message_get_complete (message_at (window, 9)));
+  wait_until (toast_about_dropped, window);
+  gtk_window_destroy (GTK_WINDOW (window));
+  g_settings_reset (settings, "context-size");
+  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
+}
+
 static const char *sample_reply =
   "Use **slicing** or `reversed()`:\n\n"
   "```python\nnumbers = [1, 2, 3]\nprint(numbers[::-1])\n```\n\n"
@@ -819,6 +879,7 @@ main (int argc, char **argv)
   g_test_add_func ("/Hanashi/Chat/restore", test_restore);
   g_test_add_func ("/Hanashi/Chat/open-file", test_open_file);
   g_test_add_func ("/Hanashi/Chat/real-model", test_real_model);
+  g_test_add_func ("/Hanashi/Chat/context-overflow", test_context_overflow);
   g_test_add_func ("/Hanashi/Chat/screenshots", test_screenshots);
   int status = g_test_run ();
   g_free (model_path);
