@@ -359,6 +359,13 @@ test_stop (void)
 }
 
 static gboolean reply_started (gpointer data);
+static gboolean has_label_containing (GtkWidget *root, const char *needle);
+
+static gboolean
+toast_about_database (gpointer data)
+{
+  return has_label_containing (data, "The conversation database reported an unexpected error.");
+}
 
 static gboolean
 reply_saved (gpointer data)
@@ -389,6 +396,8 @@ test_store_failure_keeps_text (void)
   g_assert_cmpstr (left, ==, "Please keep this text");
   g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 0);
   g_assert_false (hanashi_composer_get_generating (get_composer (window)));
+  /* The store's sentence is shown as it is. */
+  wait_until (toast_about_database, window);
 
   /* Once the database accepts writes again, the same text goes through. */
   g_assert_cmpint (sqlite3_exec (db, "DROP TRIGGER refuse;", NULL, NULL, NULL), ==, SQLITE_OK);
