@@ -727,7 +727,8 @@ send_action (GtkWidget  *widget,
       return;
     }
 
-  if (!ensure_conversation (self, text, &error))
+  /* Named after the first line that has words in it. */
+  if (!ensure_conversation (self, trimmed, &error))
     {
       toast_error (self, _("Could not save the message"), error);
       return;
