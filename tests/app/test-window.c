@@ -130,6 +130,8 @@ test_menu_actions (void)
     { "win.toggle-panel", "<Shift><Control>p" }, { "win.stop", "Escape" },
     { "win.open-model", "<Control>o" }, { "app.preferences", "<Control>comma" },
   };
+  g_auto (GStrv) help_accels = gtk_application_get_accels_for_action (GTK_APPLICATION (app), "win.show-help-overlay");
+  g_assert_cmpstr (help_accels[0], ==, "<Control>question");
   g_autoptr (GBytes) overlay = g_resources_lookup_data ("/io/github/hanashi/Hanashi/gtk/help-overlay.ui", 0, NULL);
   g_assert_nonnull (overlay);
   for (gsize i = 0; i < G_N_ELEMENTS (expected); i++)
