@@ -177,6 +177,17 @@ toast_error (HanashiWindow *self,
 
 /* ---- the visible thread --------------------------------------------------------------- */
 
+/* The no-model page stands in for an empty chat only: earlier chats stay readable (and
+ * copyable) without a model, with sending disabled. */
+static void
+update_main_page (HanashiWindow *self)
+{
+  gboolean loaded = hanashi_engine_get_model_info (self->engine) != NULL;
+  gboolean has_messages = g_list_model_get_n_items (G_LIST_MODEL (self->messages)) > 0;
+
+  gtk_stack_set_visible_child_name (self->main_stack, loaded || has_messages ? "chat" : "empty");
+}
+
 static int
 message_index (HanashiWindow  *self,
                HanashiMessage *message)
@@ -1131,7 +1142,7 @@ on_engine_state (HanashiEngine *engine,
   gboolean loaded = hanashi_engine_get_model_info (engine) != NULL;
   gboolean was_empty = g_strcmp0 (gtk_stack_get_visible_child_name (self->main_stack), "empty") == 0;
 
-  gtk_stack_set_visible_child_name (self->main_stack, loaded ? "chat" : "empty");
+  update_main_page (self);
   /* Once a model is there, typing goes straight into the composer. */
   if (loaded && was_empty)
     gtk_widget_grab_focus (GTK_WIDGET (self->composer));
@@ -1310,6 +1321,8 @@ hanashi_window_dispose (GObject *object)
   g_clear_object (&self->engine);
   g_clear_object (&self->store);
   g_clear_object (&self->settings);
+  if (self->messages != NULL)
+    g_signal_handlers_disconnect_by_data (self->messages, self);
   g_clear_object (&self->messages);
   g_clear_pointer (&self->reply_params, g_free);
   G_OBJECT_CLASS (hanashi_window_parent_class)->dispose (object);
@@ -1378,6 +1391,7 @@ hanashi_window_init (HanashiWindow *self)
   gtk_widget_init_template (GTK_WIDGET (self));
   self->context_used = -1;
   self->messages = g_list_store_new (HANASHI_TYPE_MESSAGE);
+  g_signal_connect_swapped (self->messages, "items-changed", G_CALLBACK (update_main_page), self);
   self->unsaved = g_ptr_array_new_with_free_func (g_object_unref);
   hanashi_chat_view_set_model (self->chat_view, G_LIST_MODEL (self->messages));
 

@@ -257,18 +257,33 @@ test_send_disabled_without_model (void)
 {
   g_autoptr (HanashiApplication) app = make_app ();
   HanashiWindow *window = make_window (app, 1100, 760, FALSE);
+  HanashiStore *store = hanashi_window_get_store (window);
 
+  /* A new chat without a model: the page that says what to do. */
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
   settle ();
-  g_assert_false (gtk_widget_get_mapped (GTK_WIDGET (get_composer (window))));
-  /* Even with text and a direct activation, nothing is sent. */
-  guint before = g_list_model_get_n_items (hanashi_window_get_messages (window));
-  hanashi_composer_set_text (get_composer (window), "Anyone there?");
-  gtk_widget_activate_action (GTK_WIDGET (window), "win.send", NULL);
-  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, before);
-  g_autofree char *kept = hanashi_composer_dup_text (get_composer (window));
-  g_assert_cmpstr (kept, ==, "Anyone there?");
   GtkWidget *page = find_by_type (GTK_WIDGET (window), ADW_TYPE_STATUS_PAGE);
   g_assert_cmpstr (adw_status_page_get_title (ADW_STATUS_PAGE (page)), ==, "No Model Loaded");
+  g_assert_true (gtk_widget_get_mapped (page));
+  g_assert_false (gtk_widget_get_mapped (GTK_WIDGET (get_composer (window))));
+
+  /* An earlier chat stays readable, but nothing is sent, and the text stays. */
+  gint64 conversation = hanashi_store_create_conversation (store, "Old", NULL);
+  gint64 question = hanashi_store_add_message (store, conversation, 0, 0, "user", "Old question", TRUE, NULL);
+  hanashi_store_add_message (store, conversation, question, 0, "assistant", "Old answer", TRUE, NULL);
+  hanashi_window_load_conversation (window, conversation);
+  settle ();
+  g_assert_false (gtk_widget_get_mapped (page));
+  g_assert_true (gtk_widget_get_mapped (GTK_WIDGET (get_composer (window))));
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
+  hanashi_composer_set_text (get_composer (window), "Anyone there?");
+  g_assert_true (press_enter (window, 0));
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.send", NULL);
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
+  g_autofree char *kept = hanashi_composer_dup_text (get_composer (window));
+  g_assert_cmpstr (kept, ==, "Anyone there?");
+  g_autoptr (GPtrArray) stored = hanashi_store_list_messages (store, conversation, NULL);
+  g_assert_cmpuint (stored->len, ==, 2);
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
@@ -847,6 +862,7 @@ test_screenshots (void)
     }
   g_autoptr (HanashiApplication) app = make_app ();
   HanashiWindow *window = make_window (app, 1100, 760, FALSE);
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
   test_screenshot (GTK_WIDGET (window), "window-empty");
   gtk_window_destroy (GTK_WINDOW (window));
 
