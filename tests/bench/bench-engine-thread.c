@@ -4,14 +4,15 @@
  * repetitions.  A benchmark, not a test: it prints numbers and fails only on errors.
  *
  * HANASHI_BENCH_MODEL=FILE picks another model (default: testdata tiny-llama-spm-q8_0);
- * HANASHI_BENCH_TURNS=N the conversation length in turns (default 12). */
+ * HANASHI_BENCH_TURNS=N the conversation length in turns (default 12);
+ * HANASHI_BENCH_REPS=N the repetitions (default 7, at most 15). */
 #include "hanashi-engine.h"
 
 #include <glib/gstdio.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#define REPS 7
+#define MAX_REPS 15
 
 typedef struct {
   gboolean finished;
@@ -117,6 +118,8 @@ main (void)
       model = default_model = g_build_filename (dir, "models", "tiny-llama-spm-q8_0.gguf", NULL);
     }
   int turns = g_getenv ("HANASHI_BENCH_TURNS") ? atoi (g_getenv ("HANASHI_BENCH_TURNS")) : 12;
+  int reps = g_getenv ("HANASHI_BENCH_REPS") ? atoi (g_getenv ("HANASHI_BENCH_REPS")) : 7;
+  reps = CLAMP (reps, 1, MAX_REPS);
   g_autofree char *session_dir = g_dir_make_tmp ("hanashi-bench-XXXXXX", NULL);
 
   HanashiEngine *engine = hanashi_engine_new ();
@@ -126,10 +129,10 @@ main (void)
   while (!loaded)
     g_main_context_iteration (NULL, TRUE);
 
-  double cold[REPS], warm[REPS], file[REPS];
+  double cold[MAX_REPS], warm[MAX_REPS], file[MAX_REPS];
   guint n_prompt = 0, n_reused_warm = 0, n_reused_file = 0;
   guint64 file_size = 0;
-  for (int r = 0; r < REPS; r++)
+  for (int r = 0; r < reps; r++)
     {
       /* cold: a conversation never seen, no session file */
       g_autofree char *id = g_strdup_printf ("cold-%d", r);
@@ -160,11 +163,11 @@ main (void)
         file_size = (guint64) st.st_size;
     }
   g_autofree char *base = g_path_get_basename (model);
-  printf ("model %s, prompt %u tokens, median of %d\n", base, n_prompt, REPS);
-  printf ("cold           %8.2f ms to first token\n", 1000 * median (cold, REPS));
-  printf ("in-memory KV   %8.2f ms to first token (%u tokens reused)\n", 1000 * median (warm, REPS), n_reused_warm);
+  printf ("model %s, prompt %u tokens, median of %d\n", base, n_prompt, reps);
+  printf ("cold           %8.2f ms to first token\n", 1000 * median (cold, reps));
+  printf ("in-memory KV   %8.2f ms to first token (%u tokens reused)\n", 1000 * median (warm, reps), n_reused_warm);
   printf ("session file   %8.2f ms to first token (%u tokens reused, file %" G_GUINT64_FORMAT " bytes)\n",
-          1000 * median (file, REPS), n_reused_file, file_size);
+          1000 * median (file, reps), n_reused_file, file_size);
   g_object_unref (engine);
   g_autoptr (GDir) dir = g_dir_open (session_dir, 0, NULL);
   const char *n;

@@ -30,6 +30,7 @@ typedef struct {
   double last_progress;
   gboolean progress_regressed;
   guint cancel_after_signals;
+  guint progress_done, progress_total;
   guint n_token_signals;
   char *session_dir;
   char *switch_to;       /* load this model on the first token */
@@ -118,6 +119,15 @@ on_progress (HanashiEngine *engine, double fraction, Fixture *f)
 }
 
 static void
+on_prompt_progress (HanashiEngine *engine, guint id, guint done, guint total, Fixture *f)
+{
+  (void) engine; (void) id;
+  g_assert_cmpuint (done, <=, total);
+  f->progress_done = done;
+  f->progress_total = total;
+}
+
+static void
 connect_engine (Fixture *f)
 {
   f->engine = hanashi_engine_new ();
@@ -128,6 +138,7 @@ connect_engine (Fixture *f)
   g_signal_connect (f->engine, "warning", G_CALLBACK (on_warning), f);
   g_signal_connect (f->engine, "context-dropped", G_CALLBACK (on_dropped), f);
   g_signal_connect (f->engine, "load-progress", G_CALLBACK (on_progress), f);
+  g_signal_connect (f->engine, "prompt-progress", G_CALLBACK (on_prompt_progress), f);
 }
 
 static void
@@ -199,6 +210,7 @@ reset_run (Fixture *f)
   g_ptr_array_set_size (f->pieces, 0);
   f->n_token_signals = 0;
   f->n_done = f->n_errors = f->n_warnings = f->n_dropped_signals = 0;
+  f->progress_done = f->progress_total = 0;
   memset (&f->stats, 0, sizeof f->stats);
 }
 
@@ -401,6 +413,16 @@ test_load_info (Fixture *f, gconstpointer data)
   while (!f->load_finished)
     g_main_context_iteration (NULL, TRUE);
   g_assert_error (f->load_error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_MODEL_UNREADABLE);
+
+  g_autofree char *junk = g_build_filename (f->session_dir, "junk.gguf", NULL);
+  g_assert_true (g_file_set_contents (junk, "this is not a model", -1, NULL));
+  f->load_finished = FALSE;
+  hanashi_engine_load_model_async (f->engine, junk, 0, 1, NULL, load_done, f);
+  while (!f->load_finished)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_error (f->load_error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NOT_GGUF);
+  while (hanashi_engine_get_state (f->engine) != HANASHI_ENGINE_STATE_NO_MODEL)
+    g_main_context_iteration (NULL, TRUE);
 }
 
 static void
@@ -420,10 +442,28 @@ check_greedy (Fixture *f, const char *model_name)
   g_test_message ("%s: %s", model_name, expected);
   g_assert_cmpstr (f->text->str, ==, expected);
   g_assert_cmpuint (f->stats.n_generated, ==, ref_n);
+  /* and hanashi-cli generate on the same prompt prints the same (plus a newline) */
+  const char *cli = g_getenv ("HANASHI_CLI");
+  if (cli != NULL)
+    {
+      g_autofree char *path = model_path (model_name);
+      const char *argv[] = { cli, "generate", "-m", path, "-p", prompt, "-n", "24", "-t", "1", "-c", "256", NULL };
+      g_autofree char *out = NULL;
+      int status = -1;
+      g_assert_true (g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
+                                   &out, NULL, &status, NULL));
+      g_assert_cmpint (status, ==, 0);
+      g_autofree char *with_newline = g_strconcat (expected, "\n", NULL);
+      g_assert_cmpstr (out, ==, with_newline);
+    }
   int32_t n_prompt = 0;
   g_autofree int32_t *ids = tokenize (model_name, prompt, true, &n_prompt);
   g_assert_cmpuint (f->stats.n_prompt, ==, (guint) n_prompt);
   g_assert_cmpuint (f->stats.n_reused, ==, 0);
+  g_assert_cmpuint (f->progress_done, ==, (guint) n_prompt);
+  g_assert_cmpuint (f->progress_total, ==, (guint) n_prompt);
+  g_assert_cmpfloat (f->stats.time_to_first_token, >, 0);
+  g_assert_cmpfloat (f->stats.gen_tokens_per_second, >, 0);
   g_assert_true (f->stats.stop_reason == HANASHI_STOP_REASON_MAX_TOKENS
                  || f->stats.stop_reason == HANASHI_STOP_REASON_EOG);
   /* the pieces, in order, are the text */
@@ -775,6 +815,7 @@ test_prefix_reuse (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->stats.n_prompt, ==, n_prompt);
   g_assert_cmpuint (f->stats.n_reused, ==, n_prompt - 1);
   g_assert_cmpstr (f->text->str, ==, reply);
+  g_assert_cmpuint (f->progress_total, ==, 1);   /* only what is evaluated */
 
   /* the next turn: the old prompt is reused */
   g_autoptr (HanashiGenerateRequest) next = make_request ("conv", 4);
