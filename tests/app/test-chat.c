@@ -11,6 +11,7 @@
 #include "hanashi-composer.h"
 #include "hanashi-engine-backend.h"
 #include "hanashi-message-row.h"
+#include "hanashi-models-dialog.h"
 #include "hanashi-params-panel.h"
 #include "hanashi-window.h"
 #include "test-screenshot.h"
@@ -722,6 +723,50 @@ test_open_file (void)
   g_object_unref (settings);
 }
 
+static GtkWindow *
+find_toplevel (GType type)
+{
+  GListModel *toplevels = gtk_window_get_toplevels ();
+  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
+    {
+      g_autoptr (GtkWindow) toplevel = g_list_model_get_item (toplevels, i);
+      if (G_TYPE_CHECK_INSTANCE_TYPE (toplevel, type))
+        return toplevel;
+    }
+  return NULL;
+}
+
+static gboolean
+models_dialog_gone (gpointer data)
+{
+  return find_toplevel (HANASHI_TYPE_MODELS_DIALOG) == NULL;
+}
+
+/* The model name in the header opens the Models page; choosing a model there loads it. */
+static void
+test_models_dialog (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, FALSE);
+
+  /* The chat pane's header (the nearest to the composer) has the model button as title. */
+  GtkWidget *chat_header = NULL;
+  for (GtkWidget *w = GTK_WIDGET (get_composer (window)); w && !chat_header; w = gtk_widget_get_parent (w))
+    chat_header = find_by_type (w, ADW_TYPE_HEADER_BAR);
+  GtkWidget *model_button = adw_header_bar_get_title_widget (ADW_HEADER_BAR (chat_header));
+  g_assert_cmpstr (gtk_actionable_get_action_name (GTK_ACTIONABLE (model_button)), ==, "win.choose-model");
+  g_signal_emit_by_name (model_button, "clicked");
+  GtkWindow *dialog = find_toplevel (HANASHI_TYPE_MODELS_DIALOG);
+  g_assert_nonnull (dialog);
+  g_assert_true (gtk_window_get_transient_for (dialog) == GTK_WINDOW (window));
+
+  g_signal_emit_by_name (dialog, "model-activated", model_path);
+  wait_until (model_loaded, window);
+  wait_until (models_dialog_gone, NULL);
+  g_assert_cmpstr (hanashi_engine_get_model_info (hanashi_window_get_engine (window))->path, ==, model_path);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
 /* The same path with the real engine backend and a tiny model from the shared test data. */
 static void
 test_real_model (void)
@@ -903,6 +948,7 @@ main (int argc, char **argv)
   g_test_add_func ("/Hanashi/Chat/long-conversation", test_long_conversation);
   g_test_add_func ("/Hanashi/Chat/restore", test_restore);
   g_test_add_func ("/Hanashi/Chat/open-file", test_open_file);
+  g_test_add_func ("/Hanashi/Chat/models-dialog", test_models_dialog);
   g_test_add_func ("/Hanashi/Chat/real-model", test_real_model);
   g_test_add_func ("/Hanashi/Chat/context-overflow", test_context_overflow);
   g_test_add_func ("/Hanashi/Chat/screenshots", test_screenshots);
