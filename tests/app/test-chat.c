@@ -547,6 +547,45 @@ test_copy (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+/* Editing a message in the middle: the chat continues from the new version, and the old
+ * version keeps everything that followed it. */
+static void
+test_edit_earlier (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+  HanashiChatView *view = get_chat_view (window);
+  GListModel *messages = hanashi_window_get_messages (window);
+  const char *questions[] = { "One", "Two", "Three" };
+
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 2}");
+  for (guint i = 0; i < G_N_ELEMENTS (questions); i++)
+    {
+      hanashi_composer_set_text (get_composer (window), questions[i]);
+      g_assert_true (press_enter (window, 0));
+      wait_until (reply_done, window);
+    }
+  g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 6);
+  gint64 old_two = hanashi_message_get_id (message_at (window, 2));
+
+  hanashi_chat_view_message_action (view, "edit", message_at (window, 2));
+  hanashi_composer_set_text (get_composer (window), "Two, better");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 4);
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 0)), ==, "One");
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 2)), ==, "Two, better");
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 3)), ==, "tok0 tok1 ");
+  g_assert_cmpuint (hanashi_message_get_alternative_index (message_at (window, 2)), ==, 1);
+
+  hanashi_chat_view_message_action (view, "previous", message_at (window, 2));
+  g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 6);
+  g_assert_cmpint (hanashi_message_get_id (message_at (window, 2)), ==, old_two);
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 4)), ==, "Three");
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
 static gboolean
 is_folded (gpointer data)
 {
@@ -943,6 +982,7 @@ main (int argc, char **argv)
   g_test_add_func ("/Hanashi/Chat/stop", test_stop);
   g_test_add_func ("/Hanashi/Chat/store-failure", test_store_failure_keeps_text);
   g_test_add_func ("/Hanashi/Chat/alternatives", test_alternatives);
+  g_test_add_func ("/Hanashi/Chat/edit-earlier", test_edit_earlier);
   g_test_add_func ("/Hanashi/Chat/copy", test_copy);
   g_test_add_func ("/Hanashi/Chat/narrow", test_narrow);
   g_test_add_func ("/Hanashi/Chat/long-conversation", test_long_conversation);
