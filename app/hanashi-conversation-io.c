@@ -305,7 +305,11 @@ hanashi_conversation_import_json_data (const char *data, gsize length, GError **
     return NULL;
   }
   JsonNode *root = json_parser_get_root (parser);
-  if (!root || !JSON_NODE_HOLDS_OBJECT (root)) {
+  if (!root) {
+    invalid (error, _("The file is empty."));
+    return NULL;
+  }
+  if (!JSON_NODE_HOLDS_OBJECT (root)) {
     invalid (error, _("The file does not hold a conversation (expected a JSON object)."));
     return NULL;
   }
