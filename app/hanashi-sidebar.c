@@ -497,7 +497,8 @@ on_import_loaded (GObject *source, GAsyncResult *result, gpointer user_data)
     return;
   }
   HanashiSidebar *self = g_task_get_source_object (task);
-  GTask *parse = g_task_new (self, g_task_get_cancellable (task), on_import_parsed, g_steal_pointer (&task));
+  GCancellable *cancellable = g_task_get_cancellable (task);
+  GTask *parse = g_task_new (self, cancellable, on_import_parsed, g_steal_pointer (&task));
   g_task_set_task_data (parse, g_bytes_new_take (contents, length), (GDestroyNotify) g_bytes_unref);
   g_task_run_in_thread (parse, parse_in_thread);
   g_object_unref (parse);
