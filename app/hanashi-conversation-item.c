@@ -78,6 +78,14 @@ hanashi_conversation_item_get_updated (HanashiConversationItem *self)
   return self->updated;
 }
 
+gboolean
+hanashi_conversation_item_same (HanashiConversationItem *a, HanashiConversationItem *b)
+{
+  g_return_val_if_fail (HANASHI_IS_CONVERSATION_ITEM (a) && HANASHI_IS_CONVERSATION_ITEM (b), FALSE);
+  return a->id == b->id && a->updated == b->updated && g_str_equal (a->title, b->title)
+         && g_str_equal (a->snippet, b->snippet);
+}
+
 char *
 hanashi_format_relative_time (gint64 then, gint64 now)
 {

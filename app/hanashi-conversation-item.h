@@ -18,6 +18,8 @@ const char *hanashi_conversation_item_get_title (HanashiConversationItem *self);
 /* One line of the newest message. */
 const char *hanashi_conversation_item_get_snippet (HanashiConversationItem *self);
 gint64 hanashi_conversation_item_get_updated (HanashiConversationItem *self);
+/* TRUE when both show the same thing (id, title, snippet, time). */
+gboolean hanashi_conversation_item_same (HanashiConversationItem *a, HanashiConversationItem *b);
 
 /* "14:05" today, "Yesterday", a weekday within a week, else the locale's date;
  * @then and @now are unix seconds, compared in the local time zone. */

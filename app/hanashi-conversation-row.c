@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <glib/gi18n.h>
+#include <string.h>
 
 #include "hanashi-conversation-row.h"
 
@@ -31,6 +32,48 @@ on_secondary_click (GtkGestureClick *gesture, int n_press, double x, double y, g
   gtk_menu_button_popup (GTK_MENU_BUTTON (self->menu_button));
 }
 
+/* The row's menu items name row.* actions, which forward to the sidebar's with this
+ * row's id; so one menu model serves every row. */
+static void
+row_action (GtkWidget *widget, const char *action_name, GVariant *parameter)
+{
+  HanashiConversationRow *self = HANASHI_CONVERSATION_ROW (widget);
+  (void) parameter;
+  if (!self->item)
+    return;
+  g_autofree char *target = g_strconcat ("sidebar.", action_name + strlen ("row."), NULL);
+  gtk_widget_activate_action (widget, target, "x", hanashi_conversation_item_get_id (self->item));
+}
+
+static GMenuModel *
+row_menu (void)
+{
+  static GMenu *menu;
+  if (!menu) {
+    menu = g_menu_new ();
+    g_autoptr(GMenu) edit = g_menu_new ();
+    g_menu_append (edit, _("_Rename…"), "row.rename");
+    g_autoptr(GMenu) export = g_menu_new ();
+    g_menu_append (export, _("Export as _Markdown…"), "row.export-markdown");
+    g_menu_append (export, _("Export as _JSON…"), "row.export-json");
+    g_autoptr(GMenu) danger = g_menu_new ();
+    g_menu_append (danger, _("_Delete"), "row.delete");
+    g_menu_append_section (menu, NULL, G_MENU_MODEL (edit));
+    g_menu_append_section (menu, NULL, G_MENU_MODEL (export));
+    g_menu_append_section (menu, NULL, G_MENU_MODEL (danger));
+  }
+  return G_MENU_MODEL (menu);
+}
+
+/* A popover menu costs milliseconds to build; a list shows some two hundred rows, so each
+ * row builds its menu only when it is first opened. */
+static void
+create_popup (GtkMenuButton *button, gpointer user_data)
+{
+  (void) user_data;
+  gtk_menu_button_set_menu_model (button, row_menu ());
+}
+
 static void
 hanashi_conversation_row_dispose (GObject *object)
 {
@@ -48,6 +91,10 @@ hanashi_conversation_row_class_init (HanashiConversationRowClass *klass)
   G_OBJECT_CLASS (klass)->dispose = hanashi_conversation_row_dispose;
   gtk_widget_class_set_layout_manager_type (GTK_WIDGET_CLASS (klass), GTK_TYPE_BOX_LAYOUT);
   gtk_widget_class_set_css_name (GTK_WIDGET_CLASS (klass), "conversationrow");
+  gtk_widget_class_install_action (GTK_WIDGET_CLASS (klass), "row.rename", NULL, row_action);
+  gtk_widget_class_install_action (GTK_WIDGET_CLASS (klass), "row.export-markdown", NULL, row_action);
+  gtk_widget_class_install_action (GTK_WIDGET_CLASS (klass), "row.export-json", NULL, row_action);
+  gtk_widget_class_install_action (GTK_WIDGET_CLASS (klass), "row.delete", NULL, row_action);
 }
 
 static GtkWidget *
@@ -92,6 +139,7 @@ hanashi_conversation_row_init (HanashiConversationRow *self)
   gtk_widget_set_tooltip_text (self->menu_button, _("Chat Menu"));
   gtk_accessible_update_property (GTK_ACCESSIBLE (self->menu_button),
                                   GTK_ACCESSIBLE_PROPERTY_LABEL, _("Chat Menu"), -1);
+  gtk_menu_button_set_create_popup_func (GTK_MENU_BUTTON (self->menu_button), create_popup, NULL, NULL);
   gtk_widget_set_parent (self->menu_button, GTK_WIDGET (self));
 
   GtkGesture *click = gtk_gesture_click_new ();
@@ -106,23 +154,13 @@ hanashi_conversation_row_new (void)
   return g_object_new (HANASHI_TYPE_CONVERSATION_ROW, NULL);
 }
 
-static void
-append_item (GMenu *menu, const char *label, const char *action, gint64 id)
-{
-  g_autoptr(GMenuItem) item = g_menu_item_new (label, NULL);
-  g_menu_item_set_action_and_target_value (item, action, g_variant_new_int64 (id));
-  g_menu_append_item (menu, item);
-}
-
 void
 hanashi_conversation_row_set_item (HanashiConversationRow *self, HanashiConversationItem *item, gint64 now)
 {
   g_return_if_fail (HANASHI_IS_CONVERSATION_ROW (self));
   g_set_object (&self->item, item);
-  if (!item) {
-    gtk_menu_button_set_menu_model (GTK_MENU_BUTTON (self->menu_button), NULL);
+  if (!item)
     return;
-  }
   const char *title = hanashi_conversation_item_get_title (item);
   gtk_label_set_text (GTK_LABEL (self->title), *title ? title : _("New Chat"));
   const char *snippet = hanashi_conversation_item_get_snippet (item);
@@ -130,20 +168,6 @@ hanashi_conversation_row_set_item (HanashiConversationRow *self, HanashiConversa
   gtk_widget_set_visible (self->snippet, *snippet != '\0');
   g_autofree char *when = hanashi_format_relative_time (hanashi_conversation_item_get_updated (item), now);
   gtk_label_set_text (GTK_LABEL (self->time), when);
-
-  gint64 id = hanashi_conversation_item_get_id (item);
-  g_autoptr(GMenu) menu = g_menu_new ();
-  g_autoptr(GMenu) edit = g_menu_new ();
-  append_item (edit, _("_Rename…"), "sidebar.rename", id);
-  g_autoptr(GMenu) export = g_menu_new ();
-  append_item (export, _("Export as _Markdown…"), "sidebar.export-markdown", id);
-  append_item (export, _("Export as _JSON…"), "sidebar.export-json", id);
-  g_autoptr(GMenu) danger = g_menu_new ();
-  append_item (danger, _("_Delete"), "sidebar.delete", id);
-  g_menu_append_section (menu, NULL, G_MENU_MODEL (edit));
-  g_menu_append_section (menu, NULL, G_MENU_MODEL (export));
-  g_menu_append_section (menu, NULL, G_MENU_MODEL (danger));
-  gtk_menu_button_set_menu_model (GTK_MENU_BUTTON (self->menu_button), G_MENU_MODEL (menu));
 }
 
 HanashiConversationItem *

@@ -11,7 +11,7 @@ G_BEGIN_DECLS
 G_DECLARE_FINAL_TYPE (HanashiConversationRow, hanashi_conversation_row, HANASHI, CONVERSATION_ROW, GtkWidget)
 
 GtkWidget *hanashi_conversation_row_new (void);
-/* Shows @item (NULL clears); the menu's actions (sidebar.rename and friends) target its id. */
+/* Shows @item (NULL forgets it); the row menu acts on its id through the sidebar.* actions. */
 void hanashi_conversation_row_set_item (HanashiConversationRow *self, HanashiConversationItem *item, gint64 now);
 HanashiConversationItem *hanashi_conversation_row_get_item (HanashiConversationRow *self);
 const char *hanashi_conversation_row_get_title_text (HanashiConversationRow *self);

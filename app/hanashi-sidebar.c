@@ -97,6 +97,30 @@ hanashi_sidebar_get_selected_id (HanashiSidebar *self)
   return item ? hanashi_conversation_item_get_id (item) : 0;
 }
 
+/* When the new items in [start, start + n) are the old ones with one chat taken from
+ * further down and put first (it got a message), returns that chat's old position; else
+ * G_MAXUINT. */
+static guint
+find_single_move (GListModel *old, guint start, guint n, GPtrArray *items)
+{
+  if (n < 2 || items->len < start + n)
+    return G_MAXUINT;
+  HanashiConversationItem *first = g_ptr_array_index (items, start);
+  gint64 id = hanashi_conversation_item_get_id (first);
+  guint from = G_MAXUINT;
+  for (guint i = 0, j = start + 1; i < n; i++) {
+    g_autoptr(HanashiConversationItem) a = g_list_model_get_item (old, start + i);
+    if (hanashi_conversation_item_get_id (a) == id && from == G_MAXUINT) {
+      from = start + i;
+      continue;
+    }
+    if (j >= start + n || !hanashi_conversation_item_same (a, g_ptr_array_index (items, j)))
+      return G_MAXUINT;
+    j++;
+  }
+  return from;
+}
+
 void
 hanashi_sidebar_reload (HanashiSidebar *self)
 {
@@ -111,9 +135,30 @@ hanashi_sidebar_reload (HanashiSidebar *self)
     for (guint i = 0; summaries && i < summaries->len; i++)
       g_ptr_array_add (items, hanashi_conversation_item_new (g_ptr_array_index (summaries, i)));
   }
+  /* Replace only what changed between the unchanged head and tail: a new message moves
+   * one chat to the top, and every replaced item costs the list view a fresh row. */
+  GListModel *old = G_LIST_MODEL (self->items);
+  guint old_n = g_list_model_get_n_items (old), head = 0, tail = 0;
+  while (head < old_n && head < items->len) {
+    g_autoptr(HanashiConversationItem) a = g_list_model_get_item (old, head);
+    if (!hanashi_conversation_item_same (a, g_ptr_array_index (items, head)))
+      break;
+    head++;
+  }
+  while (tail < old_n - head && tail < items->len - head) {
+    g_autoptr(HanashiConversationItem) a = g_list_model_get_item (old, old_n - 1 - tail);
+    if (!hanashi_conversation_item_same (a, g_ptr_array_index (items, items->len - 1 - tail)))
+      break;
+    tail++;
+  }
   self->quiet = TRUE;
-  g_list_store_splice (self->items, 0, g_list_model_get_n_items (G_LIST_MODEL (self->items)),
-                       items->pdata, items->len);
+  guint moved_from = find_single_move (old, head, old_n - head - tail, items);
+  if (moved_from != G_MAXUINT) {
+    g_list_store_remove (self->items, moved_from);
+    g_list_store_insert (self->items, head, g_ptr_array_index (items, head));
+  } else if (head < old_n || head < items->len) {
+    g_list_store_splice (self->items, head, old_n - head - tail, items->pdata + head, items->len - head - tail);
+  }
   self->quiet = FALSE;
   hanashi_sidebar_select (self, selected);
 
