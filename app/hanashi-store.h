@@ -72,6 +72,32 @@ HanashiStoredConversation *hanashi_store_get_conversation (HanashiStore *self, g
 /* Conversations by last activity, newest first; @query (may be NULL/empty) matches titles and message text. */
 GPtrArray *hanashi_store_list_conversations (HanashiStore *self, const char *query, GError **error);
 
+/* One row of the sidebar: title, the start of the newest message, last activity. */
+typedef struct {
+  gint64 id;
+  char *title;
+  char *snippet;   /* up to 120 characters of the newest message, "" when empty */
+  gint64 updated;  /* unix seconds */
+} HanashiConversationSummary;
+
+void hanashi_conversation_summary_free (HanashiConversationSummary *summary);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HanashiConversationSummary, hanashi_conversation_summary_free)
+
+/* Summaries by last activity, newest first.  @query (NULL or "" = all) is matched as a
+ * literal substring (LIKE with %, _ and \ escaped; ASCII case-insensitive) against the
+ * title and the text of every message. */
+GPtrArray *hanashi_store_list_summaries (HanashiStore *self, const char *query, GError **error);
+
+/* Inserts a whole conversation in one transaction: all of it or nothing.  The ids,
+ * parent_id and alternative_group of @messages (HanashiStoredMessage*, in creation order)
+ * are references among themselves and may point only at earlier messages (0 = none).
+ * With @keep_ids the stored ids are exactly those of @conversation and @messages (undoing a
+ * delete); otherwise fresh ids are given and the references follow.  Returns the
+ * conversation id, 0 on error. */
+gint64 hanashi_store_insert_conversation (HanashiStore *self, const HanashiStoredConversation *conversation,
+                                          GPtrArray *messages, gboolean keep_ids, GError **error);
+
+
 /* Adds a message; @alternative_of = 0 starts a new group, otherwise joins that message's group.
  * One transaction: on failure (0 and @error set) nothing was written and @text is still the
  * caller's, so the window can leave it in the composer. */

@@ -13,6 +13,7 @@
 #include "hanashi-message.h"
 #include "hanashi-models-dialog.h"
 #include "hanashi-params-panel.h"
+#include "hanashi-sidebar.h"
 #include "hanashi-window.h"
 
 /* A streaming reply is written to the database at most this often (µs). */
@@ -27,8 +28,7 @@ struct _HanashiWindow
   /* Template widgets */
   AdwToastOverlay    *toast_overlay;
   AdwLeaflet         *leaflet;
-  GtkWidget          *sidebar_pane;
-  GtkWidget          *sidebar_slot;
+  HanashiSidebar     *sidebar;
   GtkWidget          *chat_pane;
   GtkLabel           *model_label;
   GtkWidget          *status_box;
@@ -980,6 +980,34 @@ on_params_changed (HanashiParamsPanel *panel,
 }
 
 static void
+on_conversation_activated (HanashiSidebar *sidebar,
+                           gint64          id,
+                           HanashiWindow  *self)
+{
+  hanashi_window_load_conversation (self, id);
+}
+
+static void
+on_conversation_deleted (HanashiSidebar *sidebar,
+                         gint64          id,
+                         HanashiWindow  *self)
+{
+  g_autofree char *key = conversation_key (id);
+
+  /* Its saved engine state is of no use any more (Undo restores only the messages). */
+  hanashi_engine_forget_session (self->engine, key);
+  if (id == self->conversation_id)
+    hanashi_window_load_conversation (self, 0);
+}
+
+static void
+on_conversations_changed (HanashiWindow *self)
+{
+  hanashi_sidebar_reload (self->sidebar);
+  hanashi_sidebar_select (self->sidebar, self->conversation_id);
+}
+
+static void
 new_chat_action (GtkWidget  *widget,
                  const char *action_name,
                  GVariant   *parameter)
@@ -996,7 +1024,7 @@ show_chats_action (GtkWidget  *widget,
                    GVariant   *parameter)
 {
   HanashiWindow *self = HANASHI_WINDOW (widget);
-  adw_leaflet_set_visible_child (self->leaflet, self->sidebar_pane);
+  adw_leaflet_set_visible_child (self->leaflet, GTK_WIDGET (self->sidebar));
 }
 
 static void
@@ -1007,8 +1035,8 @@ search_action (GtkWidget  *widget,
   HanashiWindow *self = HANASHI_WINDOW (widget);
 
   /* Search lives in the sidebar: bring it into view on a narrow window. */
-  adw_leaflet_set_visible_child (self->leaflet, self->sidebar_pane);
-  gtk_widget_child_focus (self->sidebar_slot, GTK_DIR_TAB_FORWARD);
+  adw_leaflet_set_visible_child (self->leaflet, GTK_WIDGET (self->sidebar));
+  hanashi_sidebar_focus_search (self->sidebar);
 }
 
 /* ---- models ------------------------------------------------------------------------------ */
@@ -1347,6 +1375,7 @@ hanashi_window_class_init (HanashiWindowClass *klass)
   signals[SIGNAL_CONVERSATIONS_CHANGED] = g_signal_new ("conversations-changed", G_TYPE_FROM_CLASS (klass),
                                                         G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 0);
 
+  g_type_ensure (HANASHI_TYPE_SIDEBAR);
   g_type_ensure (HANASHI_TYPE_CHAT_VIEW);
   g_type_ensure (HANASHI_TYPE_COMPOSER);
   g_type_ensure (HANASHI_TYPE_PARAMS_PANEL);
@@ -1354,8 +1383,7 @@ hanashi_window_class_init (HanashiWindowClass *klass)
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hanashi/Hanashi/ui/hanashi-window.ui");
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, toast_overlay);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, leaflet);
-  gtk_widget_class_bind_template_child (widget_class, HanashiWindow, sidebar_pane);
-  gtk_widget_class_bind_template_child (widget_class, HanashiWindow, sidebar_slot);
+  gtk_widget_class_bind_template_child (widget_class, HanashiWindow, sidebar);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, chat_pane);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, model_label);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, status_box);
@@ -1420,6 +1448,24 @@ hanashi_window_init (HanashiWindow *self)
   g_signal_connect (self->engine, "notify::state", G_CALLBACK (on_engine_state), self);
   g_signal_connect (self->engine, "notify::model-info", G_CALLBACK (on_engine_state), self);
 
+  hanashi_sidebar_set_store (self->sidebar, self->store);
+  /* Folded, the chats pane is the whole window and its header needs the window buttons;
+   * the sidebar keeps them off for the wide layout. */
+  for (GtkWidget *w = gtk_widget_get_first_child (GTK_WIDGET (self->sidebar)); w != NULL; w = gtk_widget_get_first_child (w))
+    {
+      GtkWidget *header = w;
+      for (; header != NULL && !ADW_IS_HEADER_BAR (header); header = gtk_widget_get_next_sibling (header))
+        ;
+      if (header != NULL)
+        {
+          g_object_bind_property (self->leaflet, "folded", header, "show-end-title-buttons", G_BINDING_SYNC_CREATE);
+          break;
+        }
+    }
+  g_signal_connect (self->sidebar, "conversation-activated", G_CALLBACK (on_conversation_activated), self);
+  g_signal_connect (self->sidebar, "conversation-deleted", G_CALLBACK (on_conversation_deleted), self);
+  g_signal_connect (self, "conversations-changed", G_CALLBACK (on_conversations_changed), NULL);
+  g_signal_connect (self, "notify::conversation-id", G_CALLBACK (on_conversations_changed), NULL);
   g_signal_connect (self->chat_view, "message-action", G_CALLBACK (on_message_action), self);
   g_signal_connect (self->composer, "system-prompt-changed", G_CALLBACK (on_system_prompt_changed), self);
   g_signal_connect (self->composer, "edit-cancelled", G_CALLBACK (on_edit_cancelled), self);
