@@ -9,6 +9,8 @@
 #include "hanashi-application.h"
 #include "hanashi-chat-view.h"
 #include "hanashi-composer.h"
+#include "hanashi-conversation-item.h"
+#include "hanashi-sidebar.h"
 #include "hanashi-engine-backend.h"
 #include "hanashi-message-row.h"
 #include "hanashi-models-dialog.h"
@@ -586,6 +588,51 @@ test_edit_earlier (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+/* The chats list and the window together: a sent message puts its chat on top and selected,
+ * choosing another chat opens it, Ctrl+F searches, deleting the open chat starts anew. */
+static void
+test_sidebar (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+  HanashiSidebar *sidebar = HANASHI_SIDEBAR (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_SIDEBAR));
+  GListModel *list = hanashi_sidebar_get_model (sidebar);
+
+  g_assert_true (hanashi_sidebar_get_store (sidebar) == hanashi_window_get_store (window));
+  HanashiStore *store = hanashi_window_get_store (window);
+  gint64 before = hanashi_store_create_conversation (store, "Older chat", NULL);
+  g_assert_cmpint (hanashi_store_add_message (store, before, 0, 0, "user", "Old words", TRUE, NULL), >, 0);
+  hanashi_window_load_conversation (window, before);
+  g_assert_cmpint (hanashi_sidebar_get_selected_id (sidebar), ==, before);
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  g_assert_cmpint (hanashi_sidebar_get_selected_id (sidebar), ==, 0);
+  hanashi_composer_set_text (get_composer (window), "A brand new topic");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  gint64 fresh = hanashi_window_get_conversation_id (window);
+  g_assert_cmpint (fresh, !=, before);
+  g_autoptr (HanashiConversationItem) top = g_list_model_get_item (list, 0);
+  g_assert_cmpint (hanashi_conversation_item_get_id (top), ==, fresh);
+  g_assert_cmpstr (hanashi_conversation_item_get_title (top), ==, "A brand new topic");
+  g_assert_cmpint (hanashi_sidebar_get_selected_id (sidebar), ==, fresh);
+
+  /* Choosing the previous chat in the list opens it. */
+  g_signal_emit_by_name (sidebar, "conversation-activated", before);
+  g_assert_cmpint (hanashi_window_get_conversation_id (window), ==, before);
+  g_assert_cmpint (hanashi_sidebar_get_selected_id (sidebar), ==, before);
+
+  /* Ctrl+F's action puts the focus into the search entry. */
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.search", NULL);
+  GtkWidget *focus = gtk_root_get_focus (GTK_ROOT (window));
+  g_assert_nonnull (gtk_widget_get_ancestor (focus, GTK_TYPE_SEARCH_ENTRY));
+
+  /* Deleting the chat that is open leaves an empty new chat. */
+  g_signal_emit_by_name (sidebar, "conversation-deleted", before);
+  g_assert_cmpint (hanashi_window_get_conversation_id (window), ==, 0);
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 0);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
 static gboolean
 is_folded (gpointer data)
 {
@@ -611,6 +658,9 @@ test_narrow (void)
 
   gtk_widget_activate_action (GTK_WIDGET (window), "win.show-chats", NULL);
   g_assert_false (gtk_widget_is_ancestor (GTK_WIDGET (get_composer (window)), adw_leaflet_get_visible_child (leaflet)));
+  /* Alone in the window, the chats pane has the window buttons. */
+  GtkWidget *sidebar_header = find_by_type (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_SIDEBAR), ADW_TYPE_HEADER_BAR);
+  g_assert_true (adw_header_bar_get_show_end_title_buttons (ADW_HEADER_BAR (sidebar_header)));
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
   g_assert_true (gtk_widget_is_ancestor (GTK_WIDGET (get_composer (window)), adw_leaflet_get_visible_child (leaflet)));
 
@@ -984,6 +1034,7 @@ main (int argc, char **argv)
   g_test_add_func ("/Hanashi/Chat/alternatives", test_alternatives);
   g_test_add_func ("/Hanashi/Chat/edit-earlier", test_edit_earlier);
   g_test_add_func ("/Hanashi/Chat/copy", test_copy);
+  g_test_add_func ("/Hanashi/Chat/sidebar", test_sidebar);
   g_test_add_func ("/Hanashi/Chat/narrow", test_narrow);
   g_test_add_func ("/Hanashi/Chat/long-conversation", test_long_conversation);
   g_test_add_func ("/Hanashi/Chat/restore", test_restore);
