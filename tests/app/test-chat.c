@@ -1002,6 +1002,19 @@ test_screenshots (void)
 
   window = make_window (app, 1100, 760, TRUE);
   HanashiStore *store = hanashi_window_get_store (window);
+  /* The pictures show a tidy list, not the chats the other tests left behind. */
+  g_autoptr (GPtrArray) old = hanashi_store_list_conversations (store, NULL, NULL);
+  for (guint i = 0; i < old->len; i++)
+    g_assert_true (hanashi_store_delete_conversation (store, ((HanashiStoredConversation *) g_ptr_array_index (old, i))->id, NULL));
+  const char *samples[][2] = {
+    { "Haiku about autumn", "Red leaves on the path, / the kettle sings by the door, / tea for two again." },
+    { "Trip to Kyoto", "Start early at Fushimi Inari, before the crowds." },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (samples); i++)
+    {
+      gint64 c = hanashi_store_create_conversation (store, samples[i][0], NULL);
+      hanashi_store_add_message (store, c, 0, 0, "assistant", samples[i][1], TRUE, NULL);
+    }
   gint64 conversation = hanashi_store_create_conversation (store, "Reversing a list", NULL);
   gint64 question = hanashi_store_add_message (store, conversation, 0, 0, "user",
                                                "How do I reverse a list in Python?", TRUE, NULL);
