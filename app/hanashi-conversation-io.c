@@ -208,8 +208,12 @@ get_int (JsonObject *o, const char *name, gboolean required, gint64 fallback, gi
   if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_INT64)
     return invalid (error, _("The field “%s” in %s must be a whole number."), name, where);
   gint64 v = json_node_get_int (n);
-  if (v < min || v > max)
-    return invalid (error, _("The field “%s” in %s is out of range (%" G_GINT64_FORMAT ")."), name, where, v);
+  if (v < min || v > max) {
+    g_autofree char *value = g_strdup_printf ("%" G_GINT64_FORMAT, v);
+    /* Translators: the first %s is a field name, the second "message 3" or "the conversation",
+     * the third the number found */
+    return invalid (error, _("The field “%s” in %s is out of range (%s)."), name, where, value);
+  }
   *out = v;
   return TRUE;
 }
@@ -231,9 +235,10 @@ get_params (JsonObject *o, const char *name, char **out, const char *where, GErr
 static HanashiStoredMessage *
 parse_message (JsonNode *node, guint index, GHashTable *seen, GError **error)
 {
+  /* Translators: completes sentences like "The field “id” is missing in %s." */
   g_autofree char *where = g_strdup_printf (_("message %u"), index + 1);
   if (!JSON_NODE_HOLDS_OBJECT (node)) {
-    invalid (error, _("%s is not an object."), where);
+    invalid (error, _("Message %u is not an object."), index + 1);
     return NULL;
   }
   JsonObject *o = json_node_get_object (node);
@@ -314,6 +319,7 @@ hanashi_conversation_import_json_data (const char *data, gsize length, GError **
     return NULL;
   }
   JsonObject *o = json_node_get_object (root);
+  /* Translators: completes sentences like "The field “title” in %s must be text." */
   const char *where = _("the conversation");
   g_autofree char *format = NULL;
   gint64 version = 0;

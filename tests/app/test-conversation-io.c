@@ -146,7 +146,7 @@ static const BadCase bad_cases[] = {
   { OK_HEAD "\"parameters\":\"hot\",\"messages\":[]}", 0, "The field “parameters” in the conversation must be an object." },
   { OK_HEAD "\"title\":\"x\"}", 0, "The field “messages” is missing in the conversation." },
   { OK_HEAD "\"messages\":{}}", 0, "The field “messages” in the conversation must be a list." },
-  { MSG ("1"), 0, "message 1 is not an object." },
+  { MSG ("1"), 0, "Message 1 is not an object." },
   { MSG ("{\"role\":\"user\",\"text\":\"hi\"}"), 0, "The field “id” is missing in message 1." },
   { MSG ("{\"id\":\"1\",\"role\":\"user\",\"text\":\"hi\"}"), 0, "The field “id” in message 1 must be a whole number." },
   { MSG ("{\"id\":0,\"role\":\"user\",\"text\":\"hi\"}"), 0, "The field “id” in message 1 is out of range (0)." },
