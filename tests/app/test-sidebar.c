@@ -161,6 +161,16 @@ test_order (Fixture *f, gconstpointer data)
   g_assert_cmpstr (order2, ==, "Eggs|Sale|");
   g_autoptr(HanashiConversationItem) top = item_at (f->sidebar, 0);
   g_assert_cmpstr (hanashi_conversation_item_get_snippet (top), ==, "And a soft one?");
+
+  /* One chat moves up while another appears lower down: the reload must not take it
+   * for a single move. */
+  g_autoptr(HanashiConversationItem) sale = item_at (f->sidebar, 1);
+  hanashi_store_add_message (f->store, hanashi_conversation_item_get_id (sale), 1, 0, "user", "Still on?", TRUE, &error);
+  g_assert_no_error (error);
+  insert (f->store, "Later", g_get_real_time () / G_USEC_PER_SEC - 3600, NULL);
+  hanashi_sidebar_reload (f->sidebar);
+  g_autofree char *order3 = titles (f->sidebar);
+  g_assert_cmpstr (order3, ==, "Sale|Eggs|Later|");
 }
 
 typedef struct {
