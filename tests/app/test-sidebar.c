@@ -476,21 +476,25 @@ test_reload_matches_store (Fixture *f, gconstpointer data)
   g_autoptr(GRand) rand = g_rand_new_with_seed (7);
   g_autoptr(GError) error = NULL;
   for (int step = 0; step < 300; step++) {
-    g_autoptr(GPtrArray) now = hanashi_store_list_summaries (f->store, NULL, &error);
-    g_assert_no_error (error);
-    gint64 some = now->len ? ((HanashiConversationSummary *) g_ptr_array_index (now, g_rand_int_range (rand, 0, now->len)))->id : 0;
-    int what = g_rand_int_range (rand, 0, 5);
-    g_autofree char *text = g_strdup_printf ("step %d", step);
-    if (what == 0 || !some) {
-      insert (f->store, text, g_get_real_time () / G_USEC_PER_SEC - g_rand_int_range (rand, 0, 100000), NULL);
-    } else if (what == 1 || what == 2) {
-      hanashi_store_add_message (f->store, some, 0, 0, "user", text, TRUE, &error);
-    } else if (what == 3) {
-      hanashi_store_rename_conversation (f->store, some, text, &error);
-    } else {
-      hanashi_store_delete_conversation (f->store, some, &error);
+    /* One to three edits per reload, as when several chats change between two reloads. */
+    for (int edits = g_rand_int_range (rand, 1, 4); edits > 0; edits--) {
+      g_autoptr(GPtrArray) now = hanashi_store_list_summaries (f->store, NULL, &error);
+      g_assert_no_error (error);
+      gint64 some = now->len
+        ? ((HanashiConversationSummary *) g_ptr_array_index (now, g_rand_int_range (rand, 0, now->len)))->id : 0;
+      int what = g_rand_int_range (rand, 0, 5);
+      g_autofree char *text = g_strdup_printf ("step %d.%d", step, edits);
+      if (what == 0 || !some) {
+        insert (f->store, text, g_get_real_time () / G_USEC_PER_SEC - g_rand_int_range (rand, 0, 100000), NULL);
+      } else if (what == 1 || what == 2) {
+        hanashi_store_add_message (f->store, some, 0, 0, "user", text, TRUE, &error);
+      } else if (what == 3) {
+        hanashi_store_rename_conversation (f->store, some, text, &error);
+      } else {
+        hanashi_store_delete_conversation (f->store, some, &error);
+      }
+      g_assert_no_error (error);
     }
-    g_assert_no_error (error);
     hanashi_sidebar_reload (f->sidebar);
 
     g_autoptr(GPtrArray) expected = hanashi_store_list_summaries (f->store, NULL, &error);
