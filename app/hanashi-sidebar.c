@@ -97,13 +97,13 @@ hanashi_sidebar_get_selected_id (HanashiSidebar *self)
   return item ? hanashi_conversation_item_get_id (item) : 0;
 }
 
-/* When the new items in [start, start + n) are the old ones with one chat taken from
+/* When the @new_n new items from @start are the @n old ones with one chat taken from
  * further down and put first (it got a message), returns that chat's old position; else
  * G_MAXUINT. */
 static guint
-find_single_move (GListModel *old, guint start, guint n, GPtrArray *items)
+find_single_move (GListModel *old, guint start, guint n, GPtrArray *items, guint new_n)
 {
-  if (n < 2 || items->len < start + n)
+  if (n < 2 || new_n != n)
     return G_MAXUINT;
   HanashiConversationItem *first = g_ptr_array_index (items, start);
   gint64 id = hanashi_conversation_item_get_id (first);
@@ -152,7 +152,7 @@ hanashi_sidebar_reload (HanashiSidebar *self)
     tail++;
   }
   self->quiet = TRUE;
-  guint moved_from = find_single_move (old, head, old_n - head - tail, items);
+  guint moved_from = find_single_move (old, head, old_n - head - tail, items, items->len - head - tail);
   if (moved_from != G_MAXUINT) {
     g_list_store_remove (self->items, moved_from);
     g_list_store_insert (self->items, head, g_ptr_array_index (items, head));

@@ -259,6 +259,64 @@ test_store_insert_atomic (void)
   g_assert_cmpuint (count, ==, 0);
 }
 
+static gint64
+summary_titles (HanashiStore *store, const char *query, char **out)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) list = hanashi_store_list_summaries (store, query, &error);
+  g_assert_no_error (error);
+  GString *s = g_string_new (NULL);
+  for (guint i = 0; i < list->len; i++) {
+    HanashiConversationSummary *summary = g_ptr_array_index (list, i);
+    g_string_append_printf (s, "%s%s", i ? "|" : "", summary->title);
+  }
+  *out = g_string_free (s, FALSE);
+  return list->len;
+}
+
+/* Sidebar rows: snippet of the newest message (120 characters at most), search by literal substring. */
+static void
+test_store_summaries (void)
+{
+  g_autoptr(HanashiStore) store = new_store ("summaries");
+  g_autoptr(GError) error = NULL;
+  gint64 a = hanashi_store_create_conversation (store, "snake_case names", &error);
+  gint64 b = hanashi_store_create_conversation (store, "snakeXcase", &error);
+  gint64 c = hanashi_store_create_conversation (store, "Windows paths", &error);
+  hanashi_store_create_conversation (store, "empty", &error);
+  hanashi_store_add_message (store, b, 0, 0, "user", "first", TRUE, &error);
+  hanashi_store_add_message (store, c, 0, 0, "user", "C:\\temp and 100%", TRUE, &error);
+  g_autoptr(GString) long_text = g_string_new (NULL);
+  for (int i = 0; i < 50; i++)
+    g_string_append (long_text, "あいう");
+  hanashi_store_add_message (store, a, 0, 0, "user", long_text->str, TRUE, &error);
+  g_assert_no_error (error);
+
+  g_autoptr(GPtrArray) all = hanashi_store_list_summaries (store, "", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (all->len, ==, 4);
+  for (guint i = 0; i < all->len; i++) {
+    HanashiConversationSummary *s = g_ptr_array_index (all, i);
+    if (s->id == a)
+      g_assert_cmpint (g_utf8_strlen (s->snippet, -1), ==, 120);
+    else if (s->id == b)
+      g_assert_cmpstr (s->snippet, ==, "first");
+    else if (s->id == c)
+      g_assert_cmpstr (s->snippet, ==, "C:\\temp and 100%");
+    else
+      g_assert_cmpstr (s->snippet, ==, "");
+  }
+
+  g_autofree char *t1 = NULL, *t2 = NULL, *t3 = NULL, *t4 = NULL, *t5 = NULL;
+  g_assert_cmpint (summary_titles (store, "_", &t1), ==, 1);
+  g_assert_cmpstr (t1, ==, "snake_case names");
+  g_assert_cmpint (summary_titles (store, "e_c", &t2), ==, 1);
+  g_assert_cmpint (summary_titles (store, "\\t", &t3), ==, 1);
+  g_assert_cmpstr (t3, ==, "Windows paths");
+  g_assert_cmpint (summary_titles (store, "%", &t4), ==, 1);
+  g_assert_cmpint (summary_titles (store, "SNAKE", &t5), ==, 2);
+}
+
 static void
 test_title_from_text (void)
 {
@@ -297,6 +355,7 @@ main (int argc, char **argv)
   g_test_add_func ("/conversation-io/markdown", test_markdown);
   g_test_add_func ("/conversation-io/malformed", test_malformed);
   g_test_add_func ("/conversation-io/store-insert-atomic", test_store_insert_atomic);
+  g_test_add_func ("/conversation-io/store-summaries", test_store_summaries);
   g_test_add_func ("/conversation-io/title-from-text", test_title_from_text);
   return g_test_run ();
 }

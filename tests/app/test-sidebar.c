@@ -161,6 +161,16 @@ test_order (Fixture *f, gconstpointer data)
   g_assert_cmpstr (order2, ==, "Eggs|Sale|");
   g_autoptr(HanashiConversationItem) top = item_at (f->sidebar, 0);
   g_assert_cmpstr (hanashi_conversation_item_get_snippet (top), ==, "And a soft one?");
+
+  /* One chat moves up while another appears lower down: the reload must not take it
+   * for a single move. */
+  g_autoptr(HanashiConversationItem) sale = item_at (f->sidebar, 1);
+  hanashi_store_add_message (f->store, hanashi_conversation_item_get_id (sale), 1, 0, "user", "Still on?", TRUE, &error);
+  g_assert_no_error (error);
+  insert (f->store, "Later", g_get_real_time () / G_USEC_PER_SEC - 3600, NULL);
+  hanashi_sidebar_reload (f->sidebar);
+  g_autofree char *order3 = titles (f->sidebar);
+  g_assert_cmpstr (order3, ==, "Sale|Eggs|Later|");
 }
 
 typedef struct {
@@ -458,6 +468,48 @@ test_relative_time (void)
   }
 }
 
+/* Random edits; after every reload the model must list exactly what the store lists. */
+static void
+test_reload_matches_store (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autoptr(GRand) rand = g_rand_new_with_seed (7);
+  g_autoptr(GError) error = NULL;
+  for (int step = 0; step < 300; step++) {
+    /* One to three edits per reload, as when several chats change between two reloads. */
+    for (int edits = g_rand_int_range (rand, 1, 4); edits > 0; edits--) {
+      g_autoptr(GPtrArray) now = hanashi_store_list_summaries (f->store, NULL, &error);
+      g_assert_no_error (error);
+      gint64 some = now->len
+        ? ((HanashiConversationSummary *) g_ptr_array_index (now, g_rand_int_range (rand, 0, now->len)))->id : 0;
+      int what = g_rand_int_range (rand, 0, 5);
+      g_autofree char *text = g_strdup_printf ("step %d.%d", step, edits);
+      if (what == 0 || !some) {
+        insert (f->store, text, g_get_real_time () / G_USEC_PER_SEC - g_rand_int_range (rand, 0, 100000), NULL);
+      } else if (what == 1 || what == 2) {
+        hanashi_store_add_message (f->store, some, 0, 0, "user", text, TRUE, &error);
+      } else if (what == 3) {
+        hanashi_store_rename_conversation (f->store, some, text, &error);
+      } else {
+        hanashi_store_delete_conversation (f->store, some, &error);
+      }
+      g_assert_no_error (error);
+    }
+    hanashi_sidebar_reload (f->sidebar);
+
+    g_autoptr(GPtrArray) expected = hanashi_store_list_summaries (f->store, NULL, &error);
+    GListModel *model = hanashi_sidebar_get_model (f->sidebar);
+    g_assert_cmpuint (g_list_model_get_n_items (model), ==, expected->len);
+    for (guint i = 0; i < expected->len; i++) {
+      HanashiConversationSummary *e = g_ptr_array_index (expected, i);
+      g_autoptr(HanashiConversationItem) item = g_list_model_get_item (model, i);
+      g_assert_cmpint (hanashi_conversation_item_get_id (item), ==, e->id);
+      g_assert_cmpstr (hanashi_conversation_item_get_title (item), ==, e->title);
+      g_assert_cmpint (hanashi_conversation_item_get_updated (item), ==, e->updated);
+    }
+  }
+}
+
 static void
 test_screenshots (Fixture *f, gconstpointer data)
 {
@@ -488,6 +540,7 @@ main (int argc, char **argv)
   ADD ("delete-undo", test_delete_undo);
   ADD ("activation", test_activation);
   ADD ("export-import", test_export_import);
+  ADD ("reload-matches-store", test_reload_matches_store);
   ADD ("screenshots", test_screenshots);
   return g_test_run ();
 }
