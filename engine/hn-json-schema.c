@@ -6,6 +6,8 @@
  */
 #include "hn-json-schema.h"
 
+#include "hn-grammar.h"
+
 #include "hn-json.h"
 
 #include <math.h>
@@ -840,6 +842,19 @@ hn_json_schema_to_gbnf(const char *schema_json, size_t len, HnError *err)
     result = buf_take(&all);
     if (result == NULL)
       hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+  }
+  /* A schema can be valid JSON and still describe no value, e.g. one that only refers to
+   * itself ({"$ref": "#"}): the grammar it gives is then left-recursive.  Checking the result
+   * here turns that into a clear refusal instead of a grammar error later. */
+  if (result != NULL) {
+    HnError gerr = { 0 };
+    HnGrammar *g = hn_grammar_parse(result, strlen(result), NULL, &gerr);
+    if (g == NULL) {
+      hn_error_set(err, HN_ERR_UNSUPPORTED, "schema: no value can match it (%s)", gerr.message);
+      free(result);
+      result = NULL;
+    }
+    hn_grammar_free(g);
   }
   free(top.s);
   free(c.rules.s);

@@ -30,7 +30,7 @@ hn_session_hash (const void *data, size_t size, uint64_t seed)
 static int real_open (const char *path, int flags, mode_t mode) { return open (path, flags, mode); }
 
 static const HnSessionIO real_io = {
-  real_open, pwrite, fsync, close, rename, unlink, pread,
+  real_open, pwrite, fsync, close, rename, unlink, pread, fstat,
 };
 
 static const HnSessionIO *session_io = &real_io;
@@ -285,7 +285,7 @@ hn_session_read (const char *path, const HnSessionParams *expect, HnError *err)
       return NULL;
     }
   struct stat st;
-  if (fstat (fd, &st) != 0)
+  if (session_io->fstat (fd, &st) != 0)
     {
       hn_error_set (err, HN_ERR_IO, "session: cannot read %s: %s", path, strerror (errno));
       goto out;

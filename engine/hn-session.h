@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "hn-common.h"
@@ -83,6 +84,7 @@ typedef struct {
   int     (*rename) (const char *from, const char *to);
   int     (*unlink) (const char *path);
   ssize_t (*pread) (int fd, void *buf, size_t count, off_t offset);  /* reading, too */
+  int     (*fstat) (int fd, struct stat *st);  /* the size of the file being read */
 } HnSessionIO;
 
 /* NULL restores the real calls.  Process-global: for tests only. */

@@ -236,8 +236,9 @@ is_eog_name(const char *s, size_t len)
 {
   static const char *names[] = { "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
                                  "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
-                                 /* DeepSeek's bars are U+FF5C FULLWIDTH VERTICAL LINE */
-                                 "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                                 /* DeepSeek's bars are U+FF5C FULLWIDTH VERTICAL LINE (octal \234 ends the escape
+                                  * before the 'e') */
+                                 "<\xef\xbd\234end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
                                  "<|return|>", "<|call|>" };
   for (size_t i = 0; i < HN_ARRAY_LEN(names); i++)
     if (strlen(names[i]) == len && memcmp(names[i], s, len) == 0)

@@ -88,6 +88,63 @@ test_streaming_and_garbage (void)
   g_assert_cmpuint (empty->len, ==, 0);
 }
 
+/* Label markup = Pango markup + GtkLabel's <a href> links. */
+static void
+assert_label_markup (const char *markup)
+{
+  g_autoptr (GRegex) open = g_regex_new ("<a href=\"[^\"<>]*\">", 0, 0, NULL);
+  g_autofree char *a = g_regex_replace_literal (open, markup, -1, 0, "<span>", 0, NULL);
+  g_autoptr (GRegex) close = g_regex_new ("</a>", 0, 0, NULL);
+  g_autofree char *b = g_regex_replace_literal (close, a, -1, 0, "</span>", 0, NULL);
+  g_autoptr (GError) error = NULL;
+  if (!pango_parse_markup (b, -1, 0, NULL, NULL, NULL, &error))
+    g_error ("invalid label markup (%s): %s", error->message, markup);
+}
+
+/* Inputs the fuzzer (tests/fuzz/fuzz-markdown) found to give broken markup. */
+static void
+test_fuzz_regressions (void)
+{
+  const char *inputs[] = {
+    /* md4c reports the end of a strikethrough it never started */
+    "[link](https://example.o#~condeconrip:~~ **52**\\\ncrip: t~>x<\n\n| a |pe",
+    /* a fenced code block inside a quote cuts the quote's italic in two */
+    "Some *emphasis\n- two\n  0. nested\n\n> ~~~4 **5>x</scipt>\n\n    indented\n",
+    "> quote\n> ```\n> code\n> ```\n> after\n",
+    "# Head ```x```\n1. *a ~~b\n   ```\n   c\n   ```\n   d~~ e*\n",
+    /* emphasis closed inside a heading's span, across a list */
+    "       =\n\n##\n\n- o- two\n a [*******************o- two\n a [**************an1 :=#  **52"
+    "* *\"**************(********\n** arta [ink](ng**).i\nZ******* o- two\n a [****************"
+    "** =a [**************an#  **52* a [ink](ng**).i\n****Z******\"**************(*****a [a [**"
+    "************an#  **52* a [ink][**************an2****** a [**************an#  **52* a [ink]"
+    "(ng**).i\n****Z******\"**************(*****a [a [**************an#  **52* a [ink][********"
+    "******an2 :-#  **52* a [ink](ng**).i\nZ******* o- two\n a [****************** a [* a [ink]"
+    "(ng**).i\n****Z*wo\n a [a [**************an> t%\n    #  **52* a [ink][**************an2 :-"
+    "#  **521 a [ink](ng**).i\nZ******* o- two\n a [****************** a [**************an#  **"
+    "52* a [ink](ng**).i\n****Z******\"**************(*************\n***\"*********amp;**** **5"
+    "2* a [ink](ng**).i\nZ******* o- two\n a [****************** a [* a [ink](ng**).i\n****Z*wo"
+    "\n a [a [**************an#  **51* a [ink][**************an2 :-#  **521 a [ink](ng**).i\nZ*"
+    "****** o- two\n a [****************** a [**************an#  **52* a [ink](ng**).i\n****Z**"
+    "****\"**************(*************\n***\"*********amp;**************************\n-*\005an"
+    "#  **52* a [inkY(ng**)&i\n*********- two\n a [a [**********a**********[ink](ng**).i\n****Z"
+    "******\"**************(*******\n*** artd q",
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (inputs); i++) {
+    g_autoptr (GPtrArray) blocks = hanashi_markdown_render (inputs[i], -1);
+    for (guint k = 0; k < blocks->len; k++) {
+      HanashiMarkdownBlock *b = blocks->pdata[k];
+      if (b->kind == HANASHI_MARKDOWN_BLOCK_TEXT)
+        assert_label_markup (b->markup);
+    }
+  }
+  /* the quote goes on in italics after its code block */
+  g_autoptr (GPtrArray) quote = hanashi_markdown_render (inputs[2], -1);
+  g_assert_cmpuint (quote->len, ==, 3);
+  g_assert_cmpstr (((HanashiMarkdownBlock *) quote->pdata[0])->markup, ==, "<i>quote</i>");
+  g_assert_cmpstr (((HanashiMarkdownBlock *) quote->pdata[1])->code, ==, "code");
+  g_assert_cmpstr (((HanashiMarkdownBlock *) quote->pdata[2])->markup, ==, "<i>after</i>");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -95,5 +152,6 @@ main (int argc, char **argv)
   g_test_add_func ("/markdown/inline", test_inline);
   g_test_add_func ("/markdown/blocks", test_blocks);
   g_test_add_func ("/markdown/streaming-and-garbage", test_streaming_and_garbage);
+  g_test_add_func ("/markdown/fuzz-regressions", test_fuzz_regressions);
   return g_test_run ();
 }

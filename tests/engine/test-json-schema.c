@@ -202,6 +202,10 @@ test_refused (void)
     { "false", "allows nothing" },
     { "{\"type\": ", "schema: JSON line 1, column 10" },
     { "{\"a\": 1} x", "schema: JSON line 1" },
+    /* found by tests/fuzz/fuzz-json-schema: schemas that only refer to themselves */
+    { "{\"$ref\": \"#\"}", "no value can match it" },
+    { "{\"$defs\": {\"p\": {\"$ref\": \"#/$defs/q\"}, \"q\": {\"$ref\": \"#/$defs/p\"}}, \"$ref\": \"#/$defs/p\"}",
+      "no value can match it" },
   };
   for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
     HnError err = { 0 };

@@ -1,0 +1,98 @@
+/* libFuzzer target: both tokenizers (the SentencePiece LLaMA vocabulary and the GPT-2
+ * byte-level BPE vocabulary of the test data) and both detokenizers.  Checked properties:
+ * byte-level BPE without special parsing gives back the exact input bytes; the streaming
+ * decoder's output, once flushed, is valid UTF-8. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "hn-gguf.h"
+#include "hn-unicode.h"
+#include "hn-vocab.h"
+
+int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
+
+static HnVocab *
+load (const char *name)
+{
+  const char *dir = getenv ("HANASHI_TESTDATA");
+  if (dir == NULL) {
+    fprintf (stderr, "fuzz-tokenizer: set HANASHI_TESTDATA\n");
+    abort ();
+  }
+  char path[4096];
+  snprintf (path, sizeof path, "%s/vocab/ggml-vocab-%s.gguf", dir, name);
+  HnError err = { 0 };
+  HnGguf *g = hn_gguf_open (path, &err);
+  HnVocab *v = g ? hn_vocab_load (g, &err) : NULL;
+  if (v == NULL) {
+    fprintf (stderr, "fuzz-tokenizer: %s: %s\n", path, err.message);
+    abort ();
+  }
+  hn_gguf_close (g);
+  return v;
+}
+
+static bool
+valid_utf8 (const char *s, size_t n)
+{
+  for (size_t i = 0; i < n;) {
+    uint32_t cp;
+    int used = hn_utf8_decode (s + i, n - i, &cp);
+    if (cp == HN_UC_INVALID)
+      return false;
+    i += (size_t) used;
+  }
+  return true;
+}
+
+static void
+check (const HnVocab *v, const uint8_t *data, size_t size, bool parse_special, bool lossless)
+{
+  static int32_t ids[8192];
+  static char text[65536];
+  HnError err = { 0 };
+  int32_t n = hn_tokenize (v, (const char *) data, size, false, parse_special, ids, 8192, &err);
+  if (n < 0 || n > 8192)
+    return; /* too many tokens for the buffer: fine, nothing to check */
+  int64_t len = hn_detokenize (v, ids, (size_t) n, false, false, text, sizeof text, &err);
+  if (lossless && (len != (int64_t) size || memcmp (text, data, size) != 0)) {
+    fprintf (stderr, "byte-level BPE lost bytes: %zu in, %lld out\n", size, (long long) len);
+    abort ();
+  }
+  HnStreamDecoder *d = hn_stream_decoder_new (v, false);
+  for (int32_t i = 0; i < n; i++) {
+    size_t piece = 0;
+    const char *p = hn_stream_decoder_push (d, ids[i], &piece);
+    if (!valid_utf8 (p, piece)) {
+      fprintf (stderr, "the stream decoder emitted invalid UTF-8\n");
+      abort ();
+    }
+  }
+  size_t rest = 0;
+  const char *p = hn_stream_decoder_flush (d, &rest);
+  if (!valid_utf8 (p, rest)) {
+    fprintf (stderr, "the stream decoder flushed invalid UTF-8\n");
+    abort ();
+  }
+  hn_stream_decoder_free (d);
+}
+
+int
+LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+{
+  static HnVocab *spm, *bpe;
+  if (spm == NULL) {
+    spm = load ("llama-spm");
+    bpe = load ("gpt-2");
+  }
+  if (size > 16384)
+    return 0;
+  check (spm, data, size, false, false);
+  check (spm, data, size, true, false);
+  check (bpe, data, size, false, true);
+  check (bpe, data, size, true, false);
+  return 0;
+}
