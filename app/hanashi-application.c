@@ -9,6 +9,7 @@
 #include <glib/gi18n.h>
 
 #include "hanashi-application.h"
+#include "hanashi-preferences-window.h"
 #include "hanashi-window.h"
 
 struct _HanashiApplication
@@ -79,6 +80,29 @@ about_action (GSimpleAction *action,
 }
 
 static void
+preferences_action (GSimpleAction *action,
+                    GVariant      *parameter,
+                    gpointer       user_data)
+{
+  HanashiWindow *window = get_or_create_window (HANASHI_APPLICATION (user_data));
+  HanashiPreferencesWindow *preferences =
+    hanashi_preferences_window_new (GTK_WINDOW (window), hanashi_window_get_engine (window));
+
+  gtk_window_present (GTK_WINDOW (preferences));
+}
+
+static void
+shortcuts_action (GSimpleAction *action,
+                  GVariant      *parameter,
+                  gpointer       user_data)
+{
+  HanashiWindow *window = get_or_create_window (HANASHI_APPLICATION (user_data));
+
+  /* GtkApplicationWindow builds the window from gtk/help-overlay.ui in our resources. */
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.show-help-overlay", NULL);
+}
+
+static void
 quit_action (GSimpleAction *action,
              GVariant      *parameter,
              gpointer       user_data)
@@ -88,6 +112,8 @@ quit_action (GSimpleAction *action,
 
 static const GActionEntry app_actions[] = {
   { "about", about_action },
+  { "preferences", preferences_action },
+  { "shortcuts", shortcuts_action },
   { "quit", quit_action },
 };
 
@@ -97,8 +123,20 @@ hanashi_application_startup (GApplication *app)
   G_APPLICATION_CLASS (hanashi_application_parent_class)->startup (app);
 
   g_action_map_add_action_entries (G_ACTION_MAP (app), app_actions, G_N_ELEMENTS (app_actions), app);
-  gtk_application_set_accels_for_action (GTK_APPLICATION (app), "app.quit", (const char *[]) { "<primary>q", NULL });
-  gtk_application_set_accels_for_action (GTK_APPLICATION (app), "win.open-model", (const char *[]) { "<primary>o", NULL });
+  static const struct {
+    const char *action;
+    const char *accels[2];
+  } accels[] = {
+    { "app.quit", { "<primary>q", NULL } },
+    { "app.preferences", { "<primary>comma", NULL } },
+    { "win.open-model", { "<primary>o", NULL } },
+    { "win.new-chat", { "<primary>n", NULL } },
+    { "win.search", { "<primary>f", NULL } },
+    { "win.toggle-panel", { "<primary><shift>p", NULL } },
+    { "win.stop", { "Escape", NULL } },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (accels); i++)
+    gtk_application_set_accels_for_action (GTK_APPLICATION (app), accels[i].action, accels[i].accels);
 }
 
 static void

@@ -10,6 +10,9 @@ struct _HanashiMessage {
   gboolean complete;
   int token_count;
   double generation_seconds;
+  gint64 parent_id;
+  guint alternative_index;
+  guint n_alternatives;
 };
 
 G_DEFINE_FINAL_TYPE (HanashiMessage, hanashi_message, G_TYPE_OBJECT)
@@ -22,6 +25,8 @@ enum {
   PROP_COMPLETE,
   PROP_TOKEN_COUNT,
   PROP_GENERATION_SECONDS,
+  PROP_ALTERNATIVE_INDEX,
+  PROP_N_ALTERNATIVES,
   N_PROPS
 };
 
@@ -38,6 +43,8 @@ hanashi_message_get_property (GObject *object, guint prop_id, GValue *value, GPa
   case PROP_COMPLETE: g_value_set_boolean (value, self->complete); break;
   case PROP_TOKEN_COUNT: g_value_set_int (value, self->token_count); break;
   case PROP_GENERATION_SECONDS: g_value_set_double (value, self->generation_seconds); break;
+  case PROP_ALTERNATIVE_INDEX: g_value_set_uint (value, self->alternative_index); break;
+  case PROP_N_ALTERNATIVES: g_value_set_uint (value, self->n_alternatives); break;
   default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
   }
 }
@@ -84,6 +91,10 @@ hanashi_message_class_init (HanashiMessageClass *klass)
     G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
   properties[PROP_GENERATION_SECONDS] = g_param_spec_double ("generation-seconds", NULL, NULL, 0, G_MAXDOUBLE, 0,
     G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_ALTERNATIVE_INDEX] = g_param_spec_uint ("alternative-index", NULL, NULL, 0, G_MAXUINT, 0,
+    G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_N_ALTERNATIVES] = g_param_spec_uint ("n-alternatives", NULL, NULL, 1, G_MAXUINT, 1,
+    G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
   g_object_class_install_properties (object_class, N_PROPS, properties);
 }
 
@@ -92,6 +103,7 @@ hanashi_message_init (HanashiMessage *self)
 {
   self->text = g_string_new (NULL);
   self->complete = TRUE;
+  self->n_alternatives = 1;
 }
 
 HanashiMessage *
@@ -107,6 +119,7 @@ hanashi_message_new_from_stored (const HanashiStoredMessage *stored)
   self->complete = stored->complete;
   self->token_count = stored->token_count;
   self->generation_seconds = stored->generation_seconds;
+  self->parent_id = stored->parent_id;
   return self;
 }
 
@@ -172,4 +185,27 @@ hanashi_message_get_tokens_per_second (HanashiMessage *self)
   if (self->generation_seconds <= 0.0 || self->token_count <= 0)
     return 0.0;
   return self->token_count / self->generation_seconds;
+}
+
+gint64 hanashi_message_get_parent_id (HanashiMessage *self) { return self->parent_id; }
+void hanashi_message_set_parent_id (HanashiMessage *self, gint64 parent_id) { self->parent_id = parent_id; }
+guint hanashi_message_get_alternative_index (HanashiMessage *self) { return self->alternative_index; }
+guint hanashi_message_get_n_alternatives (HanashiMessage *self) { return self->n_alternatives; }
+
+void
+hanashi_message_set_alternatives (HanashiMessage *self, guint index, guint n_alternatives)
+{
+  g_return_if_fail (HANASHI_IS_MESSAGE (self));
+  n_alternatives = MAX (n_alternatives, 1);
+  index = MIN (index, n_alternatives - 1);
+  g_object_freeze_notify (G_OBJECT (self));
+  if (self->alternative_index != index) {
+    self->alternative_index = index;
+    g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_ALTERNATIVE_INDEX]);
+  }
+  if (self->n_alternatives != n_alternatives) {
+    self->n_alternatives = n_alternatives;
+    g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_N_ALTERNATIVES]);
+  }
+  g_object_thaw_notify (G_OBJECT (self));
 }

@@ -28,4 +28,12 @@ void hanashi_message_set_stats (HanashiMessage *self, int token_count, double ge
 /* Tokens per second, 0 when unknown. */
 double hanashi_message_get_tokens_per_second (HanashiMessage *self);
 
+/* The message this one answers or follows in its thread (0 = first). */
+gint64 hanashi_message_get_parent_id (HanashiMessage *self);
+void hanashi_message_set_parent_id (HanashiMessage *self, gint64 parent_id);
+/* Which of its alternatives (regenerated or edited versions) this is, 0-based. */
+guint hanashi_message_get_alternative_index (HanashiMessage *self);
+guint hanashi_message_get_n_alternatives (HanashiMessage *self);
+void hanashi_message_set_alternatives (HanashiMessage *self, guint index, guint n_alternatives);
+
 G_END_DECLS

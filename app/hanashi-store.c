@@ -42,6 +42,11 @@ static const char *const migrations[] = {
   /* v2: the incomplete flag for replies cut off by a crash or Stop */
   "ALTER TABLE messages ADD COLUMN complete INTEGER NOT NULL DEFAULT 1;"
   "CREATE INDEX messages_by_group ON messages(alternative_group);",
+  /* v3: which alternative of a group is shown (the thread continues from it); the newest
+   * member of each existing group starts out shown */
+  "ALTER TABLE messages ADD COLUMN shown INTEGER NOT NULL DEFAULT 0;"
+  "UPDATE messages SET shown = 1 WHERE id IN (SELECT MAX(id) FROM messages GROUP BY alternative_group);"
+  "CREATE INDEX messages_by_parent ON messages(conversation, parent);",
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (migrations) == HANASHI_STORE_SCHEMA_VERSION);
 
@@ -445,6 +450,9 @@ insert_message (HanashiStore *self, gint64 conversation_id, gint64 parent_id,
     if (!step_done (self, stmt, error))
       return 0;
   }
+  /* The newest alternative is the one shown. */
+  if (!hanashi_store_show_alternative (self, id, error))
+    return 0;
   if (!touch_conversation (self, conversation_id, error))
     return 0;
   return id;
@@ -509,7 +517,7 @@ hanashi_store_delete_message (HanashiStore *self, gint64 id, GError **error)
 }
 
 #define MESSAGE_COLUMNS "id, conversation, parent, alternative_group, role, text, created," \
-                        " token_count, generation_seconds, params, complete"
+                        " token_count, generation_seconds, params, complete, shown"
 
 static HanashiStoredMessage *
 read_message (sqlite3_stmt *stmt)
@@ -526,6 +534,7 @@ read_message (sqlite3_stmt *stmt)
   m->generation_seconds = sqlite3_column_double (stmt, 8);
   m->params_json = g_strdup ((const char *) sqlite3_column_text (stmt, 9));
   m->complete = sqlite3_column_int (stmt, 10) != 0;
+  m->shown = sqlite3_column_int (stmt, 11) != 0;
   return m;
 }
 
@@ -580,4 +589,267 @@ hanashi_store_list_incomplete (HanashiStore *self, GError **error)
 {
   return list_messages_where (self, "SELECT " MESSAGE_COLUMNS " FROM messages WHERE complete = 0 ORDER BY id;",
                               0, FALSE, error);
+}
+
+gboolean
+hanashi_store_show_alternative (HanashiStore *self, gint64 message_id, GError **error)
+{
+  g_return_val_if_fail (HANASHI_IS_STORE (self), FALSE);
+  sqlite3_stmt *stmt = prepare (self,
+    "UPDATE messages SET shown = (id = ?1) WHERE alternative_group ="
+    " (SELECT alternative_group FROM messages WHERE id = ?1);", error);
+  if (!stmt)
+    return FALSE;
+  sqlite3_bind_int64 (stmt, 1, message_id);
+  if (!step_done (self, stmt, error))
+    return FALSE;
+  if (sqlite3_changes (self->db) == 0) {
+    g_set_error_literal (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, _("The message no longer exists."));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+hanashi_store_reparent_children (HanashiStore *self, gint64 old_parent, gint64 new_parent,
+                                 gint64 conversation_id, GError **error)
+{
+  g_return_val_if_fail (HANASHI_IS_STORE (self), FALSE);
+  sqlite3_stmt *stmt = prepare (self, "UPDATE messages SET parent = ? WHERE parent = ? AND conversation = ?;", error);
+  if (!stmt)
+    return FALSE;
+  sqlite3_bind_int64 (stmt, 1, new_parent);
+  sqlite3_bind_int64 (stmt, 2, old_parent);
+  sqlite3_bind_int64 (stmt, 3, conversation_id);
+  return step_done (self, stmt, error);
+}
+
+static gboolean
+collect_descendants (HanashiStore *self, gint64 id, GArray *ids, GError **error)
+{
+  sqlite3_stmt *stmt = prepare (self, "SELECT id FROM messages WHERE parent = ?;", error);
+  if (!stmt)
+    return FALSE;
+  sqlite3_bind_int64 (stmt, 1, id);
+  guint first = ids->len;
+  while (sqlite3_step (stmt) == SQLITE_ROW) {
+    gint64 child = sqlite3_column_int64 (stmt, 0);
+    gboolean seen = FALSE;
+    /* A damaged database may hold a cycle; each message is taken once. */
+    for (guint i = 0; i < ids->len && !seen; i++)
+      seen = g_array_index (ids, gint64, i) == child;
+    if (!seen)
+      g_array_append_val (ids, child);
+  }
+  sqlite3_finalize (stmt);
+  guint last = ids->len;
+  for (guint i = first; i < last; i++)
+    if (!collect_descendants (self, g_array_index (ids, gint64, i), ids, error))
+      return FALSE;
+  return TRUE;
+}
+
+gboolean
+hanashi_store_delete_branch (HanashiStore *self, gint64 message_id, GError **error)
+{
+  g_return_val_if_fail (HANASHI_IS_STORE (self), FALSE);
+  g_autoptr(GArray) ids = g_array_new (FALSE, FALSE, sizeof (gint64));
+  g_array_append_val (ids, message_id);
+  if (!collect_descendants (self, message_id, ids, error))
+    return FALSE;
+  if (!exec_sql (self, "BEGIN IMMEDIATE;", error))
+    return FALSE;
+  for (guint i = 0; i < ids->len; i++) {
+    sqlite3_stmt *stmt = prepare (self, "DELETE FROM messages WHERE id = ?;", error);
+    if (!stmt) {
+      rollback (self);
+      return FALSE;
+    }
+    sqlite3_bind_int64 (stmt, 1, g_array_index (ids, gint64, i));
+    if (!step_done (self, stmt, error)) {
+      rollback (self);
+      return FALSE;
+    }
+  }
+  if (!exec_sql (self, "COMMIT;", error)) {
+    rollback (self);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+void
+hanashi_conversation_summary_free (HanashiConversationSummary *summary)
+{
+  if (!summary)
+    return;
+  g_free (summary->title);
+  g_free (summary->snippet);
+  g_free (summary);
+}
+
+/* LIKE treats % and _ as wildcards; a search for "50%" must find only "50%". */
+static char *
+like_pattern (const char *query)
+{
+  GString *pattern = g_string_new ("%");
+  for (const char *p = query; *p; p++) {
+    if (*p == '%' || *p == '_' || *p == '\\')
+      g_string_append_c (pattern, '\\');
+    g_string_append_c (pattern, *p);
+  }
+  g_string_append_c (pattern, '%');
+  return g_string_free (pattern, FALSE);
+}
+
+GPtrArray *
+hanashi_store_list_summaries (HanashiStore *self, const char *query, GError **error)
+{
+  g_return_val_if_fail (HANASHI_IS_STORE (self), NULL);
+  gboolean filtered = query && *query;
+  const char *sql = filtered
+    ? "SELECT c.id, c.title, c.updated, (SELECT substr(m.text, 1, 120) FROM messages m"
+      "  WHERE m.conversation = c.id ORDER BY m.id DESC LIMIT 1)"
+      " FROM conversations c WHERE c.title LIKE ?1 ESCAPE '\\'"
+      " OR EXISTS (SELECT 1 FROM messages m WHERE m.conversation = c.id AND m.text LIKE ?1 ESCAPE '\\')"
+      " ORDER BY c.updated DESC, c.id DESC;"
+    : "SELECT c.id, c.title, c.updated, (SELECT substr(m.text, 1, 120) FROM messages m"
+      "  WHERE m.conversation = c.id ORDER BY m.id DESC LIMIT 1)"
+      " FROM conversations c ORDER BY c.updated DESC, c.id DESC;";
+  sqlite3_stmt *stmt = prepare (self, sql, error);
+  if (!stmt)
+    return NULL;
+  g_autofree char *pattern = filtered ? like_pattern (query) : NULL;
+  if (filtered)
+    sqlite3_bind_text (stmt, 1, pattern, -1, SQLITE_TRANSIENT);
+  GPtrArray *result = g_ptr_array_new_with_free_func ((GDestroyNotify) hanashi_conversation_summary_free);
+  int rc;
+  while ((rc = sqlite3_step (stmt)) == SQLITE_ROW) {
+    HanashiConversationSummary *s = g_new0 (HanashiConversationSummary, 1);
+    s->id = sqlite3_column_int64 (stmt, 0);
+    s->title = g_strdup ((const char *) sqlite3_column_text (stmt, 1));
+    s->updated = sqlite3_column_int64 (stmt, 2);
+    const char *snippet = (const char *) sqlite3_column_text (stmt, 3);
+    s->snippet = g_strdup (snippet ? snippet : "");
+    g_ptr_array_add (result, s);
+  }
+  if (rc != SQLITE_DONE) {
+    set_sqlite_error (self, error);
+    sqlite3_finalize (stmt);
+    g_ptr_array_unref (result);
+    return NULL;
+  }
+  sqlite3_finalize (stmt);
+  return result;
+}
+
+static gint64
+map_reference (GHashTable *ids, gint64 reference, gint64 message_id, GError **error)
+{
+  if (reference == 0)
+    return 0;
+  gpointer value;
+  if (!g_hash_table_lookup_extended (ids, &reference, NULL, &value)) {
+    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_FAILED,
+                 "Message %" G_GINT64_FORMAT " refers to message %" G_GINT64_FORMAT
+                 ", which does not come before it", message_id, reference);
+    return -1;
+  }
+  return *(gint64 *) value;
+}
+
+static gint64
+insert_conversation_rows (HanashiStore *self, const HanashiStoredConversation *c,
+                          GPtrArray *messages, gboolean keep_ids, GError **error)
+{
+  sqlite3_stmt *stmt = prepare (self,
+    "INSERT INTO conversations (id, title, created, updated, system_prompt, params) VALUES (?, ?, ?, ?, ?, ?);", error);
+  if (!stmt)
+    return 0;
+  if (keep_ids)
+    sqlite3_bind_int64 (stmt, 1, c->id);
+  else
+    sqlite3_bind_null (stmt, 1);
+  sqlite3_bind_text (stmt, 2, c->title ? c->title : "", -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64 (stmt, 3, c->created);
+  sqlite3_bind_int64 (stmt, 4, c->updated);
+  sqlite3_bind_text (stmt, 5, c->system_prompt ? c->system_prompt : "", -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text (stmt, 6, c->params_json ? c->params_json : "{}", -1, SQLITE_TRANSIENT);
+  if (!step_done (self, stmt, error))
+    return 0;
+  gint64 conversation_id = sqlite3_last_insert_rowid (self->db);
+
+  g_autoptr(GHashTable) ids = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
+  stmt = prepare (self,
+    "INSERT INTO messages (id, conversation, parent, alternative_group, role, text, created,"
+    " token_count, generation_seconds, params, complete, shown) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);", error);
+  if (!stmt)
+    return 0;
+  for (guint i = 0; messages && i < messages->len; i++) {
+    const HanashiStoredMessage *m = g_ptr_array_index (messages, i);
+    gint64 parent = map_reference (ids, m->parent_id, m->id, error);
+    if (parent < 0)
+      goto fail;
+    /* The first member of a group names it, so a group may name the message itself. */
+    gint64 group = m->alternative_group == m->id ? 0 : map_reference (ids, m->alternative_group, m->id, error);
+    if (group < 0)
+      goto fail;
+    sqlite3_reset (stmt);
+    if (keep_ids)
+      sqlite3_bind_int64 (stmt, 1, m->id);
+    else
+      sqlite3_bind_null (stmt, 1);
+    sqlite3_bind_int64 (stmt, 2, conversation_id);
+    sqlite3_bind_int64 (stmt, 3, parent);
+    sqlite3_bind_int64 (stmt, 4, group);
+    sqlite3_bind_text (stmt, 5, m->role ? m->role : "user", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text (stmt, 6, m->text ? m->text : "", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64 (stmt, 7, m->created);
+    sqlite3_bind_int (stmt, 8, m->token_count);
+    sqlite3_bind_double (stmt, 9, m->generation_seconds);
+    sqlite3_bind_text (stmt, 10, m->params_json ? m->params_json : "{}", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int (stmt, 11, m->complete ? 1 : 0);
+    /* Undo keeps which version was shown; an import without that knowledge shows the newest. */
+    sqlite3_bind_int (stmt, 12, m->shown ? 1 : 0);
+    if (sqlite3_step (stmt) != SQLITE_DONE) {
+      set_sqlite_error (self, error);
+      goto fail;
+    }
+    gint64 new_id = sqlite3_last_insert_rowid (self->db);
+    if (g_hash_table_contains (ids, &m->id)) {
+      g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_FAILED,
+                   "Message id %" G_GINT64_FORMAT " appears twice", m->id);
+      goto fail;
+    }
+    g_hash_table_insert (ids, g_memdup2 (&m->id, sizeof m->id), g_memdup2 (&new_id, sizeof new_id));
+  }
+  sqlite3_finalize (stmt);
+  /* Groups started by a message inside this insert are named after it, as add_message does. */
+  stmt = prepare (self, "UPDATE messages SET alternative_group = id WHERE conversation = ? AND alternative_group = 0;", error);
+  if (!stmt)
+    return 0;
+  sqlite3_bind_int64 (stmt, 1, conversation_id);
+  if (!step_done (self, stmt, error))
+    return 0;
+  return conversation_id;
+
+fail:
+  sqlite3_finalize (stmt);
+  return 0;
+}
+
+gint64
+hanashi_store_insert_conversation (HanashiStore *self, const HanashiStoredConversation *conversation,
+                                   GPtrArray *messages, gboolean keep_ids, GError **error)
+{
+  g_return_val_if_fail (HANASHI_IS_STORE (self), 0);
+  g_return_val_if_fail (conversation != NULL, 0);
+  if (!exec_sql (self, "BEGIN IMMEDIATE;", error))
+    return 0;
+  gint64 id = insert_conversation_rows (self, conversation, messages, keep_ids, error);
+  if (id == 0 || !exec_sql (self, "COMMIT;", error)) {
+    exec_sql (self, "ROLLBACK;", NULL);
+    return 0;
+  }
+  return id;
 }

@@ -21,7 +21,7 @@ typedef enum {
   HANASHI_STORE_ERROR_BUSY,       /* another program holds the database */
 } HanashiStoreError;
 
-#define HANASHI_STORE_SCHEMA_VERSION 2
+#define HANASHI_STORE_SCHEMA_VERSION 3
 
 #define HANASHI_TYPE_STORE (hanashi_store_get_type ())
 G_DECLARE_FINAL_TYPE (HanashiStore, hanashi_store, HANASHI, STORE, GObject)
@@ -39,6 +39,7 @@ typedef struct {
   double generation_seconds;
   char *params_json;
   gboolean complete;
+  gboolean shown;            /* the alternative of its group that the thread continues from */
 } HanashiStoredMessage;
 
 void hanashi_stored_message_free (HanashiStoredMessage *message);
@@ -71,6 +72,32 @@ HanashiStoredConversation *hanashi_store_get_conversation (HanashiStore *self, g
 /* Conversations by last activity, newest first; @query (may be NULL/empty) matches titles and message text. */
 GPtrArray *hanashi_store_list_conversations (HanashiStore *self, const char *query, GError **error);
 
+/* One row of the sidebar: title, the start of the newest message, last activity. */
+typedef struct {
+  gint64 id;
+  char *title;
+  char *snippet;   /* up to 120 characters of the newest message, "" when empty */
+  gint64 updated;  /* unix seconds */
+} HanashiConversationSummary;
+
+void hanashi_conversation_summary_free (HanashiConversationSummary *summary);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HanashiConversationSummary, hanashi_conversation_summary_free)
+
+/* Summaries by last activity, newest first.  @query (NULL or "" = all) is matched as a
+ * literal substring (LIKE with %, _ and \ escaped; ASCII case-insensitive) against the
+ * title and the text of every message. */
+GPtrArray *hanashi_store_list_summaries (HanashiStore *self, const char *query, GError **error);
+
+/* Inserts a whole conversation in one transaction: all of it or nothing.  The ids,
+ * parent_id and alternative_group of @messages (HanashiStoredMessage*, in creation order)
+ * are references among themselves and may point only at earlier messages (0 = none).
+ * With @keep_ids the stored ids are exactly those of @conversation and @messages (undoing a
+ * delete); otherwise fresh ids are given and the references follow.  Returns the
+ * conversation id, 0 on error. */
+gint64 hanashi_store_insert_conversation (HanashiStore *self, const HanashiStoredConversation *conversation,
+                                          GPtrArray *messages, gboolean keep_ids, GError **error);
+
+
 /* Adds a message; @alternative_of = 0 starts a new group, otherwise joins that message's group.
  * One transaction: on failure (0 and @error set) nothing was written and @text is still the
  * caller's, so the window can leave it in the composer. */
@@ -87,6 +114,13 @@ HanashiStoredMessage *hanashi_store_get_message (HanashiStore *self, gint64 id, 
 GPtrArray *hanashi_store_list_messages (HanashiStore *self, gint64 conversation_id, GError **error);
 /* The alternatives (same group) of a message, in creation order, including itself. */
 GPtrArray *hanashi_store_list_alternatives (HanashiStore *self, gint64 message_id, GError **error);
+/* Makes @message_id the shown member of its alternative group (new messages start shown). */
+gboolean hanashi_store_show_alternative (HanashiStore *self, gint64 message_id, GError **error);
+/* Moves every child of @old_parent in the conversation under @new_parent. */
+gboolean hanashi_store_reparent_children (HanashiStore *self, gint64 old_parent, gint64 new_parent,
+                                          gint64 conversation_id, GError **error);
+/* Deletes a message and every message that descends from it, in one transaction. */
+gboolean hanashi_store_delete_branch (HanashiStore *self, gint64 message_id, GError **error);
 /* Replies left unfinished by a crash (complete = 0). */
 GPtrArray *hanashi_store_list_incomplete (HanashiStore *self, GError **error);
 

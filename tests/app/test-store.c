@@ -63,7 +63,9 @@ test_migrations (Fixture *f, gconstpointer data)
     " generation_seconds REAL NOT NULL DEFAULT 0, params TEXT NOT NULL DEFAULT '{}');"
     "CREATE INDEX messages_by_conversation ON messages(conversation, id);"
     "INSERT INTO conversations (title, created, updated) VALUES ('old', 1, 1);"
-    "INSERT INTO messages (conversation, alternative_group, role, text, created) VALUES (1, 1, 'user', 'hello', 1);",
+    "INSERT INTO messages (conversation, alternative_group, role, text, created) VALUES (1, 1, 'user', 'hello', 1);"
+    "INSERT INTO messages (conversation, parent, alternative_group, role, text, created) VALUES (1, 1, 2, 'assistant', 'a', 1);"
+    "INSERT INTO messages (conversation, parent, alternative_group, role, text, created) VALUES (1, 1, 2, 'assistant', 'b', 1);",
     NULL, NULL, NULL), ==, SQLITE_OK);
   sqlite3_close (db);
 
@@ -75,6 +77,12 @@ test_migrations (Fixture *f, gconstpointer data)
   g_assert_no_error (error);
   g_assert_cmpstr (m->text, ==, "hello");
   g_assert_true (m->complete);
+  g_assert_true (m->shown);
+  /* v3: of an existing group of alternatives, the newest is the one shown. */
+  g_autoptr(HanashiStoredMessage) first = hanashi_store_get_message (store, 2, &error);
+  g_autoptr(HanashiStoredMessage) second = hanashi_store_get_message (store, 3, &error);
+  g_assert_false (first->shown);
+  g_assert_true (second->shown);
   g_clear_object (&store);
 
   /* Reopening is a no-op; a newer schema is refused with a clear error. */
@@ -203,12 +211,74 @@ test_alternatives_and_incomplete (Fixture *f, gconstpointer data)
   g_assert_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND);
 }
 
+/* Which alternative is shown, closing the thread around a deleted message, deleting a branch. */
+static void
+test_branches (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(HanashiStore) store = hanashi_store_new (f->path, &error);
+  g_assert_no_error (error);
+  gint64 c = hanashi_store_create_conversation (store, "t", &error);
+  gint64 q = hanashi_store_add_message (store, c, 0, 0, "user", "q", TRUE, &error);
+  gint64 a1 = hanashi_store_add_message (store, c, q, 0, "assistant", "a1", TRUE, &error);
+  gint64 a2 = hanashi_store_add_message (store, c, q, a1, "assistant", "a2", TRUE, &error);
+  gint64 follow = hanashi_store_add_message (store, c, a1, 0, "user", "on a1", TRUE, &error);
+  gint64 reply = hanashi_store_add_message (store, c, follow, 0, "assistant", "deep", TRUE, &error);
+  g_assert_no_error (error);
+
+  /* A new alternative is shown and hides the others; showing one back works both ways. */
+  g_autoptr(HanashiStoredMessage) m1 = hanashi_store_get_message (store, a1, NULL);
+  g_autoptr(HanashiStoredMessage) m2 = hanashi_store_get_message (store, a2, NULL);
+  g_assert_false (m1->shown);
+  g_assert_true (m2->shown);
+  g_assert_true (hanashi_store_show_alternative (store, a1, &error));
+  g_clear_pointer (&m1, hanashi_stored_message_free);
+  g_clear_pointer (&m2, hanashi_stored_message_free);
+  m1 = hanashi_store_get_message (store, a1, NULL);
+  m2 = hanashi_store_get_message (store, a2, NULL);
+  g_assert_true (m1->shown);
+  g_assert_false (m2->shown);
+  g_assert_false (hanashi_store_show_alternative (store, 9999, &error));
+  g_assert_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+
+  /* Deleting a1's branch takes its descendants and leaves a2 and the question. */
+  g_assert_true (hanashi_store_delete_branch (store, a1, &error));
+  g_assert_no_error (error);
+  g_autoptr(GPtrArray) left = hanashi_store_list_messages (store, c, &error);
+  g_assert_cmpuint (left->len, ==, 2);
+  g_assert_cmpint (((HanashiStoredMessage *) g_ptr_array_index (left, 0))->id, ==, q);
+  g_assert_cmpint (((HanashiStoredMessage *) g_ptr_array_index (left, 1))->id, ==, a2);
+  g_assert_null (hanashi_store_get_message (store, reply, &error));
+  g_assert_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  (void) follow;
+
+  /* Reparenting moves a2's follow-up under the question. */
+  gint64 next = hanashi_store_add_message (store, c, a2, 0, "user", "on a2", TRUE, &error);
+  g_assert_true (hanashi_store_reparent_children (store, a2, q, c, &error));
+  g_autoptr(HanashiStoredMessage) moved = hanashi_store_get_message (store, next, NULL);
+  g_assert_cmpint (moved->parent_id, ==, q);
+
+  /* A damaged tree with a cycle (next becomes its own parent, a2 its child) does not hang
+   * the branch delete. */
+  g_assert_true (hanashi_store_reparent_children (store, q, next, c, &error));
+  g_assert_true (hanashi_store_delete_branch (store, next, &error));
+  g_assert_no_error (error);
+  g_clear_pointer (&left, g_ptr_array_unref);
+  left = hanashi_store_list_messages (store, c, &error);
+  g_assert_cmpuint (left->len, ==, 1);
+  g_assert_cmpint (((HanashiStoredMessage *) g_ptr_array_index (left, 0))->id, ==, q);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add ("/store/migrations", Fixture, NULL, fixture_setup, test_migrations, fixture_teardown);
   g_test_add ("/store/crud-search", Fixture, NULL, fixture_setup, test_crud_and_search, fixture_teardown);
+  g_test_add ("/store/branches", Fixture, NULL, fixture_setup, test_branches, fixture_teardown);
   g_test_add ("/store/alternatives-incomplete", Fixture, NULL, fixture_setup, test_alternatives_and_incomplete, fixture_teardown);
   return g_test_run ();
 }

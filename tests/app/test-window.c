@@ -5,7 +5,9 @@
 #include <adwaita.h>
 
 #include "hanashi-application.h"
+#include "hanashi-preferences-window.h"
 #include "hanashi-window.h"
+#include "test-xdg.h"
 
 static GtkWidget *
 find_by_type (GtkWidget *root, GType type)
@@ -111,10 +113,35 @@ test_menu_actions (void)
   g_assert_cmpstr (adw_about_window_get_version (ADW_ABOUT_WINDOW (about)), ==, VERSION);
   gtk_window_destroy (about);
 
-  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (window), "win.show-help-overlay", NULL));
+  g_action_group_activate_action (G_ACTION_GROUP (app), "shortcuts", NULL);
   GtkWindow *shortcuts = wait_for_toplevel (GTK_TYPE_SHORTCUTS_WINDOW);
   g_assert_nonnull (shortcuts);
   gtk_window_close (shortcuts);
+
+  g_action_group_activate_action (G_ACTION_GROUP (app), "preferences", NULL);
+  GtkWindow *preferences = wait_for_toplevel (HANASHI_TYPE_PREFERENCES_WINDOW);
+  g_assert_nonnull (preferences);
+  g_assert_true (gtk_window_get_transient_for (preferences) == GTK_WINDOW (window));
+  gtk_window_destroy (preferences);
+
+  /* Every command has its shortcut, and the shortcuts window lists them. */
+  const char *expected[][2] = {
+    { "win.new-chat", "<Control>n" }, { "win.search", "<Control>f" },
+    { "win.toggle-panel", "<Shift><Control>p" }, { "win.stop", "Escape" },
+    { "win.open-model", "<Control>o" }, { "app.preferences", "<Control>comma" },
+  };
+  g_auto (GStrv) help_accels = gtk_application_get_accels_for_action (GTK_APPLICATION (app), "win.show-help-overlay");
+  g_assert_cmpstr (help_accels[0], ==, "<Control>question");
+  g_autoptr (GBytes) overlay = g_resources_lookup_data ("/io/github/hanashi/Hanashi/gtk/help-overlay.ui", 0, NULL);
+  g_assert_nonnull (overlay);
+  for (gsize i = 0; i < G_N_ELEMENTS (expected); i++)
+    {
+      g_auto (GStrv) accels = gtk_application_get_accels_for_action (GTK_APPLICATION (app), expected[i][0]);
+      g_assert_cmpuint (g_strv_length (accels), ==, 1);
+      g_assert_cmpstr (accels[0], ==, expected[i][1]);
+      g_autofree char *needle = g_strdup_printf (">%s<", expected[i][0]);
+      g_assert_nonnull (g_strstr_len (g_bytes_get_data (overlay, NULL), g_bytes_get_size (overlay), needle));
+    }
 
   g_auto (GStrv) quit_accels = gtk_application_get_accels_for_action (GTK_APPLICATION (app), "app.quit");
   g_assert_cmpuint (g_strv_length (quit_accels), ==, 1);
@@ -126,6 +153,8 @@ test_menu_actions (void)
 int
 main (int argc, char **argv)
 {
+  /* The window opens its conversation database under XDG_DATA_HOME. */
+  test_xdg_setup ();
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
   g_test_add_func ("/Hanashi/Window/empty-state", test_window_shows_empty_state);

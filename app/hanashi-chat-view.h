@@ -1,0 +1,37 @@
+/* hanashi-chat-view.h: the message list of one conversation.
+ *
+ * A GtkListView over a GListModel of HanashiMessage, so only the rows on screen exist as
+ * widgets however long the conversation is.  While a reply streams in, the view follows
+ * the bottom unless the user has scrolled up. */
+#pragma once
+
+#include <gtk/gtk.h>
+
+#include "hanashi-message.h"
+
+G_BEGIN_DECLS
+
+#define HANASHI_TYPE_CHAT_VIEW (hanashi_chat_view_get_type ())
+G_DECLARE_FINAL_TYPE (HanashiChatView, hanashi_chat_view, HANASHI, CHAT_VIEW, GtkWidget)
+
+HanashiChatView *hanashi_chat_view_new            (void);
+/* A model of HanashiMessage (borrowed by the view's selection model; NULL clears). */
+void             hanashi_chat_view_set_model      (HanashiChatView *self,
+                                                   GListModel      *messages);
+GListModel      *hanashi_chat_view_get_model      (HanashiChatView *self);
+void             hanashi_chat_view_scroll_to_bottom (HanashiChatView *self);
+/* TRUE while the view sticks to the bottom as content grows. */
+gboolean         hanashi_chat_view_get_following  (HanashiChatView *self);
+GtkAdjustment   *hanashi_chat_view_get_vadjustment (HanashiChatView *self);
+/* What scrolling up by wheel, scrollbar or keyboard does: stay put while content grows. */
+void             hanashi_chat_view_stop_following (HanashiChatView *self);
+
+/* Called by the rows; "copy" is handled here, the others are emitted as "message-action". */
+void             hanashi_chat_view_message_action (HanashiChatView *self,
+                                                   const char      *action,
+                                                   HanashiMessage  *message);
+
+/* Signal "message-action" (const char *action, HanashiMessage *message): action is one of
+ * "edit", "regenerate", "delete", "previous", "next". */
+
+G_END_DECLS

@@ -1,0 +1,391 @@
+/* hanashi-message-row.c
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-message-row"
+
+#include "config.h"
+
+#include <adwaita.h>
+#include <glib/gi18n.h>
+#include <gtksourceview/gtksource.h>
+
+#include "hanashi-chat-view.h"
+#include "hanashi-markdown.h"
+#include "hanashi-message-row.h"
+
+struct _HanashiMessageRow
+{
+  GtkWidget parent_instance;
+
+  /* Template widgets */
+  GtkWidget *outer;
+  GtkWidget *bubble;
+  GtkLabel  *role_label;
+  GtkWidget *content;
+  GtkWidget *alternatives_box;
+  GtkLabel  *alternatives_label;
+  GtkLabel  *stats_label;
+  GtkWidget *edit_button;
+  GtkWidget *regenerate_button;
+
+  /* Owned */
+  HanashiMessage *message;
+  GPtrArray      *blocks;   /* the kinds of the content's children, to reuse them */
+};
+
+G_DEFINE_FINAL_TYPE (HanashiMessageRow, hanashi_message_row, GTK_TYPE_WIDGET)
+
+static guint n_instances;
+
+guint
+hanashi_message_row_get_n_instances (void)
+{
+  return n_instances;
+}
+
+HanashiMessageRow *
+hanashi_message_row_new (void)
+{
+  return g_object_new (HANASHI_TYPE_MESSAGE_ROW, NULL);
+}
+
+HanashiMessage *
+hanashi_message_row_get_message (HanashiMessageRow *self)
+{
+  g_return_val_if_fail (HANASHI_IS_MESSAGE_ROW (self), NULL);
+  return self->message;
+}
+
+static void
+copy_code_clicked (GtkButton *button,
+                   GtkTextBuffer *buffer)
+{
+  GtkTextIter start, end;
+  g_autofree char *text = NULL;
+
+  gtk_text_buffer_get_bounds (buffer, &start, &end);
+  text = gtk_text_buffer_get_text (buffer, &start, &end, FALSE);
+  gdk_clipboard_set_text (gtk_widget_get_clipboard (GTK_WIDGET (button)), text);
+}
+
+static void
+update_code_scheme (GtkSourceBuffer *buffer)
+{
+  gboolean dark = adw_style_manager_get_dark (adw_style_manager_get_default ());
+  GtkSourceStyleScheme *scheme = gtk_source_style_scheme_manager_get_scheme (
+    gtk_source_style_scheme_manager_get_default (), dark ? "Adwaita-dark" : "Adwaita");
+  if (scheme != NULL)
+    gtk_source_buffer_set_style_scheme (buffer, scheme);
+}
+
+static GtkWidget *
+create_code_block (void)
+{
+  GtkSourceBuffer *buffer = gtk_source_buffer_new (NULL);
+  GtkWidget *view = gtk_source_view_new_with_buffer (buffer);
+  GtkWidget *overlay = gtk_overlay_new ();
+  GtkWidget *copy = gtk_button_new_from_icon_name ("edit-copy-symbolic");
+
+  g_object_unref (buffer);
+  gtk_text_view_set_editable (GTK_TEXT_VIEW (view), FALSE);
+  gtk_text_view_set_monospace (GTK_TEXT_VIEW (view), TRUE);
+  gtk_text_view_set_wrap_mode (GTK_TEXT_VIEW (view), GTK_WRAP_WORD_CHAR);
+  gtk_text_view_set_top_margin (GTK_TEXT_VIEW (view), 8);
+  gtk_text_view_set_bottom_margin (GTK_TEXT_VIEW (view), 8);
+  gtk_text_view_set_left_margin (GTK_TEXT_VIEW (view), 8);
+  gtk_text_view_set_right_margin (GTK_TEXT_VIEW (view), 40);
+  gtk_widget_add_css_class (view, "code-block");
+  update_code_scheme (buffer);
+  g_signal_connect_object (adw_style_manager_get_default (), "notify::dark",
+                           G_CALLBACK (update_code_scheme), buffer, G_CONNECT_SWAPPED);
+
+  gtk_widget_set_tooltip_text (copy, _("Copy Code"));
+  gtk_accessible_update_property (GTK_ACCESSIBLE (copy), GTK_ACCESSIBLE_PROPERTY_LABEL, _("Copy Code"), -1);
+  gtk_widget_set_halign (copy, GTK_ALIGN_END);
+  gtk_widget_set_valign (copy, GTK_ALIGN_START);
+  gtk_widget_set_margin_top (copy, 4);
+  gtk_widget_set_margin_end (copy, 4);
+  gtk_widget_add_css_class (copy, "flat");
+  g_signal_connect_object (copy, "clicked", G_CALLBACK (copy_code_clicked), buffer, 0);
+
+  gtk_overlay_set_child (GTK_OVERLAY (overlay), view);
+  gtk_overlay_add_overlay (GTK_OVERLAY (overlay), copy);
+  gtk_widget_add_css_class (overlay, "card");
+  gtk_widget_set_overflow (overlay, GTK_OVERFLOW_HIDDEN);
+  return overlay;
+}
+
+static void
+set_code_block (GtkWidget  *overlay,
+                const char *code,
+                const char *language)
+{
+  GtkTextView *view = GTK_TEXT_VIEW (gtk_overlay_get_child (GTK_OVERLAY (overlay)));
+  GtkSourceBuffer *buffer = GTK_SOURCE_BUFFER (gtk_text_view_get_buffer (view));
+  GtkSourceLanguage *lang = NULL;
+  GtkTextIter start, end;
+  g_autofree char *old = NULL;
+
+  if (language != NULL && *language != '\0')
+    {
+      g_autofree char *id = g_ascii_strdown (language, -1);
+      lang = gtk_source_language_manager_get_language (gtk_source_language_manager_get_default (), id);
+    }
+  if (gtk_source_buffer_get_language (buffer) != lang)
+    gtk_source_buffer_set_language (buffer, lang);
+
+  gtk_text_buffer_get_bounds (GTK_TEXT_BUFFER (buffer), &start, &end);
+  old = gtk_text_buffer_get_text (GTK_TEXT_BUFFER (buffer), &start, &end, FALSE);
+  /* While streaming, a code block usually only grows: append instead of resetting so the
+   * highlighter does not start over on every token. */
+  if (g_str_has_prefix (code, old))
+    gtk_text_buffer_insert (GTK_TEXT_BUFFER (buffer), &end, code + strlen (old), -1);
+  else
+    gtk_text_buffer_set_text (GTK_TEXT_BUFFER (buffer), code, -1);
+}
+
+static GtkWidget *
+create_text_block (void)
+{
+  GtkWidget *label = gtk_label_new (NULL);
+  gtk_label_set_wrap (GTK_LABEL (label), TRUE);
+  gtk_label_set_wrap_mode (GTK_LABEL (label), PANGO_WRAP_WORD_CHAR);
+  gtk_label_set_xalign (GTK_LABEL (label), 0);
+  gtk_label_set_selectable (GTK_LABEL (label), TRUE);
+  gtk_widget_set_halign (label, GTK_ALIGN_FILL);
+  /* Selectable labels would otherwise take focus before the message actions. */
+  gtk_widget_set_focus_on_click (label, FALSE);
+  return label;
+}
+
+static void
+clear_content (HanashiMessageRow *self)
+{
+  GtkWidget *child;
+  while ((child = gtk_widget_get_first_child (self->content)) != NULL)
+    gtk_box_remove (GTK_BOX (self->content), child);
+  g_ptr_array_set_size (self->blocks, 0);
+}
+
+/* Rebuilds the content from the text, reusing existing children of the same kind so a
+ * streaming reply does not recreate its widgets on every token. */
+static void
+update_content (HanashiMessageRow *self)
+{
+  const char *text = self->message ? hanashi_message_get_text (self->message) : "";
+  g_autoptr (GPtrArray) blocks = NULL;
+  GtkWidget *child;
+  guint i;
+
+  if (self->message == NULL || hanashi_message_is_user (self->message))
+    {
+      HanashiMarkdownBlock *block = g_new0 (HanashiMarkdownBlock, 1);
+      blocks = g_ptr_array_new_with_free_func ((GDestroyNotify) hanashi_markdown_block_free);
+      block->kind = HANASHI_MARKDOWN_BLOCK_TEXT;
+      block->markup = g_markup_escape_text (text, -1);
+      g_ptr_array_add (blocks, block);
+    }
+  else
+    blocks = hanashi_markdown_render (text, -1);
+
+  child = gtk_widget_get_first_child (self->content);
+  for (i = 0; i < blocks->len; i++)
+    {
+      HanashiMarkdownBlock *block = g_ptr_array_index (blocks, i);
+      gboolean is_code = block->kind == HANASHI_MARKDOWN_BLOCK_CODE;
+
+      if (child != NULL && GPOINTER_TO_INT (g_ptr_array_index (self->blocks, i)) != (int) block->kind)
+        {
+          /* Kinds diverge from here on: drop the rest and build anew. */
+          while (child != NULL)
+            {
+              GtkWidget *next = gtk_widget_get_next_sibling (child);
+              gtk_box_remove (GTK_BOX (self->content), child);
+              child = next;
+            }
+          g_ptr_array_set_size (self->blocks, i);
+        }
+      if (child == NULL)
+        {
+          child = is_code ? create_code_block () : create_text_block ();
+          gtk_box_append (GTK_BOX (self->content), child);
+          g_ptr_array_add (self->blocks, GINT_TO_POINTER (block->kind));
+        }
+      if (is_code)
+        set_code_block (child, block->code, block->language);
+      else if (g_strcmp0 (gtk_label_get_label (GTK_LABEL (child)), block->markup) != 0)
+        gtk_label_set_markup (GTK_LABEL (child), block->markup);
+      child = gtk_widget_get_next_sibling (child);
+    }
+  while (child != NULL)
+    {
+      GtkWidget *next = gtk_widget_get_next_sibling (child);
+      gtk_box_remove (GTK_BOX (self->content), child);
+      child = next;
+    }
+  g_ptr_array_set_size (self->blocks, blocks->len);
+}
+
+static void
+update_footer (HanashiMessageRow *self)
+{
+  HanashiMessage *m = self->message;
+  guint n = m ? hanashi_message_get_n_alternatives (m) : 1;
+  guint index = m ? hanashi_message_get_alternative_index (m) : 0;
+  gboolean user = m == NULL || hanashi_message_is_user (m);
+  gboolean complete = m == NULL || hanashi_message_get_complete (m);
+  g_autofree char *alternatives = g_strdup_printf ("%u / %u", index + 1, n);
+
+  gtk_widget_set_visible (self->alternatives_box, n > 1);
+  gtk_label_set_text (self->alternatives_label, alternatives);
+  gtk_widget_action_set_enabled (GTK_WIDGET (self), "message.previous", index > 0);
+  gtk_widget_action_set_enabled (GTK_WIDGET (self), "message.next", index + 1 < n);
+
+  gtk_widget_set_visible (self->edit_button, user);
+  gtk_widget_set_visible (self->regenerate_button, !user);
+
+  if (!user && m != NULL && hanashi_message_get_token_count (m) > 0)
+    {
+      int tokens = hanashi_message_get_token_count (m);
+      double speed = hanashi_message_get_tokens_per_second (m);
+      /* Translators: the footer of a reply: its length in tokens and the generation speed */
+      g_autofree char *count = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%d token", "%d tokens", tokens), tokens);
+      g_autofree char *stats = speed > 0 ? g_strdup_printf (_("%s · %.1f tokens/s"), count, speed) : g_strdup (count);
+      gtk_label_set_text (self->stats_label, stats);
+    }
+  else if (!complete)
+    gtk_label_set_text (self->stats_label, _("Writing…"));
+  else
+    gtk_label_set_text (self->stats_label, "");
+}
+
+static void
+update_role (HanashiMessageRow *self)
+{
+  gboolean user = self->message == NULL || hanashi_message_is_user (self->message);
+
+  gtk_label_set_text (self->role_label, user ? _("You") : _("Assistant"));
+  if (user)
+    {
+      gtk_widget_add_css_class (GTK_WIDGET (self), "user");
+      gtk_widget_remove_css_class (GTK_WIDGET (self), "assistant");
+    }
+  else
+    {
+      gtk_widget_add_css_class (GTK_WIDGET (self), "assistant");
+      gtk_widget_remove_css_class (GTK_WIDGET (self), "user");
+    }
+  /* The user's messages sit on the right like in a messenger; replies use the full width. */
+  gtk_widget_set_halign (self->bubble, user ? GTK_ALIGN_END : GTK_ALIGN_FILL);
+  gtk_widget_set_halign (self->outer, GTK_ALIGN_FILL);
+}
+
+static void
+on_text_changed (HanashiMessageRow *self)
+{
+  update_content (self);
+}
+
+void
+hanashi_message_row_set_message (HanashiMessageRow *self,
+                                 HanashiMessage    *message)
+{
+  g_return_if_fail (HANASHI_IS_MESSAGE_ROW (self));
+
+  if (self->message == message)
+    return;
+  if (self->message != NULL)
+    g_signal_handlers_disconnect_by_data (self->message, self);
+  g_set_object (&self->message, message);
+  clear_content (self);
+  if (message != NULL)
+    {
+      g_signal_connect_swapped (message, "notify::text", G_CALLBACK (on_text_changed), self);
+      g_signal_connect_swapped (message, "notify::complete", G_CALLBACK (update_footer), self);
+      g_signal_connect_swapped (message, "notify::token-count", G_CALLBACK (update_footer), self);
+      g_signal_connect_swapped (message, "notify::generation-seconds", G_CALLBACK (update_footer), self);
+      g_signal_connect_swapped (message, "notify::alternative-index", G_CALLBACK (update_footer), self);
+      g_signal_connect_swapped (message, "notify::n-alternatives", G_CALLBACK (update_footer), self);
+    }
+  update_role (self);
+  update_content (self);
+  update_footer (self);
+}
+
+static void
+message_action (GtkWidget  *widget,
+                const char *action_name,
+                GVariant   *parameter)
+{
+  HanashiMessageRow *self = HANASHI_MESSAGE_ROW (widget);
+  GtkWidget *view = gtk_widget_get_ancestor (widget, HANASHI_TYPE_CHAT_VIEW);
+
+  if (self->message == NULL || view == NULL)
+    return;
+  /* "message.copy" → "copy" */
+  hanashi_chat_view_message_action (HANASHI_CHAT_VIEW (view), strchr (action_name, '.') + 1, self->message);
+}
+
+static void
+hanashi_message_row_dispose (GObject *object)
+{
+  HanashiMessageRow *self = HANASHI_MESSAGE_ROW (object);
+
+  hanashi_message_row_set_message (self, NULL);
+  gtk_widget_dispose_template (GTK_WIDGET (self), HANASHI_TYPE_MESSAGE_ROW);
+  /* Template roots without an id are not cleared by dispose_template. */
+  for (GtkWidget *child; (child = gtk_widget_get_first_child (GTK_WIDGET (self))) != NULL;)
+    gtk_widget_unparent (child);
+  G_OBJECT_CLASS (hanashi_message_row_parent_class)->dispose (object);
+}
+
+static void
+hanashi_message_row_finalize (GObject *object)
+{
+  HanashiMessageRow *self = HANASHI_MESSAGE_ROW (object);
+
+  g_ptr_array_unref (self->blocks);
+  n_instances--;
+  G_OBJECT_CLASS (hanashi_message_row_parent_class)->finalize (object);
+}
+
+static void
+hanashi_message_row_class_init (HanashiMessageRowClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
+
+  object_class->dispose = hanashi_message_row_dispose;
+  object_class->finalize = hanashi_message_row_finalize;
+
+  gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hanashi/Hanashi/ui/hanashi-message-row.ui");
+  gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, outer);
+  gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, bubble);
+  gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, role_label);
+  gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, content);
+  gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, alternatives_box);
+  gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, alternatives_label);
+  gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, stats_label);
+  gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, edit_button);
+  gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, regenerate_button);
+
+  gtk_widget_class_install_action (widget_class, "message.copy", NULL, message_action);
+  gtk_widget_class_install_action (widget_class, "message.edit", NULL, message_action);
+  gtk_widget_class_install_action (widget_class, "message.regenerate", NULL, message_action);
+  gtk_widget_class_install_action (widget_class, "message.delete", NULL, message_action);
+  gtk_widget_class_install_action (widget_class, "message.previous", NULL, message_action);
+  gtk_widget_class_install_action (widget_class, "message.next", NULL, message_action);
+
+  gtk_widget_class_set_layout_manager_type (widget_class, GTK_TYPE_BIN_LAYOUT);
+  gtk_widget_class_set_css_name (widget_class, "messagerow");
+}
+
+static void
+hanashi_message_row_init (HanashiMessageRow *self)
+{
+  n_instances++;
+  self->blocks = g_ptr_array_new ();
+  gtk_widget_init_template (GTK_WIDGET (self));
+  update_role (self);
+}

@@ -1,0 +1,24 @@
+/* hanashi-message-row.h: one message in the chat view (a GtkListView row).
+ *
+ * The row shows the message bound to it: plain text for the user, Markdown for the
+ * assistant, the alternatives arrows, a footer with the reply's speed, and the message
+ * actions.  Actions are reported on the enclosing HanashiChatView. */
+#pragma once
+
+#include <gtk/gtk.h>
+
+#include "hanashi-message.h"
+
+G_BEGIN_DECLS
+
+#define HANASHI_TYPE_MESSAGE_ROW (hanashi_message_row_get_type ())
+G_DECLARE_FINAL_TYPE (HanashiMessageRow, hanashi_message_row, HANASHI, MESSAGE_ROW, GtkWidget)
+
+HanashiMessageRow *hanashi_message_row_new         (void);
+void               hanashi_message_row_set_message (HanashiMessageRow *self,
+                                                    HanashiMessage    *message);
+HanashiMessage    *hanashi_message_row_get_message (HanashiMessageRow *self);
+/* How many rows exist right now (the list view recycles them; tests check it stays small). */
+guint              hanashi_message_row_get_n_instances (void);
+
+G_END_DECLS

@@ -1,0 +1,1062 @@
+/* The chat window end to end with the engine's scripted backend: sending, streaming into
+ * the list and the database, stop, store failures, alternatives, the narrow layout, a long
+ * conversation and screenshots. */
+#include "config.h"
+
+#include <adwaita.h>
+#include <sqlite3.h>
+
+#include "hanashi-application.h"
+#include "hanashi-chat-view.h"
+#include "hanashi-composer.h"
+#include "hanashi-conversation-item.h"
+#include "hanashi-sidebar.h"
+#include "hanashi-engine-backend.h"
+#include "hanashi-message-row.h"
+#include "hanashi-models-dialog.h"
+#include "hanashi-params-panel.h"
+#include "hanashi-window.h"
+#include "test-screenshot.h"
+#include "test-xdg.h"
+
+static char *model_path;
+
+static GtkWidget *
+find_by_type (GtkWidget *root, GType type)
+{
+  if (G_TYPE_CHECK_INSTANCE_TYPE (root, type))
+    return root;
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    {
+      GtkWidget *found = find_by_type (child, type);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
+typedef gboolean (*Condition) (gpointer data);
+
+/* Runs the main loop until @condition holds; the deadline only keeps a broken build from
+ * hanging the suite. */
+static void
+wait_until (Condition condition, gpointer data)
+{
+  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (!condition (data))
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_main_context_iteration (NULL, FALSE);
+      g_usleep (1000);
+    }
+}
+
+static void
+settle (void)
+{
+  for (int i = 0; i < 5; i++)
+    {
+      while (g_main_context_iteration (NULL, FALSE))
+        ;
+      g_usleep (20000);
+    }
+}
+
+static gboolean
+model_loaded (gpointer data)
+{
+  return hanashi_engine_get_model_info (hanashi_window_get_engine (data)) != NULL;
+}
+
+static GtkLabel *
+find_status_label (GtkWidget *root)
+{
+  if (GTK_IS_LABEL (root) && gtk_widget_has_css_class (root, "status-meter") &&
+      gtk_widget_get_ancestor (root, ADW_TYPE_HEADER_BAR) != NULL)
+    return GTK_LABEL (root);
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    {
+      GtkLabel *found = find_status_label (child);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
+static HanashiComposer *
+get_composer (HanashiWindow *window)
+{
+  return HANASHI_COMPOSER (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_COMPOSER));
+}
+
+static HanashiChatView *
+get_chat_view (HanashiWindow *window)
+{
+  return HANASHI_CHAT_VIEW (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_CHAT_VIEW));
+}
+
+static gboolean
+reply_done (gpointer data)
+{
+  return !hanashi_composer_get_generating (get_composer (data));
+}
+
+static gboolean
+is_mapped (gpointer data)
+{
+  return gtk_widget_get_mapped (data);
+}
+
+static HanashiWindow *
+make_window (HanashiApplication *app, int width, int height, gboolean load_model)
+{
+  HanashiWindow *window = hanashi_window_new (app);
+  gtk_window_set_default_size (GTK_WINDOW (window), width, height);
+  gtk_window_present (GTK_WINDOW (window));
+  wait_until (is_mapped, window);
+  if (load_model)
+    {
+      g_autoptr (GFile) file = g_file_new_for_path (model_path);
+      hanashi_window_open_model (window, file);
+      wait_until (model_loaded, window);
+    }
+  return window;
+}
+
+static HanashiApplication *
+make_app (void)
+{
+  HanashiApplication *app = hanashi_application_new ();
+  g_assert_true (g_application_register (G_APPLICATION (app), NULL, NULL));
+  return app;
+}
+
+static gboolean
+press_enter (HanashiWindow *window, GdkModifierType state)
+{
+  GtkWidget *text_view = GTK_WIDGET (hanashi_composer_get_text_view (get_composer (window)));
+  g_autoptr (GListModel) controllers = gtk_widget_observe_controllers (text_view);
+  for (guint i = 0; i < g_list_model_get_n_items (controllers); i++)
+    {
+      g_autoptr (GtkEventController) controller = g_list_model_get_item (controllers, i);
+      if (GTK_IS_EVENT_CONTROLLER_KEY (controller) &&
+          gtk_event_controller_get_propagation_phase (controller) == GTK_PHASE_CAPTURE)
+        {
+          gboolean handled = FALSE;
+          g_signal_emit_by_name (controller, "key-pressed", GDK_KEY_Return, 36, state, &handled);
+          return handled;
+        }
+    }
+  g_assert_not_reached ();
+}
+
+static HanashiMessage *
+message_at (HanashiWindow *window, guint index)
+{
+  GListModel *messages = hanashi_window_get_messages (window);
+  g_assert_cmpuint (index, <, g_list_model_get_n_items (messages));
+  HanashiMessage *m = g_list_model_get_item (messages, index);
+  g_object_unref (m);   /* the list keeps it alive */
+  return m;
+}
+
+static const char *full_reply =
+  "tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7 tok8 tok9 tok10 tok11 tok12 tok13 tok14 tok15 ";
+
+static void
+count_changes (guint *changes)
+{
+  (*changes)++;
+}
+
+static void
+test_send (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+  HanashiComposer *composer = get_composer (window);
+  GListModel *messages = hanashi_window_get_messages (window);
+
+  /* With the model loaded, typing goes into the composer. */
+  g_assert_true (gtk_widget_has_focus (GTK_WIDGET (hanashi_composer_get_text_view (composer))));
+  guint changes = 0;
+  g_signal_connect_swapped (window, "conversations-changed", G_CALLBACK (count_changes), &changes);
+
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 0);
+  hanashi_composer_set_text (composer, "Hello there, how are you today? This first line is long");
+
+  /* Shift+Enter is left to the text view (a new line); nothing is sent. */
+  g_assert_false (press_enter (window, GDK_SHIFT_MASK));
+  g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 0);
+
+  /* While an input method composes (Japanese, Chinese), Enter confirms it and sends nothing. */
+  GtkTextView *text_view = hanashi_composer_get_text_view (composer);
+  g_signal_emit_by_name (text_view, "preedit-changed", "にほん");
+  g_assert_false (press_enter (window, 0));
+  g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 0);
+  g_signal_emit_by_name (text_view, "preedit-changed", "");
+
+  g_assert_true (press_enter (window, 0));
+  /* The user message and the (empty, incomplete) reply exist at once. */
+  g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 2);
+  g_assert_true (hanashi_message_is_user (message_at (window, 0)));
+  g_assert_false (hanashi_message_get_complete (message_at (window, 1)));
+  g_autofree char *left = hanashi_composer_dup_text (composer);
+  g_assert_cmpstr (left, ==, "");
+  g_assert_true (hanashi_composer_get_generating (composer));
+
+  wait_until (reply_done, window);
+  /* The list of chats hears of the new message and of the finished reply. */
+  g_assert_cmpuint (changes, ==, 2);
+  g_assert_cmpint (hanashi_window_get_conversation_id (window), >, 0);
+  HanashiMessage *reply = message_at (window, 1);
+  g_assert_cmpstr (hanashi_message_get_text (reply), ==, full_reply);
+  g_assert_true (hanashi_message_get_complete (reply));
+  g_assert_cmpint (hanashi_message_get_token_count (reply), ==, 16);
+
+  /* Both are in the database, the reply complete, under a title from the first line. */
+  HanashiStore *store = hanashi_window_get_store (window);
+  gint64 conversation = hanashi_window_get_conversation_id (window);
+  g_autoptr (GPtrArray) stored = hanashi_store_list_messages (store, conversation, NULL);
+  g_assert_cmpuint (stored->len, ==, 2);
+  HanashiStoredMessage *user = g_ptr_array_index (stored, 0), *assistant = g_ptr_array_index (stored, 1);
+  g_assert_cmpstr (user->role, ==, "user");
+  g_assert_cmpstr (user->text, ==, "Hello there, how are you today? This first line is long");
+  g_assert_cmpstr (assistant->role, ==, "assistant");
+  g_assert_cmpstr (assistant->text, ==, full_reply);
+  g_assert_true (assistant->complete);
+  g_assert_cmpint (assistant->parent_id, ==, user->id);
+  g_assert_cmpint (assistant->token_count, ==, 16);
+  g_autoptr (HanashiStoredConversation) c = hanashi_store_get_conversation (store, conversation, NULL);
+  g_assert_cmpstr (c->title, ==, "Hello there, how are you today? This fi…");
+  g_assert_cmpstr (gtk_window_get_title (GTK_WINDOW (window)), ==, c->title);
+
+  /* The context meter counts the conversation as the engine templates it (the scripted
+   * backend: 4 tokens per message plus one per byte) against the context size from the
+   * settings. */
+  g_autofree char *meter = g_strdup_printf ("%d / 4096", (int) (4 + strlen (user->text) + 4 + strlen (full_reply)));
+  GtkLabel *status = find_status_label (GTK_WIDGET (window));
+  g_assert_nonnull (status);
+  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (g_strcmp0 (gtk_label_get_label (status), meter) != 0 && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, FALSE);
+  g_assert_cmpstr (gtk_label_get_label (status), ==, meter);
+
+  /* The rows show the user and the assistant differently. */
+  settle ();
+  GtkWidget *row = find_by_type (GTK_WIDGET (get_chat_view (window)), HANASHI_TYPE_MESSAGE_ROW);
+  g_assert_nonnull (row);
+  g_assert_true (gtk_widget_has_css_class (row, "user"));
+  GtkWidget *next = gtk_widget_get_next_sibling (gtk_widget_get_parent (row));
+  g_assert_nonnull (next);
+  g_assert_true (gtk_widget_has_css_class (gtk_widget_get_first_child (next), "assistant"));
+
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+static void
+test_send_disabled_without_model (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, FALSE);
+  HanashiStore *store = hanashi_window_get_store (window);
+
+  /* A new chat without a model: the page that says what to do. */
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  settle ();
+  GtkWidget *page = find_by_type (GTK_WIDGET (window), ADW_TYPE_STATUS_PAGE);
+  g_assert_cmpstr (adw_status_page_get_title (ADW_STATUS_PAGE (page)), ==, "No Model Loaded");
+  g_assert_true (gtk_widget_get_mapped (page));
+  g_assert_false (gtk_widget_get_mapped (GTK_WIDGET (get_composer (window))));
+
+  /* An earlier chat stays readable, but nothing is sent, and the text stays. */
+  gint64 conversation = hanashi_store_create_conversation (store, "Old", NULL);
+  gint64 question = hanashi_store_add_message (store, conversation, 0, 0, "user", "Old question", TRUE, NULL);
+  hanashi_store_add_message (store, conversation, question, 0, "assistant", "Old answer", TRUE, NULL);
+  hanashi_window_load_conversation (window, conversation);
+  settle ();
+  g_assert_false (gtk_widget_get_mapped (page));
+  g_assert_true (gtk_widget_get_mapped (GTK_WIDGET (get_composer (window))));
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
+  hanashi_composer_set_text (get_composer (window), "Anyone there?");
+  g_assert_true (press_enter (window, 0));
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.send", NULL);
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
+  g_autofree char *kept = hanashi_composer_dup_text (get_composer (window));
+  g_assert_cmpstr (kept, ==, "Anyone there?");
+  g_autoptr (GPtrArray) stored = hanashi_store_list_messages (store, conversation, NULL);
+  g_assert_cmpuint (stored->len, ==, 2);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+static HanashiParamsPanel *get_panel (HanashiWindow *window);
+
+/* The panel's values are what the engine gets; an invalid grammar refuses to send. */
+static void
+test_params (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+  GListModel *messages = hanashi_window_get_messages (window);
+
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  hanashi_params_panel_set_params_json (get_panel (window),
+                                        "{\"grammar_mode\": \"gbnf\", \"grammar\": \"root ::= \\\"a\"}");
+  hanashi_composer_set_text (get_composer (window), "Say a");
+  g_assert_true (press_enter (window, 0));
+  g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 0);
+  g_autofree char *kept = hanashi_composer_dup_text (get_composer (window));
+  g_assert_cmpstr (kept, ==, "Say a");
+  g_assert_cmpint (hanashi_window_get_conversation_id (window), ==, 0);
+
+  hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 5}");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, "tok0 tok1 tok2 tok3 tok4 ");
+  /* The conversation keeps the values it was started with. */
+  g_autoptr (HanashiStoredConversation) c = hanashi_store_get_conversation (hanashi_window_get_store (window),
+                                                                           hanashi_window_get_conversation_id (window), NULL);
+  g_assert_nonnull (strstr (c->params_json, "\"max_new_tokens\":5"));
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+static gboolean
+reply_started (gpointer data)
+{
+  GListModel *messages = hanashi_window_get_messages (data);
+  guint n = g_list_model_get_n_items (messages);
+  if (n == 0)
+    return FALSE;
+  g_autoptr (HanashiMessage) last = g_list_model_get_item (messages, n - 1);
+  return !hanashi_message_is_user (last) && strlen (hanashi_message_get_text (last)) > 40;
+}
+
+static HanashiParamsPanel *
+get_panel (HanashiWindow *window)
+{
+  return HANASHI_PARAMS_PANEL (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_PARAMS_PANEL));
+}
+
+static void
+test_stop (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  /* Long enough that Stop lands mid-answer. */
+  hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 100000}");
+  hanashi_composer_set_text (get_composer (window), "Count forever");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_started, window);
+
+  /* While the reply is written, Enter keeps the next message in the composer. */
+  hanashi_composer_set_text (get_composer (window), "Next one");
+  g_assert_true (press_enter (window, 0));
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
+  g_autofree char *waiting = hanashi_composer_dup_text (get_composer (window));
+  g_assert_cmpstr (waiting, ==, "Next one");
+
+  g_auto (GStrv) accels = gtk_application_get_accels_for_action (GTK_APPLICATION (app), "win.stop");
+  g_assert_cmpstr (accels[0], ==, "Escape");
+  g_assert_true (gtk_widget_activate_action (GTK_WIDGET (window), "win.stop", NULL));
+  wait_until (reply_done, window);
+
+  HanashiMessage *reply = message_at (window, 1);
+  g_assert_true (hanashi_message_get_complete (reply));
+  g_assert_true (g_str_has_prefix (hanashi_message_get_text (reply), "tok0 tok1 "));
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (hanashi_window_get_store (window),
+                                                                      hanashi_message_get_id (reply), NULL);
+  g_assert_true (stored->complete);
+  /* What was shown is what was kept, and it is less than the 100000 tokens asked for. */
+  g_assert_cmpstr (stored->text, ==, hanashi_message_get_text (reply));
+  g_assert_cmpint (stored->token_count, <, 100000);
+  g_assert_cmpint (stored->token_count, >, 0);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+static gboolean reply_started (gpointer data);
+static gboolean has_label_containing (GtkWidget *root, const char *needle);
+
+static gboolean
+toast_about_database (gpointer data)
+{
+  return has_label_containing (data, "The conversation database reported an unexpected error.");
+}
+
+static gboolean
+reply_saved (gpointer data)
+{
+  HanashiMessage *reply = message_at (data, 1);
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (hanashi_window_get_store (data),
+                                                                      hanashi_message_get_id (reply), NULL);
+  return stored->complete;
+}
+
+static void
+test_store_failure_keeps_text (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+  g_autofree char *db_path = g_build_filename (g_get_user_data_dir (), "hanashi", "hanashi.db", NULL);
+  sqlite3 *db = NULL;
+
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  /* A real failure through the real code path: the database refuses new messages. */
+  g_assert_cmpint (sqlite3_open (db_path, &db), ==, SQLITE_OK);
+  g_assert_cmpint (sqlite3_exec (db, "CREATE TRIGGER refuse BEFORE INSERT ON messages"
+                                     " BEGIN SELECT RAISE(ABORT, 'disk full'); END;", NULL, NULL, NULL), ==, SQLITE_OK);
+
+  hanashi_composer_set_text (get_composer (window), "Please keep this text");
+  g_assert_true (press_enter (window, 0));
+  g_autofree char *left = hanashi_composer_dup_text (get_composer (window));
+  g_assert_cmpstr (left, ==, "Please keep this text");
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 0);
+  g_assert_false (hanashi_composer_get_generating (get_composer (window)));
+  /* The store's sentence is shown as it is. */
+  wait_until (toast_about_database, window);
+
+  /* Once the database accepts writes again, the same text goes through. */
+  g_assert_cmpint (sqlite3_exec (db, "DROP TRIGGER refuse;", NULL, NULL, NULL), ==, SQLITE_OK);
+  hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 2000}");
+  g_assert_true (press_enter (window, 0));
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 0)), ==, "Please keep this text");
+
+  /* Saving the growing reply fails for a while (here until after it has finished): it
+   * keeps streaming on screen, and once the database works again the whole of it is
+   * stored. */
+  wait_until (reply_started, window);
+  g_assert_cmpint (sqlite3_exec (db, "CREATE TRIGGER refuse_update BEFORE UPDATE ON messages"
+                                     " BEGIN SELECT RAISE(ABORT, 'disk full'); END;", NULL, NULL, NULL), ==, SQLITE_OK);
+  gsize before = strlen (hanashi_message_get_text (message_at (window, 1)));
+  settle ();
+  g_assert_cmpuint (strlen (hanashi_message_get_text (message_at (window, 1))), >, before);
+  wait_until (reply_done, window);
+  g_assert_cmpint (sqlite3_exec (db, "DROP TRIGGER refuse_update;", NULL, NULL, NULL), ==, SQLITE_OK);
+  sqlite3_close (db);
+  wait_until (reply_done, window);
+  HanashiMessage *reply = message_at (window, 1);
+  wait_until (reply_saved, window);
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (hanashi_window_get_store (window),
+                                                                      hanashi_message_get_id (reply), NULL);
+  g_assert_cmpuint (strlen (stored->text), ==, strlen (hanashi_message_get_text (reply)));
+  g_assert_true (g_str_equal (stored->text, hanashi_message_get_text (reply)));
+  g_assert_true (stored->complete);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+static void
+test_alternatives (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+  HanashiChatView *view = get_chat_view (window);
+  HanashiStore *store = hanashi_window_get_store (window);
+
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  hanashi_composer_set_text (get_composer (window), "First question");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  gint64 user_id = hanashi_message_get_id (message_at (window, 0));
+  gint64 first_reply = hanashi_message_get_id (message_at (window, 1));
+
+  /* Regenerate: a second version of the reply, shown, with the first kept. */
+  hanashi_chat_view_message_action (view, "regenerate", message_at (window, 1));
+  wait_until (reply_done, window);
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
+  gint64 second_reply = hanashi_message_get_id (message_at (window, 1));
+  g_assert_cmpint (second_reply, !=, first_reply);
+  g_assert_cmpuint (hanashi_message_get_n_alternatives (message_at (window, 1)), ==, 2);
+  g_assert_cmpuint (hanashi_message_get_alternative_index (message_at (window, 1)), ==, 1);
+  g_autoptr (GPtrArray) all = hanashi_store_list_messages (store, hanashi_window_get_conversation_id (window), NULL);
+  g_assert_cmpuint (all->len, ==, 3);
+
+  /* The arrows switch between them, and the choice is stored. */
+  hanashi_chat_view_message_action (view, "previous", message_at (window, 1));
+  g_assert_cmpint (hanashi_message_get_id (message_at (window, 1)), ==, first_reply);
+  g_assert_cmpuint (hanashi_message_get_alternative_index (message_at (window, 1)), ==, 0);
+  g_autoptr (HanashiStoredMessage) shown = hanashi_store_get_message (store, first_reply, NULL);
+  g_assert_true (shown->shown);
+  hanashi_chat_view_message_action (view, "next", message_at (window, 1));
+  g_assert_cmpint (hanashi_message_get_id (message_at (window, 1)), ==, second_reply);
+
+  /* Edit the question: a new version of it with its own reply; the old one stays. */
+  hanashi_chat_view_message_action (view, "edit", message_at (window, 0));
+  g_autofree char *editing = hanashi_composer_dup_text (get_composer (window));
+  g_assert_cmpstr (editing, ==, "First question");
+  g_assert_true (hanashi_composer_get_editing (get_composer (window)));
+  hanashi_composer_set_text (get_composer (window), "Second question");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 0)), ==, "Second question");
+  g_assert_cmpuint (hanashi_message_get_n_alternatives (message_at (window, 0)), ==, 2);
+  g_assert_cmpuint (hanashi_message_get_n_alternatives (message_at (window, 1)), ==, 1);
+  g_assert_false (hanashi_composer_get_editing (get_composer (window)));
+
+  /* Back to the first question: its thread, with both of its replies, comes back. */
+  hanashi_chat_view_message_action (view, "previous", message_at (window, 0));
+  g_assert_cmpint (hanashi_message_get_id (message_at (window, 0)), ==, user_id);
+  g_assert_cmpint (hanashi_message_get_id (message_at (window, 1)), ==, second_reply);
+  g_assert_cmpuint (hanashi_message_get_n_alternatives (message_at (window, 1)), ==, 2);
+
+  /* Deleting one version shows its neighbour. */
+  hanashi_chat_view_message_action (view, "delete", message_at (window, 1));
+  g_assert_cmpint (hanashi_message_get_id (message_at (window, 1)), ==, first_reply);
+  g_assert_cmpuint (hanashi_message_get_n_alternatives (message_at (window, 1)), ==, 1);
+  /* Deleting the only reply leaves the question. */
+  hanashi_chat_view_message_action (view, "delete", message_at (window, 1));
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 1);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+static void
+text_read (GObject *source, GAsyncResult *result, gpointer data)
+{
+  *(char **) data = gdk_clipboard_read_text_finish (GDK_CLIPBOARD (source), result, NULL);
+}
+
+static gboolean
+pointer_set (gpointer data)
+{
+  return *(char **) data != NULL;
+}
+
+/* Copy puts the message's raw text (the Markdown source for replies) on the clipboard. */
+static void
+test_copy (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+  g_autofree char *text = NULL;
+
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  hanashi_composer_set_text (get_composer (window), "Copy **this**");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  hanashi_chat_view_message_action (get_chat_view (window), "copy", message_at (window, 0));
+  GdkClipboard *clipboard = gtk_widget_get_clipboard (GTK_WIDGET (window));
+  gdk_clipboard_read_text_async (clipboard, NULL, text_read, &text);
+  wait_until (pointer_set, &text);
+  g_assert_cmpstr (text, ==, "Copy **this**");
+  g_clear_pointer (&text, g_free);
+  hanashi_chat_view_message_action (get_chat_view (window), "copy", message_at (window, 1));
+  gdk_clipboard_read_text_async (clipboard, NULL, text_read, &text);
+  wait_until (pointer_set, &text);
+  g_assert_cmpstr (text, ==, full_reply);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+/* Editing a message in the middle: the chat continues from the new version, and the old
+ * version keeps everything that followed it. */
+static void
+test_edit_earlier (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+  HanashiChatView *view = get_chat_view (window);
+  GListModel *messages = hanashi_window_get_messages (window);
+  const char *questions[] = { "One", "Two", "Three" };
+
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 2}");
+  for (guint i = 0; i < G_N_ELEMENTS (questions); i++)
+    {
+      hanashi_composer_set_text (get_composer (window), questions[i]);
+      g_assert_true (press_enter (window, 0));
+      wait_until (reply_done, window);
+    }
+  g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 6);
+  gint64 old_two = hanashi_message_get_id (message_at (window, 2));
+
+  hanashi_chat_view_message_action (view, "edit", message_at (window, 2));
+  hanashi_composer_set_text (get_composer (window), "Two, better");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 4);
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 0)), ==, "One");
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 2)), ==, "Two, better");
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 3)), ==, "tok0 tok1 ");
+  g_assert_cmpuint (hanashi_message_get_alternative_index (message_at (window, 2)), ==, 1);
+
+  hanashi_chat_view_message_action (view, "previous", message_at (window, 2));
+  g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 6);
+  g_assert_cmpint (hanashi_message_get_id (message_at (window, 2)), ==, old_two);
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 4)), ==, "Three");
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+/* The chats list and the window together: a sent message puts its chat on top and selected,
+ * choosing another chat opens it, Ctrl+F searches, deleting the open chat starts anew. */
+static void
+test_sidebar (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+  HanashiSidebar *sidebar = HANASHI_SIDEBAR (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_SIDEBAR));
+  GListModel *list = hanashi_sidebar_get_model (sidebar);
+
+  g_assert_true (hanashi_sidebar_get_store (sidebar) == hanashi_window_get_store (window));
+  HanashiStore *store = hanashi_window_get_store (window);
+  gint64 before = hanashi_store_create_conversation (store, "Older chat", NULL);
+  g_assert_cmpint (hanashi_store_add_message (store, before, 0, 0, "user", "Old words", TRUE, NULL), >, 0);
+  hanashi_window_load_conversation (window, before);
+  g_assert_cmpint (hanashi_sidebar_get_selected_id (sidebar), ==, before);
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  g_assert_cmpint (hanashi_sidebar_get_selected_id (sidebar), ==, 0);
+  hanashi_composer_set_text (get_composer (window), "A brand new topic");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  gint64 fresh = hanashi_window_get_conversation_id (window);
+  g_assert_cmpint (fresh, !=, before);
+  g_autoptr (HanashiConversationItem) top = g_list_model_get_item (list, 0);
+  g_assert_cmpint (hanashi_conversation_item_get_id (top), ==, fresh);
+  g_assert_cmpstr (hanashi_conversation_item_get_title (top), ==, "A brand new topic");
+  g_assert_cmpint (hanashi_sidebar_get_selected_id (sidebar), ==, fresh);
+
+  /* Choosing the previous chat in the list opens it. */
+  g_signal_emit_by_name (sidebar, "conversation-activated", before);
+  g_assert_cmpint (hanashi_window_get_conversation_id (window), ==, before);
+  g_assert_cmpint (hanashi_sidebar_get_selected_id (sidebar), ==, before);
+
+  /* Ctrl+F's action puts the focus into the search entry. */
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.search", NULL);
+  GtkWidget *focus = gtk_root_get_focus (GTK_ROOT (window));
+  g_assert_nonnull (gtk_widget_get_ancestor (focus, GTK_TYPE_SEARCH_ENTRY));
+
+  /* Deleting the chat that is open leaves an empty new chat. */
+  g_signal_emit_by_name (sidebar, "conversation-deleted", before);
+  g_assert_cmpint (hanashi_window_get_conversation_id (window), ==, 0);
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 0);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+static gboolean
+is_folded (gpointer data)
+{
+  return adw_leaflet_get_folded (data);
+}
+
+static void
+test_narrow (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 360, 640, TRUE);
+  AdwLeaflet *leaflet = ADW_LEAFLET (find_by_type (GTK_WIDGET (window), ADW_TYPE_LEAFLET));
+  AdwFlap *flap = ADW_FLAP (find_by_type (GTK_WIDGET (window), ADW_TYPE_FLAP));
+
+  wait_until (is_folded, leaflet);
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  settle ();
+  /* The chat is what shows; its back button leads to the chats and New Chat back again. */
+  GtkWidget *chat = adw_leaflet_get_visible_child (leaflet);
+  g_assert_true (gtk_widget_is_ancestor (GTK_WIDGET (get_composer (window)), chat));
+  g_assert_true (gtk_widget_get_mapped (GTK_WIDGET (get_composer (window))));
+  test_screenshot (GTK_WIDGET (window), "window-narrow");
+
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.show-chats", NULL);
+  g_assert_false (gtk_widget_is_ancestor (GTK_WIDGET (get_composer (window)), adw_leaflet_get_visible_child (leaflet)));
+  /* Alone in the window, the chats pane has the window buttons. */
+  GtkWidget *sidebar_header = find_by_type (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_SIDEBAR), ADW_TYPE_HEADER_BAR);
+  g_assert_true (adw_header_bar_get_show_end_title_buttons (ADW_HEADER_BAR (sidebar_header)));
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  g_assert_true (gtk_widget_is_ancestor (GTK_WIDGET (get_composer (window)), adw_leaflet_get_visible_child (leaflet)));
+
+  /* The parameter panel slides over the chat. */
+  g_assert_false (adw_flap_get_reveal_flap (flap));
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.toggle-panel", NULL);
+  g_assert_true (adw_flap_get_reveal_flap (flap));
+  settle ();
+  g_assert_true (adw_flap_get_folded (flap));
+  g_assert_true (gtk_widget_get_mapped (GTK_WIDGET (get_panel (window))));
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.toggle-panel", NULL);
+  g_assert_false (adw_flap_get_reveal_flap (flap));
+
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+static gint64
+make_long_conversation (HanashiStore *store, guint n)
+{
+  gint64 conversation = hanashi_store_create_conversation (store, "Long", NULL);
+  gint64 parent = 0;
+  for (guint i = 0; i < n; i++)
+    {
+      g_autofree char *text = g_strdup_printf ("Message number %u", i);
+      parent = hanashi_store_add_message (store, conversation, parent, 0, i % 2 ? "assistant" : "user", text, TRUE, NULL);
+      g_assert_cmpint (parent, >, 0);
+    }
+  return conversation;
+}
+
+static void
+test_long_conversation (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+  HanashiChatView *view = get_chat_view (window);
+
+  gint64 conversation = make_long_conversation (hanashi_window_get_store (window), 2000);
+  hanashi_window_load_conversation (window, conversation);
+  settle ();
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2000);
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1999)), ==, "Message number 1999");
+  /* Only rows near the visible part exist: GTK 4.8's list view keeps at most about 200
+   * items around its anchor, however long the list. */
+  guint rows = hanashi_message_row_get_n_instances ();
+  g_test_message ("%u row widgets for 2000 messages", rows);
+  g_assert_cmpuint (rows, >, 0);
+  g_assert_cmpuint (rows, <=, 250);
+
+  /* Opened at the end; a streaming reply is followed... */
+  GtkAdjustment *adj = hanashi_chat_view_get_vadjustment (view);
+  g_assert_true (hanashi_chat_view_get_following (view));
+  hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 20000}");
+  hanashi_composer_set_text (get_composer (window), "And now a long answer");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_started, window);
+  settle ();
+  g_assert_true (hanashi_chat_view_get_following (view));
+  g_assert_cmpfloat (gtk_adjustment_get_value (adj) + gtk_adjustment_get_page_size (adj), >=,
+                     gtk_adjustment_get_upper (adj) - 48);
+
+  /* ...until the user scrolls up: the wheel event, then the move it causes. */
+  GtkWidget *scroller = gtk_widget_get_ancestor (find_by_type (GTK_WIDGET (view), GTK_TYPE_LIST_VIEW), GTK_TYPE_SCROLLED_WINDOW);
+  g_autoptr (GListModel) controllers = gtk_widget_observe_controllers (scroller);
+  gboolean scrolled = FALSE;
+  for (guint i = 0; i < g_list_model_get_n_items (controllers); i++)
+    {
+      g_autoptr (GtkEventController) controller = g_list_model_get_item (controllers, i);
+      gboolean handled;
+      if (GTK_IS_EVENT_CONTROLLER_SCROLL (controller) &&
+          gtk_event_controller_get_propagation_phase (controller) == GTK_PHASE_CAPTURE)
+        {
+          g_signal_emit_by_name (controller, "scroll", 0.0, -3.0, &handled);
+          scrolled = !hanashi_chat_view_get_following (view);
+        }
+    }
+  g_assert_true (scrolled);
+  gtk_adjustment_set_value (adj, 0);
+  g_assert_false (hanashi_chat_view_get_following (view));
+  settle ();
+  g_assert_cmpfloat (gtk_adjustment_get_value (adj), ==, 0);
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.stop", NULL);
+  wait_until (reply_done, window);
+  g_assert_cmpuint (hanashi_message_row_get_n_instances (), <=, 250);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+static void
+test_restore (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  hanashi_composer_set_system_prompt (get_composer (window), "Be brief.");
+  hanashi_composer_set_text (get_composer (window), "Remember me");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  gint64 conversation = hanashi_window_get_conversation_id (window);
+  gtk_window_destroy (GTK_WINDOW (window));
+
+  /* A new window opens the most recent conversation, system prompt included. */
+  window = make_window (app, 1100, 760, FALSE);
+  g_assert_cmpint (hanashi_window_get_conversation_id (window), ==, conversation);
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 0)), ==, "Remember me");
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, full_reply);
+  g_assert_cmpstr (hanashi_composer_get_system_prompt (get_composer (window)), ==, "Be brief.");
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+/* `hanashi MODEL.gguf` goes through GApplication's open: the window loads that model, and
+ * it is remembered in the recent models of the empty page. */
+static void
+test_open_file (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  g_autoptr (GFile) file = g_file_new_for_path (model_path);
+  GSettings *settings = g_settings_new (APP_ID);
+
+  g_settings_set_strv (settings, "recent-models", NULL);
+  g_application_open (G_APPLICATION (app), &file, 1, "");
+  HanashiWindow *window = HANASHI_WINDOW (gtk_application_get_active_window (GTK_APPLICATION (app)));
+  g_assert_nonnull (window);
+  wait_until (model_loaded, window);
+  g_assert_cmpstr (hanashi_engine_get_model_info (hanashi_window_get_engine (window))->path, ==, model_path);
+  /* The loading bar goes away once the model is there. */
+  GtkWidget *bar = find_by_type (GTK_WIDGET (window), GTK_TYPE_PROGRESS_BAR);
+  g_assert_nonnull (bar);
+  settle ();
+  g_assert_false (gtk_widget_get_visible (bar));
+  g_auto (GStrv) recent = g_settings_get_strv (settings, "recent-models");
+  g_assert_cmpuint (g_strv_length (recent), ==, 1);
+  g_assert_cmpstr (recent[0], ==, model_path);
+  /* Starting the app again presents the same window. */
+  g_application_activate (G_APPLICATION (app));
+  g_assert_true (gtk_application_get_active_window (GTK_APPLICATION (app)) == GTK_WINDOW (window));
+  g_assert_cmpuint (g_list_length (gtk_application_get_windows (GTK_APPLICATION (app))), ==, 1);
+  gtk_window_destroy (GTK_WINDOW (window));
+
+  /* A new window starts without a model and offers the recent one. */
+  window = make_window (app, 1100, 760, FALSE);
+  GtkWidget *row = find_by_type (GTK_WIDGET (window), ADW_TYPE_ACTION_ROW);
+  g_assert_nonnull (row);
+  g_assert_cmpstr (adw_preferences_row_get_title (ADW_PREFERENCES_ROW (row)), ==, "tiny-test.gguf");
+  g_assert_cmpstr (gtk_actionable_get_action_name (GTK_ACTIONABLE (row)), ==, "win.open-recent");
+  g_signal_emit_by_name (row, "activate");
+  wait_until (model_loaded, window);
+  gtk_window_destroy (GTK_WINDOW (window));
+  g_object_unref (settings);
+}
+
+static GtkWindow *
+find_toplevel (GType type)
+{
+  GListModel *toplevels = gtk_window_get_toplevels ();
+  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
+    {
+      g_autoptr (GtkWindow) toplevel = g_list_model_get_item (toplevels, i);
+      if (G_TYPE_CHECK_INSTANCE_TYPE (toplevel, type))
+        return toplevel;
+    }
+  return NULL;
+}
+
+static gboolean
+models_dialog_gone (gpointer data)
+{
+  return find_toplevel (HANASHI_TYPE_MODELS_DIALOG) == NULL;
+}
+
+/* The model name in the header opens the Models page; choosing a model there loads it. */
+static void
+test_models_dialog (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, FALSE);
+
+  /* The chat pane's header (the nearest to the composer) has the model button as title. */
+  GtkWidget *chat_header = NULL;
+  for (GtkWidget *w = GTK_WIDGET (get_composer (window)); w && !chat_header; w = gtk_widget_get_parent (w))
+    chat_header = find_by_type (w, ADW_TYPE_HEADER_BAR);
+  GtkWidget *model_button = adw_header_bar_get_title_widget (ADW_HEADER_BAR (chat_header));
+  g_assert_cmpstr (gtk_actionable_get_action_name (GTK_ACTIONABLE (model_button)), ==, "win.choose-model");
+  g_signal_emit_by_name (model_button, "clicked");
+  GtkWindow *dialog = find_toplevel (HANASHI_TYPE_MODELS_DIALOG);
+  g_assert_nonnull (dialog);
+  g_assert_true (gtk_window_get_transient_for (dialog) == GTK_WINDOW (window));
+
+  g_signal_emit_by_name (dialog, "model-activated", model_path);
+  wait_until (model_loaded, window);
+  wait_until (models_dialog_gone, NULL);
+  g_assert_cmpstr (hanashi_engine_get_model_info (hanashi_window_get_engine (window))->path, ==, model_path);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+/* The same path with the real engine backend and a tiny model from the shared test data. */
+static void
+test_real_model (void)
+{
+  const char *testdata = g_getenv ("HANASHI_TESTDATA");
+  g_autofree char *path = testdata ? g_build_filename (testdata, "models", "tiny-qwen2-gpt2-q8_0.gguf", NULL) : NULL;
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("tiny-qwen2-gpt2-q8_0.gguf is not in HANASHI_TESTDATA");
+      return;
+    }
+  hanashi_engine_set_default_backend (NULL);
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, FALSE);
+
+  g_autoptr (GFile) file = g_file_new_for_path (path);
+  hanashi_window_open_model (window, file);
+  wait_until (model_loaded, window);
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 8, \"temperature\": 0}");
+  hanashi_composer_set_text (get_composer (window), "Hello");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+
+  HanashiMessage *reply = message_at (window, 1);
+  g_assert_true (hanashi_message_get_complete (reply));
+  g_assert_cmpint (hanashi_message_get_token_count (reply), >=, 1);
+  g_assert_cmpint (hanashi_message_get_token_count (reply), <=, 8);
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (hanashi_window_get_store (window),
+                                                                      hanashi_message_get_id (reply), NULL);
+  g_assert_cmpstr (stored->text, ==, hanashi_message_get_text (reply));
+  g_assert_cmpint (stored->token_count, ==, hanashi_message_get_token_count (reply));
+  g_assert_true (g_str_has_prefix (stored->params_json, "{"));
+  g_assert_nonnull (strstr (stored->params_json, "\"max_new_tokens\":8"));
+  /* The real backend measures speed: the reply's footer and the header show it. */
+  g_assert_cmpfloat (hanashi_message_get_tokens_per_second (reply), >, 0);
+  g_assert_cmpfloat (stored->generation_seconds, >, 0);
+  g_assert_nonnull (strstr (gtk_label_get_label (find_status_label (GTK_WIDGET (window))), " tok/s"));
+
+  /* Restart with the conversation's saved state damaged (written here when the engine did
+   * not save one): the restored chat still goes on. */
+  gint64 conversation = hanashi_window_get_conversation_id (window);
+  g_autofree char *session_name = g_strdup_printf ("%" G_GINT64_FORMAT ".hnsession", conversation);
+  g_autofree char *session_dir = g_build_filename (g_get_user_cache_dir (), "hanashi", "sessions", NULL);
+  g_autofree char *session = g_build_filename (session_dir, session_name, NULL);
+  gtk_window_destroy (GTK_WINDOW (window));
+  g_assert_cmpint (g_mkdir_with_parents (session_dir, 0700), ==, 0);
+  g_assert_true (g_file_set_contents (session, "not a session file at all", -1, NULL));
+
+  window = make_window (app, 1100, 760, FALSE);
+  g_assert_cmpint (hanashi_window_get_conversation_id (window), ==, conversation);
+  hanashi_window_open_model (window, file);
+  wait_until (model_loaded, window);
+  hanashi_composer_set_text (get_composer (window), "And again");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 4);
+  HanashiMessage *second = message_at (window, 3);
+  g_assert_true (hanashi_message_get_complete (second));
+  g_assert_cmpint (hanashi_message_get_token_count (second), >=, 1);
+  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+static gboolean
+has_label_containing (GtkWidget *root, const char *needle)
+{
+  if (GTK_IS_LABEL (root) && strstr (gtk_label_get_label (GTK_LABEL (root)), needle) != NULL)
+    return TRUE;
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    if (has_label_containing (child, needle))
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+toast_about_dropped (gpointer data)
+{
+  return has_label_containing (data, "no longer fit");
+}
+
+/* A chat longer than the context: the engine leaves the oldest turns out and the window
+ * says so (real backend, context size 256 from the settings). */
+static void
+test_context_overflow (void)
+{
+  const char *testdata = g_getenv ("HANASHI_TESTDATA");
+  g_autofree char *path = testdata ? g_build_filename (testdata, "models", "tiny-qwen2-gpt2-q8_0.gguf", NULL) : NULL;
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("tiny-qwen2-gpt2-q8_0.gguf is not in HANASHI_TESTDATA");
+      return;
+    }
+  g_autoptr (GSettings) settings = g_settings_new (APP_ID);
+  g_settings_set_int (settings, "context-size", 256);
+  hanashi_engine_set_default_backend (NULL);
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, FALSE);
+  g_autoptr (GFile) file = g_file_new_for_path (path);
+  hanashi_window_open_model (window, file);
+  wait_until (model_loaded, window);
+
+  HanashiStore *store = hanashi_window_get_store (window);
+  gint64 conversation = hanashi_store_create_conversation (store, "Long", NULL);
+  gint64 parent = 0;
+  for (int i = 0; i < 8; i++)
+    {
+      g_autoptr (GString) text = g_string_new (NULL);
+      for (int w = 0; w < 40; w++)
+        g_string_append_printf (text, "word%d ", w);
+      parent = hanashi_store_add_message (store, conversation, parent, 0, i % 2 ? "assistant" : "user", text->str, TRUE, NULL);
+    }
+  hanashi_window_load_conversation (window, conversation);
+  hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 4, \"temperature\": 0}");
+  hanashi_composer_set_text (get_composer (window), "Still there?");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  g_assert_true (hanashi_message_get_complete (message_at (window, 9)));
+  wait_until (toast_about_dropped, window);
+  gtk_window_destroy (GTK_WINDOW (window));
+  g_settings_reset (settings, "context-size");
+  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
+}
+
+static const char *sample_reply =
+  "Use **slicing** or `reversed()`:\n\n"
+  "```python\nnumbers = [1, 2, 3]\nprint(numbers[::-1])\n```\n\n"
+  "- `numbers[::-1]` makes a *new* list\n"
+  "- `numbers.reverse()` changes it in place\n";
+
+static void
+test_screenshots (void)
+{
+  if (!g_getenv ("HANASHI_SCREENSHOT_DIR"))
+    {
+      g_test_skip ("HANASHI_SCREENSHOT_DIR is not set");
+      return;
+    }
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, FALSE);
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  test_screenshot (GTK_WIDGET (window), "window-empty");
+  gtk_window_destroy (GTK_WINDOW (window));
+
+  window = make_window (app, 1100, 760, TRUE);
+  HanashiStore *store = hanashi_window_get_store (window);
+  /* The pictures show a tidy list, not the chats the other tests left behind. */
+  g_autoptr (GPtrArray) old = hanashi_store_list_conversations (store, NULL, NULL);
+  for (guint i = 0; i < old->len; i++)
+    g_assert_true (hanashi_store_delete_conversation (store, ((HanashiStoredConversation *) g_ptr_array_index (old, i))->id, NULL));
+  const char *samples[][2] = {
+    { "Haiku about autumn", "Red leaves on the path, / the kettle sings by the door, / tea for two again." },
+    { "Trip to Kyoto", "Start early at Fushimi Inari, before the crowds." },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (samples); i++)
+    {
+      gint64 c = hanashi_store_create_conversation (store, samples[i][0], NULL);
+      hanashi_store_add_message (store, c, 0, 0, "assistant", samples[i][1], TRUE, NULL);
+    }
+  gint64 conversation = hanashi_store_create_conversation (store, "Reversing a list", NULL);
+  gint64 question = hanashi_store_add_message (store, conversation, 0, 0, "user",
+                                               "How do I reverse a list in Python?", TRUE, NULL);
+  gint64 answer = hanashi_store_add_message (store, conversation, question, 0, "assistant", sample_reply, TRUE, NULL);
+  g_assert_true (hanashi_store_update_message (store, answer, sample_reply, 58, 1.25, NULL, TRUE, NULL));
+  hanashi_window_load_conversation (window, conversation);
+  test_screenshot (GTK_WIDGET (window), "window-chat");
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.toggle-panel", NULL);
+  test_screenshot (GTK_WIDGET (window), "window-panel");
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+int
+main (int argc, char **argv)
+{
+  test_xdg_setup ();
+  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
+  gtk_test_init (&argc, &argv, NULL);
+  adw_init ();
+
+  /* The scripted backend takes any readable file as a model. */
+  model_path = g_build_filename (g_get_user_data_dir (), "tiny-test.gguf", NULL);
+  g_assert_true (g_file_set_contents (model_path, "GGUF", 4, NULL));
+
+  g_test_add_func ("/Hanashi/Chat/send", test_send);
+  g_test_add_func ("/Hanashi/Chat/no-model", test_send_disabled_without_model);
+  g_test_add_func ("/Hanashi/Chat/params", test_params);
+  g_test_add_func ("/Hanashi/Chat/stop", test_stop);
+  g_test_add_func ("/Hanashi/Chat/store-failure", test_store_failure_keeps_text);
+  g_test_add_func ("/Hanashi/Chat/alternatives", test_alternatives);
+  g_test_add_func ("/Hanashi/Chat/edit-earlier", test_edit_earlier);
+  g_test_add_func ("/Hanashi/Chat/copy", test_copy);
+  g_test_add_func ("/Hanashi/Chat/sidebar", test_sidebar);
+  g_test_add_func ("/Hanashi/Chat/narrow", test_narrow);
+  g_test_add_func ("/Hanashi/Chat/long-conversation", test_long_conversation);
+  g_test_add_func ("/Hanashi/Chat/restore", test_restore);
+  g_test_add_func ("/Hanashi/Chat/open-file", test_open_file);
+  g_test_add_func ("/Hanashi/Chat/models-dialog", test_models_dialog);
+  g_test_add_func ("/Hanashi/Chat/real-model", test_real_model);
+  g_test_add_func ("/Hanashi/Chat/context-overflow", test_context_overflow);
+  g_test_add_func ("/Hanashi/Chat/screenshots", test_screenshots);
+  int status = g_test_run ();
+  g_free (model_path);
+  return status;
+}
