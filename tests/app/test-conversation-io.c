@@ -140,6 +140,11 @@ static const BadCase bad_cases[] = {
   { "{\"format\":\"hanashi-conversation\",\"version\":2}", 1,
     "The conversation was saved by a newer Hanashi (format version 2)." },
   { OK_HEAD "\"title\":5,\"messages\":[]}", 0, "The field “title” in the conversation must be text." },
+  /* lone surrogates: json-glib passes them on as invalid UTF-8 (found by fuzz-import) */
+  { OK_HEAD "\"title\":\"a\\ud800b\",\"messages\":[]}", 0,
+    "The field “title” in the conversation contains characters that are not valid Unicode." },
+  { OK_HEAD "\"parameters\":{\"stop\":\"\\ud800x\"},\"messages\":[]}", 0,
+    "The field “parameters” in the conversation contains characters that are not valid Unicode." },
   { OK_HEAD "\"system_prompt\":null,\"messages\":[]}", 0, "The field “system_prompt” in the conversation must be text." },
   { OK_HEAD "\"created\":-5,\"messages\":[]}", 0, "The field “created” in the conversation is out of range (-5)." },
   { OK_HEAD "\"updated\":true,\"messages\":[]}", 0, "The field “updated” in the conversation must be a whole number." },
