@@ -453,6 +453,73 @@ test_deep_expansion (void)
   hn_grammar_free(g);
 }
 
+/* A thousand alternatives alive at once: the stack set's index grows from 16 entries to
+ * over a thousand and must still find, and not duplicate, every stack. */
+static void
+test_many_stacks (void)
+{
+  GString *text = g_string_new("root ::= (");
+  for (int i = 0; i < 1000; i++)
+    g_string_append_printf(text, "%s\"w%04d\"", i ? " | " : "", i * 7);
+  g_string_append(text, ") \" \" [a-z]*");
+  HnGrammar *g = parse_ok(text->str);
+  g_assert_true(full(g, "w0000 "));
+  g_assert_true(full(g, "w6993 abc"));
+  g_assert_true(full(g, "w3500 x"));
+  g_assert_false(matches(g, "w0001", NULL)); /* 1 is not a multiple of 7 */
+  g_assert_false(matches(g, "w69930", NULL));
+  gboolean complete = TRUE;
+  g_assert_true(matches(g, "w12", &complete)); /* still a prefix of w1204, w1211, ... */
+  g_assert_false(complete);
+  hn_grammar_free(g);
+  g_string_free(text, TRUE);
+}
+
+/* fuzz-gbnf found this grammar taking seconds per byte: many long stacks per step, each
+ * compared with every stack already present.  The test runs it the way the fuzzer does,
+ * through the mask and then its own text, and checks the matcher still answers. */
+static void
+test_wide_expansion (void)
+{
+  const char *text =
+      "root ::= item (\"uuuuuuuuuuuuuuuuuuu(uuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuu,\"* item){217}\n"
+      "item ::= [ax42\" | [^\"-~\\*u15e9]+ | \"\\x41\" | [^\"\\\\\\n]? #ment\n";
+  HnGrammar *g = parse_ok(text);
+  const char *pieces[] = { "a", "A", "\"", "u", ",", "\n", "" };
+  uint32_t lens[G_N_ELEMENTS(pieces)];
+  bool eog[G_N_ELEMENTS(pieces)];
+  for (size_t i = 0; i < G_N_ELEMENTS(pieces); i++) {
+    lens[i] = (uint32_t) strlen(pieces[i]);
+    eog[i] = i == G_N_ELEMENTS(pieces) - 1;
+  }
+  HnError err = { 0 };
+  HnGrammarVocab *vocab = hn_grammar_vocab_new((int32_t) G_N_ELEMENTS(pieces), pieces, lens, eog, &err);
+  g_assert_nonnull(vocab);
+  HnGrammarState *st = hn_grammar_state_new(g, vocab, &err);
+  g_assert_nonnull(st);
+  float logits[G_N_ELEMENTS(pieces)] = { 0 };
+  hn_grammar_mask_logits(st, logits, (int32_t) G_N_ELEMENTS(pieces));
+  /* The first class runs to the first ']' ("[ax42\" | [^\"-~\*u15e9]+") and takes every
+   * printable ASCII byte, the last one everything but '"', '\\' and '\n': the grammar
+   * stands for any line, which is what makes it ambiguous at every byte. */
+  g_assert_true(logits[0] == 0.0f && logits[1] == 0.0f && logits[6] == 0.0f);
+  g_assert_true(isinf(logits[5]) && logits[5] < 0);
+  size_t len = strlen(text);
+  for (size_t i = 0; i < len && i < 256; i++)
+    if (!hn_grammar_accept_bytes(st, text + i, 1))
+      break;
+  hn_grammar_mask_logits(st, logits, (int32_t) G_N_ELEMENTS(pieces));
+  g_assert_true(isinf(logits[5]) && logits[5] < 0);
+  hn_grammar_state_free(st);
+  hn_grammar_vocab_free(vocab);
+
+  gboolean complete = FALSE;
+  g_assert_true(matches(g, "root ::= item (\"uuu\\\" \xe3\x81\x82", &complete));
+  g_assert_true(complete);
+  g_assert_false(matches(g, "item\nitem", NULL));
+  hn_grammar_free(g);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -468,5 +535,7 @@ main (int argc, char **argv)
   g_test_add_func("/grammar/mutations", test_mutations);
   g_test_add_func("/grammar/large-repetitions", test_large_repetitions);
   g_test_add_func("/grammar/deep-expansion", test_deep_expansion);
+  g_test_add_func("/grammar/many-stacks", test_many_stacks);
+  g_test_add_func("/grammar/wide-expansion", test_wide_expansion);
   return g_test_run();
 }

@@ -5,6 +5,10 @@
 # crash (its reproducer is left in BUILD_DIR/fuzz-artifacts/).
 #
 #   tests/fuzz/run.sh BUILD_DIR [SECONDS]
+#
+# FUZZ_SEED=N makes libFuzzer draw the same inputs on every run (CI uses 1, so that a
+# machine at most as fast as the one it was checked on replays a prefix of a known run
+# instead of gambling on new finds); unset, each run explores from a fresh random seed.
 set -uo pipefail
 
 build=$(cd "${1:?usage: run.sh BUILD_DIR [SECONDS]}" && pwd)
@@ -34,7 +38,9 @@ for target in gguf session gbnf json-schema chat-template tokenizer markdown imp
   [ -d "$here/corpus/$target" ] && seeds+=("$here/corpus/$target")
   [ -d "$work/generated/$target" ] && seeds+=("$work/generated/$target")
   log="$work/$target.log"
-  "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+  seed_option=()
+  [ -n "${FUZZ_SEED:-}" ] && seed_option=(-seed="$FUZZ_SEED")
+  "$exe" "${seed_option[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
     -artifact_prefix="$artifacts/$target-" -print_final_stats=1 "$corpus" "${seeds[@]}" >"$log" 2>&1
   rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
