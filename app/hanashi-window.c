@@ -1137,6 +1137,8 @@ hanashi_window_open_model (HanashiWindow *self,
   self->load_cancellable = g_cancellable_new ();
   gtk_progress_bar_set_fraction (self->load_progress, 0);
   gtk_widget_set_visible (GTK_WIDGET (self->load_progress), TRUE);
+  /* context size, threads and batch size shape the context, so they apply from the next load */
+  hanashi_engine_set_batch_size (self->engine, (guint) g_settings_get_int (self->settings, "batch-size"));
   hanashi_engine_load_model_async (self->engine, path,
                                    (guint) g_settings_get_int (self->settings, "context-size"),
                                    (guint) g_settings_get_int (self->settings, "n-threads"),

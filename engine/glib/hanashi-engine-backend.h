@@ -34,7 +34,7 @@ typedef struct {
 } HanashiBackendSession;
 
 typedef struct {
-  gpointer (*load)     (const char *path, guint n_ctx, guint n_threads,
+  gpointer (*load)     (const char *path, guint n_ctx, guint n_threads, guint n_batch,
                         HanashiBackendSink *sink, void (*progress) (gpointer data, double fraction),
                         HanashiModelInfo **info_out, GError **error);
   void     (*unload)   (gpointer model);

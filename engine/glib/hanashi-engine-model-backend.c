@@ -125,7 +125,7 @@ prefault (const HnGguf *gguf, HanashiBackendSink *sink, void (*progress) (gpoint
 }
 
 static gpointer
-model_load (const char *path, guint n_ctx, guint n_threads, HanashiBackendSink *sink,
+model_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, HanashiBackendSink *sink,
             void (*progress) (gpointer, double), HanashiModelInfo **info_out, GError **error)
 {
   HnError err = { 0 };
@@ -161,6 +161,8 @@ model_load (const char *path, guint n_ctx, guint n_threads, HanashiBackendSink *
   HnContextParams cp = hn_context_default_params ();
   cp.n_ctx = n_ctx > 0 ? (int) n_ctx : MIN (hn_model_n_ctx_train (mb->model), DEFAULT_N_CTX);
   cp.n_threads = (int) n_threads;
+  if (n_batch > 0)
+    cp.n_batch = (int) MIN (n_batch, (guint) G_MAXINT);
   cp.n_seq_max = 2;   /* the chat and the CFG negative prompt */
   mb->ctx = hn_context_new (mb->model, &cp, &err);
   if (mb->ctx == NULL || !hn_gen_model_backend_init (&mb->gen, mb->ctx, mb->vocab, &err))
@@ -198,6 +200,7 @@ model_load (const char *path, guint n_ctx, guint n_threads, HanashiBackendSink *
   info->n_params = (guint64) hn_model_n_params (mb->model);
   info->file_size = hn_model_file_size (mb->model);
   info->n_ctx = (guint32) hn_context_n_ctx (mb->ctx);
+  info->n_batch = (guint32) hn_context_n_batch (mb->ctx);
   info->n_ctx_train = (guint32) hn_model_n_ctx_train (mb->model);
   info->n_vocab = (guint32) hn_model_n_vocab (mb->model);
   *info_out = info;

@@ -254,7 +254,7 @@ typedef struct {
 } ScriptedModel;
 
 static gpointer
-scripted_load (const char *path, guint n_ctx, guint n_threads, HanashiBackendSink *sink,
+scripted_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, HanashiBackendSink *sink,
                void (*progress) (gpointer, double), HanashiModelInfo **info_out, GError **error)
 {
   GStatBuf st;
@@ -277,10 +277,11 @@ scripted_load (const char *path, guint n_ctx, guint n_threads, HanashiBackendSin
     }
   ScriptedModel *m = g_new0 (ScriptedModel, 1);
   m->path = g_strdup (path);
+  guint ctx = n_ctx ? n_ctx : 512;
   HanashiModelInfo info = {
     .name = g_path_get_basename (path), .arch = g_strdup ("scripted"),
     .weight_type = g_strdup ("F32"), .path = g_strdup (path), .n_params = 1000,
-    .file_size = (guint64) st.st_size, .n_ctx = n_ctx ? n_ctx : 512, .n_ctx_train = 512,
+    .file_size = (guint64) st.st_size, .n_ctx = ctx, .n_batch = MIN (n_batch ? n_batch : 512, ctx), .n_ctx_train = 512,
     .n_vocab = 256,
   };
   *info_out = hanashi_model_info_copy (&info);
@@ -390,7 +391,7 @@ typedef struct {
   char *path;          /* model, or session file (generate, forget) */
   char *dir;           /* session directory (generate, clear) */
   guint64 limit;       /* session cache size limit (generate) */
-  guint n_ctx, n_threads;
+  guint n_ctx, n_threads, n_batch;
   HanashiGenerateRequest *req;
   GTask *task;
 } Cmd;
@@ -451,6 +452,7 @@ struct _HanashiEngine {
   HanashiModelInfo *model_info;
   char *session_dir;
   guint64 session_limit;
+  guint n_batch;
 };
 
 G_DEFINE_FINAL_TYPE (HanashiEngine, hanashi_engine, G_TYPE_OBJECT)
@@ -712,7 +714,7 @@ thread_run_load (EngineCore *core, Cmd *cmd)
   if (thread_is_cancelled (core))
     g_set_error (&error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED, "Loading was cancelled");
   else
-    core->model = core->backend->load (cmd->path, cmd->n_ctx, cmd->n_threads, &sink,
+    core->model = core->backend->load (cmd->path, cmd->n_ctx, cmd->n_threads, cmd->n_batch, &sink,
                                        thread_load_progress, &info, &error);
   if (core->model != NULL)
     {
@@ -961,6 +963,7 @@ hanashi_engine_load_model_async (HanashiEngine *self, const char *path, guint n_
   cmd->path = g_strdup (path);
   cmd->n_ctx = n_ctx;
   cmd->n_threads = n_threads;
+  cmd->n_batch = self->n_batch;
   cmd->task = g_task_new (self, cancellable, callback, user_data);
   g_task_set_source_tag (cmd->task, hanashi_engine_load_model_async);
   g_task_set_check_cancellable (cmd->task, TRUE);
@@ -1075,6 +1078,13 @@ hanashi_engine_set_session_cache_limit (HanashiEngine *self, guint64 bytes)
 {
   g_return_if_fail (HANASHI_IS_ENGINE (self));
   self->session_limit = bytes;
+}
+
+void
+hanashi_engine_set_batch_size (HanashiEngine *self, guint n_batch)
+{
+  g_return_if_fail (HANASHI_IS_ENGINE (self));
+  self->n_batch = n_batch;
 }
 
 void

@@ -68,6 +68,7 @@ typedef struct {
   guint64  n_params;
   guint64  file_size;
   guint32  n_ctx;         /* context size actually allocated */
+  guint32  n_batch;       /* most tokens evaluated per step while reading a prompt */
   guint32  n_ctx_train;
   guint32  n_vocab;
 } HanashiModelInfo;
@@ -205,6 +206,9 @@ gint     hanashi_engine_count_tokens_finish (HanashiEngine  *self,
  * save of the engine thread. */
 void     hanashi_engine_set_session_dir        (HanashiEngine *self, const char *dir);
 void     hanashi_engine_set_session_cache_limit (HanashiEngine *self, guint64 bytes);
+/* Tokens evaluated per step while reading a prompt, for models loaded from now on (it sizes
+ * the context's scratch memory); 0 = the engine's default, 512. */
+void     hanashi_engine_set_batch_size          (HanashiEngine *self, guint n_batch);
 void     hanashi_engine_forget_session         (HanashiEngine *self, const char *conversation_id);
 void     hanashi_engine_clear_session_cache    (HanashiEngine *self);
 

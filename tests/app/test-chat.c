@@ -938,7 +938,8 @@ toast_about_dropped (gpointer data)
 }
 
 /* A chat longer than the context: the engine leaves the oldest turns out and the window
- * says so (real backend, context size 256 from the settings). */
+ * says so (real backend, context size 256 and batch size 32 from the settings, so the
+ * prompt is read in several steps). */
 static void
 test_context_overflow (void)
 {
@@ -951,12 +952,16 @@ test_context_overflow (void)
     }
   g_autoptr (GSettings) settings = g_settings_new (APP_ID);
   g_settings_set_int (settings, "context-size", 256);
+  g_settings_set_int (settings, "batch-size", 32);
   hanashi_engine_set_default_backend (NULL);
   g_autoptr (HanashiApplication) app = make_app ();
   HanashiWindow *window = make_window (app, 1100, 760, FALSE);
   g_autoptr (GFile) file = g_file_new_for_path (path);
   hanashi_window_open_model (window, file);
   wait_until (model_loaded, window);
+  const HanashiModelInfo *info = hanashi_engine_get_model_info (hanashi_window_get_engine (window));
+  g_assert_cmpuint (info->n_ctx, ==, 256);
+  g_assert_cmpuint (info->n_batch, ==, 32);
 
   HanashiStore *store = hanashi_window_get_store (window);
   gint64 conversation = hanashi_store_create_conversation (store, "Long", NULL);
@@ -977,6 +982,7 @@ test_context_overflow (void)
   wait_until (toast_about_dropped, window);
   gtk_window_destroy (GTK_WINDOW (window));
   g_settings_reset (settings, "context-size");
+  g_settings_reset (settings, "batch-size");
   hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
 }
 

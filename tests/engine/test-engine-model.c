@@ -388,6 +388,7 @@ test_load_info (Fixture *f, gconstpointer data)
   g_assert_cmpuint (info->n_params, ==, 19532032);
   g_assert_cmpuint (info->file_size, ==, 21485792);
   g_assert_cmpuint (info->n_ctx, ==, 256);
+  g_assert_cmpuint (info->n_batch, ==, 256); /* the default 512, no more than the context */
   g_assert_cmpuint (info->n_ctx_train, ==, 2048);
   g_assert_cmpuint (info->n_vocab, ==, 32000);
   g_assert_true (g_str_has_suffix (info->path, LLAMA));
@@ -395,11 +396,14 @@ test_load_info (Fixture *f, gconstpointer data)
   g_assert_cmpfloat (f->last_progress, ==, 1.0);
   g_assert_false (f->progress_regressed);
 
-  /* n_ctx 0: the training context, capped at 4096 */
+  /* n_ctx 0: the training context, capped at 4096; a batch size set before the load */
+  hanashi_engine_set_batch_size (f->engine, 16);
   load_and_wait (f, STORIES, 0);
+  hanashi_engine_set_batch_size (f->engine, 0);
   info = hanashi_engine_get_model_info (f->engine);
   g_assert_cmpstr (info->arch, ==, "llama");
   g_assert_cmpuint (info->n_ctx, ==, 128);
+  g_assert_cmpuint (info->n_batch, ==, 16);
   g_assert_cmpuint (info->n_vocab, ==, 512);
 
   hanashi_engine_unload (f->engine);
@@ -658,7 +662,7 @@ test_backend_cancel (void)
   HanashiModelInfo *info = NULL;
   g_autoptr (GError) error = NULL;
   g_autofree char *path = model_path (LLAMA);
-  gpointer model = b->load (path, 256, 1, &sink, backend_progress, &info, &error);
+  gpointer model = b->load (path, 256, 1, 0, &sink, backend_progress, &info, &error);
   g_assert_no_error (error);
   hanashi_model_info_free (info);
   HanashiBackendSession session = { NULL, NULL, 0 };
