@@ -588,6 +588,8 @@ on_generation_done (HanashiEngine          *engine,
   seconds = stats->gen_tokens_per_second > 0 ? stats->n_generated / stats->gen_tokens_per_second : 0;
   hanashi_message_set_stats (self->reply, (int) stats->n_generated, seconds);
   self->last_speed = stats->gen_tokens_per_second;
+  if (stats->grammar_truncated_steps > 0)
+    hanashi_window_add_toast (self, _("The grammar is too ambiguous to follow in full: some text it allows may have been refused."));
   finish_reply (self);
   update_status (self);
 }

@@ -398,6 +398,8 @@ hn_generate_with_backend(const HnGenBackend *b, const HnGenRequest *req, HnGenRe
 out:
   if (!ok)
     res->stop_reason = HN_GEN_STOP_ERROR;
+  if (g.gstate)
+    res->grammar_truncated_steps = hn_grammar_state_truncated_steps(g.gstate);
   hn_sampler_free(g.sampler);
   hn_stop_matcher_free(g.stops);
   hn_grammar_state_free(g.gstate);

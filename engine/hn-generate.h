@@ -95,6 +95,7 @@ typedef struct {
   double prompt_seconds;
   double generate_seconds;
   uint64_t seed;               /* the seed used (drawn if the request asked for random) */
+  size_t grammar_truncated_steps; /* see hn_grammar_state_truncated_steps(); 0 without a grammar */
 } HnGenResult;
 
 void hn_gen_request_init(HnGenRequest *req);

@@ -1046,6 +1046,7 @@ typedef struct {
   uint32_t *buf; /* HN_GRAMMAR_MAX_DEPTH + 2 */
   long budget;
   int depth; /* nesting of expand() calls */
+  size_t truncated_steps; /* steps that hit the budget or the stack limit */
 } Expander;
 
 #define EXPAND_MAX_RECURSION (4 * HN_GRAMMAR_MAX_DEPTH)
@@ -1150,9 +1151,20 @@ filter_partial(const HnGrammar *g, const StackSet *src, uint32_t lo, uint32_t hi
   }
 }
 
+static bool step_byte_untallied(Expander *x, const StackSet *src, uint8_t b, StackSet *dst);
+
 /* dst = src after one byte.  Returns whether any parse survives. */
 static bool
 step_byte(Expander *x, const StackSet *src, uint8_t b, StackSet *dst)
+{
+  bool alive = step_byte_untallied(x, src, b, dst);
+  if (dst->overflow)
+    x->truncated_steps++;
+  return alive;
+}
+
+static bool
+step_byte_untallied(Expander *x, const StackSet *src, uint8_t b, StackSet *dst)
 {
   set_clear(dst);
   x->budget = EXPAND_BUDGET_PER_BYTE;
@@ -1430,7 +1442,10 @@ hn_grammar_state_reset(HnGrammarState *s)
   set_clear(&s->cur);
   s->x.buf[0] = 0; /* the reference to root */
   s->x.budget = EXPAND_BUDGET_PER_BYTE;
+  s->x.truncated_steps = 0;
   expand(&s->x, &s->cur, 1);
+  if (s->cur.overflow)
+    s->x.truncated_steps++;
 }
 
 /* Runs the bytes from cur through the scratch sets; returns the final set or NULL. */
@@ -1742,4 +1757,10 @@ size_t
 hn_grammar_state_n_stacks(const HnGrammarState *s)
 {
   return s->cur.n;
+}
+
+size_t
+hn_grammar_state_truncated_steps(const HnGrammarState *s)
+{
+  return s->x.truncated_steps;
 }

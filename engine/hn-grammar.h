@@ -75,6 +75,11 @@ bool hn_grammar_is_complete(const HnGrammarState *state);
 bool hn_grammar_can_continue(const HnGrammarState *state);
 /* Number of live stacks (for tests). */
 size_t hn_grammar_state_n_stacks(const HnGrammarState *state);
+/* Steps since the last reset (accepting or masking) that hit the work budget or
+ * HN_GRAMMAR_MAX_STACKS and kept only the parses found so far.  Nothing the grammar forbids
+ * gets through such a step, but some continuations it allows may be refused: a grammar
+ * this ambiguous is worth a warning to the user. */
+size_t hn_grammar_state_truncated_steps(const HnGrammarState *state);
 
 #ifdef __cplusplus
 }

@@ -257,6 +257,14 @@ cli_generate(int argc, char **argv)
       cli_fail_error(&err);
     goto out;
   }
+  if (result.grammar_truncated_steps > 0) {
+    char notice[200];
+    snprintf(notice, sizeof notice,
+             "the grammar was too ambiguous to follow in full at %zu steps; some continuations "
+             "it allows may have been refused",
+             result.grammar_truncated_steps);
+    cli_notice(notice);
+  }
   if (session_path && !save_session(ctx, session_path, prompt_ids, n_prompt, &out))
     goto out;
   if (ids) {

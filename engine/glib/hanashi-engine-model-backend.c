@@ -842,6 +842,7 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
   stats->n_prompt = prompt.tokens->len;
   stats->n_reused = eval_cached;
   stats->n_generated = (guint) res.n_generated;
+  stats->grammar_truncated_steps = (guint) MIN (res.grammar_truncated_steps, (size_t) G_MAXUINT);
   stats->prompt_tokens_per_second = res.prompt_seconds > 0 ? res.n_prompt_evaluated / res.prompt_seconds : 0;
   stats->gen_tokens_per_second = res.generate_seconds > 0 ? res.n_generated / res.generate_seconds : 0;
   stats->time_to_first_token = run.t_first > 0 ? run.t_first - run.t_start : 0;

@@ -150,6 +150,8 @@ typedef struct {
   guint              n_messages_dropped;    /* oldest turns dropped to fit the context */
   guint              n_tokens_dropped;
   gboolean           session_saved;
+  guint              grammar_truncated_steps; /* > 0: the grammar was too ambiguous to follow
+                                               * in full, some allowed text may have been refused */
 } HanashiGenerationStats;
 
 GType hanashi_generation_stats_get_type (void) G_GNUC_CONST;

@@ -937,6 +937,12 @@ toast_about_dropped (gpointer data)
   return has_label_containing (data, "no longer fit");
 }
 
+static gboolean
+toast_about_ambiguous_grammar (gpointer data)
+{
+  return has_label_containing (data, "too ambiguous to follow");
+}
+
 /* A chat longer than the context: the engine leaves the oldest turns out and the window
  * says so (real backend, context size 256 and batch size 32 from the settings, so the
  * prompt is read in several steps). */
@@ -980,6 +986,16 @@ test_context_overflow (void)
   wait_until (reply_done, window);
   g_assert_true (hanashi_message_get_complete (message_at (window, 9)));
   wait_until (toast_about_dropped, window);
+
+  /* a grammar too ambiguous to follow in full: the reply still comes, with a toast */
+  g_assert_false (toast_about_ambiguous_grammar (window));
+  hanashi_params_panel_set_params_json (get_panel (window),
+      "{\"max_new_tokens\": 4, \"temperature\": 0, \"grammar_mode\": \"gbnf\", \"grammar\": "
+      "\"root ::= item (\\\"uu(u,\\\"* item){217}\\nitem ::= [ -~]+ | [a-z]?\\n\"}");
+  hanashi_composer_set_text (get_composer (window), "Any line will do.");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  wait_until (toast_about_ambiguous_grammar, window);
   gtk_window_destroy (GTK_WINDOW (window));
   g_settings_reset (settings, "context-size");
   g_settings_reset (settings, "batch-size");

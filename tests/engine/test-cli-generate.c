@@ -95,6 +95,29 @@ test_options (void)
   g_rmdir (dir);
 }
 
+/* A grammar too ambiguous to follow in full gets a notice on stderr; an ordinary one none. */
+static void
+test_truncated_grammar_notice (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("hanashi-cli-generate-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "ambiguous.gbnf", NULL);
+  g_assert_true (g_file_set_contents (path,
+      "root ::= item (\"uu(u,\"* item){217}\n"
+      "item ::= [ax42\" | [^\"-~\\*u15e9]+ | \"\\x41\" | [^\"\\\\\\n]?\n", -1, NULL));
+  const char *args[] = { "--grammar-file", path, NULL };
+  g_autofree char *out = NULL, *err = NULL;
+  g_assert_cmpint (run (args, &out, &err), ==, 0);
+  g_assert_nonnull (strstr (err, "hanashi-cli: notice: the grammar was too ambiguous to follow in full"));
+
+  g_autofree char *plain = g_build_filename (g_getenv ("HANASHI_GRAMMARS"), "json.gbnf", NULL);
+  const char *plain_args[] = { "--grammar-file", plain, NULL };
+  g_autofree char *pout = NULL, *perr = NULL;
+  g_assert_cmpint (run (plain_args, &pout, &perr), ==, 0);
+  g_assert_null (strstr (perr, "too ambiguous"));
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -104,5 +127,6 @@ main (int argc, char **argv)
     return 77;
   }
   g_test_add_func ("/cli/generate-options", test_options);
+  g_test_add_func ("/cli/generate-grammar-notice", test_truncated_grammar_notice);
   return g_test_run ();
 }

@@ -747,6 +747,16 @@ test_grammar (Fixture *f, gconstpointer data)
   g_assert_true (g_str_equal (f->text->str, "yes!") || g_str_equal (f->text->str, "no!"));
   g_assert_true (f->stats.stop_reason == HANASHI_STOP_REASON_GRAMMAR_DONE
                  || f->stats.stop_reason == HANASHI_STOP_REASON_EOG);
+  g_assert_cmpuint (f->stats.grammar_truncated_steps, ==, 0);
+
+  /* a grammar that stands for any line in many ambiguous ways runs out of work budget,
+   * and the stats say so (the window turns that into a toast) */
+  hanashi_generate_request_set_grammar (req,
+      "root ::= item (\"uu(u,\"* item){217}\n"
+      "item ::= [ax42\" | [^\"-~\\*u15e9]+ | \"\\x41\" | [^\"\\\\\\n]?\n");
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_cmpuint (f->stats.grammar_truncated_steps, >, 0);
 
   hanashi_generate_request_set_json_schema (req, "{\"enum\": [\"red\", \"green\"]}");
   generate_and_wait (f, req);

@@ -319,6 +319,14 @@ test_shipped (void)
   g_assert_false(matches(g, "[01]", NULL));
   g_assert_false(matches(g, "{'a': 1}", NULL));
   g_assert_false(matches(g, "\"tab\there\"", NULL));
+  /* an ordinary grammar never comes near the work budget, masks included */
+  HnError err = { 0 };
+  HnGrammarState *st = hn_grammar_state_new(g, NULL, &err);
+  const char *doc = "{\"list\": [1, 2, 3, {\"deep\": [[[[\"x\"]]]]}], \"s\": \"\\u00e9\\n\", \"t\": true}";
+  g_assert_true(hn_grammar_accept_bytes(st, doc, strlen(doc)));
+  g_assert_true(hn_grammar_is_complete(st));
+  g_assert_cmpuint(hn_grammar_state_truncated_steps(st), ==, 0);
+  hn_grammar_state_free(st);
   hn_grammar_free(g);
 
   g = load_shipped("json-object.gbnf");
@@ -510,6 +518,10 @@ test_wide_expansion (void)
       break;
   hn_grammar_mask_logits(st, logits, (int32_t) G_N_ELEMENTS(pieces));
   g_assert_true(isinf(logits[5]) && logits[5] < 0);
+  /* this grammar is ambiguous enough to run out of budget: the state says so */
+  g_assert_cmpuint(hn_grammar_state_truncated_steps(st), >, 0);
+  hn_grammar_state_reset(st);
+  g_assert_cmpuint(hn_grammar_state_truncated_steps(st), ==, 0);
   hn_grammar_state_free(st);
   hn_grammar_vocab_free(vocab);
 
