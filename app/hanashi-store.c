@@ -148,6 +148,19 @@ step_done (HanashiStore *self, sqlite3_stmt *stmt, GError **error)
   return TRUE;
 }
 
+/* Runs an UPDATE that must touch a row: none touched means the row is gone. */
+static gboolean
+step_changed (HanashiStore *self, sqlite3_stmt *stmt, const char *gone_message, GError **error)
+{
+  if (!step_done (self, stmt, error))
+    return FALSE;
+  if (sqlite3_changes (self->db) == 0) {
+    g_set_error_literal (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, gone_message);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* Ends a read loop: anything but SQLITE_DONE means rows were lost to an error. */
 static gboolean
 finish_rows (HanashiStore *self, sqlite3_stmt *stmt, int rc, GError **error)
@@ -297,13 +310,7 @@ update_conversation_text (HanashiStore *self, const char *sql, gint64 id, const 
     return FALSE;
   sqlite3_bind_text (stmt, 1, value ? value : "", -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64 (stmt, 2, id);
-  if (!step_done (self, stmt, error))
-    return FALSE;
-  if (sqlite3_changes (self->db) == 0) {
-    g_set_error_literal (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, _("The conversation no longer exists."));
-    return FALSE;
-  }
-  return TRUE;
+  return step_changed (self, stmt, _("The conversation no longer exists."), error);
 }
 
 gboolean
@@ -497,13 +504,7 @@ hanashi_store_update_message (HanashiStore *self, gint64 id, const char *text,
     sqlite3_bind_null (stmt, 4);
   sqlite3_bind_int (stmt, 5, complete ? 1 : 0);
   sqlite3_bind_int64 (stmt, 6, id);
-  if (!step_done (self, stmt, error))
-    return FALSE;
-  if (sqlite3_changes (self->db) == 0) {
-    g_set_error_literal (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, _("The message no longer exists."));
-    return FALSE;
-  }
-  return TRUE;
+  return step_changed (self, stmt, _("The message no longer exists."), error);
 }
 
 gboolean
@@ -601,13 +602,7 @@ hanashi_store_show_alternative (HanashiStore *self, gint64 message_id, GError **
   if (!stmt)
     return FALSE;
   sqlite3_bind_int64 (stmt, 1, message_id);
-  if (!step_done (self, stmt, error))
-    return FALSE;
-  if (sqlite3_changes (self->db) == 0) {
-    g_set_error_literal (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND, _("The message no longer exists."));
-    return FALSE;
-  }
-  return TRUE;
+  return step_changed (self, stmt, _("The message no longer exists."), error);
 }
 
 gboolean

@@ -611,13 +611,21 @@ thread_is_cancelled (gpointer data)
   return core->current_id <= upto;
 }
 
+/* An event about the command the thread is running now. */
+static Event *
+current_event (EngineCore *core, EvType type)
+{
+  Event *ev = g_new0 (Event, 1);
+  ev->type = type;
+  ev->id = core->current_id;
+  return ev;
+}
+
 static void
 thread_load_progress (gpointer data, double fraction)
 {
   EngineCore *core = data;
-  Event *ev = g_new0 (Event, 1);
-  ev->type = EV_LOAD_PROGRESS;
-  ev->id = core->current_id;
+  Event *ev = current_event (core, EV_LOAD_PROGRESS);
   ev->fraction = fraction;
   post_event (core, ev);
 }
@@ -626,9 +634,7 @@ static gboolean
 thread_on_token (gpointer data, const char *text, gint token_id)
 {
   EngineCore *core = data;
-  Event *ev = g_new0 (Event, 1);
-  ev->type = EV_TOKEN;
-  ev->id = core->current_id;
+  Event *ev = current_event (core, EV_TOKEN);
   ev->text = g_string_new (text);
   ev->token_id = token_id;
   post_event (core, ev);
@@ -639,9 +645,7 @@ static void
 thread_on_prompt_progress (gpointer data, guint done, guint total)
 {
   EngineCore *core = data;
-  Event *ev = g_new0 (Event, 1);
-  ev->type = EV_PROMPT_PROGRESS;
-  ev->id = core->current_id;
+  Event *ev = current_event (core, EV_PROMPT_PROGRESS);
   ev->a = done;
   ev->b = total;
   post_event (core, ev);
@@ -651,9 +655,7 @@ static void
 thread_on_warning (gpointer data, const char *message)
 {
   EngineCore *core = data;
-  Event *ev = g_new0 (Event, 1);
-  ev->type = EV_WARNING;
-  ev->id = core->current_id;
+  Event *ev = current_event (core, EV_WARNING);
   ev->text = g_string_new (message);
   post_event (core, ev);
 }
@@ -662,9 +664,7 @@ static void
 thread_on_context_dropped (gpointer data, guint n_messages, guint n_tokens)
 {
   EngineCore *core = data;
-  Event *ev = g_new0 (Event, 1);
-  ev->type = EV_CONTEXT_DROPPED;
-  ev->id = core->current_id;
+  Event *ev = current_event (core, EV_CONTEXT_DROPPED);
   ev->a = n_messages;
   ev->b = n_tokens;
   post_event (core, ev);
@@ -680,9 +680,7 @@ thread_on_session_write_failed (gpointer data, const char *message)
     return;
   g_message ("Session file not written: %s", message);
   g_hash_table_add (core->write_failed, g_strdup (core->current_session));
-  Event *ev = g_new0 (Event, 1);
-  ev->type = EV_SESSION_WRITE_FAILED;
-  ev->id = core->current_id;
+  Event *ev = current_event (core, EV_SESSION_WRITE_FAILED);
   ev->text = g_string_new (message);
   post_event (core, ev);
 }
