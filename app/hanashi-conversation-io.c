@@ -134,6 +134,8 @@ hanashi_conversation_data_to_json (const HanashiConversationData *data)
     json_builder_add_double_value (b, m->generation_seconds);
     json_builder_set_member_name (b, "complete");
     json_builder_add_boolean_value (b, m->complete);
+    json_builder_set_member_name (b, "shown");
+    json_builder_add_boolean_value (b, m->shown);
     json_builder_set_member_name (b, "parameters");
     json_builder_add_value (b, params_node (m->params_json));
     json_builder_end_object (b);
@@ -288,6 +290,14 @@ parse_message (JsonNode *node, guint index, GHashTable *seen, GError **error)
     complete_int = json_node_get_boolean (n);
   }
   m->complete = complete_int != 0;
+  n = json_object_get_member (o, "shown");
+  if (n) {
+    if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_BOOLEAN) {
+      invalid (error, _("The field “%s” in %s must be true or false."), "shown", where);
+      return NULL;
+    }
+    m->shown = json_node_get_boolean (n);
+  }
 
   if (g_strcmp0 (m->role, "user") != 0 && g_strcmp0 (m->role, "assistant") != 0
       && g_strcmp0 (m->role, "system") != 0) {
@@ -307,6 +317,24 @@ parse_message (JsonNode *node, guint index, GHashTable *seen, GError **error)
     return NULL;
   }
   return g_steal_pointer (&m);
+}
+
+/* Exactly one message of each alternative group is shown: the last one the file marks
+ * shown, or, in files without the field, the newest (as the v3 store migration does). */
+static void
+show_one_per_group (GPtrArray *messages)
+{
+  g_autoptr(GHashTable) chosen = g_hash_table_new (g_int64_hash, g_int64_equal);
+  for (guint i = 0; i < messages->len; i++) {
+    HanashiStoredMessage *m = g_ptr_array_index (messages, i);
+    HanashiStoredMessage *pick = g_hash_table_lookup (chosen, &m->alternative_group);
+    if (pick == NULL || m->shown || !pick->shown)
+      g_hash_table_insert (chosen, &m->alternative_group, m);
+  }
+  for (guint i = 0; i < messages->len; i++) {
+    HanashiStoredMessage *m = g_ptr_array_index (messages, i);
+    m->shown = g_hash_table_lookup (chosen, &m->alternative_group) == m;
+  }
 }
 
 HanashiConversationData *
@@ -377,6 +405,7 @@ hanashi_conversation_import_json_data (const char *data, gsize length, GError **
     g_ptr_array_add (result->messages, m);
     g_hash_table_add (seen, &m->id);
   }
+  show_one_per_group (result->messages);
   return g_steal_pointer (&result);
 }
 

@@ -45,6 +45,8 @@ test_round_trip (void)
   g_autoptr(HanashiStore) b = new_store ("round-b");
   g_autoptr(GError) error = NULL;
   gint64 id = fill_store (a);
+  /* the older answer is the one shown: the file keeps that */
+  g_assert_true (hanashi_store_show_alternative (a, 2, &error));
   g_autofree char *json = hanashi_conversation_export_json (a, id, &error);
   g_assert_no_error (error);
   g_assert_true (g_str_has_suffix (json, "}\n"));
@@ -77,12 +79,36 @@ test_round_trip (void)
   g_assert_cmpfloat (m[2]->generation_seconds, ==, 1.5);
   g_assert_false (m[2]->complete);
   g_assert_cmpstr (m[1]->params_json, ==, "{\"seed\":7}");
+  g_assert_true (m[0]->shown && m[1]->shown && !m[2]->shown && m[3]->shown);
   g_autoptr(GPtrArray) alternatives = hanashi_store_list_alternatives (b, m[2]->id, &error);
   g_assert_cmpuint (alternatives->len, ==, 2);
   g_autoptr(HanashiStoredConversation) c = hanashi_store_get_conversation (b, second, &error);
   g_assert_cmpstr (c->title, ==, "Ramen \"tips\"");
   g_assert_cmpstr (c->system_prompt, ==, "Be brief.\nAnswer in English.");
   g_assert_cmpstr (c->params_json, ==, "{\"temperature\":0.5,\"top_k\":40}");
+
+  /* Without the field the newest of each group is shown; of two marked, the later wins. */
+  const char *older_file =
+    "{\"format\":\"hanashi-conversation\",\"version\":1,\"messages\":["
+    "{\"id\":1,\"role\":\"user\",\"text\":\"q\"},"
+    "{\"id\":2,\"parent\":1,\"role\":\"assistant\",\"text\":\"a\"},"
+    "{\"id\":3,\"parent\":1,\"group\":2,\"role\":\"assistant\",\"text\":\"b\"}]}";
+  g_autoptr(HanashiConversationData) older = hanashi_conversation_import_json_data (older_file, strlen (older_file), &error);
+  g_assert_no_error (error);
+  HanashiStoredMessage *o1 = g_ptr_array_index (older->messages, 1), *o2 = g_ptr_array_index (older->messages, 2);
+  g_assert_true (!o1->shown && o2->shown);
+  const char *twice_file =
+    "{\"format\":\"hanashi-conversation\",\"version\":1,\"messages\":["
+    "{\"id\":1,\"role\":\"user\",\"text\":\"q\",\"shown\":false},"
+    "{\"id\":2,\"parent\":1,\"role\":\"assistant\",\"text\":\"a\",\"shown\":true},"
+    "{\"id\":3,\"parent\":1,\"group\":2,\"role\":\"assistant\",\"text\":\"b\",\"shown\":true},"
+    "{\"id\":4,\"parent\":1,\"group\":2,\"role\":\"assistant\",\"text\":\"c\",\"shown\":false}]}";
+  g_autoptr(HanashiConversationData) twice = hanashi_conversation_import_json_data (twice_file, strlen (twice_file), &error);
+  g_assert_no_error (error);
+  gboolean shown[4];
+  for (guint i = 0; i < 4; i++)
+    shown[i] = ((HanashiStoredMessage *) g_ptr_array_index (twice->messages, i))->shown;
+  g_assert_true (shown[0] && !shown[1] && shown[2] && !shown[3]);
 }
 
 static void
@@ -172,6 +198,8 @@ static const BadCase bad_cases[] = {
     "The field “generation_seconds” in message 1 must be a number." },
   { MSG ("{\"id\":1,\"role\":\"user\",\"text\":\"hi\",\"complete\":\"yes\"}"), 0,
     "The field “complete” in message 1 must be true or false." },
+  { MSG ("{\"id\":1,\"role\":\"user\",\"text\":\"hi\",\"shown\":1}"), 0,
+    "The field “shown” in message 1 must be true or false." },
   { MSG ("{\"id\":1,\"role\":\"user\",\"text\":\"hi\",\"parameters\":[]}"), 0,
     "The field “parameters” in message 1 must be an object." },
   { MSG ("{\"id\":1,\"role\":\"user\",\"text\":\"hi\",\"created\":\"today\"}"), 0,
