@@ -753,6 +753,9 @@ map_reference (GHashTable *ids, gint64 reference, gint64 message_id, GError **er
   return *(gint64 *) value;
 }
 
+static gboolean insert_message_rows (HanashiStore *self, gint64 conversation_id, GPtrArray *messages,
+                                     gboolean keep_ids, GError **error);
+
 static gint64
 insert_conversation_rows (HanashiStore *self, const HanashiStoredConversation *c,
                           GPtrArray *messages, gboolean keep_ids, GError **error)
@@ -773,13 +776,21 @@ insert_conversation_rows (HanashiStore *self, const HanashiStoredConversation *c
   if (!step_done (self, stmt, error))
     return 0;
   gint64 conversation_id = sqlite3_last_insert_rowid (self->db);
+  return insert_message_rows (self, conversation_id, messages, keep_ids, error) ? conversation_id : 0;
+}
 
+/* Inserts messages into a conversation, in order; parent and group ids are references to
+ * earlier messages of the list, rewritten to the new ids unless @keep_ids. */
+static gboolean
+insert_message_rows (HanashiStore *self, gint64 conversation_id, GPtrArray *messages,
+                     gboolean keep_ids, GError **error)
+{
   g_autoptr(GHashTable) ids = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
-  stmt = prepare (self,
+  sqlite3_stmt *stmt = prepare (self,
     "INSERT INTO messages (id, conversation, parent, alternative_group, role, text, created,"
     " token_count, generation_seconds, params, complete, shown) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);", error);
   if (!stmt)
-    return 0;
+    return FALSE;
   for (guint i = 0; messages && i < messages->len; i++) {
     const HanashiStoredMessage *m = g_ptr_array_index (messages, i);
     gint64 parent = map_reference (ids, m->parent_id, m->id, error);
@@ -822,15 +833,33 @@ insert_conversation_rows (HanashiStore *self, const HanashiStoredConversation *c
   /* Groups started by a message inside this insert are named after it, as add_message does. */
   stmt = prepare (self, "UPDATE messages SET alternative_group = id WHERE conversation = ? AND alternative_group = 0;", error);
   if (!stmt)
-    return 0;
+    return FALSE;
   sqlite3_bind_int64 (stmt, 1, conversation_id);
-  if (!step_done (self, stmt, error))
-    return 0;
-  return conversation_id;
+  return step_done (self, stmt, error);
 
 fail:
   sqlite3_finalize (stmt);
-  return 0;
+  return FALSE;
+}
+
+gboolean
+hanashi_store_replace_messages (HanashiStore *self, gint64 conversation_id, GPtrArray *messages,
+                                GError **error)
+{
+  g_return_val_if_fail (HANASHI_IS_STORE (self), FALSE);
+  if (!exec_sql (self, "BEGIN IMMEDIATE;", error))
+    return FALSE;
+  sqlite3_stmt *stmt = prepare (self, "DELETE FROM messages WHERE conversation = ?;", error);
+  gboolean ok = stmt != NULL;
+  if (ok) {
+    sqlite3_bind_int64 (stmt, 1, conversation_id);
+    ok = step_done (self, stmt, error);
+  }
+  ok = ok && insert_message_rows (self, conversation_id, messages, TRUE, error)
+       && exec_sql (self, "COMMIT;", error);
+  if (!ok)
+    exec_sql (self, "ROLLBACK;", NULL);
+  return ok;
 }
 
 gint64

@@ -96,6 +96,10 @@ GPtrArray *hanashi_store_list_summaries (HanashiStore *self, const char *query, 
  * conversation id, 0 on error. */
 gint64 hanashi_store_insert_conversation (HanashiStore *self, const HanashiStoredConversation *conversation,
                                           GPtrArray *messages, gboolean keep_ids, GError **error);
+/* Replaces every message of a conversation with @messages, ids kept (Undo of a message
+ * deletion), in one transaction: on error nothing changed. */
+gboolean hanashi_store_replace_messages (HanashiStore *self, gint64 conversation_id, GPtrArray *messages,
+                                         GError **error);
 
 
 /* Adds a message; @alternative_of = 0 starts a new group, otherwise joins that message's group.

@@ -63,6 +63,13 @@ struct _HanashiWindow
   guint               retry_source;
   int                 context_used;      /* -1 while unknown */
   double              last_speed;
+
+  /* Undo of the last message deletion: the conversation's messages before it, and the ids
+   * after it, so that Undo never overwrites what happened since. */
+  GPtrArray          *undo_messages;
+  GArray             *undo_after_ids;
+  gint64              undo_conversation;
+  AdwToast           *undo_toast;        /* weak; the toast that offers it, while shown */
 };
 
 G_DEFINE_FINAL_TYPE (HanashiWindow, hanashi_window, ADW_TYPE_APPLICATION_WINDOW)
@@ -812,15 +819,119 @@ switch_alternative (HanashiWindow  *self,
   reload_thread (self);
 }
 
+static GArray *
+message_ids (GPtrArray *messages)
+{
+  GArray *ids = g_array_sized_new (FALSE, FALSE, sizeof (gint64), messages->len);
+  for (guint i = 0; i < messages->len; i++)
+    g_array_append_val (ids, ((HanashiStoredMessage *) g_ptr_array_index (messages, i))->id);
+  return ids;
+}
+
+static gboolean
+same_ids (GArray *a, GArray *b)
+{
+  return a->len == b->len && memcmp (a->data, b->data, a->len * sizeof (gint64)) == 0;
+}
+
+static void
+forget_message_undo (HanashiWindow *self)
+{
+  g_clear_pointer (&self->undo_messages, g_ptr_array_unref);
+  g_clear_pointer (&self->undo_after_ids, g_array_unref);
+  self->undo_conversation = 0;
+}
+
+static void
+undo_delete_message_action (GtkWidget  *widget,
+                            const char *action_name,
+                            GVariant   *parameter)
+{
+  HanashiWindow *self = HANASHI_WINDOW (widget);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) now = NULL;
+  g_autoptr (GArray) now_ids = NULL;
+
+  if (self->undo_messages == NULL || self->store == NULL)
+    return;
+  now = hanashi_store_list_messages (self->store, self->undo_conversation, &error);
+  if (now == NULL)
+    {
+      toast_error (self, _("Could not bring the message back"), error);
+      return;
+    }
+  now_ids = message_ids (now);
+  if (!same_ids (now_ids, self->undo_after_ids))
+    {
+      hanashi_window_add_toast (self, _("The chat has changed since, so the message cannot be brought back."));
+      forget_message_undo (self);
+      return;
+    }
+  if (!hanashi_store_replace_messages (self->store, self->undo_conversation, self->undo_messages, &error))
+    toast_error (self, _("Could not bring the message back"), error);
+  else if (self->undo_conversation == self->conversation_id)
+    reload_thread (self);
+  forget_message_undo (self);
+  g_signal_emit (self, signals[SIGNAL_CONVERSATIONS_CHANGED], 0);
+}
+
+static void
+on_message_undo_dismissed (AdwToast      *toast,
+                           HanashiWindow *self)
+{
+  /* Undo runs before dismissal; after it, or once the toast is gone, there is nothing to
+   * undo any more. */
+  if (self->undo_toast == toast)
+    {
+      g_clear_weak_pointer (&self->undo_toast);
+      forget_message_undo (self);
+    }
+}
+
+static void
+offer_message_undo (HanashiWindow *self,
+                    GPtrArray     *before)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) after = hanashi_store_list_messages (self->store, self->conversation_id, &error);
+  AdwToast *toast;
+
+  if (after == NULL)
+    return;   /* the deletion stands; only Undo is not offered */
+  forget_message_undo (self);
+  self->undo_messages = g_ptr_array_ref (before);
+  self->undo_after_ids = message_ids (after);
+  self->undo_conversation = self->conversation_id;
+  /* One deletion can be undone at a time: a toast still on screen now undoes the newest
+   * (dismissing it and adding another while it animates crashes libadwaita 1.2). */
+  if (self->undo_toast != NULL)
+    return;
+
+  toast = adw_toast_new (_("Message deleted"));
+  adw_toast_set_button_label (toast, _("_Undo"));
+  adw_toast_set_action_name (toast, "win.undo-delete-message");
+  adw_toast_set_priority (toast, ADW_TOAST_PRIORITY_HIGH);
+  g_signal_connect_object (toast, "dismissed", G_CALLBACK (on_message_undo_dismissed), self, 0);
+  g_set_weak_pointer (&self->undo_toast, toast);
+  adw_toast_overlay_add_toast (self->toast_overlay, toast);
+}
+
 static void
 delete_message (HanashiWindow  *self,
                 HanashiMessage *message)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (GPtrArray) alternatives = NULL;
+  g_autoptr (GPtrArray) before = NULL;
   gint64 id = hanashi_message_get_id (message);
   gboolean ok;
 
+  before = hanashi_store_list_messages (self->store, self->conversation_id, &error);
+  if (before == NULL)
+    {
+      toast_error (self, _("Could not delete the message"), error);
+      return;
+    }
   alternatives = hanashi_store_list_alternatives (self->store, id, &error);
   if (alternatives == NULL)
     {
@@ -854,6 +965,8 @@ delete_message (HanashiWindow  *self,
     }
   if (!ok)
     toast_error (self, _("Could not delete the message"), error);
+  else
+    offer_message_undo (self, before);
   reload_thread (self);
   g_signal_emit (self, signals[SIGNAL_CONVERSATIONS_CHANGED], 0);
 }
@@ -1356,6 +1469,9 @@ hanashi_window_dispose (GObject *object)
   if (self->messages != NULL)
     g_signal_handlers_disconnect_by_data (self->messages, self);
   g_clear_object (&self->messages);
+  g_clear_weak_pointer (&self->undo_toast);
+  g_clear_pointer (&self->undo_messages, g_ptr_array_unref);
+  g_clear_pointer (&self->undo_after_ids, g_array_unref);
   g_clear_pointer (&self->reply_params, g_free);
   G_OBJECT_CLASS (hanashi_window_parent_class)->dispose (object);
 }
@@ -1411,6 +1527,7 @@ hanashi_window_class_init (HanashiWindowClass *klass)
   gtk_widget_class_install_action (widget_class, "win.show-chats", NULL, show_chats_action);
   gtk_widget_class_install_action (widget_class, "win.send", NULL, send_action);
   gtk_widget_class_install_action (widget_class, "win.stop", NULL, stop_action);
+  gtk_widget_class_install_action (widget_class, "win.undo-delete-message", NULL, undo_delete_message_action);
   gtk_widget_class_install_property_action (widget_class, "win.toggle-panel", "panel-revealed");
 }
 

@@ -17,6 +17,7 @@
 #include "hanashi-params-panel.h"
 #include "hanashi-window.h"
 #include "test-screenshot.h"
+#include "test-widgets.h"
 #include "test-xdg.h"
 
 static char *model_path;
@@ -447,6 +448,20 @@ test_store_failure_keeps_text (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+static gboolean has_label_containing (GtkWidget *root, const char *needle);
+
+static gboolean
+toast_cannot_bring_back (gpointer data)
+{
+  return has_label_containing (data, "cannot be brought back");
+}
+
+static gboolean
+one_undo_button (gpointer data)
+{
+  return count_buttons (GTK_WIDGET (data), "Undo") == 1;
+}
+
 static void
 test_alternatives (void)
 {
@@ -509,6 +524,32 @@ test_alternatives (void)
   /* Deleting the only reply leaves the question. */
   hanashi_chat_view_message_action (view, "delete", message_at (window, 1));
   g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 1);
+
+  /* The toast's Undo brings it back with its id, in the store and on screen (the toast of
+   * the first deletion now undoes the second). */
+  gint64 conversation = hanashi_window_get_conversation_id (window);
+  wait_until (one_undo_button, window);
+  GtkWidget *undo = find_button (GTK_WIDGET (window), "Undo");
+  g_assert_nonnull (undo);
+  g_signal_emit_by_name (undo, "clicked");
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
+  g_assert_cmpint (hanashi_message_get_id (message_at (window, 1)), ==, first_reply);
+  g_autoptr (GPtrArray) restored = hanashi_store_list_messages (store, conversation, NULL);
+  g_assert_cmpuint (restored->len, ==, 4);  /* both questions, and the second one's reply */
+
+  /* Undo never overwrites what happened after the deletion. */
+  hanashi_chat_view_message_action (view, "delete", message_at (window, 1));
+  wait_until (one_undo_button, window);
+  undo = find_button (GTK_WIDGET (window), "Undo");
+  g_assert_nonnull (undo);
+  hanashi_composer_set_text (get_composer (window), "Third question");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 3);
+  g_signal_emit_by_name (undo, "clicked");
+  g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 3);
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, "Third question");
+  wait_until (toast_cannot_bring_back, window);
   gtk_window_destroy (GTK_WINDOW (window));
 }
 

@@ -11,6 +11,7 @@
 #include "hanashi-sidebar.h"
 #include "hanashi-store.h"
 #include "test-screenshot.h"
+#include "test-widgets.h"
 #include "test-xdg.h"
 
 typedef struct {
@@ -268,32 +269,6 @@ test_rename (Fixture *f, gconstpointer data)
   g_assert_cmpstr (c->title, ==, "Boiled eggs");
   g_autofree char *order = titles (f->sidebar);
   g_assert_cmpstr (order, ==, "Sale||Boiled eggs");
-}
-
-static GtkWidget *
-find_button (GtkWidget *widget, const char *label)
-{
-  if (GTK_IS_BUTTON (widget)) {
-    const char *text = gtk_button_get_label (GTK_BUTTON (widget));
-    if (text && gtk_button_get_use_underline (GTK_BUTTON (widget))) {
-      g_autofree char *plain = g_strdup (text);
-      char *w = plain;
-      for (const char *r = text; *r; r++)
-        if (*r != '_')
-          *w++ = *r;
-      *w = '\0';
-      if (g_str_equal (plain, label))
-        return widget;
-    } else if (g_strcmp0 (text, label) == 0) {
-      return widget;
-    }
-  }
-  for (GtkWidget *child = gtk_widget_get_first_child (widget); child; child = gtk_widget_get_next_sibling (child)) {
-    GtkWidget *found = find_button (child, label);
-    if (found)
-      return found;
-  }
-  return NULL;
 }
 
 static void
