@@ -61,6 +61,7 @@ struct _HanashiWindow
   gboolean            reply_save_failed; /* said once per reply, not every 250 ms */
   GPtrArray          *unsaved;           /* finished replies waiting to be saved */
   guint               retry_source;
+  guint               draft_count_source; /* recount the context shortly after typing */
   int                 context_used;      /* -1 while unknown */
   double              last_speed;
 
@@ -411,7 +412,14 @@ update_context_meter (HanashiWindow *self)
       return;
     }
   self->count_cancellable = g_cancellable_new ();
-  req = build_request (self, g_list_model_get_n_items (G_LIST_MODEL (self->messages)), NULL);
+  /* The draft counts as the next user message, so the meter shows what sending it costs
+   * (while an earlier message is being edited, the thread after it would change anyway). */
+  g_autofree char *draft = hanashi_composer_get_editing (self->composer) ? NULL
+                           : hanashi_composer_dup_text (self->composer);
+  if (draft != NULL)
+    g_strstrip (draft);
+  req = build_request (self, g_list_model_get_n_items (G_LIST_MODEL (self->messages)),
+                       draft != NULL && *draft != '\0' ? draft : NULL);
   hanashi_engine_count_tokens_async (self->engine, req, self->count_cancellable, count_done, g_object_ref (self));
 }
 
@@ -1066,6 +1074,27 @@ hanashi_window_load_conversation (HanashiWindow *self,
   adw_leaflet_set_visible_child (self->leaflet, self->chat_pane);
 }
 
+static gboolean
+count_draft_cb (gpointer data)
+{
+  HanashiWindow *self = data;
+
+  self->draft_count_source = 0;
+  update_context_meter (self);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+on_draft_changed (GtkTextBuffer *buffer,
+                  HanashiWindow *self)
+{
+  if (gtk_widget_in_destruction (GTK_WIDGET (self)))
+    return;
+  /* Counting goes through the engine thread: once typing pauses, not per keystroke. */
+  g_clear_handle_id (&self->draft_count_source, g_source_remove);
+  self->draft_count_source = g_timeout_add (300, count_draft_cb, self);
+}
+
 static void
 on_system_prompt_changed (HanashiComposer *composer,
                           HanashiWindow   *self)
@@ -1454,6 +1483,7 @@ hanashi_window_dispose (GObject *object)
     }
   /* A last try for answers the database refused so far. */
   g_clear_handle_id (&self->retry_source, g_source_remove);
+  g_clear_handle_id (&self->draft_count_source, g_source_remove);
   if (self->unsaved != NULL && self->store != NULL)
     save_unsaved (self);
   g_clear_pointer (&self->unsaved, g_ptr_array_unref);
@@ -1590,6 +1620,8 @@ hanashi_window_init (HanashiWindow *self)
   g_signal_connect (self->chat_view, "message-action", G_CALLBACK (on_message_action), self);
   g_signal_connect (self->composer, "system-prompt-changed", G_CALLBACK (on_system_prompt_changed), self);
   g_signal_connect (self->composer, "edit-cancelled", G_CALLBACK (on_edit_cancelled), self);
+  g_signal_connect_object (gtk_text_view_get_buffer (hanashi_composer_get_text_view (self->composer)), "changed",
+                           G_CALLBACK (on_draft_changed), self, 0);
   g_signal_connect (self->params_panel, "changed", G_CALLBACK (on_params_changed), self);
   g_signal_connect (self->flap, "notify::reveal-flap", G_CALLBACK (on_flap_revealed), self);
   g_signal_connect (self->leaflet, "notify::folded", G_CALLBACK (on_folded), self);

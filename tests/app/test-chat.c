@@ -244,6 +244,19 @@ test_send (void)
     g_main_context_iteration (NULL, FALSE);
   g_assert_cmpstr (gtk_label_get_label (status), ==, meter);
 
+  /* A draft counts as the next message once typing pauses, and leaves with the text. */
+  hanashi_composer_set_text (get_composer (window), "Draft!");
+  g_autofree char *with_draft = g_strdup_printf ("%d / 4096", (int) (4 + strlen (user->text) + 4 + strlen (full_reply) + 4 + 6));
+  deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (g_strcmp0 (gtk_label_get_label (status), with_draft) != 0 && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, FALSE);
+  g_assert_cmpstr (gtk_label_get_label (status), ==, with_draft);
+  hanashi_composer_set_text (get_composer (window), "");
+  deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (g_strcmp0 (gtk_label_get_label (status), meter) != 0 && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, FALSE);
+  g_assert_cmpstr (gtk_label_get_label (status), ==, meter);
+
   /* The rows show the user and the assistant differently. */
   settle ();
   GtkWidget *row = find_by_type (GTK_WIDGET (get_chat_view (window)), HANASHI_TYPE_MESSAGE_ROW);
