@@ -5,6 +5,7 @@
 
 #include "hanashi-conversation-io.h"
 #include "hanashi-conversation-item.h"
+#include "hanashi-markdown.h"
 
 struct _HanashiConversationItem {
   GObject parent_instance;
@@ -44,8 +45,9 @@ hanashi_conversation_item_new (const HanashiConversationSummary *summary)
   HanashiConversationItem *self = g_object_new (HANASHI_TYPE_CONVERSATION_ITEM, NULL);
   self->id = summary->id;
   self->title = g_strdup (summary->title ? summary->title : "");
-  /* The snippet is one line so rows keep one height. */
-  self->snippet = hanashi_conversation_title_from_text (summary->snippet, 80);
+  /* The snippet is one line of plain text (replies are Markdown), so rows keep one height. */
+  g_autofree char *plain = hanashi_markdown_to_plain (summary->snippet, -1);
+  self->snippet = hanashi_conversation_title_from_text (plain, 80);
   self->updated = summary->updated;
   return self;
 }

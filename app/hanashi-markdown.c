@@ -397,6 +397,22 @@ on_text (MD_TEXTTYPE type, const MD_CHAR *text, MD_SIZE size, void *userdata)
   return 0;
 }
 
+/* md4c 0.4.8 looks a few bytes past the end of the text in some cases (an entity or a link
+ * cut off at the very end, found by tests/fuzz/fuzz-markdown); what it finds there changed
+ * its results and once made it report a text of gigabytes.  Zero padding gives it a
+ * defined end to find. */
+static void
+parse_padded (const char *text, gssize length, const MD_PARSER *parser, void *userdata)
+{
+  if (length < 0)
+    length = text ? (gssize) strlen (text) : 0;
+  if (text == NULL || length == 0)
+    return;
+  g_autofree char *padded = g_malloc0 ((gsize) length + 64);
+  memcpy (padded, text, (gsize) length);
+  md_parse (padded, (MD_SIZE) length, parser, userdata);
+}
+
 GPtrArray *
 hanashi_markdown_render (const char *text, gssize length)
 {
@@ -407,8 +423,6 @@ hanashi_markdown_render (const char *text, gssize length)
     .span_types = g_array_new (FALSE, FALSE, sizeof (MD_SPANTYPE)),
     .span_tags = g_ptr_array_new_with_free_func (g_free),
   };
-  if (length < 0)
-    length = text ? (gssize) strlen (text) : 0;
   MD_PARSER parser = {
     .abi_version = 0,
     .flags = MD_DIALECT_GITHUB | MD_FLAG_NOHTML,
@@ -418,15 +432,7 @@ hanashi_markdown_render (const char *text, gssize length)
     .leave_span = leave_span,
     .text = on_text,
   };
-  if (text && length > 0) {
-    /* md4c 0.4.8 looks a few bytes past the end of the text in some cases (an entity or a
-     * link cut off at the very end, found by tests/fuzz/fuzz-markdown); what it finds there
-     * changed its results and once made it report a text of gigabytes.  Zero padding gives
-     * it a defined end to find. */
-    g_autofree char *padded = g_malloc0 ((gsize) length + 64);
-    memcpy (padded, text, (gsize) length);
-    md_parse (padded, (MD_SIZE) length, &parser, &st);
-  }
+  parse_padded (text, length, &parser, &st);
   if (st.code) {
     /* An unterminated fence while streaming: show what has arrived as code. */
     HanashiMarkdownBlock *block = g_new0 (HanashiMarkdownBlock, 1);
@@ -443,4 +449,84 @@ hanashi_markdown_render (const char *text, gssize length)
   g_ptr_array_unref (st.span_tags);
   g_free (st.code_language);
   return st.blocks;
+}
+
+/* ---- plain text ---- */
+
+static void
+plain_separate (GString *plain)
+{
+  if (plain->len > 0 && plain->str[plain->len - 1] != ' ')
+    g_string_append_c (plain, ' ');
+}
+
+static int
+plain_leave_block (MD_BLOCKTYPE type, void *detail, void *userdata)
+{
+  (void) type;
+  (void) detail;
+  plain_separate (userdata);
+  return 0;
+}
+
+static int
+plain_span_block_enter (MD_BLOCKTYPE type, void *detail, void *userdata)
+{
+  (void) type;
+  (void) detail;
+  (void) userdata;
+  return 0;
+}
+
+static int
+plain_span (MD_SPANTYPE type, void *detail, void *userdata)
+{
+  (void) type;
+  (void) detail;
+  (void) userdata;
+  return 0;
+}
+
+static int
+plain_text (MD_TEXTTYPE type, const MD_CHAR *text, MD_SIZE size, void *userdata)
+{
+  GString *plain = userdata;
+  switch (type) {
+  case MD_TEXT_NULLCHAR:
+    g_string_append (plain, "\xEF\xBF\xBD");
+    break;
+  case MD_TEXT_BR:
+  case MD_TEXT_SOFTBR:
+    plain_separate (plain);
+    break;
+  default:
+    /* code keeps its line breaks in @text; a one-line preview wants spaces */
+    for (MD_SIZE i = 0; i < size; i++) {
+      if (text[i] == '\n' || text[i] == '\t' || text[i] == '\r')
+        plain_separate (plain);
+      else
+        g_string_append_c (plain, text[i]);
+    }
+    break;
+  }
+  return 0;
+}
+
+char *
+hanashi_markdown_to_plain (const char *text, gssize length)
+{
+  GString *plain = g_string_new (NULL);
+  MD_PARSER parser = {
+    .abi_version = 0,
+    .flags = MD_DIALECT_GITHUB | MD_FLAG_NOHTML,
+    .enter_block = plain_span_block_enter,
+    .leave_block = plain_leave_block,
+    .enter_span = plain_span,
+    .leave_span = plain_span,
+    .text = plain_text,
+  };
+  parse_padded (text, length, &parser, plain);
+  while (plain->len > 0 && plain->str[plain->len - 1] == ' ')
+    g_string_truncate (plain, plain->len - 1);
+  return g_string_free (plain, FALSE);
 }

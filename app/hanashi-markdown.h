@@ -23,4 +23,8 @@ void hanashi_markdown_block_free (HanashiMarkdownBlock *block);
  * interpreted. Always succeeds: md4c accepts any input. */
 GPtrArray *hanashi_markdown_render (const char *text, gssize length);
 
+/* The text without its markup, on one line (blocks and line breaks become single spaces):
+ * the sidebar's preview of a message. */
+char *hanashi_markdown_to_plain (const char *text, gssize length);
+
 G_END_DECLS

@@ -145,11 +145,34 @@ test_fuzz_regressions (void)
   g_assert_cmpstr (((HanashiMarkdownBlock *) quote->pdata[2])->markup, ==, "<i>after</i>");
 }
 
+/* The sidebar's preview: the words without the markup, on one line. */
+static void
+test_plain (void)
+{
+  static const struct { const char *markdown, *plain; } cases[] = {
+    { "Use **slicing** or `reversed()`:\n\n```python\nnumbers = [1, 2]\nprint(numbers)\n```\n- a *new* list\n- in place",
+      "Use slicing or reversed(): numbers = [1, 2] print(numbers) a new list in place" },
+    { "# Title\nSome _text_ with a [link](https://example.com \"t\").", "Title Some text with a link." },
+    { "1 < 2 & 3 > 2", "1 < 2 & 3 > 2" },
+    { "> quoted\n> lines", "quoted lines" },
+    { "| a | b |\n|---|---|\n| 1 | 2 |", "a b 1 2" },
+    { "日本語の**太字**と`コード`", "日本語の太字とコード" },
+    { "Use **slicing** or `rev", "Use slicing or `rev" },  /* a snippet cut in the middle */
+    { "", "" },
+    { "   \n\n  ", "" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_autofree char *plain = hanashi_markdown_to_plain (cases[i].markdown, -1);
+    g_assert_cmpstr (plain, ==, cases[i].plain);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/markdown/inline", test_inline);
+  g_test_add_func ("/markdown/plain", test_plain);
   g_test_add_func ("/markdown/blocks", test_blocks);
   g_test_add_func ("/markdown/streaming-and-garbage", test_streaming_and_garbage);
   g_test_add_func ("/markdown/fuzz-regressions", test_fuzz_regressions);

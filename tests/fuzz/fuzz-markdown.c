@@ -5,6 +5,7 @@
 #include <pango/pango.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hanashi-markdown.h"
 
@@ -37,5 +38,12 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     g_free (spans);
   }
   g_ptr_array_unref (blocks);
+  /* the sidebar preview: valid UTF-8 on one line */
+  char *plain = hanashi_markdown_to_plain ((const char *) data, (gssize) size);
+  if (!g_utf8_validate (plain, -1, NULL) || strchr (plain, '\n') != NULL) {
+    fprintf (stderr, "bad plain text: %s\n", plain);
+    abort ();
+  }
+  g_free (plain);
   return 0;
 }
