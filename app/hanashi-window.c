@@ -161,6 +161,7 @@ describe_engine_error (const GError *error)
       case HANASHI_ENGINE_ERROR_FAILED:
       case HANASHI_ENGINE_ERROR_CANCELLED:
       case HANASHI_ENGINE_ERROR_INVALID_ARGUMENT:
+      case HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED:
       default:
         break;
       }
@@ -657,10 +658,21 @@ on_context_dropped (HanashiEngine *engine,
 static void
 on_engine_warning (HanashiEngine *engine,
                    guint          id,
-                   const char    *message,
+                   GError        *warning,
                    HanashiWindow *self)
 {
-  hanashi_window_add_toast (self, message);
+  g_autofree char *text = NULL;
+
+  /* The engine's reason is technical and English: the log keeps it, the toast says what
+   * it means for the user. */
+  g_message ("Engine warning: %s", warning->message);
+  if (g_error_matches (warning, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_TEMPLATE_FAILED))
+    text = g_strdup (_("The model’s chat template could not be used, so the chat is written in the ChatML format instead. Answers may be worse."));
+  else if (g_error_matches (warning, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED))
+    text = g_strdup (_("This model supports a smaller context than the one set in Preferences, so it uses the largest it supports."));
+  else
+    text = describe_engine_error (warning);
+  hanashi_window_add_toast (self, text);
 }
 
 static char *
@@ -1281,10 +1293,13 @@ hanashi_window_open_model (HanashiWindow *self,
   self->load_cancellable = g_cancellable_new ();
   gtk_progress_bar_set_fraction (self->load_progress, 0);
   gtk_widget_set_visible (GTK_WIDGET (self->load_progress), TRUE);
-  /* context size, threads and batch size shape the context, so they apply from the next load */
+  /* Context size, threads and batch size shape the context, so they apply from the next
+   * load.  A context size left at its default asks for what the model supports up to that
+   * default (0), so that a smaller model is not warned about a choice nobody made. */
+  g_autoptr (GVariant) chosen_context = g_settings_get_user_value (self->settings, "context-size");
   hanashi_engine_set_batch_size (self->engine, (guint) g_settings_get_int (self->settings, "batch-size"));
   hanashi_engine_load_model_async (self->engine, path,
-                                   (guint) g_settings_get_int (self->settings, "context-size"),
+                                   chosen_context != NULL ? (guint) g_settings_get_int (self->settings, "context-size") : 0,
                                    (guint) g_settings_get_int (self->settings, "n-threads"),
                                    self->load_cancellable, load_done, g_object_ref (self));
 }

@@ -18,7 +18,8 @@ typedef struct {
   gboolean (*is_cancelled) (gpointer data);
   /* Something the user may want to know that does not stop the generation (e.g. the chat
    * template failed and ChatML was used). */
-  void     (*on_warning) (gpointer data, const char *message);
+  /* @code is a HanashiEngineError saying what went wrong; the generation goes on */
+  void     (*on_warning) (gpointer data, int code, const char *message);
   /* The oldest n_messages of the request (after the system prompt) were left out to fit
    * the context; sent before the first token. */
   void     (*on_context_dropped) (gpointer data, guint n_messages, guint n_tokens);

@@ -201,6 +201,8 @@ model_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Hanas
   info->file_size = hn_model_file_size (mb->model);
   info->n_ctx = (guint32) hn_context_n_ctx (mb->ctx);
   info->n_batch = (guint32) hn_context_n_batch (mb->ctx);
+  if (hn_context_notice (mb->ctx) != NULL)
+    sink->on_warning (sink->data, HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED, hn_context_notice (mb->ctx));
   info->n_ctx_train = (guint32) hn_model_n_ctx_train (mb->model);
   info->n_vocab = (guint32) hn_model_n_vocab (mb->model);
   *info_out = info;
@@ -772,7 +774,7 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
     {
       g_autofree char *warning = g_strdup_printf ("The model’s chat template cannot be used (%s); "
                                                   "using ChatML instead", prompt.fallback_reason);
-      sink->on_warning (sink->data, warning);
+      sink->on_warning (sink->data, HANASHI_ENGINE_ERROR_TEMPLATE_FAILED, warning);
     }
   if (first > 0)
     {

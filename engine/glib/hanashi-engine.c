@@ -407,7 +407,7 @@ typedef struct {
   HanashiEngineState state;
   double fraction;
   guint a, b;
-  GString *text;       /* token text, warning message */
+  GString *text;       /* token text, session write failure */
   gint token_id;
   HanashiModelInfo *info;
   HanashiGenerationStats stats;
@@ -652,11 +652,11 @@ thread_on_prompt_progress (gpointer data, guint done, guint total)
 }
 
 static void
-thread_on_warning (gpointer data, const char *message)
+thread_on_warning (gpointer data, int code, const char *message)
 {
   EngineCore *core = data;
   Event *ev = current_event (core, EV_WARNING);
-  ev->text = g_string_new (message);
+  ev->error = g_error_new_literal (HANASHI_ENGINE_ERROR, code, message);
   post_event (core, ev);
 }
 
@@ -899,7 +899,7 @@ engine_dispatch (HanashiEngine *self, Event *ev)
       g_signal_emit (self, signals[SIG_ERROR], 0, ev->id, ev->error);
       break;
     case EV_WARNING:
-      g_signal_emit (self, signals[SIG_WARNING], 0, ev->id, ev->text->str);
+      g_signal_emit (self, signals[SIG_WARNING], 0, ev->id, ev->error);
       break;
     case EV_SESSION_WRITE_FAILED:
       g_signal_emit (self, signals[SIG_SESSION_WRITE_FAILED], 0, ev->text->str);
@@ -1188,7 +1188,7 @@ hanashi_engine_class_init (HanashiEngineClass *klass)
                                                     G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                                     G_TYPE_NONE, 1, G_TYPE_STRING);
   signals[SIG_WARNING] = g_signal_new ("warning", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
-                                       0, NULL, NULL, NULL, G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_STRING);
+                                       0, NULL, NULL, NULL, G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_ERROR);
 }
 
 static void

@@ -26,6 +26,8 @@ typedef enum {
   HANASHI_ENGINE_ERROR_NO_MODEL,           /* generate/count without a loaded model */
   HANASHI_ENGINE_ERROR_CANCELLED,          /* the operation was cancelled */
   HANASHI_ENGINE_ERROR_INVALID_ARGUMENT,   /* a request field is out of range */
+  HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED,    /* (a warning) the context size asked for is more than
+                                            * the model supports: its largest is used */
 } HanashiEngineError;
 
 /* ---- enums ----------------------------------------------------------------------------- */
@@ -223,8 +225,9 @@ void     hanashi_engine_clear_session_cache    (HanashiEngine *self);
  *   "generation-done"   (guint id, HanashiGenerationStats *stats)
  *   "context-dropped"   (guint id, guint n_messages, guint n_tokens)
  *   "error"             (guint id, GError *error)   id 0 for errors outside a generation
- *   "warning"           (guint id, const char *message)  the generation goes on (e.g. the
- *                        model's chat template failed and ChatML was used instead)
+ *   "warning"           (guint id, GError *warning)  the generation goes on; the code says
+ *                        what happened (HANASHI_ENGINE_ERROR_TEMPLATE_FAILED: the model's
+ *                        chat template failed and ChatML was used instead), the message why
  *   "session-write-failed" (const char *message)    at most once per session file (also
  *                        logged with g_message); the previous file stays intact
  * Properties: "state" (HanashiEngineState, read-only), "model-info" (HanashiModelInfo, r/o).

@@ -234,9 +234,10 @@ test_send (void)
   g_assert_cmpstr (gtk_window_get_title (GTK_WINDOW (window)), ==, c->title);
 
   /* The context meter counts the conversation as the engine templates it (the scripted
-   * backend: 4 tokens per message plus one per byte) against the context size from the
-   * settings. */
-  g_autofree char *meter = g_strdup_printf ("%d / 4096", (int) (4 + strlen (user->text) + 4 + strlen (full_reply)));
+   * backend: 4 tokens per message plus one per byte) against the context the engine
+   * allocated: with the setting at its default, what the model supports (the scripted
+   * model's 512). */
+  g_autofree char *meter = g_strdup_printf ("%d / 512", (int) (4 + strlen (user->text) + 4 + strlen (full_reply)));
   GtkLabel *status = find_status_label (GTK_WIDGET (window));
   g_assert_nonnull (status);
   gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
@@ -246,7 +247,7 @@ test_send (void)
 
   /* A draft counts as the next message once typing pauses, and leaves with the text. */
   hanashi_composer_set_text (get_composer (window), "Draft!");
-  g_autofree char *with_draft = g_strdup_printf ("%d / 4096", (int) (4 + strlen (user->text) + 4 + strlen (full_reply) + 4 + 6));
+  g_autofree char *with_draft = g_strdup_printf ("%d / 512", (int) (4 + strlen (user->text) + 4 + strlen (full_reply) + 4 + 6));
   deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
   while (g_strcmp0 (gtk_label_get_label (status), with_draft) != 0 && g_get_monotonic_time () < deadline)
     g_main_context_iteration (NULL, FALSE);
@@ -1103,6 +1104,71 @@ test_screenshots (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+static gboolean
+toast_about_chatml (gpointer data)
+{
+  return has_label_containing (data, "written in the ChatML format instead");
+}
+
+static gboolean
+toast_about_smaller_context (gpointer data)
+{
+  return has_label_containing (data, "supports a smaller context");
+}
+
+/* Engine warnings reach the user in their language, not as the engine's English reason. */
+static void
+test_engine_warning (void)
+{
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, FALSE);
+  g_autoptr (GError) warning = g_error_new_literal (HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_TEMPLATE_FAILED,
+                                                    "The model’s chat template cannot be used (unknown filter 'x'); using ChatML instead");
+  g_assert_false (toast_about_chatml (window));
+  g_signal_emit_by_name (hanashi_window_get_engine (window), "warning", 0, warning);
+  wait_until (toast_about_chatml, window);
+  g_assert_false (has_label_containing (GTK_WIDGET (window), "unknown filter"));
+  g_autoptr (GError) clamped = g_error_new_literal (HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED,
+                                                    "The context size of 8192 tokens is more than this model supports; using 2048 tokens.");
+  g_signal_emit_by_name (hanashi_window_get_engine (window), "warning", 0, clamped);
+  wait_until (toast_about_smaller_context, window);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+/* The context size left at its default takes what the model supports (no warning); one
+ * chosen above it is clamped, and the window says so. */
+static void
+test_context_clamped (void)
+{
+  const char *testdata = g_getenv ("HANASHI_TESTDATA");
+  g_autofree char *path = testdata ? g_build_filename (testdata, "models", "tiny-qwen2-gpt2-q8_0.gguf", NULL) : NULL;
+  if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    {
+      g_test_skip ("tiny-qwen2-gpt2-q8_0.gguf is not in HANASHI_TESTDATA");
+      return;
+    }
+  g_autoptr (GSettings) settings = g_settings_new (APP_ID);
+  g_settings_reset (settings, "context-size");
+  hanashi_engine_set_default_backend (NULL);
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, FALSE);
+  g_autoptr (GFile) file = g_file_new_for_path (path);
+  hanashi_window_open_model (window, file);
+  wait_until (model_loaded, window);
+  guint trained = hanashi_engine_get_model_info (hanashi_window_get_engine (window))->n_ctx_train;
+  g_assert_cmpuint (hanashi_engine_get_model_info (hanashi_window_get_engine (window))->n_ctx, ==, MIN (trained, 4096));
+  settle ();
+  g_assert_false (toast_about_smaller_context (window));
+
+  g_settings_set_int (settings, "context-size", (int) trained * 2);
+  hanashi_window_open_model (window, file);
+  wait_until (toast_about_smaller_context, window);
+  g_assert_cmpuint (hanashi_engine_get_model_info (hanashi_window_get_engine (window))->n_ctx, ==, trained);
+  gtk_window_destroy (GTK_WINDOW (window));
+  g_settings_reset (settings, "context-size");
+  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1117,6 +1183,8 @@ main (int argc, char **argv)
 
   g_test_add_func ("/Hanashi/Chat/send", test_send);
   g_test_add_func ("/Hanashi/Chat/no-model", test_send_disabled_without_model);
+  g_test_add_func ("/Hanashi/Chat/engine-warning", test_engine_warning);
+  g_test_add_func ("/Hanashi/Chat/context-clamped", test_context_clamped);
   g_test_add_func ("/Hanashi/Chat/params", test_params);
   g_test_add_func ("/Hanashi/Chat/stop", test_stop);
   g_test_add_func ("/Hanashi/Chat/store-failure", test_store_failure_keeps_text);

@@ -21,6 +21,7 @@ typedef struct {
   GString *text;
   GPtrArray *pieces;
   guint n_done, n_errors, n_warnings, n_dropped_signals;
+  int last_warning_code;
   guint last_done_id, last_error_id;
   guint dropped_messages, dropped_tokens;
   HanashiGenerationStats stats;
@@ -91,9 +92,15 @@ on_error (HanashiEngine *engine, guint id, GError *error, Fixture *f)
 }
 
 static void
-on_warning (HanashiEngine *engine, guint id, const char *message, Fixture *f)
+on_warning (HanashiEngine *engine, guint id, GError *warning, Fixture *f)
 {
-  (void) engine; (void) id; (void) message;
+  (void) engine; (void) id;
+  g_assert_true (warning->domain == HANASHI_ENGINE_ERROR);
+  if (warning->code == HANASHI_ENGINE_ERROR_TEMPLATE_FAILED)
+    g_assert_nonnull (strstr (warning->message, "ChatML"));
+  else
+    g_assert_cmpint (warning->code, ==, HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED);
+  f->last_warning_code = warning->code;
   f->n_warnings++;
 }
 
@@ -396,7 +403,15 @@ test_load_info (Fixture *f, gconstpointer data)
   g_assert_cmpfloat (f->last_progress, ==, 1.0);
   g_assert_false (f->progress_regressed);
 
+  /* more context than the model was trained for: clamped, with a warning */
+  f->n_warnings = 0;
+  load_and_wait (f, LLAMA, 8192);
+  g_assert_cmpuint (hanashi_engine_get_model_info (f->engine)->n_ctx, ==, 2048);
+  g_assert_cmpuint (f->n_warnings, ==, 1);
+  g_assert_cmpint (f->last_warning_code, ==, HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED);
+
   /* n_ctx 0: the training context, capped at 4096; a batch size set before the load */
+  f->n_warnings = 0;
   hanashi_engine_set_batch_size (f->engine, 16);
   load_and_wait (f, STORIES, 0);
   hanashi_engine_set_batch_size (f->engine, 0);
@@ -404,6 +419,7 @@ test_load_info (Fixture *f, gconstpointer data)
   g_assert_cmpstr (info->arch, ==, "llama");
   g_assert_cmpuint (info->n_ctx, ==, 128);
   g_assert_cmpuint (info->n_batch, ==, 16);
+  g_assert_cmpuint (f->n_warnings, ==, 0);
   g_assert_cmpuint (info->n_vocab, ==, 512);
 
   hanashi_engine_unload (f->engine);
@@ -634,7 +650,7 @@ sink_token (gpointer data, const char *text, gint token_id)
 }
 
 static void sink_progress (gpointer data, guint done, guint total) { (void) done; (void) total; ((SinkState *) data)->progress_calls++; }
-static void sink_warning (gpointer data, const char *message) { (void) data; (void) message; }
+static void sink_warning (gpointer data, int code, const char *message) { (void) data; (void) code; (void) message; }
 static void sink_dropped (gpointer data, guint a, guint b) { (void) data; (void) a; (void) b; }
 static void sink_write_failed (gpointer data, const char *message) { (void) data; (void) message; }
 
