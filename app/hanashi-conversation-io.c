@@ -202,6 +202,20 @@ get_string (JsonObject *o, const char *name, gboolean required, const char *fall
 }
 
 static gboolean
+get_bool (JsonObject *o, const char *name, gboolean fallback, gboolean *out, const char *where, GError **error)
+{
+  JsonNode *n = json_object_get_member (o, name);
+  if (!n) {
+    *out = fallback;
+    return TRUE;
+  }
+  if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_BOOLEAN)
+    return invalid (error, _("The field “%s” in %s must be true or false."), name, where);
+  *out = json_node_get_boolean (n);
+  return TRUE;
+}
+
+static gboolean
 get_int (JsonObject *o, const char *name, gboolean required, gint64 fallback, gint64 min, gint64 max,
          gint64 *out, const char *where, GError **error)
 {
@@ -254,7 +268,6 @@ parse_message (JsonNode *node, guint index, GHashTable *seen, GError **error)
   }
   JsonObject *o = json_node_get_object (node);
   g_autoptr(HanashiStoredMessage) m = g_new0 (HanashiStoredMessage, 1);
-  gint64 complete_int = 1;
   if (!get_int (o, "id", TRUE, 0, 1, G_MAXINT64, &m->id, where, error)
       || !get_int (o, "parent", FALSE, 0, 0, G_MAXINT64, &m->parent_id, where, error)
       || !get_int (o, "group", FALSE, m->id, 1, G_MAXINT64, &m->alternative_group, where, error)
@@ -281,23 +294,9 @@ parse_message (JsonNode *node, guint index, GHashTable *seen, GError **error)
       return NULL;
     }
   }
-  n = json_object_get_member (o, "complete");
-  if (n) {
-    if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_BOOLEAN) {
-      invalid (error, _("The field “%s” in %s must be true or false."), "complete", where);
-      return NULL;
-    }
-    complete_int = json_node_get_boolean (n);
-  }
-  m->complete = complete_int != 0;
-  n = json_object_get_member (o, "shown");
-  if (n) {
-    if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_BOOLEAN) {
-      invalid (error, _("The field “%s” in %s must be true or false."), "shown", where);
-      return NULL;
-    }
-    m->shown = json_node_get_boolean (n);
-  }
+  if (!get_bool (o, "complete", TRUE, &m->complete, where, error)
+      || !get_bool (o, "shown", FALSE, &m->shown, where, error))
+    return NULL;
 
   if (g_strcmp0 (m->role, "user") != 0 && g_strcmp0 (m->role, "assistant") != 0
       && g_strcmp0 (m->role, "system") != 0) {
