@@ -52,6 +52,30 @@ wait_until (Condition condition, gpointer data)
     }
 }
 
+static gboolean
+has_label_containing (GtkWidget *root, const char *needle)
+{
+  if (GTK_IS_LABEL (root) && strstr (gtk_label_get_label (GTK_LABEL (root)), needle) != NULL)
+    return TRUE;
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    if (has_label_containing (child, needle))
+      return TRUE;
+  return FALSE;
+}
+
+/* Runs the main loop until a label under @window (a toast, say) contains @needle. */
+static void
+wait_for_text (HanashiWindow *window, const char *needle)
+{
+  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (!has_label_containing (GTK_WIDGET (window), needle))
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_main_context_iteration (NULL, FALSE);
+      g_usleep (1000);
+    }
+}
+
 static void
 settle (void)
 {
@@ -392,14 +416,6 @@ test_stop (void)
 }
 
 static gboolean reply_started (gpointer data);
-static gboolean has_label_containing (GtkWidget *root, const char *needle);
-
-static gboolean
-toast_about_database (gpointer data)
-{
-  return has_label_containing (data, "The conversation database reported an unexpected error.");
-}
-
 static gboolean
 reply_saved (gpointer data)
 {
@@ -430,7 +446,7 @@ test_store_failure_keeps_text (void)
   g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 0);
   g_assert_false (hanashi_composer_get_generating (get_composer (window)));
   /* The store's sentence is shown as it is. */
-  wait_until (toast_about_database, window);
+  wait_for_text (window, "The conversation database reported an unexpected error.");
 
   /* Once the database accepts writes again, the same text goes through. */
   g_assert_cmpint (sqlite3_exec (db, "DROP TRIGGER refuse;", NULL, NULL, NULL), ==, SQLITE_OK);
@@ -460,14 +476,6 @@ test_store_failure_keeps_text (void)
   g_assert_true (g_str_equal (stored->text, hanashi_message_get_text (reply)));
   g_assert_true (stored->complete);
   gtk_window_destroy (GTK_WINDOW (window));
-}
-
-static gboolean has_label_containing (GtkWidget *root, const char *needle);
-
-static gboolean
-toast_cannot_bring_back (gpointer data)
-{
-  return has_label_containing (data, "cannot be brought back");
 }
 
 static gboolean
@@ -563,7 +571,7 @@ test_alternatives (void)
   g_signal_emit_by_name (undo, "clicked");
   g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 3);
   g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, "Third question");
-  wait_until (toast_cannot_bring_back, window);
+  wait_for_text (window, "cannot be brought back");
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
@@ -911,22 +919,32 @@ test_models_dialog (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
-/* The same path with the real engine backend and a tiny model from the shared test data. */
-static void
-test_real_model (void)
+/* The small Qwen2 test model for the tests that run the real backend, or NULL (and the test
+ * skipped) when the test data is not there. */
+static GFile *
+real_model_file (void)
 {
   const char *testdata = g_getenv ("HANASHI_TESTDATA");
   g_autofree char *path = testdata ? g_build_filename (testdata, "models", "tiny-qwen2-gpt2-q8_0.gguf", NULL) : NULL;
   if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
     {
       g_test_skip ("tiny-qwen2-gpt2-q8_0.gguf is not in HANASHI_TESTDATA");
-      return;
+      return NULL;
     }
+  return g_file_new_for_path (path);
+}
+
+/* The same path with the real engine backend and a tiny model from the shared test data. */
+static void
+test_real_model (void)
+{
+  g_autoptr (GFile) file = real_model_file ();
+  if (file == NULL)
+    return;
   hanashi_engine_set_default_backend (NULL);
   g_autoptr (HanashiApplication) app = make_app ();
   HanashiWindow *window = make_window (app, 1100, 760, FALSE);
 
-  g_autoptr (GFile) file = g_file_new_for_path (path);
   hanashi_window_open_model (window, file);
   wait_until (model_loaded, window);
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
@@ -975,28 +993,6 @@ test_real_model (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
-static gboolean
-has_label_containing (GtkWidget *root, const char *needle)
-{
-  if (GTK_IS_LABEL (root) && strstr (gtk_label_get_label (GTK_LABEL (root)), needle) != NULL)
-    return TRUE;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    if (has_label_containing (child, needle))
-      return TRUE;
-  return FALSE;
-}
-
-static gboolean
-toast_about_dropped (gpointer data)
-{
-  return has_label_containing (data, "no longer fit");
-}
-
-static gboolean
-toast_about_ambiguous_grammar (gpointer data)
-{
-  return has_label_containing (data, "too ambiguous to follow");
-}
 
 /* A chat longer than the context: the engine leaves the oldest turns out and the window
  * says so (real backend, context size 256 and batch size 32 from the settings, so the
@@ -1004,20 +1000,15 @@ toast_about_ambiguous_grammar (gpointer data)
 static void
 test_context_overflow (void)
 {
-  const char *testdata = g_getenv ("HANASHI_TESTDATA");
-  g_autofree char *path = testdata ? g_build_filename (testdata, "models", "tiny-qwen2-gpt2-q8_0.gguf", NULL) : NULL;
-  if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
-    {
-      g_test_skip ("tiny-qwen2-gpt2-q8_0.gguf is not in HANASHI_TESTDATA");
-      return;
-    }
+  g_autoptr (GFile) file = real_model_file ();
+  if (file == NULL)
+    return;
   g_autoptr (GSettings) settings = g_settings_new (APP_ID);
   g_settings_set_int (settings, "context-size", 256);
   g_settings_set_int (settings, "batch-size", 32);
   hanashi_engine_set_default_backend (NULL);
   g_autoptr (HanashiApplication) app = make_app ();
   HanashiWindow *window = make_window (app, 1100, 760, FALSE);
-  g_autoptr (GFile) file = g_file_new_for_path (path);
   hanashi_window_open_model (window, file);
   wait_until (model_loaded, window);
   const HanashiModelInfo *info = hanashi_engine_get_model_info (hanashi_window_get_engine (window));
@@ -1040,17 +1031,17 @@ test_context_overflow (void)
   g_assert_true (press_enter (window, 0));
   wait_until (reply_done, window);
   g_assert_true (hanashi_message_get_complete (message_at (window, 9)));
-  wait_until (toast_about_dropped, window);
+  wait_for_text (window, "no longer fit");
 
   /* a grammar too ambiguous to follow in full: the reply still comes, with a toast */
-  g_assert_false (toast_about_ambiguous_grammar (window));
+  g_assert_false (has_label_containing (GTK_WIDGET (window), "too ambiguous to follow"));
   hanashi_params_panel_set_params_json (get_panel (window),
       "{\"max_new_tokens\": 4, \"temperature\": 0, \"grammar_mode\": \"gbnf\", \"grammar\": "
       "\"root ::= item (\\\"uu(u,\\\"* item){217}\\nitem ::= [ -~]+ | [a-z]?\\n\"}");
   hanashi_composer_set_text (get_composer (window), "Any line will do.");
   g_assert_true (press_enter (window, 0));
   wait_until (reply_done, window);
-  wait_until (toast_about_ambiguous_grammar, window);
+  wait_for_text (window, "too ambiguous to follow");
   gtk_window_destroy (GTK_WINDOW (window));
   g_settings_reset (settings, "context-size");
   g_settings_reset (settings, "batch-size");
@@ -1104,18 +1095,6 @@ test_screenshots (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
-static gboolean
-toast_about_chatml (gpointer data)
-{
-  return has_label_containing (data, "written in the ChatML format instead");
-}
-
-static gboolean
-toast_about_smaller_context (gpointer data)
-{
-  return has_label_containing (data, "supports a smaller context");
-}
-
 /* Engine warnings reach the user in their language, not as the engine's English reason. */
 static void
 test_engine_warning (void)
@@ -1124,14 +1103,14 @@ test_engine_warning (void)
   HanashiWindow *window = make_window (app, 1100, 760, FALSE);
   g_autoptr (GError) warning = g_error_new_literal (HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_TEMPLATE_FAILED,
                                                     "The model’s chat template cannot be used (unknown filter 'x'); using ChatML instead");
-  g_assert_false (toast_about_chatml (window));
+  g_assert_false (has_label_containing (GTK_WIDGET (window), "written in the ChatML format instead"));
   g_signal_emit_by_name (hanashi_window_get_engine (window), "warning", 0, warning);
-  wait_until (toast_about_chatml, window);
+  wait_for_text (window, "written in the ChatML format instead");
   g_assert_false (has_label_containing (GTK_WIDGET (window), "unknown filter"));
   g_autoptr (GError) clamped = g_error_new_literal (HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED,
                                                     "The context size of 8192 tokens is more than this model supports; using 2048 tokens.");
   g_signal_emit_by_name (hanashi_window_get_engine (window), "warning", 0, clamped);
-  wait_until (toast_about_smaller_context, window);
+  wait_for_text (window, "supports a smaller context");
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
@@ -1140,29 +1119,24 @@ test_engine_warning (void)
 static void
 test_context_clamped (void)
 {
-  const char *testdata = g_getenv ("HANASHI_TESTDATA");
-  g_autofree char *path = testdata ? g_build_filename (testdata, "models", "tiny-qwen2-gpt2-q8_0.gguf", NULL) : NULL;
-  if (path == NULL || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
-    {
-      g_test_skip ("tiny-qwen2-gpt2-q8_0.gguf is not in HANASHI_TESTDATA");
-      return;
-    }
+  g_autoptr (GFile) file = real_model_file ();
+  if (file == NULL)
+    return;
   g_autoptr (GSettings) settings = g_settings_new (APP_ID);
   g_settings_reset (settings, "context-size");
   hanashi_engine_set_default_backend (NULL);
   g_autoptr (HanashiApplication) app = make_app ();
   HanashiWindow *window = make_window (app, 1100, 760, FALSE);
-  g_autoptr (GFile) file = g_file_new_for_path (path);
   hanashi_window_open_model (window, file);
   wait_until (model_loaded, window);
   guint trained = hanashi_engine_get_model_info (hanashi_window_get_engine (window))->n_ctx_train;
   g_assert_cmpuint (hanashi_engine_get_model_info (hanashi_window_get_engine (window))->n_ctx, ==, MIN (trained, 4096));
   settle ();
-  g_assert_false (toast_about_smaller_context (window));
+  g_assert_false (has_label_containing (GTK_WIDGET (window), "supports a smaller context"));
 
   g_settings_set_int (settings, "context-size", (int) trained * 2);
   hanashi_window_open_model (window, file);
-  wait_until (toast_about_smaller_context, window);
+  wait_for_text (window, "supports a smaller context");
   g_assert_cmpuint (hanashi_engine_get_model_info (hanashi_window_get_engine (window))->n_ctx, ==, trained);
   gtk_window_destroy (GTK_WINDOW (window));
   g_settings_reset (settings, "context-size");
