@@ -397,6 +397,10 @@ on_text (MD_TEXTTYPE type, const MD_CHAR *text, MD_SIZE size, void *userdata)
   return 0;
 }
 
+/* The dialect both the chat view and the sidebar preview parse: GitHub's, raw HTML shown as
+ * text. */
+#define PARSER_FLAGS (MD_DIALECT_GITHUB | MD_FLAG_NOHTML)
+
 /* md4c 0.4.8 looks a few bytes past the end of the text in some cases (an entity or a link
  * cut off at the very end, found by tests/fuzz/fuzz-markdown); what it finds there changed
  * its results and once made it report a text of gigabytes.  Zero padding gives it a
@@ -425,7 +429,7 @@ hanashi_markdown_render (const char *text, gssize length)
   };
   MD_PARSER parser = {
     .abi_version = 0,
-    .flags = MD_DIALECT_GITHUB | MD_FLAG_NOHTML,
+    .flags = PARSER_FLAGS,
     .enter_block = enter_block,
     .leave_block = leave_block,
     .enter_span = enter_span,
@@ -470,7 +474,7 @@ plain_leave_block (MD_BLOCKTYPE type, void *detail, void *userdata)
 }
 
 static int
-plain_span_block_enter (MD_BLOCKTYPE type, void *detail, void *userdata)
+plain_enter_block (MD_BLOCKTYPE type, void *detail, void *userdata)
 {
   (void) type;
   (void) detail;
@@ -479,7 +483,7 @@ plain_span_block_enter (MD_BLOCKTYPE type, void *detail, void *userdata)
 }
 
 static int
-plain_span (MD_SPANTYPE type, void *detail, void *userdata)
+plain_ignore_span (MD_SPANTYPE type, void *detail, void *userdata)
 {
   (void) type;
   (void) detail;
@@ -518,11 +522,11 @@ hanashi_markdown_to_plain (const char *text, gssize length)
   GString *plain = g_string_new (NULL);
   MD_PARSER parser = {
     .abi_version = 0,
-    .flags = MD_DIALECT_GITHUB | MD_FLAG_NOHTML,
-    .enter_block = plain_span_block_enter,
+    .flags = PARSER_FLAGS,
+    .enter_block = plain_enter_block,
     .leave_block = plain_leave_block,
-    .enter_span = plain_span,
-    .leave_span = plain_span,
+    .enter_span = plain_ignore_span,
+    .leave_span = plain_ignore_span,
     .text = plain_text,
   };
   parse_padded (text, length, &parser, plain);
