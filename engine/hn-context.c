@@ -1,4 +1,4 @@
-/* hn-context.c — the forward pass (llama / qwen2) over a batch of tokens.
+/* hn-context.c — the forward pass (llama / qwen2 / qwen2moe) over a batch of tokens.
  *
  * Activations are [token][dim] f32 rows; every projection is one hn_matmul over the whole
  * micro-batch.  Attention reads the F16 cache in one pass per (token, head) with a running
@@ -14,6 +14,7 @@
 #include "hn-memory.h"
 #include "hn-simd.h"
 #include "hn-model-internal.h"
+#include "hn-moe.h"
 #include "hn-threadpool.h"
 
 #define NOTICE_MAX 256
@@ -29,6 +30,7 @@ struct HnContext {
   float *x, *xn, *q, *k, *v, *attn, *gate, *up, *acc;
   void *act;
   int32_t *cells, *out_rows;
+  HnMoeScratch moe; /* mixture-of-experts models only */
   /* attention: per thread, a work area and the list of visible cells */
   float *attn_work;
   size_t attn_work_floats;
@@ -55,6 +57,7 @@ hn_context_free(HnContext *c)
   free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->attn);
   free(c->gate); free(c->up); free(c->acc); free(c->act); free(c->cells); free(c->out_rows);
   free(c->attn_work); free(c->attn_cells);
+  hn_moe_scratch_clear(&c->moe);
   free(c->logits);
   free(c);
 }
@@ -85,17 +88,36 @@ clamp_params(const HnModel *m, const HnContextParams *params, char *notice, size
   return p;
 }
 
+/* The dense feed-forward's width (0 in a mixture-of-experts model, whose experts have
+ * their own scratch). */
+static int
+dense_ff(const HnModel *m)
+{
+  return m->n_expert ? 0 : m->n_ff;
+}
+
+/* The longest row any matrix product of the model takes as input. */
+static int64_t
+widest_input(const HnModel *m)
+{
+  int64_t widest = dense_ff(m) > m->n_embd ? dense_ff(m) : m->n_embd;
+  int64_t moe = hn_moe_ff_width(m->n_ff_exp, m->n_ff_shexp);
+  return moe > widest ? moe : widest;
+}
+
 /* Must match the allocations in hn_context_new. */
 static uint64_t
 scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
 {
   uint64_t nb = (uint64_t) p->n_batch, kv_dim = (uint64_t) m->n_head_kv * (uint64_t) m->head_dim;
-  int64_t widest = m->n_ff > m->n_embd ? m->n_ff : m->n_embd;
-  uint64_t floats = nb * (uint64_t) m->n_embd * 4 + nb * kv_dim * 2 + nb * (uint64_t) m->n_ff * 2
+  int64_t widest = widest_input(m);
+  uint64_t moe = m->n_expert ? hn_moe_scratch_bytes(p->n_batch, m->n_embd, m->n_expert, m->n_expert_used,
+                                                   hn_moe_ff_width(m->n_ff_exp, m->n_ff_shexp)) : 0;
+  uint64_t floats = nb * (uint64_t) m->n_embd * 4 + nb * kv_dim * 2 + nb * (uint64_t) dense_ff(m) * 2
                     + (uint64_t) nth * (uint64_t) m->head_dim
                     + (uint64_t) nth * hn_attn_work_floats(m->n_head / m->n_head_kv, m->head_dim)
                     + (uint64_t) m->n_vocab;
-  return floats * sizeof(float) + hn_matmul_scratch_bytes(widest, p->n_batch, nth)
+  return moe + floats * sizeof(float) + hn_matmul_scratch_bytes(widest, p->n_batch, nth)
          + (uint64_t) nth * (uint64_t) p->n_ctx * sizeof(int32_t) + nb * 2 * sizeof(int32_t);
 }
 
@@ -154,15 +176,20 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   if (!(c->kv = hn_kv_cache_new(m->n_layer, p.n_ctx, kv_dim, err)))
     goto fail;
   size_t nb = (size_t) p.n_batch;
-  int64_t widest = m->n_ff > m->n_embd ? m->n_ff : m->n_embd;
+  int64_t widest = widest_input(m);
   c->x = malloc(nb * (size_t) m->n_embd * sizeof(float));
   c->xn = malloc(nb * (size_t) m->n_embd * sizeof(float));
   c->q = malloc(nb * (size_t) m->n_embd * sizeof(float));
   c->attn = malloc(nb * (size_t) m->n_embd * sizeof(float));
   c->k = malloc(nb * (size_t) kv_dim * sizeof(float));
   c->v = malloc(nb * (size_t) kv_dim * sizeof(float));
-  c->gate = malloc(nb * (size_t) m->n_ff * sizeof(float));
-  c->up = malloc(nb * (size_t) m->n_ff * sizeof(float));
+  if (dense_ff(m)) {
+    c->gate = malloc(nb * (size_t) m->n_ff * sizeof(float));
+    c->up = malloc(nb * (size_t) m->n_ff * sizeof(float));
+  } else if (!hn_moe_scratch_init(&c->moe, p.n_batch, m->n_embd, m->n_expert, m->n_expert_used,
+                                  hn_moe_ff_width(m->n_ff_exp, m->n_ff_shexp), err)) {
+    goto fail;
+  }
   c->acc = malloc((size_t) nth * (size_t) m->head_dim * sizeof(float));
   c->act = malloc(hn_matmul_scratch_bytes(widest, p.n_batch, nth));
   c->attn_work_floats = hn_attn_work_floats(m->n_head / m->n_head_kv, m->head_dim);
@@ -170,8 +197,8 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   c->attn_cells = malloc((size_t) nth * (size_t) p.n_ctx * sizeof(int32_t));
   c->cells = malloc(nb * sizeof(int32_t));
   c->out_rows = malloc(nb * sizeof(int32_t));
-  if (!c->x || !c->xn || !c->q || !c->attn || !c->k || !c->v || !c->gate || !c->up || !c->acc ||
-      !c->act || !c->cells || !c->out_rows || !c->attn_work || !c->attn_cells) {
+  if (!c->x || !c->xn || !c->q || !c->attn || !c->k || !c->v || (dense_ff(m) && (!c->gate || !c->up)) ||
+      !c->acc || !c->act || !c->cells || !c->out_rows || !c->attn_work || !c->attn_cells) {
     hn_error_set(err, HN_ERR_NOMEM, "out of memory for a context of %d tokens", p.n_batch);
     goto fail;
   }
@@ -330,7 +357,7 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
               const bool *want, bool want_last, HnError *err)
 {
   const HnModel *m = c->model;
-  int E = m->n_embd, kv_dim = m->n_head_kv * m->head_dim, F = m->n_ff;
+  int E = m->n_embd, kv_dim = m->n_head_kv * m->head_dim, F = dense_ff(m);
   if (!hn_kv_cache_find_slot(c->kv, nt, pos, seq, c->cells, err))
     return false;
   size_t erow = hn_type_row_bytes(m->tok_embd->type, E);
@@ -370,6 +397,10 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
       c->x[i] += c->xn[i];
     for (int t = 0; t < nt; t++)
       rms_norm(c->x + (size_t) t * E, L->ffn_norm, c->xn + (size_t) t * E, E, m->rms_eps);
+    if (m->n_expert) {
+      hn_moe_forward(&L->moe, &c->moe, c->pool, c->xn, nt, c->act, c->x);
+      continue;
+    }
     hn_matmul(c->pool, L->w_gate, c->xn, nt, c->act, c->gate, F);
     hn_matmul(c->pool, L->w_up, c->xn, nt, c->act, c->up, F);
     for (size_t i = 0; i < (size_t) nt * F; i++) {

@@ -24,9 +24,10 @@ key_f32(const HnGguf *g, const char *arch, const char *suffix, float fallback, f
   return hn_gguf_get_f32_or(g, key, fallback, out, err);
 }
 
-/* Finds a weight tensor and checks its type and its two dimensions. */
+/* Finds a weight tensor and checks its type and its dimensions: ne2 matrices of ne1 rows
+ * of ne0 (ne2 = 1: a plain matrix; more: one matrix per expert). */
 static const HnGgufTensor *
-weight(const HnGguf *g, const char *name, int64_t ne0, int64_t ne1, bool optional, HnError *err)
+weight_3d(const HnGguf *g, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, bool optional, HnError *err)
 {
   const HnGgufTensor *t = hn_gguf_find_tensor(g, name);
   if (!t) {
@@ -34,10 +35,15 @@ weight(const HnGguf *g, const char *name, int64_t ne0, int64_t ne1, bool optiona
       hn_error_set(err, HN_ERR_FORMAT, "missing tensor '%s'", name);
     return NULL;
   }
-  if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
-    hn_error_set(err, HN_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
-                 name, (long long) t->ne[0], (long long) t->ne[1], (long long) t->ne[2],
-                 (long long) t->ne[3], (long long) ne0, (long long) ne1);
+  if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1) {
+    if (ne2 == 1)
+      hn_error_set(err, HN_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]",
+                   name, (long long) t->ne[0], (long long) t->ne[1], (long long) t->ne[2],
+                   (long long) t->ne[3], (long long) ne0, (long long) ne1);
+    else
+      hn_error_set(err, HN_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
+                   name, (long long) t->ne[0], (long long) t->ne[1], (long long) t->ne[2],
+                   (long long) t->ne[3], (long long) ne0, (long long) ne1, (long long) ne2);
     return NULL;
   }
   if (!hn_type_is_weight_type(t->type)) {
@@ -50,6 +56,12 @@ weight(const HnGguf *g, const char *name, int64_t ne0, int64_t ne1, bool optiona
     return NULL;
   }
   return t;
+}
+
+static const HnGgufTensor *
+weight(const HnGguf *g, const char *name, int64_t ne0, int64_t ne1, bool optional, HnError *err)
+{
+  return weight_3d(g, name, ne0, ne1, 1, optional, err);
 }
 
 /* Small vectors (norms, biases) are decoded to f32 once at load. */
@@ -91,6 +103,7 @@ hn_model_free(HnModel *m)
       free(l->bq);
       free(l->bk);
       free(l->bv);
+      free(l->shexp_gate);
     }
     free(m->layers);
   }
@@ -112,6 +125,39 @@ hn_model_load(const char *path, const HnModelParams *params, HnError *err)
 
 #define LIMIT (1 << 20)
 
+/* The router, the experts (3-D: one matrix per expert) and, where the model has one
+ * (expert_shared_feed_forward_length > 0), the shared expert of layer i. */
+static bool
+load_moe_layer(const HnModel *m, int i, HnLayer *l, HnError *err)
+{
+  const HnGguf *g = m->gguf;
+  const int64_t E = m->n_embd, F = m->n_ff_exp, S = m->n_ff_shexp, X = m->n_expert;
+  HnMoeLayer *moe = &l->moe;
+  char name[96];
+  *moe = (HnMoeLayer) { .n_expert = m->n_expert, .n_expert_used = m->n_expert_used,
+                        .n_ff_exp = m->n_ff_exp, .n_ff_shexp = m->n_ff_shexp,
+                        .norm_weights = m->expert_weights_norm };
+#define T(field, suffix, a0, a1, a2) \
+  snprintf(name, sizeof name, "blk.%d." suffix ".weight", i); \
+  if (!(moe->field = weight_3d(g, name, a0, a1, a2, false, err))) return false;
+  T(router, "ffn_gate_inp", E, X, 1)
+  T(gate_exps, "ffn_gate_exps", E, F, X)
+  T(up_exps, "ffn_up_exps", E, F, X)
+  T(down_exps, "ffn_down_exps", F, E, X)
+  if (S > 0) {
+    T(gate_shexp, "ffn_gate_shexp", E, S, 1)
+    T(up_shexp, "ffn_up_shexp", E, S, 1)
+    T(down_shexp, "ffn_down_shexp", S, E, 1)
+    bool failed = false;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp_shexp.weight", i);
+    if (!(l->shexp_gate = vector(g, name, E, false, &failed, err)))
+      return false;
+    moe->shexp_gate = l->shexp_gate;
+  }
+#undef T
+  return true;
+}
+
 HnModel *
 hn_model_from_gguf(HnGguf *g, HnError *err)
 {
@@ -127,19 +173,23 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
     hn_error_prefix(err, "general.architecture");
     goto fail;
   }
-  bool qwen2 = hn_str_eq(arch, "qwen2");
+  /* qwen2moe: qwen2's attention with a mixture of experts in place of the feed-forward */
+  bool qwen2moe = hn_str_eq(arch, "qwen2moe");
+  bool qwen2 = hn_str_eq(arch, "qwen2") || qwen2moe;
+  bool moe = qwen2moe;
   if (!hn_str_eq(arch, "llama") && !qwen2) {
-    hn_error_set(err, HN_ERR_UNSUPPORTED, "unsupported architecture '%.*s' (supported: llama, qwen2)",
+    hn_error_set(err, HN_ERR_UNSUPPORTED, "unsupported architecture '%.*s' (supported: llama, qwen2, qwen2moe)",
                  (int) (arch.len > 64 ? 64 : arch.len), arch.data);
     goto fail;
   }
-  snprintf(m->arch, sizeof m->arch, "%s", qwen2 ? "qwen2" : "llama");
+  snprintf(m->arch, sizeof m->arch, "%s", qwen2moe ? "qwen2moe" : qwen2 ? "qwen2" : "llama");
   const char *a = m->arch;
   uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx, n_rot;
   if (!key_u32(g, a, "embedding_length", 0, true, &n_embd, err) ||
       !key_u32(g, a, "block_count", 0, true, &n_layer, err) ||
       !key_u32(g, a, "attention.head_count", 0, true, &n_head, err) ||
-      !key_u32(g, a, "feed_forward_length", 0, true, &n_ff, err) ||
+      /* a MoE model has no dense feed-forward; the key may still be there */
+      !key_u32(g, a, "feed_forward_length", moe ? 1 : 0, !moe, &n_ff, err) ||
       !key_u32(g, a, "attention.head_count_kv", n_head, false, &n_head_kv, err) ||
       !key_u32(g, a, "context_length", 2048, false, &n_ctx, err))
     goto fail;
@@ -157,6 +207,24 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
   m->n_ff = (int) n_ff;
   m->n_ctx_train = (int) n_ctx;
   m->head_dim = (int) (n_embd / n_head);
+  if (moe) {
+    uint32_t n_expert, n_used, n_ff_exp, n_ff_shexp = 0;
+    if (!key_u32(g, a, "expert_count", 0, true, &n_expert, err) ||
+        !key_u32(g, a, "expert_used_count", 0, true, &n_used, err) ||
+        !key_u32(g, a, "expert_feed_forward_length", 0, true, &n_ff_exp, err) ||
+        !key_u32(g, a, "expert_shared_feed_forward_length", 0, false, &n_ff_shexp, err))
+      goto fail;
+    if (n_expert < 1 || n_expert > 4096 || n_used < 1 || n_used > n_expert || n_ff_exp < 1 ||
+        n_ff_exp > 16 * LIMIT || n_ff_shexp > 16 * LIMIT) {
+      hn_error_set(err, HN_ERR_FORMAT, "inconsistent expert parameters: %u experts, %u used per token, "
+                   "expert feed-forward %u, shared expert feed-forward %u", n_expert, n_used, n_ff_exp, n_ff_shexp);
+      goto fail;
+    }
+    m->n_expert = (int) n_expert;
+    m->n_expert_used = (int) n_used;
+    m->n_ff_exp = (int) n_ff_exp;
+    m->n_ff_shexp = (int) n_ff_shexp;
+  }
   if (!key_u32(g, a, "rope.dimension_count", (uint32_t) m->head_dim, false, &n_rot, err))
     goto fail;
   if (n_rot == 0 || (int) n_rot > m->head_dim || n_rot % 2) {
@@ -248,9 +316,14 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
     W(wk, "attn_k", m->n_embd, kv_dim)
     W(wv, "attn_v", m->n_embd, kv_dim)
     W(wo, "attn_output", m->n_embd, m->n_embd)
-    W(w_gate, "ffn_gate", m->n_embd, m->n_ff)
-    W(w_up, "ffn_up", m->n_embd, m->n_ff)
-    W(w_down, "ffn_down", m->n_ff, m->n_embd)
+    if (moe) {
+      if (!load_moe_layer(m, i, l, err))
+        goto fail;
+    } else {
+      W(w_gate, "ffn_gate", m->n_embd, m->n_ff)
+      W(w_up, "ffn_up", m->n_embd, m->n_ff)
+      W(w_down, "ffn_down", m->n_ff, m->n_embd)
+    }
     V(attn_norm, "attn_norm", "weight", m->n_embd, false)
     V(ffn_norm, "ffn_norm", "weight", m->n_embd, false)
     V(bq, "attn_q", "bias", m->n_embd, true)
@@ -278,6 +351,8 @@ int hn_model_n_ctx_train(const HnModel *m) { return m->n_ctx_train; }
 int hn_model_n_embd(const HnModel *m) { return m->n_embd; }
 int hn_model_n_layer(const HnModel *m) { return m->n_layer; }
 int64_t hn_model_n_params(const HnModel *m) { return m->n_params; }
+int hn_model_n_expert(const HnModel *m) { return m->n_expert; }
+int hn_model_n_expert_used(const HnModel *m) { return m->n_expert_used; }
 size_t hn_model_file_size(const HnModel *m) { return hn_gguf_file_size(m->gguf); }
 
 uint64_t
@@ -292,6 +367,9 @@ hn_model_resident_bytes(const HnModel *m)
   for (int l = 0; l < m->n_layer; l++)
     if (m->layers[l].bq)
       bytes += ((uint64_t) m->n_embd + 2 * kv_dim) * sizeof(float);
+  for (int l = 0; l < m->n_layer; l++)
+    if (m->layers[l].shexp_gate)
+      bytes += (uint64_t) m->n_embd * sizeof(float);
   if (m->rope_factors)
     bytes += (uint64_t) m->rope.n_rot / 2 * sizeof(float);
   return bytes;

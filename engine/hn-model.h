@@ -17,7 +17,7 @@ typedef struct {
   int reserved; /* room for future options (e.g. mlock) */
 } HnModelParams;
 
-/* Loads `path` (llama or qwen2).  Errors name the tensor, key or type at fault. */
+/* Loads `path` (llama, qwen2 or qwen2moe).  Errors name the tensor, key or type at fault. */
 HnModel *hn_model_load(const char *path, const HnModelParams *params, HnError *err);
 /* Same over an already opened GGUF; the model takes ownership of it, also on failure. */
 HnModel *hn_model_from_gguf(HnGguf *gguf, HnError *err);
@@ -29,6 +29,9 @@ int hn_model_n_ctx_train(const HnModel *model);
 int hn_model_n_embd(const HnModel *model);
 int hn_model_n_layer(const HnModel *model);
 int64_t hn_model_n_params(const HnModel *model);
+/* Mixture of experts: experts per layer and how many each token uses (0 and 0: dense). */
+int hn_model_n_expert(const HnModel *model);
+int hn_model_n_expert_used(const HnModel *model);
 size_t hn_model_file_size(const HnModel *model);
 /* Bytes of weights that inference keeps in memory: every mapped tensor plus the engine's
  * own float copies (norms, biases). */

@@ -1,5 +1,6 @@
 /* Parity with the reference engine: every reference file in testdata/reference against
- * the model it was made from (KL divergence, top-1 agreement, greedy continuation). */
+ * the model it was made from (KL divergence, top-1 agreement, greedy continuation), and
+ * the same for testdata/arch/reference of the architectures listed in arch_covered. */
 #include <glib.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -9,6 +10,11 @@
 #include "hn-quants.h"
 
 static const char *testdata;
+
+/* Architectures of testdata/arch/ (files arch-<name>-*) that the engine runs. */
+static const char *const arch_covered[] = {
+  "qwen2moe",
+};
 
 static double
 log_sum_exp(const float *x, int n)
@@ -34,14 +40,18 @@ argmax(const float *x, int n)
 static void
 test_reference(gconstpointer data)
 {
-  const char *json_name = data;
-  g_autofree char *json_path = g_build_filename(testdata, "reference", json_name, NULL);
+  /* "reference/NAME.json" or "arch/reference/NAME.json"; the model is in the sibling
+   * models folder */
+  const char *rel = data;
+  const char *json_name = strrchr(rel, '/') + 1;
+  g_autofree char *base = g_strndup(rel, (gsize) (json_name - rel) - strlen("reference/"));
+  g_autofree char *json_path = g_build_filename(testdata, rel, NULL);
   g_autofree char *stem = g_strndup(json_name, strlen(json_name) - strlen(".json"));
   const char *dot = strrchr(stem, '.');
   g_autofree char *model_name = g_strdup_printf("%.*s.gguf", (int) (dot - stem), stem);
-  g_autofree char *model_path = g_build_filename(testdata, "models", model_name, NULL);
+  g_autofree char *model_path = g_build_filename(testdata, base, "models", model_name, NULL);
   g_autofree char *logits_name = g_strdup_printf("%s.logits.f32", stem);
-  g_autofree char *logits_path = g_build_filename(testdata, "reference", logits_name, NULL);
+  g_autofree char *logits_path = g_build_filename(testdata, base, "reference", logits_name, NULL);
 
   g_autoptr(JsonParser) parser = json_parser_new();
   g_autoptr(GError) gerr = NULL;
@@ -151,26 +161,49 @@ compare_names(gconstpointer a, gconstpointer b)
   return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
+static bool
+is_covered_arch(const char *json_name)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS(arch_covered); i++) {
+    g_autofree char *prefix = g_strdup_printf("arch-%s-", arch_covered[i]);
+    if (g_str_has_prefix(json_name, prefix))
+      return true;
+  }
+  return false;
+}
+
+/* Adds "<folder>/NAME.json" for the reference files in testdata/<folder>. */
+static void
+list_references(const char *folder, bool arch_only, GPtrArray *names)
+{
+  g_autofree char *dir_path = g_build_filename(testdata, folder, NULL);
+  GDir *dir = g_dir_open(dir_path, 0, NULL);
+  g_assert_nonnull(dir);
+  const char *entry;
+  while ((entry = g_dir_read_name(dir)))
+    if (g_str_has_suffix(entry, ".json") && (!arch_only || is_covered_arch(entry)))
+      g_ptr_array_add(names, g_strdup_printf("%s/%s", folder, entry));
+  g_dir_close(dir);
+}
+
 int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   testdata = g_getenv("HANASHI_TESTDATA");
   g_autofree char *dir_path = testdata ? g_build_filename(testdata, "reference", NULL) : NULL;
-  GDir *dir = dir_path ? g_dir_open(dir_path, 0, NULL) : NULL;
-  if (!dir) {
+  if (!dir_path || !g_file_test(dir_path, G_FILE_TEST_IS_DIR)) {
     g_test_skip("no test data");
     return g_test_run();
   }
   GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
-  const char *entry;
-  while ((entry = g_dir_read_name(dir)))
-    if (g_str_has_suffix(entry, ".json"))
-      g_ptr_array_add(names, g_strdup(entry));
-  g_dir_close(dir);
+  list_references("reference", false, names);
+  list_references("arch/reference", true, names);
   g_ptr_array_sort(names, compare_names);
   for (guint i = 0; i < names->len; i++) {
-    g_autofree char *path = g_strdup_printf("/parity/%s", (char *) names->pdata[i]);
+    const char *rel = names->pdata[i];
+    g_autofree char *path = g_strdup_printf("/parity/%s%s", g_str_has_prefix(rel, "arch/") ? "arch/" : "",
+                                            strrchr(rel, '/') + 1);
     g_test_add_data_func(path, names->pdata[i], test_reference);
   }
   int status = g_test_run();
