@@ -34,6 +34,8 @@ struct HnContext {
   /* attention: per thread, a work area and the list of visible cells */
   float *attn_work;
   size_t attn_work_floats;
+  float *attn_scores; /* per thread: group × hn_attn_score_stride(n_ctx) */
+  size_t attn_scores_floats;
   int32_t *attn_cells;
   /* output */
   float *logits;
@@ -56,7 +58,7 @@ hn_context_free(HnContext *c)
   hn_kv_cache_free(c->kv);
   free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->attn);
   free(c->gate); free(c->up); free(c->acc); free(c->act); free(c->cells); free(c->out_rows);
-  free(c->attn_work); free(c->attn_cells);
+  free(c->attn_work); free(c->attn_cells); free(c->attn_scores);
   hn_moe_scratch_clear(&c->moe);
   free(c->logits);
   free(c);
@@ -105,6 +107,13 @@ widest_input(const HnModel *m)
   return moe > widest ? moe : widest;
 }
 
+/* Per thread: the scores of every cell for the query heads of one KV head. */
+static size_t
+attn_scores_floats(const HnModel *m, const HnContextParams *p)
+{
+  return (size_t) (m->n_head / m->n_head_kv) * hn_attn_score_stride(p->n_ctx);
+}
+
 /* Must match the allocations in hn_context_new. */
 static uint64_t
 scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
@@ -116,6 +125,7 @@ scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
   uint64_t floats = nb * (uint64_t) m->n_embd * 4 + nb * kv_dim * 2 + nb * (uint64_t) dense_ff(m) * 2
                     + (uint64_t) nth * (uint64_t) m->head_dim
                     + (uint64_t) nth * hn_attn_work_floats(m->n_head / m->n_head_kv, m->head_dim)
+                    + (uint64_t) nth * attn_scores_floats(m, p)
                     + (uint64_t) m->n_vocab;
   return moe + floats * sizeof(float) + hn_matmul_scratch_bytes(widest, p->n_batch, nth)
          + (uint64_t) nth * (uint64_t) p->n_ctx * sizeof(int32_t) + nb * 2 * sizeof(int32_t);
@@ -195,10 +205,13 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   c->attn_work_floats = hn_attn_work_floats(m->n_head / m->n_head_kv, m->head_dim);
   c->attn_work = aligned_alloc(64, (size_t) nth * c->attn_work_floats * sizeof(float));
   c->attn_cells = malloc((size_t) nth * (size_t) p.n_ctx * sizeof(int32_t));
+  c->attn_scores_floats = attn_scores_floats(m, &p);
+  c->attn_scores = aligned_alloc(64, (size_t) nth * c->attn_scores_floats * sizeof(float));
   c->cells = malloc(nb * sizeof(int32_t));
   c->out_rows = malloc(nb * sizeof(int32_t));
   if (!c->x || !c->xn || !c->q || !c->attn || !c->k || !c->v || (dense_ff(m) && (!c->gate || !c->up)) ||
-      !c->acc || !c->act || !c->cells || !c->out_rows || !c->attn_work || !c->attn_cells) {
+      !c->acc || !c->act || !c->cells || !c->out_rows || !c->attn_work || !c->attn_cells ||
+      !c->attn_scores) {
     hn_error_set(err, HN_ERR_NOMEM, "out of memory for a context of %d tokens", p.n_batch);
     goto fail;
   }
@@ -255,7 +268,7 @@ typedef struct {
 } AttnJob;
 
 /* Scalar reference attention, one (token, head) at a time (no SIMD level, or a head size
- * the SIMD kernels do not take). */
+ * the SIMD kernels do not take); rounded like the SIMD kernels (see HnAttnArgs). */
 static void
 attn_worker_scalar(void *data, int ith, int nth)
 {
@@ -267,37 +280,39 @@ attn_worker_scalar(void *data, int ith, int nth)
   int hd = m->head_dim, group = m->n_head / m->n_head_kv;
   float scale = 1.0f / sqrtf((float) hd);
   float *acc = job->c->acc + (size_t) ith * (size_t) hd;
+  float *prob = job->c->attn_scores + (size_t) ith * job->c->attn_scores_floats;
   for (int item = ith; item < job->n_tokens * m->n_head; item += nth) {
     int t = item / m->n_head, h = item % m->n_head, kvh = h / group;
     const float *q = job->c->q + (size_t) t * (size_t) m->n_embd + (size_t) h * (size_t) hd;
     uint8_t bit = (uint8_t) (1u << job->seq[t]);
-    float mx = -INFINITY, sum = 0.0f;
-    memset(acc, 0, (size_t) hd * sizeof(float));
+    float mx = -INFINITY;
     for (int cell = 0; cell < n_cells; cell++) {
+      prob[cell] = -INFINITY;
       if (cells[cell].pos < 0 || cells[cell].pos > job->pos[t] || !(cells[cell].seq_mask & bit))
         continue;
       const uint16_t *kr = hn_kv_cache_k_row(kv, job->layer, cell) + (size_t) kvh * (size_t) hd;
-      const uint16_t *vr = hn_kv_cache_v_row(kv, job->layer, cell) + (size_t) kvh * (size_t) hd;
       float s = 0.0f;
       for (int i = 0; i < hd; i++)
         s += q[i] * hn_fp16_to_fp32(kr[i]);
-      s *= scale;
-      if (s > mx) {
-        float r = expf(mx - s);
-        sum *= r;
-        for (int i = 0; i < hd; i++)
-          acc[i] *= r;
-        mx = s;
-      }
-      float e = expf(s - mx);
-      sum += e;
+      prob[cell] = s * scale;
+      mx = prob[cell] > mx ? prob[cell] : mx;
+    }
+    double sum = 0.0;
+    for (int cell = 0; cell < n_cells; cell++)
+      if (prob[cell] > -INFINITY)
+        sum += prob[cell] = expf(prob[cell] - mx);
+    float inv = sum > 0.0 ? (float) (1.0 / sum) : 0.0f;
+    memset(acc, 0, (size_t) hd * sizeof(float));
+    for (int cell = 0; cell < n_cells; cell++) {
+      if (prob[cell] == -INFINITY)
+        continue;
+      float p = hn_fp16_to_fp32(hn_fp32_to_fp16(prob[cell] * inv));
+      const uint16_t *vr = hn_kv_cache_v_row(kv, job->layer, cell) + (size_t) kvh * (size_t) hd;
       for (int i = 0; i < hd; i++)
-        acc[i] += e * hn_fp16_to_fp32(vr[i]);
+        acc[i] += p * hn_fp16_to_fp32(vr[i]);
     }
     float *out = job->c->attn + (size_t) t * (size_t) m->n_embd + (size_t) h * (size_t) hd;
-    float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    for (int i = 0; i < hd; i++)
-      out[i] = acc[i] * inv;
+    memcpy(out, acc, (size_t) hd * sizeof(float));
   }
 }
 
@@ -319,6 +334,7 @@ attn_worker(void *data, int ith, int nth)
     .head_dim = hd, .n_q = group, .q_stride = (size_t) hd, .scale = 1.0f / sqrtf((float) hd),
     .kv_stride = (size_t) kv_dim, .cells = visible, .out_stride = (size_t) hd,
     .work = c->attn_work + (size_t) ith * c->attn_work_floats,
+    .scores = c->attn_scores + (size_t) ith * c->attn_scores_floats,
   };
   const uint16_t *k0 = hn_kv_cache_k_row(kv, job->layer, 0), *v0 = hn_kv_cache_v_row(kv, job->layer, 0);
   int listed_for = -1;
@@ -388,7 +404,13 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
         vr[i] = hn_fp32_to_fp16(c->v[(size_t) t * kv_dim + i]);
       }
     }
+    /* the reference engine's attention takes the query as F16 (see HnAttnArgs) */
     const HnSimdKernels *k = hn_simd_kernels();
+    if (k && k->round_f16)
+      k->round_f16(c->q, c->q, (int64_t) nt * E);
+    else
+      for (size_t i = 0; i < (size_t) nt * E; i++)
+        c->q[i] = hn_fp16_to_fp32(hn_fp32_to_fp16(c->q[i]));
     AttnJob job = { .c = c, .layer = il, .n_tokens = nt, .pos = pos, .seq = seq,
                     .attn = k->attn && m->head_dim % k->attn_multiple == 0 ? k->attn : NULL };
     hn_threadpool_run(c->pool, job.attn ? attn_worker : attn_worker_scalar, &job);

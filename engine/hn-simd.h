@@ -74,7 +74,11 @@ typedef void (*HnPanelGemmFn)(const void *panel, int64_t n, int n_rows, const Hn
 
 /* Attention of one query position for the n_q query heads that share one KV head, over
  * the listed cache cells (F16 rows of the KV head, kv_stride elements from one cell to
- * the next): out_h = softmax_c(scale · q_h · k_c) · v_c. */
+ * the next): out_h = Σ_c f16(softmax_c(scale · q_h · k_c)) · v_c.
+ * Rounded like the reference engine, whose attention multiplies the F16 cache with F16
+ * copies of its operands: q_h holds F16 values (the caller rounds it) and every
+ * probability is rounded to F16 before it weights its value.  A single near-tie (an
+ * expert choice, a greedy token) can hinge on this last bit. */
 #define HN_ATTN_CHUNK 32
 typedef struct {
   int head_dim, n_q;
@@ -87,7 +91,8 @@ typedef struct {
   int n_cells;
   float *out;
   size_t out_stride;
-  float *work; /* hn_attn_work_floats() floats, 64-byte aligned */
+  float *work;   /* hn_attn_work_floats() floats, 64-byte aligned */
+  float *scores; /* n_q × hn_attn_score_stride(n_cells) floats, 64-byte aligned */
 } HnAttnArgs;
 typedef void (*HnAttnFn)(const HnAttnArgs *args);
 
@@ -96,6 +101,14 @@ hn_attn_work_floats(int n_q, int head_dim)
 {
   size_t head = (size_t)n_q * (size_t)(head_dim + HN_ATTN_CHUNK + 2);
   return ((head + 15) & ~(size_t)15) + 2 * HN_ATTN_CHUNK * (size_t)head_dim;
+}
+
+/* Floats from one query head's scores to the next: n_cells rounded up to whole
+ * 16-float vectors. */
+static inline size_t
+hn_attn_score_stride(int n_cells)
+{
+  return ((size_t)(n_cells > 0 ? n_cells : 0) + 15) & ~(size_t)15;
 }
 
 /* F16 weights: a panel holds 16 rows as halves, element-major (the 16 rows' values of

@@ -121,8 +121,13 @@ test_two_sequences(gconstpointer name)
   g_assert_true(hn_context_decode(c, &b, &err));
   for (int i = 0; i < n; i++)
     memcpy(both + (size_t) order[i] * nv, hn_context_get_logits(c, i), (size_t) nv * sizeof(float));
+  /* The 7 tokens alone may take the small-batch kernels and the 16 together the batch
+   * kernels: as in test_incremental, a last-bit difference can flip one rounding (F16
+   * query and probabilities in attention, 8-bit activations) of a quantized model; a
+   * leak between the sequences moves the logits by O(1). */
+  double bound = strstr((const char *) name, "f32") ? 1e-5 : 2e-2;
   for (int i = 0; i < n; i++)
-    g_assert_cmpfloat(rel_diff(alone + (size_t) i * nv, both + (size_t) i * nv, (size_t) nv), <, 1e-5);
+    g_assert_cmpfloat(rel_diff(alone + (size_t) i * nv, both + (size_t) i * nv, (size_t) nv), <, bound);
   hn_context_free(c);
   hn_model_free(m);
 }
