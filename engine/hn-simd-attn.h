@@ -52,6 +52,9 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
           d0 = VFMADD(VLOAD(q + j * VLEN), VLOAD(kf + i * hd + j * VLEN), d0);
         s[i] = VHSUM(VADD(d0, d1)) * a->scale;
       }
+      if (a->softcap > 0.0f)
+        for (int i = 0; i < nc; i++)
+          s[i] = a->softcap * tanhf(s[i] / a->softcap);
       float cm = s[0];
       for (int i = 1; i < nc; i++)
         cm = s[i] > cm ? s[i] : cm;

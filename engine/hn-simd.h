@@ -74,13 +74,14 @@ typedef void (*HnPanelGemmFn)(const void *panel, int64_t n, int n_rows, const Hn
 
 /* Attention of one query position for the n_q query heads that share one KV head, over
  * the listed cache cells (F16 rows of the KV head, kv_stride elements from one cell to
- * the next): out_h = softmax_c(scale · q_h · k_c) · v_c. */
+ * the next): out_h = softmax_c(cap(scale · q_h · k_c)) · v_c. */
 #define HN_ATTN_CHUNK 32
 typedef struct {
   int head_dim, n_q;
   const float *q;
   size_t q_stride;
   float scale;
+  float softcap; /* > 0: scores become softcap · tanh(score / softcap) (gemma2) */
   const uint16_t *k, *v;
   size_t kv_stride;
   const int32_t *cells;

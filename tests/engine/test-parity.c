@@ -1,5 +1,6 @@
-/* Parity with the reference engine: every reference file in testdata/reference against
- * the model it was made from (KL divergence, top-1 agreement, greedy continuation). */
+/* Parity with the reference engine: every reference file in testdata/reference (and
+ * testdata/arch/reference, the further architectures) against the model it was made from
+ * (KL divergence, top-1 agreement, greedy continuation). */
 #include <glib.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -34,14 +35,18 @@ argmax(const float *x, int n)
 static void
 test_reference(gconstpointer data)
 {
-  const char *json_name = data;
-  g_autofree char *json_path = g_build_filename(testdata, "reference", json_name, NULL);
+  /* "reference/NAME.json" or "arch/reference/NAME.json" under the test data */
+  const char *rel = data;
+  g_autofree char *ref_dir = g_path_get_dirname(rel);
+  g_autofree char *group = g_path_get_dirname(ref_dir); /* "." or "arch" */
+  g_autofree char *json_name = g_path_get_basename(rel);
+  g_autofree char *json_path = g_build_filename(testdata, rel, NULL);
   g_autofree char *stem = g_strndup(json_name, strlen(json_name) - strlen(".json"));
   const char *dot = strrchr(stem, '.');
   g_autofree char *model_name = g_strdup_printf("%.*s.gguf", (int) (dot - stem), stem);
-  g_autofree char *model_path = g_build_filename(testdata, "models", model_name, NULL);
+  g_autofree char *model_path = g_build_filename(testdata, group, "models", model_name, NULL);
   g_autofree char *logits_name = g_strdup_printf("%s.logits.f32", stem);
-  g_autofree char *logits_path = g_build_filename(testdata, "reference", logits_name, NULL);
+  g_autofree char *logits_path = g_build_filename(testdata, group, "reference", logits_name, NULL);
 
   g_autoptr(JsonParser) parser = json_parser_new();
   g_autoptr(GError) gerr = NULL;
@@ -55,6 +60,11 @@ test_reference(gconstpointer data)
 
   HnError err = { 0 };
   HnModel *model = hn_model_load(model_path, NULL, &err);
+  if (!model && err.code == HN_ERR_UNSUPPORTED && strcmp(group, ".") != 0) {
+    /* an architecture of arch/ that another part of the engine has yet to bring */
+    g_test_skip(err.message);
+    return;
+  }
   g_assert_true(model != NULL);
   int nv = hn_model_n_vocab(model);
   uint32_t type = hn_model_main_type(model);
@@ -151,26 +161,38 @@ compare_names(gconstpointer a, gconstpointer b)
   return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
+/* Adds "SUBDIR/NAME.json" for every reference file in testdata/SUBDIR. */
+static bool
+list_references(const char *subdir, GPtrArray *names)
+{
+  g_autofree char *dir_path = g_build_filename(testdata, subdir, NULL);
+  GDir *dir = g_dir_open(dir_path, 0, NULL);
+  if (!dir)
+    return false;
+  const char *entry;
+  while ((entry = g_dir_read_name(dir)))
+    if (g_str_has_suffix(entry, ".json"))
+      g_ptr_array_add(names, g_build_filename(subdir, entry, NULL));
+  g_dir_close(dir);
+  return true;
+}
+
 int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   testdata = g_getenv("HANASHI_TESTDATA");
-  g_autofree char *dir_path = testdata ? g_build_filename(testdata, "reference", NULL) : NULL;
-  GDir *dir = dir_path ? g_dir_open(dir_path, 0, NULL) : NULL;
-  if (!dir) {
+  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+  if (!testdata || !list_references("reference", names)) {
+    g_ptr_array_unref(names);
     g_test_skip("no test data");
     return g_test_run();
   }
-  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
-  const char *entry;
-  while ((entry = g_dir_read_name(dir)))
-    if (g_str_has_suffix(entry, ".json"))
-      g_ptr_array_add(names, g_strdup(entry));
-  g_dir_close(dir);
+  list_references("arch/reference", names);
   g_ptr_array_sort(names, compare_names);
   for (guint i = 0; i < names->len; i++) {
-    g_autofree char *path = g_strdup_printf("/parity/%s", (char *) names->pdata[i]);
+    const char *rel = names->pdata[i];
+    g_autofree char *path = g_strdup_printf("/parity/%s", g_str_has_prefix(rel, "arch/") ? rel : rel + strlen("reference/"));
     g_test_add_data_func(path, names->pdata[i], test_reference);
   }
   int status = g_test_run();
