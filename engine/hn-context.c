@@ -1,8 +1,12 @@
-/* hn-context.c — the forward pass (llama / qwen2 / qwen2moe) over a batch of tokens.
+/* hn-context.c — the forward pass over a batch of tokens, for every architecture of
+ * hn-arch.h: the traits decide the norms, projections, activation, attention details and
+ * whether a mixture of experts (hn-moe.h) takes the feed-forward's place.
  *
  * Activations are [token][dim] f32 rows; every projection is one hn_matmul over the whole
- * micro-batch.  Attention reads the F16 cache in one pass per (token, head) with a running
- * max and sum, so no score matrix is materialised. */
+ * micro-batch.  Attention reads the F16 cache once per (token, KV head): the keys in a
+ * first pass that keeps one row of scores per query head (per thread, n_ctx long), the
+ * values in a second, so the probabilities can be rounded as the reference engine
+ * rounds them (see HnAttnArgs). */
 #include "hn-context.h"
 
 #include <math.h>
@@ -24,6 +28,9 @@ struct HnContext {
   HnContextParams params;
   HnThreadPool *pool;
   HnKvCache *kv;
+  /* rotation of global and sliding-window layers (the long or short Phi-3 factors chosen
+   * for this context size) */
+  HnRope rope, rope_local;
   HnCancelFn cancel;
   void *cancel_data;
   /* scratch sized for n_batch tokens at creation */
@@ -98,13 +105,14 @@ dense_ff(const HnModel *m)
   return m->n_expert ? 0 : m->n_ff;
 }
 
-/* The longest row any matrix product of the model takes as input. */
+/* The widest row a projection reads. */
 static int64_t
 widest_input(const HnModel *m)
 {
-  int64_t widest = dense_ff(m) > m->n_embd ? dense_ff(m) : m->n_embd;
+  int64_t q_dim = (int64_t) m->n_head * m->head_dim, w = dense_ff(m) > m->n_embd ? dense_ff(m) : m->n_embd;
   int64_t moe = hn_moe_ff_width(m->n_ff_exp, m->n_ff_shexp);
-  return moe > widest ? moe : widest;
+  w = moe > w ? moe : w;
+  return q_dim > w ? q_dim : w;
 }
 
 /* Per thread: the scores of every cell for the query heads of one KV head. */
@@ -114,15 +122,26 @@ attn_scores_floats(const HnModel *m, const HnContextParams *p)
   return (size_t) (m->n_head / m->n_head_kv) * hn_attn_score_stride(p->n_ctx);
 }
 
+/* Rows the sliding-window layers keep: a window for every sequence plus one batch. */
+static int
+ring_rows(const HnModel *m, const HnContextParams *p)
+{
+  if (m->swa_window == 0 || m->n_sliding == 0)
+    return 0;
+  int64_t rows = (int64_t) p->n_seq_max * m->swa_window + p->n_batch;
+  return rows < p->n_ctx ? (int) rows : p->n_ctx;
+}
+
 /* Must match the allocations in hn_context_new. */
 static uint64_t
 scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
 {
   uint64_t nb = (uint64_t) p->n_batch, kv_dim = (uint64_t) m->n_head_kv * (uint64_t) m->head_dim;
+  uint64_t q_dim = (uint64_t) m->n_head * (uint64_t) m->head_dim;
   int64_t widest = widest_input(m);
   uint64_t moe = m->n_expert ? hn_moe_scratch_bytes(p->n_batch, m->n_embd, m->n_expert, m->n_expert_used,
                                                    hn_moe_ff_width(m->n_ff_exp, m->n_ff_shexp)) : 0;
-  uint64_t floats = nb * (uint64_t) m->n_embd * 4 + nb * kv_dim * 2 + nb * (uint64_t) dense_ff(m) * 2
+  uint64_t floats = nb * (uint64_t) m->n_embd * 2 + nb * q_dim * 2 + nb * kv_dim * 2 + nb * (uint64_t) dense_ff(m) * 2
                     + (uint64_t) nth * (uint64_t) m->head_dim
                     + (uint64_t) nth * hn_attn_work_floats(m->n_head / m->n_head_kv, m->head_dim)
                     + (uint64_t) nth * attn_scores_floats(m, p)
@@ -132,10 +151,13 @@ scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
 }
 
 static uint64_t
-kv_bytes(const HnModel *m, int n_ctx)
+kv_bytes(const HnModel *m, const HnContextParams *p)
 {
-  uint64_t values = (uint64_t) m->n_layer * (uint64_t) n_ctx * (uint64_t) m->n_head_kv * (uint64_t) m->head_dim;
-  return values * 2 * sizeof(uint16_t) + (uint64_t) n_ctx * sizeof(HnKvCell);
+  int n_ring = ring_rows(m, p), n_sliding = n_ring ? m->n_sliding : 0;
+  uint64_t rows = (uint64_t) (m->n_layer - n_sliding) * (uint64_t) p->n_ctx + (uint64_t) n_sliding * (uint64_t) n_ring;
+  uint64_t values = rows * (uint64_t) m->n_head_kv * (uint64_t) m->head_dim;
+  uint64_t ring_index = n_ring ? (uint64_t) p->n_ctx * 4 + (uint64_t) n_ring * 4 : 0;
+  return values * 2 * sizeof(uint16_t) + (uint64_t) p->n_ctx * sizeof(HnKvCell) + ring_index;
 }
 
 static HnMemoryNeed
@@ -143,7 +165,7 @@ need_for(const HnModel *m, const HnContextParams *p, int nth)
 {
   return (HnMemoryNeed) {
     .weights = hn_model_resident_bytes(m),
-    .kv_cache = kv_bytes(m, p->n_ctx),
+    .kv_cache = kv_bytes(m, p),
     .scratch = scratch_bytes(m, p, nth),
     .n_ctx = p->n_ctx,
   };
@@ -183,14 +205,31 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   HnMemoryNeed need = need_for(m, &p, nth);
   if (!hn_memory_check(&need, err))
     goto fail;
-  if (!(c->kv = hn_kv_cache_new(m->n_layer, p.n_ctx, kv_dim, err)))
+  int n_ring = ring_rows(m, &p);
+  bool *sliding = calloc((size_t) m->n_layer, sizeof *sliding);
+  if (!sliding) {
+    hn_error_set(err, HN_ERR_NOMEM, "out of memory");
     goto fail;
-  size_t nb = (size_t) p.n_batch;
+  }
+  for (int il = 0; il < m->n_layer; il++)
+    sliding[il] = m->layers[il].sliding;
+  c->kv = hn_kv_cache_new_windowed(m->n_layer, p.n_ctx, kv_dim, sliding, n_ring ? m->swa_window : 0, n_ring, err);
+  free(sliding);
+  if (!c->kv)
+    goto fail;
+  /* Phi-3 128k: the long factors beyond the original training context, else the short */
+  c->rope = m->rope;
+  c->rope_local = m->rope_local;
+  if (m->rope_long && p.n_ctx > m->n_ctx_orig)
+    c->rope.freq_factors = c->rope_local.freq_factors = m->rope_long;
+  for (int il = 0; il < m->n_layer; il++)
+    hn_kv_cache_set_layer_rope(c->kv, il, m->layers[il].sliding ? &c->rope_local : &c->rope);
+  size_t nb = (size_t) p.n_batch, q_dim = (size_t) m->n_head * (size_t) m->head_dim;
   int64_t widest = widest_input(m);
   c->x = malloc(nb * (size_t) m->n_embd * sizeof(float));
   c->xn = malloc(nb * (size_t) m->n_embd * sizeof(float));
-  c->q = malloc(nb * (size_t) m->n_embd * sizeof(float));
-  c->attn = malloc(nb * (size_t) m->n_embd * sizeof(float));
+  c->q = malloc(nb * q_dim * sizeof(float));
+  c->attn = malloc(nb * q_dim * sizeof(float));
   c->k = malloc(nb * (size_t) kv_dim * sizeof(float));
   c->v = malloc(nb * (size_t) kv_dim * sizeof(float));
   if (dense_ff(m)) {
@@ -231,7 +270,7 @@ int hn_context_n_ctx(const HnContext *c) { return c->params.n_ctx; }
 int hn_context_n_batch(const HnContext *c) { return c->params.n_batch; }
 const HnModel *hn_context_model(const HnContext *c) { return c->model; }
 HnKvCache *hn_context_kv(HnContext *c) { return c->kv; }
-const HnRope *hn_context_rope(const HnContext *c) { return &c->model->rope; }
+const HnRope *hn_context_rope(const HnContext *c) { return &c->rope; }
 int hn_context_n_logits(const HnContext *c) { return c->n_logits; }
 
 void
@@ -265,7 +304,16 @@ typedef struct {
   int layer, n_tokens;
   const int32_t *pos, *seq;
   HnAttnFn attn;
+  int window;    /* 0: every earlier position is visible */
+  float softcap; /* 0: none */
 } AttnJob;
+
+/* Whether a query of sequence bit `bit` at position p sees the cell. */
+static inline bool
+cell_visible(const HnKvCell *cell, uint8_t bit, int32_t p, int window)
+{
+  return cell->pos >= 0 && cell->pos <= p && (cell->seq_mask & bit) && (window == 0 || p - cell->pos < window);
+}
 
 /* Scalar reference attention, one (token, head) at a time (no SIMD level, or a head size
  * the SIMD kernels do not take); rounded like the SIMD kernels (see HnAttnArgs). */
@@ -277,25 +325,27 @@ attn_worker_scalar(void *data, int ith, int nth)
   HnKvCache *kv = job->c->kv;
   const HnKvCell *cells = hn_kv_cache_cells(kv);
   int n_cells = hn_kv_cache_n_cells(kv);
-  int hd = m->head_dim, group = m->n_head / m->n_head_kv;
-  float scale = 1.0f / sqrtf((float) hd);
+  int hd = m->head_dim, group = m->n_head / m->n_head_kv, q_dim = m->n_head * hd;
   float *acc = job->c->acc + (size_t) ith * (size_t) hd;
   float *prob = job->c->attn_scores + (size_t) ith * job->c->attn_scores_floats;
   for (int item = ith; item < job->n_tokens * m->n_head; item += nth) {
     int t = item / m->n_head, h = item % m->n_head, kvh = h / group;
-    const float *q = job->c->q + (size_t) t * (size_t) m->n_embd + (size_t) h * (size_t) hd;
+    const float *q = job->c->q + (size_t) t * (size_t) q_dim + (size_t) h * (size_t) hd;
     uint8_t bit = (uint8_t) (1u << job->seq[t]);
     float mx = -INFINITY;
     for (int cell = 0; cell < n_cells; cell++) {
       prob[cell] = -INFINITY;
-      if (cells[cell].pos < 0 || cells[cell].pos > job->pos[t] || !(cells[cell].seq_mask & bit))
+      if (!cell_visible(&cells[cell], bit, job->pos[t], job->window))
         continue;
       const uint16_t *kr = hn_kv_cache_k_row(kv, job->layer, cell) + (size_t) kvh * (size_t) hd;
       float s = 0.0f;
       for (int i = 0; i < hd; i++)
         s += q[i] * hn_fp16_to_fp32(kr[i]);
-      prob[cell] = s * scale;
-      mx = prob[cell] > mx ? prob[cell] : mx;
+      s *= m->query_scale;
+      if (job->softcap > 0.0f)
+        s = job->softcap * tanhf(s / job->softcap);
+      prob[cell] = s;
+      mx = s > mx ? s : mx;
     }
     double sum = 0.0;
     for (int cell = 0; cell < n_cells; cell++)
@@ -311,7 +361,7 @@ attn_worker_scalar(void *data, int ith, int nth)
       for (int i = 0; i < hd; i++)
         acc[i] += p * hn_fp16_to_fp32(vr[i]);
     }
-    float *out = job->c->attn + (size_t) t * (size_t) m->n_embd + (size_t) h * (size_t) hd;
+    float *out = job->c->attn + (size_t) t * (size_t) q_dim + (size_t) h * (size_t) hd;
     memcpy(out, acc, (size_t) hd * sizeof(float));
   }
 }
@@ -328,15 +378,17 @@ attn_worker(void *data, int ith, int nth)
   HnKvCache *kv = c->kv;
   const HnKvCell *cells = hn_kv_cache_cells(kv);
   const int n_cells = hn_kv_cache_n_cells(kv), kv_dim = hn_kv_cache_kv_dim(kv);
-  const int hd = m->head_dim, group = m->n_head / m->n_head_kv;
+  const int hd = m->head_dim, group = m->n_head / m->n_head_kv, q_dim = m->n_head * hd;
   int32_t *visible = c->attn_cells + (size_t) ith * (size_t) c->params.n_ctx;
   HnAttnArgs args = {
-    .head_dim = hd, .n_q = group, .q_stride = (size_t) hd, .scale = 1.0f / sqrtf((float) hd),
-    .kv_stride = (size_t) kv_dim, .cells = visible, .out_stride = (size_t) hd,
+    .head_dim = hd, .n_q = group, .q_stride = (size_t) hd, .scale = m->query_scale,
+    .softcap = job->softcap, .kv_stride = (size_t) kv_dim, .cells = visible, .out_stride = (size_t) hd,
     .work = c->attn_work + (size_t) ith * c->attn_work_floats,
     .scores = c->attn_scores + (size_t) ith * c->attn_scores_floats,
   };
-  const uint16_t *k0 = hn_kv_cache_k_row(kv, job->layer, 0), *v0 = hn_kv_cache_v_row(kv, job->layer, 0);
+  /* the kernel reads rows of the layer's storage: ring rows for sliding layers, listed
+   * in the order of the cells so that the sums run as in a fresh evaluation */
+  const uint16_t *k0 = hn_kv_cache_k_rows(kv, job->layer), *v0 = hn_kv_cache_v_rows(kv, job->layer);
   int listed_for = -1;
   for (int item = ith; item < job->n_tokens * m->n_head_kv; item += nth) {
     int t = item / m->n_head_kv, kvh = item % m->n_head_kv;
@@ -344,15 +396,15 @@ attn_worker(void *data, int ith, int nth)
       uint8_t bit = (uint8_t) (1u << job->seq[t]);
       int n = 0;
       for (int cell = 0; cell < n_cells; cell++)
-        if (cells[cell].pos >= 0 && cells[cell].pos <= job->pos[t] && (cells[cell].seq_mask & bit))
-          visible[n++] = cell;
+        if (cell_visible(&cells[cell], bit, job->pos[t], job->window))
+          visible[n++] = hn_kv_cache_row_of(kv, job->layer, cell);
       args.n_cells = n;
       listed_for = t;
     }
-    args.q = c->q + (size_t) t * (size_t) m->n_embd + (size_t) kvh * (size_t) group * (size_t) hd;
+    args.q = c->q + (size_t) t * (size_t) q_dim + (size_t) kvh * (size_t) group * (size_t) hd;
     args.k = k0 + (size_t) kvh * (size_t) hd;
     args.v = v0 + (size_t) kvh * (size_t) hd;
-    args.out = c->attn + (size_t) t * (size_t) m->n_embd + (size_t) kvh * (size_t) group * (size_t) hd;
+    args.out = c->attn + (size_t) t * (size_t) q_dim + (size_t) kvh * (size_t) group * (size_t) hd;
     job->attn(&args);
   }
 }
@@ -367,36 +419,70 @@ add_bias(float *y, const float *b, int n_tokens, int n)
       y[(size_t) t * (size_t) n + (size_t) i] += b[i];
 }
 
+/* RMSNorm of every head of every token (qwen3 / gemma3 q and k norms), in place. */
+static void
+head_norm(float *x, const float *w, int n_tokens, int n_head, int head_dim, float eps)
+{
+  if (!w)
+    return;
+  for (size_t h = 0; h < (size_t) n_tokens * (size_t) n_head; h++)
+    rms_norm(x + h * (size_t) head_dim, w, x + h * (size_t) head_dim, head_dim, eps);
+}
+
+/* x += norm(y) when the architecture normalises a block's output (gemma), else x += y. */
+static void
+add_residual(float *x, float *y, const float *post_norm, int n_tokens, int n, float eps)
+{
+  if (post_norm)
+    for (int t = 0; t < n_tokens; t++)
+      rms_norm(y + (size_t) t * n, post_norm, y + (size_t) t * n, n, eps);
+  for (size_t i = 0; i < (size_t) n_tokens * (size_t) n; i++)
+    x[i] += y[i];
+}
+
+static inline float
+gelu_tanh(float x)
+{
+  const float sqrt_2_over_pi = 0.79788456080286535588f;
+  return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + 0.044715f * x * x)));
+}
+
 /* One micro-batch of at most n_batch tokens; outputs go to logits rows from *n_out on. */
 static bool
 decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, const int32_t *seq,
               const bool *want, bool want_last, HnError *err)
 {
   const HnModel *m = c->model;
-  int E = m->n_embd, kv_dim = m->n_head_kv * m->head_dim, F = dense_ff(m);
+  int E = m->n_embd, kv_dim = m->n_head_kv * m->head_dim, F = dense_ff(m), Q = m->n_head * m->head_dim;
   if (!hn_kv_cache_find_slot(c->kv, nt, pos, seq, c->cells, err))
     return false;
   size_t erow = hn_type_row_bytes(m->tok_embd->type, E);
   for (int t = 0; t < nt; t++)
     hn_dequantize_row((HnType) m->tok_embd->type, (const uint8_t *) m->tok_embd->data + (size_t) tok[t] * erow,
                       c->x + (size_t) t * E, E);
+  if (m->embd_scale != 1.0f)
+    for (size_t i = 0; i < (size_t) nt * E; i++)
+      c->x[i] *= m->embd_scale;
   for (int il = 0; il < m->n_layer; il++) {
     if (c->cancel && c->cancel(c->cancel_data)) {
       hn_error_set(err, HN_ERR_CANCELLED, "cancelled");
       goto undo;
     }
     const HnLayer *L = &m->layers[il];
+    const HnRope *rope = L->sliding ? &c->rope_local : &c->rope;
     for (int t = 0; t < nt; t++)
       rms_norm(c->x + (size_t) t * E, L->attn_norm, c->xn + (size_t) t * E, E, m->rms_eps);
-    hn_matmul(c->pool, L->wq, c->xn, nt, c->act, c->q, E);
+    hn_matmul(c->pool, L->wq, c->xn, nt, c->act, c->q, Q);
     hn_matmul(c->pool, L->wk, c->xn, nt, c->act, c->k, kv_dim);
     hn_matmul(c->pool, L->wv, c->xn, nt, c->act, c->v, kv_dim);
-    add_bias(c->q, L->bq, nt, E);
+    add_bias(c->q, L->bq, nt, Q);
     add_bias(c->k, L->bk, nt, kv_dim);
     add_bias(c->v, L->bv, nt, kv_dim);
+    head_norm(c->q, L->q_norm, nt, m->n_head, m->head_dim, m->rms_eps);
+    head_norm(c->k, L->k_norm, nt, m->n_head_kv, m->head_dim, m->rms_eps);
     for (int t = 0; t < nt; t++) {
-      hn_rope_apply(&m->rope, c->q + (size_t) t * E, m->n_head, (float) pos[t]);
-      hn_rope_apply(&m->rope, c->k + (size_t) t * kv_dim, m->n_head_kv, (float) pos[t]);
+      hn_rope_apply(rope, c->q + (size_t) t * Q, m->n_head, (float) pos[t]);
+      hn_rope_apply(rope, c->k + (size_t) t * kv_dim, m->n_head_kv, (float) pos[t]);
       uint16_t *kr = hn_kv_cache_k_row(c->kv, il, c->cells[t]);
       uint16_t *vr = hn_kv_cache_v_row(c->kv, il, c->cells[t]);
       for (int i = 0; i < kv_dim; i++) {
@@ -407,31 +493,35 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
     /* the reference engine's attention takes the query as F16 (see HnAttnArgs) */
     const HnSimdKernels *k = hn_simd_kernels();
     if (k && k->round_f16)
-      k->round_f16(c->q, c->q, (int64_t) nt * E);
+      k->round_f16(c->q, c->q, (int64_t) nt * Q);
     else
-      for (size_t i = 0; i < (size_t) nt * E; i++)
+      for (size_t i = 0; i < (size_t) nt * Q; i++)
         c->q[i] = hn_fp16_to_fp32(hn_fp32_to_fp16(c->q[i]));
     AttnJob job = { .c = c, .layer = il, .n_tokens = nt, .pos = pos, .seq = seq,
-                    .attn = k->attn && m->head_dim % k->attn_multiple == 0 ? k->attn : NULL };
+                    .attn = k->attn && m->head_dim % k->attn_multiple == 0 ? k->attn : NULL,
+                    .window = L->sliding ? m->swa_window : 0, .softcap = m->attn_softcap };
     hn_threadpool_run(c->pool, job.attn ? attn_worker : attn_worker_scalar, &job);
     hn_matmul(c->pool, L->wo, c->attn, nt, c->act, c->xn, E);
-    for (size_t i = 0; i < (size_t) nt * E; i++)
-      c->x[i] += c->xn[i];
+    add_residual(c->x, c->xn, L->attn_post_norm, nt, E, m->rms_eps);
     for (int t = 0; t < nt; t++)
       rms_norm(c->x + (size_t) t * E, L->ffn_norm, c->xn + (size_t) t * E, E, m->rms_eps);
     if (m->n_expert) {
+      /* adds into the residual itself (no MoE architecture has a post-FFN norm) */
       hn_moe_forward(&L->moe, &c->moe, c->pool, c->xn, nt, c->act, c->x);
       continue;
     }
     hn_matmul(c->pool, L->w_gate, c->xn, nt, c->act, c->gate, F);
     hn_matmul(c->pool, L->w_up, c->xn, nt, c->act, c->up, F);
-    for (size_t i = 0; i < (size_t) nt * F; i++) {
-      float g = c->gate[i];
-      c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
-    }
+    if (m->traits->act == HN_ACT_GELU_TANH)
+      for (size_t i = 0; i < (size_t) nt * F; i++)
+        c->gate[i] = gelu_tanh(c->gate[i]) * c->up[i];
+    else
+      for (size_t i = 0; i < (size_t) nt * F; i++) {
+        float g = c->gate[i];
+        c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
+      }
     hn_matmul(c->pool, L->w_down, c->gate, nt, c->act, c->xn, E);
-    for (size_t i = 0; i < (size_t) nt * E; i++)
-      c->x[i] += c->xn[i];
+    add_residual(c->x, c->xn, L->ffn_post_norm, nt, E, m->rms_eps);
   }
   int n_out = 0;
   for (int t = 0; t < nt; t++)
@@ -440,8 +530,11 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
       n_out++;
     }
   if (n_out > 0) {
-    hn_matmul(c->pool, m->output, c->xn, n_out, c->act,
-              c->logits + (size_t) c->n_logits * (size_t) m->n_vocab, m->n_vocab);
+    float *rows = c->logits + (size_t) c->n_logits * (size_t) m->n_vocab;
+    hn_matmul(c->pool, m->output, c->xn, n_out, c->act, rows, m->n_vocab);
+    if (m->final_softcap > 0.0f)
+      for (size_t i = 0; i < (size_t) n_out * (size_t) m->n_vocab; i++)
+        rows[i] = m->final_softcap * tanhf(rows[i] / m->final_softcap);
     c->n_logits += n_out;
   }
   return true;

@@ -7,38 +7,84 @@
 struct HnKvCache {
   int n_layer, n_cells, kv_dim;
   HnKvCell *cells;
-  uint16_t *k, *v;
-  int search_start; /* where the next find_slot starts, so cells are reused round-robin */
+  uint16_t *k, *v;       /* global layers: [global layer][cell][kv_dim] */
+  int search_start;      /* where the next find_slot starts, so cells are reused round-robin */
+  /* sliding-window layers (none when window == 0) */
+  int window, n_ring, n_sliding;
+  int *group_index;      /* per layer: its index among the global or among the sliding layers */
+  bool *sliding;         /* per layer */
+  uint16_t *ring_k, *ring_v; /* [sliding layer][ring row][kv_dim] */
+  int32_t *ring_of_cell; /* per cell: its ring row, -1 none */
+  int32_t *cell_of_ring; /* per ring row: its cell, -1 free */
+  int ring_start;        /* round-robin start of the next ring search */
+  const HnRope **ropes;  /* per layer, for seq_shift; NULL entries: the caller's */
 };
 
 HnKvCache *
 hn_kv_cache_new (int n_layer, int n_cells, int kv_dim, HnError *err)
 {
+  return hn_kv_cache_new_windowed (n_layer, n_cells, kv_dim, NULL, 0, 0, err);
+}
+
+HnKvCache *
+hn_kv_cache_new_windowed (int n_layer, int n_cells, int kv_dim, const bool *sliding, int window,
+                          int n_ring, HnError *err)
+{
   if (n_layer <= 0 || n_cells <= 0 || kv_dim <= 0 || n_layer > 4096 || kv_dim > (1 << 20) ||
-      n_cells > (1 << 22)) {
+      n_cells > (1 << 22) || window < 0 || (window > 0 && (n_ring <= 0 || !sliding))) {
     hn_error_set (err, HN_ERR_INVALID_ARG, "invalid KV cache size: %d layers, %d cells, %d wide",
                   n_layer, n_cells, kv_dim);
     return NULL;
   }
-  size_t n = (size_t) n_layer * (size_t) n_cells * (size_t) kv_dim;
-  if (n > ((size_t) 1 << 36) / sizeof (uint16_t)) {
-    hn_error_set (err, HN_ERR_NOMEM, "KV cache of %zu values is too large", n);
+  int n_sliding = 0;
+  for (int l = 0; window > 0 && l < n_layer; l++)
+    n_sliding += sliding[l];
+  if (n_sliding == 0)
+    window = 0;
+  if (window == 0)
+    n_ring = 0;
+  else if (n_ring > n_cells)
+    n_ring = n_cells;
+  size_t n = (size_t) (n_layer - n_sliding) * (size_t) n_cells * (size_t) kv_dim;
+  size_t n_r = (size_t) n_sliding * (size_t) n_ring * (size_t) kv_dim;
+  if (n + n_r > ((size_t) 1 << 36) / sizeof (uint16_t)) {
+    hn_error_set (err, HN_ERR_NOMEM, "KV cache of %zu values is too large", n + n_r);
     return NULL;
   }
   HnKvCache *c = calloc (1, sizeof *c);
-  if (c) {
+  bool ok = c != NULL;
+  if (ok) {
     c->cells = malloc ((size_t) n_cells * sizeof *c->cells);
-    c->k = calloc (n, sizeof (uint16_t));
-    c->v = calloc (n, sizeof (uint16_t));
+    c->k = calloc (n ? n : 1, sizeof (uint16_t));
+    c->v = calloc (n ? n : 1, sizeof (uint16_t));
+    c->group_index = calloc ((size_t) n_layer, sizeof *c->group_index);
+    c->sliding = calloc ((size_t) n_layer, sizeof *c->sliding);
+    c->ropes = calloc ((size_t) n_layer, sizeof *c->ropes);
+    ok = c->cells && c->k && c->v && c->group_index && c->sliding && c->ropes;
+    if (ok && window > 0) {
+      c->ring_k = calloc (n_r, sizeof (uint16_t));
+      c->ring_v = calloc (n_r, sizeof (uint16_t));
+      c->ring_of_cell = malloc ((size_t) n_cells * sizeof *c->ring_of_cell);
+      c->cell_of_ring = malloc ((size_t) n_ring * sizeof *c->cell_of_ring);
+      ok = c->ring_k && c->ring_v && c->ring_of_cell && c->cell_of_ring;
+    }
   }
-  if (!c || !c->cells || !c->k || !c->v) {
+  if (!ok) {
     hn_kv_cache_free (c);
-    hn_error_set (err, HN_ERR_NOMEM, "cannot allocate a KV cache of %zu values", 2 * n);
+    hn_error_set (err, HN_ERR_NOMEM, "cannot allocate a KV cache of %zu values", 2 * (n + n_r));
     return NULL;
   }
   c->n_layer = n_layer;
   c->n_cells = n_cells;
   c->kv_dim = kv_dim;
+  c->window = window;
+  c->n_ring = n_ring;
+  c->n_sliding = n_sliding;
+  int n_global = 0, n_slid = 0;
+  for (int l = 0; l < n_layer; l++) {
+    c->sliding[l] = window > 0 && sliding[l];
+    c->group_index[l] = c->sliding[l] ? n_slid++ : n_global++;
+  }
   hn_kv_cache_clear (c);
   return c;
 }
@@ -51,6 +97,13 @@ hn_kv_cache_free (HnKvCache *c)
   free (c->cells);
   free (c->k);
   free (c->v);
+  free (c->group_index);
+  free (c->sliding);
+  free (c->ropes);
+  free (c->ring_k);
+  free (c->ring_v);
+  free (c->ring_of_cell);
+  free (c->cell_of_ring);
   free (c);
 }
 
@@ -58,6 +111,16 @@ int hn_kv_cache_n_cells (const HnKvCache *c) { return c->n_cells; }
 int hn_kv_cache_kv_dim (const HnKvCache *c) { return c->kv_dim; }
 int hn_kv_cache_n_layer (const HnKvCache *c) { return c->n_layer; }
 const HnKvCell *hn_kv_cache_cells (const HnKvCache *c) { return c->cells; }
+int hn_kv_cache_window (const HnKvCache *c) { return c->window; }
+int hn_kv_cache_n_ring (const HnKvCache *c) { return c->n_ring; }
+bool hn_kv_cache_layer_sliding (const HnKvCache *c, int layer) { return c->sliding[layer]; }
+
+void
+hn_kv_cache_set_layer_rope (HnKvCache *c, int layer, const HnRope *rope)
+{
+  if (layer >= 0 && layer < c->n_layer)
+    c->ropes[layer] = rope;
+}
 
 int
 hn_kv_cache_n_used (const HnKvCache *c)
@@ -68,6 +131,18 @@ hn_kv_cache_n_used (const HnKvCache *c)
   return n;
 }
 
+/* Frees cell i and its ring row. */
+static void
+cell_free (HnKvCache *c, int i)
+{
+  c->cells[i].pos = -1;
+  c->cells[i].seq_mask = 0;
+  if (c->window > 0 && c->ring_of_cell[i] >= 0) {
+    c->cell_of_ring[c->ring_of_cell[i]] = -1;
+    c->ring_of_cell[i] = -1;
+  }
+}
+
 void
 hn_kv_cache_clear (HnKvCache *c)
 {
@@ -75,7 +150,53 @@ hn_kv_cache_clear (HnKvCache *c)
     c->cells[i].pos = -1;
     c->cells[i].seq_mask = 0;
   }
+  if (c->window > 0) {
+    for (int i = 0; i < c->n_cells; i++)
+      c->ring_of_cell[i] = -1;
+    for (int r = 0; r < c->n_ring; r++)
+      c->cell_of_ring[r] = -1;
+  }
   c->search_start = 0;
+  c->ring_start = 0;
+}
+
+static uint8_t
+mask_of (int seq)
+{
+  return seq < 0 ? 0xff : (seq < HN_KV_MAX_SEQ ? (uint8_t) (1u << seq) : 0);
+}
+
+int32_t
+hn_kv_cache_seq_pos_max (const HnKvCache *c, int seq)
+{
+  int32_t best = -1;
+  for (int i = 0; i < c->n_cells; i++)
+    if (c->cells[i].pos > best && (c->cells[i].seq_mask & mask_of (seq)))
+      best = c->cells[i].pos;
+  return best;
+}
+
+int32_t
+hn_kv_cache_seq_resume_min (const HnKvCache *c, int seq)
+{
+  if (c->window == 0)
+    return 0;
+  int32_t newest_gone = -1;
+  for (int i = 0; i < c->n_cells; i++)
+    if (c->cells[i].pos > newest_gone && (c->cells[i].seq_mask & mask_of (seq)) && c->ring_of_cell[i] < 0)
+      newest_gone = c->cells[i].pos;
+  return newest_gone < 0 ? 0 : newest_gone + c->window;
+}
+
+/* Whether no sequence of cell i can see it any more: each of its sequences queries from
+ * next_pos[s] on (the batch's first position, or one past the sequence's last). */
+static bool
+cell_out_of_window (const HnKvCache *c, int i, const int32_t next_pos[HN_KV_MAX_SEQ])
+{
+  for (int s = 0; s < HN_KV_MAX_SEQ; s++)
+    if ((c->cells[i].seq_mask & (1u << s)) && next_pos[s] - c->cells[i].pos < c->window)
+      return false;
+  return true;
 }
 
 bool
@@ -98,6 +219,55 @@ hn_kv_cache_find_slot (HnKvCache *c, int n_tokens, const int32_t *pos, const int
   if (found < n_tokens)
     return hn_error_set (err, HN_ERR_NOMEM, "context is full: %d tokens do not fit in %d free cells",
                          n_tokens, found);
+  if (c->window > 0) {
+    int32_t next_pos[HN_KV_MAX_SEQ];
+    for (int s = 0; s < HN_KV_MAX_SEQ; s++)
+      next_pos[s] = hn_kv_cache_seq_pos_max (c, s) + 1;
+    bool in_batch[HN_KV_MAX_SEQ] = { false };
+    for (int t = 0; t < n_tokens; t++) {
+      int s = seq_id[t];
+      if (!in_batch[s] || pos[t] < next_pos[s])
+        next_pos[s] = pos[t];
+      in_batch[s] = true;
+    }
+    /* a query must not land where the rows it would see were already handed on */
+    for (int s = 0; s < HN_KV_MAX_SEQ; s++)
+      if (in_batch[s] && next_pos[s] < hn_kv_cache_seq_resume_min (c, s))
+        return hn_error_set (err, HN_ERR_INVALID_ARG,
+                             "position %d of sequence %d cannot be evaluated: the sliding-window "
+                             "keys before it were already reused; clear the sequence and start over",
+                             next_pos[s], s);
+    int free_rows = 0, reusable = 0;
+    for (int r = 0; r < c->n_ring; r++) {
+      int cell = c->cell_of_ring[r];
+      if (cell < 0)
+        free_rows++;
+      else if (cell_out_of_window (c, cell, next_pos))
+        reusable++;
+    }
+    if (free_rows + reusable < n_tokens)
+      return hn_error_set (err, HN_ERR_NOMEM, "the sliding-window cache is full: %d tokens do not "
+                           "fit in %d rows", n_tokens, free_rows + reusable);
+    /* rows are handed on only when needed, so going back within the ring stays possible */
+    if (free_rows < n_tokens)
+      for (int r = 0; r < c->n_ring; r++) {
+        int cell = c->cell_of_ring[r];
+        if (cell >= 0 && cell_out_of_window (c, cell, next_pos)) {
+          c->ring_of_cell[cell] = -1;
+          c->cell_of_ring[r] = -1;
+        }
+      }
+    int given = 0, start = c->ring_start;
+    for (int k = 0; k < c->n_ring && given < n_tokens; k++) {
+      int r = (start + k) % c->n_ring;
+      if (c->cell_of_ring[r] < 0) {
+        c->cell_of_ring[r] = cells_out[given];
+        c->ring_of_cell[cells_out[given]] = r;
+        given++;
+        c->ring_start = (r + 1) % c->n_ring;
+      }
+    }
+  }
   for (int t = 0; t < n_tokens; t++) {
     c->cells[cells_out[t]].pos = pos[t];
     c->cells[cells_out[t]].seq_mask = (uint8_t) (1u << seq_id[t]);
@@ -113,12 +283,6 @@ in_range (int32_t p, int32_t p0, int32_t p1)
   return p >= (p0 < 0 ? 0 : p0) && (p1 < 0 || p < p1);
 }
 
-static uint8_t
-mask_of (int seq)
-{
-  return seq < 0 ? 0xff : (seq < HN_KV_MAX_SEQ ? (uint8_t) (1u << seq) : 0);
-}
-
 void
 hn_kv_cache_seq_rm (HnKvCache *c, int seq, int32_t p0, int32_t p1)
 {
@@ -128,7 +292,7 @@ hn_kv_cache_seq_rm (HnKvCache *c, int seq, int32_t p0, int32_t p1)
     if (cell->pos >= 0 && (cell->seq_mask & m) && in_range (cell->pos, p0, p1)) {
       cell->seq_mask &= (uint8_t) ~m;
       if (!cell->seq_mask)
-        cell->pos = -1;
+        cell_free (c, i);
     }
   }
 }
@@ -153,30 +317,44 @@ hn_kv_cache_seq_keep (HnKvCache *c, int seq)
     HnKvCell *cell = &c->cells[i];
     cell->seq_mask &= m;
     if (!cell->seq_mask)
-      cell->pos = -1;
+      cell_free (c, i);
   }
 }
 
-int32_t
-hn_kv_cache_seq_pos_max (const HnKvCache *c, int seq)
+int
+hn_kv_cache_row_of (const HnKvCache *c, int layer, int cell)
 {
-  int32_t best = -1;
-  for (int i = 0; i < c->n_cells; i++)
-    if (c->cells[i].pos > best && (c->cells[i].seq_mask & mask_of (seq)))
-      best = c->cells[i].pos;
-  return best;
+  return c->sliding[layer] ? c->ring_of_cell[cell] : cell;
+}
+
+uint16_t *
+hn_kv_cache_k_rows (HnKvCache *c, int layer)
+{
+  size_t g = (size_t) c->group_index[layer];
+  return c->sliding[layer] ? c->ring_k + g * (size_t) c->n_ring * (size_t) c->kv_dim
+                           : c->k + g * (size_t) c->n_cells * (size_t) c->kv_dim;
+}
+
+uint16_t *
+hn_kv_cache_v_rows (HnKvCache *c, int layer)
+{
+  size_t g = (size_t) c->group_index[layer];
+  return c->sliding[layer] ? c->ring_v + g * (size_t) c->n_ring * (size_t) c->kv_dim
+                           : c->v + g * (size_t) c->n_cells * (size_t) c->kv_dim;
 }
 
 uint16_t *
 hn_kv_cache_k_row (HnKvCache *c, int layer, int cell)
 {
-  return c->k + ((size_t) layer * (size_t) c->n_cells + (size_t) cell) * (size_t) c->kv_dim;
+  int row = hn_kv_cache_row_of (c, layer, cell);
+  return row < 0 ? NULL : hn_kv_cache_k_rows (c, layer) + (size_t) row * (size_t) c->kv_dim;
 }
 
 uint16_t *
 hn_kv_cache_v_row (HnKvCache *c, int layer, int cell)
 {
-  return c->v + ((size_t) layer * (size_t) c->n_cells + (size_t) cell) * (size_t) c->kv_dim;
+  int row = hn_kv_cache_row_of (c, layer, cell);
+  return row < 0 ? NULL : hn_kv_cache_v_rows (c, layer) + (size_t) row * (size_t) c->kv_dim;
 }
 
 void
@@ -189,7 +367,8 @@ hn_rope_apply (const HnRope *rope, float *x, int n_head, float pos)
     if (rope->freq_factors)
       freq /= rope->freq_factors[i];
     double theta = (double) pos * freq;
-    float cs = (float) cos (theta), sn = (float) sin (theta);
+    float mscale = rope->attn_factor > 0.0f ? rope->attn_factor : 1.0f;
+    float cs = (float) cos (theta) * mscale, sn = (float) sin (theta) * mscale;
     for (int h = 0; h < n_head; h++) {
       float *hx = x + (size_t) h * rope->head_dim;
       int a = rope->neox ? i : 2 * i;
@@ -218,16 +397,20 @@ hn_kv_cache_seq_shift (HnKvCache *c, int seq, int32_t p0, int32_t p1, int32_t de
       continue;
     int64_t np = (int64_t) cell->pos + delta;
     if (np < 0) {
-      cell->pos = -1;
-      cell->seq_mask = 0;
+      cell_free (c, i);
       continue;
     }
     cell->pos = (int32_t) np;
     for (int l = 0; l < c->n_layer; l++) {
       uint16_t *k = hn_kv_cache_k_row (c, l, i);
+      if (!k)
+        continue;
+      /* a further rotation only: the attention factor is already in the stored keys */
+      HnRope turn = *(c->ropes[l] ? c->ropes[l] : rope);
+      turn.attn_factor = 1.0f;
       for (int j = 0; j < c->kv_dim; j++)
         tmp[j] = hn_fp16_to_fp32 (k[j]);
-      hn_rope_apply (rope, tmp, n_head, (float) delta);
+      hn_rope_apply (&turn, tmp, n_head, (float) delta);
       for (int j = 0; j < c->kv_dim; j++)
         k[j] = hn_fp32_to_fp16 (tmp[j]);
     }

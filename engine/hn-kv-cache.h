@@ -1,9 +1,19 @@
-/* KV cache: a pool of cells, each holding one token's keys and values for every layer.
+/* KV cache: a table of cells, each one token of one or more sequences, and their keys and
+ * values for every layer.
  *
- * Layout (also read by hn-session.c): K and V are separate arrays of IEEE half floats,
- * indexed [layer][cell][kv_dim] with kv_dim = n_head_kv * head_dim, the heads of one
- * cell contiguous.  Keys are stored after RoPE at the cell's position.  A cell is free
- * when its pos is -1; seq_mask has bit s set when sequence s (0..HN_KV_MAX_SEQ-1) sees it. */
+ * Layout (also read by hn-session.c through hn-prompt-cache.c): K and V are separate
+ * arrays of IEEE half floats, one row of kv_dim = n_head_kv * head_dim values per (layer,
+ * cell), the heads of one row contiguous.  Keys are stored after RoPE at the cell's
+ * position.  A cell is free when its pos is -1; seq_mask has bit s set when sequence s
+ * (0..HN_KV_MAX_SEQ-1) sees it.
+ *
+ * Sliding-window layers (gemma2/3, phi3) keep their rows in a smaller ring of n_ring rows
+ * instead: a query at position p only sees keys at p - window + 1 .. p, so when the ring
+ * is full, the rows of cells that no sequence can see any more (older than a window
+ * before the sequence's next position) are handed to new tokens.  The cell itself stays
+ * in the table for the global layers (and for positions and sequences), but its sliding
+ * rows are gone: evaluation can no longer go back to before such a cell plus a window
+ * (hn_kv_cache_seq_resume_min). */
 #pragma once
 
 #include <stdbool.h>
@@ -24,12 +34,17 @@ typedef struct {
   float freq_base;
   float freq_scale;          /* 1/linear factor */
   bool neox;                 /* pairs (i, i + n_rot/2) instead of (2i, 2i+1) */
-  const float *freq_factors; /* n_rot/2 divisors (llama3 rope_freqs) or NULL */
+  const float *freq_factors; /* n_rot/2 divisors (llama3 rope_freqs, Phi-3 long/short) or NULL */
+  float attn_factor;         /* multiplies cos and sin (Phi-3 long rope); 0 means 1 */
 } HnRope;
 
 typedef struct HnKvCache HnKvCache;
 
 HnKvCache *hn_kv_cache_new (int n_layer, int n_cells, int kv_dim, HnError *err);
+/* sliding[layer] marks the layers that attend through a window of `window` tokens; their
+ * rows live in a ring of n_ring rows (n_ring >= n_cells: never reused, a pure mask). */
+HnKvCache *hn_kv_cache_new_windowed (int n_layer, int n_cells, int kv_dim, const bool *sliding,
+                                     int window, int n_ring, HnError *err);
 void hn_kv_cache_free (HnKvCache *cache);
 
 int hn_kv_cache_n_cells (const HnKvCache *cache);
@@ -55,9 +70,26 @@ void hn_kv_cache_seq_shift (HnKvCache *cache, int seq, int32_t p0, int32_t p1, i
 int32_t hn_kv_cache_seq_pos_max (const HnKvCache *cache, int seq);
 void hn_kv_cache_clear (HnKvCache *cache);
 
-/* Raw half-float rows of kv_dim values. */
+/* Raw half-float rows of kv_dim values; NULL for a sliding layer's row that was reused. */
 uint16_t *hn_kv_cache_k_row (HnKvCache *cache, int layer, int cell);
 uint16_t *hn_kv_cache_v_row (HnKvCache *cache, int layer, int cell);
+
+/* The sliding window (0: none), the ring size and whether a layer uses them. */
+int hn_kv_cache_window (const HnKvCache *cache);
+int hn_kv_cache_n_ring (const HnKvCache *cache);
+bool hn_kv_cache_layer_sliding (const HnKvCache *cache, int layer);
+/* Where the layer's rows start (row r at r * kv_dim) and which row holds a cell: the cell
+ * itself for global layers, its ring row for sliding ones, -1 when that row was reused. */
+uint16_t *hn_kv_cache_k_rows (HnKvCache *cache, int layer);
+uint16_t *hn_kv_cache_v_rows (HnKvCache *cache, int layer);
+int hn_kv_cache_row_of (const HnKvCache *cache, int layer, int cell);
+/* The lowest position n from which sequence seq can be evaluated further while keeping its
+ * cells below n: 0 unless sliding rows were reused, else one window past the newest cell
+ * whose rows are gone.  Evaluating from a lower position needs a cleared sequence. */
+int32_t hn_kv_cache_seq_resume_min (const HnKvCache *cache, int seq);
+/* How a layer's stored keys were rotated, for seq_shift (layers without one use the
+ * rope passed to seq_shift). */
+void hn_kv_cache_set_layer_rope (HnKvCache *cache, int layer, const HnRope *rope);
 
 /* Rotates x[head_dim * n_head] in place by position pos (used for fresh keys/queries too). */
 void hn_rope_apply (const HnRope *rope, float *x, int n_head, float pos);

@@ -1,6 +1,7 @@
 /* hn-model.c — hyper-parameters from GGUF metadata and validation of the weight tensors. */
 #include "hn-model-internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,10 @@ hn_model_free(HnModel *m)
       HnLayer *l = &m->layers[i];
       free(l->attn_norm);
       free(l->ffn_norm);
+      free(l->attn_post_norm);
+      free(l->ffn_post_norm);
+      free(l->q_norm);
+      free(l->k_norm);
       free(l->bq);
       free(l->bk);
       free(l->bv);
@@ -109,6 +114,8 @@ hn_model_free(HnModel *m)
   }
   free(m->out_norm);
   free(m->rope_factors);
+  free(m->rope_long);
+  free(m->rope_short);
   hn_gguf_close(m->gguf);
   free(m);
 }
@@ -158,6 +165,29 @@ load_moe_layer(const HnModel *m, int i, HnLayer *l, HnError *err)
   return true;
 }
 
+/* Rows [row0, row0 + n_rows) of a fused weight, as a tensor of its own. */
+static void
+row_view(const HnGgufTensor *t, int64_t row0, int64_t n_rows, HnGgufTensor *view)
+{
+  size_t row_bytes = hn_type_row_bytes((HnType) t->type, t->ne[0]);
+  *view = *t;
+  view->ne[1] = n_rows;
+  view->data = (const uint8_t *) t->data + (size_t) row0 * row_bytes;
+  view->offset = t->offset + (uint64_t) row0 * row_bytes;
+  view->nbytes = (size_t) n_rows * row_bytes;
+}
+
+/* An optional float key that must be positive when present; 0 when absent. */
+static bool
+positive_key(const HnGguf *g, const char *a, const char *suffix, float *out, HnError *err)
+{
+  if (!key_f32(g, a, suffix, 0.0f, out, err))
+    return false;
+  if (*out < 0.0f || isnan(*out))
+    return hn_error_set(err, HN_ERR_FORMAT, "%s.%s is %g; it must be positive", a, suffix, *out);
+  return true;
+}
+
 HnModel *
 hn_model_from_gguf(HnGguf *g, HnError *err)
 {
@@ -173,18 +203,17 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
     hn_error_prefix(err, "general.architecture");
     goto fail;
   }
-  /* qwen2moe: qwen2's attention with a mixture of experts in place of the feed-forward */
-  bool qwen2moe = hn_str_eq(arch, "qwen2moe");
-  bool qwen2 = hn_str_eq(arch, "qwen2") || qwen2moe;
-  bool moe = qwen2moe;
-  if (!hn_str_eq(arch, "llama") && !qwen2) {
-    hn_error_set(err, HN_ERR_UNSUPPORTED, "unsupported architecture '%.*s' (supported: llama, qwen2, qwen2moe)",
-                 (int) (arch.len > 64 ? 64 : arch.len), arch.data);
+  const HnArch *tr = hn_arch_find(arch);
+  if (!tr) {
+    hn_error_set(err, HN_ERR_UNSUPPORTED, "unsupported architecture '%.*s' (supported: %s)",
+                 (int) (arch.len > 64 ? 64 : arch.len), arch.data, hn_arch_supported());
     goto fail;
   }
-  snprintf(m->arch, sizeof m->arch, "%s", qwen2moe ? "qwen2moe" : qwen2 ? "qwen2" : "llama");
+  m->traits = tr;
+  snprintf(m->arch, sizeof m->arch, "%s", tr->name);
+  bool moe = tr->moe;
   const char *a = m->arch;
-  uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx, n_rot;
+  uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx, n_rot, head_dim, v_dim, window;
   if (!key_u32(g, a, "embedding_length", 0, true, &n_embd, err) ||
       !key_u32(g, a, "block_count", 0, true, &n_layer, err) ||
       !key_u32(g, a, "attention.head_count", 0, true, &n_head, err) ||
@@ -194,10 +223,19 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
       !key_u32(g, a, "context_length", 2048, false, &n_ctx, err))
     goto fail;
   if (n_embd == 0 || n_embd > LIMIT || n_layer == 0 || n_layer > 4096 || n_head == 0 ||
-      n_head > 4096 || n_head_kv == 0 || n_head % n_head_kv != 0 || n_embd % n_head != 0 ||
+      n_head > 4096 || n_head_kv == 0 || n_head % n_head_kv != 0 ||
       n_ff == 0 || n_ff > 16 * LIMIT || n_ctx == 0 || n_ctx > 16 * LIMIT) {
     hn_error_set(err, HN_ERR_FORMAT, "inconsistent hyper-parameters: n_embd %u, n_layer %u, n_head %u, "
                  "n_head_kv %u, n_ff %u, context %u", n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx);
+    goto fail;
+  }
+  /* the head size is its own key where it is not n_embd / n_head (qwen3, gemma) */
+  if (!key_u32(g, a, "attention.key_length", n_embd % n_head == 0 ? n_embd / n_head : 0, false, &head_dim, err) ||
+      !key_u32(g, a, "attention.value_length", head_dim, false, &v_dim, err))
+    goto fail;
+  if (head_dim == 0 || head_dim > 4096 || v_dim != head_dim || (uint64_t) head_dim * n_head > 16 * LIMIT) {
+    hn_error_set(err, HN_ERR_FORMAT, "%s.attention.key_length %u / value_length %u do not fit %u heads "
+                 "of a %u-wide model (they must be equal)", a, head_dim, v_dim, n_head, n_embd);
     goto fail;
   }
   m->n_embd = (int) n_embd;
@@ -206,7 +244,7 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
   m->n_head_kv = (int) n_head_kv;
   m->n_ff = (int) n_ff;
   m->n_ctx_train = (int) n_ctx;
-  m->head_dim = (int) (n_embd / n_head);
+  m->head_dim = (int) head_dim;
   if (moe) {
     uint32_t n_expert, n_used, n_ff_exp, n_ff_shexp = 0;
     if (!key_u32(g, a, "expert_count", 0, true, &n_expert, err) ||
@@ -224,6 +262,7 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
     m->n_expert_used = (int) n_used;
     m->n_ff_exp = (int) n_ff_exp;
     m->n_ff_shexp = (int) n_ff_shexp;
+    m->expert_weights_norm = tr->moe_norm_weights;
   }
   if (!key_u32(g, a, "rope.dimension_count", (uint32_t) m->head_dim, false, &n_rot, err))
     goto fail;
@@ -232,8 +271,9 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
     goto fail;
   }
   float base, scale = 1.0f;
-  if (!key_f32(g, a, "attention.layer_norm_rms_epsilon", qwen2 ? 1e-6f : 1e-5f, &m->rms_eps, err) ||
-      !key_f32(g, a, "rope.freq_base", 10000.0f, &base, err))
+  if (!key_f32(g, a, "attention.layer_norm_rms_epsilon", tr->rms_eps, &m->rms_eps, err) ||
+      !key_f32(g, a, "rope.freq_base", 10000.0f, &base, err) ||
+      !key_f32(g, a, "rope.freq_base_swa", 10000.0f, &m->rope_local_base, err))
     goto fail;
   char key[128];
   snprintf(key, sizeof key, "%s.rope.scaling.type", a);
@@ -243,7 +283,9 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
     if (!hn_gguf_get_str(g, key, &stype, err))
       goto fail;
     linear = hn_str_eq(stype, "linear");
-    if (!linear && !hn_str_eq(stype, "none") && !hn_str_eq(stype, "llama3")) {
+    /* longrope/su (Phi-3): the per-dimension factors come as tensors, read below */
+    if (!linear && !hn_str_eq(stype, "none") && !hn_str_eq(stype, "llama3") &&
+        !(tr->long_short_rope && (hn_str_eq(stype, "longrope") || hn_str_eq(stype, "su")))) {
       hn_error_set(err, HN_ERR_UNSUPPORTED, "unsupported rope scaling type '%.*s'",
                    (int) (stype.len > 32 ? 32 : stype.len), stype.data);
       goto fail;
@@ -260,10 +302,39 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
   }
   if (linear && factor > 0.0f)
     scale = 1.0f / factor;
-  if (!(base > 0.0f) || !(m->rms_eps > 0.0f)) {
-    hn_error_set(err, HN_ERR_FORMAT, "invalid rope base %g or rms epsilon %g", base, m->rms_eps);
+  float attn_factor = 1.0f;
+  uint32_t n_ctx_orig;
+  if (!key_f32(g, a, "rope.scaling.attn_factor", 1.0f, &attn_factor, err) ||
+      !key_u32(g, a, "rope.scaling.original_context_length", n_ctx, false, &n_ctx_orig, err))
+    goto fail;
+  m->n_ctx_orig = (int) n_ctx_orig;
+  if (!(base > 0.0f) || !(m->rms_eps > 0.0f) || !(m->rope_local_base > 0.0f) || !(attn_factor > 0.0f)) {
+    hn_error_set(err, HN_ERR_FORMAT, "invalid rope base %g, rms epsilon %g or rope attention factor %g",
+                 base, m->rms_eps, attn_factor);
     goto fail;
   }
+
+  /* attention particulars: window, soft-caps, query scale */
+  window = 0;
+  if (tr->swa != HN_SWA_NONE && !key_u32(g, a, "attention.sliding_window", 0, false, &window, err))
+    goto fail;
+  if (window > 16 * LIMIT) {
+    hn_error_set(err, HN_ERR_FORMAT, "%s.attention.sliding_window %u is not a window size", a, window);
+    goto fail;
+  }
+  /* a window as long as the training context never hides anything */
+  m->swa_window = window >= n_ctx ? 0 : (int) window;
+  if (tr->softcaps && (!positive_key(g, a, "attn_logit_softcapping", &m->attn_softcap, err) ||
+                       !positive_key(g, a, "final_logit_softcapping", &m->final_softcap, err)))
+    goto fail;
+  float query_pre_attn;
+  if (!positive_key(g, a, "attention.query_pre_attn_scalar", &query_pre_attn, err))
+    goto fail;
+  if (query_pre_attn == 0.0f)
+    query_pre_attn = tr->wide_query_layers == m->n_layer ? (float) m->n_embd / (float) m->n_head
+                                                         : (float) m->head_dim;
+  m->query_scale = 1.0f / sqrtf(query_pre_attn);
+  m->embd_scale = tr->embd_scale ? sqrtf((float) m->n_embd) : 1.0f;
 
   const HnGgufTensor *te = hn_gguf_find_tensor(g, "token_embd.weight");
   if (!te) {
@@ -288,15 +359,33 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
   if (!(m->out_norm = vector(g, "output_norm.weight", m->n_embd, false, &failed, err)))
     goto fail;
   int half = (int) n_rot / 2;
-  const HnGgufTensor *rf = hn_gguf_find_tensor(g, "rope_freqs.weight");
-  if (rf) {
+  if (hn_gguf_find_tensor(g, "rope_freqs.weight")) {
     if (!(m->rope_factors = vector(g, "rope_freqs.weight", half, false, &failed, err)))
       goto fail;
   }
+  if (tr->long_short_rope) {
+    m->rope_long = vector(g, "rope_factors_long.weight", half, true, &failed, err);
+    m->rope_short = vector(g, "rope_factors_short.weight", half, true, &failed, err);
+    if (failed)
+      goto fail;
+    if (!m->rope_long != !m->rope_short) {
+      hn_error_set(err, HN_ERR_FORMAT, "tensor '%s' comes without '%s'",
+                   m->rope_long ? "rope_factors_long.weight" : "rope_factors_short.weight",
+                   m->rope_long ? "rope_factors_short.weight" : "rope_factors_long.weight");
+      goto fail;
+    }
+  }
   m->rope = (HnRope) { .head_dim = m->head_dim, .n_rot = (int) n_rot, .freq_base = base,
-                       .freq_scale = scale, .neox = qwen2, .freq_factors = m->rope_factors };
+                       .freq_scale = scale, .neox = tr->neox,
+                       .freq_factors = m->rope_factors ? m->rope_factors : m->rope_short,
+                       .attn_factor = attn_factor };
+  m->rope_local = m->rope;
+  if (tr->swa_local_rope) {
+    m->rope_local.freq_base = m->rope_local_base;
+    m->rope_local.freq_scale = 1.0f;
+  }
 
-  int kv_dim = m->n_head_kv * m->head_dim;
+  int q_dim = m->n_head * m->head_dim, kv_dim = m->n_head_kv * m->head_dim;
   m->layers = calloc((size_t) m->n_layer, sizeof *m->layers);
   if (!m->layers) {
     hn_error_set(err, HN_ERR_NOMEM, "out of memory");
@@ -312,30 +401,65 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
     snprintf(name, sizeof name, "blk.%d." suffix "." kind, i); \
     l->field = vector(g, name, n, opt, &failed, err); \
     if (failed) goto fail;
-    W(wq, "attn_q", m->n_embd, m->n_embd)
-    W(wk, "attn_k", m->n_embd, kv_dim)
-    W(wv, "attn_v", m->n_embd, kv_dim)
-    W(wo, "attn_output", m->n_embd, m->n_embd)
-    if (moe) {
+    snprintf(name, sizeof name, "blk.%d.attn_qkv.weight", i);
+    if (tr->fused_qkv && hn_gguf_find_tensor(g, name)) {
+      const HnGgufTensor *qkv = weight(g, name, m->n_embd, q_dim + 2 * kv_dim, false, err);
+      if (!qkv)
+        goto fail;
+      row_view(qkv, 0, q_dim, &l->q_view);
+      row_view(qkv, q_dim, kv_dim, &l->k_view);
+      row_view(qkv, q_dim + kv_dim, kv_dim, &l->v_view);
+      l->wq = &l->q_view;
+      l->wk = &l->k_view;
+      l->wv = &l->v_view;
+    } else {
+      W(wq, "attn_q", m->n_embd, q_dim)
+      W(wk, "attn_k", m->n_embd, kv_dim)
+      W(wv, "attn_v", m->n_embd, kv_dim)
+    }
+    W(wo, "attn_output", q_dim, m->n_embd)
+    if (tr->fused_gate_up) {
+      const HnGgufTensor *up;
+      W(w_up, "ffn_up", m->n_embd, 2 * m->n_ff)
+      up = l->w_up;
+      row_view(up, 0, m->n_ff, &l->gate_view);
+      row_view(up, m->n_ff, m->n_ff, &l->up_view);
+      l->w_gate = &l->gate_view;
+      l->w_up = &l->up_view;
+    } else if (moe) {
       if (!load_moe_layer(m, i, l, err))
         goto fail;
     } else {
       W(w_gate, "ffn_gate", m->n_embd, m->n_ff)
       W(w_up, "ffn_up", m->n_embd, m->n_ff)
+    }
+    if (!moe) {
       W(w_down, "ffn_down", m->n_ff, m->n_embd)
     }
     V(attn_norm, "attn_norm", "weight", m->n_embd, false)
     V(ffn_norm, "ffn_norm", "weight", m->n_embd, false)
-    V(bq, "attn_q", "bias", m->n_embd, true)
-    V(bk, "attn_k", "bias", kv_dim, true)
-    V(bv, "attn_v", "bias", kv_dim, true)
+    if (tr->post_norms) {
+      V(attn_post_norm, "post_attention_norm", "weight", m->n_embd, false)
+      V(ffn_post_norm, "post_ffw_norm", "weight", m->n_embd, false)
+    }
+    if (tr->qk_norm) {
+      V(q_norm, "attn_q_norm", "weight", m->head_dim, false)
+      V(k_norm, "attn_k_norm", "weight", m->head_dim, false)
+    }
+    if (tr->qkv_bias) {
+      V(bq, "attn_q", "bias", q_dim, true)
+      V(bk, "attn_k", "bias", kv_dim, true)
+      V(bv, "attn_v", "bias", kv_dim, true)
+    }
+    l->sliding = m->swa_window > 0 && hn_arch_layer_is_sliding(tr, i);
+    m->n_sliding += l->sliding;
 #undef W
 #undef V
   }
   hn_error_clear(err);
   for (int64_t i = 0; i < hn_gguf_n_tensors(g); i++) {
     const HnGgufTensor *t = hn_gguf_tensor(g, i);
-    if (strcmp(t->name, "rope_freqs.weight") == 0)
+    if (strcmp(t->name, "rope_freqs.weight") == 0 || strncmp(t->name, "rope_factors_", 13) == 0)
       continue;
     m->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
   }
@@ -364,14 +488,20 @@ hn_model_resident_bytes(const HnModel *m)
     bytes += hn_gguf_tensor(m->gguf, i)->nbytes;
   uint64_t kv_dim = (uint64_t) m->n_head_kv * (uint64_t) m->head_dim;
   bytes += ((uint64_t) m->n_layer * 2 + 1) * (uint64_t) m->n_embd * sizeof(float);
-  for (int l = 0; l < m->n_layer; l++)
-    if (m->layers[l].bq)
-      bytes += ((uint64_t) m->n_embd + 2 * kv_dim) * sizeof(float);
-  for (int l = 0; l < m->n_layer; l++)
-    if (m->layers[l].shexp_gate)
+  uint64_t q_dim = (uint64_t) m->n_head * (uint64_t) m->head_dim;
+  for (int l = 0; l < m->n_layer; l++) {
+    const HnLayer *L = &m->layers[l];
+    if (L->bq)
+      bytes += (q_dim + 2 * kv_dim) * sizeof(float);
+    if (L->attn_post_norm)
+      bytes += 2 * (uint64_t) m->n_embd * sizeof(float);
+    if (L->q_norm)
+      bytes += 2 * (uint64_t) m->head_dim * sizeof(float);
+    if (L->shexp_gate)
       bytes += (uint64_t) m->n_embd * sizeof(float);
-  if (m->rope_factors)
-    bytes += (uint64_t) m->rope.n_rot / 2 * sizeof(float);
+  }
+  uint64_t n_factors = (m->rope_factors != NULL) + (m->rope_long != NULL) + (m->rope_short != NULL);
+  bytes += n_factors * (uint64_t) (m->rope.n_rot / 2) * sizeof(float);
   return bytes;
 }
 const HnGguf *hn_model_gguf(const HnModel *m) { return m->gguf; }

@@ -47,6 +47,8 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
         if (j < nv)
           d0 = VFMADD(VLOAD(q + j * VLEN), VLOAD(kf + i * hd + j * VLEN), d0);
         s[i] = VHSUM(VADD(d0, d1)) * a->scale;
+        if (a->softcap > 0.0f)
+          s[i] = a->softcap * tanhf(s[i] / a->softcap);
         mx[h] = s[i] > mx[h] ? s[i] : mx[h];
       }
     }

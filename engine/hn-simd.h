@@ -74,7 +74,7 @@ typedef void (*HnPanelGemmFn)(const void *panel, int64_t n, int n_rows, const Hn
 
 /* Attention of one query position for the n_q query heads that share one KV head, over
  * the listed cache cells (F16 rows of the KV head, kv_stride elements from one cell to
- * the next): out_h = Σ_c f16(softmax_c(scale · q_h · k_c)) · v_c.
+ * the next): out_h = Σ_c f16(softmax_c(cap(scale · q_h · k_c))) · v_c.
  * Rounded like the reference engine, whose attention multiplies the F16 cache with F16
  * copies of its operands: q_h holds F16 values (the caller rounds it) and every
  * probability is rounded to F16 before it weights its value.  A single near-tie (an
@@ -85,6 +85,7 @@ typedef struct {
   const float *q;
   size_t q_stride;
   float scale;
+  float softcap; /* > 0: scores become softcap · tanh(score / softcap) (gemma2) */
   const uint16_t *k, *v;
   size_t kv_stride;
   const int32_t *cells;

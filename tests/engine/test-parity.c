@@ -1,6 +1,6 @@
-/* Parity with the reference engine: every reference file in testdata/reference against
- * the model it was made from (KL divergence, top-1 agreement, greedy continuation), and
- * the same for testdata/arch/reference of the architectures listed in arch_covered. */
+/* Parity with the reference engine: every reference file in testdata/reference (and
+ * testdata/arch/reference, the further architectures) against the model it was made from
+ * (KL divergence, top-1 agreement, greedy continuation). */
 #include <glib.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -10,11 +10,6 @@
 #include "hn-quants.h"
 
 static const char *testdata;
-
-/* Architectures of testdata/arch/ (files arch-<name>-*) that the engine runs. */
-static const char *const arch_covered[] = {
-  "qwen2moe",
-};
 
 static double
 log_sum_exp(const float *x, int n)
@@ -40,18 +35,18 @@ argmax(const float *x, int n)
 static void
 test_reference(gconstpointer data)
 {
-  /* "reference/NAME.json" or "arch/reference/NAME.json"; the model is in the sibling
-   * models folder */
+  /* "reference/NAME.json" or "arch/reference/NAME.json" under the test data */
   const char *rel = data;
-  const char *json_name = strrchr(rel, '/') + 1;
-  g_autofree char *base = g_strndup(rel, (gsize) (json_name - rel) - strlen("reference/"));
+  g_autofree char *ref_dir = g_path_get_dirname(rel);
+  g_autofree char *group = g_path_get_dirname(ref_dir); /* "." or "arch" */
+  g_autofree char *json_name = g_path_get_basename(rel);
   g_autofree char *json_path = g_build_filename(testdata, rel, NULL);
   g_autofree char *stem = g_strndup(json_name, strlen(json_name) - strlen(".json"));
   const char *dot = strrchr(stem, '.');
   g_autofree char *model_name = g_strdup_printf("%.*s.gguf", (int) (dot - stem), stem);
-  g_autofree char *model_path = g_build_filename(testdata, base, "models", model_name, NULL);
+  g_autofree char *model_path = g_build_filename(testdata, group, "models", model_name, NULL);
   g_autofree char *logits_name = g_strdup_printf("%s.logits.f32", stem);
-  g_autofree char *logits_path = g_build_filename(testdata, base, "reference", logits_name, NULL);
+  g_autofree char *logits_path = g_build_filename(testdata, group, "reference", logits_name, NULL);
 
   g_autoptr(JsonParser) parser = json_parser_new();
   g_autoptr(GError) gerr = NULL;
@@ -65,6 +60,11 @@ test_reference(gconstpointer data)
 
   HnError err = { 0 };
   HnModel *model = hn_model_load(model_path, NULL, &err);
+  if (!model && err.code == HN_ERR_UNSUPPORTED && strcmp(group, ".") != 0) {
+    /* an architecture of arch/ that another part of the engine has yet to bring */
+    g_test_skip(err.message);
+    return;
+  }
   g_assert_true(model != NULL);
   int nv = hn_model_n_vocab(model);
   uint32_t type = hn_model_main_type(model);
@@ -161,29 +161,20 @@ compare_names(gconstpointer a, gconstpointer b)
   return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
+/* Adds "SUBDIR/NAME.json" for every reference file in testdata/SUBDIR. */
 static bool
-is_covered_arch(const char *json_name)
+list_references(const char *subdir, GPtrArray *names)
 {
-  for (gsize i = 0; i < G_N_ELEMENTS(arch_covered); i++) {
-    g_autofree char *prefix = g_strdup_printf("arch-%s-", arch_covered[i]);
-    if (g_str_has_prefix(json_name, prefix))
-      return true;
-  }
-  return false;
-}
-
-/* Adds "<folder>/NAME.json" for the reference files in testdata/<folder>. */
-static void
-list_references(const char *folder, bool arch_only, GPtrArray *names)
-{
-  g_autofree char *dir_path = g_build_filename(testdata, folder, NULL);
+  g_autofree char *dir_path = g_build_filename(testdata, subdir, NULL);
   GDir *dir = g_dir_open(dir_path, 0, NULL);
-  g_assert_nonnull(dir);
+  if (!dir)
+    return false;
   const char *entry;
   while ((entry = g_dir_read_name(dir)))
-    if (g_str_has_suffix(entry, ".json") && (!arch_only || is_covered_arch(entry)))
-      g_ptr_array_add(names, g_strdup_printf("%s/%s", folder, entry));
+    if (g_str_has_suffix(entry, ".json"))
+      g_ptr_array_add(names, g_build_filename(subdir, entry, NULL));
   g_dir_close(dir);
+  return true;
 }
 
 int
@@ -191,19 +182,17 @@ main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
   testdata = g_getenv("HANASHI_TESTDATA");
-  g_autofree char *dir_path = testdata ? g_build_filename(testdata, "reference", NULL) : NULL;
-  if (!dir_path || !g_file_test(dir_path, G_FILE_TEST_IS_DIR)) {
+  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+  if (!testdata || !list_references("reference", names)) {
+    g_ptr_array_unref(names);
     g_test_skip("no test data");
     return g_test_run();
   }
-  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
-  list_references("reference", false, names);
-  list_references("arch/reference", true, names);
+  list_references("arch/reference", names);
   g_ptr_array_sort(names, compare_names);
   for (guint i = 0; i < names->len; i++) {
     const char *rel = names->pdata[i];
-    g_autofree char *path = g_strdup_printf("/parity/%s%s", g_str_has_prefix(rel, "arch/") ? "arch/" : "",
-                                            strrchr(rel, '/') + 1);
+    g_autofree char *path = g_strdup_printf("/parity/%s", g_str_has_prefix(rel, "arch/") ? rel : rel + strlen("reference/"));
     g_test_add_data_func(path, names->pdata[i], test_reference);
   }
   int status = g_test_run();
