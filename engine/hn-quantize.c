@@ -102,10 +102,13 @@ effective_dims(const HnGgufTensor *t)
   return n;
 }
 
+/* Matrices are; vectors (norms, biases) and the MoE routers (ffn_gate_inp, which pick
+ * the experts: a rounding there changes which weights run) stay as they are, as the
+ * reference's quantizer leaves them. */
 static bool
 is_quantizable(const HnGgufTensor *t)
 {
-  return ends_with(t->name, "weight") && effective_dims(t) >= 2;
+  return ends_with(t->name, "weight") && effective_dims(t) >= 2 && strstr(t->name, "ffn_gate_inp") == NULL;
 }
 
 /* Layer index from "blk.N.", or -1. */

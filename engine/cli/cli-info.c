@@ -34,6 +34,8 @@ cli_info(int argc, char **argv)
   human_size(hn_model_file_size(model), size, sizeof size);
   printf("architecture: %s\n", hn_model_arch(model));
   printf("parameters: %lld\n", (long long) hn_model_n_params(model));
+  if (hn_model_n_expert(model) > 0)
+    printf("experts: %d used of %d\n", hn_model_n_expert_used(model), hn_model_n_expert(model));
   printf("weight types: %s\n", types);
   printf("context length: %d\n", hn_model_n_ctx_train(model));
   printf("vocabulary size: %d\n", hn_model_n_vocab(model));

@@ -1,11 +1,13 @@
 /* hanashi-cli make-model --shape NAME --type TYPE -o FILE [--vocab VOCAB.gguf]
- *                        [--seed N] [-t THREADS]
+ *                        [--seed N] [-t THREADS] [--layers N]
  *
  * Writes a GGUF model of a realistic shape with random weights, for benchmarks: random
  * weights cost exactly what trained ones cost.  The vocabulary (tokenizer.* metadata) is
  * copied from a vocabulary GGUF and padded with unused tokens up to the shape's size.
  * The weights are generated as F16 into a temporary file next to FILE and then converted
- * with the same code as `hanashi-cli quantize`, so every type and mix it knows works. */
+ * with the same code as `hanashi-cli quantize`, so every type and mix it knows works.
+ * --layers N keeps the first N layers of the shape (every layer has the same shape), for
+ * shapes whose full file is larger than the machine at hand. */
 #include "cli-common.h"
 
 #include "hn-gguf-writer.h"
@@ -24,6 +26,10 @@ typedef struct {
   uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
   float rope_base, rms_eps;
   bool qkv_bias, tied;
+  uint32_t head_dim; /* 0: n_embd / n_head; else written as attention.key_length */
+  bool qk_norm;      /* per-head attn_q_norm / attn_k_norm (qwen3) */
+  /* mixture of experts (n_expert 0: a dense feed-forward of n_ff) */
+  uint32_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
 } ModelShape;
 
 static const ModelShape shapes[] = {
@@ -33,6 +39,17 @@ static const ModelShape shapes[] = {
   /* small enough for tests: every feature of the big shapes at a few megabytes */
   { "test-tiny", "llama", 128, 2, 4, 2, 352, 0, 512, 10000.0f, 1e-5f, false, false },
   { "test-tiny-qwen2", "qwen2", 128, 2, 4, 2, 352, 0, 512, 1000000.0f, 1e-6f, true, true },
+  /* Qwen3-30B-A3B: 128 experts of which 8 per token; the dense shape after it has the
+   * same attention and a feed-forward as wide as the 8 experts together, i.e. the same
+   * weights read per token: the yardstick for how fast the experts run */
+  { "qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 151936, 40960, 1000000.0f, 1e-6f, false, false,
+    .head_dim = 128, .qk_norm = true, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768 },
+  { "qwen3-30b-a3b-dense", "qwen3", 2048, 48, 32, 4, 8 * 768, 151936, 40960, 1000000.0f, 1e-6f, false, false,
+    .head_dim = 128, .qk_norm = true },
+  { "test-tiny-qwen3moe", "qwen3moe", 128, 2, 4, 2, 256, 0, 512, 1000000.0f, 1e-6f, false, false,
+    .head_dim = 64, .qk_norm = true, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64 },
+  { "test-tiny-qwen2moe", "qwen2moe", 128, 2, 4, 2, 256, 0, 512, 1000000.0f, 1e-6f, true, false,
+    .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64, .n_ff_shexp = 128 },
   { NULL },
 };
 
@@ -93,51 +110,81 @@ fill_normal(Rng *r, float *x, int64_t n, float mean, float stddev)
 typedef struct {
   char name[64];
   bool is_vector;
-  int64_t ne[2];
+  bool keep_f32; /* written as F32, which quantizing leaves alone (routers) */
+  int64_t ne[3];
 } TensorPlan;
+
+static int64_t
+shape_head_dim(const ModelShape *shape)
+{
+  return shape->head_dim ? shape->head_dim : shape->n_embd / shape->n_head;
+}
 
 static int
 plan_tensors(const ModelShape *shape, uint32_t n_vocab, TensorPlan *plan)
 {
-  const int64_t embd = shape->n_embd, head_dim = shape->n_embd / shape->n_head;
-  const int64_t kv = head_dim * shape->n_head_kv;
+  const int64_t embd = shape->n_embd, head_dim = shape_head_dim(shape);
+  const int64_t kv = head_dim * shape->n_head_kv, q = head_dim * shape->n_head;
+  const int64_t n_exp = shape->n_expert, ff_exp = shape->n_ff_exp, ff_sh = shape->n_ff_shexp;
   int n = 0;
-#define ADD(vec, a, b, ...)                                                  \
+#define ADD3(vec, a, b, c, ...)                                              \
   do {                                                                       \
     snprintf(plan[n].name, sizeof plan[n].name, __VA_ARGS__);                \
     plan[n].is_vector = (vec);                                               \
+    plan[n].keep_f32 = false;                                                \
     plan[n].ne[0] = (a);                                                     \
     plan[n].ne[1] = (b);                                                     \
+    plan[n].ne[2] = (c);                                                     \
     n++;                                                                     \
   } while (0)
+#define ADD(vec, a, b, ...) ADD3(vec, a, b, 1, __VA_ARGS__)
   ADD(false, embd, n_vocab, "token_embd.weight");
   for (uint32_t l = 0; l < shape->n_layer; l++) {
     ADD(true, embd, 1, "blk.%u.attn_norm.weight", l);
-    ADD(false, embd, embd, "blk.%u.attn_q.weight", l);
+    ADD(false, embd, q, "blk.%u.attn_q.weight", l);
     ADD(false, embd, kv, "blk.%u.attn_k.weight", l);
     ADD(false, embd, kv, "blk.%u.attn_v.weight", l);
     if (shape->qkv_bias) {
-      ADD(true, embd, 1, "blk.%u.attn_q.bias", l);
+      ADD(true, q, 1, "blk.%u.attn_q.bias", l);
       ADD(true, kv, 1, "blk.%u.attn_k.bias", l);
       ADD(true, kv, 1, "blk.%u.attn_v.bias", l);
     }
-    ADD(false, embd, embd, "blk.%u.attn_output.weight", l);
+    if (shape->qk_norm) {
+      ADD(true, head_dim, 1, "blk.%u.attn_q_norm.weight", l);
+      ADD(true, head_dim, 1, "blk.%u.attn_k_norm.weight", l);
+    }
+    ADD(false, q, embd, "blk.%u.attn_output.weight", l);
     ADD(true, embd, 1, "blk.%u.ffn_norm.weight", l);
-    ADD(false, embd, shape->n_ff, "blk.%u.ffn_gate.weight", l);
-    ADD(false, embd, shape->n_ff, "blk.%u.ffn_up.weight", l);
-    ADD(false, shape->n_ff, embd, "blk.%u.ffn_down.weight", l);
+    if (n_exp > 0) {
+      ADD(false, embd, n_exp, "blk.%u.ffn_gate_inp.weight", l);
+      plan[n - 1].keep_f32 = true;
+      ADD3(false, embd, ff_exp, n_exp, "blk.%u.ffn_gate_exps.weight", l);
+      ADD3(false, embd, ff_exp, n_exp, "blk.%u.ffn_up_exps.weight", l);
+      ADD3(false, ff_exp, embd, n_exp, "blk.%u.ffn_down_exps.weight", l);
+      if (ff_sh > 0) {
+        ADD(true, embd, 1, "blk.%u.ffn_gate_inp_shexp.weight", l);
+        ADD(false, embd, ff_sh, "blk.%u.ffn_gate_shexp.weight", l);
+        ADD(false, embd, ff_sh, "blk.%u.ffn_up_shexp.weight", l);
+        ADD(false, ff_sh, embd, "blk.%u.ffn_down_shexp.weight", l);
+      }
+    } else {
+      ADD(false, embd, shape->n_ff, "blk.%u.ffn_gate.weight", l);
+      ADD(false, embd, shape->n_ff, "blk.%u.ffn_up.weight", l);
+      ADD(false, shape->n_ff, embd, "blk.%u.ffn_down.weight", l);
+    }
   }
   ADD(true, embd, 1, "output_norm.weight");
   if (!shape->tied)
     ADD(false, embd, n_vocab, "output.weight");
 #undef ADD
+#undef ADD3
   return n;
 }
 
 static int
 max_tensors(const ModelShape *shape)
 {
-  return 3 + (int)shape->n_layer * 12;
+  return 3 + (int)shape->n_layer * 20;
 }
 
 /* Copies the tokenizer metadata of `vocab`, padding the token list to `n_vocab`. */
@@ -221,6 +268,14 @@ set_hparams(HnGgufWriter *w, const ModelShape *shape, uint32_t n_vocab, HnError 
          hn_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), shape->rms_eps, err) &&
          hn_gguf_writer_set_f32(w, KEY("rope.freq_base"), shape->rope_base, err) &&
          hn_gguf_writer_set_u32(w, KEY("vocab_size"), n_vocab, err) &&
+         (!shape->head_dim || (hn_gguf_writer_set_u32(w, KEY("attention.key_length"), shape->head_dim, err) &&
+                               hn_gguf_writer_set_u32(w, KEY("attention.value_length"), shape->head_dim, err))) &&
+         (!shape->n_expert ||
+          (hn_gguf_writer_set_u32(w, KEY("expert_count"), shape->n_expert, err) &&
+           hn_gguf_writer_set_u32(w, KEY("expert_used_count"), shape->n_expert_used, err) &&
+           hn_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), shape->n_ff_exp, err))) &&
+         (!shape->n_ff_shexp ||
+          hn_gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), shape->n_ff_shexp, err)) &&
          hn_gguf_writer_set_u32(w, "general.file_type", 1 /* F16 */, err);
 #undef KEY
 }
@@ -244,14 +299,15 @@ write_f16_model(const char *path, const ModelShape *shape, const HnGguf *vocab, 
   }
   int n_tensors = plan_tensors(shape, n_vocab, plan);
   ok = set_hparams(w, shape, n_vocab, err) && copy_vocabulary(w, vocab, n_vocab, err);
+  int64_t widest = 1;
   for (int i = 0; ok && i < n_tensors; i++) {
-    int64_t ne[2] = { plan[i].ne[0], plan[i].ne[1] };
-    ok = hn_gguf_writer_add_tensor(w, plan[i].name, plan[i].is_vector ? HN_TYPE_F32 : HN_TYPE_F16,
-                                   plan[i].is_vector ? 1 : 2, ne, err);
+    bool f32 = plan[i].is_vector || plan[i].keep_f32;
+    uint32_t n_dims = plan[i].is_vector ? 1 : plan[i].ne[2] > 1 ? 3 : 2;
+    ok = hn_gguf_writer_add_tensor(w, plan[i].name, f32 ? HN_TYPE_F32 : HN_TYPE_F16, n_dims, plan[i].ne, err);
+    widest = HN_MAX(widest, plan[i].ne[0]);
   }
   ok = ok && hn_gguf_writer_begin(w, path, err);
 
-  int64_t widest = HN_MAX((int64_t)shape->n_embd, (int64_t)shape->n_ff);
   row = malloc(sizeof *row * (size_t)widest);
   half = malloc(sizeof *half * (size_t)widest);
   if (ok && (row == NULL || half == NULL))
@@ -269,8 +325,12 @@ write_f16_model(const char *path, const ModelShape *shape, const HnGguf *vocab, 
       continue;
     }
     float stddev = 1.0f / sqrtf((float)cols);
-    for (int64_t r = 0; ok && r < rows; r++) {
+    for (int64_t r = 0; ok && r < rows * plan[i].ne[2]; r++) {
       fill_normal(&rng, row, cols, 0.0f, stddev);
+      if (plan[i].keep_f32) {
+        ok = hn_gguf_writer_write(w, row, sizeof *row * (size_t)cols, err);
+        continue;
+      }
       for (int64_t c = 0; c < cols; c++)
         half[c] = hn_fp32_to_fp16(row[c]);
       ok = hn_gguf_writer_write(w, half, sizeof *half * (size_t)cols, err);
@@ -289,7 +349,7 @@ int
 cli_make_model(int argc, char **argv)
 {
   const char *shape_name = NULL, *type_name = NULL, *output = NULL, *vocab_path = NULL;
-  long long seed = 1, threads = 2;
+  long long seed = 1, threads = 2, layers = 0;
 
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
@@ -305,24 +365,38 @@ cli_make_model(int argc, char **argv)
     else if (strcmp(arg, "--seed") == 0 && value) {
       if (!cli_parse_int(argv[++i], 0, INT64_MAX, &seed))
         return cli_fail("--seed must be a non-negative integer, not '%s'", argv[i]);
+    } else if (strcmp(arg, "--layers") == 0 && value) {
+      if (!cli_parse_int(argv[++i], 1, 4096, &layers))
+        return cli_fail("--layers must be a positive integer, not '%s'", argv[i]);
     } else if ((strcmp(arg, "-t") == 0 || strcmp(arg, "--threads") == 0) && value) {
       if (!cli_parse_int(argv[++i], 1, 64, &threads))
         return cli_fail("--threads must be an integer from 1 to 64, not '%s'", argv[i]);
     } else
       return cli_fail("unknown or incomplete option '%s' (usage: hanashi-cli make-model --shape NAME "
-                      "--type TYPE -o FILE --vocab VOCAB.gguf [--seed N] [-t THREADS])", arg);
+                      "--type TYPE -o FILE --vocab VOCAB.gguf [--seed N] [-t THREADS] [--layers N])", arg);
   }
   if (shape_name == NULL || type_name == NULL || output == NULL || vocab_path == NULL)
     return cli_fail("usage: hanashi-cli make-model --shape NAME --type TYPE -o FILE --vocab VOCAB.gguf "
-                    "[--seed N] [-t THREADS]");
+                    "[--seed N] [-t THREADS] [--layers N]");
 
-  const ModelShape *shape = NULL;
-  for (const ModelShape *s = shapes; s->name != NULL; s++)
+  const ModelShape *found = NULL;
+  char known[512] = "";
+  for (const ModelShape *s = shapes; s->name != NULL; s++) {
     if (strcmp(s->name, shape_name) == 0)
-      shape = s;
-  if (shape == NULL)
-    return cli_fail("unknown shape '%s' (known: tinyllama-1.1b, llama-3.2-1b, qwen2.5-0.5b, test-tiny, "
-                    "test-tiny-qwen2)", shape_name);
+      found = s;
+    size_t used = strlen(known);
+    snprintf(known + used, sizeof known - used, "%s%s", used ? ", " : "", s->name);
+  }
+  if (found == NULL)
+    return cli_fail("unknown shape '%s' (known: %s)", shape_name, known);
+  ModelShape chosen = *found;
+  if (layers > 0) {
+    if (layers > (long long)chosen.n_layer)
+      return cli_fail("--layers %lld is more than the %u layers of shape '%s'", layers, chosen.n_layer,
+                      chosen.name);
+    chosen.n_layer = (uint32_t)layers;
+  }
+  const ModelShape *shape = &chosen;
   const HnQuantizeTarget *target = hn_quantize_target_find(type_name);
   if (target == NULL)
     return cli_fail("unknown type '%s' (see hanashi-cli quantize --help)", type_name);
