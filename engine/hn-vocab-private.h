@@ -8,10 +8,11 @@ typedef enum {
   HN_PRE_GPT2,           /* gpt-2, mpt, olmo, gpt-neox, phi-2, ... */
   HN_PRE_STARCODER,      /* starcoder, refact, command-r, smollm, codeshell, exaone: digits split, then gpt-2 */
   HN_PRE_LLAMA3,         /* llama-bpe, llama3, dbrx, smaug-bpe */
-  HN_PRE_QWEN2,
+  HN_PRE_QWEN2,          /* qwen2 (also Qwen3), deepseek-r1-qwen, megrez: llama3 with single digits */
   HN_PRE_FALCON,
   HN_PRE_DEEPSEEK_CODER,
   HN_PRE_DEEPSEEK_LLM,
+  HN_PRE_GPT4O,          /* gpt-4o, llama4: OpenAI's o200k split (letters by case) */
 } HnPreType;
 
 typedef struct {

@@ -212,6 +212,7 @@ static const struct {
   { "falcon", HN_PRE_FALCON, false, false },
   { "deepseek-coder", HN_PRE_DEEPSEEK_CODER, false, false },
   { "deepseek-llm", HN_PRE_DEEPSEEK_LLM, false, false },
+  { "gpt-4o", HN_PRE_GPT4O, false, false },        { "llama4", HN_PRE_GPT4O, false, false },
 };
 
 static bool

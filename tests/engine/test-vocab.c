@@ -361,7 +361,7 @@ static void
 test_fuzz_splits (void)
 {
   GRand *rand = g_rand_new_with_seed (99);
-  for (int pre = HN_PRE_DEFAULT; pre <= HN_PRE_DEEPSEEK_LLM; pre++)
+  for (int pre = HN_PRE_DEFAULT; pre <= HN_PRE_GPT4O; pre++)
     for (int round = 0; round < 500; round++) {
       char buf[200];
       size_t len = (size_t) g_rand_int_range (rand, 0, sizeof buf);
@@ -415,6 +415,84 @@ test_pretokenize (void)
   check_split (HN_PRE_LLAMA3, "I'M fine,\tok", llama3_case);
   const char *const starcoder[] = { "x", "1", "2", " ", "3", NULL };
   check_split (HN_PRE_STARCODER, "x12 3", starcoder);
+}
+
+/* qwen2 (Qwen2, Qwen2.5, Qwen3): the LLaMA 3 split with single digits.  Expected pieces
+ * derived by hand from the regex in Qwen's tokenizer.json:
+ * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static void
+test_pretokenize_qwen2 (void)
+{
+  const char *const caps[] = { "I", "'M", " ", "2", "0", "2", "4", "'s", " WE", "'LL", " go", NULL };
+  check_split (HN_PRE_QWEN2, "I'M 2024's WE'LL go", caps);
+  /* a whitespace run ends at its last newline; before a word one space stays with it */
+  const char *const lines[] = { "a", " \n\n", " ", " b", "  \n", NULL };
+  check_split (HN_PRE_QWEN2, "a \n\n  b  \n", lines);
+  const char *const trailing[] = { "x", "\r\n", "y", "\t ", NULL };
+  check_split (HN_PRE_QWEN2, "x\r\ny\t ", trailing);
+  /* a combining mark is not a letter: it stands alone after the letters */
+  const char *const mark[] = { "cafe", "\u0301", " ok", NULL };
+  check_split (HN_PRE_QWEN2, "cafe\u0301 ok", mark);
+  /* punctuation before letters joins them (CJK letters are \p{L} like any other) */
+  const char *const cjk[] = { "你好", "，世界", "(hello", ")", NULL };
+  check_split (HN_PRE_QWEN2, "你好，世界(hello)", cjk);
+  const char *const emoji[] = { "hi", " \U0001F44B\U0001F3FD!", NULL };
+  check_split (HN_PRE_QWEN2, "hi \U0001F44B\U0001F3FD!", emoji);
+  /* every \p{N} alone, Arabic-Indic digits too */
+  const char *const digits[] = { "\u0661", "\u0662", "\u0663", "3", "rd", NULL };
+  check_split (HN_PRE_QWEN2, "\u0661\u0662\u06633rd", digits);
+  /* case-insensitive contractions fold U+017F LONG S to s, as the regex engine does */
+  const char *const long_s[] = { "it", "'\u017f", "a", NULL };
+  check_split (HN_PRE_QWEN2, "it'\u017fa", long_s);
+  /* the slash is only special in gpt-4o */
+  const char *const slash[] = { "path", "/to", " //\n", "/x", NULL };
+  check_split (HN_PRE_QWEN2, "path/to //\n/x", slash);
+}
+
+/* gpt-4o (Phi-4-mini, OpenAI's o200k): words by case.  Expected pieces derived by hand from
+ * the regex published in tiktoken:
+ * [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+ * |[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+ * |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static void
+test_pretokenize_gpt4o (void)
+{
+  /* CamelCase: capitals, then lower case; a run of capitals keeps the last one before lower case */
+  const char *const camel[] = { "Hello", "World", " JSONParser", " i", "Phone", NULL };
+  check_split (HN_PRE_GPT4O, "HelloWorld JSONParser iPhone", camel);
+  /* contractions only end a word, in any case */
+  const char *const caps[] = { "DON'T", " STOP", " we'RE", " I'm", NULL };
+  check_split (HN_PRE_GPT4O, "DON'T STOP we'RE I'm", caps);
+  const char *const long_s[] = { "it'\u017f", "a", NULL };
+  check_split (HN_PRE_GPT4O, "it'\u017fa", long_s);
+  /* numbers in threes */
+  const char *const digits[] = { "123", "45", " ", "\u0661\u0662\u0663", "\u06643", "rd", NULL };
+  check_split (HN_PRE_GPT4O, "12345 \u0661\u0662\u0663\u06643rd", digits);
+  /* symbols take the newlines and slashes after them */
+  const char *const slash[] = { "path", "/to", " //\n/", "x", NULL };
+  check_split (HN_PRE_GPT4O, "path/to //\n/x", slash);
+  const char *const lines[] = { "a", " \n\n", " ", " b", "  \n", NULL };
+  check_split (HN_PRE_GPT4O, "a \n\n  b  \n", lines);
+  const char *const trailing[] = { "x", "\r\n", "y", "\t ", NULL };
+  check_split (HN_PRE_GPT4O, "x\r\ny\t ", trailing);
+  /* a combining mark counts as upper and lower case: it stays in the word */
+  const char *const mark[] = { "cafe\u0301", " ok", NULL };
+  check_split (HN_PRE_GPT4O, "cafe\u0301 ok", mark);
+  /* É decomposed in capitals: the mark is the only "lower" character of the capitals run, so
+   * the first word ends after it; precomposed, the whole word is capitals */
+  const char *const ecole[] = { "E\u0301", "COLE", " \u00c9COLE", NULL };
+  check_split (HN_PRE_GPT4O, "E\u0301COLE \u00c9COLE", ecole);
+  /* a mark before a capital: the first alternative matches the mark alone */
+  const char *const mark_first[] = { "\u0301", "A", NULL };
+  check_split (HN_PRE_GPT4O, "\u0301A", mark_first);
+  /* Lt (Dž) is upper only, Lm (ʰ) both */
+  const char *const title[] = { "a", "\u01c5ungla", " A\u02b0b", " a\u02b0", "B", NULL };
+  check_split (HN_PRE_GPT4O, "a\u01c5ungla A\u02b0b a\u02b0B", title);
+  /* CJK letters (Lo) are both: after them capitals start a new word, before them not */
+  const char *const cjk[] = { "日本語", "ABC", " ABC日本語", "，世界", NULL };
+  check_split (HN_PRE_GPT4O, "日本語ABC ABC日本語，世界", cjk);
+  const char *const emoji[] = { "hi", " \U0001F44B\U0001F3FD!", NULL };
+  check_split (HN_PRE_GPT4O, "hi \U0001F44B\U0001F3FD!", emoji);
 }
 
 /* The default split (punctuation and math runs, then GPT-2, then numbers, then three ASCII
@@ -515,7 +593,9 @@ test_pre_names (void)
     { "smollm", "smollm", FALSE, FALSE },            { "llama-bpe", "llama-bpe", TRUE, FALSE },
     { "dbrx", "dbrx", FALSE, FALSE },                { "qwen2", "qwen2", FALSE, FALSE },
     { "falcon", "falcon", FALSE, FALSE },            { "deepseek-llm", "deepseek-llm", FALSE, FALSE },
-    { "deepseek-coder", "deepseek-coder", FALSE, FALSE },
+    { "deepseek-coder", "deepseek-coder", FALSE, FALSE }, { "deepseek-r1-qwen", "deepseek-r1-qwen", FALSE, FALSE },
+    { "megrez", "megrez", FALSE, FALSE },            { "gpt-4o", "gpt-4o", FALSE, FALSE },
+    { "llama4", "llama4", FALSE, FALSE },
   };
   for (size_t i = 0; i < G_N_ELEMENTS (cases); i++) {
     HnVocab *v = load_with_pre (cases[i].pre, dir);
@@ -618,6 +698,8 @@ main (int argc, char **argv)
   g_test_add_func ("/vocab/fuzz-splits", test_fuzz_splits);
   g_test_add_func ("/vocab/pretokenize", test_pretokenize);
   g_test_add_func ("/vocab/pretokenize/default", test_pretokenize_default);
+  g_test_add_func ("/vocab/pretokenize/qwen2", test_pretokenize_qwen2);
+  g_test_add_func ("/vocab/pretokenize/gpt-4o", test_pretokenize_gpt4o);
   g_test_add_func ("/vocab/pretokenize/deepseek-llm", test_pretokenize_deepseek_llm);
   g_test_add_func ("/vocab/pretokenize/long-whitespace", test_pretokenize_long_whitespace);
   g_test_add_func ("/vocab/pre-names", test_pre_names);
