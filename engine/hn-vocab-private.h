@@ -46,11 +46,14 @@ struct HnVocab {
   int32_t bos, eos, eot, eom, pad, unk;
   bool add_bos, add_eos, add_space_prefix, ignore_merges;
   uint8_t *eog; /* per token flag */
-  /* parse_special candidates, longest first */
+  /* parse_special candidates grouped by first byte, longest first within a group (ties:
+   * lower id): those starting with byte b are specials[special_start[b] .. special_start[b + 1]).
+   * Vocabularies like Gemma's hold thousands of control and user-defined tokens; only the few
+   * that start with the text's byte are compared. */
   int32_t *specials;
   int32_t n_specials;
   int32_t n_user_defined; /* matched even without parse_special, like added tokens */
-  uint32_t special_first_byte[8]; /* bitmap of first bytes of specials */
+  int32_t special_start[257];
   /* SPM: hashes of every pair of neighbouring characters inside some token (0 = empty) */
   uint64_t *spm_pairs;
   uint64_t spm_pairs_mask;

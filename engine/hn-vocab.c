@@ -562,7 +562,8 @@ hn_vocab_load(const HnGguf *gguf, HnError *err)
     goto fail;
   }
 
-  /* specials for parse_special, longest first (ties: lower id) */
+  /* specials for parse_special by first byte, longest first (ties: lower id); token texts
+   * are at most 1 << 20 bytes, so the length fits in 24 bits of the key */
   v->specials = malloc(sizeof(int32_t) * (size_t)n);
   uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)n);
   if (v->specials == NULL || keys == NULL) {
@@ -570,19 +571,23 @@ hn_vocab_load(const HnGguf *gguf, HnError *err)
     hn_error_set(err, HN_ERR_NOMEM, "out of memory");
     goto fail;
   }
+  int32_t per_byte[256] = { 0 };
   for (int32_t i = 0; i < n; i++) {
     const HnVocabToken *t = &v->tokens[i];
     if ((t->type == HN_TOKEN_TYPE_CONTROL || t->type == HN_TOKEN_TYPE_USER_DEFINED) && t->text_len > 0) {
-      keys[v->n_specials++] = (uint64_t)(UINT32_MAX - t->text_len) << 32 | (uint32_t)i;
-      v->n_user_defined += t->type == HN_TOKEN_TYPE_USER_DEFINED;
       unsigned char c = (unsigned char)v->text[t->text_off];
-      v->special_first_byte[c >> 5] |= 1u << (c & 31);
+      keys[v->n_specials++] = (uint64_t)c << 56 | (uint64_t)((1u << 24) - 1 - t->text_len) << 32 | (uint32_t)i;
+      v->n_user_defined += t->type == HN_TOKEN_TYPE_USER_DEFINED;
+      per_byte[c]++;
     }
   }
   qsort(keys, (size_t)v->n_specials, sizeof(uint64_t), cmp_u64);
   for (int32_t k = 0; k < v->n_specials; k++)
     v->specials[k] = (int32_t)(uint32_t)keys[k];
   free(keys);
+  v->special_start[0] = 0;
+  for (int b = 0; b < 256; b++)
+    v->special_start[b + 1] = v->special_start[b] + per_byte[b];
   return v;
 
 fail:
@@ -681,12 +686,9 @@ static int32_t
 match_special(const HnVocab *v, const char *text, size_t len, bool parse_special)
 {
   unsigned char c = (unsigned char)text[0];
-  if (!(v->special_first_byte[c >> 5] & (1u << (c & 31))))
-    return -1;
-  for (int32_t k = 0; k < v->n_specials; k++) {
+  for (int32_t k = v->special_start[c]; k < v->special_start[c + 1]; k++) {
     const HnVocabToken *t = &v->tokens[v->specials[k]];
-    if (t->text_len <= len && (unsigned char)v->text[t->text_off] == c &&
-        (parse_special || t->type == HN_TOKEN_TYPE_USER_DEFINED) &&
+    if (t->text_len <= len && (parse_special || t->type == HN_TOKEN_TYPE_USER_DEFINED) &&
         memcmp(v->text + t->text_off, text, t->text_len) == 0)
       return v->specials[k];
   }

@@ -96,12 +96,18 @@ test_vocab_file (gconstpointer data)
   hn_vocab_free (v);
 }
 
+/* data: "models/NAME.gguf" or "arch/models/NAME.gguf"; the references lie in the sibling
+ * reference/ folder.  Only the vocabulary is loaded, so the architecture models of arch/
+ * are checked whatever the forward pass supports. */
 static void
 test_reference_prompts (gconstpointer data)
 {
-  const char *model = data;
-  g_autofree char *dir = g_build_filename (testdata (), "reference", NULL);
-  g_autofree char *gguf = g_build_filename (testdata (), "models", model, NULL);
+  const char *rel = data;
+  g_autofree char *gguf = g_build_filename (testdata (), rel, NULL);
+  g_autofree char *models_dir = g_path_get_dirname (gguf);
+  g_autofree char *parent = g_path_get_dirname (models_dir);
+  g_autofree char *dir = g_build_filename (parent, "reference", NULL);
+  g_autofree char *model = g_path_get_basename (gguf);
   HnVocab *v = load_vocab (gguf);
   g_autofree char *base = g_strndup (model, strlen (model) - 5);
   int checked = 0;
@@ -685,12 +691,25 @@ main (int argc, char **argv)
       g_test_add_data_func (tp, path, test_vocab_file);
     }
   g_dir_close (d);
-  static const char *models[] = { "stories260K-f32.gguf", "tiny-llama-spm-q8_0.gguf", "tiny-qwen2-gpt2-q8_0.gguf",
-                                  "quant-llama-v512-f32.gguf" };
+  static const char *models[] = { "models/stories260K-f32.gguf", "models/tiny-llama-spm-q8_0.gguf",
+                                  "models/tiny-qwen2-gpt2-q8_0.gguf", "models/quant-llama-v512-f32.gguf" };
   for (size_t i = 0; i < G_N_ELEMENTS (models); i++) {
-    g_autofree char *tp = g_strdup_printf ("/vocab/reference/%s", models[i]);
+    g_autofree char *tp = g_strdup_printf ("/vocab/reference/%s", models[i] + strlen ("models/"));
     g_test_add_data_func (tp, models[i], test_reference_prompts);
   }
+  /* every architecture model (Gemma 2's with the LLaMA SentencePiece vocabulary, Qwen3's
+   * with GPT-2's, the others with the 512-token one), found by listing */
+  g_autofree char *arch_dir = g_build_filename (testdata (), "arch", "models", NULL);
+  GDir *ad = g_dir_open (arch_dir, 0, NULL);
+  while (ad != NULL && (name = g_dir_read_name (ad)) != NULL)
+    if (g_str_has_suffix (name, ".gguf")) {
+      char *rel = g_build_filename ("arch", "models", name, NULL);
+      g_ptr_array_add (paths, rel);
+      g_autofree char *tp = g_strdup_printf ("/vocab/reference/arch/%s", name);
+      g_test_add_data_func (tp, rel, test_reference_prompts);
+    }
+  if (ad != NULL)
+    g_dir_close (ad);
   g_test_add_func ("/vocab/specials", test_specials);
   g_test_add_func ("/vocab/guarded", test_guarded);
   g_test_add_func ("/vocab/stream", test_stream);
