@@ -423,6 +423,164 @@ test_pretokenize (void)
   check_split (HN_PRE_STARCODER, "x12 3", starcoder);
 }
 
+/* A small vocabulary laid out like Gemma's SentencePiece one (tokenizer.ggml.model "llama"):
+ * control tokens <pad> <eos> <bos>, <unk>, the turn markers, whitespace runs and an HTML tag
+ * as user-defined tokens with literal spaces (as the converter writes them), all 256 byte
+ * tokens, and normal pieces whose scores give the merge order (higher first). */
+static const struct {
+  const char *text;
+  float score;
+  int type;
+} gemma_like[] = {
+  { "<pad>", 0, HN_TOKEN_TYPE_CONTROL },           { "<eos>", 0, HN_TOKEN_TYPE_CONTROL },
+  { "<bos>", 0, HN_TOKEN_TYPE_CONTROL },           { "<unk>", 0, HN_TOKEN_TYPE_UNKNOWN },
+  { "<start_of_turn>", 0, HN_TOKEN_TYPE_CONTROL }, { "<end_of_turn>", 0, HN_TOKEN_TYPE_CONTROL },
+  { "  ", 0, HN_TOKEN_TYPE_USER_DEFINED },         { "   ", 0, HN_TOKEN_TYPE_USER_DEFINED },
+  { "    ", 0, HN_TOKEN_TYPE_USER_DEFINED },       { "<table>", 0, HN_TOKEN_TYPE_USER_DEFINED },
+  /* single characters: never merged into, their scores do not matter */
+  { "\u2581", -100, 1 }, { "\n", -100, 1 }, { "H", -100, 1 }, { "e", -100, 1 }, { "l", -100, 1 },
+  { "o", -100, 1 },      { "w", -100, 1 },  { "r", -100, 1 }, { "d", -100, 1 }, { "a", -100, 1 },
+  { "b", -100, 1 },      { "x", -100, 1 },  { "<", -100, 1 }, { ">", -100, 1 }, { "s", -100, 1 },
+  { "u", -100, 1 },      { "i", -100, 1 },
+  /* merges */
+  { "ll", -10, 1 }, { "He", -11, 1 }, { "Hell", -12, 1 }, { "Hello", -13, 1 }, { "or", -14, 1 },
+  { "\u2581w", -15, 1 }, { "\u2581wor", -16, 1 }, { "ld", -18, 1 }, { "\u2581world", -19, 1 },
+  { "\n\n", -20, 1 }, { "\u2581b", -21, 1 }, { "<e", -22, 1 }, { "os", -23, 1 }, { "<eos", -24, 1 },
+  { "\u2581Hello", -26, 1 },
+};
+
+/* Writes the Gemma-like vocabulary; add_space_prefix: "false" as Gemma files set it, or
+ * NULL for no key (SentencePiece's default, a prefix). */
+static HnVocab *
+load_gemma_like (const char *dir, const char *add_space_prefix)
+{
+  HnError err = { 0 };
+  size_t n_fixed = G_N_ELEMENTS (gemma_like), n = n_fixed + 256;
+  const char **texts = g_new0 (const char *, n);
+  float *scores = g_new0 (float, n);
+  int32_t *types = g_new0 (int32_t, n);
+  char *bytes = g_malloc0 (256 * 8); /* "<0xNN>" for every byte */
+  for (size_t i = 0; i < n_fixed; i++) {
+    texts[i] = gemma_like[i].text;
+    scores[i] = gemma_like[i].score;
+    types[i] = gemma_like[i].type;
+  }
+  for (int b = 0; b < 256; b++) {
+    g_snprintf (bytes + 8 * b, 8, "<0x%02X>", b);
+    texts[n_fixed + (size_t) b] = bytes + 8 * b;
+    types[n_fixed + (size_t) b] = HN_TOKEN_TYPE_BYTE;
+  }
+  HnGgufWriter *w = hn_gguf_writer_new (&err);
+  g_assert_true (hn_gguf_writer_set_str (w, "general.architecture", "gemma2", &err));
+  g_assert_true (hn_gguf_writer_set_str (w, "tokenizer.ggml.model", "llama", &err));
+  g_assert_true (hn_gguf_writer_set_str_array (w, "tokenizer.ggml.tokens", texts, n, &err));
+  g_assert_true (hn_gguf_writer_set_array (w, "tokenizer.ggml.scores", HN_GGUF_FLOAT32, scores, n, &err));
+  g_assert_true (hn_gguf_writer_set_array (w, "tokenizer.ggml.token_type", HN_GGUF_INT32, types, n, &err));
+  g_assert_true (hn_gguf_writer_set_u32 (w, "tokenizer.ggml.bos_token_id", 2, &err));
+  g_assert_true (hn_gguf_writer_set_u32 (w, "tokenizer.ggml.eos_token_id", 1, &err));
+  g_assert_true (hn_gguf_writer_set_u32 (w, "tokenizer.ggml.unknown_token_id", 3, &err));
+  g_assert_true (hn_gguf_writer_set_u32 (w, "tokenizer.ggml.padding_token_id", 0, &err));
+  g_assert_true (hn_gguf_writer_set_bool (w, "tokenizer.ggml.add_bos_token", true, &err));
+  if (add_space_prefix != NULL)
+    g_assert_true (hn_gguf_writer_set_bool (w, "tokenizer.ggml.add_space_prefix",
+                                            strcmp (add_space_prefix, "true") == 0, &err));
+  g_autofree char *path = g_build_filename (dir, "gemma-like.gguf", NULL);
+  g_assert_true (hn_gguf_writer_begin (w, path, &err));
+  g_assert_true (hn_gguf_writer_finish (w, &err));
+  hn_gguf_writer_free (w);
+  g_free (texts);
+  g_free (scores);
+  g_free (types);
+  g_free (bytes);
+  HnVocab *v = load_vocab (path);
+  g_unlink (path);
+  return v;
+}
+
+/* Tokenizes text and compares with the expected pieces (raw vocabulary texts); without
+ * parse_special the ids must also detokenize back to exactly the text. */
+static void
+check_pieces (const HnVocab *v, const char *text, bool parse_special, const char *const *want)
+{
+  GArray *ids = tokenize (v, text, strlen (text), false, parse_special);
+  guint n_want = g_strv_length ((char **) want);
+  for (guint i = 0; i < MIN (ids->len, n_want); i++) {
+    size_t len;
+    const char *piece = hn_vocab_token_text (v, g_array_index (ids, int32_t, i), &len);
+    g_autofree char *got = g_strndup (piece, len);
+    g_assert_cmpstr (got, ==, want[i]);
+    g_assert_cmpint (g_array_index (ids, int32_t, i), ==, hn_vocab_find_token (v, want[i]));
+  }
+  g_assert_cmpuint (ids->len, ==, n_want);
+  if (!parse_special) {
+    char buf[256];
+    HnError err = { 0 };
+    int64_t n = hn_detokenize (v, (int32_t *) ids->data, ids->len, true, false, buf, sizeof buf, &err);
+    g_assert_cmpint (n, ==, (int64_t) strlen (text));
+    g_assert_cmpint (memcmp (buf, text, strlen (text)), ==, 0);
+  }
+  g_array_unref (ids);
+}
+
+/* Gemma's SentencePiece rules end to end, expected pieces derived by hand from the merge
+ * order above: no space prefix when the file says so, byte fallback, "\n" pieces, user-defined
+ * whitespace runs matched literally (longest first), the turn markers, and control tokens
+ * that typed text never becomes. */
+static void
+test_gemma_spm (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("hanashi-gemma-XXXXXX", NULL);
+  HnVocab *v = load_gemma_like (dir, "false");
+  g_assert_cmpint (hn_vocab_type (v), ==, HN_VOCAB_SPM);
+  const char *const hello[] = { "Hello", "\u2581world", NULL };
+  check_pieces (v, "Hello world", false, hello);
+  /* a leading space is the text's own and comes back */
+  const char *const world[] = { "\u2581world", NULL };
+  check_pieces (v, " world", false, world);
+  const char *const lines[] = { "Hello", "\n\n", "w", "or", "ld", NULL };
+  check_pieces (v, "Hello\n\nworld", false, lines);
+  /* characters without a piece fall back to their UTF-8 bytes */
+  const char *const check[] = { "Hello", "\u2581", "<0xE2>", "<0x9C>", "<0x93>", NULL };
+  check_pieces (v, "Hello \u2713", false, check);
+  const char *const cjk[] = { "<0xE6>", "<0x97>", "<0xA5>", "x", NULL };
+  check_pieces (v, "\u65e5x", false, cjk);
+  /* whitespace runs: the longest user-defined run, and no prefix after it */
+  const char *const run4[] = { "a", "    ", "b", NULL };
+  check_pieces (v, "a    b", false, run4);
+  const char *const run5[] = { "a", "    ", "\u2581b", NULL };
+  check_pieces (v, "a     b", false, run5);
+  const char *const run2[] = { "a", "  ", "\n", NULL };
+  check_pieces (v, "a  \n", false, run2);
+  const char *const tag[] = { "x", "<table>", "x", NULL };
+  check_pieces (v, "x<table>x", false, tag);
+  /* "<eos" + ">" would be the control token <eos>: merges never make one */
+  const char *const typed[] = { "<eos", ">", NULL };
+  check_pieces (v, "<eos>", false, typed);
+  const char *const parsed[] = { "<eos>", NULL };
+  check_pieces (v, "<eos>", true, parsed);
+  const char *const turn[] = { "<start_of_turn>", "u", "s", "e", "r", "\n", "H", "i", "<end_of_turn>", "\n", NULL };
+  check_pieces (v, "<start_of_turn>user\nHi<end_of_turn>\n", true, turn);
+  /* BOS as the file asks; end of generation: <eos> and <end_of_turn>, not <start_of_turn> */
+  GArray *with_bos = tokenize (v, "Hello", 5, true, false);
+  g_assert_cmpuint (with_bos->len, ==, 2);
+  g_assert_cmpint (g_array_index (with_bos, int32_t, 0), ==, hn_vocab_find_token (v, "<bos>"));
+  g_array_unref (with_bos);
+  int32_t end_of_turn = hn_vocab_find_token (v, "<end_of_turn>");
+  g_assert_true (hn_vocab_is_eog (v, end_of_turn));
+  g_assert_true (hn_vocab_is_eog (v, hn_vocab_find_token (v, "<eos>")));
+  g_assert_false (hn_vocab_is_eog (v, hn_vocab_find_token (v, "<start_of_turn>")));
+  g_assert_cmpint (hn_vocab_eot (v), ==, end_of_turn);
+  check_stream (v, "Hello \u65e5\u672c world");
+  hn_vocab_free (v);
+
+  /* the same vocabulary without the key: SentencePiece's default prefix */
+  v = load_gemma_like (dir, NULL);
+  const char *const prefixed[] = { "\u2581Hello", "\u2581world", NULL };
+  check_pieces (v, "Hello world", false, prefixed);
+  hn_vocab_free (v);
+  g_rmdir (dir);
+}
+
 /* qwen2 (Qwen2, Qwen2.5, Qwen3): the LLaMA 3 split with single digits.  Expected pieces
  * derived by hand from the regex in Qwen's tokenizer.json:
  * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
@@ -717,6 +875,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vocab/fuzz-splits", test_fuzz_splits);
   g_test_add_func ("/vocab/pretokenize", test_pretokenize);
   g_test_add_func ("/vocab/pretokenize/default", test_pretokenize_default);
+  g_test_add_func ("/vocab/gemma-spm", test_gemma_spm);
   g_test_add_func ("/vocab/pretokenize/qwen2", test_pretokenize_qwen2);
   g_test_add_func ("/vocab/pretokenize/gpt-4o", test_pretokenize_gpt4o);
   g_test_add_func ("/vocab/pretokenize/deepseek-llm", test_pretokenize_deepseek_llm);
