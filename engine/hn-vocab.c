@@ -87,17 +87,25 @@ hn_vocab_spm_pair_possible(const HnVocab *vocab, const char *s, size_t len)
   }
 }
 
+static bool
+spm_pairs_insert(uint64_t *table, uint64_t mask, uint64_t h)
+{
+  uint64_t slot = h & mask;
+  while (table[slot] != 0 && table[slot] != h)
+    slot = (slot + 1) & mask;
+  bool added = table[slot] == 0;
+  table[slot] = h;
+  return added;
+}
+
 /* Records every pair of neighbouring characters of every token (characters split as the
- * SPM tokenizer splits text: by the lead byte's length). */
+ * SPM tokenizer splits text: by the lead byte's length).  The set grows as distinct pairs
+ * come (at most half full): a 262 144-token vocabulary has millions of pairs but far fewer
+ * distinct ones, so sizing it for all would waste tens of megabytes. */
 static bool
 build_spm_pairs(HnVocab *v)
 {
-  size_t n_pairs = 0;
-  for (int32_t i = 0; i < v->n_tokens; i++)
-    n_pairs += v->tokens[i].text_len;
-  uint64_t cap = 1;
-  while (cap < n_pairs * 2 + 2)
-    cap <<= 1;
+  uint64_t cap = 1024, count = 0;
   v->spm_pairs = calloc(cap, sizeof(uint64_t));
   if (v->spm_pairs == NULL)
     return false;
@@ -110,11 +118,19 @@ build_spm_pairs(HnVocab *v)
     while (len > 0 && a + la < len) {
       size_t b = a + la;
       size_t lb = HN_MIN((size_t)spm_char_len((unsigned char)s[b]), len - b);
-      uint64_t h = hn_vocab_hash_bytes(s + a, la + lb) | 1;
-      uint64_t slot = h & v->spm_pairs_mask;
-      while (v->spm_pairs[slot] != 0 && v->spm_pairs[slot] != h)
-        slot = (slot + 1) & v->spm_pairs_mask;
-      v->spm_pairs[slot] = h;
+      if (2 * (count + 1) > cap) {
+        uint64_t *grown = calloc(cap * 2, sizeof(uint64_t));
+        if (grown == NULL)
+          return false;
+        for (uint64_t k = 0; k < cap; k++)
+          if (v->spm_pairs[k] != 0)
+            spm_pairs_insert(grown, cap * 2 - 1, v->spm_pairs[k]);
+        free(v->spm_pairs);
+        v->spm_pairs = grown;
+        cap *= 2;
+        v->spm_pairs_mask = cap - 1;
+      }
+      count += spm_pairs_insert(v->spm_pairs, v->spm_pairs_mask, hn_vocab_hash_bytes(s + a, la + lb) | 1);
       a = b;
       la = lb;
     }
