@@ -581,6 +581,95 @@ test_gemma_spm (void)
   g_rmdir (dir);
 }
 
+/* GPT-2's byte → printable character map (bytes outside the printable ranges go to 256 + n). */
+static guint32
+byte_char (int b)
+{
+  if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))
+    return (guint32) b;
+  int n = 0;
+  for (int i = 0; i < b; i++)
+    n += !((i >= 33 && i <= 126) || (i >= 161 && i <= 172) || (i >= 174 && i <= 255));
+  return 256u + (guint32) n;
+}
+
+/* A byte-level BPE vocabulary with the given tokenizer.ggml.pre: the 256 byte characters, two
+ * merges ("o" "W" across a CamelCase boundary, "1" "2" across single digits), and Qwen's and
+ * Phi's end-of-turn tokens as control tokens. */
+static HnVocab *
+load_small_bpe (const char *dir, const char *pre)
+{
+  HnError err = { 0 };
+  static const char *const extra[] = { "oW", "12", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|end|>" };
+  size_t n = 256 + G_N_ELEMENTS (extra);
+  const char **texts = g_new0 (const char *, n);
+  int32_t *types = g_new0 (int32_t, n);
+  char *chars = g_malloc0 (256 * 8);
+  for (int b = 0; b < 256; b++) {
+    g_unichar_to_utf8 (byte_char (b), chars + 8 * b);
+    texts[b] = chars + 8 * b;
+    types[b] = HN_TOKEN_TYPE_NORMAL;
+  }
+  for (size_t i = 0; i < G_N_ELEMENTS (extra); i++) {
+    texts[256 + i] = extra[i];
+    types[256 + i] = i < 2 ? HN_TOKEN_TYPE_NORMAL : HN_TOKEN_TYPE_CONTROL;
+  }
+  const char *merges[] = { "o W", "1 2" };
+  HnGgufWriter *w = hn_gguf_writer_new (&err);
+  g_assert_true (hn_gguf_writer_set_str (w, "tokenizer.ggml.model", "gpt2", &err));
+  g_assert_true (hn_gguf_writer_set_str (w, "tokenizer.ggml.pre", pre, &err));
+  g_assert_true (hn_gguf_writer_set_str_array (w, "tokenizer.ggml.tokens", texts, n, &err));
+  g_assert_true (hn_gguf_writer_set_array (w, "tokenizer.ggml.token_type", HN_GGUF_INT32, types, n, &err));
+  g_assert_true (hn_gguf_writer_set_str_array (w, "tokenizer.ggml.merges", merges, G_N_ELEMENTS (merges), &err));
+  g_assert_true (hn_gguf_writer_set_u32 (w, "tokenizer.ggml.eos_token_id", 256 + 2, &err));
+  g_autofree char *path = g_build_filename (dir, "small-bpe.gguf", NULL);
+  g_assert_true (hn_gguf_writer_begin (w, path, &err));
+  g_assert_true (hn_gguf_writer_finish (w, &err));
+  hn_gguf_writer_free (w);
+  g_free (texts);
+  g_free (types);
+  g_free (chars);
+  HnVocab *v = load_vocab (path);
+  g_unlink (path);
+  return v;
+}
+
+/* The split reaches the merges: gpt-4o cuts "HelloWorld" between o and W, so the merge "oW"
+ * cannot apply; qwen2 keeps digits apart, so "12" cannot either.  Qwen3's <|im_end|> and
+ * <|endoftext|> and Phi's <|end|> end generation; <|im_end|> is the end of turn. */
+static void
+test_bpe_splits_end_to_end (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("hanashi-bpe-XXXXXX", NULL);
+  static const struct {
+    const char *pre, *text;
+    guint n_tokens;
+  } cases[] = {
+    { "gpt-4o", "HelloWorld", 10 }, { "gpt-2", "HelloWorld", 9 },  { "qwen2", "HelloWorld", 9 },
+    { "qwen2", "x123", 4 },         { "llama-bpe", "x123", 3 },    { "gpt-4o", "x123", 3 },
+  };
+  for (size_t i = 0; i < G_N_ELEMENTS (cases); i++) {
+    HnVocab *v = load_small_bpe (dir, cases[i].pre);
+    g_assert_cmpstr (hn_vocab_pre_name (v), ==, cases[i].pre);
+    GArray *ids = tokenize (v, cases[i].text, strlen (cases[i].text), false, false);
+    g_assert_cmpuint (ids->len, ==, cases[i].n_tokens);
+    char buf[64];
+    HnError err = { 0 };
+    int64_t len = hn_detokenize (v, (int32_t *) ids->data, ids->len, true, false, buf, sizeof buf, &err);
+    g_assert_cmpint (len, ==, (int64_t) strlen (cases[i].text));
+    g_assert_cmpint (memcmp (buf, cases[i].text, (size_t) len), ==, 0);
+    g_array_unref (ids);
+    int32_t im_end = hn_vocab_find_token (v, "<|im_end|>");
+    g_assert_true (hn_vocab_is_eog (v, im_end));
+    g_assert_true (hn_vocab_is_eog (v, hn_vocab_find_token (v, "<|endoftext|>")));
+    g_assert_true (hn_vocab_is_eog (v, hn_vocab_find_token (v, "<|end|>")));
+    g_assert_false (hn_vocab_is_eog (v, hn_vocab_find_token (v, "<|im_start|>")));
+    g_assert_cmpint (hn_vocab_eot (v), ==, im_end);
+    hn_vocab_free (v);
+  }
+  g_rmdir (dir);
+}
+
 /* qwen2 (Qwen2, Qwen2.5, Qwen3): the LLaMA 3 split with single digits.  Expected pieces
  * derived by hand from the regex in Qwen's tokenizer.json:
  * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
@@ -876,6 +965,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vocab/pretokenize", test_pretokenize);
   g_test_add_func ("/vocab/pretokenize/default", test_pretokenize_default);
   g_test_add_func ("/vocab/gemma-spm", test_gemma_spm);
+  g_test_add_func ("/vocab/bpe-splits", test_bpe_splits_end_to_end);
   g_test_add_func ("/vocab/pretokenize/qwen2", test_pretokenize_qwen2);
   g_test_add_func ("/vocab/pretokenize/gpt-4o", test_pretokenize_gpt4o);
   g_test_add_func ("/vocab/pretokenize/deepseek-llm", test_pretokenize_deepseek_llm);
