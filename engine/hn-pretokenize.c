@@ -19,10 +19,16 @@ typedef struct {
 #define S(i) (c->fl[i] & HN_UC_WHITESPACE)
 #define P(i) (c->fl[i] & HN_UC_PUNCT)
 
-static int32_t
-lower_ascii(uint32_t cp)
+/* Case folding as the case-insensitive contractions of the original tokenizers' regex
+ * engines apply it to the letters s, t, r, e, v, m, l, d: the ASCII capitals, and U+017F
+ * LATIN SMALL LETTER LONG S, whose simple case folding is 's' (no other code point folds to
+ * one of these letters). */
+static uint32_t
+fold_case(uint32_t cp)
 {
-  return (cp >= 'A' && cp <= 'Z') ? (int32_t)(cp + 32) : (int32_t)cp;
+  if (cp >= 'A' && cp <= 'Z')
+    return cp + 32;
+  return cp == 0x017F ? 's' : cp;
 }
 
 /* 's 't 're 've 'm 'll 'd, optionally case-insensitive: length matched or 0 */
@@ -33,8 +39,8 @@ contraction(const Ctx *c, int64_t i, bool icase)
     return 0;
   uint32_t a = c->cp[i + 1], b = i + 2 < c->end ? c->cp[i + 2] : 0;
   if (icase) {
-    a = (uint32_t)lower_ascii(a);
-    b = (uint32_t)lower_ascii(b);
+    a = fold_case(a);
+    b = fold_case(b);
   }
   if (a == 's' || a == 't' || a == 'm' || a == 'd')
     return 2;
@@ -83,6 +89,34 @@ match_gpt2(const Ctx *c, int64_t i)
   return whitespace_run(c, i);
 }
 
+/* The alternatives that llama3, qwen2 and gpt-4o share after their letter and number rules:
+ *  ?[^\s\p{L}\p{N}]+[\r\n]*  (gpt-4o: [\r\n/]*) | \s*[\r\n]+ | \s+(?!\S) | \s+ */
+static int64_t
+symbols_or_whitespace(const Ctx *c, int64_t i, bool trailing_slash)
+{
+  int64_t j = i;
+  if (c->cp[i] == ' ' && j + 1 < c->end && !S(j + 1) && !L(j + 1) && !N(j + 1))
+    j++;
+  if (!S(j) && !L(j) && !N(j)) {
+    while (j < c->end && !S(j) && !L(j) && !N(j))
+      j++;
+    while (j < c->end && (c->cp[j] == '\r' || c->cp[j] == '\n' || (trailing_slash && c->cp[j] == '/')))
+      j++;
+    return j - i;
+  }
+  /* \s*[\r\n]+ : whitespace run ending at its last newline */
+  j = i;
+  int64_t last_nl = -1;
+  while (j < c->end && S(j)) {
+    if (c->cp[j] == '\r' || c->cp[j] == '\n')
+      last_nl = j;
+    j++;
+  }
+  if (last_nl >= 0)
+    return last_nl + 1 - i;
+  return whitespace_run(c, i);
+}
+
 /* llama3 (digits {1,3}) and qwen2 (single digits):
  * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
 static int64_t
@@ -106,27 +140,7 @@ match_llama3_like(const Ctx *c, int64_t i, int max_digits)
       j++;
     return j - i;
   }
-  j = i;
-  if (cp == ' ' && j + 1 < c->end && !S(j + 1) && !L(j + 1) && !N(j + 1))
-    j++;
-  if (!S(j) && !L(j) && !N(j)) {
-    while (j < c->end && !S(j) && !L(j) && !N(j))
-      j++;
-    while (j < c->end && (c->cp[j] == '\r' || c->cp[j] == '\n'))
-      j++;
-    return j - i;
-  }
-  /* \s*[\r\n]+ : whitespace run ending at its last newline */
-  j = i;
-  int64_t last_nl = -1;
-  while (j < c->end && S(j)) {
-    if (c->cp[j] == '\r' || c->cp[j] == '\n')
-      last_nl = j;
-    j++;
-  }
-  if (last_nl >= 0)
-    return last_nl + 1 - i;
-  return whitespace_run(c, i);
+  return symbols_or_whitespace(c, i, false);
 }
 
 static int64_t
@@ -139,6 +153,80 @@ static int64_t
 match_qwen2(const Ctx *c, int64_t i)
 {
   return match_llama3_like(c, i, 1);
+}
+
+/* gpt-4o (OpenAI's o200k split) tells letters apart by case.  "Upper" is Lu Lt Lm Lo or a
+ * mark, "lower" is Ll Lm Lo or a mark; Lm, Lo and marks are both. */
+#define O200K_UPPER(i) ((L(i) && !(c->fl[i] & HN_UC_LOWER)) || (c->fl[i] & HN_UC_MARK))
+#define O200K_LOWER(i) ((L(i) && !(c->fl[i] & (HN_UC_UPPER | HN_UC_TITLE))) || (c->fl[i] & HN_UC_MARK))
+
+/* [^\r\n\p{L}\p{N}] : the optional first character of a word */
+static bool
+word_prefix(const Ctx *c, int64_t i)
+{
+  return c->cp[i] != '\r' && c->cp[i] != '\n' && !L(i) && !N(i);
+}
+
+/* upper*lower+ at k, as a backtracking regex engine matches it: the greedy upper run gives
+ * characters back until lower+ can start.  If the run is followed by a lower-only letter
+ * (Ll), lower+ continues from there; otherwise it can only be the run's last character that
+ * is both upper and lower, so the match ends right after that one.  Returns the end, or -1. */
+static int64_t
+o200k_upper_lower(const Ctx *c, int64_t k)
+{
+  int64_t e = k, last_both = -1;
+  while (e < c->end && O200K_UPPER(e)) {
+    if (O200K_LOWER(e))
+      last_both = e;
+    e++;
+  }
+  if (e < c->end && O200K_LOWER(e)) {
+    while (e < c->end && O200K_LOWER(e))
+      e++;
+    return e;
+  }
+  return last_both >= 0 ? last_both + 1 : -1;
+}
+
+/* upper+lower* at k: the end, or -1 */
+static int64_t
+o200k_upper_then_lower(const Ctx *c, int64_t k)
+{
+  if (!O200K_UPPER(k))
+    return -1;
+  int64_t e = k;
+  while (e < c->end && O200K_UPPER(e))
+    e++;
+  while (e < c->end && O200K_LOWER(e))
+    e++;
+  return e;
+}
+
+/* [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+ * |[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+ * |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * Alternatives are tried in order, each first with the optional prefix character and then
+ * without it, as the regex engine backtracks.  A mark is both a possible prefix and a letter. */
+static int64_t
+match_gpt4o(const Ctx *c, int64_t i)
+{
+  bool prefix = word_prefix(c, i) && i + 1 < c->end;
+  int64_t e = prefix ? o200k_upper_lower(c, i + 1) : -1;
+  if (e < 0)
+    e = o200k_upper_lower(c, i);
+  if (e < 0 && prefix)
+    e = o200k_upper_then_lower(c, i + 1);
+  if (e < 0)
+    e = o200k_upper_then_lower(c, i);
+  if (e >= 0)
+    return e + (e < c->end ? contraction(c, e, true) : 0) - i;
+  if (N(i)) {
+    int64_t j = i;
+    while (j < c->end && N(j) && j - i < 3)
+      j++;
+    return j - i;
+  }
+  return symbols_or_whitespace(c, i, true);
 }
 
 /* falcon's gpt2 variant: the same without the trailing bare \s+ */
@@ -411,6 +499,9 @@ hn_pretokenize(HnPreType pre, const char *text, size_t len, uint32_t **pieces_ou
     break;
   case HN_PRE_QWEN2:
     stages[n_stages++] = match_qwen2;
+    break;
+  case HN_PRE_GPT4O:
+    stages[n_stages++] = match_gpt4o;
     break;
   case HN_PRE_FALCON:
     stages[n_stages++] = match_falcon_punct;

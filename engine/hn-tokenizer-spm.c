@@ -15,13 +15,21 @@ typedef struct {
 } Sym;
 
 static bool
+mergeable(uint8_t type)
+{
+  return type != HN_TOKEN_TYPE_CONTROL && type != HN_TOKEN_TYPE_UNKNOWN && type != HN_TOKEN_TYPE_BYTE;
+}
+
+static bool
 try_pair(const HnVocab *v, const char *text, const Sym *syms, int32_t left, int32_t right, HnMergeHeap *h)
 {
   if (left < 0 || right < 0)
     return true;
   uint32_t size = syms[left].len + syms[right].len;
   int32_t id = hn_vocab_lookup(v, text + syms[left].off, size);
-  if (id < 0)
+  /* SentencePiece merges only into pieces of its vocabulary proper: control, unknown and
+   * byte tokens are never the result of a merge (typed "<0x41>" or "</s>" stays text) */
+  if (id < 0 || !mergeable(v->tokens[id].type))
     return true;
   HnMergeCandidate c = { -v->tokens[id].score, left, right, -1, size };
   return hn_merge_heap_push(h, c);

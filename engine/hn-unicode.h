@@ -20,6 +20,8 @@ enum {
   HN_UC_LOWER = 1 << 8,       /* \p{Ll} */
   HN_UC_WHITESPACE = 1 << 9,  /* \s: the White_Space property */
   HN_UC_UNASSIGNED = 1 << 10, /* \p{Cn} */
+  HN_UC_TITLE = 1 << 11,      /* \p{Lt} */
+  HN_UC_MODIFIER = 1 << 12,   /* \p{Lm}; \p{Lo} is a letter with none of UPPER, LOWER, TITLE, MODIFIER */
 };
 
 typedef struct {

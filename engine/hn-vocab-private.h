@@ -8,10 +8,11 @@ typedef enum {
   HN_PRE_GPT2,           /* gpt-2, mpt, olmo, gpt-neox, phi-2, ... */
   HN_PRE_STARCODER,      /* starcoder, refact, command-r, smollm, codeshell, exaone: digits split, then gpt-2 */
   HN_PRE_LLAMA3,         /* llama-bpe, llama3, dbrx, smaug-bpe */
-  HN_PRE_QWEN2,
+  HN_PRE_QWEN2,          /* qwen2 (also Qwen3), deepseek-r1-qwen, megrez: llama3 with single digits */
   HN_PRE_FALCON,
   HN_PRE_DEEPSEEK_CODER,
   HN_PRE_DEEPSEEK_LLM,
+  HN_PRE_GPT4O,          /* gpt-4o, llama4: OpenAI's o200k split (letters by case) */
 } HnPreType;
 
 typedef struct {
@@ -45,11 +46,14 @@ struct HnVocab {
   int32_t bos, eos, eot, eom, pad, unk;
   bool add_bos, add_eos, add_space_prefix, ignore_merges;
   uint8_t *eog; /* per token flag */
-  /* parse_special candidates, longest first */
+  /* parse_special candidates grouped by first byte, longest first within a group (ties:
+   * lower id): those starting with byte b are specials[special_start[b] .. special_start[b + 1]).
+   * Vocabularies like Gemma's hold thousands of control and user-defined tokens; only the few
+   * that start with the text's byte are compared. */
   int32_t *specials;
   int32_t n_specials;
   int32_t n_user_defined; /* matched even without parse_special, like added tokens */
-  uint32_t special_first_byte[8]; /* bitmap of first bytes of specials */
+  int32_t special_start[257];
   /* SPM: hashes of every pair of neighbouring characters inside some token (0 = empty) */
   uint64_t *spm_pairs;
   uint64_t spm_pairs_mask;

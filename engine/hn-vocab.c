@@ -87,17 +87,25 @@ hn_vocab_spm_pair_possible(const HnVocab *vocab, const char *s, size_t len)
   }
 }
 
+static bool
+spm_pairs_insert(uint64_t *table, uint64_t mask, uint64_t h)
+{
+  uint64_t slot = h & mask;
+  while (table[slot] != 0 && table[slot] != h)
+    slot = (slot + 1) & mask;
+  bool added = table[slot] == 0;
+  table[slot] = h;
+  return added;
+}
+
 /* Records every pair of neighbouring characters of every token (characters split as the
- * SPM tokenizer splits text: by the lead byte's length). */
+ * SPM tokenizer splits text: by the lead byte's length).  The set grows as distinct pairs
+ * come (at most half full): a 262 144-token vocabulary has millions of pairs but far fewer
+ * distinct ones, so sizing it for all would waste tens of megabytes. */
 static bool
 build_spm_pairs(HnVocab *v)
 {
-  size_t n_pairs = 0;
-  for (int32_t i = 0; i < v->n_tokens; i++)
-    n_pairs += v->tokens[i].text_len;
-  uint64_t cap = 1;
-  while (cap < n_pairs * 2 + 2)
-    cap <<= 1;
+  uint64_t cap = 1024, count = 0;
   v->spm_pairs = calloc(cap, sizeof(uint64_t));
   if (v->spm_pairs == NULL)
     return false;
@@ -110,11 +118,19 @@ build_spm_pairs(HnVocab *v)
     while (len > 0 && a + la < len) {
       size_t b = a + la;
       size_t lb = HN_MIN((size_t)spm_char_len((unsigned char)s[b]), len - b);
-      uint64_t h = hn_vocab_hash_bytes(s + a, la + lb) | 1;
-      uint64_t slot = h & v->spm_pairs_mask;
-      while (v->spm_pairs[slot] != 0 && v->spm_pairs[slot] != h)
-        slot = (slot + 1) & v->spm_pairs_mask;
-      v->spm_pairs[slot] = h;
+      if (2 * (count + 1) > cap) {
+        uint64_t *grown = calloc(cap * 2, sizeof(uint64_t));
+        if (grown == NULL)
+          return false;
+        for (uint64_t k = 0; k < cap; k++)
+          if (v->spm_pairs[k] != 0)
+            spm_pairs_insert(grown, cap * 2 - 1, v->spm_pairs[k]);
+        free(v->spm_pairs);
+        v->spm_pairs = grown;
+        cap *= 2;
+        v->spm_pairs_mask = cap - 1;
+      }
+      count += spm_pairs_insert(v->spm_pairs, v->spm_pairs_mask, hn_vocab_hash_bytes(s + a, la + lb) | 1);
       a = b;
       la = lb;
     }
@@ -212,6 +228,7 @@ static const struct {
   { "falcon", HN_PRE_FALCON, false, false },
   { "deepseek-coder", HN_PRE_DEEPSEEK_CODER, false, false },
   { "deepseek-llm", HN_PRE_DEEPSEEK_LLM, false, false },
+  { "gpt-4o", HN_PRE_GPT4O, false, false },        { "llama4", HN_PRE_GPT4O, false, false },
 };
 
 static bool
@@ -561,7 +578,8 @@ hn_vocab_load(const HnGguf *gguf, HnError *err)
     goto fail;
   }
 
-  /* specials for parse_special, longest first (ties: lower id) */
+  /* specials for parse_special by first byte, longest first (ties: lower id); token texts
+   * are at most 1 << 20 bytes, so the length fits in 24 bits of the key */
   v->specials = malloc(sizeof(int32_t) * (size_t)n);
   uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)n);
   if (v->specials == NULL || keys == NULL) {
@@ -569,19 +587,23 @@ hn_vocab_load(const HnGguf *gguf, HnError *err)
     hn_error_set(err, HN_ERR_NOMEM, "out of memory");
     goto fail;
   }
+  int32_t per_byte[256] = { 0 };
   for (int32_t i = 0; i < n; i++) {
     const HnVocabToken *t = &v->tokens[i];
     if ((t->type == HN_TOKEN_TYPE_CONTROL || t->type == HN_TOKEN_TYPE_USER_DEFINED) && t->text_len > 0) {
-      keys[v->n_specials++] = (uint64_t)(UINT32_MAX - t->text_len) << 32 | (uint32_t)i;
-      v->n_user_defined += t->type == HN_TOKEN_TYPE_USER_DEFINED;
       unsigned char c = (unsigned char)v->text[t->text_off];
-      v->special_first_byte[c >> 5] |= 1u << (c & 31);
+      keys[v->n_specials++] = (uint64_t)c << 56 | (uint64_t)((1u << 24) - 1 - t->text_len) << 32 | (uint32_t)i;
+      v->n_user_defined += t->type == HN_TOKEN_TYPE_USER_DEFINED;
+      per_byte[c]++;
     }
   }
   qsort(keys, (size_t)v->n_specials, sizeof(uint64_t), cmp_u64);
   for (int32_t k = 0; k < v->n_specials; k++)
     v->specials[k] = (int32_t)(uint32_t)keys[k];
   free(keys);
+  v->special_start[0] = 0;
+  for (int b = 0; b < 256; b++)
+    v->special_start[b + 1] = v->special_start[b] + per_byte[b];
   return v;
 
 fail:
@@ -680,12 +702,9 @@ static int32_t
 match_special(const HnVocab *v, const char *text, size_t len, bool parse_special)
 {
   unsigned char c = (unsigned char)text[0];
-  if (!(v->special_first_byte[c >> 5] & (1u << (c & 31))))
-    return -1;
-  for (int32_t k = 0; k < v->n_specials; k++) {
+  for (int32_t k = v->special_start[c]; k < v->special_start[c + 1]; k++) {
     const HnVocabToken *t = &v->tokens[v->specials[k]];
-    if (t->text_len <= len && (unsigned char)v->text[t->text_off] == c &&
-        (parse_special || t->type == HN_TOKEN_TYPE_USER_DEFINED) &&
+    if (t->text_len <= len && (parse_special || t->type == HN_TOKEN_TYPE_USER_DEFINED) &&
         memcmp(v->text + t->text_off, text, t->text_len) == 0)
       return v->specials[k];
   }

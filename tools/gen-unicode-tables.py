@@ -5,7 +5,7 @@ Usage: tools/gen-unicode-tables.py [UCD_DIR] > engine/hn-unicode-tables.c
 UCD_DIR defaults to /usr/share/unicode (Debian package unicode-data).
 
 The output is a sorted table of code point ranges with the same flags (general category
-group, upper/lower case, White_Space), which the tokenizers' pre-tokenizer rules need.
+group, the letter subcategories Lu/Ll/Lt/Lm, White_Space), which the tokenizers' pre-tokenizer rules need.
 """
 import os
 import re
@@ -20,6 +20,8 @@ UPPER = 1 << 7   # Lu
 LOWER = 1 << 8   # Ll
 SPACE = 1 << 9   # White_Space property
 UNASSIGNED = 1 << 10  # Cn
+TITLE = 1 << 11  # Lt
+MODIFIER = 1 << 12  # Lm (Lo is a letter that is none of Lu, Ll, Lt, Lm)
 MAX_CP = 0x10FFFF
 
 flags = [FLAGS["C"] | UNASSIGNED] * (MAX_CP + 1)
@@ -32,6 +34,10 @@ def set_cat(cp, cat):
         f |= UPPER
     elif cat == "Ll":
         f |= LOWER
+    elif cat == "Lt":
+        f |= TITLE
+    elif cat == "Lm":
+        f |= MODIFIER
     flags[cp] = f
     counts[cat] = counts.get(cat, 0) + 1
 

@@ -10,6 +10,12 @@ test_known (void)
   g_assert_true (hn_unicode_flags ('a') & HN_UC_LETTER);
   g_assert_true (hn_unicode_flags ('a') & HN_UC_LOWER);
   g_assert_true (hn_unicode_flags ('Q') & HN_UC_UPPER);
+  /* the letter subcategories gpt-4o's split tells apart */
+  g_assert_cmpuint (hn_unicode_flags (0x01C5), ==, HN_UC_LETTER | HN_UC_TITLE);    /* Dž */
+  g_assert_cmpuint (hn_unicode_flags (0x02B0), ==, HN_UC_LETTER | HN_UC_MODIFIER); /* ʰ */
+  g_assert_cmpuint (hn_unicode_flags (0x3005), ==, HN_UC_LETTER | HN_UC_MODIFIER); /* 々 */
+  g_assert_cmpuint (hn_unicode_flags (0x4E00), ==, HN_UC_LETTER);                  /* 一, Lo */
+  g_assert_cmpuint (hn_unicode_flags (0x00AA), ==, HN_UC_LETTER);                  /* ª, Lo */
   g_assert_true (hn_unicode_flags ('7') & HN_UC_NUMBER);
   g_assert_true (hn_unicode_flags ('!') & HN_UC_PUNCT);
   g_assert_true (hn_unicode_flags ('$') & HN_UC_SYMBOL);
@@ -41,6 +47,8 @@ test_counts (void)
     { HN_UC_LETTER, 2233 + 397 + 131612 + 31 + 1831 },
     { HN_UC_UPPER, 1831 },
     { HN_UC_LOWER, 2233 },
+    { HN_UC_TITLE, 31 },
+    { HN_UC_MODIFIER, 397 },
     { HN_UC_NUMBER, 680 + 236 + 915 },
     { HN_UC_PUNCT, 10 + 26 + 77 + 10 + 12 + 628 + 79 },
     { HN_UC_SYMBOL, 63 + 125 + 948 + 6634 },

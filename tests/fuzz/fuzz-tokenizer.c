@@ -1,7 +1,8 @@
 /* libFuzzer target: both tokenizers (the SentencePiece LLaMA vocabulary and the GPT-2
- * byte-level BPE vocabulary of the test data) and both detokenizers.  Checked properties:
- * byte-level BPE without special parsing gives back the exact input bytes; the streaming
- * decoder's output, once flushed, is valid UTF-8. */
+ * byte-level BPE vocabulary of the test data), both detokenizers and every pre-tokenizer
+ * split.  Checked properties: byte-level BPE without special parsing gives back the exact
+ * input bytes; the streaming decoder's output, once flushed, is valid UTF-8; every split's
+ * pieces are non-empty and tile the input in order. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <stddef.h>
@@ -10,7 +11,7 @@
 
 #include "hn-gguf.h"
 #include "hn-unicode.h"
-#include "hn-vocab.h"
+#include "hn-vocab-private.h" /* hn_pretokenize and the split types */
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
@@ -80,6 +81,30 @@ check (const HnVocab *v, const uint8_t *data, size_t size, bool parse_special, b
   hn_stream_decoder_free (d);
 }
 
+static void
+check_splits (const uint8_t *data, size_t size)
+{
+  for (int pre = HN_PRE_DEFAULT; pre <= HN_PRE_GPT4O; pre++) {
+    uint32_t *pieces;
+    int64_t n = hn_pretokenize ((HnPreType) pre, (const char *) data, size, &pieces);
+    if (n < 0)
+      abort ();
+    uint32_t at = 0;
+    for (int64_t p = 0; p < n; p++) {
+      if (pieces[2 * p] != at || pieces[2 * p + 1] <= at) {
+        fprintf (stderr, "split %d: piece %lld does not follow the previous one\n", pre, (long long) p);
+        abort ();
+      }
+      at = pieces[2 * p + 1];
+    }
+    if (at != size) {
+      fprintf (stderr, "split %d: the pieces cover %u of %zu bytes\n", pre, at, size);
+      abort ();
+    }
+    free (pieces);
+  }
+}
+
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
@@ -94,5 +119,6 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   check (spm, data, size, true, false);
   check (bpe, data, size, false, true);
   check (bpe, data, size, true, false);
+  check_splits (data, size);
   return 0;
 }
