@@ -349,8 +349,9 @@ hn_generate_with_backend(const HnGenBackend *b, const HnGenRequest *req, HnGenRe
   if (req->prompt == NULL || req->n_prompt == 0)
     return hn_error_set(err, HN_ERR_INVALID_ARG, "the prompt is empty");
   if (req->n_prompt >= (size_t) b->n_ctx)
-    return hn_error_set(err, HN_ERR_INVALID_ARG,
-                        "the prompt (%zu tokens) does not fit the context (%d tokens)",
+    return hn_error_set(err, HN_ERR_TOO_LONG,
+                        "the prompt is %zu tokens long, but the context holds %d tokens and needs room "
+                        "for at least one new token",
                         req->n_prompt, b->n_ctx);
   if (!(req->cfg_scale >= HN_CFG_SCALE_MIN && req->cfg_scale <= HN_CFG_SCALE_MAX))
     return hn_error_set(err, HN_ERR_INVALID_ARG, "cfg_scale must be between %g and %g",
@@ -359,7 +360,10 @@ hn_generate_with_backend(const HnGenBackend *b, const HnGenRequest *req, HnGenRe
   if (cfg && (req->negative == NULL || req->n_negative == 0))
     return hn_error_set(err, HN_ERR_INVALID_ARG, "guidance needs a negative prompt");
   if (cfg && req->n_negative >= (size_t) b->n_ctx)
-    return hn_error_set(err, HN_ERR_INVALID_ARG, "the negative prompt does not fit the context");
+    return hn_error_set(err, HN_ERR_TOO_LONG,
+                        "the negative prompt is %zu tokens long, but the context holds %d tokens and "
+                        "needs room for at least one new token",
+                        req->n_negative, b->n_ctx);
   for (size_t i = 0; i < req->n_prompt; i++)
     if (req->prompt[i] < 0 || req->prompt[i] >= b->n_vocab)
       return hn_error_set(err, HN_ERR_INVALID_ARG, "prompt token %d is not in the vocabulary",
