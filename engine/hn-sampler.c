@@ -1068,7 +1068,13 @@ hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, Hn
     s->mu = saved_mu;
     hn_grammar_mask_logits(grammar, l, nv);
     t = run_tail(s, l);
-    if (t < 0)
+    if (t < 0 && hn_grammar_state_incomplete(grammar))
+      /* the mask (or the parse state) stopped at a work bound: nothing was found allowed in
+       * the part that was checked, which says nothing about the grammar itself */
+      hn_error_set(err, HN_ERR_LIMIT,
+                   "the grammar is too large or too ambiguous to follow here: the work limit for one "
+                   "token was reached before any token was found allowed; simplify the grammar");
+    else if (t < 0)
       hn_error_set(err, HN_ERR_GRAMMAR, "the grammar allows no token here");
     return t;
   }
