@@ -27,6 +27,15 @@ typedef enum {
   HN_ERR_CANCELLED,    /* the operation was cancelled by the caller */
   HN_ERR_TEMPLATE,     /* a chat template failed to parse or raised an exception */
   HN_ERR_GRAMMAR,      /* a grammar failed to parse */
+  /* The codes below say more precisely what went wrong, so that a front end can put it in
+   * the user's language (engine/glib maps each to its own HanashiEngineError; the values
+   * are stable: new codes are added at the end). */
+  HN_ERR_TRUNCATED,    /* a file ends before the data it declares: an interrupted download
+                        * or copy (a GGUF whose tensors extend past its end) */
+  HN_ERR_INVALID_NUMBERS, /* the model computed NaN or infinite scores: its weights are damaged */
+  HN_ERR_TOO_LONG,     /* an input (a prompt) is longer than the context can hold */
+  HN_ERR_LIMIT,        /* a bound on work or size was reached (a grammar or JSON schema too
+                        * large or too ambiguous to follow); the input itself may be valid */
 } HnStatus;
 
 #define HN_ERROR_MESSAGE_MAX 512

@@ -131,6 +131,18 @@ typedef struct {
   int32_t n_past[2];
 } Gen;
 
+/* A forward pass over damaged weights (NaN or infinite values in the file) gives NaN
+ * scores; left to the sampler they would all count as banned and the error would blame the
+ * logit bias.  One pass over the row per token costs nothing next to the pass that made it. */
+static bool
+row_is_finite(const float *row, int32_t n)
+{
+  for (int32_t i = 0; i < n; i++)
+    if (!isfinite(row[i]))
+      return false;
+  return true;
+}
+
 /* Evaluates items[0..n) in batches of max_batch, copying the logits rows of sequence 0 and
  * 1 into pos_row / neg_row. */
 static bool
@@ -148,6 +160,11 @@ run_items(Gen *g, const HnGenBatchItem *items, size_t n, HnError *err)
       const float *row = g->b->get_logits(g->b->self, k++);
       if (row == NULL)
         return hn_error_set(err, HN_ERR_INVALID_ARG, "the model returned no logits");
+      if (!row_is_finite(row, g->b->n_vocab))
+        return hn_error_set(err, HN_ERR_INVALID_NUMBERS,
+                            "The model produced invalid numbers (NaN or infinity) instead of token "
+                            "scores, so nothing can be generated. Its weights are probably damaged; "
+                            "download the model again.");
       memcpy(items[off + i].seq == 0 ? g->pos_row : g->neg_row, row,
              (size_t) g->b->n_vocab * sizeof *row);
     }
@@ -332,8 +349,9 @@ hn_generate_with_backend(const HnGenBackend *b, const HnGenRequest *req, HnGenRe
   if (req->prompt == NULL || req->n_prompt == 0)
     return hn_error_set(err, HN_ERR_INVALID_ARG, "the prompt is empty");
   if (req->n_prompt >= (size_t) b->n_ctx)
-    return hn_error_set(err, HN_ERR_INVALID_ARG,
-                        "the prompt (%zu tokens) does not fit the context (%d tokens)",
+    return hn_error_set(err, HN_ERR_TOO_LONG,
+                        "the prompt is %zu tokens long, but the context holds %d tokens and needs room "
+                        "for at least one new token",
                         req->n_prompt, b->n_ctx);
   if (!(req->cfg_scale >= HN_CFG_SCALE_MIN && req->cfg_scale <= HN_CFG_SCALE_MAX))
     return hn_error_set(err, HN_ERR_INVALID_ARG, "cfg_scale must be between %g and %g",
@@ -342,7 +360,10 @@ hn_generate_with_backend(const HnGenBackend *b, const HnGenRequest *req, HnGenRe
   if (cfg && (req->negative == NULL || req->n_negative == 0))
     return hn_error_set(err, HN_ERR_INVALID_ARG, "guidance needs a negative prompt");
   if (cfg && req->n_negative >= (size_t) b->n_ctx)
-    return hn_error_set(err, HN_ERR_INVALID_ARG, "the negative prompt does not fit the context");
+    return hn_error_set(err, HN_ERR_TOO_LONG,
+                        "the negative prompt is %zu tokens long, but the context holds %d tokens and "
+                        "needs room for at least one new token",
+                        req->n_negative, b->n_ctx);
   for (size_t i = 0; i < req->n_prompt; i++)
     if (req->prompt[i] < 0 || req->prompt[i] >= b->n_vocab)
       return hn_error_set(err, HN_ERR_INVALID_ARG, "prompt token %d is not in the vocabulary",

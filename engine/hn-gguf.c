@@ -8,7 +8,9 @@
 #include "hn-quants.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -47,11 +49,32 @@ remaining(const Reader *r)
   return r->size - r->pos;
 }
 
+/* The advice every "the file ends too early" message ends with. */
+#define TRUNCATED_ADVICE                                                                      \
+  "The file is incomplete, probably because a download or copy was interrupted; download it " \
+  "again."
+
+/* A count or length that runs past the end of the file: an ordinary one (below 16 M) means
+ * the file was cut short; an absurd one means the header itself is damaged. */
+#define PLAUSIBLE_COUNT ((uint64_t)1 << 24)
+static HnStatus
+beyond_end_status(uint64_t claimed)
+{
+  return claimed <= PLAUSIBLE_COUNT ? HN_ERR_TRUNCATED : HN_ERR_FORMAT;
+}
+
+static const char *
+beyond_end_advice(uint64_t claimed)
+{
+  return claimed <= PLAUSIBLE_COUNT ? " " TRUNCATED_ADVICE : "";
+}
+
 static bool
 read_bytes(Reader *r, void *out, size_t n, const char *what)
 {
   if (remaining(r) < n)
-    return hn_error_set(r->err, HN_ERR_FORMAT, "file is truncated while reading %s", what);
+    return hn_error_set(r->err, HN_ERR_TRUNCATED, "The file ends while reading %s (file is truncated). " TRUNCATED_ADVICE,
+                        what);
   memcpy(out, r->base + r->pos, n);
   r->pos += n;
   return true;
@@ -94,9 +117,8 @@ read_string(Reader *r, HnStr *out, const char *what)
   if (!read_u64(r, &len, what))
     return false;
   if (len > remaining(r))
-    return hn_error_set(r->err, HN_ERR_FORMAT,
-                        "%s has length %llu, which extends past end of file",
-                        what, (unsigned long long)len);
+    return hn_error_set(r->err, beyond_end_status(len), "%s has length %llu, which extends past end of file.%s",
+                        what, (unsigned long long)len, beyond_end_advice(len));
   out->data = (const char *)(r->base + r->pos);
   out->len = len;
   r->pos += (size_t)len;
@@ -158,7 +180,8 @@ skip_value(Reader *r, uint32_t type, const char *key, int depth)
   if (type != HN_GGUF_ARRAY) {
     size_t n = hn_gguf_scalar_size((HnGgufValueType)type);
     if (remaining(r) < n)
-      return hn_error_set(r->err, HN_ERR_FORMAT, "file is truncated in the value of key '%s'", key);
+      return hn_error_set(r->err, HN_ERR_TRUNCATED, "file is truncated in the value of key '%s'. " TRUNCATED_ADVICE,
+                          key);
     r->pos += n;
     return true;
   }
@@ -173,17 +196,17 @@ skip_value(Reader *r, uint32_t type, const char *key, int depth)
   size_t elem_size = hn_gguf_scalar_size((HnGgufValueType)elem_type);
   if (elem_size > 0) {
     if (count > remaining(r) / elem_size)
-      return hn_error_set(r->err, HN_ERR_FORMAT,
-                          "array of key '%s' has %llu elements, which extends past end of file",
-                          key, (unsigned long long)count);
+      return hn_error_set(r->err, beyond_end_status(count),
+                          "array of key '%s' has %llu elements, which extends past end of file.%s", key,
+                          (unsigned long long)count, beyond_end_advice(count));
     r->pos += (size_t)count * elem_size;
     return true;
   }
   /* Strings and arrays take at least 8 bytes each: bound the loop by the file size. */
   if (count > remaining(r) / 8)
-    return hn_error_set(r->err, HN_ERR_FORMAT,
-                        "array of key '%s' has %llu elements, which extends past end of file",
-                        key, (unsigned long long)count);
+    return hn_error_set(r->err, beyond_end_status(count),
+                        "array of key '%s' has %llu elements, which extends past end of file.%s", key,
+                        (unsigned long long)count, beyond_end_advice(count));
   for (uint64_t i = 0; i < count; i++)
     if (!skip_value(r, elem_type, key, depth + 1))
       return false;
@@ -217,8 +240,8 @@ parse_kvs(HnGguf *g, Reader *r, uint64_t n_kv)
 {
   /* Each pair takes at least 8 (key length) + 4 (type) + 1 bytes. */
   if (n_kv > remaining(r) / 13)
-    return hn_error_set(r->err, HN_ERR_FORMAT, "header claims %llu metadata keys, more than the file can hold",
-                        (unsigned long long)n_kv);
+    return hn_error_set(r->err, beyond_end_status(n_kv), "header claims %llu metadata keys, more than the file can hold.%s",
+                        (unsigned long long)n_kv, beyond_end_advice(n_kv));
   g->kvs = calloc(n_kv ? (size_t)n_kv : 1, sizeof *g->kvs);
   if (g->kvs == NULL)
     return hn_error_set(r->err, HN_ERR_NOMEM, "out of memory reading metadata");
@@ -247,7 +270,8 @@ parse_kvs(HnGguf *g, Reader *r, uint64_t n_kv)
     if (type == HN_GGUF_STRING) {
       HnStr s;
       if (!read_string(r, &s, "a string value"))
-        return hn_error_set(r->err, HN_ERR_FORMAT, "string value of key '%s' extends past end of file", name);
+        return hn_error_set(r->err, HN_ERR_TRUNCATED, "string value of key '%s' extends past end of file. " TRUNCATED_ADVICE,
+                            name);
       kv->value = (const uint8_t *)s.data;
       kv->array_count = s.len;
     } else if (type == HN_GGUF_ARRAY) {
@@ -278,8 +302,8 @@ parse_tensors(HnGguf *g, Reader *r, uint64_t n_tensors)
 {
   /* Each tensor info takes at least 8 (name) + 4 (dims) + 8 (ne) + 4 (type) + 8 (offset). */
   if (n_tensors > remaining(r) / 32)
-    return hn_error_set(r->err, HN_ERR_FORMAT, "header claims %llu tensors, more than the file can hold",
-                        (unsigned long long)n_tensors);
+    return hn_error_set(r->err, beyond_end_status(n_tensors), "header claims %llu tensors, more than the file can hold.%s",
+                        (unsigned long long)n_tensors, beyond_end_advice(n_tensors));
   g->tensors = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof *g->tensors);
   if (g->tensors == NULL)
     return hn_error_set(r->err, HN_ERR_NOMEM, "out of memory reading the tensor table");
@@ -371,9 +395,29 @@ parse_tensors(HnGguf *g, Reader *r, uint64_t n_tensors)
   return ok;
 }
 
+/* 1234567 -> "1,234,567": exact, because a file one byte short must not read as complete. */
+static void
+format_bytes(size_t bytes, char *buf, size_t cap)
+{
+  char digits[32];
+  int n = snprintf(digits, sizeof digits, "%zu", bytes);
+  size_t w = 0;
+  for (int i = 0; i < n && w + 2 < cap; i++) {
+    if (i > 0 && (n - i) % 3 == 0)
+      buf[w++] = ',';
+    buf[w++] = digits[i];
+  }
+  buf[w] = '\0';
+}
+
 static bool
 check_tensor_data(HnGguf *g, HnError *err)
 {
+  /* A file cut short (an interrupted download) is told apart from a damaged tensor table:
+   * every offset is sane, the data just stops early.  The message gives the size the file
+   * should have, the largest end of any tensor. */
+  size_t needed = 0;
+  const char *first_beyond = NULL;
   for (int64_t i = 0; i < g->n_tensors; i++) {
     HnGgufTensor *t = &g->tensors[i];
     if (t->offset % g->alignment != 0)
@@ -381,12 +425,28 @@ check_tensor_data(HnGguf *g, HnError *err)
                           t->name, (unsigned long long)t->offset, g->alignment);
     size_t start, end;
     if (t->offset > SIZE_MAX || !hn_add_size(g->data_offset, (size_t)t->offset, &start) ||
-        !hn_add_size(start, t->nbytes, &end) || end > g->size)
-      return hn_error_set(err, HN_ERR_FORMAT, "tensor '%s' extends past end of file", t->name);
+        !hn_add_size(start, t->nbytes, &end))
+      return hn_error_set(err, HN_ERR_FORMAT, "tensor '%s' extends past end of file (its offset is impossible)",
+                          t->name);
+    needed = end > needed ? end : needed;
+    if (end > g->size) {
+      if (first_beyond == NULL)
+        first_beyond = t->name;
+      continue;
+    }
     t->data = g->bytes + start;
     for (int64_t j = 0; j < i; j++)
       if (strcmp(g->tensors[j].name, t->name) == 0)
         return hn_error_set(err, HN_ERR_FORMAT, "tensor '%s' appears twice", t->name);
+  }
+  if (first_beyond != NULL) {
+    char have[32], need[32];
+    format_bytes(g->size, have, sizeof have);
+    format_bytes(needed, need, sizeof need);
+    return hn_error_set(err, HN_ERR_TRUNCATED,
+                        "The model file has only %s of its %s bytes (%.0f%%): tensor '%s' extends past end "
+                        "of file. " TRUNCATED_ADVICE,
+                        have, need, floor(100.0 * (double)g->size / (double)needed), first_beyond);
   }
   return true;
 }
@@ -430,7 +490,8 @@ parse_file(HnGguf *g, HnError *err)
     data_offset += g->alignment - misalign;
   if (data_offset > g->size) {
     if (n_tensors > 0)
-      return hn_error_set(err, HN_ERR_FORMAT, "file is truncated before the tensor data");
+      return hn_error_set(err, HN_ERR_TRUNCATED,
+                          "The file ends before its tensor data begins (file is truncated). " TRUNCATED_ADVICE);
     data_offset = g->size;
   }
   g->data_offset = data_offset;
@@ -483,8 +544,15 @@ hn_gguf_open(const char *path, HnError *err)
     return NULL;
   }
   if (st.st_size < 24) {
-    hn_error_set(err, HN_ERR_FORMAT, "'%s' is too small to be a GGUF file (%lld bytes)", path,
-                 (long long)st.st_size);
+    /* the start of a GGUF header that stops short is a cut-off file, anything else is not
+     * a model at all */
+    char magic[4];
+    if (pread(fd, magic, 4, 0) == 4 && memcmp(magic, GGUF_MAGIC, 4) == 0)
+      hn_error_set(err, HN_ERR_TRUNCATED, "'%s' is too small to be a GGUF file (%lld bytes). " TRUNCATED_ADVICE,
+                   path, (long long)st.st_size);
+    else
+      hn_error_set(err, HN_ERR_FORMAT, "'%s' is too small to be a GGUF file (%lld bytes)", path,
+                   (long long)st.st_size);
     close(fd);
     return NULL;
   }

@@ -26,14 +26,17 @@ extern "C" {
 #endif
 
 #define HN_GRAMMAR_MAX_STACKS 1024
-#define HN_GRAMMAR_MAX_DEPTH 1024
+/* Longest parse stack (nesting of rules still open); 20,000 nested rules must work. */
+#define HN_GRAMMAR_MAX_DEPTH 65536
 #define HN_GRAMMAR_MAX_REPEAT 10000
 #define HN_GRAMMAR_MAX_ELEMENTS (1u << 22)
 
 typedef struct HnGrammar HnGrammar;
 
 /* Parses GBNF text (need not be NUL-terminated).  `root` names the start rule (NULL =
- * "root").  err->code is HN_ERR_GRAMMAR on a syntax or structure error. */
+ * "root").  err->code is HN_ERR_GRAMMAR on a syntax or structure error, HN_ERR_LIMIT when the
+ * grammar is larger than the engine follows (HN_GRAMMAR_MAX_ELEMENTS, 2^24 rules).  Parsing
+ * is linear in the text plus the rules that repetitions generate. */
 HnGrammar *hn_grammar_parse(const char *text, size_t len, const char *root, HnError *err);
 void hn_grammar_free(HnGrammar *grammar);
 size_t hn_grammar_n_rules(const HnGrammar *grammar);
@@ -80,6 +83,14 @@ size_t hn_grammar_state_n_stacks(const HnGrammarState *state);
  * gets through such a step, but some continuations it allows may be refused: a grammar
  * this ambiguous is worth a warning to the user. */
 size_t hn_grammar_state_truncated_steps(const HnGrammarState *state);
+/* Masks since the last reset that ran out of their work budget before reaching the end of
+ * the vocabulary (each also counts as a truncated step): the tokens not reached were
+ * forbidden, so nothing the grammar forbids got through, but some it allows may have been
+ * refused.  One mask is bounded to about a fifth of a second of work. */
+size_t hn_grammar_state_truncated_masks(const HnGrammarState *state);
+/* The current state or the last mask is known to be incomplete (a bound was hit): when
+ * such a mask allows nothing, the reason is the bound, not the grammar. */
+bool hn_grammar_state_incomplete(const HnGrammarState *state);
 
 #ifdef __cplusplus
 }

@@ -1029,8 +1029,12 @@ hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, Hn
   const HnSamplerParams *p = &s->params;
   int32_t nv = s->n_vocab;
   float *l = s->work_logits;
-  for (int32_t i = 0; i < nv; i++)
-    l[i] = isnan(logits[i]) ? -INFINITY : logits[i];
+  bool any_nan = false;
+  for (int32_t i = 0; i < nv; i++) {
+    bool nan = isnan(logits[i]);
+    any_nan |= nan;
+    l[i] = nan ? -INFINITY : logits[i];
+  }
 
   for (size_t i = 0; i < p->n_logit_bias; i++)
     l[s->bias[i].token] += s->bias[i].bias;
@@ -1064,12 +1068,23 @@ hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, Hn
     s->mu = saved_mu;
     hn_grammar_mask_logits(grammar, l, nv);
     t = run_tail(s, l);
-    if (t < 0)
+    if (t < 0 && hn_grammar_state_incomplete(grammar))
+      /* the mask (or the parse state) stopped at a work bound: nothing was found allowed in
+       * the part that was checked, which says nothing about the grammar itself */
+      hn_error_set(err, HN_ERR_LIMIT,
+                   "the grammar is too large or too ambiguous to follow here: the work limit for one "
+                   "token was reached before any token was found allowed; simplify the grammar");
+    else if (t < 0)
       hn_error_set(err, HN_ERR_GRAMMAR, "the grammar allows no token here");
     return t;
   }
   int32_t t = run_tail(s, l);
-  if (t < 0)
+  if (t < 0 && any_nan)
+    /* NaN scores count as banned above; when nothing is left, they are the reason */
+    hn_error_set(err, HN_ERR_INVALID_NUMBERS,
+                 "the model produced invalid numbers (NaN) instead of token scores; its weights are "
+                 "probably damaged");
+  else if (t < 0)
     hn_error_set(err, HN_ERR_INVALID_ARG, "every token is banned by the logit bias");
   return t;
 }

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char session_magic[8] = { 'H', 'N', 'S', 'E', 'S', 'S', 'N', '\0' };
@@ -170,6 +172,44 @@ fsync_parent_dir (const char *path)
   free (dir);
 }
 
+/* 64 unpredictable bits for a temporary name.  getrandom() does not fail for 8 bytes once
+ * the pool is initialised; the clock-and-pid mix only stands in if it is unavailable, and
+ * O_EXCL keeps even a guessed name safe. */
+static uint64_t
+temp_name_bits (void)
+{
+  static uint64_t counter;
+  uint64_t bits = 0;
+  if (getrandom (&bits, sizeof bits, GRND_NONBLOCK) == (ssize_t) sizeof bits)
+    return bits;
+  struct timespec ts;
+  clock_gettime (CLOCK_REALTIME, &ts);
+  bits = ((uint64_t) ts.tv_sec << 30) ^ (uint64_t) ts.tv_nsec ^ ((uint64_t) getpid () << 40)
+         ^ (++counter * 0x9e3779b97f4a7c15ull);
+  return hn_session_hash (&bits, sizeof bits, 0);
+}
+
+#define TEMP_NAME_TRIES 64
+
+/* Creates the temporary file beside `path` (so that the final rename stays within one file
+ * system) under a fresh unpredictable name.  O_EXCL makes the open fail on anything already
+ * there, a planted symbolic link included, and O_NOFOLLOW says the same for links
+ * explicitly: nothing is ever written through a name someone else chose.  `tmp` receives
+ * the name (room for strlen (path) + 32 bytes). */
+static int
+create_temp_beside (const char *path, char *tmp, size_t tmp_size)
+{
+  for (int attempt = 0; attempt < TEMP_NAME_TRIES; attempt++)
+    {
+      snprintf (tmp, tmp_size, "%s.tmp.%016llx", path, (unsigned long long) temp_name_bits ());
+      int fd = session_io->open (tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd >= 0 || (errno != EEXIST && errno != ELOOP))
+        return fd;
+    }
+  errno = EEXIST;
+  return -1;
+}
+
 bool
 hn_session_write (const char *path, const HnSessionParams *params, const int32_t *tokens,
                   uint32_t n_tokens, HnSessionRowFn rows, void *user, HnError *err)
@@ -179,11 +219,10 @@ hn_session_write (const char *path, const HnSessionParams *params, const int32_t
       || !payload_size_for (params, n_tokens, &h.payload_size))
     return hn_error_set (err, HN_ERR_INVALID_ARG, "session: invalid parameters");
 
-  size_t tmp_len = strlen (path) + 16;
+  size_t tmp_len = strlen (path) + 32;
   char *tmp = malloc (tmp_len);
   if (tmp == NULL)
     return hn_error_set (err, HN_ERR_NOMEM, "session: out of memory");
-  snprintf (tmp, tmp_len, "%s.tmp.%ld", path, (long) getpid ());
 
   Writer *w = calloc (1, sizeof *w);
   if (w == NULL)
@@ -191,10 +230,11 @@ hn_session_write (const char *path, const HnSessionParams *params, const int32_t
       free (tmp);
       return hn_error_set (err, HN_ERR_NOMEM, "session: out of memory");
     }
-  w->fd = session_io->open (tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  w->fd = create_temp_beside (path, tmp, tmp_len);
   if (w->fd < 0)
     {
-      hn_error_set (err, HN_ERR_IO, "session: cannot create %s: %s", tmp, strerror (errno));
+      hn_error_set (err, HN_ERR_IO, "session: cannot create a temporary file beside %s: %s", path,
+                    strerror (errno));
       free (w);
       free (tmp);
       return false;
@@ -458,7 +498,8 @@ hn_session_cache_evict (const char *dir, uint64_t limit_bytes, const char *keep_
         break;
       snprintf (path, plen, "%s/%s", dir, de->d_name);
       struct stat st;
-      if (stat (path, &st) != 0 || !S_ISREG (st.st_mode))
+      /* lstat: a link named like a session file is not ours to count or follow */
+      if (lstat (path, &st) != 0 || !S_ISREG (st.st_mode))
         {
           free (path);
           continue;

@@ -2,7 +2,9 @@
  *
  * A session file holds the evaluated tokens of a conversation and, for every layer, the F16
  * K and V rows of exactly those tokens' cells -- nothing else.  It is written atomically
- * (temporary file, fsync, rename, fsync of the directory) and validated completely when read:
+ * (a temporary file created exclusively beside it under an unpredictable name, never through
+ * an existing file or link; fsync, rename, fsync of the directory) and validated completely
+ * when read:
  * any mismatch (model fingerprint, KV settings, version, sizes, checksums) makes the load fail
  * with HN_ERR_FORMAT / HN_ERR_UNSUPPORTED, and callers treat that as "no cache, re-evaluate".
  *

@@ -156,3 +156,29 @@ cli_notice(const char *text)
   if (text != NULL)
     fprintf(stderr, "hanashi-cli: notice: %s\n", text);
 }
+
+bool
+cli_tokenize_all(const HnVocab *vocab, const char *text, size_t len, int32_t **ids_out, size_t *n_out,
+                 HnError *err)
+{
+  *ids_out = NULL;
+  *n_out = 0;
+  /* a first pass with no room returns -(tokens needed) */
+  int32_t need = hn_tokenize(vocab, text, len, true, true, NULL, 0, err);
+  if (need == INT32_MIN)
+    return false;
+  size_t n = need < 0 ? (size_t) -(int64_t) need : (size_t) need;
+  int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+  if (ids == NULL)
+    return hn_error_set(err, HN_ERR_NOMEM, "out of memory for the %zu tokens of the prompt", n);
+  int32_t got = n ? hn_tokenize(vocab, text, len, true, true, ids, (int32_t) n, err) : 0;
+  if (got < 0) {
+    free(ids);
+    if (got != INT32_MIN)
+      hn_error_set(err, HN_ERR_INVALID_ARG, "the tokenizer gave a different count the second time");
+    return false;
+  }
+  *ids_out = ids;
+  *n_out = (size_t) got;
+  return true;
+}

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "hn-common.h"
+#include "hn-vocab.h"
 
 #include <stdio.h>
 
@@ -20,6 +21,11 @@ void cli_notice(const char *text);
 
 /* Parses "1,2,3" (spaces allowed) into a newly allocated array; false on any junk. */
 bool cli_parse_ids(const char *text, int32_t **ids_out, size_t *n_out);
+
+/* Tokenizes the whole text (BOS/EOS as the vocabulary asks, special tokens parsed) into a
+ * newly allocated array of exactly the needed size: no length limit of its own. */
+bool cli_tokenize_all(const HnVocab *vocab, const char *text, size_t len, int32_t **ids_out, size_t *n_out,
+                      HnError *err);
 
 /* Reads a whole file into a NUL-terminated malloc'ed buffer. */
 char *cli_read_file(const char *path, size_t *len_out, HnError *err);

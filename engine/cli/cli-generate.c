@@ -1,6 +1,7 @@
-/* hanashi-cli generate -m MODEL (-p PROMPT | --tokens 1,2,3) -n N [--ids] [-t THREADS]
- *   [-c CTX] [--session FILE] [sampling options] — greedy unless a sampling option says
- *   otherwise.  With --session, the KV state of an earlier run is reused for the common
+/* hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N [--ids]
+ *   [-t THREADS] [-c CTX] [--session FILE] [sampling options] — greedy unless a sampling
+ *   option says otherwise.  -f reads the prompt from a file, byte for byte.  Any prompt that
+ *   fits the context is accepted; a longer one is refused with its length and the context's.  With --session, the KV state of an earlier run is reused for the common
  *   prefix of its tokens and this prompt, and the new state is saved after. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,13 +36,14 @@ on_token(int32_t token, const char *text, size_t len, void *user_data)
 }
 
 /* Options taking a value; the sampling options are parsed by cli-sampling.c. */
-enum { OPT_MODEL, OPT_PROMPT, OPT_N, OPT_TOKENS, OPT_THREADS, OPT_CTX, OPT_SESSION };
+enum { OPT_MODEL, OPT_PROMPT, OPT_FILE, OPT_N, OPT_TOKENS, OPT_THREADS, OPT_CTX, OPT_SESSION };
 static const struct {
   const char *short_name, *long_name;
   int id;
 } value_options[] = {
   { "-m", "--model", OPT_MODEL },
   { "-p", "--prompt", OPT_PROMPT },
+  { "-f", "--file", OPT_FILE },
   { "-n", "--n-predict", OPT_N },
   { NULL, "--tokens", OPT_TOKENS },
   { "-t", "--threads", OPT_THREADS },
@@ -52,8 +54,9 @@ static const struct {
 static void
 usage(void)
 {
-  fprintf(stderr, "usage: hanashi-cli generate -m MODEL (-p PROMPT | --tokens 1,2,3) -n N [--ids] "
-                  "[-t THREADS] [-c CTX] [--session FILE] [sampling options]\n");
+  fprintf(stderr, "usage: hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N [--ids] "
+                  "[-t THREADS] [-c CTX] [--session FILE] [sampling options]\n"
+                  "  -f, --file FILE     read the prompt from FILE (exactly its bytes)\n");
   cli_sampling_print_help(stderr);
 }
 
@@ -83,10 +86,31 @@ save_session(HnContext *ctx, const char *path, const int32_t *prompt, size_t n_p
   return ok;
 }
 
+/* The generation needs room for at least one new token after the prompt.  When the prompt
+ * does not fit, say exactly how long it is, how much the context holds and what would help. */
+static bool
+prompt_fits(size_t n_tokens, const char *what, const HnContext *ctx, const HnModel *model)
+{
+  int n_ctx = hn_context_n_ctx(ctx), n_ctx_train = hn_model_n_ctx_train(model);
+  if (n_tokens < (size_t) n_ctx)
+    return true;
+  if (n_ctx < n_ctx_train)
+    cli_fail("the %s is %zu tokens long, but the context holds %d tokens and needs room for at least one new "
+             "token: give a larger context with -c (this model supports up to %d tokens) or a shorter %s",
+             what, n_tokens, n_ctx, n_ctx_train, what);
+  else
+    cli_fail("the %s is %zu tokens long, but the context holds %d tokens (the most this model supports) and "
+             "needs room for at least one new token: shorten the %s to at most %d tokens",
+             what, n_tokens, n_ctx, what, n_ctx - 1);
+  return false;
+}
+
 int
 cli_generate(int argc, char **argv)
 {
-  const char *model_path = NULL, *prompt = NULL, *tokens = NULL, *session_path = NULL;
+  const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *tokens = NULL, *session_path = NULL;
+  char *file_text = NULL;
+  size_t prompt_len = 0;
   long long n_predict = -1, threads = 0, n_ctx = 0;
   bool ids = false;
   CliSamplingOptions sopts;
@@ -138,6 +162,7 @@ cli_generate(int argc, char **argv)
     switch (found) {
     case OPT_MODEL: model_path = val; break;
     case OPT_PROMPT: prompt = val; break;
+    case OPT_FILE: prompt_file = val; break;
     case OPT_TOKENS: tokens = val; break;
     case OPT_SESSION: session_path = val; break;
     case OPT_N:
@@ -161,9 +186,18 @@ cli_generate(int argc, char **argv)
     default: break;
     }
   }
-  if (!model_path || (!prompt == !tokens) || n_predict < 0) {
-    cli_fail("usage: hanashi-cli generate -m MODEL (-p PROMPT | --tokens 1,2,3) -n N [--ids]");
+  if (!model_path || (!!prompt + !!prompt_file + !!tokens) != 1 || n_predict < 0) {
+    cli_fail("usage: hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N [--ids]");
     goto out;
+  }
+  if (prompt_file) {
+    if (!(file_text = cli_read_file(prompt_file, &prompt_len, &err))) {
+      cli_fail_error(&err);
+      goto out;
+    }
+    prompt = file_text;
+  } else if (prompt) {
+    prompt_len = strlen(prompt);
   }
   if (!(model = hn_model_load(model_path, NULL, &err)) ||
       !(vocab = hn_vocab_load(hn_model_gguf(model), &err))) {
@@ -182,15 +216,10 @@ cli_generate(int argc, char **argv)
         goto out;
       }
   } else {
-    size_t len = strlen(prompt);
-    int32_t cap = (int32_t) (len + 8 < (size_t) hn_model_n_ctx_train(model) * 4 ? len + 8 : (size_t) hn_model_n_ctx_train(model) * 4);
-    prompt_ids = malloc((size_t) cap * sizeof *prompt_ids);
-    int32_t n = prompt_ids ? hn_tokenize(vocab, prompt, len, true, true, prompt_ids, cap, &err) : -1;
-    if (n < 0) {
+    if (!cli_tokenize_all(vocab, prompt, prompt_len, &prompt_ids, &n_prompt, &err)) {
       cli_fail_error(&err);
       goto out;
     }
-    n_prompt = (size_t) n;
     if (n_prompt == 0) {
       cli_fail("the prompt gives no tokens");
       goto out;
@@ -209,19 +238,20 @@ cli_generate(int argc, char **argv)
     goto out;
   }
   cli_notice(hn_context_notice(ctx));
+  if (!prompt_fits(n_prompt, "prompt", ctx, model))
+    goto out;
   int32_t *negative = NULL;
   size_t n_negative = 0;
   if (sopts.cfg_negative_prompt && sopts.cfg_scale != 1.0f) {
-    size_t len = strlen(sopts.cfg_negative_prompt);
-    negative = malloc((len + 8) * sizeof *negative);
-    int32_t n = negative ? hn_tokenize(vocab, sopts.cfg_negative_prompt, len, true, true, negative,
-                                       (int32_t) (len + 8), &err) : -1;
-    if (n < 0) {
-      free(negative);
+    if (!cli_tokenize_all(vocab, sopts.cfg_negative_prompt, strlen(sopts.cfg_negative_prompt), &negative,
+                          &n_negative, &err)) {
       cli_fail_error(&err);
       goto out;
     }
-    n_negative = (size_t) n;
+    if (!prompt_fits(n_negative, "negative prompt", ctx, model)) {
+      free(negative);
+      goto out;
+    }
   }
   out.ids = ids;
   out.cap = (size_t) n_predict;
@@ -279,6 +309,7 @@ cli_generate(int argc, char **argv)
 out:
   free(out.out);
   free(prompt_ids);
+  free(file_text);
   hn_gen_model_backend_clear(&backend);
   hn_grammar_vocab_free(gvocab);
   hn_grammar_free(grammar);

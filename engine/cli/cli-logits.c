@@ -1,28 +1,37 @@
-/* hanashi-cli logits -m MODEL --tokens 1,2,3 -o OUT.f32 [-t THREADS] — evaluates the ids in
- * one batch at positions 0..n-1 and writes every position's logits (n × n_vocab LE f32). */
+/* hanashi-cli logits -m MODEL (--tokens 1,2,3 | -p TEXT | -f FILE) -o OUT.f32 [-t THREADS] —
+ * evaluates the tokens in one batch at positions 0..n-1 and writes every position's logits
+ * (n × n_vocab LE f32).  A text (-p, or -f: a file's exact bytes) is tokenized as generate
+ * does it: BOS/EOS as the vocabulary asks, special tokens parsed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli-common.h"
 #include "hn-context.h"
+#include "hn-vocab.h"
+
+#define LOGITS_USAGE "usage: hanashi-cli logits -m MODEL (--tokens 1,2,3 | -p TEXT | -f FILE) -o OUT.f32 [-t THREADS]"
 
 int cli_logits(int argc, char **argv);
 
 int
 cli_logits(int argc, char **argv)
 {
-  const char *model_path = NULL, *tokens = NULL, *out_path = NULL;
+  const char *model_path = NULL, *tokens = NULL, *text = NULL, *text_file = NULL, *out_path = NULL;
   long long threads = 0;
   for (int i = 1; i < argc; i++) {
     const char *opt = argv[i];
     if (i + 1 >= argc)
-      return cli_fail("option '%s' needs a value (usage: hanashi-cli logits -m MODEL --tokens 1,2,3 -o OUT.f32 [-t THREADS])", opt);
+      return cli_fail("option '%s' needs a value (" LOGITS_USAGE ")", opt);
     const char *val = argv[++i];
     if (strcmp(opt, "-m") == 0 || strcmp(opt, "--model") == 0)
       model_path = val;
     else if (strcmp(opt, "--tokens") == 0)
       tokens = val;
+    else if (strcmp(opt, "-p") == 0 || strcmp(opt, "--prompt") == 0)
+      text = val;
+    else if (strcmp(opt, "-f") == 0 || strcmp(opt, "--file") == 0)
+      text_file = val;
     else if (strcmp(opt, "-o") == 0 || strcmp(opt, "--output") == 0)
       out_path = val;
     else if (strcmp(opt, "-t") == 0 || strcmp(opt, "--threads") == 0) {
@@ -31,19 +40,35 @@ cli_logits(int argc, char **argv)
     } else
       return cli_fail("unknown option '%s'", opt);
   }
-  if (!model_path || !tokens || !out_path)
-    return cli_fail("usage: hanashi-cli logits -m MODEL --tokens 1,2,3 -o OUT.f32 [-t THREADS]");
+  if (!model_path || !out_path || (!!tokens + !!text + !!text_file) != 1)
+    return cli_fail(LOGITS_USAGE);
   int32_t *ids = NULL;
   size_t n = 0;
-  if (!cli_parse_ids(tokens, &ids, &n) || n == 0) {
+  if (tokens && (!cli_parse_ids(tokens, &ids, &n) || n == 0)) {
     free(ids);
     return cli_fail("invalid token list '%s'", tokens);
   }
   HnError err = { 0 };
+  char *file_text = NULL;
+  size_t text_len = text ? strlen(text) : 0;
+  if (text_file && !(text = file_text = cli_read_file(text_file, &text_len, &err)))
+    return cli_fail_error(&err);
   HnModel *model = hn_model_load(model_path, NULL, &err);
   if (!model) {
     free(ids);
+    free(file_text);
     return cli_fail_error(&err);
+  }
+  if (text) {
+    HnVocab *vocab = hn_vocab_load(hn_model_gguf(model), &err);
+    bool ok = vocab && cli_tokenize_all(vocab, text, text_len, &ids, &n, &err);
+    hn_vocab_free(vocab);
+    free(file_text);
+    if (!ok || n == 0) {
+      hn_model_free(model);
+      free(ids);
+      return ok ? cli_fail("the prompt gives no tokens") : cli_fail_error(&err);
+    }
   }
   int status = 1;
   HnContext *ctx = NULL;
@@ -55,7 +80,8 @@ cli_logits(int argc, char **argv)
     goto out;
   }
   if (n > (size_t) hn_model_n_ctx_train(model)) {
-    status = cli_fail("%zu tokens exceed the model's context of %d", n, hn_model_n_ctx_train(model));
+    status = cli_fail("the prompt is %zu tokens long, but this model's context holds at most %d tokens", n,
+                      hn_model_n_ctx_train(model));
     goto out;
   }
   for (size_t i = 0; i < n; i++) {

@@ -13,7 +13,9 @@
 #include "hn-gguf-writer.h"
 #include "hn-quantize.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -406,13 +408,23 @@ cli_make_model(int argc, char **argv)
   if (vocab == NULL)
     return cli_fail("%s", err.message);
 
+  /* The F16 intermediate gets a name of its own, created exclusively (mkstemp): a fixed
+   * name beside the output would replace whatever someone had put there. */
   size_t len = strlen(output);
   char *temp = malloc(len + 16);
   if (temp == NULL) {
     hn_gguf_close(vocab);
     return cli_fail("out of memory");
   }
-  snprintf(temp, len + 16, "%s.f16.tmp", output);
+  snprintf(temp, len + 16, "%s.f16-XXXXXX", output);
+  int temp_fd = mkstemp(temp);
+  if (temp_fd < 0) {
+    int e = errno;
+    free(temp);
+    hn_gguf_close(vocab);
+    return cli_fail("cannot create a file beside '%s': %s", output, strerror(e));
+  }
+  close(temp_fd);
   bool ok = write_f16_model(temp, shape, vocab, (uint64_t)seed, &err);
   hn_gguf_close(vocab);
   if (ok)

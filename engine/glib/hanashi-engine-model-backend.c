@@ -55,6 +55,10 @@ set_error_from_hn (GError **error, const HnError *err, int fallback_code, const 
     case HN_ERR_GRAMMAR: code = HANASHI_ENGINE_ERROR_GRAMMAR_INVALID; break;
     case HN_ERR_TEMPLATE: code = HANASHI_ENGINE_ERROR_TEMPLATE_FAILED; break;
     case HN_ERR_INVALID_ARG: code = HANASHI_ENGINE_ERROR_INVALID_ARGUMENT; break;
+    case HN_ERR_TRUNCATED: code = HANASHI_ENGINE_ERROR_MODEL_TRUNCATED; break;
+    case HN_ERR_INVALID_NUMBERS: code = HANASHI_ENGINE_ERROR_INVALID_NUMBERS; break;
+    case HN_ERR_TOO_LONG: code = HANASHI_ENGINE_ERROR_PROMPT_TOO_LONG; break;
+    case HN_ERR_LIMIT: code = HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX; break;
     default: break;
     }
   if (prefix != NULL)
@@ -139,6 +143,7 @@ model_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Hanas
       int code = err.code == HN_ERR_UNSUPPORTED ? HANASHI_ENGINE_ERROR_UNSUPPORTED_ARCH
                  : err.code == HN_ERR_IO ? HANASHI_ENGINE_ERROR_MODEL_UNREADABLE
                  : err.code == HN_ERR_NOMEM ? HANASHI_ENGINE_ERROR_OUT_OF_MEMORY
+                 : err.code == HN_ERR_TRUNCATED ? HANASHI_ENGINE_ERROR_MODEL_TRUNCATED
                  : HANASHI_ENGINE_ERROR_NOT_GGUF;
       g_set_error_literal (error, HANASHI_ENGINE_ERROR, code, err.message);
       goto fail;
@@ -508,7 +513,9 @@ load_grammar (ModelBackend *mb, HanashiGenerateRequest *req, HnGrammar **out, GE
       char *text = hn_json_schema_to_gbnf (schema, strlen (schema), &err);
       if (text == NULL)
         {
-          g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
+          g_set_error (error, HANASHI_ENGINE_ERROR,
+                       err.code == HN_ERR_LIMIT ? HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX
+                                                : HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
                        "JSON schema: %s", err.message);
           return FALSE;
         }
@@ -521,7 +528,10 @@ load_grammar (ModelBackend *mb, HanashiGenerateRequest *req, HnGrammar **out, GE
   *out = hn_grammar_parse (gbnf, strlen (gbnf), NULL, &err);
   if (*out == NULL)
     {
-      g_set_error_literal (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID, err.message);
+      g_set_error_literal (error, HANASHI_ENGINE_ERROR,
+                           err.code == HN_ERR_LIMIT ? HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX
+                                                    : HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
+                           err.message);
       return FALSE;
     }
   if (mb->gvocab == NULL && (mb->gvocab = hn_gen_grammar_vocab_new (mb->vocab, &err)) == NULL)
@@ -763,7 +773,7 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
         {
           if ((gint64) prompt.tokens->len + (cfg ? negative.tokens->len : 0) + 1 < n_ctx)
             break;   /* no room for the whole reserve: generate until the context is full */
-          g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_INVALID_ARGUMENT,
+          g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_PROMPT_TOO_LONG,
                        "The last message (%u tokens) does not fit the context (%d tokens)",
                        prompt.tokens->len, n_ctx);
           goto out;

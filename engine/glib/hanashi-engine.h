@@ -28,6 +28,16 @@ typedef enum {
   HANASHI_ENGINE_ERROR_INVALID_ARGUMENT,   /* a request field is out of range */
   HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED,    /* (a warning) the context size asked for is more than
                                             * the model supports: its largest is used */
+  HANASHI_ENGINE_ERROR_MODEL_TRUNCATED,    /* the model file ends before its data does: an
+                                            * interrupted download or copy (HN_ERR_TRUNCATED) */
+  HANASHI_ENGINE_ERROR_INVALID_NUMBERS,    /* the model computed NaN or infinite scores: its
+                                            * weights are damaged (HN_ERR_INVALID_NUMBERS) */
+  HANASHI_ENGINE_ERROR_PROMPT_TOO_LONG,    /* a message is longer than the whole context can
+                                            * hold, even with older messages left out
+                                            * (HN_ERR_TOO_LONG) */
+  HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX, /* the grammar or JSON schema is valid but too large
+                                            * or too ambiguous to follow within the work bounds
+                                            * (HN_ERR_LIMIT) */
 } HanashiEngineError;
 
 /* ---- enums ----------------------------------------------------------------------------- */

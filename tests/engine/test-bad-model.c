@@ -1,11 +1,14 @@
 /* Model-level errors (the GGUF itself is well-formed): unsupported architecture, missing
- * keys and tensors, wrong shapes, unsupported weight types.  Each one must give exit
+ * keys and tensors, wrong shapes, unsupported weight types; and files damaged the way real
+ * ones get damaged: cut short by an interrupted download, NaN weights.  Each one must give exit
  * status 1 and one "hanashi-cli: error: ..." line naming the problem.  The files are
  * written by the test itself into a temporary directory. */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "damaged-models.h"
+#include "hn-generate-model.h"
 #include "hn-gguf-writer.h"
 
 enum { E = 32, L = 1, H = 4, HKV = 2, FF = 64, V = 16 };
@@ -157,6 +160,147 @@ test_variant(gconstpointer data)
   g_unlink(path);
 }
 
+/* The exit status, the one-line stderr, and that it contains every needle. */
+static void
+expect_cli_error(const char *const *args, const char *const *needles)
+{
+  g_autofree char *err = NULL;
+  g_assert_cmpint(run_cli(args, &err), ==, 1);
+  g_assert_true(g_str_has_prefix(err, "hanashi-cli: error: "));
+  g_assert_cmpint((int) (strchr(err, '\n') - err), ==, (int) strlen(err) - 1);
+  for (; *needles; needles++)
+    if (!strstr(err, *needles))
+      g_error("expected \"%s\" in: %s", *needles, err);
+  g_assert_null(strstr(err, "not a GGUF"));
+  g_test_message("%s", err);
+}
+
+static char *
+stories_path(void)
+{
+  const char *dir = g_getenv("HANASHI_TESTDATA");
+  char *path = dir ? g_build_filename(dir, "models", "stories260K-f32.gguf", NULL) : NULL;
+  if (path == NULL || !g_file_test(path, G_FILE_TEST_EXISTS)) {
+    g_free(path);
+    return NULL;
+  }
+  return path;
+}
+
+/* A download cut off anywhere -- inside the header, inside the vocabulary, inside the
+ * weights, one byte short -- is reported as an incomplete file (HN_ERR_TRUNCATED), never as
+ * "not a GGUF model", by the engine and by every command that opens the model. */
+static void
+test_truncated(void)
+{
+  g_autofree char *src = stories_path();
+  if (src == NULL) {
+    g_test_skip("stories260K-f32.gguf not in HANASHI_TESTDATA");
+    return;
+  }
+  GStatBuf st;
+  g_assert_cmpint(g_stat(src, &st), ==, 0);
+  const gsize cuts[] = { 20, 3000, (gsize) st.st_size / 2, (gsize) st.st_size - 1 };
+  for (size_t i = 0; i < G_N_ELEMENTS(cuts); i++) {
+    g_autofree char *path = damaged_model_truncated(src, tmpdir, "cut.gguf", cuts[i]);
+    HnError err = { 0 };
+    g_assert_null(hn_model_load(path, NULL, &err));
+    g_assert_cmpint(err.code, ==, HN_ERR_TRUNCATED);
+    g_assert_nonnull(strstr(err.message, "interrupted"));
+    const char *info[] = { "info", path, NULL };
+    const char *generate[] = { "generate", "-m", path, "--tokens", "1,2", "-n", "1", NULL };
+    const char *needles[] = { "incomplete", "download it again", NULL };
+    expect_cli_error(info, needles);
+    expect_cli_error(generate, needles);
+    g_unlink(path);
+  }
+  /* the tensor that runs past the end is named, with the sizes */
+  g_autofree char *path = damaged_model_truncated(src, tmpdir, "cut.gguf", (gsize) st.st_size - 1);
+  HnError err = { 0 };
+  g_assert_null(hn_model_load(path, NULL, &err));
+  g_assert_nonnull(strstr(err.message, "extends past end of file"));
+  /* exact byte counts, grouped by thousands: one byte short must not read as "1.2 of 1.2 MB" */
+  GString *have = g_string_new(NULL), *need = g_string_new(NULL);
+  g_autofree char *have_digits = g_strdup_printf("%" G_GSIZE_FORMAT, (gsize) st.st_size - 1);
+  g_autofree char *need_digits = g_strdup_printf("%" G_GSIZE_FORMAT, (gsize) st.st_size);
+  for (size_t i = 0; have_digits[i]; i++)
+    g_string_append_printf(have, "%s%c", i && (strlen(have_digits) - i) % 3 == 0 ? "," : "", have_digits[i]);
+  for (size_t i = 0; need_digits[i]; i++)
+    g_string_append_printf(need, "%s%c", i && (strlen(need_digits) - i) % 3 == 0 ? "," : "", need_digits[i]);
+  g_autofree char *expected = g_strdup_printf("has only %s of its %s bytes (99%%)", have->str, need->str);
+  if (!strstr(err.message, expected))
+    g_error("expected \"%s\" in: %s", expected, err.message);
+  g_string_free(have, TRUE);
+  g_string_free(need, TRUE);
+  g_unlink(path);
+}
+
+static bool
+count_token(int32_t token, const char *text, size_t len, void *user_data)
+{
+  (void) token; (void) text; (void) len;
+  (*(int *) user_data)++;
+  return true;
+}
+
+/* NaN weights make every score NaN: generation stops with HN_ERR_INVALID_NUMBERS and a
+ * sentence saying so, greedy or sampling, instead of blaming the logit bias. */
+static void
+test_nan_weights(void)
+{
+  g_autofree char *src = stories_path();
+  if (src == NULL) {
+    g_test_skip("stories260K-f32.gguf not in HANASHI_TESTDATA");
+    return;
+  }
+  g_autofree char *path = damaged_model_nan(src, tmpdir, "nan.gguf", "blk.1.ffn_up.weight");
+  HnError err = { 0 };
+  HnModel *model = hn_model_load(path, NULL, &err);
+  g_assert_nonnull(model);
+  HnVocab *vocab = hn_vocab_load(hn_model_gguf(model), &err);
+  g_assert_nonnull(vocab);
+  HnContextParams cp = hn_context_default_params();
+  cp.n_ctx = 64;
+  HnContext *ctx = hn_context_new(model, &cp, &err);
+  g_assert_nonnull(ctx);
+  HnGenModelBackend backend = { 0 };
+  g_assert_true(hn_gen_model_backend_init(&backend, ctx, vocab, &err));
+  for (int sampling = 0; sampling < 2; sampling++) {
+    HnSamplerParams sp;
+    hn_sampler_params_init(&sp);
+    sp.temperature = sampling ? 0.8f : 0.0f;
+    sp.max_new_tokens = 4;
+    int32_t prompt[] = { 1, 20, 30 };
+    int n_tokens = 0;
+    HnGenRequest req;
+    hn_gen_request_init(&req);
+    req.prompt = prompt;
+    req.n_prompt = G_N_ELEMENTS(prompt);
+    req.sampler = &sp;
+    req.on_token = count_token;
+    req.user_data = &n_tokens;
+    HnGenResult result;
+    hn_error_clear(&err);
+    g_assert_false(hn_generate_with_backend(&backend.backend, &req, &result, &err));
+    g_assert_cmpint(err.code, ==, HN_ERR_INVALID_NUMBERS);
+    g_assert_nonnull(strstr(err.message, "invalid numbers"));
+    g_assert_null(strstr(err.message, "logit bias"));
+    g_assert_cmpint(result.stop_reason, ==, HN_GEN_STOP_ERROR);
+    g_assert_cmpint(n_tokens, ==, 0);
+  }
+  hn_gen_model_backend_clear(&backend);
+  hn_context_free(ctx);
+  hn_vocab_free(vocab);
+  hn_model_free(model);
+
+  const char *greedy[] = { "generate", "-m", path, "--tokens", "1,20,30", "-n", "4", NULL };
+  const char *sampled[] = { "generate", "-m", path, "-p", "Once upon a time", "-n", "4", "--temp", "0.8", NULL };
+  const char *needles[] = { "The model produced invalid numbers", "download the model again", NULL };
+  expect_cli_error(greedy, needles);
+  expect_cli_error(sampled, needles);
+  g_unlink(path);
+}
+
 static const struct { const char *name; Variant v; const char *needle; } cases[] = {
   { "arch", { .arch = "gpt2" }, "unsupported architecture 'gpt2'" },
   { "missing-key", { .skip_key = "block_count" }, "llama.block_count" },
@@ -179,6 +323,8 @@ main(int argc, char **argv)
   tmpdir = g_dir_make_tmp("hanashi-bad-model-XXXXXX", NULL);
   g_assert_nonnull(tmpdir);
   g_test_add_func("/bad-model/valid", test_valid);
+  g_test_add_func("/bad-model/truncated", test_truncated);
+  g_test_add_func("/bad-model/nan-weights", test_nan_weights);
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *name = g_strdup_printf("/bad-model/%s", cases[i].name);
     g_test_add_data_func(name, &cases[i], test_variant);

@@ -3,7 +3,9 @@
  * refused with a message that names it. */
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 static const struct {
   const char *option, *good, *bad;
@@ -118,6 +120,175 @@ test_truncated_grammar_notice (void)
   g_rmdir (dir);
 }
 
+/* hanashi-cli with exactly these arguments; returns the exit status. */
+static int
+run_cli (const char *const *args, char **out, char **err)
+{
+  GPtrArray *argv = g_ptr_array_new ();
+  g_ptr_array_add (argv, (gpointer) g_getenv ("HANASHI_CLI"));
+  for (size_t i = 0; args[i] != NULL; i++)
+    g_ptr_array_add (argv, (gpointer) args[i]);
+  g_ptr_array_add (argv, NULL);
+  int status = 0;
+  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, out, err, &status, NULL));
+  g_ptr_array_unref (argv);
+  g_assert_true (WIFEXITED (status));
+  return WEXITSTATUS (status);
+}
+
+/* How many tokens `hanashi-cli tokenize -f FILE` gives (generate tokenizes the same way). */
+static gsize
+count_tokens (const char *model, const char *file)
+{
+  const char *args[] = { "tokenize", "-m", model, "-f", file, NULL };
+  g_autofree char *out = NULL, *err = NULL;
+  g_assert_cmpint (run_cli (args, &out, &err), ==, 0);
+  g_auto (GStrv) ids = g_strsplit (out, ",", -1);
+  return g_strv_length (ids);
+}
+
+/* The model's context length, as `hanashi-cli info` reports it. */
+static int
+context_length (const char *model)
+{
+  const char *args[] = { "info", model, NULL };
+  g_autofree char *out = NULL, *err = NULL;
+  g_assert_cmpint (run_cli (args, &out, &err), ==, 0);
+  const char *line = strstr (out, "context length: ");
+  g_assert_nonnull (line);
+  return atoi (line + strlen ("context length: "));
+}
+
+/* -f FILE reads the prompt from a file: the same tokens as -p with its text; the file is
+ * read byte for byte; a missing file and two prompt sources are refused in one line. */
+static void
+test_prompt_file (void)
+{
+  g_autofree char *model = g_build_filename (g_getenv ("HANASHI_TESTDATA"), "models", "tiny-llama-spm-q8_0.gguf", NULL);
+  g_autofree char *dir = g_dir_make_tmp ("hanashi-cli-generate-XXXXXX", NULL);
+  g_autofree char *file = g_build_filename (dir, "prompt.txt", NULL);
+  const char *text = "The little red hen said:\n\"Who will help me plant this wheat?\"\n";
+  g_assert_true (g_file_set_contents (file, text, -1, NULL));
+
+  const char *by_text[] = { "generate", "-m", model, "-p", text, "-n", "6", "--ids", NULL };
+  const char *by_file[] = { "generate", "-m", model, "-f", file, "-n", "6", "--ids", NULL };
+  const char *by_long[] = { "generate", "-m", model, "--file", file, "-n", "6", "--ids", NULL };
+  g_autofree char *o1 = NULL, *e1 = NULL, *o2 = NULL, *e2 = NULL, *o3 = NULL, *e3 = NULL;
+  g_assert_cmpint (run_cli (by_text, &o1, &e1), ==, 0);
+  g_assert_cmpint (run_cli (by_file, &o2, &e2), ==, 0);
+  g_assert_cmpint (run_cli (by_long, &o3, &e3), ==, 0);
+  g_assert_cmpstr (o2, ==, o1);
+  g_assert_cmpstr (o3, ==, o1);
+  /* logits reads the same file: identical to evaluating its tokens given as ids */
+  g_autofree char *f32_file = g_build_filename (dir, "file.f32", NULL);
+  g_autofree char *f32_ids = g_build_filename (dir, "ids.f32", NULL);
+  const char *tok[] = { "tokenize", "-m", model, "-f", file, NULL };
+  g_autofree char *ids = NULL, *tok_err = NULL;
+  g_assert_cmpint (run_cli (tok, &ids, &tok_err), ==, 0);
+  g_strstrip (ids);
+  g_autofree char *id_list = g_strndup (ids + 1, strlen (ids) - 2); /* without [ ] */
+  const char *logits_file[] = { "logits", "-m", model, "-f", file, "-o", f32_file, NULL };
+  const char *logits_ids[] = { "logits", "-m", model, "--tokens", id_list, "-o", f32_ids, NULL };
+  g_autofree char *lo1 = NULL, *le1 = NULL, *lo2 = NULL, *le2 = NULL;
+  g_assert_cmpint (run_cli (logits_file, &lo1, &le1), ==, 0);
+  g_assert_cmpint (run_cli (logits_ids, &lo2, &le2), ==, 0);
+  g_autofree char *a = NULL, *b = NULL;
+  gsize a_len = 0, b_len = 0;
+  g_assert_true (g_file_get_contents (f32_file, &a, &a_len, NULL));
+  g_assert_true (g_file_get_contents (f32_ids, &b, &b_len, NULL));
+  g_assert_cmpuint (a_len, ==, count_tokens (model, file) * 32000 * sizeof (float));
+  g_assert_cmpmem (a, a_len, b, b_len);
+
+  /* refusals, one line each */
+  const char *missing[] = { "generate", "-m", model, "-f", "/nonexistent/prompt.txt", "-n", "2", NULL };
+  const char *both[] = { "generate", "-m", model, "-f", file, "-p", "Hi", "-n", "2", NULL };
+  const char *logits_missing[] = { "logits", "-m", model, "-f", "/nonexistent/prompt.txt", "-o", f32_file, NULL };
+  const char *const *refused[] = { missing, both, logits_missing };
+  const char *needles[] = { "cannot open '/nonexistent/prompt.txt'", "usage:", "cannot open '/nonexistent/prompt.txt'" };
+  for (size_t i = 0; i < G_N_ELEMENTS (refused); i++)
+    {
+      g_autofree char *out = NULL, *err = NULL;
+      g_assert_cmpint (run_cli (refused[i], &out, &err), ==, 1);
+      g_assert_true (g_str_has_prefix (err, "hanashi-cli: error: "));
+      g_assert_nonnull (strstr (err, needles[i]));
+      g_assert_true (strchr (err, '\n') == err + strlen (err) - 1);
+    }
+  g_unlink (f32_file);
+  g_unlink (f32_ids);
+  g_unlink (file);
+  g_rmdir (dir);
+}
+
+/* No buffer of its own limits the prompt: one that fits the context runs, whatever its
+ * length; one that does not gets one exact sentence with its length and the context's
+ * (before, a prompt of more than four times the context's tokens printed "unknown error"). */
+static void
+test_long_prompt (void)
+{
+  g_autofree char *model = g_build_filename (g_getenv ("HANASHI_TESTDATA"), "models", "tiny-llama-spm-q8_0.gguf", NULL);
+  g_autofree char *dir = g_dir_make_tmp ("hanashi-cli-generate-XXXXXX", NULL);
+  int n_ctx_train = context_length (model);
+
+  /* a prompt that nearly fills a context: it runs, up to the last free cell */
+  g_autofree char *fits = g_build_filename (dir, "fits.txt", NULL);
+  GString *text = g_string_new (NULL);
+  for (int i = 0; i < 60; i++)
+    g_string_append_printf (text, "On day %d the little red hen asked who would help her, and nobody did. ", i);
+  g_assert_true (g_file_set_contents (fits, text->str, -1, NULL));
+  gsize n_fits = count_tokens (model, fits);
+  g_assert_cmpuint (n_fits, >, 1000);
+  g_assert_cmpuint (n_fits, <, (gsize) n_ctx_train);
+  g_autofree char *just_enough = g_strdup_printf ("%" G_GSIZE_FORMAT, n_fits + 1);
+  const char *ok[] = { "generate", "-m", model, "-f", fits, "-n", "4", "-c", just_enough, "--ids", NULL };
+  g_autofree char *out = NULL, *err = NULL;
+  g_assert_cmpint (run_cli (ok, &out, &err), ==, 0);
+  g_assert_true (g_str_has_prefix (out, "["));
+  /* one token less of context: refused, with the way out */
+  g_autofree char *too_small = g_strdup_printf ("%" G_GSIZE_FORMAT, n_fits);
+  const char *small[] = { "generate", "-m", model, "-f", fits, "-n", "4", "-c", too_small, NULL };
+  g_autofree char *sout = NULL, *serr = NULL;
+  g_assert_cmpint (run_cli (small, &sout, &serr), ==, 1);
+  g_autofree char *expected_small = g_strdup_printf (
+      "hanashi-cli: error: the prompt is %" G_GSIZE_FORMAT " tokens long, but the context holds %" G_GSIZE_FORMAT
+      " tokens and needs room for at least one new token: give a larger context with -c (this model supports up "
+      "to %d tokens) or a shorter prompt\n", n_fits, n_fits, n_ctx_train);
+  g_assert_cmpstr (serr, ==, expected_small);
+
+  /* far beyond the whole context (more than four times it, where the fixed buffer gave up) */
+  g_autofree char *huge = g_build_filename (dir, "huge.txt", NULL);
+  while (text->len < (gsize) n_ctx_train * 4 * 8)
+    g_string_append (text, text->str);
+  g_assert_true (g_file_set_contents (huge, text->str, -1, NULL));
+  gsize n_huge = count_tokens (model, huge);
+  g_assert_cmpuint (n_huge, >, (gsize) n_ctx_train * 4);
+  const char *too_long[] = { "generate", "-m", model, "-f", huge, "-n", "4", NULL };
+  g_autofree char *hout = NULL, *herr = NULL;
+  g_assert_cmpint (run_cli (too_long, &hout, &herr), ==, 1);
+  g_autofree char *expected_huge = g_strdup_printf (
+      "hanashi-cli: error: the prompt is %" G_GSIZE_FORMAT " tokens long, but the context holds %d tokens (the "
+      "most this model supports) and needs room for at least one new token: shorten the prompt to at most %d "
+      "tokens\n", n_huge, n_ctx_train, n_ctx_train - 1);
+  g_assert_cmpstr (herr, ==, expected_huge);
+  /* the same text given with -p */
+  const char *too_long_p[] = { "generate", "-m", model, "-p", text->str, "-n", "4", NULL };
+  g_autofree char *pout = NULL, *perr = NULL;
+  g_assert_cmpint (run_cli (too_long_p, &pout, &perr), ==, 1);
+  g_assert_cmpstr (perr, ==, expected_huge);
+  /* logits: the model's context is the limit there */
+  const char *logits[] = { "logits", "-m", model, "-f", huge, "-o", "/dev/null", NULL };
+  g_autofree char *lout = NULL, *lerr = NULL;
+  g_assert_cmpint (run_cli (logits, &lout, &lerr), ==, 1);
+  g_autofree char *expected_logits = g_strdup_printf (
+      "hanashi-cli: error: the prompt is %" G_GSIZE_FORMAT " tokens long, but this model's context holds at most %d "
+      "tokens\n", n_huge, n_ctx_train);
+  g_assert_cmpstr (lerr, ==, expected_logits);
+
+  g_string_free (text, TRUE);
+  g_unlink (fits);
+  g_unlink (huge);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -128,5 +299,7 @@ main (int argc, char **argv)
   }
   g_test_add_func ("/cli/generate-options", test_options);
   g_test_add_func ("/cli/generate-grammar-notice", test_truncated_grammar_notice);
+  g_test_add_func ("/cli/generate-prompt-file", test_prompt_file);
+  g_test_add_func ("/cli/generate-long-prompt", test_long_prompt);
   return g_test_run ();
 }

@@ -9,6 +9,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "damaged-models.h"
 #include "hn-generate-model.h"
 #include "hn-gguf-writer.h"
 
@@ -914,6 +915,17 @@ test_overflow (Fixture *f, gconstpointer data)
   g_assert_true (f->stats.stop_reason == HANASHI_STOP_REASON_MAX_TOKENS
                  || f->stats.stop_reason == HANASHI_STOP_REASON_EOG);
   g_assert_cmpuint (f->stats.n_generated, >=, 1);
+
+  /* a last message longer than the whole context: nothing older can be dropped to make room */
+  GString *huge = g_string_new (NULL);
+  for (int i = 0; i < 60; i++)
+    g_string_append (huge, "The little red hen baked bread again. ");
+  hanashi_generate_request_add_message (req, HANASHI_ROLE_ASSISTANT, "Gladly.");
+  hanashi_generate_request_add_message (req, HANASHI_ROLE_USER, huge->str);
+  g_string_free (huge, TRUE);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 1);
+  g_assert_error (f->error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_PROMPT_TOO_LONG);
 }
 
 /* ---- session files ---------------------------------------------------------------------- */
@@ -1029,6 +1041,39 @@ test_session_corrupt (Fixture *f, gconstpointer data)
   restart_engine (f, LLAMA);
   generate_and_wait (f, req);
   g_assert_cmpuint (f->stats.n_reused, ==, n_prompt - 1);
+}
+
+/* Damaged model files reach the app with codes it can put in the user's language: a file
+ * cut short (an interrupted download) is MODEL_TRUNCATED, not NOT_GGUF; NaN weights load,
+ * but generating is INVALID_NUMBERS, not a complaint about the logit bias. */
+static void
+test_damaged_model_files (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autofree char *src = model_path (STORIES);
+  GStatBuf st;
+  g_assert_cmpint (g_stat (src, &st), ==, 0);
+  g_autofree char *cut = damaged_model_truncated (src, f->session_dir, "cut.gguf", (gsize) st.st_size * 3 / 4);
+  f->load_finished = FALSE;
+  hanashi_engine_load_model_async (f->engine, cut, 128, 1, NULL, load_done, f);
+  while (!f->load_finished)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_false (f->loaded);
+  g_assert_error (f->load_error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_MODEL_TRUNCATED);
+  g_assert_nonnull (strstr (f->load_error->message, "interrupted"));
+
+  g_autofree char *nan = damaged_model_nan (src, f->session_dir, "nan.gguf", "blk.2.attn_q.weight");
+  f->load_finished = FALSE;
+  hanashi_engine_load_model_async (f->engine, nan, 128, 1, NULL, load_done, f);
+  while (!f->load_finished)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_no_error (f->load_error);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("nan", 4);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 1);
+  g_assert_error (f->error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_INVALID_NUMBERS);
+  g_assert_null (strstr (f->error->message, "logit bias"));
+  g_assert_cmpstr (f->text->str, ==, "");
 }
 
 static guint n_write_failed;
@@ -1215,6 +1260,7 @@ main (int argc, char **argv)
   g_test_add ("/engine-model/session/corrupt", Fixture, NULL, fixture_setup, test_session_corrupt, fixture_teardown);
   g_test_add ("/engine-model/session/write-failure", Fixture, NULL, fixture_setup, test_session_write_failure, fixture_teardown);
   g_test_add ("/engine-model/session/cache", Fixture, NULL, fixture_setup, test_session_cache, fixture_teardown);
+  g_test_add ("/engine-model/damaged-model-files", Fixture, NULL, fixture_setup, test_damaged_model_files, fixture_teardown);
   g_test_add ("/engine-model/stress", Fixture, NULL, fixture_setup, test_stress, fixture_teardown);
   return g_test_run ();
 }

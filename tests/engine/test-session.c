@@ -252,6 +252,93 @@ test_failed_write_keeps_previous (void)
     g_assert_null (strstr (name, ".tmp."));
 }
 
+/* Temporary files are never written through a name someone else prepared.  The seam's open
+ * plants, at the exact name the writer is about to create, first a dangling symbolic link
+ * (following it would create a file elsewhere), then a link to an existing file (following
+ * it would overwrite that file), then an ordinary file (truncating it would destroy it).
+ * The write must step around all three and still produce the target; the old predictable
+ * name PATH.tmp.PID, also planted, must stay untouched. */
+static char *plant_dir;
+static int plant_count;
+
+static int
+planting_open (const char *path, int flags, mode_t mode)
+{
+  if ((flags & O_CREAT) && plant_count < 3)
+    {
+      g_autofree char *elsewhere = g_build_filename (plant_dir, "created-through-link", NULL);
+      g_autofree char *victim = g_build_filename (plant_dir, "victim", NULL);
+      if (plant_count == 0)
+        g_assert_cmpint (symlink (elsewhere, path), ==, 0);
+      else if (plant_count == 1)
+        g_assert_cmpint (symlink (victim, path), ==, 0);
+      else
+        g_assert_true (g_file_set_contents (path, "planted", -1, NULL));
+      plant_count++;
+    }
+  return hn_session_default_io ()->open (path, flags, mode);
+}
+
+static void
+test_planted_temporary_names (void)
+{
+  plant_dir = g_build_filename (tmpdir, "planted", NULL);
+  g_assert_cmpint (g_mkdir (plant_dir, 0700), ==, 0);
+  g_autofree char *victim = g_build_filename (plant_dir, "victim", NULL);
+  g_assert_true (g_file_set_contents (victim, "precious", -1, NULL));
+  g_autofree char *path = g_build_filename (plant_dir, "s.hnsession", NULL);
+  g_autofree char *predictable = g_strdup_printf ("%s.tmp.%ld", path, (long) getpid ());
+  g_assert_cmpint (symlink (victim, predictable), ==, 0);
+
+  HnSessionIO io = *hn_session_default_io ();
+  io.open = planting_open;
+  hn_session_set_io (&io);
+  plant_count = 0;
+  int32_t tokens[9];
+  for (int i = 0; i < 9; i++)
+    tokens[i] = i * 13 + 4;
+  RowGen g = { .seed = 4 };
+  HnError err = { 0 };
+  gboolean written = hn_session_write (path, &params, tokens, 9, synthetic_row, &g, &err);
+  hn_session_set_io (NULL);
+  g_assert_true (written);
+  g_assert_cmpint (plant_count, ==, 3);
+
+  /* nothing was written through the links, the planted file is intact */
+  g_autofree char *elsewhere = g_build_filename (plant_dir, "created-through-link", NULL);
+  g_assert_false (g_file_test (elsewhere, G_FILE_TEST_EXISTS));
+  g_autofree gchar *contents = NULL;
+  g_assert_true (g_file_get_contents (victim, &contents, NULL, NULL));
+  g_assert_cmpstr (contents, ==, "precious");
+  g_assert_true (g_file_test (predictable, G_FILE_TEST_IS_SYMLINK));
+  g_autoptr (GDir) dir = g_dir_open (plant_dir, 0, NULL);
+  const char *name;
+  int n_links = 0, n_planted_files = 0;
+  while ((name = g_dir_read_name (dir)) != NULL)
+    {
+      g_autofree char *full = g_build_filename (plant_dir, name, NULL);
+      if (g_file_test (full, G_FILE_TEST_IS_SYMLINK))
+        n_links++;
+      else if (strstr (name, ".tmp.") != NULL)
+        {
+          g_autofree gchar *planted = NULL;
+          g_assert_true (g_file_get_contents (full, &planted, NULL, NULL));
+          g_assert_cmpstr (planted, ==, "planted");
+          n_planted_files++;
+        }
+    }
+  g_assert_cmpint (n_links, ==, 3);
+  g_assert_cmpint (n_planted_files, ==, 1);
+
+  /* and the target is a complete, correct session file of its own */
+  g_assert_false (g_file_test (path, G_FILE_TEST_IS_SYMLINK));
+  HnSession *s = hn_session_read (path, &params, &err);
+  g_assert_nonnull (s);
+  assert_session_matches (s, 9, 4);
+  hn_session_free (s);
+  g_clear_pointer (&plant_dir, g_free);
+}
+
 /* Reads that fail or return bytes that are not the file's are rejected, never trusted. */
 static int read_mode;  /* 1 garbage everywhere, 2 garbage in the payload only, 3 EIO */
 
@@ -349,6 +436,7 @@ main (int argc, char **argv)
   g_test_add_func ("/session/corruption", test_corruption);
   g_test_add_func ("/session/wrong-version", test_wrong_version);
   g_test_add_func ("/session/failed-write-keeps-previous", test_failed_write_keeps_previous);
+  g_test_add_func ("/session/planted-temporary-names", test_planted_temporary_names);
   g_test_add_func ("/session/garbage-reads", test_garbage_reads);
   g_test_add_func ("/session/lru-eviction", test_lru_eviction);
   g_test_add_func ("/session/common-prefix", test_common_prefix);
