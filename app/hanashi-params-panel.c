@@ -47,6 +47,11 @@ static const KnobSpec knob_specs[] = {
 };
 #define N_KNOBS G_N_ELEMENTS (knob_specs)
 
+/* A large JSON schema takes long to convert and check (hundreds of milliseconds): checking
+ * it at every keystroke on the main thread froze the window.  The check waits until typing
+ * pauses this long (ms) and runs on a worker thread. */
+#define VALIDATE_DELAY_MS 250
+
 typedef struct {
   const KnobSpec *spec;
   GtkAdjustment  *adjustment;
@@ -85,6 +90,12 @@ struct _HanashiParamsPanel
   GtkTextBuffer       *gbnf_buffer;
   GtkTextBuffer       *schema_buffer;
   GtkLabel            *grammar_error_label;
+
+  /* Grammar checks run on a worker thread, VALIDATE_DELAY_MS after the last change. */
+  guint                validate_source;
+  GCancellable        *validate_cancellable;
+  char                *checked_key;   /* the grammar input the last finished check was of */
+  GError              *checked_error; /* what it found; NULL = valid */
 
   GStrv                shipped_grammars;
   GSettings           *settings;
@@ -222,22 +233,154 @@ update_visibility (HanashiParamsPanel *self)
   gtk_widget_set_sensitive (find_knob (self, "seed")->row, !gtk_switch_get_active (self->random_seed_switch));
 }
 
+/* What a grammar check depends on: the mode and the one text it reads. */
+static char *
+grammar_key (const HanashiParams *params)
+{
+  switch (params->grammar_mode)
+    {
+    case HANASHI_GRAMMAR_MODE_SHIPPED:
+      return g_strconcat ("shipped\n", params->grammar_name ? params->grammar_name : "", NULL);
+    case HANASHI_GRAMMAR_MODE_CUSTOM:
+      return g_strconcat ("gbnf\n", params->grammar, NULL);
+    case HANASHI_GRAMMAR_MODE_JSON_SCHEMA:
+      return g_strconcat ("schema\n", params->json_schema, NULL);
+    case HANASHI_GRAMMAR_MODE_NONE:
+    default:
+      return g_strdup ("none");
+    }
+}
+
+static void
+show_grammar_result (HanashiParamsPanel *self, const GError *error)
+{
+  GtkWidget *label = GTK_WIDGET (self->grammar_error_label);
+  gtk_widget_remove_css_class (label, "dim-label");
+  gtk_widget_add_css_class (label, "error");
+  gtk_label_set_text (self->grammar_error_label, error ? error->message : "");
+  gtk_widget_set_visible (label, error != NULL);
+}
+
+static void
+show_checking (HanashiParamsPanel *self)
+{
+  GtkWidget *label = GTK_WIDGET (self->grammar_error_label);
+  gtk_widget_remove_css_class (label, "error");
+  gtk_widget_add_css_class (label, "dim-label");
+  gtk_label_set_text (self->grammar_error_label, _("Checking…"));
+  gtk_widget_set_visible (label, TRUE);
+}
+
+/* Takes @error (NULL: valid) as the result for @key and shows it. */
+static void
+remember_check (HanashiParamsPanel *self, const char *key, GError *error)
+{
+  g_free (self->checked_key);
+  self->checked_key = g_strdup (key);
+  g_clear_error (&self->checked_error);
+  self->checked_error = error;
+  show_grammar_result (self, error);
+}
+
+static void
+stop_pending_check (HanashiParamsPanel *self)
+{
+  g_clear_handle_id (&self->validate_source, g_source_remove);
+  if (self->validate_cancellable != NULL)
+    {
+      g_cancellable_cancel (self->validate_cancellable);
+      g_clear_object (&self->validate_cancellable);
+    }
+}
+
+typedef struct {
+  HanashiParams params;
+  char         *key;
+} GrammarCheck;
+
+static void
+grammar_check_free (GrammarCheck *check)
+{
+  hanashi_params_clear (&check->params);
+  g_free (check->key);
+  g_free (check);
+}
+
+static void
+grammar_check_thread (GTask        *task,
+                      gpointer      source_object,
+                      gpointer      task_data,
+                      GCancellable *cancellable)
+{
+  GrammarCheck *check = task_data;
+  GError *error = NULL;
+  if (hanashi_params_validate_grammar (&check->params, &error))
+    g_task_return_boolean (task, TRUE);
+  else
+    g_task_return_error (task, error);
+}
+
+static void
+grammar_check_done (GObject      *source,
+                    GAsyncResult *result,
+                    gpointer      user_data)
+{
+  HanashiParamsPanel *self = HANASHI_PARAMS_PANEL (source);
+  GTask *task = G_TASK (result);
+  GrammarCheck *check = g_task_get_task_data (task);
+  GError *error = NULL;
+
+  /* A newer change cancelled it (check_cancellable reports that first). */
+  if (!g_task_propagate_boolean (task, &error) && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    {
+      g_error_free (error);
+      return;
+    }
+  g_clear_object (&self->validate_cancellable);
+  remember_check (self, check->key, error);
+}
+
+static gboolean
+start_grammar_check (gpointer data)
+{
+  HanashiParamsPanel *self = data;
+  GrammarCheck *check = g_new0 (GrammarCheck, 1);
+  g_autoptr (GTask) task = NULL;
+
+  self->validate_source = 0;
+  collect_params (self, &check->params);
+  check->key = grammar_key (&check->params);
+  self->validate_cancellable = g_cancellable_new ();
+  task = g_task_new (self, self->validate_cancellable, grammar_check_done, NULL);
+  g_task_set_source_tag (task, start_grammar_check);
+  g_task_set_task_data (task, check, (GDestroyNotify) grammar_check_free);
+  g_task_run_in_thread (task, grammar_check_thread);
+  return G_SOURCE_REMOVE;
+}
+
+/* The panel says "Checking…" until the check of what is there now has finished; a result
+ * already known for the same text is shown at once. */
 static void
 validate_grammar (HanashiParamsPanel *self)
 {
   g_auto (HanashiParams) params;
-  g_autoptr (GError) error = NULL;
+  g_autofree char *key = NULL;
+
   collect_params (self, &params);
-  if (hanashi_params_validate_grammar (&params, &error))
+  key = grammar_key (&params);
+  stop_pending_check (self);
+  if (g_strcmp0 (key, self->checked_key) == 0)
     {
-      gtk_widget_set_visible (GTK_WIDGET (self->grammar_error_label), FALSE);
-      gtk_label_set_text (self->grammar_error_label, "");
+      show_grammar_result (self, self->checked_error);
+      return;
     }
-  else
+  if (params.grammar_mode == HANASHI_GRAMMAR_MODE_NONE)
     {
-      gtk_label_set_text (self->grammar_error_label, error->message);
-      gtk_widget_set_visible (GTK_WIDGET (self->grammar_error_label), TRUE);
+      remember_check (self, key, NULL);
+      return;
     }
+  show_checking (self);
+  self->validate_source = g_timeout_add (VALIDATE_DELAY_MS, start_grammar_check, self);
 }
 
 static void
@@ -665,6 +808,7 @@ static void
 hanashi_params_panel_dispose (GObject *object)
 {
   HanashiParamsPanel *self = HANASHI_PARAMS_PANEL (object);
+  stop_pending_check (self);
   gtk_widget_dispose_template (GTK_WIDGET (self), HANASHI_TYPE_PARAMS_PANEL);
   g_clear_object (&self->stop_buffer);
   g_clear_object (&self->negative_buffer);
@@ -680,6 +824,8 @@ hanashi_params_panel_finalize (GObject *object)
 {
   HanashiParamsPanel *self = HANASHI_PARAMS_PANEL (object);
   g_clear_pointer (&self->shipped_grammars, g_strfreev);
+  g_clear_pointer (&self->checked_key, g_free);
+  g_clear_error (&self->checked_error);
   g_clear_object (&self->settings);
   hanashi_params_clear (&self->defaults);
   G_OBJECT_CLASS (hanashi_params_panel_parent_class)->finalize (object);
@@ -804,6 +950,23 @@ hanashi_params_panel_apply_to_request (HanashiParamsPanel *self, HanashiGenerate
 {
   g_return_val_if_fail (HANASHI_IS_PARAMS_PANEL (self), FALSE);
   g_auto (HanashiParams) params;
+  g_autofree char *key = NULL;
+  GError *check_error = NULL;
+
   collect_params (self, &params);
-  return hanashi_params_apply_to_request (&params, req, error);
+  key = grammar_key (&params);
+  if (g_strcmp0 (key, self->checked_key) != 0)
+    {
+      /* Sent before the check of this text finished: the answer is needed now. */
+      stop_pending_check (self);
+      hanashi_params_validate_grammar (&params, &check_error);
+      remember_check (self, key, check_error);
+    }
+  if (self->checked_error != NULL)
+    {
+      g_propagate_error (error, g_error_copy (self->checked_error));
+      return FALSE;
+    }
+  hanashi_params_apply_checked_to_request (&params, req);
+  return TRUE;
 }

@@ -411,7 +411,13 @@ hanashi_params_apply_to_request (const HanashiParams *params, HanashiGenerateReq
 {
   if (!hanashi_params_validate_grammar (params, error))
     return FALSE;
+  hanashi_params_apply_checked_to_request (params, req);
+  return TRUE;
+}
 
+void
+hanashi_params_apply_checked_to_request (const HanashiParams *params, HanashiGenerateRequest *req)
+{
   hanashi_generate_request_set_sampling (req, &params->sampling);
   hanashi_generate_request_set_max_tokens (req, params->max_tokens);
   for (char **s = params->stop; s && *s; s++)
@@ -435,5 +441,4 @@ hanashi_params_apply_to_request (const HanashiParams *params, HanashiGenerateReq
       hanashi_generate_request_set_json_schema (req, params->json_schema);
       break;
     }
-  return TRUE;
 }

@@ -60,6 +60,8 @@ gboolean  hanashi_params_validate_grammar (const HanashiParams *params, GError *
 /* Validates, then copies every value into the request. */
 gboolean  hanashi_params_apply_to_request (const HanashiParams *params, HanashiGenerateRequest *req,
                                            GError **error);
+/* The same without validating, for a grammar that was checked already. */
+void      hanashi_params_apply_checked_to_request (const HanashiParams *params, HanashiGenerateRequest *req);
 
 /* A numeric knob's range for settings UIs: the engine's spec (or our own for seed, CFG). */
 gboolean  hanashi_params_get_range (const char *key, double *min, double *max, double *def);

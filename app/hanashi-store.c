@@ -14,6 +14,7 @@ struct _HanashiStore {
   GObject parent_instance;
   sqlite3 *db;
   int schema_version;
+  gboolean read_only;   /* opened with hanashi_store_new_read_only() */
 };
 
 G_DEFINE_FINAL_TYPE (HanashiStore, hanashi_store, G_TYPE_OBJECT)
@@ -258,6 +259,12 @@ hanashi_store_new (const char *path, GError **error)
     set_sqlite_error_rc (self, rc, self->db ? sqlite3_errmsg (self->db) : NULL, error);
     return NULL;
   }
+  /* SQLite opens a write-protected file for reading only without saying so; the first save
+   * would fail much later.  Refuse now, so the caller can open it read-only on purpose. */
+  if (sqlite3_db_readonly (self->db, "main") == 1) {
+    set_sqlite_error_rc (self, SQLITE_READONLY, "the file is write-protected", error);
+    return NULL;
+  }
   sqlite3_extended_result_codes (self->db, 1);
   sqlite3_busy_timeout (self->db, 2000);
   /* WAL keeps each small per-message commit cheap and readers unblocked. */
@@ -266,6 +273,69 @@ hanashi_store_new (const char *path, GError **error)
   if (!migrate (self, error))
     return NULL;
   return g_steal_pointer (&self);
+}
+
+/* Opens the database for reading only, without creating, migrating or writing anything.
+ * A WAL database in a folder that cannot be written has no "-shm" file to coordinate
+ * readers through, and SQLite then refuses even to read it; the second attempt opens it as
+ * immutable, which is safe only because nobody can write it either. */
+HanashiStore *
+hanashi_store_new_read_only (const char *path, GError **error)
+{
+  g_autofree char *uri = g_filename_to_uri (path, NULL, NULL);
+  const char *modes[] = { "mode=ro", "immutable=1" };
+  g_autoptr(GError) last_error = NULL;
+
+  if (uri == NULL) {
+    g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_IO, "%s", error_sentence (HANASHI_STORE_ERROR_IO));
+    return NULL;
+  }
+  for (gsize i = 0; i < G_N_ELEMENTS (modes); i++) {
+    g_autoptr(HanashiStore) self = g_object_new (HANASHI_TYPE_STORE, NULL);
+    g_autofree char *full = g_strconcat (uri, "?", modes[i], NULL);
+    g_clear_error (&last_error);
+    int rc = sqlite3_open_v2 (full, &self->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    if (rc != SQLITE_OK) {
+      set_sqlite_error_rc (self, rc, self->db ? sqlite3_errmsg (self->db) : NULL, &last_error);
+      continue;
+    }
+    sqlite3_extended_result_codes (self->db, 1);
+    sqlite3_busy_timeout (self->db, 2000);
+    self->read_only = TRUE;
+    sqlite3_stmt *stmt = prepare (self, "SELECT MAX(version) FROM schema_version;", &last_error);
+    if (!stmt)
+      continue;
+    int version = 0;
+    rc = sqlite3_step (stmt);
+    if (rc == SQLITE_ROW) {
+      version = sqlite3_column_int (stmt, 0);
+      rc = sqlite3_step (stmt);
+    }
+    if (!finish_rows (self, stmt, rc, &last_error))
+      continue;
+    if (version > HANASHI_STORE_SCHEMA_VERSION) {
+      g_set_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_TOO_NEW,
+                   _("The conversation database was written by a newer version of Hanashi (schema %d)."), version);
+      return NULL;
+    }
+    if (version < HANASHI_STORE_SCHEMA_VERSION) {
+      /* Reading an older schema needs its migration, which is a write. */
+      g_set_error_literal (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_READ_ONLY,
+                           error_sentence (HANASHI_STORE_ERROR_READ_ONLY));
+      return NULL;
+    }
+    self->schema_version = version;
+    return g_steal_pointer (&self);
+  }
+  g_propagate_error (error, g_steal_pointer (&last_error));
+  return NULL;
+}
+
+gboolean
+hanashi_store_is_read_only (HanashiStore *self)
+{
+  g_return_val_if_fail (HANASHI_IS_STORE (self), TRUE);
+  return self->read_only;
 }
 
 int

@@ -59,6 +59,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (HanashiStoredConversation, hanashi_stored_convers
 
 /* Opens (creating and migrating as needed) the database at @path. */
 HanashiStore *hanashi_store_new (const char *path, GError **error);
+/* Opens an existing database for reading only (a folder or file that cannot be written):
+ * nothing is created, migrated or written, and every write fails with READ_ONLY. */
+HanashiStore *hanashi_store_new_read_only (const char *path, GError **error);
+gboolean hanashi_store_is_read_only (HanashiStore *self);
 /* The default location, $XDG_DATA_HOME/hanashi/hanashi.db. */
 char *hanashi_store_default_path (void);
 int hanashi_store_get_schema_version (HanashiStore *self);

@@ -14,12 +14,15 @@
 #include "hanashi-models-dialog.h"
 #include "hanashi-params-panel.h"
 #include "hanashi-sidebar.h"
+#include "hanashi-store-recovery.h"
 #include "hanashi-window.h"
 
 /* A streaming reply is written to the database at most this often (µs). */
 #define COMMIT_INTERVAL_US (250 * 1000)
 #define MAX_RECENT_MODELS 8
 #define TITLE_MAX_CHARS 40
+/* Another program's lock on the database goes away by itself: try again this often (s). */
+#define STORE_RETRY_INTERVAL_S 3
 
 struct _HanashiWindow
 {
@@ -47,6 +50,12 @@ struct _HanashiWindow
   /* Owned */
   GSettings          *settings;
   HanashiStore       *store;
+  char               *store_path;
+  GError             *store_problem;     /* why the store is missing or read-only, or NULL */
+  HanashiStoreBanner *store_banner;
+  GCancellable       *store_cancellable; /* the reopen running on a worker thread */
+  guint               store_retry_source;
+  gboolean            store_fresh_offer_pending; /* damaged: ask once the window is shown */
   HanashiEngine      *engine;
   GListStore         *messages;
   GCancellable       *count_cancellable;
@@ -182,6 +191,195 @@ toast_error (HanashiWindow *self,
   /* Translators: the first %s says what failed, the second why */
   g_autofree char *text = g_strdup_printf (_("%s: %s"), what, error->message);
   hanashi_window_add_toast (self, text);
+}
+
+/* ---- the database: locked, read-only or damaged ----------------------------------------- */
+
+static void reopen_store_async (HanashiWindow *self);
+
+static gboolean
+retry_store_timeout (gpointer data)
+{
+  HanashiWindow *self = data;
+  self->store_retry_source = 0;
+  reopen_store_async (self);
+  return G_SOURCE_REMOVE;
+}
+
+/* Takes @problem (NULL: the store is writable) and shows it.  A lock held by another
+ * program is retried on its own; the other problems wait for the user (Try Again, sending,
+ * Start Fresh). */
+static void
+apply_store_problem (HanashiWindow *self,
+                     GError        *problem)
+{
+  g_clear_error (&self->store_problem);
+  self->store_problem = problem;
+  hanashi_store_banner_set_problem (self->store_banner, problem, TRUE);
+  if (g_error_matches (problem, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_BUSY) &&
+      self->store_retry_source == 0 && self->store_cancellable == NULL)
+    self->store_retry_source = g_timeout_add_seconds (STORE_RETRY_INTERVAL_S, retry_store_timeout, self);
+  self->store_fresh_offer_pending =
+    self->store == NULL && g_error_matches (problem, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_CORRUPT);
+}
+
+/* A store opened again replaces the one shown (same file, so the open chat stays); the
+ * history appears if there was none. */
+static void
+replace_store (HanashiWindow *self,
+               HanashiStore  *store,
+               GError        *problem)
+{
+  gboolean had_store = self->store != NULL;
+
+  if (store == NULL && self->store != NULL && problem != NULL)
+    {
+      /* Still not writable: keep showing what could be read. */
+      g_error_free (problem);
+      return;
+    }
+  g_set_object (&self->store, store);
+  apply_store_problem (self, problem);
+  hanashi_sidebar_set_store (self->sidebar, self->store);
+  if (!had_store && self->store != NULL && self->conversation_id == 0 &&
+      g_list_model_get_n_items (G_LIST_MODEL (self->messages)) == 0)
+    {
+      g_autoptr (GPtrArray) conversations = hanashi_store_list_conversations (self->store, NULL, NULL);
+      if (conversations != NULL && conversations->len > 0)
+        hanashi_window_load_conversation (self, ((HanashiStoredConversation *) g_ptr_array_index (conversations, 0))->id);
+    }
+}
+
+static void
+store_reopened (GObject      *source,
+                GAsyncResult *result,
+                gpointer      user_data)
+{
+  g_autoptr (HanashiWindow) self = user_data;
+  GError *problem = NULL;
+  g_autoptr (HanashiStore) store = hanashi_store_open_best_finish (result, &problem);
+
+  if (g_error_matches (problem, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    {
+      g_error_free (problem);
+      return;
+    }
+  g_clear_object (&self->store_cancellable);
+  replace_store (self, store, problem);
+}
+
+/* On a worker thread: a locked database makes SQLite wait up to its busy timeout. */
+static void
+reopen_store_async (HanashiWindow *self)
+{
+  if (self->store_cancellable != NULL)
+    return;
+  g_clear_handle_id (&self->store_retry_source, g_source_remove);
+  self->store_cancellable = g_cancellable_new ();
+  hanashi_store_open_best_async (self->store_path, self->store_cancellable, store_reopened, g_object_ref (self));
+}
+
+static void
+retry_store (HanashiWindow *self)
+{
+  reopen_store_async (self);
+}
+
+/* Before a message is stored: a database that could not be written is tried once more
+ * (the folder may be writable again); if it still cannot, the sentence says which file and
+ * why, and the text stays in the composer. */
+static gboolean
+ensure_writable_store (HanashiWindow *self)
+{
+  if (self->store != NULL && self->store_problem == NULL)
+    return TRUE;
+  /* A lock is already being retried in the background; opening here would wait for it. */
+  if (self->store_cancellable == NULL &&
+      !g_error_matches (self->store_problem, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_BUSY))
+    {
+      GError *problem = NULL;
+      g_autoptr (HanashiStore) store = NULL;
+      /* The read-only connection goes first: while it is open, SQLite hands a new
+       * connection to the same file the read-only descriptor it keeps for its locks. */
+      if (self->store != NULL)
+        {
+          hanashi_sidebar_set_store (self->sidebar, NULL);
+          g_clear_object (&self->store);
+        }
+      store = hanashi_store_open_best (self->store_path, &problem);
+      replace_store (self, store, problem);
+      if (self->store != NULL && self->store_problem == NULL)
+        return TRUE;
+    }
+  hanashi_window_add_toast (self, self->store_problem != NULL
+                                  ? self->store_problem->message
+                                  : _("Messages cannot be saved: the conversation database could not be opened."));
+  return FALSE;
+}
+
+static void
+start_fresh_store (HanashiWindow *self)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *aside = NULL;
+  g_autofree char *aside_name = NULL;
+  g_autofree char *text = NULL;
+  GError *problem = NULL;
+  g_autoptr (HanashiStore) store = NULL;
+
+  /* Only a database that could not be opened at all is replaced. */
+  if (self->store != NULL)
+    return;
+  g_clear_handle_id (&self->store_retry_source, g_source_remove);
+  aside = hanashi_store_set_aside (self->store_path, &error);
+  if (aside == NULL)
+    {
+      hanashi_window_add_toast (self, error->message);
+      return;
+    }
+  store = hanashi_store_open_best (self->store_path, &problem);
+  replace_store (self, store, problem);
+  aside_name = g_path_get_basename (aside);
+  /* Translators: %s is the file name the damaged database was given */
+  text = g_strdup_printf (_("A fresh conversation database was started. The damaged one was kept as “%s”."), aside_name);
+  hanashi_window_add_toast (self, text);
+}
+
+static void
+on_fresh_store_response (AdwMessageDialog *dialog,
+                         const char       *response,
+                         HanashiWindow    *self)
+{
+  if (g_strcmp0 (response, "fresh") == 0)
+    start_fresh_store (self);
+}
+
+static void
+offer_fresh_store (HanashiWindow *self)
+{
+  AdwMessageDialog *dialog;
+
+  self->store_fresh_offer_pending = FALSE;
+  if (self->store != NULL || self->store_problem == NULL)
+    return;
+  dialog = ADW_MESSAGE_DIALOG (adw_message_dialog_new (GTK_WINDOW (self), _("Start a Fresh Conversation Database?"), NULL));
+  /* Translators: %s says which file is damaged and how */
+  adw_message_dialog_format_body (dialog, _("%s\n\nThe damaged file is kept beside it under a new name, so nothing in it is deleted, and a new, empty database takes its place."),
+                                  self->store_problem->message);
+  adw_message_dialog_add_responses (dialog, "cancel", _("_Not Now"), "fresh", _("_Start Fresh"), NULL);
+  adw_message_dialog_set_response_appearance (dialog, "fresh", ADW_RESPONSE_SUGGESTED);
+  adw_message_dialog_set_default_response (dialog, "fresh");
+  adw_message_dialog_set_close_response (dialog, "cancel");
+  g_signal_connect_object (dialog, "response", G_CALLBACK (on_fresh_store_response), self, 0);
+  gtk_window_present (GTK_WINDOW (dialog));
+}
+
+/* The offer waits for the window: a dialog for a window not on screen yet has nowhere to go. */
+static void
+on_window_mapped (HanashiWindow *self)
+{
+  if (self->store_fresh_offer_pending)
+    offer_fresh_store (self);
 }
 
 /* ---- the visible thread --------------------------------------------------------------- */
@@ -737,11 +935,8 @@ send_action (GtkWidget  *widget,
     return;
   if (self->reply != NULL || hanashi_engine_get_model_info (self->engine) == NULL)
     return;
-  if (self->store == NULL)
-    {
-      hanashi_window_add_toast (self, _("Messages cannot be saved: the conversation database could not be opened."));
-      return;
-    }
+  if (!ensure_writable_store (self))
+    return;
 
   if (self->editing_id != 0)
     {
@@ -1248,12 +1443,47 @@ update_recent_models (HanashiWindow *self)
   gtk_widget_set_visible (self->recent_group, n > 0);
 }
 
+typedef struct {
+  HanashiWindow *window;
+  char          *path;
+} ModelLoad;
+
+static void
+model_load_free (ModelLoad *load)
+{
+  g_object_unref (load->window);
+  g_free (load->path);
+  g_free (load);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (ModelLoad, model_load_free)
+
+/* Names the file and says why, and that the model in use stays (the engine keeps it). */
+static char *
+describe_load_failure (HanashiWindow *self,
+                       const char    *path,
+                       const GError  *error)
+{
+  const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
+  g_autofree char *name = g_path_get_basename (path);
+  g_autofree char *reason = describe_engine_error (error);
+  /* Translators: %s is a file name */
+  g_autofree char *what = g_strdup_printf (_("“%s” could not be opened as a model."), name);
+  g_autofree char *kept = NULL;
+
+  if (info != NULL)
+    /* Translators: %s is the name of the model that was loaded before */
+    kept = g_strdup_printf (_("“%s” is still loaded."), info->name);
+  return g_strjoin (" ", what, reason, kept, NULL);
+}
+
 static void
 load_done (GObject      *source,
            GAsyncResult *result,
            gpointer      user_data)
 {
-  g_autoptr (HanashiWindow) self = user_data;
+  g_autoptr (ModelLoad) load = user_data;
+  HanashiWindow *self = load->window;
   g_autoptr (GError) error = NULL;
 
   if (!hanashi_engine_load_model_finish (HANASHI_ENGINE (source), result, &error))
@@ -1261,7 +1491,8 @@ load_done (GObject      *source,
       if (!g_error_matches (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED) &&
           !g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
         {
-          g_autofree char *text = describe_engine_error (error);
+          g_autofree char *text = describe_load_failure (self, load->path, error);
+          g_message ("Model %s not loaded: %s", load->path, error->message);
           hanashi_window_add_toast (self, text);
         }
     }
@@ -1277,6 +1508,7 @@ hanashi_window_open_model (HanashiWindow *self,
                            GFile         *file)
 {
   g_autofree char *path = NULL;
+  ModelLoad *load;
 
   g_return_if_fail (HANASHI_IS_WINDOW (self));
   g_return_if_fail (G_IS_FILE (file));
@@ -1298,10 +1530,13 @@ hanashi_window_open_model (HanashiWindow *self,
    * default (0), so that a smaller model is not warned about a choice nobody made. */
   g_autoptr (GVariant) chosen_context = g_settings_get_user_value (self->settings, "context-size");
   hanashi_engine_set_batch_size (self->engine, (guint) g_settings_get_int (self->settings, "batch-size"));
+  load = g_new0 (ModelLoad, 1);
+  load->window = g_object_ref (self);
+  load->path = g_strdup (path);
   hanashi_engine_load_model_async (self->engine, path,
                                    chosen_context != NULL ? (guint) g_settings_get_int (self->settings, "context-size") : 0,
                                    (guint) g_settings_get_int (self->settings, "n-threads"),
-                                   self->load_cancellable, load_done, g_object_ref (self));
+                                   self->load_cancellable, load_done, load);
 }
 
 static void
@@ -1510,6 +1745,11 @@ hanashi_window_dispose (GObject *object)
     g_signal_handlers_disconnect_by_data (self->engine, self);
   g_clear_object (&self->engine);
   g_clear_object (&self->store);
+  g_clear_handle_id (&self->store_retry_source, g_source_remove);
+  g_cancellable_cancel (self->store_cancellable);
+  g_clear_object (&self->store_cancellable);
+  g_clear_error (&self->store_problem);
+  g_clear_pointer (&self->store_path, g_free);
   g_clear_object (&self->settings);
   if (self->messages != NULL)
     g_signal_handlers_disconnect_by_data (self->messages, self);
@@ -1595,9 +1835,16 @@ hanashi_window_init (HanashiWindow *self)
   g_settings_bind (self->settings, "window-maximized", self, "maximized", G_SETTINGS_BIND_DEFAULT);
   g_signal_connect_object (self->settings, "changed::recent-models", G_CALLBACK (update_recent_models), self, G_CONNECT_SWAPPED);
 
-  self->store = hanashi_store_new (db_path, &error);
-  if (self->store == NULL)
-    toast_error (self, _("Could not open the conversation database"), error);
+  /* Above the chat, below the loading bar: what is wrong with the database, if anything. */
+  self->store_banner = hanashi_store_banner_new ();
+  gtk_box_insert_child_after (GTK_BOX (self->chat_pane), GTK_WIDGET (self->store_banner),
+                              GTK_WIDGET (self->load_progress));
+  g_signal_connect_swapped (self->store_banner, "retry", G_CALLBACK (retry_store), self);
+  g_signal_connect_swapped (self->store_banner, "start-fresh", G_CALLBACK (offer_fresh_store), self);
+  g_signal_connect (self, "map", G_CALLBACK (on_window_mapped), NULL);
+  self->store_path = g_steal_pointer (&db_path);
+  self->store = hanashi_store_open_best (self->store_path, &error);
+  apply_store_problem (self, g_steal_pointer (&error));
 
   self->engine = hanashi_engine_new ();
   apply_session_limit (self);

@@ -438,6 +438,9 @@ typedef struct {
 
   /* engine thread only */
   gpointer model;
+  char *model_path;              /* what the model was loaded from and with, to load it again */
+  guint model_n_ctx, model_n_threads, model_n_batch;
+  gboolean restoring_model;      /* loading the previous model again after a refused load */
   guint current_id;
   gboolean current_is_load;
   const char *current_session;   /* session path of the running generation */
@@ -606,6 +609,8 @@ thread_is_cancelled (gpointer data)
   EngineCore *core = data;
   if (atomic_load (&core->quitting))
     return TRUE;
+  if (core->restoring_model)
+    return FALSE;
   guint upto = core->current_is_load ? atomic_load (&core->load_cancel_upto)
                                      : atomic_load (&core->gen_cancel_upto);
   return core->current_id <= upto;
@@ -696,37 +701,107 @@ thread_unload (EngineCore *core)
       core->backend->unload (core->model);
       core->model = NULL;
     }
+  g_clear_pointer (&core->model_path, g_free);
 }
 
 static void
-thread_run_load (EngineCore *core, Cmd *cmd)
+thread_no_progress (gpointer data, double fraction)
+{
+  (void) data; (void) fraction;
+}
+
+static gpointer
+thread_try_load (EngineCore *core, const char *path, guint n_ctx, guint n_threads, guint n_batch,
+                 void (*progress) (gpointer, double), HanashiModelInfo **info, GError **error)
 {
   HanashiBackendSink sink = SINK_INIT (core);
+  if (thread_is_cancelled (core))
+    {
+      g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED, "Loading was cancelled");
+      return NULL;
+    }
+  return core->backend->load (path, n_ctx, n_threads, n_batch, &sink, progress, info, error);
+}
+
+static void
+thread_post_model_loaded (EngineCore *core, guint id, HanashiModelInfo *info)
+{
+  Event *ev = g_new0 (Event, 1);
+  ev->type = EV_MODEL_LOADED;
+  ev->id = id;
+  ev->info = info;
+  post_event (core, ev);
+}
+
+/* A file that is not a usable model must not take away the model that was working, so the
+ * current model stays loaded while the new one loads and is freed only once the new one
+ * works (the weights are mapped, so holding both costs mostly address space).  When the
+ * new model is refused for memory, the current model's memory may be what it lacks: it is
+ * freed and the new one tried once more; if that fails too, the current model is loaded
+ * again from its file with its settings. */
+static void
+thread_run_load (EngineCore *core, Cmd *cmd)
+{
   GError *error = NULL;
   HanashiModelInfo *info = NULL;
+  gpointer model;
 
   core->current_id = cmd->id;
   core->current_is_load = TRUE;
-  thread_unload (core);
   post_state (core, HANASHI_ENGINE_STATE_LOADING);
-  if (thread_is_cancelled (core))
-    g_set_error (&error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED, "Loading was cancelled");
-  else
-    core->model = core->backend->load (cmd->path, cmd->n_ctx, cmd->n_threads, cmd->n_batch, &sink,
-                                       thread_load_progress, &info, &error);
-  if (core->model != NULL)
+  model = thread_try_load (core, cmd->path, cmd->n_ctx, cmd->n_threads, cmd->n_batch,
+                           thread_load_progress, &info, &error);
+  if (model == NULL && core->model != NULL
+      && g_error_matches (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_OUT_OF_MEMORY))
     {
-      Event *ev = g_new0 (Event, 1);
-      ev->type = EV_MODEL_LOADED;
-      ev->id = cmd->id;
-      ev->info = info;
-      post_event (core, ev);
+      g_autofree char *previous_path = g_steal_pointer (&core->model_path);
+      guint previous_n_ctx = core->model_n_ctx, previous_n_threads = core->model_n_threads;
+      guint previous_n_batch = core->model_n_batch;
+
+      g_clear_error (&error);
+      thread_unload (core);
+      model = thread_try_load (core, cmd->path, cmd->n_ctx, cmd->n_threads, cmd->n_batch,
+                               thread_load_progress, &info, &error);
+      if (model == NULL && !atomic_load (&core->quitting))
+        {
+          HanashiModelInfo *previous_info = NULL;
+          g_autoptr (GError) previous_error = NULL;
+          /* Only quitting stops this: the load was already refused, and bringing back what
+           * worked is part of refusing it. */
+          HanashiBackendSink sink = SINK_INIT (core);
+          core->restoring_model = TRUE;
+          core->model = core->backend->load (previous_path, previous_n_ctx, previous_n_threads,
+                                             previous_n_batch, &sink, thread_no_progress,
+                                             &previous_info, &previous_error);
+          core->restoring_model = FALSE;
+          if (core->model != NULL)
+            {
+              core->model_path = g_steal_pointer (&previous_path);
+              core->model_n_ctx = previous_n_ctx;
+              core->model_n_threads = previous_n_threads;
+              core->model_n_batch = previous_n_batch;
+              thread_post_model_loaded (core, cmd->id, previous_info);
+            }
+          else
+            g_message ("The previous model could not be loaded again: %s",
+                       previous_error ? previous_error->message : "unknown reason");
+        }
+    }
+  if (model != NULL)
+    {
+      thread_unload (core);
+      core->model = model;
+      core->model_path = g_strdup (cmd->path);
+      core->model_n_ctx = cmd->n_ctx;
+      core->model_n_threads = cmd->n_threads;
+      core->model_n_batch = cmd->n_batch;
+      thread_post_model_loaded (core, cmd->id, info);
       post_state (core, HANASHI_ENGINE_STATE_READY);
       post_task_done (core, cmd, TRUE, NULL);
     }
   else
     {
-      post_state (core, HANASHI_ENGINE_STATE_NO_MODEL);
+      post_state (core, core->model != NULL ? HANASHI_ENGINE_STATE_READY : HANASHI_ENGINE_STATE_NO_MODEL);
       if (error == NULL)
         g_set_error (&error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_FAILED, "The model could not be loaded");
       post_task_done (core, cmd, 0, error);

@@ -79,6 +79,20 @@ new_panel (void)
   return panel;
 }
 
+/* The grammar is checked on a worker thread shortly after typing pauses; meanwhile the
+ * panel says "Checking…".  Runs the main loop until the result is on screen. */
+static void
+wait_for_check (HanashiParamsPanel *panel)
+{
+  GtkWidget *label = find_named (GTK_WIDGET (panel), "grammar-error");
+  gint64 deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  while (gtk_widget_get_visible (label) && g_str_equal (gtk_label_get_text (GTK_LABEL (label)), "Checking…"))
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_main_context_iteration (NULL, TRUE);
+    }
+}
+
 static void
 on_changed (HanashiParamsPanel *panel, int *count)
 {
@@ -189,6 +203,9 @@ test_invalid_grammar (void)
   set_text (panel, "gbnf-editor", "root ::= item+\nitem ::= \"a\" | (\"b\" \n");
 
   GtkWidget *label = find_named (GTK_WIDGET (panel), "grammar-error");
+  g_assert_true (gtk_widget_get_visible (label));
+  g_assert_cmpstr (gtk_label_get_text (GTK_LABEL (label)), ==, "Checking…");
+  wait_for_check (panel);
   g_assert_true (gtk_widget_get_visible (label));
   g_assert_nonnull (strstr (gtk_label_get_text (GTK_LABEL (label)), "line 2, column"));
 
@@ -341,6 +358,7 @@ test_screenshots (void)
   set_dropdown (panel, "grammar-mode", HANASHI_GRAMMAR_MODE_CUSTOM);
   set_text (panel, "gbnf-editor", "root ::= answer\nanswer ::= \"yes\" | (\"no\"\n");
   GtkWidget *label = find_named (GTK_WIDGET (panel), "grammar-error");
+  wait_for_check (panel);
   g_assert_true (gtk_widget_get_visible (label));
   test_screenshot_settle ();
   GtkWidget *scroller = gtk_widget_get_first_child (GTK_WIDGET (panel));
@@ -405,6 +423,109 @@ test_presets (void)
   g_assert_cmpuint (g_strv_length (final), ==, HANASHI_N_SHIPPED_PRESETS);
 }
 
+/* A schema large enough that checking it takes a while: objects nested in objects. */
+static char *
+large_schema (guint n_properties)
+{
+  GString *schema = g_string_new ("{\"type\": \"object\", \"properties\": {");
+  for (guint i = 0; i < n_properties; i++)
+    g_string_append_printf (schema,
+                            "%s\n  \"field%u\": {\"type\": \"object\", \"properties\": {"
+                            "\"name\": {\"type\": \"string\"}, \"count\": {\"type\": \"integer\"},"
+                            "\"tags\": {\"type\": \"array\", \"items\": {\"enum\": [\"a%u\", \"b%u\", \"c%u\"]}}},"
+                            "\"required\": [\"name\"]}",
+                            i ? "," : "", i, i, i, i);
+  g_string_append (schema, "}}");
+  return g_string_free (schema, FALSE);
+}
+
+typedef struct {
+  gint64 last;
+  gint64 longest;
+} LoopWatch;
+
+static gboolean
+on_loop_tick (gpointer data)
+{
+  LoopWatch *watch = data;
+  gint64 now = g_get_monotonic_time ();
+  watch->longest = MAX (watch->longest, now - watch->last);
+  watch->last = now;
+  return G_SOURCE_CONTINUE;
+}
+
+/* Typing into a large schema never blocks the main loop: the panel says "Checking…" at
+ * once, the check runs on another thread after typing pauses, and the result (here the
+ * error of a schema broken at its very end) then replaces it. */
+static void
+test_check_off_main_loop (void)
+{
+  g_autoptr (HanashiParamsPanel) panel = new_panel ();
+  GtkWidget *label = find_named (GTK_WIDGET (panel), "grammar-error");
+  g_autofree char *schema = NULL;
+  g_autofree char *broken = NULL;
+  gint64 sync_us = 0;
+  guint n = 200;
+
+  /* Grow the schema until one check takes at least 300 ms on this machine. */
+  for (;;)
+    {
+      g_auto (HanashiParams) params;
+      hanashi_params_init_default (&params);
+      params.grammar_mode = HANASHI_GRAMMAR_MODE_JSON_SCHEMA;
+      g_free (schema);
+      schema = large_schema (n);
+      g_free (params.json_schema);
+      params.json_schema = g_strdup (schema);
+      gint64 start = g_get_monotonic_time ();
+      g_autoptr (GError) error = NULL;
+      g_assert_true (hanashi_params_validate_grammar (&params, &error));
+      sync_us = g_get_monotonic_time () - start;
+      if (sync_us >= 300000 || n >= 51200)
+        break;
+      n *= 2;
+    }
+  g_test_message ("%u properties, %zu bytes: one check takes %.0f ms", n, strlen (schema), sync_us / 1000.0);
+  broken = g_strconcat (schema, ",", NULL);
+
+  set_dropdown (panel, "grammar-mode", HANASHI_GRAMMAR_MODE_JSON_SCHEMA);
+  wait_for_check (panel);
+  LoopWatch watch = { g_get_monotonic_time (), 0 };
+  guint tick = g_timeout_add (5, on_loop_tick, &watch);
+  gint64 start = g_get_monotonic_time ();
+  /* Three quick edits: each returns at once and the panel says so. */
+  for (int i = 0; i < 3; i++)
+    {
+      gint64 edit_start = g_get_monotonic_time ();
+      set_text (panel, "schema-editor", i < 2 ? schema : broken);
+      g_assert_cmpint (g_get_monotonic_time () - edit_start, <, sync_us / 2 + 50000);
+      g_assert_true (gtk_widget_get_visible (label));
+      g_assert_cmpstr (gtk_label_get_text (GTK_LABEL (label)), ==, "Checking…");
+      g_main_context_iteration (NULL, FALSE);
+    }
+  /* From here on only the check runs; the edits themselves (GtkSourceView taking 80 KB)
+   * are the text view's cost, not the check's. */
+  watch.last = g_get_monotonic_time ();
+  watch.longest = 0;
+  wait_for_check (panel);
+  gint64 total = g_get_monotonic_time () - start;
+  g_source_remove (tick);
+  g_test_message ("result after %.0f ms; longest main-loop pause %.0f ms", total / 1000.0, watch.longest / 1000.0);
+  g_assert_true (gtk_widget_get_visible (label));
+  g_assert_true (strstr (gtk_label_get_text (GTK_LABEL (label)), "JSON schema") != NULL);
+  /* Loosely: a check on the main thread would stall it for the whole check. */
+  g_assert_cmpint (watch.longest, <, sync_us / 2 + 50000);
+
+  /* Sending right after an edit does not wait for the timer: it checks at once. */
+  set_text (panel, "schema-editor", schema);
+  g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("c1");
+  g_autoptr (GError) error = NULL;
+  g_assert_true (hanashi_params_panel_apply_to_request (panel, req, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (hanashi_generate_request_get_json_schema (req), ==, schema);
+  g_assert_false (gtk_widget_get_visible (label));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -416,6 +537,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/params-panel/every-knob", test_every_knob_reaches_request);
   g_test_add_func ("/params-panel/invalid-grammar", test_invalid_grammar);
+  g_test_add_func ("/params-panel/check-off-main-loop", test_check_off_main_loop);
   g_test_add_func ("/params-panel/json-round-trip", test_json_round_trip);
   g_test_add_func ("/params-panel/settings-clamped", test_settings_are_clamped);
   g_test_add_func ("/params-panel/defaults-mode", test_defaults_mode_writes_settings);

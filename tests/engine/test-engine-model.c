@@ -738,6 +738,37 @@ test_model_switch (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->stats.n_reused, ==, 0);
 }
 
+/* Opening a file that is not a usable model keeps the model that was working: the same
+ * greedy reply comes out before and after the refused load. */
+static void
+test_failed_load_keeps_model (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, LLAMA, 256);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("keep", 8);
+  hanashi_generate_request_set_use_session (req, FALSE);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_autofree char *before = g_strdup (f->text->str);
+
+  g_autofree char *junk = g_build_filename (f->session_dir, "not-a-model.gguf", NULL);
+  g_assert_true (g_file_set_contents (junk, "this is not a model", -1, NULL));
+  f->load_finished = FALSE;
+  hanashi_engine_load_model_async (f->engine, junk, 0, 1, NULL, load_done, f);
+  while (!f->load_finished)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_error (f->load_error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NOT_GGUF);
+  while (hanashi_engine_get_state (f->engine) == HANASHI_ENGINE_STATE_LOADING)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpint (hanashi_engine_get_state (f->engine), ==, HANASHI_ENGINE_STATE_READY);
+  g_assert_cmpstr (hanashi_engine_get_model_info (f->engine)->arch, ==, "llama");
+
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_cmpuint (f->stats.n_generated, ==, 8);
+  g_assert_cmpstr (f->text->str, ==, before);
+}
+
 /* Closing while a reply streams: dispose stops and joins the thread (ASan checks leaks). */
 static void
 test_dispose_while_generating (Fixture *f, gconstpointer data)
@@ -1249,6 +1280,7 @@ main (int argc, char **argv)
   g_test_add ("/engine-model/template", Fixture, NULL, fixture_setup, test_template, fixture_teardown);
   g_test_add ("/engine-model/cancel", Fixture, NULL, fixture_setup, test_cancel, fixture_teardown);
   g_test_add_func ("/engine-model/backend-cancel", test_backend_cancel);
+  g_test_add ("/engine-model/failed-load-keeps-model", Fixture, NULL, fixture_setup, test_failed_load_keeps_model, fixture_teardown);
   g_test_add ("/engine-model/model-switch", Fixture, NULL, fixture_setup, test_model_switch, fixture_teardown);
   g_test_add ("/engine-model/dispose-while-generating", Fixture, NULL, fixture_setup, test_dispose_while_generating, fixture_teardown);
   g_test_add ("/engine-model/grammar", Fixture, NULL, fixture_setup, test_grammar, fixture_teardown);

@@ -2,6 +2,10 @@
  * backend plugs into the same table): events arrive on the main context in order, cancel
  * stops within one step, a model switch cancels cleanly, dispose joins the thread, and a
  * random command storm never deadlocks, leaks or crashes (run under ASan and TSan). */
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "hanashi-engine.h"
 #include "hanashi-engine-backend.h"
 
@@ -79,10 +83,13 @@ load_done (GObject *source, GAsyncResult *result, gpointer data)
 static void
 fixture_setup (Fixture *f, gconstpointer data)
 {
-  (void) data;
   f->main_thread = g_thread_self ();
   f->text = g_string_new (NULL);
+  /* @data: a backend for this test's engine instead of the scripted one. */
+  if (data != NULL)
+    hanashi_engine_set_default_backend (data);
   f->engine = hanashi_engine_new ();
+  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
   /* Never created: the scripted backend writes no sessions. */
   hanashi_engine_set_session_dir (f->engine, "/nonexistent/hanashi-sessions");
   g_signal_connect (f->engine, "token", G_CALLBACK (on_token), f);
@@ -288,6 +295,166 @@ test_stress (Fixture *f, gconstpointer data)
   g_rand_free (rand);
 }
 
+static void
+wait_for_load (Fixture *f)
+{
+  while (!f->load_finished)
+    g_main_context_iteration (NULL, TRUE);
+  /* Drain the state events that follow the task. */
+  while (hanashi_engine_get_state (f->engine) == HANASHI_ENGINE_STATE_LOADING)
+    g_main_context_iteration (NULL, TRUE);
+}
+
+static void
+load_path (Fixture *f, const char *path)
+{
+  f->load_finished = FALSE;
+  f->last_progress = 0;
+  g_clear_error (&f->load_error);
+  hanashi_engine_load_model_async (f->engine, path, 256, 1, NULL, load_done, f);
+  wait_for_load (f);
+}
+
+static void
+assert_generates (Fixture *f, int n_tokens)
+{
+  g_autoptr (HanashiGenerateRequest) req = make_request (n_tokens);
+  guint done_before = f->n_done;
+  g_string_truncate (f->text, 0);
+  guint id = hanashi_engine_generate (f->engine, req);
+  while (f->n_done == done_before)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpuint (f->last_done_id, ==, id);
+  g_assert_cmpuint (f->last_stats.n_generated, ==, (guint) n_tokens);
+  g_assert_true (g_str_has_prefix (f->text->str, "tok0 tok1 "));
+}
+
+/* A file that is not a usable model leaves the model that was working loaded and usable. */
+static void
+test_failed_load_keeps_model (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autofree char *path = model_path ();
+  load_and_wait (f);
+  load_path (f, "/nonexistent/model.gguf");
+  g_assert_false (f->loaded);
+  g_assert_error (f->load_error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_MODEL_UNREADABLE);
+  g_assert_cmpint (hanashi_engine_get_state (f->engine), ==, HANASHI_ENGINE_STATE_READY);
+  g_assert_nonnull (hanashi_engine_get_model_info (f->engine));
+  g_assert_cmpstr (hanashi_engine_get_model_info (f->engine)->path, ==, path);
+  assert_generates (f, 5);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+
+  /* Without a model before, a failed load leaves none. */
+  hanashi_engine_unload (f->engine);
+  while (hanashi_engine_get_state (f->engine) != HANASHI_ENGINE_STATE_NO_MODEL)
+    g_main_context_iteration (NULL, TRUE);
+  load_path (f, "/nonexistent/model.gguf");
+  g_assert_error (f->load_error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_MODEL_UNREADABLE);
+  g_assert_cmpint (hanashi_engine_get_state (f->engine), ==, HANASHI_ENGINE_STATE_NO_MODEL);
+  g_assert_null (hanashi_engine_get_model_info (f->engine));
+}
+
+/* A backend with room for one model: files named "needs-all-memory" load only when no other
+ * model is held, "never-fits" never; both are refused the way the real backend refuses a
+ * model too big for the machine. */
+static gint live_models;
+static gint n_loads;
+
+static gpointer
+one_model_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, HanashiBackendSink *sink,
+                void (*progress) (gpointer, double), HanashiModelInfo **info_out, GError **error)
+{
+  if (strstr (path, "never-fits") != NULL
+      || (strstr (path, "needs-all-memory") != NULL && g_atomic_int_get (&live_models) > 0))
+    {
+      g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_OUT_OF_MEMORY,
+                   "This model needs about 30 MB of memory but only 29 MB is available.");
+      return NULL;
+    }
+  gpointer model = hanashi_engine_scripted_backend ()->load (path, n_ctx, n_threads, n_batch, sink, progress,
+                                                             info_out, error);
+  if (model != NULL)
+    {
+      g_atomic_int_inc (&live_models);
+      g_atomic_int_inc (&n_loads);
+    }
+  return model;
+}
+
+static void
+one_model_unload (gpointer model)
+{
+  hanashi_engine_scripted_backend ()->unload (model);
+  g_atomic_int_add (&live_models, -1);
+}
+
+static gboolean
+one_model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBackendSession *session,
+                    HanashiBackendSink *sink, HanashiGenerationStats *stats, GError **error)
+{
+  return hanashi_engine_scripted_backend ()->generate (model, req, session, sink, stats, error);
+}
+
+static gint
+one_model_count (gpointer model, HanashiGenerateRequest *req, GError **error)
+{
+  return hanashi_engine_scripted_backend ()->count_tokens (model, req, error);
+}
+
+static const HanashiEngineBackend one_model_backend = {
+  one_model_load, one_model_unload, one_model_generate, one_model_count,
+};
+
+static char *
+make_model_file (const char *name_template)
+{
+  g_autoptr (GError) error = NULL;
+  char *path = NULL;
+  int fd = g_file_open_tmp (name_template, &path, &error);
+  g_assert_no_error (error);
+  close (fd);
+  return path;
+}
+
+/* Refused for memory while another model is held: the held one is freed and the new one
+ * tried again; when that fails too, the previous model is loaded again. */
+static void
+test_load_refused_for_memory (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autofree char *first = model_path ();
+  g_autofree char *big = make_model_file ("needs-all-memory-XXXXXX.gguf");
+  g_autofree char *huge = make_model_file ("never-fits-XXXXXX.gguf");
+
+  load_path (f, first);
+  g_assert_no_error (f->load_error);
+  g_assert_cmpint (g_atomic_int_get (&live_models), ==, 1);
+
+  load_path (f, big);
+  g_assert_no_error (f->load_error);
+  g_assert_true (f->loaded);
+  g_assert_cmpstr (hanashi_engine_get_model_info (f->engine)->path, ==, big);
+  g_assert_cmpint (g_atomic_int_get (&live_models), ==, 1);
+  assert_generates (f, 3);
+
+  load_path (f, first);
+  g_assert_no_error (f->load_error);
+  gint loads_before = g_atomic_int_get (&n_loads);
+  load_path (f, huge);
+  g_assert_error (f->load_error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_OUT_OF_MEMORY);
+  /* The first model was freed for the second try and then loaded again. */
+  g_assert_cmpint (g_atomic_int_get (&n_loads), ==, loads_before + 1);
+  g_assert_cmpint (g_atomic_int_get (&live_models), ==, 1);
+  g_assert_cmpint (hanashi_engine_get_state (f->engine), ==, HANASHI_ENGINE_STATE_READY);
+  g_assert_cmpstr (hanashi_engine_get_model_info (f->engine)->path, ==, first);
+  assert_generates (f, 4);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+
+  g_unlink (big);
+  g_unlink (huge);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -296,6 +463,8 @@ main (int argc, char **argv)
   g_test_add ("/engine-thread/load-generate", Fixture, NULL, fixture_setup, test_load_generate, fixture_teardown);
   g_test_add ("/engine-thread/no-model", Fixture, NULL, fixture_setup, test_no_model_error, fixture_teardown);
   g_test_add ("/engine-thread/cancel", Fixture, NULL, fixture_setup, test_cancel, fixture_teardown);
+  g_test_add ("/engine-thread/failed-load-keeps-model", Fixture, NULL, fixture_setup, test_failed_load_keeps_model, fixture_teardown);
+  g_test_add ("/engine-thread/load-refused-for-memory", Fixture, &one_model_backend, fixture_setup, test_load_refused_for_memory, fixture_teardown);
   g_test_add ("/engine-thread/model-switch", Fixture, NULL, fixture_setup, test_model_switch, fixture_teardown);
   g_test_add ("/engine-thread/dispose-while-generating", Fixture, NULL, fixture_setup, test_dispose_while_generating, fixture_teardown);
   g_test_add ("/engine-thread/stress", Fixture, NULL, fixture_setup, test_stress, fixture_teardown);
