@@ -184,10 +184,11 @@ check_free_space (GFile *destination, guint64 needed, GError **error)
 }
 
 /* Feeds the first `length` bytes of the .part file into `sum`: a resumed download's
- * checksum must cover the bytes fetched before the interruption too. */
+ * checksum must cover the bytes fetched before the interruption too.  `hashed` is how many
+ * there were (fewer only if the file shrank since it was measured). */
 static gboolean
-hash_existing_part (const char *part, guint64 length, GChecksum *sum, GCancellable *cancellable,
-                    GError **error)
+hash_existing_part (const char *part, guint64 length, GChecksum *sum, guint64 *hashed,
+                    GCancellable *cancellable, GError **error)
 {
   g_autoptr (GFile) file = g_file_new_for_path (part);
   g_autoptr (GError) local = NULL;
@@ -214,10 +215,11 @@ hash_existing_part (const char *part, guint64 length, GChecksum *sum, GCancellab
       return FALSE;
     }
     if (n == 0)
-      break; /* shorter than it was a moment ago: the size check will catch it */
+      break; /* shorter than a moment ago: resume from where it ends */
     g_checksum_update (sum, buf, n);
     left -= (guint64) n;
   }
+  *hashed = length - left;
   return TRUE;
 }
 
@@ -415,7 +417,7 @@ transfer (HanashiDownload *self, const char *part, char **digest, GCancellable *
   }
 
   g_autoptr (GChecksum) sum = self->sha256 ? g_checksum_new (G_CHECKSUM_SHA256) : NULL;
-  if (sum != NULL && offset > 0 && !hash_existing_part (part, offset, sum, cancellable, error))
+  if (sum != NULL && offset > 0 && !hash_existing_part (part, offset, sum, &offset, cancellable, error))
     return FALSE;
 
   g_autoptr (SoupSession) session = soup_session_new_with_options ("user-agent", "Hanashi/" PACKAGE_VERSION,
