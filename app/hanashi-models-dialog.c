@@ -11,6 +11,7 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
+#include "hanashi-catalog.h"
 #include "hanashi-model-scan.h"
 #include "hanashi-models-dialog.h"
 
@@ -26,12 +27,14 @@ struct _HanashiModelsDialog
   AdwPreferencesGroup *custom_group;
   AdwEntryRow         *address_row;
   AdwEntryRow         *file_row;
+  AdwEntryRow         *sha256_row;
   GtkButton           *custom_download_button;
   GtkButton           *refresh_button;
 
   GPtrArray           *installed_rows;   /* GtkWidget*, to remove on refresh */
   GPtrArray           *download_rows;    /* DownloadRow* */
   GPtrArray           *models;           /* HanashiLocalModel*, last scan */
+  GPtrArray           *catalog;          /* HanashiCatalogEntry*, the recommended models */
   GCancellable        *cancellable;
   GSettings           *settings;
 };
@@ -379,7 +382,9 @@ update_download_row (DownloadRow *dr)
       state_text = _("Checking the file…");
       break;
     case HANASHI_DOWNLOAD_STATE_DONE:
-      state_text = _("Finished");
+      /* Say whether the bytes were checked against a published checksum. */
+      state_text = hanashi_download_get_sha256 (download) ? _("Finished; the SHA-256 checksum matches")
+                                                          : _("Finished; not verified, as no checksum was given");
       gtk_progress_bar_set_fraction (dr->bar, 1.0);
       can_cancel = FALSE;
       break;
@@ -395,10 +400,28 @@ update_download_row (DownloadRow *dr)
       can_cancel = FALSE;
       break;
     }
+  /* Progress means nothing once a download has failed for good: the sentence stands alone. */
+  gboolean failed_for_good = hanashi_download_get_state (download) == HANASHI_DOWNLOAD_STATE_FAILED && !can_resume;
+  if (failed_for_good)
+    g_clear_pointer (&progress, g_free);
   g_autofree char *text = state_text ? (progress && *progress ? g_strdup_printf ("%s — %s", state_text, progress)
                                                                : g_strdup (state_text))
                                      : g_strdup (progress);
   gtk_label_set_text (dr->status, text);
+  /* A failure reads as one: in the error colour, not dimmed like progress text. */
+  gboolean failed = hanashi_download_get_state (download) == HANASHI_DOWNLOAD_STATE_FAILED;
+  if (failed)
+    {
+      gtk_widget_remove_css_class (GTK_WIDGET (dr->status), "dim-label");
+      gtk_widget_add_css_class (GTK_WIDGET (dr->status), "error");
+      gtk_widget_add_css_class (dr->row, "download-failed");
+    }
+  else
+    {
+      gtk_widget_remove_css_class (GTK_WIDGET (dr->status), "error");
+      gtk_widget_add_css_class (GTK_WIDGET (dr->status), "dim-label");
+      gtk_widget_remove_css_class (dr->row, "download-failed");
+    }
 
   gtk_widget_set_visible (dr->pause_button, can_pause || can_resume);
   gtk_button_set_icon_name (GTK_BUTTON (dr->pause_button),
@@ -483,6 +506,7 @@ add_download_row (HanashiModelsDialog *self, HanashiDownload *download)
   GFile *dest = hanashi_download_get_destination (download);
   g_autofree char *name = g_file_get_basename (dest);
   GtkWidget *box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 6);
+  gtk_widget_set_name (box, "download-row");
   gtk_widget_set_margin_start (box, 12);
   gtk_widget_set_margin_end (box, 6);
   gtk_widget_set_margin_top (box, 8);
@@ -503,16 +527,17 @@ add_download_row (HanashiModelsDialog *self, HanashiDownload *download)
   dr->bar = GTK_PROGRESS_BAR (gtk_progress_bar_new ());
   gtk_box_append (GTK_BOX (box), GTK_WIDGET (dr->bar));
   dr->status = GTK_LABEL (gtk_label_new (NULL));
+  gtk_widget_set_name (GTK_WIDGET (dr->status), "download-status");
   gtk_label_set_xalign (dr->status, 0);
   gtk_label_set_wrap (dr->status, TRUE);
   gtk_widget_add_css_class (GTK_WIDGET (dr->status), "caption");
-  gtk_widget_add_css_class (GTK_WIDGET (dr->status), "dim-label");
   gtk_box_append (GTK_BOX (box), GTK_WIDGET (dr->status));
 
   dr->row = adw_preferences_row_new ();
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (dr->row), name);
   gtk_list_box_row_set_activatable (GTK_LIST_BOX_ROW (dr->row), FALSE);
   gtk_list_box_row_set_child (GTK_LIST_BOX_ROW (dr->row), box);
+  g_object_set_data_full (G_OBJECT (dr->row), "destination", g_file_get_path (dest), g_free);
   adw_preferences_group_add (self->downloads_group, dr->row);
   gtk_widget_set_visible (GTK_WIDGET (self->downloads_group), TRUE);
 
@@ -564,12 +589,45 @@ find_download_for (GFile *dest)
   return NULL;
 }
 
+/* What a download needs to resume after a restart: its address, and the checksum and size
+ * it must match, one per line beside the .part file (FILE.gguf.part.uri). */
+static void
+remember_download (const char *path, const char *uri, const char *sha256, guint64 size)
+{
+  g_autoptr (GString) text = g_string_new (uri);
+  g_string_append_c (text, '\n');
+  if (sha256)
+    g_string_append_printf (text, "sha256=%s\n", sha256);
+  if (size > 0)
+    g_string_append_printf (text, "size=%" G_GUINT64_FORMAT "\n", size);
+  g_autofree char *uri_path = g_strconcat (path, ".part.uri", NULL);
+  g_autoptr (GError) error = NULL;
+  if (!g_file_set_contents (uri_path, text->str, (gssize) text->len, &error))
+    g_message ("The download cannot be resumed after a restart: %s", error->message);
+}
+
 HanashiDownload *
 hanashi_models_dialog_download (HanashiModelsDialog *self, const char *repo_or_url,
                                 const char *file, GError **error)
 {
+  return hanashi_models_dialog_download_verified (self, repo_or_url, file, NULL, NULL, 0, error);
+}
+
+HanashiDownload *
+hanashi_models_dialog_download_verified (HanashiModelsDialog *self, const char *repo_or_url,
+                                         const char *file, const char *revision,
+                                         const char *sha256, guint64 size, GError **error)
+{
   g_return_val_if_fail (HANASHI_IS_MODELS_DIALOG (self), NULL);
-  g_autofree char *uri = hanashi_download_resolve_uri (repo_or_url, file, error);
+  if (sha256 && !*sha256)
+    sha256 = NULL;
+  if (sha256 && !hanashi_download_sha256_is_valid (sha256))
+    {
+      g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_CHECKSUM,
+                   _("“%s” is not a SHA-256 checksum: it must be 64 hexadecimal digits."), sha256);
+      return NULL;
+    }
+  g_autofree char *uri = hanashi_download_resolve_uri_at (repo_or_url, file, revision, error);
   if (!uri)
     return NULL;
   g_autofree char *name = destination_name (uri, file, error);
@@ -587,6 +645,14 @@ hanashi_models_dialog_download (HanashiModelsDialog *self, const char *repo_or_u
   g_autoptr (GFile) dest = g_file_new_for_path (path);
 
   HanashiDownload *existing = find_download_for (dest);
+  /* A download that failed for good, or that was held to other values, is replaced (its
+   * row goes with it); any other is the same download asked for again. */
+  if (existing && hanashi_download_get_state (existing) == HANASHI_DOWNLOAD_STATE_FAILED
+      && (!failure_is_resumable (existing) || g_strcmp0 (hanashi_download_get_sha256 (existing), sha256) != 0))
+    {
+      hanashi_download_cancel (existing);
+      existing = NULL;
+    }
   if (existing)
     {
       if (hanashi_download_get_state (existing) != HANASHI_DOWNLOAD_STATE_RUNNING)
@@ -599,11 +665,9 @@ hanashi_models_dialog_download (HanashiModelsDialog *self, const char *repo_or_u
       return NULL;
     }
 
-  /* Remember the address so the .part file can be resumed after a restart. */
-  g_autofree char *uri_path = g_strconcat (path, ".part.uri", NULL);
-  g_file_set_contents (uri_path, uri, -1, NULL);
-
-  HanashiDownload *download = hanashi_download_new (uri, dest, NULL);
+  HanashiDownload *download = hanashi_download_new (uri, dest, sha256);
+  hanashi_download_set_expected_size (download, size);
+  remember_download (path, uri, hanashi_download_get_sha256 (download), size);
   g_ptr_array_add (get_all_downloads (), download);
   add_download_row (self, download);
   hanashi_download_start (download);
@@ -626,26 +690,40 @@ adopt_unfinished_downloads (void)
       g_autofree char *uri_path = g_build_filename (folder, entry, NULL);
       g_autofree char *dest_path = g_strndup (uri_path, strlen (uri_path) - strlen (".part.uri"));
       g_autofree char *part_path = g_strconcat (dest_path, ".part", NULL);
-      g_autofree char *uri = NULL;
+      g_autofree char *contents = NULL;
       g_autoptr (GFile) dest = g_file_new_for_path (dest_path);
-      if (!g_file_test (part_path, G_FILE_TEST_EXISTS) || !g_file_get_contents (uri_path, &uri, NULL, NULL)
+      if (!g_file_test (part_path, G_FILE_TEST_EXISTS) || !g_file_get_contents (uri_path, &contents, NULL, NULL)
           || find_download_for (dest))
         continue;
-      g_strstrip (uri);
-      if (!g_str_has_prefix (uri, "https://") && !g_str_has_prefix (uri, "http://"))
+      g_auto (GStrv) lines = g_strsplit (contents, "\n", -1);
+      const char *uri = g_strstrip (lines[0]);
+      const char *sha256 = NULL;
+      guint64 size = 0;
+      for (guint i = 1; lines[i]; i++)
+        {
+          char *line = g_strstrip (lines[i]);
+          if (g_str_has_prefix (line, "sha256=") && hanashi_download_sha256_is_valid (line + 7))
+            sha256 = line + 7;
+          else if (g_str_has_prefix (line, "size="))
+            size = g_ascii_strtoull (line + 5, NULL, 10);
+        }
+      if (!hanashi_download_uri_is_allowed (uri, NULL))
         continue;
       /* Paused until the user resumes it: nothing downloads without being asked. */
-      g_ptr_array_add (get_all_downloads (), hanashi_download_new (uri, dest, NULL));
+      HanashiDownload *download = hanashi_download_new (uri, dest, sha256);
+      hanashi_download_set_expected_size (download, size);
+      g_ptr_array_add (get_all_downloads (), download);
     }
 }
 
 static void
 on_curated_download (GtkButton *button, HanashiModelsDialog *self)
 {
-  const char *repo = g_object_get_data (G_OBJECT (button), "repo");
-  const char *file = g_object_get_data (G_OBJECT (button), "file");
+  const HanashiCatalogEntry *entry = g_object_get_data (G_OBJECT (button), "catalog-entry");
   g_autoptr (GError) error = NULL;
-  if (!hanashi_models_dialog_download (self, repo, file, &error))
+  /* The catalog's pinned revision, size and checksum travel with the download. */
+  if (!hanashi_models_dialog_download_verified (self, entry->repo, entry->file, entry->revision,
+                                                entry->sha256, entry->size_bytes, &error))
     show_toast (self, error->message);
 }
 
@@ -654,55 +732,64 @@ on_custom_download (HanashiModelsDialog *self)
 {
   const char *address = gtk_editable_get_text (GTK_EDITABLE (self->address_row));
   const char *file = gtk_editable_get_text (GTK_EDITABLE (self->file_row));
+  g_autofree char *sha256 = g_strstrip (g_strdup (gtk_editable_get_text (GTK_EDITABLE (self->sha256_row))));
   g_autoptr (GError) error = NULL;
-  if (!hanashi_models_dialog_download (self, address, file, &error))
+  if (!hanashi_models_dialog_download_verified (self, address, file, NULL, sha256, 0, &error))
     {
       show_toast (self, error->message);
       return;
     }
   gtk_editable_set_text (GTK_EDITABLE (self->address_row), "");
   gtk_editable_set_text (GTK_EDITABLE (self->file_row), "");
+  gtk_editable_set_text (GTK_EDITABLE (self->sha256_row), "");
 }
 
+/* The recommended models, those that fit this computer's memory first (each group in
+ * catalog order), each with its size, the memory it needs and whether that is there. */
 static void
 load_curated (HanashiModelsDialog *self)
 {
-  g_autoptr (GBytes) bytes = g_resources_lookup_data ("/io/github/hanashi/Hanashi/models.json", 0, NULL);
-  g_autoptr (JsonParser) parser = json_parser_new ();
-  if (!bytes || !json_parser_load_from_data (parser, g_bytes_get_data (bytes, NULL), (gssize) g_bytes_get_size (bytes), NULL))
-    return;
-  JsonNode *root = json_parser_get_root (parser);
-  if (!JSON_NODE_HOLDS_OBJECT (root))
-    return;
-  JsonArray *models = json_object_get_array_member (json_node_get_object (root), "models");
-  for (guint i = 0; models && i < json_array_get_length (models); i++)
+  self->catalog = hanashi_catalog_load_default ();
+  g_autoptr (GPtrArray) fitting = g_ptr_array_new ();
+  g_autoptr (GPtrArray) too_large = g_ptr_array_new ();
+  for (guint i = 0; i < self->catalog->len; i++)
     {
-      JsonObject *m = json_array_get_object_element (models, i);
-      if (!m)
-        continue;
-      const char *name = json_object_get_string_member_with_default (m, "name", NULL);
-      const char *repo = json_object_get_string_member_with_default (m, "repo", NULL);
-      const char *file = json_object_get_string_member_with_default (m, "file", NULL);
-      if (!name || !repo || !file)
-        continue;
-      const char *params = json_object_get_string_member_with_default (m, "parameters", "");
-      const char *license = json_object_get_string_member_with_default (m, "license", "");
-      const char *description = json_object_get_string_member_with_default (m, "description", "");
-      g_autofree char *size = format_size ((guint64) json_object_get_int_member_with_default (m, "approx_size_bytes", 0));
-      g_autofree char *details = g_strdup_printf (_("%s parameters · %s · %s"), params, size, license);
-      g_autofree char *subtitle_raw = g_strdup_printf ("%s\n%s", description, details);
-      g_autofree char *title = g_markup_escape_text (name, -1);
+      HanashiCatalogEntry *entry = g_ptr_array_index (self->catalog, i);
+      g_ptr_array_add (hanashi_catalog_fits_memory (entry->memory_bytes, NULL) ? fitting : too_large, entry);
+    }
+  g_ptr_array_extend_and_steal (fitting, g_steal_pointer (&too_large));
+
+  for (guint i = 0; i < fitting->len; i++)
+    {
+      const HanashiCatalogEntry *entry = g_ptr_array_index (fitting, i);
+      g_autofree char *fit_text = NULL;
+      gboolean fits = hanashi_catalog_fits_memory (entry->memory_bytes, &fit_text);
+      g_autofree char *size = format_size (entry->size_bytes);
+      /* Translators: "1.7B parameters · 1.3 GB · Apache-2.0" */
+      g_autofree char *details = g_strdup_printf (_("%s parameters · %s · %s"), entry->parameters, size, entry->license);
+      g_autofree char *subtitle_raw = g_strdup_printf ("%s\n%s\n%s", entry->description, details, fit_text);
+      g_autofree char *title = g_markup_escape_text (entry->name, -1);
       g_autofree char *subtitle = g_markup_escape_text (subtitle_raw, -1);
 
       GtkWidget *row = adw_action_row_new ();
       adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), title);
       adw_action_row_set_subtitle (ADW_ACTION_ROW (row), subtitle);
-      gtk_widget_set_tooltip_text (row, repo);
+      g_autofree char *tooltip = g_strdup_printf ("%s/%s @ %.12s", entry->repo, entry->file, entry->revision);
+      gtk_widget_set_tooltip_text (row, tooltip);
+      g_object_set_data_full (G_OBJECT (row), "catalog-id", g_strdup (entry->id), g_free);
+      g_object_set_data (G_OBJECT (row), "fits-memory", GINT_TO_POINTER (fits));
+      if (!fits)
+        {
+          GtkWidget *warning = gtk_image_new_from_icon_name ("dialog-warning-symbolic");
+          gtk_widget_add_css_class (warning, "warning");
+          gtk_widget_set_tooltip_text (warning, fit_text);
+          gtk_accessible_update_property (GTK_ACCESSIBLE (warning), GTK_ACCESSIBLE_PROPERTY_LABEL, fit_text, -1);
+          adw_action_row_add_suffix (ADW_ACTION_ROW (row), warning);
+        }
       GtkWidget *button = icon_button ("folder-download-symbolic", _("Download"));
-      g_autofree char *label = g_strdup_printf (_("Download %s"), name);
+      g_autofree char *label = g_strdup_printf (_("Download %s"), entry->name);
       gtk_accessible_update_property (GTK_ACCESSIBLE (button), GTK_ACCESSIBLE_PROPERTY_LABEL, label, -1);
-      g_object_set_data_full (G_OBJECT (button), "repo", g_strdup (repo), g_free);
-      g_object_set_data_full (G_OBJECT (button), "file", g_strdup (file), g_free);
+      g_object_set_data (G_OBJECT (button), "catalog-entry", (gpointer) entry);
       g_signal_connect (button, "clicked", G_CALLBACK (on_curated_download), self);
       adw_action_row_add_suffix (ADW_ACTION_ROW (row), button);
       adw_preferences_group_add (self->curated_group, row);
@@ -720,6 +807,7 @@ hanashi_models_dialog_dispose (GObject *object)
   g_clear_pointer (&self->download_rows, g_ptr_array_unref);
   g_clear_pointer (&self->installed_rows, g_ptr_array_unref);
   g_clear_pointer (&self->models, g_ptr_array_unref);
+  g_clear_pointer (&self->catalog, g_ptr_array_unref);
   g_clear_object (&self->settings);
   gtk_widget_dispose_template (GTK_WIDGET (self), HANASHI_TYPE_MODELS_DIALOG);
   G_OBJECT_CLASS (hanashi_models_dialog_parent_class)->dispose (object);
@@ -748,6 +836,7 @@ hanashi_models_dialog_class_init (HanashiModelsDialogClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HanashiModelsDialog, custom_group);
   gtk_widget_class_bind_template_child (widget_class, HanashiModelsDialog, address_row);
   gtk_widget_class_bind_template_child (widget_class, HanashiModelsDialog, file_row);
+  gtk_widget_class_bind_template_child (widget_class, HanashiModelsDialog, sha256_row);
   gtk_widget_class_bind_template_child (widget_class, HanashiModelsDialog, custom_download_button);
   gtk_widget_class_bind_template_child (widget_class, HanashiModelsDialog, refresh_button);
   gtk_widget_class_add_binding_action (widget_class, GDK_KEY_Escape, 0, "window.close", NULL);
@@ -773,6 +862,7 @@ hanashi_models_dialog_init (HanashiModelsDialog *self)
   g_signal_connect_swapped (self->custom_download_button, "clicked", G_CALLBACK (on_custom_download), self);
   g_signal_connect_swapped (self->address_row, "entry-activated", G_CALLBACK (on_custom_download), self);
   g_signal_connect_swapped (self->file_row, "entry-activated", G_CALLBACK (on_custom_download), self);
+  g_signal_connect_swapped (self->sha256_row, "entry-activated", G_CALLBACK (on_custom_download), self);
 
   load_curated (self);
   adopt_unfinished_downloads ();

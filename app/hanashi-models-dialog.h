@@ -21,6 +21,16 @@ HanashiDownload *hanashi_models_dialog_download (HanashiModelsDialog *self,
                                                  const char          *repo_or_url,
                                                  const char          *file,
                                                  GError             **error);
+/* The same, verified: `revision` pins an "owner/repo" download (NULL = main), `sha256`
+ * (NULL = unknown) and `size` (0 = unknown) must match, or the file is deleted and the
+ * row shows why.  The catalog's Download buttons pass the catalog's values. */
+HanashiDownload *hanashi_models_dialog_download_verified (HanashiModelsDialog *self,
+                                                          const char          *repo_or_url,
+                                                          const char          *file,
+                                                          const char          *revision,
+                                                          const char          *sha256,
+                                                          guint64              size,
+                                                          GError             **error);
 
 /* Signals:
  *   "model-activated" (const char *path)  the user chose to open a model

@@ -16,6 +16,8 @@
 #include <libsoup/soup.h>
 
 #define CHUNK_SIZE (256 * 1024)
+/* Hugging Face answers a resolve URL with one or two redirects (to its CDN). */
+#define MAX_REDIRECTS 10
 /* Speed is averaged over windows of this length so the estimate does not jitter. */
 #define SPEED_WINDOW_SECONDS 1.0
 
@@ -24,7 +26,8 @@ struct _HanashiDownload {
 
   char *uri;
   GFile *destination;
-  char *sha256;
+  char *sha256;           /* lowercase, or NULL */
+  guint64 expected_size;  /* 0 = unknown */
   GMainContext *owner_context;
 
   /* Shared with the worker: guarded by `lock`. */
@@ -180,34 +183,70 @@ check_free_space (GFile *destination, guint64 needed, GError **error)
   return TRUE;
 }
 
+/* Feeds the first `length` bytes of the .part file into `sum`: a resumed download's
+ * checksum must cover the bytes fetched before the interruption too.  `hashed` is how many
+ * there were (fewer only if the file shrank since it was measured). */
 static gboolean
-verify_sha256 (const char *path, const char *expected, GCancellable *cancellable, GError **error)
+hash_existing_part (const char *part, guint64 length, GChecksum *sum, guint64 *hashed,
+                    GCancellable *cancellable, GError **error)
 {
-  g_autoptr (GFile) file = g_file_new_for_path (path);
-  g_autoptr (GFileInputStream) in = g_file_read (file, cancellable, error);
-  if (in == NULL)
+  g_autoptr (GFile) file = g_file_new_for_path (part);
+  g_autoptr (GError) local = NULL;
+  g_autoptr (GFileInputStream) in = g_file_read (file, cancellable, &local);
+  if (in == NULL) {
+    if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+      g_propagate_error (error, g_steal_pointer (&local));
+    else
+      g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_IO,
+                   _("Could not read the partial download: %s"), local->message);
     return FALSE;
-  g_autoptr (GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
+  }
   g_autofree guint8 *buf = g_malloc (CHUNK_SIZE);
-  for (;;) {
-    gssize n = g_input_stream_read (G_INPUT_STREAM (in), buf, CHUNK_SIZE, cancellable, error);
-    if (n < 0)
+  guint64 left = length;
+  while (left > 0) {
+    gssize n = g_input_stream_read (G_INPUT_STREAM (in), buf, (gsize) MIN (left, (guint64) CHUNK_SIZE),
+                                    cancellable, &local);
+    if (n < 0) {
+      if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+        g_propagate_error (error, g_steal_pointer (&local));
+      else
+        g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_IO,
+                     _("Could not read the partial download: %s"), local->message);
       return FALSE;
+    }
     if (n == 0)
-      break;
+      break; /* shorter than a moment ago: resume from where it ends */
     g_checksum_update (sum, buf, n);
+    left -= (guint64) n;
   }
-  if (g_ascii_strcasecmp (g_checksum_get_string (sum), expected) != 0) {
-    g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_CHECKSUM,
-                 _("The downloaded file is damaged (its SHA-256 checksum does not match)."));
-    return FALSE;
-  }
+  *hashed = length - left;
   return TRUE;
 }
 
-static gboolean
-verify_and_install (HanashiDownload *self, const char *part, GCancellable *cancellable, GError **error)
+static void
+set_size_error (GError **error, guint64 offered, guint64 expected)
 {
+  g_autofree char *have = g_format_size_full (offered, G_FORMAT_SIZE_LONG_FORMAT);
+  g_autofree char *want = g_format_size_full (expected, G_FORMAT_SIZE_LONG_FORMAT);
+  g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_SIZE,
+               _("The file on the server is %s, but %s was expected. It is not the expected "
+                 "file, so nothing was kept."),
+               have, want);
+}
+
+static gboolean
+verify_and_install (HanashiDownload *self, const char *part, const char *digest, GError **error)
+{
+  /* The checksum first: when it matches, the file is exactly the published one. */
+  if (self->sha256 != NULL && g_strcmp0 (digest, self->sha256) != 0) {
+    g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_CHECKSUM,
+                 _("The downloaded file does not match its SHA-256 checksum (expected %s, got %s), "
+                   "so it was deleted. Download it again; if this happens again, the file on the "
+                   "server is not the expected one."),
+                 self->sha256, digest ? digest : "?");
+    return FALSE;
+  }
+
   HnError err = { 0 };
   HnGguf *gguf = hn_gguf_open (part, &err);
   if (gguf == NULL) {
@@ -216,9 +255,6 @@ verify_and_install (HanashiDownload *self, const char *part, GCancellable *cance
     return FALSE;
   }
   hn_gguf_close (gguf);
-
-  if (self->sha256 != NULL && !verify_sha256 (part, self->sha256, cancellable, error))
-    return FALSE;
 
   g_autofree char *dest = g_file_get_path (self->destination);
   if (g_rename (part, dest) != 0) {
@@ -230,36 +266,167 @@ verify_and_install (HanashiDownload *self, const char *part, GCancellable *cance
   return TRUE;
 }
 
-/* Returns TRUE when the whole body was written to the .part file. */
 static gboolean
-transfer (HanashiDownload *self, const char *part, GCancellable *cancellable, GError **error)
+is_loopback_host (const char *host)
 {
+  if (host == NULL)
+    return FALSE;
+  if (g_ascii_strcasecmp (host, "localhost") == 0)
+    return TRUE;
+  g_autoptr (GInetAddress) address = g_inet_address_new_from_string (host);
+  return address != NULL && g_inet_address_get_is_loopback (address);
+}
+
+static gboolean
+uri_is_allowed (GUri *uri, const char *text, GError **error)
+{
+  const char *scheme = g_uri_get_scheme (uri);
+  if (g_ascii_strcasecmp (scheme, "https") == 0)
+    return TRUE;
+  if (g_ascii_strcasecmp (scheme, "http") == 0) {
+    if (is_loopback_host (g_uri_get_host (uri)))
+      return TRUE;
+    g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INSECURE,
+                 _("“%s” is not a secure address. Models are downloaded over https only, so that "
+                   "nobody on the way can swap the file."),
+                 text);
+    return FALSE;
+  }
+  g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INVALID_URI,
+               _("“%s” is not a web address (https://…)."), text);
+  return FALSE;
+}
+
+gboolean
+hanashi_download_uri_is_allowed (const char *uri, GError **error)
+{
+  g_return_val_if_fail (uri != NULL, FALSE);
+  g_autoptr (GUri) parsed = g_uri_parse (uri, SOUP_HTTP_URI_FLAGS, NULL);
+  if (parsed == NULL || g_uri_get_host (parsed) == NULL || *g_uri_get_host (parsed) == '\0') {
+    g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INVALID_URI,
+                 _("“%s” is not a valid web address."), uri);
+    return FALSE;
+  }
+  return uri_is_allowed (parsed, uri, error);
+}
+
+gboolean
+hanashi_download_sha256_is_valid (const char *text)
+{
+  if (text == NULL || strlen (text) != 64)
+    return FALSE;
+  for (const char *c = text; *c; c++)
+    if (!g_ascii_isxdigit (*c))
+      return FALSE;
+  return TRUE;
+}
+
+/* Sends the GET and follows redirects itself, so that every hop is checked: libsoup would
+ * follow a redirect from https to plain http without asking. */
+static GInputStream *
+send_checked (HanashiDownload *self, SoupSession *session, guint64 offset, SoupMessage **out_msg,
+              GCancellable *cancellable, GError **error)
+{
+  g_autoptr (GUri) current = g_uri_parse (self->uri, SOUP_HTTP_URI_FLAGS, NULL);
+  if (current == NULL || g_uri_get_host (current) == NULL) {
+    g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INVALID_URI,
+                 _("“%s” is not a valid web address."), self->uri);
+    return NULL;
+  }
+  for (int hop = 0; hop <= MAX_REDIRECTS; hop++) {
+    g_autofree char *text = g_uri_to_string (current);
+    if (!uri_is_allowed (current, text, error))
+      return NULL;
+    g_autoptr (SoupMessage) msg = soup_message_new_from_uri (SOUP_METHOD_GET, current);
+    soup_message_add_flags (msg, SOUP_MESSAGE_NO_REDIRECT);
+    if (offset > 0)
+      soup_message_headers_set_range (soup_message_get_request_headers (msg), (goffset) offset, -1);
+
+    g_autoptr (GError) local = NULL;
+    g_autoptr (GInputStream) body = soup_session_send (session, msg, cancellable, &local);
+    if (body == NULL) {
+      if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+        g_propagate_error (error, g_steal_pointer (&local));
+      else
+        set_network_error (error, text, local);
+      return NULL;
+    }
+    guint status = soup_message_get_status (msg);
+    const char *location = soup_message_headers_get_one (soup_message_get_response_headers (msg), "Location");
+    if (!SOUP_STATUS_IS_REDIRECTION (status) || location == NULL) {
+      *out_msg = g_steal_pointer (&msg);
+      return g_steal_pointer (&body);
+    }
+    g_input_stream_close (body, NULL, NULL);
+    GUri *next = g_uri_parse_relative (current, location, SOUP_HTTP_URI_FLAGS, NULL);
+    if (next == NULL) {
+      g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_HTTP,
+                   _("The server sent the download to an address that is not valid (“%s”)."), location);
+      return NULL;
+    }
+    /* Never from https down to plain http, not even to a loopback address. */
+    if (g_ascii_strcasecmp (g_uri_get_scheme (current), "https") == 0 &&
+        g_ascii_strcasecmp (g_uri_get_scheme (next), "https") != 0) {
+      g_autofree char *next_text = g_uri_to_string (next);
+      g_uri_unref (next);
+      g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INSECURE,
+                   _("The server redirected the download to “%s”, which is not a secure address. "
+                     "The download was stopped."),
+                   next_text);
+      return NULL;
+    }
+    if (g_ascii_strcasecmp (g_uri_get_scheme (next), "http") == 0 && !is_loopback_host (g_uri_get_host (next))) {
+      g_autofree char *next_text = g_uri_to_string (next);
+      g_uri_unref (next);
+      g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INSECURE,
+                   _("The server redirected the download to “%s”, which is not a secure address. "
+                     "The download was stopped."),
+                   next_text);
+      return NULL;
+    }
+    g_uri_unref (current);
+    current = next;
+  }
+  g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_HTTP,
+               _("The server redirected the download too many times."));
+  return NULL;
+}
+
+/* Returns TRUE when the whole body was written to the .part file; `digest` then holds the
+ * SHA-256 of the whole file when one is expected. */
+static gboolean
+transfer (HanashiDownload *self, const char *part, char **digest, GCancellable *cancellable, GError **error)
+{
+  if (self->sha256 != NULL && !hanashi_download_sha256_is_valid (self->sha256)) {
+    g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_CHECKSUM,
+                 _("“%s” is not a SHA-256 checksum: it must be 64 hexadecimal digits."), self->sha256);
+    return FALSE;
+  }
+  if (!hanashi_download_uri_is_allowed (self->uri, error))
+    return FALSE;
+
   g_autoptr (GFile) part_file = g_file_new_for_path (part);
+  guint64 expected = self->expected_size;
   guint64 offset = 0;
   GStatBuf st;
   if (g_stat (part, &st) == 0)
     offset = (guint64) st.st_size;
+  if (expected > 0 && offset > expected) {
+    g_unlink (part); /* longer than the file can be: it is not a part of it */
+    offset = 0;
+  }
+
+  g_autoptr (GChecksum) sum = self->sha256 ? g_checksum_new (G_CHECKSUM_SHA256) : NULL;
+  if (sum != NULL && offset > 0 && !hash_existing_part (part, offset, sum, &offset, cancellable, error))
+    return FALSE;
 
   g_autoptr (SoupSession) session = soup_session_new_with_options ("user-agent", "Hanashi/" PACKAGE_VERSION,
                                                                    "timeout", 60, NULL);
-  g_autoptr (SoupMessage) msg = soup_message_new (SOUP_METHOD_GET, self->uri);
-  if (msg == NULL) {
-    g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INVALID_URI,
-                 _("“%s” is not a valid web address."), self->uri);
-    return FALSE;
-  }
-  if (offset > 0)
-    soup_message_headers_set_range (soup_message_get_request_headers (msg), (goffset) offset, -1);
-
+  g_autoptr (SoupMessage) msg = NULL;
   g_autoptr (GError) local = NULL;
-  g_autoptr (GInputStream) body = soup_session_send (session, msg, cancellable, &local);
-  if (body == NULL) {
-    if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-      g_propagate_error (error, g_steal_pointer (&local));
-    else
-      set_network_error (error, self->uri, local);
+  g_autoptr (GInputStream) body = send_checked (self, session, offset, &msg, cancellable, error);
+  if (body == NULL)
     return FALSE;
-  }
 
   guint status = soup_message_get_status (msg);
   SoupMessageHeaders *headers = soup_message_get_response_headers (msg);
@@ -278,8 +445,10 @@ transfer (HanashiDownload *self, const char *part, GCancellable *cancellable, GE
     /* Everything was already downloaded before an interruption or restart. */
     goffset start = 0, end = 0, full = 0;
     soup_message_headers_get_content_range (headers, &start, &end, &full);
-    if (full > 0 && (guint64) full == offset) {
+    if (full > 0 && (guint64) full == offset && (expected == 0 || expected == offset)) {
       set_progress (self, offset, offset, 0);
+      if (sum != NULL)
+        *digest = g_strdup (g_checksum_get_string (sum));
       return TRUE;
     }
     g_unlink (part); /* the partial file does not belong to this resource */
@@ -287,7 +456,9 @@ transfer (HanashiDownload *self, const char *part, GCancellable *cancellable, GE
                  _("The file on the server has changed. Start the download again."));
     return FALSE;
   } else if (status == SOUP_STATUS_OK) {
-    offset = 0; /* the server ignored the range: start over */
+    offset = 0; /* the server ignored the range: start over, and so does the checksum */
+    if (sum != NULL)
+      g_checksum_reset (sum);
     total = length > 0 ? (guint64) length : 0;
   } else if (status == SOUP_STATUS_NOT_FOUND) {
     g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_NOT_FOUND,
@@ -299,6 +470,14 @@ transfer (HanashiDownload *self, const char *part, GCancellable *cancellable, GE
                  soup_message_get_reason_phrase (msg) ? soup_message_get_reason_phrase (msg) : "");
     return FALSE;
   }
+
+  if (expected > 0 && total > 0 && total != expected) {
+    g_unlink (part);
+    set_size_error (error, total, expected);
+    return FALSE;
+  }
+  if (total == 0)
+    total = expected; /* the server did not say; the catalog did */
 
   if (total > offset && !check_free_space (self->destination, total - offset, error))
     return FALSE;
@@ -332,6 +511,13 @@ transfer (HanashiDownload *self, const char *part, GCancellable *cancellable, GE
     }
     if (n == 0)
       break;
+    if (expected > 0 && received + (guint64) n > expected) {
+      /* More than the file can hold: whatever this is, it is not the expected file. */
+      g_output_stream_close (G_OUTPUT_STREAM (out), NULL, NULL);
+      g_unlink (part);
+      set_size_error (error, received + (guint64) n, expected);
+      return FALSE;
+    }
     if (!g_output_stream_write_all (G_OUTPUT_STREAM (out), buf, (gsize) n, NULL, cancellable, &local)) {
       g_output_stream_close (G_OUTPUT_STREAM (out), NULL, NULL);
       if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CANCELLED))
@@ -340,6 +526,8 @@ transfer (HanashiDownload *self, const char *part, GCancellable *cancellable, GE
         set_file_error (error, local);
       return FALSE;
     }
+    if (sum != NULL)
+      g_checksum_update (sum, buf, n);
     received += (guint64) n;
     window_bytes += (guint64) n;
     double elapsed = (double) (g_get_monotonic_time () - window_start) / G_USEC_PER_SEC;
@@ -363,6 +551,8 @@ transfer (HanashiDownload *self, const char *part, GCancellable *cancellable, GE
     return FALSE;
   }
   set_progress (self, received, received, speed);
+  if (sum != NULL)
+    *digest = g_strdup (g_checksum_get_string (sum));
   return TRUE;
 }
 
@@ -371,17 +561,17 @@ download_thread (GTask *task, gpointer source, gpointer task_data, GCancellable 
 {
   HanashiDownload *self = source;
   g_autofree char *part = part_path (self);
+  g_autofree char *digest = NULL;
   GError *error = NULL;
 
-  if (!transfer (self, part, cancellable, &error)) {
+  if (!transfer (self, part, &digest, cancellable, &error)) {
     g_task_return_error (task, error);
     return;
   }
   set_state (self, HANASHI_DOWNLOAD_STATE_VERIFYING);
-  if (!verify_and_install (self, part, cancellable, &error)) {
+  if (!verify_and_install (self, part, digest, &error)) {
     /* A complete file that fails verification cannot be fixed by resuming it. */
-    if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-      g_unlink (part);
+    g_unlink (part);
     g_task_return_error (task, error);
     return;
   }
@@ -574,6 +764,8 @@ resolve_web_address (const char *spec, GError **error)
   g_autoptr (GUri) uri = g_uri_parse (spec, G_URI_FLAGS_NONE, NULL);
   if (uri == NULL || g_uri_get_host (uri) == NULL || *g_uri_get_host (uri) == '\0')
     return invalid_address (spec, error);
+  if (!uri_is_allowed (uri, spec, error))
+    return NULL;
   /* A Hugging Face file page ("/blob/") shows HTML; the file itself is at "/resolve/". */
   if (g_str_equal (g_uri_get_host (uri), "huggingface.co") && strstr (spec, "/blob/") != NULL) {
     g_auto (GStrv) parts = g_strsplit (spec, "/blob/", 2);
@@ -582,29 +774,59 @@ resolve_web_address (const char *spec, GError **error)
   return g_strdup (spec);
 }
 
+static gboolean
+is_plain_name (const char *part)
+{
+  return *part != '\0' && strchr (part, ' ') == NULL && !g_str_equal (part, "..") && !g_str_equal (part, ".");
+}
+
 char *
-hanashi_download_resolve_uri (const char *repo_or_url, const char *file, GError **error)
+hanashi_download_resolve_uri_at (const char *repo_or_url, const char *file, const char *revision, GError **error)
 {
   g_autofree char *spec = g_strstrip (g_strdup (repo_or_url ? repo_or_url : ""));
 
-  if (g_str_has_prefix (spec, "https://") || g_str_has_prefix (spec, "http://"))
+  if (g_ascii_strncasecmp (spec, "https://", 8) == 0 || g_ascii_strncasecmp (spec, "http://", 7) == 0)
     return resolve_web_address (spec, error);
 
   /* owner/repo (+ file) or owner/repo/path/to/file.gguf */
   g_auto (GStrv) parts = g_strsplit (spec, "/", 3);
-  if (g_strv_length (parts) < 2 || *parts[0] == '\0' || *parts[1] == '\0')
+  if (g_strv_length (parts) < 2 || !is_plain_name (parts[0]) || !is_plain_name (parts[1]))
     return invalid_address (spec, error);
-  for (int i = 0; parts[i] != NULL; i++)
-    if (strchr (parts[i], ' ') != NULL || g_str_equal (parts[i], ".."))
-      return invalid_address (spec, error);
+  if (parts[2] != NULL) {
+    g_auto (GStrv) segments = g_strsplit (parts[2], "/", -1);
+    for (int i = 0; segments[i] != NULL; i++)
+      if (!is_plain_name (segments[i]))
+        return invalid_address (spec, error);
+  }
   const char *path = parts[2] != NULL ? parts[2] : file;
   if (path == NULL || *path == '\0' || !g_str_has_suffix (path, ".gguf")) {
     g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INVALID_URI,
                  _("Name a .gguf file in the repository “%s/%s”."), parts[0], parts[1]);
     return NULL;
   }
+  const char *rev = revision != NULL && *revision != '\0' ? revision : "main";
+  if (!is_plain_name (rev) || strchr (rev, '/') != NULL) {
+    g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INVALID_URI,
+                 _("“%s” is not a repository revision."), rev);
+    return NULL;
+  }
+  /* A mirror of the hub (or, in tests, a server on this computer) may stand in for it. */
+  const char *hub = g_getenv ("HANASHI_HUB_URL");
+  g_autofree char *base = g_strdup (hub != NULL && *hub != '\0' ? hub : "https://huggingface.co");
+  while (g_str_has_suffix (base, "/"))
+    base[strlen (base) - 1] = '\0';
   g_autofree char *escaped = g_uri_escape_string (path, "/", FALSE);
-  return g_strdup_printf ("https://huggingface.co/%s/%s/resolve/main/%s", parts[0], parts[1], escaped);
+  g_autofree char *escaped_rev = g_uri_escape_string (rev, NULL, FALSE);
+  g_autofree char *uri = g_strdup_printf ("%s/%s/%s/resolve/%s/%s", base, parts[0], parts[1], escaped_rev, escaped);
+  if (!hanashi_download_uri_is_allowed (uri, error))
+    return NULL;
+  return g_steal_pointer (&uri);
+}
+
+char *
+hanashi_download_resolve_uri (const char *repo_or_url, const char *file, GError **error)
+{
+  return hanashi_download_resolve_uri_at (repo_or_url, file, NULL, error);
 }
 
 /* ---- GObject ---- */
@@ -618,8 +840,28 @@ hanashi_download_new (const char *uri, GFile *destination, const char *sha256)
   HanashiDownload *self = g_object_new (HANASHI_TYPE_DOWNLOAD, NULL);
   self->uri = g_strdup (uri);
   self->destination = g_object_ref (destination);
-  self->sha256 = g_strdup (sha256);
+  /* Published checksums come in either case; compare in one. */
+  self->sha256 = sha256 != NULL ? g_ascii_strdown (sha256, -1) : NULL;
   return self;
+}
+
+void
+hanashi_download_set_expected_size (HanashiDownload *self, guint64 size)
+{
+  g_return_if_fail (HANASHI_IS_DOWNLOAD (self));
+  self->expected_size = size; /* read by the worker, which starts after this */
+}
+
+guint64
+hanashi_download_get_expected_size (HanashiDownload *self)
+{
+  return self->expected_size;
+}
+
+const char *
+hanashi_download_get_sha256 (HanashiDownload *self)
+{
+  return self->sha256;
 }
 
 static void

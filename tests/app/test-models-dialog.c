@@ -7,6 +7,7 @@
 #include <glib/gstdio.h>
 #include <libsoup/soup.h>
 
+#include "hanashi-catalog.h"
 #include "hanashi-model-scan.h"
 #include "hanashi-models-dialog.h"
 #include "test-xdg.h"
@@ -259,6 +260,7 @@ test_lists_local_models (void)
 
 static GBytes *served_model;
 static int served_ranges;
+static char *last_hub_path;   /* the last request under /hub/: a stand-in for Hugging Face */
 
 /* Streams half the model in small pieces and then stalls, so a download can be paused and
  * cancelled midway. */
@@ -292,10 +294,30 @@ slow_next_chunk (gpointer data)
   return G_SOURCE_CONTINUE;
 }
 
+/* Bodies still being trickled: a stalled one never finishes by itself, so a test stops
+ * them before its model bytes go away (a later test would otherwise meet its timer). */
+static GList *slow_bodies;
+
 static void
 slow_body_finished (SoupServerMessage *msg, SlowBody *body)
 {
   g_clear_handle_id (&body->source, g_source_remove);
+}
+
+static void
+slow_body_free (gpointer data, GClosure *closure)
+{
+  SlowBody *body = data;
+  g_clear_handle_id (&body->source, g_source_remove);
+  slow_bodies = g_list_remove (slow_bodies, body);
+  g_free (body);
+}
+
+static void
+stop_slow_bodies (void)
+{
+  for (GList *l = slow_bodies; l; l = l->next)
+    g_clear_handle_id (&((SlowBody *) l->data)->source, g_source_remove);
 }
 
 static void
@@ -308,7 +330,8 @@ serve_slowly (SoupServerMessage *msg)
   soup_server_message_set_status (msg, 200, NULL);
   soup_server_message_pause (msg);
   body->source = g_timeout_add (5, slow_next_chunk, body);
-  g_signal_connect_data (msg, "finished", G_CALLBACK (slow_body_finished), body, (GClosureNotify) (void (*) (void)) g_free, 0);
+  slow_bodies = g_list_prepend (slow_bodies, body);
+  g_signal_connect_data (msg, "finished", G_CALLBACK (slow_body_finished), body, slow_body_free, 0);
 }
 
 static void
@@ -319,7 +342,12 @@ serve (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable 
       serve_slowly (msg);
       return;
     }
-  if (!g_str_has_suffix (path, "/stories260K-f32.gguf"))
+  if (g_str_has_prefix (path, "/hub/"))
+    {
+      g_free (last_hub_path);
+      last_hub_path = g_strdup (path + strlen ("/hub"));
+    }
+  if (!g_str_has_suffix (path, "/stories260K-f32.gguf") && !g_str_has_prefix (path, "/hub/"))
     {
       soup_server_message_set_status (msg, 404, NULL);
       return;
@@ -612,6 +640,414 @@ test_pause_resume_cancel (void)
   g_object_unref (download);
 
   gtk_window_destroy (GTK_WINDOW (dialog));
+  stop_slow_bodies ();
+  g_clear_pointer (&served_model, g_bytes_unref);
+}
+
+
+/* ---- the recommended models ------------------------------------------------------------- */
+
+static void
+collect_catalog_rows (GtkWidget *root, GPtrArray *rows)
+{
+  if (ADW_IS_ACTION_ROW (root) && g_object_get_data (G_OBJECT (root), "catalog-id"))
+    g_ptr_array_add (rows, root);
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    collect_catalog_rows (child, rows);
+}
+
+static const HanashiCatalogEntry *
+catalog_entry (GPtrArray *catalog, const char *id)
+{
+  for (guint i = 0; i < catalog->len; i++)
+    {
+      const HanashiCatalogEntry *entry = g_ptr_array_index (catalog, i);
+      if (g_str_equal (entry->id, id))
+        return entry;
+    }
+  return NULL;
+}
+
+static void
+show_download_page (HanashiModelsDialog *dialog)
+{
+  g_autoptr (GPtrArray) todo = g_ptr_array_new ();
+  g_ptr_array_add (todo, dialog);
+  while (todo->len)
+    {
+      GtkWidget *cur = g_ptr_array_steal_index (todo, todo->len - 1);
+      if (ADW_IS_VIEW_STACK (cur))
+        {
+          adw_view_stack_set_visible_child_name (ADW_VIEW_STACK (cur), "download");
+          return;
+        }
+      for (GtkWidget *c = gtk_widget_get_first_child (cur); c; c = gtk_widget_get_next_sibling (c))
+        g_ptr_array_add (todo, c);
+    }
+  g_assert_not_reached ();
+}
+
+/* With the memory figure overridden, every recommended row says whether it fits by the
+ * rule (memory needed ≤ available), names both figures when it does not, and the rows
+ * that fit come first. */
+static void
+check_memory_fit (const char *available_mb)
+{
+  g_setenv ("HANASHI_MEM_AVAILABLE_MB", available_mb, TRUE);
+  guint64 available = g_ascii_strtoull (available_mb, NULL, 10) * 1000000;
+  g_autoptr (GPtrArray) catalog = hanashi_catalog_load_default ();
+  g_assert_cmpuint (catalog->len, >=, 10);
+
+  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
+  int scans = 0;
+  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
+  gtk_window_present (GTK_WINDOW (dialog));
+  wait_for_scan (dialog, &scans);
+
+  g_autoptr (GPtrArray) rows = g_ptr_array_new ();
+  collect_catalog_rows (GTK_WIDGET (dialog), rows);
+  g_assert_cmpuint (rows->len, ==, catalog->len);
+  gboolean seen_too_large = FALSE;
+  guint n_fit = 0;
+  for (guint i = 0; i < rows->len; i++)
+    {
+      AdwActionRow *row = rows->pdata[i];
+      const HanashiCatalogEntry *entry = catalog_entry (catalog, g_object_get_data (G_OBJECT (row), "catalog-id"));
+      g_assert_nonnull (entry);
+      const char *subtitle = adw_action_row_get_subtitle (row);
+      gboolean fits = entry->memory_bytes <= available;
+      g_autofree char *need = g_format_size (entry->memory_bytes);
+      g_autofree char *have = g_format_size (available);
+      g_autofree char *too_large = g_strdup_printf ("Needs %s of memory; this computer has %s available", need, have);
+      g_autofree char *fitting = g_strdup_printf ("Fits in memory (needs %s)", need);
+      if (fits)
+        {
+          g_assert_nonnull (strstr (subtitle, fitting));
+          g_assert_false (seen_too_large); /* fitting rows come first */
+          n_fit++;
+        }
+      else
+        {
+          g_assert_nonnull (strstr (subtitle, too_large));
+          seen_too_large = TRUE;
+        }
+      g_assert_cmpint (GPOINTER_TO_INT (g_object_get_data (G_OBJECT (row), "fits-memory")), ==, fits);
+      g_autofree char *size = g_format_size (entry->size_bytes);
+      g_assert_nonnull (strstr (subtitle, size));
+      g_assert_nonnull (strstr (subtitle, entry->license));
+    }
+  if (g_str_equal (available_mb, "4000"))
+    {
+      show_download_page (dialog);
+      test_screenshot (GTK_WIDGET (dialog), "models-catalog");
+      /* 4 GB: the small models fit, Qwen3 30B-A3B does not. */
+      g_assert_cmpuint (n_fit, >, 0);
+      g_assert_true (seen_too_large);
+    }
+  gtk_window_destroy (GTK_WINDOW (dialog));
+  g_unsetenv ("HANASHI_MEM_AVAILABLE_MB");
+}
+
+static void
+test_catalog_memory_fit (void)
+{
+  check_memory_fit ("4000");
+  check_memory_fit ("1000");
+  check_memory_fit ("64000");
+  check_memory_fit ("100");
+}
+
+/* The shipped catalog: every entry pinned, and its address built from the revision. */
+static void
+test_catalog_entries (void)
+{
+  g_autoptr (GPtrArray) catalog = hanashi_catalog_load_default ();
+  for (guint i = 0; i < catalog->len; i++)
+    {
+      const HanashiCatalogEntry *entry = g_ptr_array_index (catalog, i);
+      g_autoptr (GError) error = NULL;
+      g_autofree char *uri = hanashi_catalog_entry_uri (entry, &error);
+      g_assert_no_error (error);
+      g_autofree char *expected = g_strdup_printf ("https://huggingface.co/%s/resolve/%s/%s", entry->repo,
+                                                   entry->revision, entry->file);
+      g_assert_cmpstr (uri, ==, expected);
+      g_assert_true (hanashi_download_sha256_is_valid (entry->sha256));
+      g_assert_cmpuint (entry->memory_bytes, >, entry->size_bytes);
+    }
+
+  /* Entries without a pin are not offered; the others are, in order. */
+  const char *json =
+    "{\"models\": ["
+    " {\"id\": \"a\", \"name\": \"A\", \"repo\": \"o/r\", \"file\": \"a.gguf\", \"size_bytes\": 10,"
+    "  \"revision\": \"0123456789abcdef0123456789abcdef01234567\","
+    "  \"sha256\": \"ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef0123456789\", \"memory_bytes\": 5},"
+    " {\"id\": \"no-sha\", \"name\": \"B\", \"repo\": \"o/r\", \"file\": \"b.gguf\", \"size_bytes\": 10,"
+    "  \"revision\": \"0123456789abcdef0123456789abcdef01234567\"},"
+    " {\"id\": \"branch\", \"name\": \"C\", \"repo\": \"o/r\", \"file\": \"c.gguf\", \"size_bytes\": 10,"
+    "  \"revision\": \"main\", \"sha256\": \"abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789\"},"
+    " {\"id\": \"no-size\", \"name\": \"D\", \"repo\": \"o/r\", \"file\": \"d.gguf\", \"size_bytes\": -4,"
+    "  \"revision\": \"0123456789abcdef0123456789abcdef01234567\","
+    "  \"sha256\": \"abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789\"},"
+    " 7 ]}";
+  g_autoptr (GBytes) bytes = g_bytes_new_static (json, strlen (json));
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) parsed = hanashi_catalog_parse (bytes, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (parsed->len, ==, 1);
+  const HanashiCatalogEntry *a = g_ptr_array_index (parsed, 0);
+  g_assert_cmpstr (a->id, ==, "a");
+  g_assert_cmpstr (a->sha256, ==, "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789");
+  g_assert_cmpuint (a->memory_bytes, ==, 10); /* never less than the weights */
+
+  g_autoptr (GBytes) broken = g_bytes_new_static ("{\"models\": 3}", 13);
+  g_assert_null (hanashi_catalog_parse (broken, &error));
+  g_assert_nonnull (error);
+}
+
+static GtkWidget *
+download_row_for (HanashiModelsDialog *dialog, const char *dest)
+{
+  g_autoptr (GPtrArray) stack = g_ptr_array_new ();
+  g_ptr_array_add (stack, dialog);
+  while (stack->len)
+    {
+      GtkWidget *cur = g_ptr_array_steal_index (stack, stack->len - 1);
+      if (g_strcmp0 (g_object_get_data (G_OBJECT (cur), "destination"), dest) == 0)
+        return cur;
+      for (GtkWidget *c = gtk_widget_get_first_child (cur); c; c = gtk_widget_get_next_sibling (c))
+        g_ptr_array_add (stack, c);
+    }
+  return NULL;
+}
+
+static GtkLabel *
+download_status_for (HanashiModelsDialog *dialog, const char *dest)
+{
+  GtkWidget *row = download_row_for (dialog, dest);
+  return row ? GTK_LABEL (find_named (row, "download-status")) : NULL;
+}
+
+/* Until the download is done, failed or cancelled (the state the row shows). */
+static void
+wait_finished (HanashiDownload *download)
+{
+  gint64 deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  for (;;)
+    {
+      HanashiDownloadState state = hanashi_download_get_state (download);
+      if (state == HANASHI_DOWNLOAD_STATE_DONE || state == HANASHI_DOWNLOAD_STATE_FAILED
+          || state == HANASHI_DOWNLOAD_STATE_CANCELLED)
+        break;
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_main_context_iteration (NULL, TRUE);
+    }
+  for (int i = 0; i < 10; i++)
+    g_main_context_iteration (NULL, FALSE);
+}
+
+/* Until the row of the download into `dest` shows an error. */
+static GtkLabel *
+wait_for_error_row (HanashiModelsDialog *dialog, const char *dest)
+{
+  gint64 deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  for (;;)
+    {
+      GtkLabel *status = download_status_for (dialog, dest);
+      if (status && gtk_widget_has_css_class (GTK_WIDGET (status), "error"))
+        {
+          for (int i = 0; i < 10; i++)
+            g_main_context_iteration (NULL, FALSE);
+          return status;
+        }
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_main_context_iteration (NULL, TRUE);
+    }
+}
+
+/* A recommended model's Download button fetches the catalog's file at its pinned revision
+ * and holds it to the catalog's size: served by a stand-in hub whose file is not the
+ * expected one, the download stops with an error row and keeps nothing. */
+static void
+test_catalog_download_is_pinned (void)
+{
+  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
+  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
+  if (!mapped)
+    {
+      g_test_skip ("no test models");
+      return;
+    }
+  served_model = g_mapped_file_get_bytes (mapped);
+  guint port = 0;
+  g_autoptr (SoupServer) server = start_server (&port);
+  g_autofree char *hub = g_strdup_printf ("http://127.0.0.1:%u/hub", port);
+  g_setenv ("HANASHI_HUB_URL", hub, TRUE);
+  g_setenv ("HANASHI_MEM_AVAILABLE_MB", "1000000", TRUE);
+
+  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
+  int scans = 0;
+  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
+  gtk_window_present (GTK_WINDOW (dialog));
+  wait_for_scan (dialog, &scans);
+
+  g_autoptr (GPtrArray) catalog = hanashi_catalog_load_default ();
+  const HanashiCatalogEntry *entry = g_ptr_array_index (catalog, 0);
+  g_autoptr (GPtrArray) rows = g_ptr_array_new ();
+  collect_catalog_rows (GTK_WIDGET (dialog), rows);
+  GtkWidget *button = NULL;
+  for (guint i = 0; i < rows->len && !button; i++)
+    if (g_str_equal (g_object_get_data (rows->pdata[i], "catalog-id"), entry->id))
+      button = find_button_with_tooltip (rows->pdata[i], "Download");
+  g_assert_nonnull (button);
+  g_clear_pointer (&last_hub_path, g_free);
+  g_signal_emit_by_name (button, "clicked");
+
+  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *dest = g_build_filename (app_folder, entry->file, NULL);
+  g_autofree char *part = g_strconcat (dest, ".part", NULL);
+  g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
+  GtkLabel *status = wait_for_error_row (dialog, dest);
+
+  /* The file at the pinned revision was asked for, and the catalog's size refused it. */
+  g_autofree char *expected_path = g_strdup_printf ("/%s/resolve/%s/%s", entry->repo, entry->revision, entry->file);
+  g_assert_cmpstr (last_hub_path, ==, expected_path);
+  g_autofree char *catalog_size = g_format_size_full (entry->size_bytes, G_FORMAT_SIZE_LONG_FORMAT);
+  g_assert_nonnull (strstr (gtk_label_get_text (status), catalog_size));
+  g_assert_nonnull (strstr (gtk_label_get_text (status), "was expected"));
+  g_assert_false (g_file_test (dest, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (part, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (part_uri, G_FILE_TEST_EXISTS));
+  g_assert_null (find_button_with_tooltip (download_row_for (dialog, dest), "Resume Download"));
+  show_download_page (dialog);
+  test_screenshot (GTK_WIDGET (dialog), "models-download-error");
+
+  gtk_window_destroy (GTK_WINDOW (dialog));
+  g_unsetenv ("HANASHI_HUB_URL");
+  g_unsetenv ("HANASHI_MEM_AVAILABLE_MB");
+  g_clear_pointer (&served_model, g_bytes_unref);
+}
+
+/* The form's checksum: a wrong one fails with the sentence in an error row and nothing
+ * kept; a malformed one is refused before anything starts; the right one finishes and
+ * the row says it was verified. */
+static void
+test_checksum_mismatch_row (void)
+{
+  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
+  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
+  if (!mapped)
+    {
+      g_test_skip ("no test models");
+      return;
+    }
+  served_model = g_mapped_file_get_bytes (mapped);
+  guint port = 0;
+  g_autoptr (SoupServer) server = start_server (&port);
+
+  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
+  int scans = 0;
+  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
+  gtk_window_present (GTK_WINDOW (dialog));
+  wait_for_scan (dialog, &scans);
+
+  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *dest = g_build_filename (app_folder, "checked.gguf", NULL);
+  g_autofree char *part = g_strconcat (dest, ".part", NULL);
+  g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
+  g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%u/hub/o/r/resolve/main/checked.gguf", port);
+  const char *wrong = "00000000000000000000000000000000000000000000000000000000000000ff";
+
+  /* Malformed: refused at once, nothing starts. */
+  gtk_editable_set_text (GTK_EDITABLE (find_named (GTK_WIDGET (dialog), "address-row")), url);
+  gtk_editable_set_text (GTK_EDITABLE (find_named (GTK_WIDGET (dialog), "sha256-row")), "not-a-checksum");
+  g_signal_emit_by_name (find_named (GTK_WIDGET (dialog), "custom-download"), "clicked");
+  g_assert_null (download_status_for (dialog, dest));
+  g_assert_false (g_file_test (part_uri, G_FILE_TEST_EXISTS));
+
+  /* Wrong: downloaded, found not to match, deleted; the row says so in the error style. */
+  gtk_editable_set_text (GTK_EDITABLE (find_named (GTK_WIDGET (dialog), "sha256-row")), wrong);
+  g_signal_emit_by_name (find_named (GTK_WIDGET (dialog), "custom-download"), "clicked");
+  GtkLabel *status = wait_for_error_row (dialog, dest);
+  g_assert_false (gtk_widget_has_css_class (GTK_WIDGET (status), "dim-label"));
+  g_assert_nonnull (strstr (gtk_label_get_text (status), "SHA-256"));
+  g_assert_nonnull (strstr (gtk_label_get_text (status), wrong));
+  g_assert_false (g_file_test (dest, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (part, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (part_uri, G_FILE_TEST_EXISTS));
+  g_assert_null (find_button_with_tooltip (download_row_for (dialog, dest), "Resume Download"));
+  GtkWidget *dismiss = find_button_with_tooltip (download_row_for (dialog, dest), "Cancel Download");
+  g_assert_nonnull (dismiss);
+  g_signal_emit_by_name (dismiss, "clicked");
+  g_assert_null (download_row_for (dialog, dest));
+
+  /* Right: finished, and the row says the checksum matched. */
+  g_autofree char *right = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, served_model);
+  g_autoptr (GError) error = NULL;
+  HanashiDownload *good = hanashi_models_dialog_download_verified (dialog, url, NULL, NULL, right,
+                                                                   g_bytes_get_size (served_model), &error);
+  g_assert_no_error (error);
+  wait_finished (good);
+  if (hanashi_download_get_error (good))
+    g_error ("download failed: %s", hanashi_download_get_error (good)->message);
+  g_assert_cmpint (hanashi_download_get_state (good), ==, HANASHI_DOWNLOAD_STATE_DONE);
+  status = download_status_for (dialog, dest);
+  g_assert_nonnull (status);
+  g_assert_false (gtk_widget_has_css_class (GTK_WIDGET (status), "error"));
+  g_assert_nonnull (strstr (gtk_label_get_text (status), "SHA-256 checksum matches"));
+  g_assert_true (g_file_test (dest, G_FILE_TEST_IS_REGULAR));
+
+  gtk_window_destroy (GTK_WINDOW (dialog));
+  g_clear_pointer (&served_model, g_bytes_unref);
+}
+
+/* The checksum and size are kept beside the .part file: after a restart the resumed
+ * download is still held to them. */
+static void
+test_resume_keeps_checksum (void)
+{
+  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
+  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
+  if (!mapped)
+    {
+      g_test_skip ("no test models");
+      return;
+    }
+  served_model = g_mapped_file_get_bytes (mapped);
+  guint port = 0;
+  g_autoptr (SoupServer) server = start_server (&port);
+
+  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_assert_cmpint (g_mkdir_with_parents (app_folder, 0755), ==, 0);
+  g_autofree char *dest = g_build_filename (app_folder, "kept.gguf", NULL);
+  g_autofree char *part = g_strconcat (dest, ".part", NULL);
+  g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
+  gsize half = g_bytes_get_size (served_model) / 2;
+  g_assert_true (g_file_set_contents (part, g_bytes_get_data (served_model, NULL), (gssize) half, NULL));
+  const char *wrong = "abababababababababababababababababababababababababababababababab";
+  g_autofree char *record = g_strdup_printf ("http://127.0.0.1:%u/x/y/resolve/main/stories260K-f32.gguf\n"
+                                             "sha256=%s\nsize=%" G_GSIZE_FORMAT "\n",
+                                             port, wrong, g_bytes_get_size (served_model));
+  g_assert_true (g_file_set_contents (part_uri, record, -1, NULL));
+
+  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
+  int scans = 0;
+  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
+  gtk_window_present (GTK_WINDOW (dialog));
+  wait_for_scan (dialog, &scans);
+
+  GtkWidget *row = download_row_for (dialog, dest);
+  g_assert_nonnull (row);
+  GtkWidget *resume = find_button_with_tooltip (row, "Resume Download");
+  g_assert_nonnull (resume);
+  g_signal_emit_by_name (resume, "clicked");
+  GtkLabel *status = wait_for_error_row (dialog, dest);
+  /* The checksum from the record, not none: the error names it. */
+  g_assert_nonnull (strstr (gtk_label_get_text (status), wrong));
+  g_assert_false (g_file_test (dest, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (part, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (part_uri, G_FILE_TEST_EXISTS));
+
+  gtk_window_destroy (GTK_WINDOW (dialog));
   g_clear_pointer (&served_model, g_bytes_unref);
 }
 
@@ -637,5 +1073,10 @@ main (int argc, char **argv)
   g_test_add_func ("/models-dialog/download", test_download_appears_in_list);
   g_test_add_func ("/models-dialog/resume-after-restart", test_resume_after_restart);
   g_test_add_func ("/models-dialog/pause-resume-cancel", test_pause_resume_cancel);
+  g_test_add_func ("/models-dialog/catalog-entries", test_catalog_entries);
+  g_test_add_func ("/models-dialog/catalog-memory-fit", test_catalog_memory_fit);
+  g_test_add_func ("/models-dialog/catalog-download-is-pinned", test_catalog_download_is_pinned);
+  g_test_add_func ("/models-dialog/checksum-mismatch-row", test_checksum_mismatch_row);
+  g_test_add_func ("/models-dialog/resume-keeps-checksum", test_resume_keeps_checksum);
   return g_test_run ();
 }

@@ -1,6 +1,6 @@
 /* Tests for model downloads against a small HTTP server on 127.0.0.1 that serves a test
- * model with Range support, an interrupted connection, a 404, a wrong file and a slow
- * body.  No test touches the internet. */
+ * model with Range support, an interrupted connection, a 404, a wrong file, a slow body
+ * and redirects.  No test touches the internet. */
 #include "hanashi-download.h"
 #include "hn-context.h"
 #include "hn-gguf.h"
@@ -17,6 +17,7 @@ typedef struct {
   GBytes *model;
   gint flaky_requests;
   gint range_requests;
+  gint requests;
 } Server;
 
 static Server server;
@@ -94,6 +95,7 @@ handle_connection (GThreadedSocketService *service, GSocketConnection *connectio
   }
   g_auto (GStrv) words = g_strsplit (request, " ", 3);
   const char *path = words[1] ? words[1] : "/";
+  g_atomic_int_inc (&server.requests);
 
   if (g_str_equal (path, "/model.gguf")) {
     serve_body (out, server.model, range_start, FALSE, 0);
@@ -103,6 +105,11 @@ handle_connection (GThreadedSocketService *service, GSocketConnection *connectio
     /* The first request is cut in the middle; later ones (resumes) are served. */
     gboolean first = g_atomic_int_add (&server.flaky_requests, 1) == 0;
     serve_body (out, server.model, range_start, FALSE, first ? g_bytes_get_size (server.model) / 2 : 0);
+  } else if (g_str_equal (path, "/redirect-here.gguf")) {
+    respond_headers (out, "302 Found", 0, "Location: /model.gguf\r\n");
+  } else if (g_str_equal (path, "/redirect-away.gguf")) {
+    /* To plain http on another computer: must be refused before it is contacted. */
+    respond_headers (out, "302 Found", 0, "Location: http://downloads.example.com/model.gguf\r\n");
   } else if (g_str_equal (path, "/wrong.gguf")) {
     g_autoptr (GBytes) html = g_bytes_new_static ("<html><body>Sign in to continue</body></html>", 45);
     serve_body (out, html, range_start, FALSE, 0);
@@ -318,8 +325,11 @@ test_resume_after_interruption (Fixture *f, gconstpointer data)
   g_assert_cmpint (g_stat (f->part_path, &st), ==, 0);
   g_assert_cmpuint ((gsize) st.st_size, ==, g_bytes_get_size (server.model) / 2);
 
-  /* A new object, as after an app restart: it finds the .part file and resumes. */
-  g_autoptr (HanashiDownload) second = hanashi_download_new (url, f->dest, NULL);
+  /* A new object, as after an app restart: it finds the .part file and resumes; its
+   * checksum covers the half on disk and the half that arrives. */
+  g_autofree char *sha = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, server.model);
+  g_autoptr (HanashiDownload) second = hanashi_download_new (url, f->dest, sha);
+  hanashi_download_set_expected_size (second, g_bytes_get_size (server.model));
   g_assert_cmpint (run_download (second), ==, HANASHI_DOWNLOAD_STATE_DONE);
   g_assert_cmpint (g_atomic_int_get (&server.range_requests), ==, ranges_before + 1);
   assert_same_as_model (f->dest_path);
@@ -359,7 +369,9 @@ test_checksum_mismatch_rejected (Fixture *f, gconstpointer data)
   g_autoptr (HanashiDownload) download = hanashi_download_new (url, f->dest, wrong);
   g_assert_cmpint (run_download (download), ==, HANASHI_DOWNLOAD_STATE_FAILED);
   g_assert_error (hanashi_download_get_error (download), HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_CHECKSUM);
+  g_assert_nonnull (strstr (hanashi_download_get_error (download)->message, wrong));
   g_assert_false (g_file_test (f->dest_path, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (f->part_path, G_FILE_TEST_EXISTS));
 
   g_autofree char *right = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, server.model);
   g_autoptr (HanashiDownload) again = hanashi_download_new (url, f->dest, right);
@@ -377,6 +389,171 @@ cancel_when_started (GObject *object, GParamSpec *pspec, gpointer data)
     else
       hanashi_download_pause (download);
   }
+}
+
+
+static void
+write_part (Fixture *f, gsize length, gboolean damage)
+{
+  g_autofree guint8 *head = g_memdup2 (g_bytes_get_data (server.model, NULL), length);
+  if (damage)
+    head[length / 2] ^= 0x5a; /* one flipped byte in the middle of what is on disk */
+  g_assert_true (g_file_set_contents (f->part_path, (const char *) head, (gssize) length, NULL));
+}
+
+/* A resumed download hashes the bytes already on disk: an intact first half plus the
+ * served rest matches the checksum; a damaged first half does not, although every byte
+ * that came over the network was right. */
+static void
+test_resume_hashes_bytes_on_disk (Fixture *f, gconstpointer data)
+{
+  REQUIRE_SERVER ();
+  g_autofree char *url = url_for ("/model.gguf");
+  g_autofree char *sha = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, server.model);
+  gsize half = g_bytes_get_size (server.model) / 2;
+
+  write_part (f, half, FALSE);
+  int ranges_before = g_atomic_int_get (&server.range_requests);
+  g_autoptr (HanashiDownload) intact = hanashi_download_new (url, f->dest, sha);
+  g_assert_cmpint (run_download (intact), ==, HANASHI_DOWNLOAD_STATE_DONE);
+  g_assert_cmpint (g_atomic_int_get (&server.range_requests), ==, ranges_before + 1);
+  assert_same_as_model (f->dest_path);
+  g_assert_cmpint (g_unlink (f->dest_path), ==, 0);
+
+  write_part (f, half, TRUE);
+  g_autoptr (HanashiDownload) damaged = hanashi_download_new (url, f->dest, sha);
+  g_assert_cmpint (run_download (damaged), ==, HANASHI_DOWNLOAD_STATE_FAILED);
+  g_assert_cmpint (g_atomic_int_get (&server.range_requests), ==, ranges_before + 2);
+  const GError *error = hanashi_download_get_error (damaged);
+  g_assert_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_CHECKSUM);
+  g_assert_nonnull (strstr (error->message, "SHA-256"));
+  g_assert_nonnull (strstr (error->message, sha));
+  g_assert_false (g_file_test (f->dest_path, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (f->part_path, G_FILE_TEST_EXISTS));
+}
+
+/* An upper-case checksum is the same checksum; a malformed one fails before any request. */
+static void
+test_checksum_forms (Fixture *f, gconstpointer data)
+{
+  REQUIRE_SERVER ();
+  g_autofree char *url = url_for ("/model.gguf");
+  g_autofree char *sha = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, server.model);
+  g_autofree char *upper = g_ascii_strup (sha, -1);
+  g_autoptr (HanashiDownload) download = hanashi_download_new (url, f->dest, upper);
+  g_assert_cmpstr (hanashi_download_get_sha256 (download), ==, sha);
+  g_assert_cmpint (run_download (download), ==, HANASHI_DOWNLOAD_STATE_DONE);
+  g_assert_cmpint (g_unlink (f->dest_path), ==, 0);
+
+  g_assert_true (hanashi_download_sha256_is_valid (sha));
+  g_assert_false (hanashi_download_sha256_is_valid ("abc"));
+  g_assert_false (hanashi_download_sha256_is_valid (NULL));
+  g_autofree char *not_hex = g_strdup (sha);
+  not_hex[10] = 'g';
+  g_assert_false (hanashi_download_sha256_is_valid (not_hex));
+
+  int requests = g_atomic_int_get (&server.requests);
+  g_autoptr (HanashiDownload) bad = hanashi_download_new (url, f->dest, not_hex);
+  g_assert_cmpint (run_download (bad), ==, HANASHI_DOWNLOAD_STATE_FAILED);
+  g_assert_error (hanashi_download_get_error (bad), HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_CHECKSUM);
+  g_assert_cmpint (g_atomic_int_get (&server.requests), ==, requests);
+  g_assert_false (g_file_test (f->dest_path, G_FILE_TEST_EXISTS));
+}
+
+/* The expected size: a server offering another size is refused before the body is
+ * written, and a stale .part longer than the file is discarded. */
+static void
+test_size_mismatch (Fixture *f, gconstpointer data)
+{
+  REQUIRE_SERVER ();
+  g_autofree char *url = url_for ("/model.gguf");
+  guint64 size = g_bytes_get_size (server.model);
+  const guint64 wrong_sizes[] = { size - 1, size + 1, size * 2 };
+  for (guint i = 0; i < G_N_ELEMENTS (wrong_sizes); i++) {
+    g_autoptr (HanashiDownload) download = hanashi_download_new (url, f->dest, NULL);
+    hanashi_download_set_expected_size (download, wrong_sizes[i]);
+    g_assert_cmpuint (hanashi_download_get_expected_size (download), ==, wrong_sizes[i]);
+    g_assert_cmpint (run_download (download), ==, HANASHI_DOWNLOAD_STATE_FAILED);
+    const GError *error = hanashi_download_get_error (download);
+    g_assert_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_SIZE);
+    g_autofree char *expected_text = g_format_size_full (wrong_sizes[i], G_FORMAT_SIZE_LONG_FORMAT);
+    g_assert_nonnull (strstr (error->message, expected_text));
+    g_assert_false (g_file_test (f->dest_path, G_FILE_TEST_EXISTS));
+    g_assert_false (g_file_test (f->part_path, G_FILE_TEST_EXISTS));
+  }
+
+  /* A .part longer than the file cannot be part of it: it is replaced, not resumed. */
+  g_autofree char *junk = g_strnfill ((gsize) size + 10, 'x');
+  g_assert_true (g_file_set_contents (f->part_path, junk, (gssize) size + 10, NULL));
+  int ranges_before = g_atomic_int_get (&server.range_requests);
+  g_autoptr (HanashiDownload) right = hanashi_download_new (url, f->dest, NULL);
+  hanashi_download_set_expected_size (right, size);
+  g_assert_cmpint (run_download (right), ==, HANASHI_DOWNLOAD_STATE_DONE);
+  g_assert_cmpint (g_atomic_int_get (&server.range_requests), ==, ranges_before);
+  assert_same_as_model (f->dest_path);
+}
+
+/* https only: plain http is refused unless it is this computer, before anything is sent. */
+static void
+test_insecure_refused (Fixture *f, gconstpointer data)
+{
+  const char *allowed[] = {
+    "https://huggingface.co/a/b/resolve/main/m.gguf", "HTTPS://example.org/m.gguf",
+    "http://127.0.0.1:8080/m.gguf", "http://127.1.2.3/m.gguf", "http://[::1]:9/m.gguf",
+    "http://localhost/m.gguf", "http://LOCALHOST:1/m.gguf",
+  };
+  const char *refused[] = {
+    "http://huggingface.co/a/b/resolve/main/m.gguf", "http://192.168.1.20/m.gguf",
+    "http://localhost.example.com/m.gguf", "http://10.0.0.1/m.gguf", "http://[2001:db8::1]/m.gguf",
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (allowed); i++) {
+    g_autoptr (GError) error = NULL;
+    g_assert_true (hanashi_download_uri_is_allowed (allowed[i], &error));
+    g_assert_no_error (error);
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (refused); i++) {
+    g_autoptr (GError) error = NULL;
+    g_assert_false (hanashi_download_uri_is_allowed (refused[i], &error));
+    g_assert_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INSECURE);
+    g_assert_nonnull (strstr (error->message, "https"));
+  }
+  g_autoptr (GError) ftp_error = NULL;
+  g_assert_false (hanashi_download_uri_is_allowed ("ftp://127.0.0.1/m.gguf", &ftp_error));
+  g_assert_error (ftp_error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INVALID_URI);
+
+  /* The download itself refuses too (a name that cannot even be resolved: the error
+   * is the refusal, not a failed connection). */
+  g_autoptr (HanashiDownload) download = hanashi_download_new ("http://downloads.invalid/m.gguf", f->dest, NULL);
+  g_assert_cmpint (run_download (download), ==, HANASHI_DOWNLOAD_STATE_FAILED);
+  g_assert_error (hanashi_download_get_error (download), HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INSECURE);
+  g_assert_false (g_file_test (f->part_path, G_FILE_TEST_EXISTS));
+
+  g_autoptr (GError) resolve_error = NULL;
+  g_assert_null (hanashi_download_resolve_uri ("http://huggingface.co/a/b/blob/main/m.gguf", NULL, &resolve_error));
+  g_assert_error (resolve_error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INSECURE);
+}
+
+/* Redirects are followed hop by hop: within this computer they work; one that leads to
+ * plain http elsewhere stops the download without contacting that host. */
+static void
+test_redirects (Fixture *f, gconstpointer data)
+{
+  REQUIRE_SERVER ();
+  g_autofree char *here = url_for ("/redirect-here.gguf");
+  g_autofree char *sha = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, server.model);
+  g_autoptr (HanashiDownload) followed = hanashi_download_new (here, f->dest, sha);
+  g_assert_cmpint (run_download (followed), ==, HANASHI_DOWNLOAD_STATE_DONE);
+  assert_same_as_model (f->dest_path);
+  g_assert_cmpint (g_unlink (f->dest_path), ==, 0);
+
+  g_autofree char *away = url_for ("/redirect-away.gguf");
+  g_autoptr (HanashiDownload) refused = hanashi_download_new (away, f->dest, NULL);
+  g_assert_cmpint (run_download (refused), ==, HANASHI_DOWNLOAD_STATE_FAILED);
+  const GError *error = hanashi_download_get_error (refused);
+  g_assert_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INSECURE);
+  g_assert_nonnull (strstr (error->message, "http://downloads.example.com/model.gguf"));
+  g_assert_false (g_file_test (f->dest_path, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (f->part_path, G_FILE_TEST_EXISTS));
 }
 
 static void
@@ -446,6 +623,72 @@ test_cli_pull (Fixture *f, gconstpointer data)
   g_assert_nonnull (strstr (fail_text, "404"));
 }
 
+static int
+run_cli (char **stderr_text, ...)
+{
+  const char *cli = g_getenv ("HANASHI_CLI");
+  g_assert_nonnull (cli);
+  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  g_ptr_array_add (args, (gpointer) cli);
+  va_list ap;
+  va_start (ap, stderr_text);
+  for (const char *arg = va_arg (ap, const char *); arg != NULL; arg = va_arg (ap, const char *))
+    g_ptr_array_add (args, (gpointer) arg);
+  va_end (ap);
+  g_ptr_array_add (args, NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GSubprocess) proc = g_subprocess_newv ((const char *const *) args->pdata, G_SUBPROCESS_FLAGS_STDERR_PIPE, &error);
+  g_assert_no_error (error);
+  g_assert_true (g_subprocess_communicate_utf8 (proc, NULL, NULL, NULL, stderr_text, &error));
+  g_assert_no_error (error);
+  return g_subprocess_get_exit_status (proc);
+}
+
+/* pull --sha256 / --size: a wrong value fails with the sentence and keeps nothing; a
+ * malformed one is refused before anything is fetched; the right ones download. */
+static void
+test_cli_pull_verified (Fixture *f, gconstpointer data)
+{
+  REQUIRE_SERVER ();
+  g_autofree char *url = url_for ("/model.gguf");
+  g_autofree char *sha = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, server.model);
+  g_autofree char *size = g_strdup_printf ("%" G_GSIZE_FORMAT, g_bytes_get_size (server.model));
+  g_autofree char *wrong_size = g_strdup_printf ("%" G_GSIZE_FORMAT, g_bytes_get_size (server.model) + 4096);
+  const char *wrong = "1111111111111111111111111111111111111111111111111111111111111111";
+
+  g_autofree char *text = NULL;
+  g_assert_cmpint (run_cli (&text, "pull", url, "-o", f->dest_path, "--sha256", wrong, NULL), ==, 1);
+  g_assert_nonnull (strstr (text, "hanashi-cli: error: "));
+  g_assert_nonnull (strstr (text, "SHA-256"));
+  g_assert_false (g_file_test (f->dest_path, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (f->part_path, G_FILE_TEST_EXISTS));
+  g_clear_pointer (&text, g_free);
+
+  int requests = g_atomic_int_get (&server.requests);
+  g_assert_cmpint (run_cli (&text, "pull", url, "-o", f->dest_path, "--sha256", "xyz", NULL), ==, 1);
+  g_assert_nonnull (strstr (text, "--sha256"));
+  g_clear_pointer (&text, g_free);
+  g_assert_cmpint (run_cli (&text, "pull", url, "-o", f->dest_path, "--size", "12x", NULL), ==, 1);
+  g_assert_nonnull (strstr (text, "--size"));
+  g_clear_pointer (&text, g_free);
+  g_assert_cmpint (g_atomic_int_get (&server.requests), ==, requests);
+
+  g_assert_cmpint (run_cli (&text, "pull", url, "-o", f->dest_path, "--size", wrong_size, NULL), ==, 1);
+  g_assert_nonnull (strstr (text, "expected"));
+  g_assert_false (g_file_test (f->dest_path, G_FILE_TEST_EXISTS));
+  g_clear_pointer (&text, g_free);
+
+  g_assert_cmpint (run_cli (&text, "pull", url, "-o", f->dest_path, "--sha256", sha, "--size", size, NULL), ==, 0);
+  assert_same_as_model (f->dest_path);
+  g_clear_pointer (&text, g_free);
+
+  /* Plain http to another computer is refused. */
+  g_autofree char *other = g_build_filename (f->dir, "other.gguf", NULL);
+  g_assert_cmpint (run_cli (&text, "pull", "http://downloads.invalid/m.gguf", "-o", other, NULL), ==, 1);
+  g_assert_nonnull (strstr (text, "https"));
+  g_assert_false (g_file_test (other, G_FILE_TEST_EXISTS));
+}
+
 static void
 test_resolve_uri (void)
 {
@@ -469,6 +712,31 @@ test_resolve_uri (void)
   g_clear_error (&error);
   g_autofree char *f = hanashi_download_resolve_uri ("  owner/repo/dir/m.gguf ", NULL, &error);
   g_assert_cmpstr (f, ==, "https://huggingface.co/owner/repo/resolve/main/dir/m.gguf");
+
+  /* A pinned revision goes into the path instead of "main". */
+  const char *commit = "23749fefcc72300e3a2ad315e1317431b06b590a";
+  g_autofree char *g = hanashi_download_resolve_uri_at ("Qwen/Qwen3-0.6B-GGUF", "Qwen3-0.6B-Q8_0.gguf", commit, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (g, ==, "https://huggingface.co/Qwen/Qwen3-0.6B-GGUF/resolve/"
+                          "23749fefcc72300e3a2ad315e1317431b06b590a/Qwen3-0.6B-Q8_0.gguf");
+  g_autofree char *h = hanashi_download_resolve_uri_at ("owner/repo", "m.gguf", "a/../b", &error);
+  g_assert_null (h);
+  g_assert_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INVALID_URI);
+  g_clear_error (&error);
+  g_autofree char *i = hanashi_download_resolve_uri ("owner/repo/../m.gguf", NULL, &error);
+  g_assert_null (i);
+  g_clear_error (&error);
+
+  /* A mirror stands in for the hub; an insecure one is refused. */
+  g_setenv ("HANASHI_HUB_URL", "https://mirror.example.org/hf/", TRUE);
+  g_autofree char *j = hanashi_download_resolve_uri_at ("o/r", "m.gguf", commit, &error);
+  g_assert_cmpstr (j, ==, "https://mirror.example.org/hf/o/r/resolve/23749fefcc72300e3a2ad315e1317431b06b590a/m.gguf");
+  g_setenv ("HANASHI_HUB_URL", "http://mirror.example.org", TRUE);
+  g_autofree char *k = hanashi_download_resolve_uri_at ("o/r", "m.gguf", commit, &error);
+  g_assert_null (k);
+  g_assert_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INSECURE);
+  g_clear_error (&error);
+  g_unsetenv ("HANASHI_HUB_URL");
 }
 
 int
@@ -487,6 +755,12 @@ main (int argc, char **argv)
   ADD ("/download/pause-and-resume", test_pause_and_resume);
   ADD ("/download/offline", test_offline);
   ADD ("/download/cli-pull", test_cli_pull);
+  ADD ("/download/resume-hashes-bytes-on-disk", test_resume_hashes_bytes_on_disk);
+  ADD ("/download/checksum-forms", test_checksum_forms);
+  ADD ("/download/size-mismatch", test_size_mismatch);
+  ADD ("/download/insecure-refused", test_insecure_refused);
+  ADD ("/download/redirects", test_redirects);
+  ADD ("/download/cli-pull-verified", test_cli_pull_verified);
   int status = g_test_run ();
   g_main_loop_quit (server_loop);
   g_thread_join (thread);
