@@ -1,8 +1,11 @@
 /* Tests for hn-reasoning: splitting a reasoning model's output into thinking and answer,
  * however the output is cut into pieces. */
 #include "hn-reasoning.h"
+#include "hn-chat-template.h"
+#include "hn-json.h"
 
 #include <glib.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -186,6 +189,52 @@ test_random_cuts (void)
   g_rand_free (rnd);
 }
 
+/* The real templates in the test data: DeepSeek-R1's generation prompt opens the thinking,
+ * Qwen2.5's and Llama 3's do not.  -1: no test data. */
+static int
+template_opens_thinking (const char *name)
+{
+  const char *dir = g_getenv ("HANASHI_TESTDATA");
+  g_autofree char *path = g_build_filename (dir ? dir : "../shared/testdata", "templates", name, NULL);
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  if (!g_file_get_contents (path, &text, &len, NULL))
+    return -1;
+  HnJson *doc = hn_json_parse (text, len, NULL);
+  g_assert_nonnull (doc);
+  const HnJson *src = hn_json_object_get (doc, "template");
+  HnChatTemplate *t = hn_chat_template_new (hn_json_get_string (src), hn_json_get_string_len (src), NULL);
+  g_assert_nonnull (t);
+  const char *msgs = "[{\"role\":\"user\",\"content\":\"Hi\"}]";
+  HnJson *messages = hn_json_parse (msgs, strlen (msgs), NULL);
+  HnChatRenderOptions o = { .messages = messages, .add_generation_prompt = true,
+                            .bos_token = hn_json_get_string (hn_json_object_get (doc, "bos_token")),
+                            .eos_token = hn_json_get_string (hn_json_object_get (doc, "eos_token")) };
+  size_t out_len = 0;
+  char *prompt = hn_chat_template_render (t, &o, &out_len, NULL);
+  g_assert_nonnull (prompt);
+  int opens = hn_think_prompt_opens (prompt, out_len);
+  free (prompt);
+  hn_json_free (messages);
+  hn_chat_template_free (t);
+  hn_json_free (doc);
+  return opens;
+}
+
+static void
+test_real_templates (void)
+{
+  int r1 = template_opens_thinking ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.json");
+  if (r1 < 0)
+    {
+      g_test_skip ("no test data");
+      return;
+    }
+  g_assert_cmpint (r1, ==, TRUE);
+  g_assert_cmpint (template_opens_thinking ("Qwen-Qwen2.5-7B-Instruct.json"), ==, FALSE);
+  g_assert_cmpint (template_opens_thinking ("meta-llama-Llama-3.1-8B-Instruct.json"), ==, FALSE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -194,5 +243,6 @@ main (int argc, char **argv)
   g_test_add_func ("/reasoning/prompt-opened", test_prompt_opened);
   g_test_add_func ("/reasoning/state", test_state);
   g_test_add_func ("/reasoning/random-cuts", test_random_cuts);
+  g_test_add_func ("/reasoning/real-templates", test_real_templates);
   return g_test_run ();
 }
