@@ -21,12 +21,14 @@ struct _HanashiComposer
   GtkTextView *text_view;
   GtkTextView *system_prompt_view;
   GtkStack    *button_stack;
+  GtkToggleButton *think_button;
 
   /* Owned */
   char        *system_prompt;
 
   gboolean     generating;
   gboolean     setting_prompt;
+  gboolean     setting_thinking;
   gboolean     preediting;     /* an input method is composing text */
 };
 
@@ -42,6 +44,7 @@ enum {
 enum {
   SIGNAL_SYSTEM_PROMPT_CHANGED,
   SIGNAL_EDIT_CANCELLED,
+  SIGNAL_THINKING_CHANGED,
   N_SIGNALS
 };
 
@@ -181,6 +184,53 @@ on_preedit_changed (GtkTextView     *view,
   self->preediting = preedit != NULL && *preedit != '\0';
 }
 
+void
+hanashi_composer_set_thinking_available (HanashiComposer *self,
+                                         gboolean         available)
+{
+  g_return_if_fail (HANASHI_IS_COMPOSER (self));
+  gtk_widget_set_visible (GTK_WIDGET (self->think_button), available);
+}
+
+gboolean
+hanashi_composer_get_thinking_available (HanashiComposer *self)
+{
+  g_return_val_if_fail (HANASHI_IS_COMPOSER (self), FALSE);
+  return gtk_widget_get_visible (GTK_WIDGET (self->think_button));
+}
+
+gboolean
+hanashi_composer_get_thinking (HanashiComposer *self)
+{
+  g_return_val_if_fail (HANASHI_IS_COMPOSER (self), TRUE);
+  return gtk_toggle_button_get_active (self->think_button);
+}
+
+void
+hanashi_composer_set_thinking (HanashiComposer *self,
+                               gboolean         thinking)
+{
+  g_return_if_fail (HANASHI_IS_COMPOSER (self));
+  self->setting_thinking = TRUE;
+  gtk_toggle_button_set_active (self->think_button, thinking);
+  self->setting_thinking = FALSE;
+}
+
+GtkToggleButton *
+hanashi_composer_get_think_button (HanashiComposer *self)
+{
+  g_return_val_if_fail (HANASHI_IS_COMPOSER (self), NULL);
+  return self->think_button;
+}
+
+static void
+on_think_toggled (GtkToggleButton *button,
+                  HanashiComposer *self)
+{
+  if (!self->setting_thinking)
+    g_signal_emit (self, signals[SIGNAL_THINKING_CHANGED], 0);
+}
+
 static void
 on_cancel_edit (GtkButton       *button,
                 HanashiComposer *self)
@@ -254,6 +304,8 @@ hanashi_composer_class_init (HanashiComposerClass *klass)
                                                         G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 0);
   signals[SIGNAL_EDIT_CANCELLED] = g_signal_new ("edit-cancelled", G_TYPE_FROM_CLASS (klass),
                                                  G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 0);
+  signals[SIGNAL_THINKING_CHANGED] = g_signal_new ("thinking-changed", G_TYPE_FROM_CLASS (klass),
+                                                   G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 0);
 
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hanashi/Hanashi/ui/hanashi-composer.ui");
   gtk_widget_class_bind_template_child (widget_class, HanashiComposer, editing_revealer);
@@ -261,6 +313,7 @@ hanashi_composer_class_init (HanashiComposerClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HanashiComposer, text_view);
   gtk_widget_class_bind_template_child (widget_class, HanashiComposer, system_prompt_view);
   gtk_widget_class_bind_template_child (widget_class, HanashiComposer, button_stack);
+  gtk_widget_class_bind_template_child (widget_class, HanashiComposer, think_button);
   gtk_widget_class_set_layout_manager_type (widget_class, GTK_TYPE_BIN_LAYOUT);
 }
 
@@ -281,4 +334,5 @@ hanashi_composer_init (HanashiComposer *self)
   g_signal_connect (gtk_text_view_get_buffer (self->system_prompt_view), "changed",
                     G_CALLBACK (on_system_prompt_changed), self);
   g_signal_connect (self->cancel_edit_button, "clicked", G_CALLBACK (on_cancel_edit), self);
+  g_signal_connect (self->think_button, "toggled", G_CALLBACK (on_think_toggled), self);
 }

@@ -30,8 +30,19 @@ const char      *hanashi_composer_get_system_prompt (HanashiComposer *self);
 void             hanashi_composer_set_system_prompt (HanashiComposer *self,
                                                      const char      *prompt);
 
+/* The chat's Think switch, shown only when the model's template has enable_thinking. */
+void             hanashi_composer_set_thinking_available (HanashiComposer *self,
+                                                          gboolean         available);
+gboolean         hanashi_composer_get_thinking_available (HanashiComposer *self);
+gboolean         hanashi_composer_get_thinking      (HanashiComposer *self);
+/* Does not emit "thinking-changed". */
+void             hanashi_composer_set_thinking      (HanashiComposer *self,
+                                                     gboolean         thinking);
+GtkToggleButton *hanashi_composer_get_think_button  (HanashiComposer *self);
+
 /* Signals:
  *   "system-prompt-changed" ()  the user edited the system prompt
- *   "edit-cancelled"        ()  the user left editing mode */
+ *   "edit-cancelled"        ()  the user left editing mode
+ *   "thinking-changed"      ()  the user flipped the Think switch */
 
 G_END_DECLS

@@ -22,6 +22,8 @@ struct _HanashiMessageRow
   GtkWidget *outer;
   GtkWidget *bubble;
   GtkLabel  *role_label;
+  GtkExpander *thinking_expander;
+  GtkLabel  *thinking_label;
   GtkWidget *content;
   GtkWidget *alternatives_box;
   GtkLabel  *alternatives_label;
@@ -260,6 +262,47 @@ update_footer (HanashiMessageRow *self)
     gtk_label_set_text (self->stats_label, "");
 }
 
+/* "Thought for 12 s" */
+static char *
+describe_thinking_time (double seconds)
+{
+  if (seconds <= 0)
+    /* Translators: the header of a reasoning model's thinking when its duration is unknown */
+    return g_strdup (_("Thoughts"));
+  if (seconds < 1)
+    return g_strdup (_("Thought for less than a second"));
+  int total = (int) (seconds + 0.5);
+  if (total < 60)
+    /* Translators: the header of a reasoning model's thinking; %d is seconds */
+    return g_strdup_printf (_("Thought for %d s"), total);
+  /* Translators: the header of a reasoning model's thinking; minutes and seconds */
+  return g_strdup_printf (_("Thought for %d min %d s"), total / 60, total % 60);
+}
+
+static void
+update_thinking (HanashiMessageRow *self)
+{
+  HanashiMessage *m = self->message;
+  const char *thinking = m ? hanashi_message_get_thinking (m) : "";
+  gboolean active = m != NULL && hanashi_message_get_thinking_active (m);
+  g_autofree char *title = active ? g_strdup (_("Thinking…"))
+                                  : describe_thinking_time (m ? hanashi_message_get_thinking_seconds (m) : 0);
+
+  gtk_widget_set_visible (GTK_WIDGET (self->thinking_expander), active || *thinking != '\0');
+  gtk_expander_set_label (self->thinking_expander, title);
+  if (g_strcmp0 (gtk_label_get_text (self->thinking_label), thinking) != 0)
+    gtk_label_set_text (self->thinking_label, thinking);
+}
+
+/* Open while the thinking streams, folded when the answer starts; in between the user's
+ * own choice stands. */
+static void
+on_thinking_active_changed (HanashiMessageRow *self)
+{
+  gtk_expander_set_expanded (self->thinking_expander, hanashi_message_get_thinking_active (self->message));
+  update_thinking (self);
+}
+
 static void
 update_role (HanashiMessageRow *self)
 {
@@ -307,8 +350,13 @@ hanashi_message_row_set_message (HanashiMessageRow *self,
       g_signal_connect_swapped (message, "notify::generation-seconds", G_CALLBACK (update_footer), self);
       g_signal_connect_swapped (message, "notify::alternative-index", G_CALLBACK (update_footer), self);
       g_signal_connect_swapped (message, "notify::n-alternatives", G_CALLBACK (update_footer), self);
+      g_signal_connect_swapped (message, "notify::thinking", G_CALLBACK (update_thinking), self);
+      g_signal_connect_swapped (message, "notify::thinking-seconds", G_CALLBACK (update_thinking), self);
+      g_signal_connect_swapped (message, "notify::thinking-active", G_CALLBACK (on_thinking_active_changed), self);
     }
+  gtk_expander_set_expanded (self->thinking_expander, message != NULL && hanashi_message_get_thinking_active (message));
   update_role (self);
+  update_thinking (self);
   update_content (self);
   update_footer (self);
 }
@@ -363,6 +411,8 @@ hanashi_message_row_class_init (HanashiMessageRowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, outer);
   gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, bubble);
   gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, role_label);
+  gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, thinking_expander);
+  gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, thinking_label);
   gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, content);
   gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, alternatives_box);
   gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, alternatives_label);

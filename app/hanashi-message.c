@@ -2,11 +2,21 @@
  * while a reply streams in. */
 #include "hanashi-message.h"
 
+#include "hn-reasoning.h"
+
+#include <string.h>
+
 struct _HanashiMessage {
   GObject parent_instance;
   gint64 id;
   char *role;
   GString *text;
+  GString *thinking;
+  double thinking_seconds;
+  /* While a reply streams: its output is split into thinking and answer. */
+  HnThinkSplitter *splitter;
+  gint64 output_started;      /* monotonic time of the first output, 0 before */
+  gboolean thinking_active;
   gboolean complete;
   int token_count;
   double generation_seconds;
@@ -27,6 +37,9 @@ enum {
   PROP_GENERATION_SECONDS,
   PROP_ALTERNATIVE_INDEX,
   PROP_N_ALTERNATIVES,
+  PROP_THINKING,
+  PROP_THINKING_SECONDS,
+  PROP_THINKING_ACTIVE,
   N_PROPS
 };
 
@@ -45,6 +58,9 @@ hanashi_message_get_property (GObject *object, guint prop_id, GValue *value, GPa
   case PROP_GENERATION_SECONDS: g_value_set_double (value, self->generation_seconds); break;
   case PROP_ALTERNATIVE_INDEX: g_value_set_uint (value, self->alternative_index); break;
   case PROP_N_ALTERNATIVES: g_value_set_uint (value, self->n_alternatives); break;
+  case PROP_THINKING: g_value_set_string (value, self->thinking->str); break;
+  case PROP_THINKING_SECONDS: g_value_set_double (value, self->thinking_seconds); break;
+  case PROP_THINKING_ACTIVE: g_value_set_boolean (value, self->thinking_active); break;
   default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
   }
 }
@@ -68,6 +84,8 @@ hanashi_message_finalize (GObject *object)
   HanashiMessage *self = HANASHI_MESSAGE (object);
   g_free (self->role);
   g_string_free (self->text, TRUE);
+  g_string_free (self->thinking, TRUE);
+  g_free (self->splitter);
   G_OBJECT_CLASS (hanashi_message_parent_class)->finalize (object);
 }
 
@@ -95,6 +113,12 @@ hanashi_message_class_init (HanashiMessageClass *klass)
     G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
   properties[PROP_N_ALTERNATIVES] = g_param_spec_uint ("n-alternatives", NULL, NULL, 1, G_MAXUINT, 1,
     G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_THINKING] = g_param_spec_string ("thinking", NULL, NULL, "",
+    G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_THINKING_SECONDS] = g_param_spec_double ("thinking-seconds", NULL, NULL, 0, G_MAXDOUBLE, 0,
+    G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_THINKING_ACTIVE] = g_param_spec_boolean ("thinking-active", NULL, NULL, FALSE,
+    G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
   g_object_class_install_properties (object_class, N_PROPS, properties);
 }
 
@@ -102,6 +126,7 @@ static void
 hanashi_message_init (HanashiMessage *self)
 {
   self->text = g_string_new (NULL);
+  self->thinking = g_string_new (NULL);
   self->complete = TRUE;
   self->n_alternatives = 1;
 }
@@ -120,6 +145,8 @@ hanashi_message_new_from_stored (const HanashiStoredMessage *stored)
   self->token_count = stored->token_count;
   self->generation_seconds = stored->generation_seconds;
   self->parent_id = stored->parent_id;
+  g_string_assign (self->thinking, stored->thinking ? stored->thinking : "");
+  self->thinking_seconds = stored->thinking_seconds;
   return self;
 }
 
@@ -207,5 +234,142 @@ hanashi_message_set_alternatives (HanashiMessage *self, guint index, guint n_alt
     self->n_alternatives = n_alternatives;
     g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_N_ALTERNATIVES]);
   }
+  g_object_thaw_notify (G_OBJECT (self));
+}
+
+/* ---- a reasoning model's thinking ------------------------------------------------------ */
+
+const char *hanashi_message_get_thinking (HanashiMessage *self) { return self->thinking->str; }
+double hanashi_message_get_thinking_seconds (HanashiMessage *self) { return self->thinking_seconds; }
+gboolean hanashi_message_get_thinking_active (HanashiMessage *self) { return self->thinking_active; }
+
+void
+hanashi_message_set_thinking (HanashiMessage *self, const char *thinking, double seconds)
+{
+  g_return_if_fail (HANASHI_IS_MESSAGE (self));
+  g_object_freeze_notify (G_OBJECT (self));
+  if (g_strcmp0 (self->thinking->str, thinking ? thinking : "") != 0)
+    {
+      g_string_assign (self->thinking, thinking ? thinking : "");
+      g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_THINKING]);
+    }
+  if (self->thinking_seconds != seconds)
+    {
+      self->thinking_seconds = MAX (seconds, 0.0);
+      g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_THINKING_SECONDS]);
+    }
+  g_object_thaw_notify (G_OBJECT (self));
+}
+
+static void
+set_thinking_active (HanashiMessage *self, gboolean active)
+{
+  if (self->thinking_active == active)
+    return;
+  if (!active)
+    {
+      /* The thinking is over: how long it took, and no trailing blank lines. */
+      g_strchomp (self->thinking->str);
+      self->thinking->len = strlen (self->thinking->str);
+      self->thinking_seconds = (g_get_monotonic_time () - self->output_started) / (double) G_USEC_PER_SEC;
+      g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_THINKING]);
+      g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_THINKING_SECONDS]);
+    }
+  self->thinking_active = active;
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_THINKING_ACTIVE]);
+}
+
+typedef struct {
+  HanashiMessage *self;
+  gboolean text_changed, thinking_changed;
+} Output;
+
+static void
+receive_part (void *data, HnThinkPart part, const char *text, size_t len)
+{
+  Output *out = data;
+  HanashiMessage *self = out->self;
+  switch (part)
+    {
+    case HN_THINK_PART_THINKING:
+      g_string_append_len (self->thinking, text, (gssize) len);
+      out->thinking_changed = TRUE;
+      break;
+    case HN_THINK_PART_ANSWER:
+      g_string_append_len (self->text, text, (gssize) len);
+      out->text_changed = TRUE;
+      break;
+    case HN_THINK_PART_ANSWER_WAS_THINKING:
+      /* Only the end marker came (the prompt had opened the thinking): what looked like
+       * the answer was thinking. */
+      g_string_append (self->thinking, self->text->str);
+      g_string_truncate (self->text, 0);
+      out->text_changed = out->thinking_changed = TRUE;
+      break;
+    }
+}
+
+void
+hanashi_message_begin_output (HanashiMessage *self, gboolean starts_in_thinking)
+{
+  g_return_if_fail (HANASHI_IS_MESSAGE (self));
+  g_free (self->splitter);
+  self->splitter = g_new0 (HnThinkSplitter, 1);
+  hn_think_splitter_init (self->splitter, starts_in_thinking ? HN_THINK_START_INSIDE : HN_THINK_START_AUTO);
+  self->output_started = 0;
+}
+
+static void
+after_output (HanashiMessage *self, Output *out)
+{
+  g_object_freeze_notify (G_OBJECT (self));
+  if (out->thinking_changed)
+    g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_THINKING]);
+  if (hn_think_splitter_thinking (self->splitter))
+    set_thinking_active (self, TRUE);
+  else if (self->thinking_active || (out->thinking_changed && self->thinking_seconds == 0))
+    {
+      self->thinking_active = TRUE;   /* a lone end marker: the thinking ends here too */
+      set_thinking_active (self, FALSE);
+    }
+  if (out->text_changed)
+    g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_TEXT]);
+  g_object_thaw_notify (G_OBJECT (self));
+}
+
+void
+hanashi_message_append_output (HanashiMessage *self, const char *piece)
+{
+  g_return_if_fail (HANASHI_IS_MESSAGE (self));
+  if (self->splitter == NULL)
+    {
+      hanashi_message_append_text (self, piece);
+      return;
+    }
+  if (piece == NULL || *piece == '\0')
+    return;
+  if (self->output_started == 0)
+    self->output_started = g_get_monotonic_time ();
+  Output out = { self, FALSE, FALSE };
+  hn_think_splitter_feed (self->splitter, piece, strlen (piece), receive_part, &out);
+  after_output (self, &out);
+}
+
+void
+hanashi_message_end_output (HanashiMessage *self)
+{
+  g_return_if_fail (HANASHI_IS_MESSAGE (self));
+  if (self->splitter == NULL)
+    return;
+  Output out = { self, FALSE, FALSE };
+  hn_think_splitter_finish (self->splitter, receive_part, &out);
+  g_clear_pointer (&self->splitter, g_free);
+  g_object_freeze_notify (G_OBJECT (self));
+  if (out.thinking_changed)
+    g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_THINKING]);
+  if (self->thinking_active)
+    set_thinking_active (self, FALSE);
+  if (out.text_changed)
+    g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_TEXT]);
   g_object_thaw_notify (G_OBJECT (self));
 }

@@ -36,4 +36,18 @@ guint hanashi_message_get_alternative_index (HanashiMessage *self);
 guint hanashi_message_get_n_alternatives (HanashiMessage *self);
 void hanashi_message_set_alternatives (HanashiMessage *self, guint index, guint n_alternatives);
 
+/* A reasoning model's thinking, kept apart from the answer (the text): "" when none. */
+const char *hanashi_message_get_thinking (HanashiMessage *self);
+double hanashi_message_get_thinking_seconds (HanashiMessage *self);
+void hanashi_message_set_thinking (HanashiMessage *self, const char *thinking, double seconds);
+/* TRUE while the thinking of a streaming reply is being written. */
+gboolean hanashi_message_get_thinking_active (HanashiMessage *self);
+
+/* Streaming a model's output: between begin and end, append_output splits each piece into
+ * thinking and answer (markers may be cut across pieces) and times the thinking.
+ * @starts_in_thinking: the prompt opened the thinking (HanashiModelInfo.reply_opens_thinking). */
+void hanashi_message_begin_output (HanashiMessage *self, gboolean starts_in_thinking);
+void hanashi_message_append_output (HanashiMessage *self, const char *piece);
+void hanashi_message_end_output (HanashiMessage *self);
+
 G_END_DECLS

@@ -48,6 +48,11 @@ static const char *const migrations[] = {
   "ALTER TABLE messages ADD COLUMN shown INTEGER NOT NULL DEFAULT 0;"
   "UPDATE messages SET shown = 1 WHERE id IN (SELECT MAX(id) FROM messages GROUP BY alternative_group);"
   "CREATE INDEX messages_by_parent ON messages(conversation, parent);",
+  /* v4: a reasoning model's thinking and how long it took, kept apart from the answer
+   * (text); the per-chat Think switch (stored as off, so older chats keep the default on) */
+  "ALTER TABLE messages ADD COLUMN thinking TEXT NOT NULL DEFAULT '';"
+  "ALTER TABLE messages ADD COLUMN thinking_seconds REAL NOT NULL DEFAULT 0;"
+  "ALTER TABLE conversations ADD COLUMN thinking_off INTEGER NOT NULL DEFAULT 0;",
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (migrations) == HANASHI_STORE_SCHEMA_VERSION);
 
@@ -403,6 +408,17 @@ hanashi_store_set_conversation_params (HanashiStore *self, gint64 id, const char
 }
 
 gboolean
+hanashi_store_set_conversation_thinking (HanashiStore *self, gint64 id, gboolean enabled, GError **error)
+{
+  sqlite3_stmt *stmt = prepare (self, "UPDATE conversations SET thinking_off = ? WHERE id = ?;", error);
+  if (!stmt)
+    return FALSE;
+  sqlite3_bind_int (stmt, 1, enabled ? 0 : 1);
+  sqlite3_bind_int64 (stmt, 2, id);
+  return step_changed (self, stmt, _("The conversation no longer exists."), error);
+}
+
+gboolean
 hanashi_store_delete_conversation (HanashiStore *self, gint64 id, GError **error)
 {
   sqlite3_stmt *stmt = prepare (self, "DELETE FROM conversations WHERE id = ?;", error);
@@ -430,11 +446,12 @@ hanashi_stored_message_free (HanashiStoredMessage *m)
     return;
   g_free (m->role);
   g_free (m->text);
+  g_free (m->thinking);
   g_free (m->params_json);
   g_free (m);
 }
 
-#define CONVERSATION_COLUMNS "c.id, c.title, c.created, c.updated, c.system_prompt, c.params"
+#define CONVERSATION_COLUMNS "c.id, c.title, c.created, c.updated, c.system_prompt, c.params, c.thinking_off"
 
 static HanashiStoredConversation *
 read_conversation (sqlite3_stmt *stmt)
@@ -446,6 +463,7 @@ read_conversation (sqlite3_stmt *stmt)
   c->updated = sqlite3_column_int64 (stmt, 3);
   c->system_prompt = g_strdup ((const char *) sqlite3_column_text (stmt, 4));
   c->params_json = g_strdup ((const char *) sqlite3_column_text (stmt, 5));
+  c->thinking_off = sqlite3_column_int (stmt, 6) != 0;
   return c;
 }
 
@@ -560,11 +578,28 @@ hanashi_store_update_message (HanashiStore *self, gint64 id, const char *text,
                               int token_count, double generation_seconds,
                               const char *params_json, gboolean complete, GError **error)
 {
+  return hanashi_store_update_reply (self, id, text, NULL, 0, token_count, generation_seconds,
+                                     params_json, complete, error);
+}
+
+gboolean
+hanashi_store_update_reply (HanashiStore *self, gint64 id, const char *text,
+                            const char *thinking, double thinking_seconds,
+                            int token_count, double generation_seconds,
+                            const char *params_json, gboolean complete, GError **error)
+{
   sqlite3_stmt *stmt = prepare (self,
     "UPDATE messages SET text = ?, token_count = ?, generation_seconds = ?,"
-    " params = COALESCE(?, params), complete = ? WHERE id = ?;", error);
+    " params = COALESCE(?, params), complete = ?,"
+    " thinking = COALESCE(?7, thinking), thinking_seconds = CASE WHEN ?7 IS NULL THEN thinking_seconds ELSE ?8 END"
+    " WHERE id = ?6;", error);
   if (!stmt)
     return FALSE;
+  if (thinking)
+    sqlite3_bind_text (stmt, 7, thinking, -1, SQLITE_TRANSIENT);
+  else
+    sqlite3_bind_null (stmt, 7);
+  sqlite3_bind_double (stmt, 8, thinking_seconds);
   sqlite3_bind_text (stmt, 1, text ? text : "", -1, SQLITE_TRANSIENT);
   sqlite3_bind_int (stmt, 2, token_count);
   sqlite3_bind_double (stmt, 3, generation_seconds);
@@ -588,7 +623,8 @@ hanashi_store_delete_message (HanashiStore *self, gint64 id, GError **error)
 }
 
 #define MESSAGE_COLUMNS "id, conversation, parent, alternative_group, role, text, created," \
-                        " token_count, generation_seconds, params, complete, shown"
+                        " token_count, generation_seconds, params, complete, shown, thinking," \
+                        " thinking_seconds"
 
 static HanashiStoredMessage *
 read_message (sqlite3_stmt *stmt)
@@ -606,6 +642,8 @@ read_message (sqlite3_stmt *stmt)
   m->params_json = g_strdup ((const char *) sqlite3_column_text (stmt, 9));
   m->complete = sqlite3_column_int (stmt, 10) != 0;
   m->shown = sqlite3_column_int (stmt, 11) != 0;
+  m->thinking = g_strdup ((const char *) sqlite3_column_text (stmt, 12));
+  m->thinking_seconds = sqlite3_column_double (stmt, 13);
   return m;
 }
 
@@ -831,7 +869,8 @@ insert_conversation_rows (HanashiStore *self, const HanashiStoredConversation *c
                           GPtrArray *messages, gboolean keep_ids, GError **error)
 {
   sqlite3_stmt *stmt = prepare (self,
-    "INSERT INTO conversations (id, title, created, updated, system_prompt, params) VALUES (?, ?, ?, ?, ?, ?);", error);
+    "INSERT INTO conversations (id, title, created, updated, system_prompt, params, thinking_off)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?);", error);
   if (!stmt)
     return 0;
   if (keep_ids)
@@ -843,6 +882,7 @@ insert_conversation_rows (HanashiStore *self, const HanashiStoredConversation *c
   sqlite3_bind_int64 (stmt, 4, c->updated);
   sqlite3_bind_text (stmt, 5, c->system_prompt ? c->system_prompt : "", -1, SQLITE_TRANSIENT);
   sqlite3_bind_text (stmt, 6, c->params_json ? c->params_json : "{}", -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int (stmt, 7, c->thinking_off ? 1 : 0);
   if (!step_done (self, stmt, error))
     return 0;
   gint64 conversation_id = sqlite3_last_insert_rowid (self->db);
@@ -858,7 +898,8 @@ insert_message_rows (HanashiStore *self, gint64 conversation_id, GPtrArray *mess
   g_autoptr(GHashTable) ids = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
   sqlite3_stmt *stmt = prepare (self,
     "INSERT INTO messages (id, conversation, parent, alternative_group, role, text, created,"
-    " token_count, generation_seconds, params, complete, shown) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);", error);
+    " token_count, generation_seconds, params, complete, shown, thinking, thinking_seconds)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);", error);
   if (!stmt)
     return FALSE;
   for (guint i = 0; messages && i < messages->len; i++) {
@@ -887,6 +928,8 @@ insert_message_rows (HanashiStore *self, gint64 conversation_id, GPtrArray *mess
     sqlite3_bind_int (stmt, 11, m->complete ? 1 : 0);
     /* Undo keeps which version was shown; an import without that knowledge shows the newest. */
     sqlite3_bind_int (stmt, 12, m->shown ? 1 : 0);
+    sqlite3_bind_text (stmt, 13, m->thinking ? m->thinking : "", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double (stmt, 14, m->thinking_seconds);
     if (sqlite3_step (stmt) != SQLITE_DONE) {
       set_sqlite_error (self, error);
       goto fail;

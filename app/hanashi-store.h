@@ -21,7 +21,7 @@ typedef enum {
   HANASHI_STORE_ERROR_BUSY,       /* another program holds the database */
 } HanashiStoreError;
 
-#define HANASHI_STORE_SCHEMA_VERSION 3
+#define HANASHI_STORE_SCHEMA_VERSION 4
 
 #define HANASHI_TYPE_STORE (hanashi_store_get_type ())
 G_DECLARE_FINAL_TYPE (HanashiStore, hanashi_store, HANASHI, STORE, GObject)
@@ -40,6 +40,8 @@ typedef struct {
   char *params_json;
   gboolean complete;
   gboolean shown;            /* the alternative of its group that the thread continues from */
+  char *thinking;            /* a reasoning model's thinking before the answer ("" = none) */
+  double thinking_seconds;   /* how long the thinking took */
 } HanashiStoredMessage;
 
 void hanashi_stored_message_free (HanashiStoredMessage *message);
@@ -52,6 +54,7 @@ typedef struct {
   gint64 updated;
   char *system_prompt;
   char *params_json;
+  gboolean thinking_off;     /* the Think switch of the chat is off (on by default) */
 } HanashiStoredConversation;
 
 void hanashi_stored_conversation_free (HanashiStoredConversation *conversation);
@@ -71,6 +74,8 @@ gint64 hanashi_store_create_conversation (HanashiStore *self, const char *title,
 gboolean hanashi_store_rename_conversation (HanashiStore *self, gint64 id, const char *title, GError **error);
 gboolean hanashi_store_set_system_prompt (HanashiStore *self, gint64 id, const char *prompt, GError **error);
 gboolean hanashi_store_set_conversation_params (HanashiStore *self, gint64 id, const char *params_json, GError **error);
+/* The chat's Think switch (for models whose template has one). */
+gboolean hanashi_store_set_conversation_thinking (HanashiStore *self, gint64 id, gboolean enabled, GError **error);
 gboolean hanashi_store_delete_conversation (HanashiStore *self, gint64 id, GError **error);
 HanashiStoredConversation *hanashi_store_get_conversation (HanashiStore *self, gint64 id, GError **error);
 /* Conversations by last activity, newest first; @query (may be NULL/empty) matches titles and message text. */
@@ -116,6 +121,11 @@ gint64 hanashi_store_add_message (HanashiStore *self, gint64 conversation_id, gi
 gboolean hanashi_store_update_message (HanashiStore *self, gint64 id, const char *text,
                                        int token_count, double generation_seconds,
                                        const char *params_json, gboolean complete, GError **error);
+/* The same with a reasoning model's thinking and its duration (@thinking NULL: unchanged). */
+gboolean hanashi_store_update_reply (HanashiStore *self, gint64 id, const char *text,
+                                     const char *thinking, double thinking_seconds,
+                                     int token_count, double generation_seconds,
+                                     const char *params_json, gboolean complete, GError **error);
 gboolean hanashi_store_delete_message (HanashiStore *self, gint64 id, GError **error);
 HanashiStoredMessage *hanashi_store_get_message (HanashiStore *self, gint64 id, GError **error);
 /* All messages of a conversation in creation order. */

@@ -501,6 +501,8 @@ reload_thread (HanashiWindow *self)
       if (hanashi_message_get_id (old) != hanashi_message_get_id (fresh) || old == self->reply)
         break;
       hanashi_message_set_text (old, hanashi_message_get_text (fresh));
+      hanashi_message_set_thinking (old, hanashi_message_get_thinking (fresh),
+                                    hanashi_message_get_thinking_seconds (fresh));
       hanashi_message_set_alternatives (old, hanashi_message_get_alternative_index (fresh),
                                         hanashi_message_get_n_alternatives (fresh));
     }
@@ -524,6 +526,57 @@ conversation_key (gint64 id)
   return g_strdup_printf ("%" G_GINT64_FORMAT, id);
 }
 
+/* ---- a reasoning model's thinking ---------------------------------------------------------
+ * Replies keep their thinking apart from the answer (hanashi_message_append_output), so the
+ * thread sent back to the model, copies and exports carry the answer only.  The chat's Think
+ * switch is offered when the model's template reads enable_thinking, and passed to it. */
+
+static gboolean
+thinking_switch_shown (HanashiWindow *self)
+{
+  const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
+  return info != NULL && info->thinking_switch;
+}
+
+static void
+set_request_thinking (HanashiWindow          *self,
+                      HanashiGenerateRequest *req)
+{
+  if (thinking_switch_shown (self))
+    hanashi_generate_request_set_thinking (req, hanashi_composer_get_thinking (self->composer)
+                                                ? HANASHI_THINKING_ON : HANASHI_THINKING_OFF);
+}
+
+/* Whether a reply starts inside the thinking: the template's generation prompt opened it
+ * (DeepSeek-R1), unless the user switched thinking off. */
+static gboolean
+reply_starts_in_thinking (HanashiWindow *self)
+{
+  const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
+  return info != NULL && info->reply_opens_thinking
+         && !(info->thinking_switch && !hanashi_composer_get_thinking (self->composer));
+}
+
+static void
+update_thinking_switch (HanashiWindow *self)
+{
+  hanashi_composer_set_thinking_available (self->composer, thinking_switch_shown (self));
+}
+
+static void
+on_thinking_changed (HanashiComposer *composer,
+                     HanashiWindow   *self)
+{
+  g_autoptr (GError) error = NULL;
+
+  if (self->conversation_id == 0 || self->store == NULL)
+    return;
+  if (!hanashi_store_set_conversation_thinking (self->store, self->conversation_id,
+                                                hanashi_composer_get_thinking (composer), &error))
+    toast_error (self, _("Could not save the Think switch"), error);
+  update_context_meter (self);
+}
+
 /* The first @n_messages of the visible thread as an engine request, plus @extra_user. */
 static HanashiGenerateRequest *
 build_request (HanashiWindow *self,
@@ -544,6 +597,7 @@ build_request (HanashiWindow *self,
     }
   if (extra_user != NULL)
     hanashi_generate_request_add_message (req, HANASHI_ROLE_USER, extra_user);
+  set_request_thinking (self, req);
   return req;
 }
 
@@ -631,11 +685,13 @@ store_reply_text (HanashiWindow   *self,
                   gboolean         complete,
                   GError         **error)
 {
-  return hanashi_store_update_message (self->store, hanashi_message_get_id (message),
-                                       hanashi_message_get_text (message),
-                                       hanashi_message_get_token_count (message),
-                                       hanashi_message_get_generation_seconds (message),
-                                       params, complete, error);
+  return hanashi_store_update_reply (self->store, hanashi_message_get_id (message),
+                                     hanashi_message_get_text (message),
+                                     hanashi_message_get_thinking (message),
+                                     hanashi_message_get_thinking_seconds (message),
+                                     hanashi_message_get_token_count (message),
+                                     hanashi_message_get_generation_seconds (message),
+                                     params, complete, error);
 }
 
 /* Finished replies whose last save failed are tried again until the database takes them,
@@ -698,6 +754,7 @@ finish_reply (HanashiWindow *self)
 {
   if (self->reply == NULL)
     return;
+  hanashi_message_end_output (self->reply);
   hanashi_message_set_complete (self->reply, TRUE);
   commit_reply (self, TRUE);
   g_clear_object (&self->reply);
@@ -741,6 +798,7 @@ start_reply (HanashiWindow  *self,
   message = hanashi_message_new (id, "assistant", "");
   hanashi_message_set_parent_id (message, parent_id);
   hanashi_message_set_complete (message, FALSE);
+  hanashi_message_begin_output (message, reply_starts_in_thinking (self));
   alternatives = hanashi_store_list_alternatives (self->store, id, NULL);
   if (alternatives != NULL)
     hanashi_message_set_alternatives (message, alternatives->len - 1, alternatives->len);
@@ -784,7 +842,7 @@ on_token (HanashiEngine *engine,
     return;
   if (self->load_cancellable == NULL)
     gtk_widget_set_visible (GTK_WIDGET (self->load_progress), FALSE);
-  hanashi_message_append_text (self->reply, text);
+  hanashi_message_append_output (self->reply, text);
   if (g_get_monotonic_time () - self->reply_committed >= COMMIT_INTERVAL_US)
     commit_reply (self, FALSE);
 }
@@ -821,7 +879,7 @@ on_engine_error (HanashiEngine *engine,
     return;
   /* A reply that never started leaves nothing worth keeping; the thread is read again so
    * a regenerated answer's earlier version comes back. */
-  if (*hanashi_message_get_text (self->reply) == '\0')
+  if (*hanashi_message_get_text (self->reply) == '\0' && *hanashi_message_get_thinking (self->reply) == '\0')
     {
       g_autoptr (HanashiMessage) reply = g_steal_pointer (&self->reply);
       if (self->store != NULL)
@@ -909,7 +967,8 @@ ensure_conversation (HanashiWindow  *self,
   params = hanashi_params_panel_dup_params_json (self->params_panel);
   /* Settings chosen before the first message belong to the new conversation. */
   if (!hanashi_store_set_system_prompt (self->store, id, hanashi_composer_get_system_prompt (self->composer), error) ||
-      !hanashi_store_set_conversation_params (self->store, id, params, error))
+      !hanashi_store_set_conversation_params (self->store, id, params, error) ||
+      !hanashi_store_set_conversation_thinking (self->store, id, hanashi_composer_get_thinking (self->composer), error))
     return FALSE;
   return TRUE;
 }
@@ -1273,6 +1332,7 @@ hanashi_window_load_conversation (HanashiWindow *self,
   /* The title names the window in the window switcher. */
   gtk_window_set_title (GTK_WINDOW (self), conversation && *conversation->title ? conversation->title : _("Hanashi"));
   hanashi_composer_set_system_prompt (self->composer, conversation ? conversation->system_prompt : "");
+  hanashi_composer_set_thinking (self->composer, conversation == NULL || !conversation->thinking_off);
   /* "{}" and NULL both mean: the defaults from Preferences. */
   hanashi_params_panel_set_params_json (self->params_panel, conversation ? conversation->params_json : NULL);
   g_list_store_remove_all (self->messages);
@@ -1553,6 +1613,7 @@ on_model_loaded (HanashiEngine    *engine,
                  HanashiWindow    *self)
 {
   remember_model (self, info->path);
+  update_thinking_switch (self);
   self->context_used = -1;
   self->last_speed = 0;
   update_context_meter (self);
@@ -1567,6 +1628,7 @@ on_engine_state (HanashiEngine *engine,
   gboolean was_empty = g_strcmp0 (gtk_stack_get_visible_child_name (self->main_stack), "empty") == 0;
 
   update_main_page (self);
+  update_thinking_switch (self);
   /* Once a model is there, typing goes straight into the composer. */
   if (loaded && was_empty)
     gtk_widget_grab_focus (GTK_WIDGET (self->composer));
@@ -1881,6 +1943,7 @@ hanashi_window_init (HanashiWindow *self)
   g_signal_connect (self, "notify::conversation-id", G_CALLBACK (on_conversations_changed), NULL);
   g_signal_connect (self->chat_view, "message-action", G_CALLBACK (on_message_action), self);
   g_signal_connect (self->composer, "system-prompt-changed", G_CALLBACK (on_system_prompt_changed), self);
+  g_signal_connect (self->composer, "thinking-changed", G_CALLBACK (on_thinking_changed), self);
   g_signal_connect (self->composer, "edit-cancelled", G_CALLBACK (on_edit_cancelled), self);
   g_signal_connect_object (gtk_text_view_get_buffer (hanashi_composer_get_text_view (self->composer)), "changed",
                            G_CALLBACK (on_draft_changed), self, 0);

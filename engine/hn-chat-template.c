@@ -4963,6 +4963,9 @@ hn_chat_template_render(const HnChatTemplate *tmpl, const HnChatRenderOptions *o
   scope_set_c(r, root, "bos_token", v_cstr(&r->c, opts->bos_token ? opts->bos_token : ""));
   scope_set_c(r, root, "eos_token", v_cstr(&r->c, opts->eos_token ? opts->eos_token : ""));
   scope_set_c(r, root, "add_generation_prompt", v_bool(opts->add_generation_prompt));
+  /* Like a keyword argument of HF's apply_chat_template: given, it wins over extra. */
+  if (opts->enable_thinking != HN_CHAT_THINKING_UNSET)
+    scope_set_c(r, root, "enable_thinking", v_bool(opts->enable_thinking == HN_CHAT_THINKING_ON));
   r->scope = root;
   exec_list(r, &tmpl->body, root);
   char *result = malloc(out->len + 1);
@@ -4978,6 +4981,39 @@ hn_chat_template_render(const HnChatTemplate *tmpl, const HnChatRenderOptions *o
   arena_free(&r->c.arena);
   free(r);
   return result;
+}
+
+/* ---- which variables a template reads ---- */
+
+static bool node_uses_name(const Node *n, const char *name);
+
+static bool
+list_uses_name(const NodeList *l, const char *name)
+{
+  for (size_t k = 0; k < l->n; k++)
+    if (node_uses_name(l->items[k], name))
+      return true;
+  return false;
+}
+
+/* Whether an expression anywhere (macro bodies and defaults included) reads the variable;
+ * an attribute of the same name (ns.enable_thinking) or text outside tags does not count. */
+static bool
+node_uses_name(const Node *n, const char *name)
+{
+  if (n == NULL)
+    return false;
+  if (n->kind == E_NAME && n->name != NULL && strcmp(n->name->s, name) == 0)
+    return true;
+  return node_uses_name(n->a, name) || node_uses_name(n->b, name) || node_uses_name(n->c, name)
+         || list_uses_name(&n->args, name) || list_uses_name(&n->kwargs, name)
+         || list_uses_name(&n->body, name) || list_uses_name(&n->orelse, name);
+}
+
+bool
+hn_chat_template_uses_variable(const HnChatTemplate *tmpl, const char *name)
+{
+  return tmpl != NULL && name != NULL && list_uses_name(&tmpl->body, name);
 }
 
 /* ---- fallback: ChatML ---- */

@@ -28,6 +28,14 @@ typedef struct HnChatTemplate HnChatTemplate;
 HnChatTemplate *hn_chat_template_new(const char *source, size_t len, HnError *err);
 void hn_chat_template_free(HnChatTemplate *tmpl);
 
+/* The template variable enable_thinking (Qwen3 and similar reasoning models switch their
+ * thinking block on and off with it). */
+typedef enum {
+  HN_CHAT_THINKING_UNSET = 0,     /* undefined, the template's own default */
+  HN_CHAT_THINKING_ON,            /* enable_thinking = true */
+  HN_CHAT_THINKING_OFF,           /* enable_thinking = false */
+} HnChatThinking;
+
 typedef struct {
   /* JSON array of message objects ({"role", "content", ...}); the whole objects are
    * passed, so extra keys (tool_calls, name, ...) reach the template.  NULL = []. */
@@ -37,6 +45,8 @@ typedef struct {
   bool add_generation_prompt;
   /* Optional JSON object of further variables (tools, documents, ...); undefined unless given. */
   const HnJson *extra;
+  /* Defines enable_thinking unless UNSET (then a member of extra of that name, if any, is used). */
+  HnChatThinking enable_thinking;
   /* strftime_now() formats this time (local time zone) when has_now, else the current time. */
   bool has_now;
   time_t now;
@@ -51,6 +61,10 @@ typedef struct {
 #define HN_CHAT_DEFAULT_MAX_STEPS 20000000ull
 /* Nesting of macro calls, and of expressions/statements in the parser. */
 #define HN_CHAT_MAX_DEPTH 200
+
+/* Whether the template refers to the variable @name anywhere, e.g. "enable_thinking": the
+ * app offers its Think switch only for templates that read it. */
+bool hn_chat_template_uses_variable(const HnChatTemplate *tmpl, const char *name);
 
 /* Renders into a malloc'd NUL-terminated string (which may contain NUL bytes when the
  * input does; *out_len gives the exact length). */

@@ -2,9 +2,11 @@
  *
  *   hanashi-cli chat-template [-m MODEL] [--template FILE] [--bos-token S] [--eos-token S]
  *                             --messages FILE.json [--no-generation-prompt]
+ *                             [--enable-thinking true|false]
  *
  * Prints the prompt exactly (no added newline).  The template and the BOS/EOS token texts
- * come from the model's GGUF metadata unless given.  Hidden options for tests:
+ * come from the model's GGUF metadata unless given.  --enable-thinking defines the template
+ * variable enable_thinking (Qwen3 switches its thinking with it); without it, it is undefined.  Hidden options for tests:
  * --now YYYY-MM-DD fixes the date strftime_now() sees (also env HANASHI_NOW), and
  * --extra FILE.json passes further variables (tools, documents, ...).
  */
@@ -21,7 +23,8 @@ static void
 usage(void)
 {
   fprintf(stderr, "Usage: hanashi-cli chat-template [-m MODEL] [--template FILE] [--bos-token S] [--eos-token S]\n"
-                  "                                 --messages FILE.json [--no-generation-prompt]\n");
+                  "                                 --messages FILE.json [--no-generation-prompt]\n"
+                  "                                 [--enable-thinking true|false]\n");
 }
 
 /* Copies the text of token `key`'s id out of tokenizer.ggml.tokens, or NULL. */
@@ -70,6 +73,7 @@ cli_chat_template(int argc, char **argv)
   const char *model = NULL, *template_path = NULL, *bos = NULL, *eos = NULL, *messages_path = NULL;
   const char *now_text = getenv("HANASHI_NOW"), *extra_path = NULL;
   bool generation_prompt = true;
+  HnChatThinking thinking = HN_CHAT_THINKING_UNSET;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     bool has_value = i + 1 < argc;
@@ -85,6 +89,17 @@ cli_chat_template(int argc, char **argv)
       messages_path = argv[++i];
     else if (!strcmp(a, "--no-generation-prompt"))
       generation_prompt = false;
+    else if (!strcmp(a, "--enable-thinking") && has_value) {
+      const char *v = argv[++i];
+      if (!strcmp(v, "true"))
+        thinking = HN_CHAT_THINKING_ON;
+      else if (!strcmp(v, "false"))
+        thinking = HN_CHAT_THINKING_OFF;
+      else {
+        usage();
+        return cli_fail("chat-template: --enable-thinking takes true or false, not '%s'", v);
+      }
+    }
     else if (!strcmp(a, "--now") && has_value)
       now_text = argv[++i];
     else if (!strcmp(a, "--extra") && has_value)
@@ -183,6 +198,7 @@ cli_chat_template(int argc, char **argv)
     o.eos_token = eos;
     o.add_generation_prompt = generation_prompt;
     o.extra = extra;
+    o.enable_thinking = thinking;
     if (now_text) {
       if (!parse_date(now_text, &o.now)) {
         status = cli_fail("chat-template: --now expects YYYY-MM-DD, got '%s'", now_text);

@@ -54,6 +54,22 @@ const HanashiEngineBackend *hanashi_engine_model_backend (void);
 /* Scripted backend: "models" are any readable file; generation produces "tok0 tok1 ..."
  * (max_tokens, default 16) with a small sleep per token so cancels land mid-stream. */
 const HanashiEngineBackend *hanashi_engine_scripted_backend (void);
+/* Test hooks of the scripted backend (process-wide, thread-safe):
+ * - the pieces the next generations produce instead of "tokN " (NULL: back to those);
+ * - a chat template for models loaded from now on (NULL: none, ChatML), which sets the
+ *   model info's thinking flags as the real backend does and renders every request;
+ * - the prompt the last generation rendered (template or ChatML; free with g_free);
+ * - a pause: generations wait before their token @index until it is set to -1 (or they
+ *   are cancelled), so a test can look at a reply half written. */
+void  hanashi_engine_scripted_set_reply    (const char * const *pieces);
+void  hanashi_engine_scripted_hold_at      (int index);
+void  hanashi_engine_scripted_set_template (const char *source);
+char *hanashi_engine_scripted_dup_last_prompt (void);
+
+/* Fills info->thinking_switch and info->reply_opens_thinking from a parsed chat template
+ * (NULL: both FALSE); @tmpl is an HnChatTemplate. */
+void hanashi_engine_template_traits (const void *tmpl, const char *bos, const char *eos,
+                                     HanashiModelInfo *info);
 
 /* Request accessors for backends. */
 const char  *hanashi_generate_request_get_system_prompt (HanashiGenerateRequest *req);

@@ -210,6 +210,7 @@ model_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Hanas
     sink->on_warning (sink->data, HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED, hn_context_notice (mb->ctx));
   info->n_ctx_train = (guint32) hn_model_n_ctx_train (mb->model);
   info->n_vocab = (guint32) hn_model_n_vocab (mb->model);
+  hanashi_engine_template_traits (mb->tmpl, mb->bos_text, mb->eos_text, info);
   *info_out = info;
   progress (sink->data, 1.0);
   return mb;
@@ -289,8 +290,19 @@ messages_json (GArray *msgs, char **texts)
   return arr;
 }
 
+static HnChatThinking
+template_thinking (HanashiThinking thinking)
+{
+  switch (thinking)
+    {
+    case HANASHI_THINKING_ON: return HN_CHAT_THINKING_ON;
+    case HANASHI_THINKING_OFF: return HN_CHAT_THINKING_OFF;
+    case HANASHI_THINKING_DEFAULT: default: return HN_CHAT_THINKING_UNSET;
+    }
+}
+
 static char *
-render (ModelBackend *mb, GArray *msgs, char **texts, size_t *len, HnError *err)
+render (ModelBackend *mb, GArray *msgs, char **texts, HanashiThinking thinking, size_t *len, HnError *err)
 {
   HnJson *messages = messages_json (msgs, texts);
   HnChatRenderOptions o = { 0 };
@@ -298,6 +310,7 @@ render (ModelBackend *mb, GArray *msgs, char **texts, size_t *len, HnError *err)
   o.bos_token = mb->bos_text;
   o.eos_token = mb->eos_text;
   o.add_generation_prompt = true;
+  o.enable_thinking = template_thinking (thinking);
   char *text = hn_chat_template_render (mb->tmpl, &o, len, err);
   hn_json_free (messages);
   return text;
@@ -308,11 +321,12 @@ render (ModelBackend *mb, GArray *msgs, char **texts, size_t *len, HnError *err)
  * around the placeholders with the messages put back (as they are, or trimmed, which
  * common templates do).  FALSE when the template fails or rewrites messages otherwise. */
 static gboolean
-render_template (ModelBackend *mb, GArray *msgs, GString *out, GArray *guards, char **why)
+render_template (ModelBackend *mb, GArray *msgs, HanashiThinking thinking, GString *out, GArray *guards,
+                 char **why)
 {
   HnError err = { 0 };
   size_t real_len = 0, mark_len = 0;
-  char *real = render (mb, msgs, NULL, &real_len, &err);
+  char *real = render (mb, msgs, NULL, thinking, &real_len, &err);
   if (real == NULL)
     {
       *why = g_strdup (err.message);
@@ -321,7 +335,7 @@ render_template (ModelBackend *mb, GArray *msgs, GString *out, GArray *guards, c
   g_auto (GStrv) marks = g_new0 (char *, msgs->len + 1);
   for (guint i = 0; i < msgs->len; i++)
     marks[i] = g_strdup_printf ("\x01hn%u\x02", i);
-  char *marked = render (mb, msgs, marks, &mark_len, &err);
+  char *marked = render (mb, msgs, marks, thinking, &mark_len, &err);
   gboolean ok = FALSE;
   for (int trim = 0; marked != NULL && !ok && trim < 2; trim++)
     {
@@ -421,7 +435,8 @@ build_prompt (ModelBackend *mb, HanashiGenerateRequest *req, const char *system,
 
   out->tokens = g_array_new (FALSE, FALSE, sizeof (int32_t));
   out->fallback_reason = NULL;
-  if (mb->tmpl == NULL || !render_template (mb, msgs, text, guards, &out->fallback_reason))
+  if (mb->tmpl == NULL || !render_template (mb, msgs, hanashi_generate_request_get_thinking (req), text, guards,
+                                            &out->fallback_reason))
     {
       if (mb->tmpl_error != NULL && out->fallback_reason == NULL)
         out->fallback_reason = g_strdup (mb->tmpl_error);

@@ -10,6 +10,9 @@
 #include "hanashi-engine.h"
 #include "hanashi-engine-backend.h"
 
+#include "hn-chat-template.h"
+#include "hn-reasoning.h"
+
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <pthread.h>
@@ -131,6 +134,7 @@ struct _HanashiGenerateRequest {
   GPtrArray *stop_strings;   /* NULL-terminated */
   char *session_path;
   gboolean use_session;
+  HanashiThinking thinking;
 };
 
 static void
@@ -244,6 +248,8 @@ void hanashi_generate_request_set_session_path (HanashiGenerateRequest *req, con
 const char *hanashi_generate_request_get_session_path (HanashiGenerateRequest *req) { return req->session_path; }
 void hanashi_generate_request_set_use_session (HanashiGenerateRequest *req, gboolean use) { req->use_session = use; }
 gboolean hanashi_generate_request_get_use_session (HanashiGenerateRequest *req) { return req->use_session; }
+void hanashi_generate_request_set_thinking (HanashiGenerateRequest *req, HanashiThinking thinking) { req->thinking = thinking; }
+HanashiThinking hanashi_generate_request_get_thinking (HanashiGenerateRequest *req) { return req->thinking; }
 
 /* ---- backends --------------------------------------------------------------------------- */
 
@@ -251,7 +257,124 @@ gboolean hanashi_generate_request_get_use_session (HanashiGenerateRequest *req) 
 
 typedef struct {
   char *path;
+  HnChatTemplate *tmpl;   /* NULL: ChatML */
 } ScriptedModel;
+
+/* The test hooks (hanashi_engine_scripted_set_reply and friends). */
+static pthread_mutex_t scripted_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **scripted_reply;
+static char *scripted_template;
+static char *scripted_last_prompt;
+static int scripted_hold = -1;
+
+void
+hanashi_engine_scripted_set_reply (const char * const *pieces)
+{
+  pthread_mutex_lock (&scripted_lock);
+  g_strfreev (scripted_reply);
+  scripted_reply = g_strdupv ((char **) pieces);
+  pthread_mutex_unlock (&scripted_lock);
+}
+
+void
+hanashi_engine_scripted_hold_at (int index)
+{
+  pthread_mutex_lock (&scripted_lock);
+  scripted_hold = index;
+  pthread_mutex_unlock (&scripted_lock);
+}
+
+/* Blocks before token @index while the test holds the generation there (cancel still
+ * ends the wait). */
+static void
+scripted_wait_at (int index, HanashiBackendSink *sink)
+{
+  pthread_mutex_lock (&scripted_lock);
+  while (scripted_hold == index && !sink->is_cancelled (sink->data))
+    {
+      pthread_mutex_unlock (&scripted_lock);
+      g_usleep (1000);
+      pthread_mutex_lock (&scripted_lock);
+    }
+  pthread_mutex_unlock (&scripted_lock);
+}
+
+void
+hanashi_engine_scripted_set_template (const char *source)
+{
+  pthread_mutex_lock (&scripted_lock);
+  g_free (scripted_template);
+  scripted_template = g_strdup (source);
+  pthread_mutex_unlock (&scripted_lock);
+}
+
+char *
+hanashi_engine_scripted_dup_last_prompt (void)
+{
+  pthread_mutex_lock (&scripted_lock);
+  char *prompt = g_strdup (scripted_last_prompt);
+  pthread_mutex_unlock (&scripted_lock);
+  return prompt;
+}
+
+void
+hanashi_engine_template_traits (const void *tmpl, const char *bos, const char *eos, HanashiModelInfo *info)
+{
+  info->thinking_switch = FALSE;
+  info->reply_opens_thinking = FALSE;
+  if (tmpl == NULL)
+    return;
+  info->thinking_switch = hn_chat_template_uses_variable (tmpl, "enable_thinking");
+  /* A probe conversation shows whether the generation prompt opens the thinking. */
+  static const char probe[] = "[{\"role\":\"user\",\"content\":\"Hi\"}]";
+  HnJson *messages = hn_json_parse (probe, sizeof probe - 1, NULL);
+  HnChatRenderOptions o = { .messages = messages, .bos_token = bos, .eos_token = eos,
+                            .add_generation_prompt = true };
+  size_t len = 0;
+  char *prompt = hn_chat_template_render (tmpl, &o, &len, NULL);
+  if (prompt != NULL)
+    info->reply_opens_thinking = hn_think_prompt_opens (prompt, len);
+  free (prompt);
+  hn_json_free (messages);
+}
+
+/* The request as the scripted model's template (or ChatML) writes it. */
+static char *
+scripted_render (ScriptedModel *m, HanashiGenerateRequest *req)
+{
+  static const char *const roles[] = { "system", "user", "assistant" };
+  HnJson *messages = hn_json_new_array ();
+  if (req->system_prompt != NULL && *req->system_prompt != '\0')
+    {
+      HnJson *o = hn_json_new_object ();
+      hn_json_object_set (o, "role", hn_json_new_string ("system"));
+      hn_json_object_set (o, "content", hn_json_new_string (req->system_prompt));
+      hn_json_array_append (messages, o);
+    }
+  for (guint i = 0; i < req->messages->len; i++)
+    {
+      Message *msg = &g_array_index (req->messages, Message, i);
+      HnJson *o = hn_json_new_object ();
+      hn_json_object_set (o, "role", hn_json_new_string (roles[msg->role]));
+      hn_json_object_set (o, "content", hn_json_new_string (msg->text));
+      hn_json_array_append (messages, o);
+    }
+  char *prompt = NULL;
+  if (m->tmpl != NULL)
+    {
+      HnChatRenderOptions o = { .messages = messages, .add_generation_prompt = true,
+                                .enable_thinking = req->thinking == HANASHI_THINKING_ON ? HN_CHAT_THINKING_ON
+                                                   : req->thinking == HANASHI_THINKING_OFF ? HN_CHAT_THINKING_OFF
+                                                   : HN_CHAT_THINKING_UNSET };
+      prompt = hn_chat_template_render (m->tmpl, &o, NULL, NULL);
+    }
+  if (prompt == NULL)
+    prompt = hn_chat_render_fallback (messages, true, NULL, NULL);
+  hn_json_free (messages);
+  char *copy = g_strdup (prompt);
+  free (prompt);
+  return copy;
+}
 
 static gpointer
 scripted_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, HanashiBackendSink *sink,
@@ -277,6 +400,10 @@ scripted_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Ha
     }
   ScriptedModel *m = g_new0 (ScriptedModel, 1);
   m->path = g_strdup (path);
+  pthread_mutex_lock (&scripted_lock);
+  if (scripted_template != NULL)
+    m->tmpl = hn_chat_template_new (scripted_template, strlen (scripted_template), NULL);
+  pthread_mutex_unlock (&scripted_lock);
   guint ctx = n_ctx ? n_ctx : 512;
   HanashiModelInfo info = {
     .name = g_path_get_basename (path), .arch = g_strdup ("scripted"),
@@ -284,6 +411,7 @@ scripted_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Ha
     .file_size = (guint64) st.st_size, .n_ctx = ctx, .n_batch = MIN (n_batch ? n_batch : 512, ctx), .n_ctx_train = 512,
     .n_vocab = 256,
   };
+  hanashi_engine_template_traits (m->tmpl, NULL, NULL, &info);
   *info_out = hanashi_model_info_copy (&info);
   g_free (info.name); g_free (info.arch); g_free (info.weight_type); g_free (info.path);
   return m;
@@ -293,6 +421,7 @@ static void
 scripted_unload (gpointer model)
 {
   ScriptedModel *m = model;
+  hn_chat_template_free (m->tmpl);
   g_free (m->path);
   g_free (m);
 }
@@ -318,6 +447,12 @@ scripted_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBac
                    "1:1: expected a rule definition");
       return FALSE;
     }
+  char *prompt = scripted_render (model, req);
+  pthread_mutex_lock (&scripted_lock);
+  g_free (scripted_last_prompt);
+  scripted_last_prompt = prompt;
+  g_auto (GStrv) script = g_strdupv (scripted_reply);
+  pthread_mutex_unlock (&scripted_lock);
   guint n_prompt = (guint) scripted_count (model, req, NULL);
   for (guint done = 0; done < n_prompt; done += 64)
     {
@@ -327,6 +462,8 @@ scripted_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBac
     }
   stats->n_prompt = n_prompt;
   int max = req->max_tokens > 0 ? req->max_tokens : 16;
+  if (script != NULL)
+    max = req->max_tokens > 0 ? MIN (req->max_tokens, (int) g_strv_length (script)) : (int) g_strv_length (script);
   stats->stop_reason = HANASHI_STOP_REASON_MAX_TOKENS;
   for (int i = 0; i < max; i++)
     {
@@ -338,8 +475,9 @@ scripted_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBac
       char text[32];
       g_snprintf (text, sizeof text, "tok%d ", i);
       g_usleep (200);
+      scripted_wait_at (i, sink);
       stats->n_generated++;
-      if (!sink->on_token (sink->data, text, i))
+      if (!sink->on_token (sink->data, script != NULL ? script[i] : text, i))
         {
           stats->stop_reason = HANASHI_STOP_REASON_CANCELLED;
           break;

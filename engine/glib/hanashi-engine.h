@@ -83,6 +83,11 @@ typedef struct {
   guint32  n_batch;       /* most tokens evaluated per step while reading a prompt */
   guint32  n_ctx_train;
   guint32  n_vocab;
+  /* The chat template reads enable_thinking (Qwen3): the app offers its Think switch. */
+  gboolean thinking_switch;
+  /* The template's generation prompt opens a thinking block (DeepSeek-R1), so a reply
+   * starts inside the thinking and shows only its end marker. */
+  gboolean reply_opens_thinking;
 } HanashiModelInfo;
 
 GType hanashi_model_info_get_type (void) G_GNUC_CONST;
@@ -113,6 +118,13 @@ typedef struct {
 void hanashi_sampling_params_init_default (HanashiSamplingParams *params);
 
 /* ---- generation request (boxed, refcounted) -------------------------------------------- */
+
+/* The chat template's enable_thinking variable. */
+typedef enum {
+  HANASHI_THINKING_DEFAULT,   /* undefined: the template's own default */
+  HANASHI_THINKING_ON,
+  HANASHI_THINKING_OFF,
+} HanashiThinking;
 
 typedef struct _HanashiGenerateRequest HanashiGenerateRequest;
 
@@ -146,6 +158,9 @@ void hanashi_generate_request_set_max_tokens     (HanashiGenerateRequest *req, i
 void hanashi_generate_request_add_stop_string    (HanashiGenerateRequest *req, const char *stop);
 /* NULL: the engine picks $XDG_CACHE_HOME/hanashi/sessions/<conversation-id>.hnsession. */
 void hanashi_generate_request_set_session_path   (HanashiGenerateRequest *req, const char *path);
+/* Passed to the chat template as enable_thinking (only templates that read it care). */
+void hanashi_generate_request_set_thinking       (HanashiGenerateRequest *req, HanashiThinking thinking);
+HanashiThinking hanashi_generate_request_get_thinking (HanashiGenerateRequest *req);
 /* FALSE: neither load nor save a session file for this request. */
 void hanashi_generate_request_set_use_session    (HanashiGenerateRequest *req, gboolean use);
 

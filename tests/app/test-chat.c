@@ -9,6 +9,7 @@
 #include "hanashi-application.h"
 #include "hanashi-chat-view.h"
 #include "hanashi-composer.h"
+#include "hanashi-conversation-io.h"
 #include "hanashi-conversation-item.h"
 #include "hanashi-sidebar.h"
 #include "hanashi-engine-backend.h"
@@ -1048,6 +1049,72 @@ test_context_overflow (void)
   hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
 }
 
+/* ---- a reasoning model's thinking ---------------------------------------------------------- */
+
+/* Qwen3's way with enable_thinking: false closes an empty thinking block in the prompt. */
+static const char thinking_template[] =
+  "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+  "{% if add_generation_prompt %}<|im_start|>assistant\n"
+  "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}"
+  "{% endif %}";
+
+/* The output of a reasoning model in pieces, the markers cut across them. */
+static const char *const thinking_reply[] = {
+  "<th", "ink>\nLet me ", "add 2 and 2.", "\n</th", "ink>\n\n", "The answer ", "is **4**.", NULL,
+};
+
+static HanashiMessageRow *
+row_for (GtkWidget *root, HanashiMessage *message)
+{
+  if (HANASHI_IS_MESSAGE_ROW (root) && hanashi_message_row_get_message (HANASHI_MESSAGE_ROW (root)) == message)
+    return HANASHI_MESSAGE_ROW (root);
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    {
+      HanashiMessageRow *found = row_for (child, message);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
+typedef struct {
+  HanashiWindow *window;
+  guint index;
+  const char *thinking, *text;
+} ReplyState;
+
+/* The message at index has exactly this thinking and answer so far, and its row exists. */
+static gboolean
+reply_reached (gpointer data)
+{
+  ReplyState *st = data;
+  GListModel *messages = hanashi_window_get_messages (st->window);
+  if (g_list_model_get_n_items (messages) <= st->index)
+    return FALSE;
+  HanashiMessage *m = message_at (st->window, st->index);
+  return g_strcmp0 (hanashi_message_get_thinking (m), st->thinking) == 0
+         && g_strcmp0 (hanashi_message_get_text (m), st->text) == 0
+         && row_for (GTK_WIDGET (st->window), m) != NULL;
+}
+
+static GtkExpander *
+thinking_section (HanashiWindow *window, guint index)
+{
+  settle ();
+  HanashiMessageRow *row = row_for (GTK_WIDGET (window), message_at (window, index));
+  g_assert_nonnull (row);
+  GtkWidget *expander = find_by_type (GTK_WIDGET (row), GTK_TYPE_EXPANDER);
+  g_assert_nonnull (expander);
+  return GTK_EXPANDER (expander);
+}
+
+static void
+send_text (HanashiWindow *window, const char *text)
+{
+  hanashi_composer_set_text (get_composer (window), text);
+  g_assert_true (press_enter (window, 0));
+}
+
 static const char *sample_reply =
   "Use **slicing** or `reversed()`:\n\n"
   "```python\nnumbers = [1, 2, 3]\nprint(numbers[::-1])\n```\n\n"
@@ -1092,6 +1159,26 @@ test_screenshots (void)
   test_screenshot (GTK_WIDGET (window), "window-chat");
   gtk_widget_activate_action (GTK_WIDGET (window), "win.toggle-panel", NULL);
   test_screenshot (GTK_WIDGET (window), "window-panel");
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.toggle-panel", NULL);
+
+  /* A reasoning model: its thinking opened above the answer, the Think switch by the entry. */
+  hanashi_engine_scripted_set_template (thinking_template);
+  g_autoptr (GFile) file = g_file_new_for_path (model_path);
+  hanashi_window_open_model (window, file);
+  wait_until (model_loaded, window);
+  conversation = hanashi_store_create_conversation (store, "Train times", NULL);
+  question = hanashi_store_add_message (store, conversation, 0, 0, "user",
+                                        "A train leaves at 9:40 and the trip takes 2 h 35 min. When does it arrive?", TRUE, NULL);
+  answer = hanashi_store_add_message (store, conversation, question, 0, "assistant", "", TRUE, NULL);
+  g_assert_true (hanashi_store_update_reply (store, answer, "It arrives at **12:15**.",
+                                             "9:40 plus 2 hours is 11:40. Plus 35 minutes: 11:75, which is 12:15.",
+                                             7.4, 41, 0.9, NULL, TRUE, NULL));
+  hanashi_window_load_conversation (window, conversation);
+  settle ();
+  gtk_expander_set_expanded (GTK_EXPANDER (find_by_type (GTK_WIDGET (row_for (GTK_WIDGET (window), message_at (window, 1))),
+                                                         GTK_TYPE_EXPANDER)), TRUE);
+  test_screenshot (GTK_WIDGET (window), "window-thinking");
+  hanashi_engine_scripted_set_template (NULL);
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
@@ -1143,6 +1230,160 @@ test_context_clamped (void)
   hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
 }
 
+static void
+test_thinking (void)
+{
+  hanashi_engine_scripted_set_template (thinking_template);
+  hanashi_engine_scripted_set_reply (thinking_reply);
+  /* The reply waits before its closing marker, then before the end of the answer. */
+  hanashi_engine_scripted_hold_at (3);
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+  HanashiComposer *composer = get_composer (window);
+  GtkToggleButton *think = hanashi_composer_get_think_button (composer);
+
+  /* The template reads enable_thinking: the chat has a Think switch, on by default. */
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (think)));
+  g_assert_true (gtk_toggle_button_get_active (think));
+  send_text (window, "What is 2+2?");
+
+  /* While the thinking streams its section is open and says so; the answer is empty. */
+  ReplyState st = { window, 1, "Let me add 2 and 2.", "" };
+  wait_until (reply_reached, &st);
+  g_assert_true (hanashi_message_get_thinking_active (message_at (window, 1)));
+  GtkExpander *section = thinking_section (window, 1);
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (section)));
+  g_assert_true (gtk_expander_get_expanded (section));
+  g_assert_cmpstr (gtk_expander_get_label (section), ==, "Thinking…");
+  g_assert_true (has_label_containing (GTK_WIDGET (section), "Let me add 2 and 2."));
+
+  /* The answer starts: the section folds and says how long the thinking took. */
+  hanashi_engine_scripted_hold_at (6);
+  st.text = "The answer ";
+  wait_until (reply_reached, &st);
+  section = thinking_section (window, 1);
+  g_assert_false (gtk_expander_get_expanded (section));
+  g_assert_true (g_str_has_prefix (gtk_expander_get_label (section), "Thought for"));
+  g_assert_false (hanashi_message_get_thinking_active (message_at (window, 1)));
+  g_assert_cmpfloat (hanashi_message_get_thinking_seconds (message_at (window, 1)), >, 0);
+  /* The user may open it again. */
+  gtk_expander_set_expanded (section, TRUE);
+  hanashi_engine_scripted_hold_at (-1);
+  wait_until (reply_done, window);
+  g_assert_true (gtk_expander_get_expanded (thinking_section (window, 1)));
+
+  /* Stored apart: the answer is the text, the thinking and its time beside it. */
+  HanashiMessage *reply = message_at (window, 1);
+  g_assert_cmpstr (hanashi_message_get_text (reply), ==, "The answer is **4**.");
+  g_assert_cmpstr (hanashi_message_get_thinking (reply), ==, "Let me add 2 and 2.");
+  HanashiStore *store = hanashi_window_get_store (window);
+  gint64 conversation = hanashi_window_get_conversation_id (window);
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (store, hanashi_message_get_id (reply), NULL);
+  g_assert_cmpstr (stored->text, ==, "The answer is **4**.");
+  g_assert_cmpstr (stored->thinking, ==, "Let me add 2 and 2.");
+  g_assert_cmpfloat (stored->thinking_seconds, ==, hanashi_message_get_thinking_seconds (reply));
+  g_assert_true (stored->complete);
+
+  /* Copy and export carry the answer only. */
+  g_autofree char *copied = NULL;
+  hanashi_chat_view_message_action (get_chat_view (window), "copy", reply);
+  gdk_clipboard_read_text_async (gtk_widget_get_clipboard (GTK_WIDGET (window)), NULL, text_read, &copied);
+  wait_until (pointer_set, &copied);
+  g_assert_cmpstr (copied, ==, "The answer is **4**.");
+  g_autofree char *markdown = hanashi_conversation_export_markdown (store, conversation, NULL);
+  g_autofree char *json = hanashi_conversation_export_json (store, conversation, NULL);
+  g_assert_nonnull (strstr (markdown, "The answer is **4**."));
+  g_assert_null (strstr (markdown, "Let me add"));
+  g_assert_nonnull (strstr (json, "The answer is **4**."));
+  g_assert_null (strstr (json, "Let me add"));
+
+  /* The next request sends the answer back without the thinking; with the switch on the
+   * template leaves the generation prompt open for the model to think. */
+  hanashi_engine_scripted_set_reply (NULL);
+  send_text (window, "And 3+3?");
+  wait_until (reply_done, window);
+  g_autofree char *prompt = hanashi_engine_scripted_dup_last_prompt ();
+  g_assert_cmpstr (prompt, ==,
+                   "<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
+                   "<|im_start|>assistant\nThe answer is **4**.<|im_end|>\n"
+                   "<|im_start|>user\nAnd 3+3?<|im_end|>\n"
+                   "<|im_start|>assistant\n");
+  /* A reply without thinking has no section. */
+  g_assert_false (gtk_widget_get_visible (GTK_WIDGET (thinking_section (window, 3))));
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 3)), ==, full_reply);
+
+  /* Switched off, the chat remembers it and the template gets enable_thinking = false. */
+  gtk_toggle_button_set_active (think, FALSE);
+  g_autoptr (HanashiStoredConversation) c = hanashi_store_get_conversation (store, conversation, NULL);
+  g_assert_true (c->thinking_off);
+  send_text (window, "Thanks");
+  wait_until (reply_done, window);
+  g_free (prompt);
+  prompt = hanashi_engine_scripted_dup_last_prompt ();
+  g_assert_true (g_str_has_suffix (prompt, "<|im_start|>user\nThanks<|im_end|>\n"
+                                           "<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  g_assert_null (strstr (prompt, "Let me add"));
+
+  /* A new chat starts with thinking on; the stored chat keeps its own switch. */
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  g_assert_true (gtk_toggle_button_get_active (think));
+  hanashi_window_load_conversation (window, conversation);
+  g_assert_false (gtk_toggle_button_get_active (think));
+  gtk_window_destroy (GTK_WINDOW (window));
+
+  /* The thinking survives a restart, folded, with its time. */
+  window = make_window (app, 1100, 760, TRUE);
+  g_assert_cmpint (hanashi_window_get_conversation_id (window), ==, conversation);
+  g_assert_cmpstr (hanashi_message_get_thinking (message_at (window, 1)), ==, "Let me add 2 and 2.");
+  section = thinking_section (window, 1);
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (section)));
+  g_assert_false (gtk_expander_get_expanded (section));
+  g_assert_true (g_str_has_prefix (gtk_expander_get_label (section), "Thought for"));
+  g_assert_false (gtk_toggle_button_get_active (hanashi_composer_get_think_button (get_composer (window))));
+
+  /* A model whose template has no enable_thinking: no switch, and the request leaves the
+   * variable alone. */
+  hanashi_engine_scripted_set_template (NULL);
+  g_autoptr (GFile) file = g_file_new_for_path (model_path);
+  hanashi_window_open_model (window, file);
+  wait_until (model_loaded, window);
+  settle ();
+  g_assert_false (gtk_widget_get_visible (GTK_WIDGET (hanashi_composer_get_think_button (get_composer (window)))));
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+/* DeepSeek-R1 opens the thinking in its generation prompt: the output has only the end
+ * marker, and the section is open from the first token. */
+static void
+test_thinking_opened_by_prompt (void)
+{
+  static const char *const reply[] = { "Hmm, ", "greetings.", "\n</think>", "\n\nHello!", NULL };
+  hanashi_engine_scripted_set_template (
+    "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|><think>\n{% endif %}");
+  hanashi_engine_scripted_set_reply (reply);
+  hanashi_engine_scripted_hold_at (2);
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  g_assert_false (gtk_widget_get_visible (GTK_WIDGET (hanashi_composer_get_think_button (get_composer (window)))));
+  send_text (window, "Hi");
+  ReplyState st = { window, 1, "Hmm, greetings.", "" };
+  wait_until (reply_reached, &st);
+  GtkExpander *section = thinking_section (window, 1);
+  g_assert_true (gtk_expander_get_expanded (section));
+  g_assert_cmpstr (gtk_expander_get_label (section), ==, "Thinking…");
+  hanashi_engine_scripted_hold_at (-1);
+  wait_until (reply_done, window);
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, "Hello!");
+  g_assert_cmpstr (hanashi_message_get_thinking (message_at (window, 1)), ==, "Hmm, greetings.");
+  g_assert_false (gtk_expander_get_expanded (thinking_section (window, 1)));
+  gtk_window_destroy (GTK_WINDOW (window));
+  hanashi_engine_scripted_set_template (NULL);
+  hanashi_engine_scripted_set_reply (NULL);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1174,6 +1415,8 @@ main (int argc, char **argv)
   g_test_add_func ("/Hanashi/Chat/real-model", test_real_model);
   g_test_add_func ("/Hanashi/Chat/context-overflow", test_context_overflow);
   g_test_add_func ("/Hanashi/Chat/screenshots", test_screenshots);
+  g_test_add_func ("/Hanashi/Chat/thinking", test_thinking);
+  g_test_add_func ("/Hanashi/Chat/thinking-opened-by-prompt", test_thinking_opened_by_prompt);
   int status = g_test_run ();
   g_free (model_path);
   return status;

@@ -83,6 +83,12 @@ test_migrations (Fixture *f, gconstpointer data)
   g_autoptr(HanashiStoredMessage) second = hanashi_store_get_message (store, 3, &error);
   g_assert_false (first->shown);
   g_assert_true (second->shown);
+  /* v4: no thinking in older replies, and older chats keep the Think switch on. */
+  g_assert_cmpstr (second->thinking, ==, "");
+  g_assert_cmpfloat (second->thinking_seconds, ==, 0);
+  g_autoptr(HanashiStoredConversation) old_chat = hanashi_store_get_conversation (store, 1, &error);
+  g_assert_no_error (error);
+  g_assert_false (old_chat->thinking_off);
   g_clear_object (&store);
 
   /* Reopening is a no-op; a newer schema is refused with a clear error. */
@@ -272,12 +278,68 @@ test_branches (Fixture *f, gconstpointer data)
   g_assert_cmpint (((HanashiStoredMessage *) g_ptr_array_index (left, 0))->id, ==, q);
 }
 
+/* A reply's thinking is stored beside its text; later plain updates leave it alone, and
+ * Undo (replace_messages) and imports carry it. */
+static void
+test_thinking (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(HanashiStore) store = hanashi_store_new (f->path, &error);
+  g_assert_no_error (error);
+  gint64 c = hanashi_store_create_conversation (store, "Sums", &error);
+  gint64 q = hanashi_store_add_message (store, c, 0, 0, "user", "2+2?", TRUE, &error);
+  gint64 a = hanashi_store_add_message (store, c, q, 0, "assistant", "", FALSE, &error);
+  g_assert_no_error (error);
+  g_assert_true (hanashi_store_update_reply (store, a, "", "Adding", 0, 2, 0.1, NULL, FALSE, &error));
+  g_assert_true (hanashi_store_update_reply (store, a, "4", "Adding two and two.", 3.5, 9, 1.0, "{}", TRUE, &error));
+  g_autoptr(HanashiStoredMessage) m = hanashi_store_get_message (store, a, &error);
+  g_assert_cmpstr (m->text, ==, "4");
+  g_assert_cmpstr (m->thinking, ==, "Adding two and two.");
+  g_assert_cmpfloat (m->thinking_seconds, ==, 3.5);
+  g_assert_true (m->complete);
+  g_assert_true (hanashi_store_update_message (store, a, "4!", 10, 1.1, NULL, TRUE, &error));
+  g_clear_pointer (&m, hanashi_stored_message_free);
+  m = hanashi_store_get_message (store, a, &error);
+  g_assert_cmpstr (m->text, ==, "4!");
+  g_assert_cmpstr (m->thinking, ==, "Adding two and two.");
+  g_assert_cmpfloat (m->thinking_seconds, ==, 3.5);
+  g_assert_false (hanashi_store_update_reply (store, 999, "x", "y", 1, 1, 1, NULL, TRUE, &error));
+  g_assert_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+
+  /* The Think switch per chat. */
+  g_autoptr(HanashiStoredConversation) conv = hanashi_store_get_conversation (store, c, &error);
+  g_assert_false (conv->thinking_off);
+  g_assert_true (hanashi_store_set_conversation_thinking (store, c, FALSE, &error));
+  g_clear_pointer (&conv, hanashi_stored_conversation_free);
+  conv = hanashi_store_get_conversation (store, c, &error);
+  g_assert_true (conv->thinking_off);
+
+  /* Undo of a deletion and a copy of the chat keep thinking, time and switch. */
+  g_autoptr(GPtrArray) before = hanashi_store_list_messages (store, c, &error);
+  g_assert_true (hanashi_store_delete_message (store, a, &error));
+  g_assert_true (hanashi_store_replace_messages (store, c, before, &error));
+  g_clear_pointer (&m, hanashi_stored_message_free);
+  m = hanashi_store_get_message (store, a, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (m->thinking, ==, "Adding two and two.");
+  g_assert_cmpfloat (m->thinking_seconds, ==, 3.5);
+  gint64 copy = hanashi_store_insert_conversation (store, conv, before, FALSE, &error);
+  g_assert_no_error (error);
+  g_autoptr(GPtrArray) copied = hanashi_store_list_messages (store, copy, &error);
+  g_assert_cmpstr (((HanashiStoredMessage *) g_ptr_array_index (copied, 1))->thinking, ==, "Adding two and two.");
+  g_autoptr(HanashiStoredConversation) copy_conv = hanashi_store_get_conversation (store, copy, &error);
+  g_assert_true (copy_conv->thinking_off);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add ("/store/migrations", Fixture, NULL, fixture_setup, test_migrations, fixture_teardown);
   g_test_add ("/store/crud-search", Fixture, NULL, fixture_setup, test_crud_and_search, fixture_teardown);
+  g_test_add ("/store/thinking", Fixture, NULL, fixture_setup, test_thinking, fixture_teardown);
   g_test_add ("/store/branches", Fixture, NULL, fixture_setup, test_branches, fixture_teardown);
   g_test_add ("/store/alternatives-incomplete", Fixture, NULL, fixture_setup, test_alternatives_and_incomplete, fixture_teardown);
   return g_test_run ();

@@ -528,6 +528,96 @@ test_fuzz_mutations (void)
   g_free (dir);
 }
 
+/* ---- enable_thinking (Qwen3) ---- */
+
+/* The parts of Qwen3's template that matter here: earlier answers lose their thinking, and
+ * enable_thinking = false closes an empty thinking block in the generation prompt. */
+static const char qwen3_style[] =
+  "{%- for message in messages %}\n"
+  "{%- if message.role == 'assistant' %}\n"
+  "{%- set content = message.content %}\n"
+  "{%- if '</think>' in content %}\n"
+  "{%- set content = content.split('</think>')[-1].lstrip('\\n') %}\n"
+  "{%- endif %}\n"
+  "{{- '<|im_start|>assistant\\n' + content + '<|im_end|>\\n' }}\n"
+  "{%- else %}\n"
+  "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}\n"
+  "{%- endif %}\n"
+  "{%- endfor %}\n"
+  "{%- if add_generation_prompt %}\n"
+  "{{- '<|im_start|>assistant\\n' }}\n"
+  "{%- if enable_thinking is defined and enable_thinking is false %}\n"
+  "{{- '<think>\\n\\n</think>\\n\\n' }}\n"
+  "{%- endif %}\n"
+  "{%- endif %}\n";
+
+static char *
+render_thinking (const HnChatTemplate *t, HnChatThinking thinking, const char *extra_json)
+{
+  static const char msgs[] =
+    "[{\"role\":\"user\",\"content\":\"2+2?\"},"
+    "{\"role\":\"assistant\",\"content\":\"<think>\\nadd them\\n</think>\\n\\n4\"},"
+    "{\"role\":\"user\",\"content\":\"3+3?\"}]";
+  HnJson *messages = hn_json_parse (msgs, strlen (msgs), NULL);
+  HnJson *extra = extra_json ? hn_json_parse (extra_json, strlen (extra_json), NULL) : NULL;
+  HnChatRenderOptions o = { .messages = messages, .add_generation_prompt = true, .extra = extra,
+                            .enable_thinking = thinking };
+  HnError err = { 0 };
+  char *out = hn_chat_template_render (t, &o, NULL, &err);
+  g_assert_nonnull (out);
+  hn_json_free (messages);
+  hn_json_free (extra);
+  return out;
+}
+
+static void
+test_enable_thinking (void)
+{
+  HnError err = { 0 };
+  HnChatTemplate *t = hn_chat_template_new (qwen3_style, strlen (qwen3_style), &err);
+  g_assert_nonnull (t);
+  g_assert_true (hn_chat_template_uses_variable (t, "enable_thinking"));
+  g_assert_false (hn_chat_template_uses_variable (t, "tools"));
+
+  const char *history =
+    "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>\n"
+    "<|im_start|>user\n3+3?<|im_end|>\n<|im_start|>assistant\n";
+  char *unset = render_thinking (t, HN_CHAT_THINKING_UNSET, NULL);
+  g_assert_cmpstr (unset, ==, history);
+  char *on = render_thinking (t, HN_CHAT_THINKING_ON, NULL);
+  g_assert_cmpstr (on, ==, history);
+  char *off = render_thinking (t, HN_CHAT_THINKING_OFF, NULL);
+  char *expected_off = g_strconcat (history, "<think>\n\n</think>\n\n", NULL);
+  g_assert_cmpstr (off, ==, expected_off);
+  /* Through extra, as any variable; the option wins over it. */
+  char *extra_off = render_thinking (t, HN_CHAT_THINKING_UNSET, "{\"enable_thinking\": false}");
+  g_assert_cmpstr (extra_off, ==, expected_off);
+  char *option_wins = render_thinking (t, HN_CHAT_THINKING_ON, "{\"enable_thinking\": false}");
+  g_assert_cmpstr (option_wins, ==, history);
+  free (unset); free (on); free (off); free (extra_off); free (option_wins);
+  g_free (expected_off);
+  hn_chat_template_free (t);
+
+  /* Only a variable read in an expression counts: not text, not an attribute, not a
+   * string; a macro's body or default does. */
+  static const struct { const char *src; gboolean uses; } cases[] = {
+    { "{{ messages[0].content }}enable_thinking", FALSE },
+    { "{% set ns = namespace(enable_thinking=true) %}{{ ns.enable_thinking }}", FALSE },
+    { "{{ 'enable_thinking' }}{# enable_thinking #}", FALSE },
+    { "{% macro m(x=enable_thinking) %}{{ x }}{% endmacro %}{{ m() }}", TRUE },
+    { "{% macro m() %}{% if not enable_thinking %}no{% endif %}{% endmacro %}", TRUE },
+    { "{% for m in messages if enable_thinking | default(true) %}{{ m }}{% endfor %}", TRUE },
+    { "{{ x if y else (enable_thinking is false) }}", TRUE },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    HnChatTemplate *c = hn_chat_template_new (cases[i].src, strlen (cases[i].src), &err);
+    g_assert_nonnull (c);
+    if (hn_chat_template_uses_variable (c, "enable_thinking") != cases[i].uses)
+      g_error ("uses_variable wrong for: %s", cases[i].src);
+    hn_chat_template_free (c);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -541,6 +631,7 @@ main (int argc, char **argv)
   g_test_add_func ("/chat-template/errors", test_errors_with_positions);
   g_test_add_func ("/chat-template/limits", test_limits);
   g_test_add_func ("/chat-template/fallback", test_fallback);
+  g_test_add_func ("/chat-template/enable-thinking", test_enable_thinking);
   g_test_add_func ("/chat-template/now-default", test_now_default);
   g_test_add_func ("/chat-template/locale", test_locale_independent);
   g_test_add_func ("/chat-template/fuzz-random", test_fuzz_random);

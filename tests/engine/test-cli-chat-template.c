@@ -228,6 +228,28 @@ test_errors (void)
   g_assert_nonnull (strstr (r.err, "line 1, column"));
   run_free (&r);
 
+  /* --enable-thinking defines the variable (true or false only); without it, undefined. */
+  g_assert_true (g_file_set_contents (mpath, msgs, -1, NULL));
+  g_assert_true (g_file_set_contents (tpath, "{{ enable_thinking if enable_thinking is defined else 'unset' }}", -1, NULL));
+  r = run_cli (a1);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpstr (r.out, ==, "unset");
+  run_free (&r);
+  const char *a3[] = { "--template", tpath, "--messages", mpath, "--enable-thinking", "false", NULL };
+  r = run_cli (a3);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpstr (r.out, ==, "False");
+  run_free (&r);
+  a3[5] = "true";
+  r = run_cli (a3);
+  g_assert_cmpstr (r.out, ==, "True");
+  run_free (&r);
+  a3[5] = "yes";
+  r = run_cli (a3);
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_nonnull (strstr (r.err, "--enable-thinking takes true or false"));
+  run_free (&r);
+
   /* No trailing newline is added, and a template without one keeps it that way. */
   g_assert_true (g_file_set_contents (mpath, msgs, -1, NULL));
   g_assert_true (g_file_set_contents (tpath, "{{ messages[0].content }}!", -1, NULL));

@@ -399,6 +399,8 @@ test_load_info (Fixture *f, gconstpointer data)
   g_assert_cmpuint (info->n_batch, ==, 256); /* the default 512, no more than the context */
   g_assert_cmpuint (info->n_ctx_train, ==, 2048);
   g_assert_cmpuint (info->n_vocab, ==, 32000);
+  g_assert_false (info->thinking_switch);
+  g_assert_false (info->reply_opens_thinking);
   g_assert_true (g_str_has_suffix (info->path, LLAMA));
   g_assert_nonnull (info->name);
   g_assert_cmpfloat (f->last_progress, ==, 1.0);
@@ -616,6 +618,67 @@ test_template (Fixture *f, gconstpointer data)
   int32_t n_chatml = 0;
   g_autofree int32_t *d = tokenize (LLAMA, prompt, false, &n_chatml);
   g_assert_cmpuint (f->stats.n_prompt, ==, (guint) n_chatml);
+  g_unlink (path);
+}
+
+static gint
+count_with_thinking (Fixture *f, HanashiGenerateRequest *req, HanashiThinking thinking)
+{
+  gint counted = -2;
+  hanashi_generate_request_set_thinking (req, thinking);
+  hanashi_engine_count_tokens_async (f->engine, req, NULL, test_count_tokens_done, &counted);
+  while (counted == -2)
+    g_main_context_iteration (NULL, TRUE);
+  return counted;
+}
+
+static void
+load_templated (Fixture *f, const char *tmpl, char **path)
+{
+  *path = model_with_template (LLAMA, tmpl, f->session_dir);
+  f->load_finished = FALSE;
+  hanashi_engine_load_model_async (f->engine, *path, 256, 1, NULL, load_done, f);
+  while (!f->load_finished)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_no_error (f->load_error);
+}
+
+/* A template that reads enable_thinking gets the request's value (Qwen3 closes an empty
+ * thinking block when it is false), and the model info says it can; a template whose
+ * generation prompt opens the thinking (DeepSeek-R1) is recognised. */
+static void
+test_template_thinking (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autofree char *path = NULL;
+  load_templated (f,
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n"
+      "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}"
+      "{% endif %}", &path);
+  const HanashiModelInfo *info = hanashi_engine_get_model_info (f->engine);
+  g_assert_true (info->thinking_switch);
+  g_assert_false (info->reply_opens_thinking);
+  g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("t");
+  hanashi_generate_request_add_message (req, HANASHI_ROLE_USER, "Why is the sky blue?");
+  gint by_default = count_with_thinking (f, req, HANASHI_THINKING_DEFAULT);
+  gint on = count_with_thinking (f, req, HANASHI_THINKING_ON);
+  gint off = count_with_thinking (f, req, HANASHI_THINKING_OFF);
+  g_assert_cmpint (by_default, >, 0);
+  g_assert_cmpint (on, ==, by_default);
+  int32_t n_block = 0;
+  g_autofree int32_t *block = tokenize (LLAMA, "<think>\n\n</think>\n\n", false, &n_block);
+  g_assert_cmpint (off, >, on);
+  g_assert_cmpint (off, <=, on + n_block);
+  g_unlink (path);
+  g_free (g_steal_pointer (&path));
+
+  load_templated (f,
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+      "{% if add_generation_prompt %}<assistant><think>\n{% endif %}", &path);
+  info = hanashi_engine_get_model_info (f->engine);
+  g_assert_false (info->thinking_switch);
+  g_assert_true (info->reply_opens_thinking);
   g_unlink (path);
 }
 
@@ -1278,6 +1341,7 @@ main (int argc, char **argv)
   g_test_add ("/engine-model/count-tokens", Fixture, NULL, fixture_setup, test_count_tokens, fixture_teardown);
   g_test_add ("/engine-model/cfg", Fixture, NULL, fixture_setup, test_cfg, fixture_teardown);
   g_test_add ("/engine-model/template", Fixture, NULL, fixture_setup, test_template, fixture_teardown);
+  g_test_add ("/engine-model/template-thinking", Fixture, NULL, fixture_setup, test_template_thinking, fixture_teardown);
   g_test_add ("/engine-model/cancel", Fixture, NULL, fixture_setup, test_cancel, fixture_teardown);
   g_test_add_func ("/engine-model/backend-cancel", test_backend_cancel);
   g_test_add ("/engine-model/failed-load-keeps-model", Fixture, NULL, fixture_setup, test_failed_load_keeps_model, fixture_teardown);
