@@ -45,6 +45,7 @@ struct HnVocab {
   int32_t byte_token[256]; /* SPM: <0xXX>; BPE: the single byte-level character */
   int32_t bos, eos, eot, eom, pad, unk;
   bool add_bos, add_eos, add_space_prefix, ignore_merges;
+  bool normalize_nfc; /* plain text is put in Normalization Form C before splitting (qwen2) */
   uint8_t *eog; /* per token flag */
   /* parse_special candidates grouped by first byte, longest first within a group (ties:
    * lower id): those starting with byte b are specials[special_start[b] .. special_start[b + 1]).

@@ -209,6 +209,7 @@ static const struct {
   HnPreType pre;
   bool add_bos;       /* default for tokenizer.ggml.add_bos_token */
   bool ignore_merges; /* look the whole piece up before merging */
+  bool nfc;           /* the original tokenizer normalizes the text to NFC first (Qwen's) */
 } pre_names[] = {
   { "default", HN_PRE_DEFAULT, false, false },
   { "gpt-2", HN_PRE_GPT2, false, false },          { "gpt2", HN_PRE_GPT2, false, false },
@@ -223,7 +224,7 @@ static const struct {
   { "llama-bpe", HN_PRE_LLAMA3, true, true },      { "llama3", HN_PRE_LLAMA3, true, true },
   { "llama-v3", HN_PRE_LLAMA3, true, true },       { "falcon3", HN_PRE_LLAMA3, true, true },
   { "dbrx", HN_PRE_LLAMA3, false, false },         { "smaug-bpe", HN_PRE_LLAMA3, false, false },
-  { "qwen2", HN_PRE_QWEN2, false, false },         { "deepseek-r1-qwen", HN_PRE_QWEN2, false, false },
+  { "qwen2", HN_PRE_QWEN2, false, false, true },   { "deepseek-r1-qwen", HN_PRE_QWEN2, false, false, true },
   { "megrez", HN_PRE_QWEN2, false, false },
   { "falcon", HN_PRE_FALCON, false, false },
   { "deepseek-coder", HN_PRE_DEEPSEEK_CODER, false, false },
@@ -417,6 +418,7 @@ hn_vocab_load(const HnGguf *gguf, HnError *err)
         if (hn_str_eq(pre, pre_names[i].name)) {
           v->pre = pre_names[i].pre;
           v->ignore_merges = pre_names[i].ignore_merges;
+          v->normalize_nfc = pre_names[i].nfc;
           add_bos_default = pre_names[i].add_bos;
           snprintf(v->pre_name, sizeof v->pre_name, "%s", pre_names[i].name);
           known = true;
@@ -695,6 +697,17 @@ tokenize_plain(const HnVocab *v, const char *text, size_t len, bool first, int32
     return n;
   if (v->type == HN_VOCAB_SPM)
     return hn_tokenize_spm(v, text, len, v->add_space_prefix && first, out, n, n_max);
+  if (v->normalize_nfc) {
+    char *normalized;
+    int64_t n_normalized = hn_utf8_nfc(text, len, &normalized);
+    if (n_normalized < 0)
+      return -1;
+    if (normalized != NULL) {
+      n = hn_tokenize_bpe(v, normalized, (size_t)n_normalized, out, n, n_max);
+      free(normalized);
+      return n;
+    }
+  }
   return hn_tokenize_bpe(v, text, len, out, n, n_max);
 }
 

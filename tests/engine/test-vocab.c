@@ -635,7 +635,7 @@ load_small_bpe (const char *dir, const char *pre)
 }
 
 /* The split reaches the merges: gpt-4o cuts "HelloWorld" between o and W, so the merge "oW"
- * cannot apply; qwen2 keeps digits apart, so "12" cannot either.  Qwen3's <|im_end|> and
+ * cannot apply; qwen2 keeps digits apart, so "12" cannot either, and normalizes to NFC.  Qwen3's <|im_end|> and
  * <|endoftext|> and Phi's <|end|> end generation; <|im_end|> is the end of turn. */
 static void
 test_bpe_splits_end_to_end (void)
@@ -659,6 +659,12 @@ test_bpe_splits_end_to_end (void)
     g_assert_cmpint (len, ==, (int64_t) strlen (cases[i].text));
     g_assert_cmpint (memcmp (buf, cases[i].text, (size_t) len), ==, 0);
     g_array_unref (ids);
+    /* qwen2 puts the text in NFC first (Qwen's tokenizer does): e + U+0301 is é there */
+    GArray *composed = tokenize (v, "caf\u00e9", strlen ("caf\u00e9"), false, false);
+    GArray *decomposed = tokenize (v, "cafe\u0301", strlen ("cafe\u0301"), false, false);
+    g_assert_cmpint (ids_equal (composed, decomposed), ==, strcmp (cases[i].pre, "qwen2") == 0);
+    g_array_unref (composed);
+    g_array_unref (decomposed);
     int32_t im_end = hn_vocab_find_token (v, "<|im_end|>");
     g_assert_true (hn_vocab_is_eog (v, im_end));
     g_assert_true (hn_vocab_is_eog (v, hn_vocab_find_token (v, "<|endoftext|>")));
