@@ -260,9 +260,10 @@ hn_utf8_nfc(const char *s, size_t len, char **out)
   }
   if (!needed)
     return (int64_t)len;
-  /* A canonical decomposition is at most 4 code points per code point; an invalid byte is
-   * kept as 0x80000000 | byte. */
-  uint32_t *cps = malloc(sizeof(uint32_t) * (4 * len + 1));
+  /* A code point of k >= 2 bytes decomposes into at most 4 code points (at most 1.5 per
+   * byte in Unicode 15), ASCII and invalid bytes into 1: 2 per byte is enough.  An invalid
+   * byte is kept as 0x80000000 | byte. */
+  uint32_t *cps = malloc(sizeof(uint32_t) * (2 * len + 1));
   if (cps == NULL)
     return -1;
   size_t n = 0;
