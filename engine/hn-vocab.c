@@ -151,6 +151,8 @@ hn_vocab_free(HnVocab *vocab)
   free(vocab->merges);
   free(vocab->eog);
   free(vocab->specials);
+  free(vocab->special_lens);
+  free(vocab->special_table);
   free(vocab);
 }
 
@@ -262,6 +264,58 @@ is_eog_name(const char *s, size_t len)
     if (strlen(names[i]) == len && memcmp(names[i], s, len) == 0)
       return true;
   return false;
+}
+
+static struct HnSpecialSlot *
+special_slot(const HnVocab *v, const char *s, size_t len)
+{
+  uint64_t slot = hn_vocab_hash_bytes(s, len) & v->special_table_mask;
+  for (;;) {
+    struct HnSpecialSlot *e = &v->special_table[slot];
+    if (e->any < 0)
+      return e;
+    const HnVocabToken *t = &v->tokens[e->any];
+    if (t->text_len == len && memcmp(v->text + t->text_off, s, len) == 0)
+      return e;
+    slot = (slot + 1) & v->special_table_mask;
+  }
+}
+
+/* The hashed form of the large special-token groups (see HnVocab).  v->specials is sorted
+ * by first byte, then longest first, then id, so the first token seen with a text has the
+ * lowest id. */
+static bool
+build_special_table(HnVocab *v)
+{
+  uint64_t cap = 16;
+  while (cap < (uint64_t)v->n_specials * 2)
+    cap <<= 1;
+  v->special_table = malloc(sizeof *v->special_table * cap);
+  v->special_lens = malloc(sizeof(uint32_t) * ((size_t)v->n_specials + 1));
+  if (v->special_table == NULL || v->special_lens == NULL)
+    return false;
+  v->special_table_mask = cap - 1;
+  for (uint64_t k = 0; k < cap; k++)
+    v->special_table[k] = (struct HnSpecialSlot){ -1, -1 };
+  int32_t n_lens = 0;
+  for (int b = 0; b < 256; b++) {
+    v->special_len_start[b] = n_lens;
+    if (v->special_start[b + 1] - v->special_start[b] <= HN_SPECIALS_SCANNED)
+      continue;
+    for (int32_t k = v->special_start[b]; k < v->special_start[b + 1]; k++) {
+      int32_t id = v->specials[k];
+      const HnVocabToken *t = &v->tokens[id];
+      if (n_lens == v->special_len_start[b] || v->special_lens[n_lens - 1] != t->text_len)
+        v->special_lens[n_lens++] = t->text_len;
+      struct HnSpecialSlot *e = special_slot(v, v->text + t->text_off, t->text_len);
+      if (e->any < 0)
+        e->any = id;
+      if (e->user < 0 && t->type == HN_TOKEN_TYPE_USER_DEFINED)
+        e->user = id;
+    }
+  }
+  v->special_len_start[256] = n_lens;
+  return true;
 }
 
 static int
@@ -606,6 +660,10 @@ hn_vocab_load(const HnGguf *gguf, HnError *err)
   v->special_start[0] = 0;
   for (int b = 0; b < 256; b++)
     v->special_start[b + 1] = v->special_start[b] + per_byte[b];
+  if (!build_special_table(v)) {
+    hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+    goto fail;
+  }
   return v;
 
 fail:
@@ -715,6 +773,19 @@ static int32_t
 match_special(const HnVocab *v, const char *text, size_t len, bool parse_special)
 {
   unsigned char c = (unsigned char)text[0];
+  if (v->special_start[c + 1] - v->special_start[c] > HN_SPECIALS_SCANNED) {
+    /* one lookup per distinct length, longest first */
+    for (int32_t k = v->special_len_start[c]; k < v->special_len_start[c + 1]; k++) {
+      uint32_t l = v->special_lens[k];
+      if (l > len)
+        continue;
+      const struct HnSpecialSlot *e = special_slot(v, text, l);
+      int32_t id = parse_special ? e->any : e->user;
+      if (id >= 0)
+        return id;
+    }
+    return -1;
+  }
   for (int32_t k = v->special_start[c]; k < v->special_start[c + 1]; k++) {
     const HnVocabToken *t = &v->tokens[v->specials[k]];
     if (t->text_len <= len && (parse_special || t->type == HN_TOKEN_TYPE_USER_DEFINED) &&

@@ -449,17 +449,27 @@ static const struct {
   { "\u2581Hello", -26, 1 },
 };
 
+#define GEMMA_LIKE_UNUSED 40
+
 /* Writes the Gemma-like vocabulary; add_space_prefix: "false" as Gemma files set it, or
- * NULL for no key (SentencePiece's default, a prefix). */
+ * NULL for no key (SentencePiece's default, a prefix).  Like Gemma's, it ends with many
+ * control tokens <unusedN>: the special tokens starting with '<' are then too many to scan
+ * and are looked up by length (both ways must find the same tokens). */
 static HnVocab *
 load_gemma_like (const char *dir, const char *add_space_prefix)
 {
   HnError err = { 0 };
-  size_t n_fixed = G_N_ELEMENTS (gemma_like), n = n_fixed + 256;
+  size_t n_fixed = G_N_ELEMENTS (gemma_like), n = n_fixed + 256 + GEMMA_LIKE_UNUSED;
   const char **texts = g_new0 (const char *, n);
   float *scores = g_new0 (float, n);
   int32_t *types = g_new0 (int32_t, n);
   char *bytes = g_malloc0 (256 * 8); /* "<0xNN>" for every byte */
+  char *unused = g_malloc0 (GEMMA_LIKE_UNUSED * 16);
+  for (int i = 0; i < GEMMA_LIKE_UNUSED; i++) {
+    g_snprintf (unused + 16 * i, 16, "<unused%d>", i);
+    texts[n_fixed + 256 + (size_t) i] = unused + 16 * i;
+    types[n_fixed + 256 + (size_t) i] = HN_TOKEN_TYPE_CONTROL;
+  }
   for (size_t i = 0; i < n_fixed; i++) {
     texts[i] = gemma_like[i].text;
     scores[i] = gemma_like[i].score;
@@ -492,6 +502,7 @@ load_gemma_like (const char *dir, const char *add_space_prefix)
   g_free (scores);
   g_free (types);
   g_free (bytes);
+  g_free (unused);
   HnVocab *v = load_vocab (path);
   g_unlink (path);
   return v;
@@ -560,6 +571,11 @@ test_gemma_spm (void)
   check_pieces (v, "<eos>", true, parsed);
   const char *const turn[] = { "<start_of_turn>", "u", "s", "e", "r", "\n", "H", "i", "<end_of_turn>", "\n", NULL };
   check_pieces (v, "<start_of_turn>user\nHi<end_of_turn>\n", true, turn);
+  /* the longest special token wins: <unused3> and <unused39> share a beginning */
+  const char *const unused[] = { "<unused39>", "<unused3>", "x", "<table>", NULL };
+  check_pieces (v, "<unused39><unused3>x<table>", true, unused);
+  const char *const unused_text[] = { "<", "u", "<0x6E>", "u", "s", "e", "d", "<0x33>", ">", NULL };
+  check_pieces (v, "<unused3>", false, unused_text);
   /* BOS as the file asks; end of generation: <eos> and <end_of_turn>, not <start_of_turn> */
   GArray *with_bos = tokenize (v, "Hello", 5, true, false);
   g_assert_cmpuint (with_bos->len, ==, 2);
