@@ -68,6 +68,9 @@ struct HnVocab {
     int32_t any, user; /* any = -1: empty slot */
   } *special_table;
   uint64_t special_table_mask;
+  /* per large group: bitmap of the second bytes of its tokens; a text whose second byte is
+   * not there can only match a one-byte token (Gemma's 30 space runs vs. " the") */
+  uint32_t special_second_byte[256][8];
   /* SPM: hashes of every pair of neighbouring characters inside some token (0 = empty) */
   uint64_t *spm_pairs;
   uint64_t spm_pairs_mask;

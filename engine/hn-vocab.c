@@ -307,6 +307,10 @@ build_special_table(HnVocab *v)
       const HnVocabToken *t = &v->tokens[id];
       if (n_lens == v->special_len_start[b] || v->special_lens[n_lens - 1] != t->text_len)
         v->special_lens[n_lens++] = t->text_len;
+      if (t->text_len >= 2) {
+        unsigned char second = (unsigned char)v->text[t->text_off + 1];
+        v->special_second_byte[b][second >> 5] |= 1u << (second & 31);
+      }
       struct HnSpecialSlot *e = special_slot(v, v->text + t->text_off, t->text_len);
       if (e->any < 0)
         e->any = id;
@@ -775,9 +779,11 @@ match_special(const HnVocab *v, const char *text, size_t len, bool parse_special
   unsigned char c = (unsigned char)text[0];
   if (v->special_start[c + 1] - v->special_start[c] > HN_SPECIALS_SCANNED) {
     /* one lookup per distinct length, longest first */
+    unsigned char second = len >= 2 ? (unsigned char)text[1] : 0;
+    bool longer_possible = len >= 2 && (v->special_second_byte[c][second >> 5] & (1u << (second & 31)));
     for (int32_t k = v->special_len_start[c]; k < v->special_len_start[c + 1]; k++) {
       uint32_t l = v->special_lens[k];
-      if (l > len)
+      if (l > len || (l >= 2 && !longer_possible))
         continue;
       const struct HnSpecialSlot *e = special_slot(v, text, l);
       int32_t id = parse_special ? e->any : e->user;

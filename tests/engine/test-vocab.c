@@ -450,6 +450,7 @@ static const struct {
 };
 
 #define GEMMA_LIKE_UNUSED 40
+#define GEMMA_LIKE_TILDES 17
 
 /* Writes the Gemma-like vocabulary; add_space_prefix: "false" as Gemma files set it, or
  * NULL for no key (SentencePiece's default, a prefix).  Like Gemma's, it ends with many
@@ -459,7 +460,7 @@ static HnVocab *
 load_gemma_like (const char *dir, const char *add_space_prefix)
 {
   HnError err = { 0 };
-  size_t n_fixed = G_N_ELEMENTS (gemma_like), n = n_fixed + 256 + GEMMA_LIKE_UNUSED;
+  size_t n_fixed = G_N_ELEMENTS (gemma_like), n = n_fixed + 256 + GEMMA_LIKE_UNUSED + GEMMA_LIKE_TILDES;
   const char **texts = g_new0 (const char *, n);
   float *scores = g_new0 (float, n);
   int32_t *types = g_new0 (int32_t, n);
@@ -469,6 +470,17 @@ load_gemma_like (const char *dir, const char *add_space_prefix)
     g_snprintf (unused + 16 * i, 16, "<unused%d>", i);
     texts[n_fixed + 256 + (size_t) i] = unused + 16 * i;
     types[n_fixed + 256 + (size_t) i] = HN_TOKEN_TYPE_CONTROL;
+  }
+  /* not Gemma's: a large group of user-defined tokens with a one-byte member, "~" and "~1"
+   * ... "~16" */
+  char *tildes = g_malloc0 (GEMMA_LIKE_TILDES * 8);
+  for (int i = 0; i < GEMMA_LIKE_TILDES; i++) {
+    if (i > 0)
+      g_snprintf (tildes + 8 * i, 8, "~%d", i);
+    else
+      strcpy (tildes, "~");
+    texts[n_fixed + 256 + GEMMA_LIKE_UNUSED + (size_t) i] = tildes + 8 * i;
+    types[n_fixed + 256 + GEMMA_LIKE_UNUSED + (size_t) i] = HN_TOKEN_TYPE_USER_DEFINED;
   }
   for (size_t i = 0; i < n_fixed; i++) {
     texts[i] = gemma_like[i].text;
@@ -503,6 +515,7 @@ load_gemma_like (const char *dir, const char *add_space_prefix)
   g_free (types);
   g_free (bytes);
   g_free (unused);
+  g_free (tildes);
   HnVocab *v = load_vocab (path);
   g_unlink (path);
   return v;
@@ -576,6 +589,8 @@ test_gemma_spm (void)
   check_pieces (v, "<unused39><unused3>x<table>", true, unused);
   const char *const unused_text[] = { "<", "u", "<0x6E>", "u", "s", "e", "d", "<0x33>", ">", NULL };
   check_pieces (v, "<unused3>", false, unused_text);
+  const char *const tilde[] = { "a", "~", "b", "~12", "x", "~1", NULL };
+  check_pieces (v, "a~b~12x~1", false, tilde);
   /* BOS as the file asks; end of generation: <eos> and <end_of_turn>, not <start_of_turn> */
   GArray *with_bos = tokenize (v, "Hello", 5, true, false);
   g_assert_cmpuint (with_bos->len, ==, 2);
