@@ -347,6 +347,11 @@ test_store_read_only (void)
   /* Sending says which file and why, and keeps the text. */
   load_model (window, model_path);
   assert_send_refused (window, "Still there?", reason);
+  /* Try Again while it still cannot be written: the history stays. */
+  gtk_widget_activate (find_button (GTK_WIDGET (get_banner (window)), "Try Again"));
+  g_assert_true (hanashi_store_is_read_only (hanashi_window_get_store (window)));
+  g_assert_nonnull (strstr (hanashi_store_banner_get_text (get_banner (window)), reason));
+  g_assert_cmpuint (n_messages (window), ==, 2);
   become_root_again ();
   g_assert_cmpint (count_rows ("SELECT COUNT(*) FROM messages"), ==, messages_before);
 
