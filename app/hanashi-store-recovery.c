@@ -186,13 +186,11 @@ hanashi_store_banner_new (void)
 
 void
 hanashi_store_banner_set_problem (HanashiStoreBanner *self,
-                                  const GError       *problem,
-                                  gboolean            can_retry)
+                                  const GError       *problem)
 {
   g_return_if_fail (HANASHI_IS_STORE_BANNER (self));
   gtk_widget_set_visible (GTK_WIDGET (self), problem != NULL);
   gtk_label_set_text (self->label, problem ? problem->message : "");
-  gtk_widget_set_visible (self->retry_button, problem != NULL && can_retry);
   gtk_widget_set_visible (self->fresh_button,
                           g_error_matches (problem, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_CORRUPT));
 }

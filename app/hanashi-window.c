@@ -215,7 +215,7 @@ apply_store_problem (HanashiWindow *self,
 {
   g_clear_error (&self->store_problem);
   self->store_problem = problem;
-  hanashi_store_banner_set_problem (self->store_banner, problem, TRUE);
+  hanashi_store_banner_set_problem (self->store_banner, problem);
   if (g_error_matches (problem, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_BUSY) &&
       self->store_retry_source == 0 && self->store_cancellable == NULL)
     self->store_retry_source = g_timeout_add_seconds (STORE_RETRY_INTERVAL_S, retry_store_timeout, self);
