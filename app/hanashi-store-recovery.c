@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <glib/gi18n.h>
 #include <glib/gstdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "hanashi-store-recovery.h"
@@ -43,7 +44,15 @@ describe_reason (const char   *path,
       default:
         break;
       }
-  return g_strdup (error->message);
+  /* The store's own sentence, without its full stop: it ends the caller's sentence. */
+  {
+    char *reason = g_strdup (error->message);
+    if (g_str_has_suffix (reason, "。"))
+      reason[strlen (reason) - strlen ("。")] = '\0';
+    else if (g_str_has_suffix (reason, "."))
+      reason[strlen (reason) - 1] = '\0';
+    return reason;
+  }
 }
 
 HanashiStore *
