@@ -198,7 +198,8 @@ HanashiEngineState  hanashi_engine_get_state        (HanashiEngine *self);
 /* NULL when no model is loaded.  Owned by the engine; copy to keep. */
 const HanashiModelInfo *hanashi_engine_get_model_info (HanashiEngine *self);
 
-/* Loads a model, replacing (and cancelling work on) the current one.  Progress via
+/* Loads a model, replacing (and cancelling work on) the current one once the new one has
+ * loaded: when it fails, the current model stays loaded and usable.  Progress via
  * "load-progress".  n_ctx 0 = model's training context capped at 4096; n_threads 0 = auto. */
 void     hanashi_engine_load_model_async  (HanashiEngine       *self,
                                            const char          *path,
