@@ -318,7 +318,7 @@ hanashi_engine_scripted_dup_last_prompt (void)
 }
 
 void
-hanashi_engine_template_traits (const void *tmpl, const char *bos, const char *eos, HanashiModelInfo *info)
+hanashi_engine_template_traits (const HnChatTemplate *tmpl, const char *bos, const char *eos, HanashiModelInfo *info)
 {
   info->thinking_switch = FALSE;
   info->reply_opens_thinking = FALSE;
