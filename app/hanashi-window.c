@@ -560,14 +560,18 @@ set_request_thinking (HanashiWindow          *self,
                                                 ? HANASHI_THINKING_ON : HANASHI_THINKING_OFF);
 }
 
-/* Whether a reply starts inside the thinking: the template's generation prompt opened it
- * (DeepSeek-R1), unless the user switched thinking off. */
-static gboolean
-reply_starts_in_thinking (HanashiWindow *self)
+/* Where a reply starts: inside the thinking when the template's generation prompt opened it
+ * (DeepSeek-R1) and the user did not switch thinking off; otherwise a leading marker opens
+ * it, and, for templates that know thinking, a lone end marker closes one. */
+static HnThinkStart
+reply_start (HanashiWindow *self)
 {
   const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
-  return info != NULL && info->reply_opens_thinking
-         && !(info->thinking_switch && !hanashi_composer_get_thinking (self->composer));
+  if (info == NULL)
+    return HN_THINK_START_ANSWER;
+  if (info->reply_opens_thinking && !(info->thinking_switch && !hanashi_composer_get_thinking (self->composer)))
+    return HN_THINK_START_INSIDE;
+  return info->thinking_aware ? HN_THINK_START_AUTO : HN_THINK_START_ANSWER;
 }
 
 static void
@@ -811,7 +815,7 @@ start_reply (HanashiWindow  *self,
   message = hanashi_message_new (id, "assistant", "");
   hanashi_message_set_parent_id (message, parent_id);
   hanashi_message_set_complete (message, FALSE);
-  hanashi_message_begin_output (message, reply_starts_in_thinking (self));
+  hanashi_message_begin_output (message, reply_start (self));
   alternatives = hanashi_store_list_alternatives (self->store, id, NULL);
   if (alternatives != NULL)
     hanashi_message_set_alternatives (message, alternatives->len - 1, alternatives->len);

@@ -88,6 +88,9 @@ typedef struct {
   /* The template's generation prompt opens a thinking block (DeepSeek-R1), so a reply
    * starts inside the thinking and shows only its end marker. */
   gboolean reply_opens_thinking;
+  /* The template mentions a closing thinking marker (it strips old thinking, as R1's and
+   * Qwen3's do): a reply's lone "</think>" ends a thinking whose start the prompt wrote. */
+  gboolean thinking_aware;
 } HanashiModelInfo;
 
 GType hanashi_model_info_get_type (void) G_GNUC_CONST;
