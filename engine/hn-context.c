@@ -7,6 +7,7 @@
 #include "hn-context.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -414,6 +415,23 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
 {
   const HnModel *m = c->model;
   int E = m->n_embd, kv_dim = m->n_head_kv * m->head_dim, F = m->n_ff, Q = m->n_head * m->head_dim;
+  /* a query must not land where the sliding-window keys it would see were handed on */
+  if (hn_kv_cache_window(c->kv) > 0) {
+    int32_t first[HN_KV_MAX_SEQ];
+    for (int s = 0; s < HN_KV_MAX_SEQ; s++)
+      first[s] = INT32_MAX;
+    for (int t = 0; t < nt; t++)
+      if (pos[t] < first[seq[t]])
+        first[seq[t]] = pos[t];
+    for (int s = 0; s < HN_KV_MAX_SEQ; s++) {
+      int32_t resume = first[s] == INT32_MAX ? 0 : hn_kv_cache_seq_resume_min(c->kv, s);
+      if (first[s] < resume)
+        return hn_error_set(err, HN_ERR_INVALID_ARG,
+                            "position %d of sequence %d cannot be evaluated: the sliding-window keys "
+                            "before it were already reused (evaluation can go on from position %d; "
+                            "clear the sequence to start over)", first[s], s, resume);
+    }
+  }
   if (!hn_kv_cache_find_slot(c->kv, nt, pos, seq, c->cells, err))
     return false;
   size_t erow = hn_type_row_bytes(m->tok_embd->type, E);
