@@ -37,5 +37,7 @@ struct HnModel {
   const HnGgufTensor *tok_embd, *output;
   float *out_norm;
   HnLayer *layers;
+  bool *layer_sliding; /* n_layer, for hn_model_describe */
+  int n_expert, n_expert_used;
   int64_t n_params;
 };
