@@ -49,9 +49,9 @@ print_particulars(const HnModel *model)
   printf("rope: %s, base %.9g, %d of %d dimensions", d.neox_rope ? "neox" : "normal", d.rope_base,
          d.rope_dims, d.head_dim);
   if (d.rope_linear_factor != 1.0f)
-    printf(", linear scaling %g", d.rope_linear_factor);
+    printf(", linear scaling %g%s", d.rope_linear_factor, d.rope_local_base > 0.0f ? " (global layers)" : "");
   if (d.rope_local_base > 0.0f)
-    printf(" (global layers), sliding layers base %.9g unscaled", d.rope_local_base);
+    printf(", sliding layers base %.9g unscaled", d.rope_local_base);
   if (d.rope_long_short)
     printf(", long/short frequency factors");
   if (d.rope_freq_factors)

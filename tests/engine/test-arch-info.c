@@ -220,6 +220,55 @@ test_phi3_long_short_factors (void)
   g_unlink (dst);
 }
 
+/* make-model's small shapes of the new architectures: written, described, and evaluated
+ * to finite logits over more tokens than the sliding window. */
+static void
+test_make_model_shapes (void)
+{
+  static const struct { const char *shape, *lines[3]; } cases[] = {
+    { "test-tiny-qwen3", { "architecture: qwen3", "head size: 64", "q/k norm: yes" } },
+    { "test-tiny-gemma3", { "architecture: gemma3", "layer pattern: SSSSSG (S sliding window, G global)",
+                            "sliding window: 16 tokens on 5 of 6 layers" } },
+    { "test-tiny-phi3", { "architecture: phi3", "sliding window: 32 tokens on 2 of 2 layers",
+                          "rope: neox, base 10000, 24 of 32 dimensions, long/short frequency factors" } },
+  };
+  g_autofree char *vocab = g_build_filename (g_getenv ("HANASHI_TESTDATA"), "vocab", "ggml-vocab-gpt-2.gguf", NULL);
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_autofree char *path = g_build_filename (tmpdir, "shape.gguf", NULL);
+    const char *argv[] = { g_getenv ("HANASHI_CLI"), "make-model", "--shape", cases[i].shape, "--type", "q8_0",
+                           "--vocab", vocab, "-o", path, NULL };
+    int status = 0;
+    g_autofree char *errout = NULL;
+    g_assert_true (g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL,
+                                 &errout, &status, NULL));
+    if (!g_spawn_check_wait_status (status, NULL))
+      g_error ("make-model %s: %s", cases[i].shape, errout);
+    g_autofree char *out = run_info (path);
+    for (int j = 0; j < 3; j++)
+      assert_line (out, cases[i].lines[j]);
+    HnError err = { 0 };
+    HnModel *m = hn_model_load (path, NULL, &err);
+    g_assert_nonnull (m);
+    HnContextParams p = hn_context_default_params ();
+    p.n_ctx = 128;
+    p.n_batch = 8;
+    p.n_threads = 2;
+    HnContext *ctx = hn_context_new (m, &p, &err);
+    g_assert_nonnull (ctx);
+    for (int32_t t = 0; t < 80; t++) {
+      int32_t tok = (t * 97 + 5) % hn_model_n_vocab (m);
+      HnBatch b = { .n_tokens = 1, .token = &tok, .pos = &t };
+      g_assert_true (hn_context_decode (ctx, &b, &err));
+      const float *logits = hn_context_get_logits (ctx, 0);
+      for (int v = 0; v < hn_model_n_vocab (m); v += 97)
+        g_assert_true (isfinite (logits[v]));
+    }
+    hn_context_free (ctx);
+    hn_model_free (m);
+    g_unlink (path);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -237,6 +286,7 @@ main (int argc, char **argv)
   g_test_add_func ("/arch-info/phi3", test_info_phi3);
   g_test_add_func ("/arch-info/experts", test_info_experts);
   g_test_add_func ("/arch-info/phi3-long-short-rope", test_phi3_long_short_factors);
+  g_test_add_func ("/arch-info/make-model-shapes", test_make_model_shapes);
   int rc = g_test_run ();
   g_rmdir (tmpdir);
   g_free (tmpdir);
