@@ -301,7 +301,10 @@ attn_worker_scalar(void *data, int ith, int nth)
     for (int cell = 0; cell < n_cells; cell++) {
       if (!cell_visible(&cells[cell], bit, job->pos[t], job->window))
         continue;
-      const uint16_t *kr = hn_kv_cache_k_row(kv, job->layer, cell) + (size_t) kvh * (size_t) hd;
+      const uint16_t *k_row = hn_kv_cache_k_row(kv, job->layer, cell);
+      if (!k_row)
+        continue;
+      const uint16_t *kr = k_row + (size_t) kvh * (size_t) hd;
       const uint16_t *vr = hn_kv_cache_v_row(kv, job->layer, cell) + (size_t) kvh * (size_t) hd;
       float s = 0.0f;
       for (int i = 0; i < hd; i++)
@@ -356,9 +359,14 @@ attn_worker(void *data, int ith, int nth)
     if (listed_for != t) {
       uint8_t bit = (uint8_t) (1u << job->seq[t]);
       int n = 0;
+      /* (a visible cell always has its row: decode refuses positions before
+       * hn_kv_cache_seq_resume_min; the check only keeps a broken invariant harmless) */
       for (int cell = 0; cell < n_cells; cell++)
-        if (cell_visible(&cells[cell], bit, job->pos[t], job->window))
-          visible[n++] = hn_kv_cache_row_of(kv, job->layer, cell);
+        if (cell_visible(&cells[cell], bit, job->pos[t], job->window)) {
+          int row = hn_kv_cache_row_of(kv, job->layer, cell);
+          if (row >= 0)
+            visible[n++] = row;
+        }
       args.n_cells = n;
       listed_for = t;
     }
