@@ -236,6 +236,14 @@ int hn_context_n_batch(const HnContext *c) { return c->params.n_batch; }
 const HnModel *hn_context_model(const HnContext *c) { return c->model; }
 HnKvCache *hn_context_kv(HnContext *c) { return c->kv; }
 const HnRope *hn_context_rope(const HnContext *c) { return &c->rope; }
+
+uint32_t
+hn_context_rope_factor_set(const HnContext *c)
+{
+  if (!c->model->rope_long)
+    return 0;
+  return c->rope.freq_factors == c->model->rope_long ? 2u : 1u;
+}
 int hn_context_n_logits(const HnContext *c) { return c->n_logits; }
 
 void
