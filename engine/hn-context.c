@@ -10,6 +10,7 @@
 #include "hn-context.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,7 +103,7 @@ clamp_params(const HnModel *m, const HnContextParams *params, char *notice, size
 static int
 dense_ff(const HnModel *m)
 {
-  return m->n_expert ? 0 : m->n_ff;
+  return m->traits->moe ? 0 : m->n_ff;
 }
 
 /* The widest row a projection reads. */
@@ -139,7 +140,7 @@ scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
   uint64_t nb = (uint64_t) p->n_batch, kv_dim = (uint64_t) m->n_head_kv * (uint64_t) m->head_dim;
   uint64_t q_dim = (uint64_t) m->n_head * (uint64_t) m->head_dim;
   int64_t widest = widest_input(m);
-  uint64_t moe = m->n_expert ? hn_moe_scratch_bytes(p->n_batch, m->n_embd, m->n_expert, m->n_expert_used,
+  uint64_t moe = m->traits->moe ? hn_moe_scratch_bytes(p->n_batch, m->n_embd, m->n_expert, m->n_expert_used,
                                                    hn_moe_ff_width(m->n_ff_exp, m->n_ff_shexp)) : 0;
   uint64_t floats = nb * (uint64_t) m->n_embd * 2 + nb * q_dim * 2 + nb * kv_dim * 2 + nb * (uint64_t) dense_ff(m) * 2
                     + (uint64_t) nth * (uint64_t) m->head_dim
@@ -454,6 +455,23 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
 {
   const HnModel *m = c->model;
   int E = m->n_embd, kv_dim = m->n_head_kv * m->head_dim, F = dense_ff(m), Q = m->n_head * m->head_dim;
+  /* a query must not land where the sliding-window keys it would see were handed on */
+  if (hn_kv_cache_window(c->kv) > 0) {
+    int32_t first[HN_KV_MAX_SEQ];
+    for (int s = 0; s < HN_KV_MAX_SEQ; s++)
+      first[s] = INT32_MAX;
+    for (int t = 0; t < nt; t++)
+      if (pos[t] < first[seq[t]])
+        first[seq[t]] = pos[t];
+    for (int s = 0; s < HN_KV_MAX_SEQ; s++) {
+      int32_t resume = first[s] == INT32_MAX ? 0 : hn_kv_cache_seq_resume_min(c->kv, s);
+      if (first[s] < resume)
+        return hn_error_set(err, HN_ERR_INVALID_ARG,
+                            "position %d of sequence %d cannot be evaluated: the sliding-window keys "
+                            "before it were already reused (evaluation can go on from position %d; "
+                            "clear the sequence to start over)", first[s], s, resume);
+    }
+  }
   if (!hn_kv_cache_find_slot(c->kv, nt, pos, seq, c->cells, err))
     return false;
   size_t erow = hn_type_row_bytes(m->tok_embd->type, E);
@@ -505,7 +523,7 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
     add_residual(c->x, c->xn, L->attn_post_norm, nt, E, m->rms_eps);
     for (int t = 0; t < nt; t++)
       rms_norm(c->x + (size_t) t * E, L->ffn_norm, c->xn + (size_t) t * E, E, m->rms_eps);
-    if (m->n_expert) {
+    if (m->traits->moe) {
       /* adds into the residual itself (no MoE architecture has a post-FFN norm) */
       hn_moe_forward(&L->moe, &c->moe, c->pool, c->xn, nt, c->act, c->x);
       continue;
