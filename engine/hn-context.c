@@ -47,6 +47,7 @@ struct HnContext {
   int32_t *attn_cells;
   /* output */
   float *logits;
+  float *routing_lead; /* per logits row, see hn_context_routing_lead */
   int n_logits, logits_cap;
   char notice[NOTICE_MAX]; /* empty: nothing was changed from what the caller asked */
 };
@@ -69,6 +70,7 @@ hn_context_free(HnContext *c)
   free(c->attn_work); free(c->attn_cells); free(c->attn_scores);
   hn_moe_scratch_clear(&c->moe);
   free(c->logits);
+  free(c->routing_lead);
   free(c);
 }
 
@@ -281,6 +283,14 @@ hn_context_set_cancel(HnContext *c, HnCancelFn fn, void *user_data)
   c->cancel_data = user_data;
 }
 
+float
+hn_context_routing_lead(const HnContext *c, int i)
+{
+  if (i < 0 || i >= c->n_logits)
+    return NAN;
+  return c->routing_lead[i];
+}
+
 const float *
 hn_context_get_logits(const HnContext *c, int i)
 {
@@ -481,6 +491,9 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
   if (m->embd_scale != 1.0f)
     for (size_t i = 0; i < (size_t) nt * E; i++)
       c->x[i] *= m->embd_scale;
+  if (m->traits->moe)
+    for (int t = 0; t < nt; t++)
+      c->moe.lead[t] = INFINITY;
   for (int il = 0; il < m->n_layer; il++) {
     if (c->cancel && c->cancel(c->cancel_data)) {
       hn_error_set(err, HN_ERR_CANCELLED, "cancelled");
@@ -545,6 +558,7 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
   for (int t = 0; t < nt; t++)
     if (want ? want[t] : want_last && t == nt - 1) {
       rms_norm(c->x + (size_t) t * E, m->out_norm, c->xn + (size_t) n_out * E, E, m->rms_eps);
+      c->routing_lead[c->n_logits + n_out] = m->traits->moe ? c->moe.lead[t] : INFINITY;
       n_out++;
     }
   if (n_out > 0) {
@@ -589,6 +603,10 @@ hn_context_decode(HnContext *c, const HnBatch *b, HnError *err)
     if (!nl)
       return hn_error_set(err, HN_ERR_NOMEM, "out of memory for %d rows of logits", n_want);
     c->logits = nl;
+    float *lead = realloc(c->routing_lead, (size_t) n_want * sizeof(float));
+    if (!lead)
+      return hn_error_set(err, HN_ERR_NOMEM, "out of memory for %d rows of logits", n_want);
+    c->routing_lead = lead;
     c->logits_cap = n_want;
   }
   for (int i0 = 0; i0 < b->n_tokens; i0 += c->params.n_batch) {

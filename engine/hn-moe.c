@@ -22,7 +22,8 @@ hn_moe_scratch_bytes(int n_batch, int n_embd, int n_expert, int n_expert_used, i
          + routed * (sizeof(int32_t) + sizeof(float)) * 2           /* choice + group */
          + ((uint64_t) n_expert + 1) * sizeof(int32_t)              /* group_start */
          + nb * (uint64_t) n_embd * sizeof(float) * 2               /* gathered, expert_out */
-         + nb * (uint64_t) ff_width * sizeof(float) * 2;            /* gate, up */
+         + nb * (uint64_t) ff_width * sizeof(float) * 2             /* gate, up */
+         + nb * sizeof(float) * 2;                                  /* layer_lead, lead */
 }
 
 bool
@@ -45,8 +46,11 @@ hn_moe_scratch_init(HnMoeScratch *s, int n_batch, int n_embd, int n_expert, int 
   s->expert_out = malloc(nb * (size_t) n_embd * sizeof(float));
   s->gate = malloc(nb * (size_t) ff_width * sizeof(float));
   s->up = malloc(nb * (size_t) ff_width * sizeof(float));
+  s->layer_lead = malloc(nb * sizeof(float));
+  s->lead = malloc(nb * sizeof(float));
   if (!s->probs || !s->choice || !s->choice_weight || !s->group_start || !s->group_token ||
-      !s->group_weight || !s->gathered || !s->expert_out || !s->gate || !s->up) {
+      !s->group_weight || !s->gathered || !s->expert_out || !s->gate || !s->up || !s->layer_lead ||
+      !s->lead) {
     hn_moe_scratch_clear(s);
     return hn_error_set(err, HN_ERR_NOMEM, "out of memory for the experts' work area (%d tokens)", n_batch);
   }
@@ -66,12 +70,14 @@ hn_moe_scratch_clear(HnMoeScratch *s)
   free(s->expert_out);
   free(s->gate);
   free(s->up);
+  free(s->layer_lead);
+  free(s->lead);
   memset(s, 0, sizeof *s);
 }
 
 void
 hn_moe_route(float *logits, int n_tokens, int n_expert, int k, bool norm_weights,
-             int32_t *choice, float *choice_weight)
+             int32_t *choice, float *choice_weight, float *lead)
 {
   for (int t = 0; t < n_tokens; t++) {
     float *p = logits + (size_t) t * (size_t) n_expert;
@@ -101,6 +107,18 @@ hn_moe_route(float *logits, int n_tokens, int n_expert, int k, bool norm_weights
       }
       ids[i] = e;
       w[i] = p[e];
+    }
+    if (lead) {
+      /* a ratio of probabilities is a difference of logits */
+      float best_left = 0.0f;
+      for (int e = 0; e < n_expert; e++) {
+        bool chosen = false;
+        for (int j = 0; j < k; j++)
+          chosen |= ids[j] == e;
+        if (!chosen && p[e] > best_left)
+          best_left = p[e];
+      }
+      lead[t] = k == n_expert ? INFINITY : best_left > 0.0f ? logf(w[k - 1] / best_left) : INFINITY;
     }
     if (norm_weights) {
       float total = 0.0f;
@@ -155,7 +173,9 @@ hn_moe_forward(const HnMoeLayer *L, HnMoeScratch *s, HnThreadPool *pool, const f
   const size_t row = (size_t) E;
 
   hn_matmul(pool, L->router, x, n_tokens, act, s->probs, n_exp);
-  hn_moe_route(s->probs, n_tokens, n_exp, k, L->norm_weights, s->choice, s->choice_weight);
+  hn_moe_route(s->probs, n_tokens, n_exp, k, L->norm_weights, s->choice, s->choice_weight, s->layer_lead);
+  for (int t = 0; t < n_tokens; t++)
+    s->lead[t] = s->layer_lead[t] < s->lead[t] ? s->layer_lead[t] : s->lead[t];
 
   /* counting sort of the (token, expert) pairs by expert, tokens in order within one */
   int32_t *start = s->group_start;

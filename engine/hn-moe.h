@@ -42,6 +42,8 @@ typedef struct {
   float *gathered;       /* [n_batch][n_embd] the rows routed to one expert */
   float *expert_out;     /* [n_batch][n_embd] that expert's outputs */
   float *gate, *up;      /* [n_batch][widest feed-forward] */
+  float *layer_lead;     /* [n_batch] this layer's routing leads (hn_moe_route) */
+  float *lead;           /* [n_batch] the smallest over the layers, see hn_moe_forward */
 } HnMoeScratch;
 
 /* Widest feed-forward row of the layer shape (for the gate/up scratch and matmul scratch). */
@@ -55,13 +57,16 @@ void hn_moe_scratch_clear(HnMoeScratch *s);
 /* Routing of n_tokens tokens from their router logits (rows of n_expert, overwritten
  * with the softmax): the k most probable experts per token, highest first (ties: the
  * lower index), with their probabilities, divided by the sum of the k when
- * norm_weights. */
+ * norm_weights.  lead (NULL: not wanted) gets per token how far the last chosen expert's
+ * router logit is above the best one left out (INFINITY when k = n_expert). */
 void hn_moe_route(float *logits, int n_tokens, int n_expert, int k, bool norm_weights,
-                  int32_t *choice, float *choice_weight);
+                  int32_t *choice, float *choice_weight, float *lead);
 
 /* residual[t] += MoE(x[t]) for n_tokens rows of n_embd floats (residual must not alias
  * x).  act_scratch is hn_matmul scratch for rows up to max(n_embd, the layer's ff width)
- * and n_batch tokens. */
+ * and n_batch tokens.  s->lead[t] is lowered to this layer's routing lead of token t
+ * (see hn_moe_route) when that is smaller: set it to INFINITY before the first layer to
+ * get each token's closest expert choice. */
 void hn_moe_forward(const HnMoeLayer *layer, HnMoeScratch *s, HnThreadPool *pool, const float *x,
                     int n_tokens, void *act_scratch, float *residual);
 
