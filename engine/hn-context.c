@@ -135,13 +135,21 @@ ring_rows(const HnModel *m, const HnContextParams *p)
   return rows < p->n_ctx ? (int) rows : p->n_ctx;
 }
 
+/* Scratch for the activations of one matrix product (or a decode step's experts). */
+static size_t
+act_scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
+{
+  size_t bytes = hn_matmul_scratch_bytes(widest_input(m), p->n_batch, nth);
+  size_t moe = m->traits->moe ? hn_moe_act_scratch_bytes(widest_input(m), m->n_expert_used) : 0;
+  return moe > bytes ? moe : bytes;
+}
+
 /* Must match the allocations in hn_context_new. */
 static uint64_t
 scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
 {
   uint64_t nb = (uint64_t) p->n_batch, kv_dim = (uint64_t) m->n_head_kv * (uint64_t) m->head_dim;
   uint64_t q_dim = (uint64_t) m->n_head * (uint64_t) m->head_dim;
-  int64_t widest = widest_input(m);
   uint64_t moe = m->traits->moe ? hn_moe_scratch_bytes(p->n_batch, m->n_embd, m->n_expert, m->n_expert_used,
                                                    hn_moe_ff_width(m->n_ff_exp, m->n_ff_shexp)) : 0;
   uint64_t floats = nb * (uint64_t) m->n_embd * 2 + nb * q_dim * 2 + nb * kv_dim * 2 + nb * (uint64_t) dense_ff(m) * 2
@@ -149,7 +157,7 @@ scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
                     + (uint64_t) nth * hn_attn_work_floats(m->n_head / m->n_head_kv, m->head_dim)
                     + (uint64_t) nth * attn_scores_floats(m, p)
                     + (uint64_t) m->n_vocab;
-  return moe + floats * sizeof(float) + hn_matmul_scratch_bytes(widest, p->n_batch, nth)
+  return moe + floats * sizeof(float) + act_scratch_bytes(m, p, nth)
          + (uint64_t) nth * (uint64_t) p->n_ctx * sizeof(int32_t) + nb * 2 * sizeof(int32_t);
 }
 
@@ -228,7 +236,6 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   for (int il = 0; il < m->n_layer; il++)
     hn_kv_cache_set_layer_rope(c->kv, il, m->layers[il].sliding ? &c->rope_local : &c->rope);
   size_t nb = (size_t) p.n_batch, q_dim = (size_t) m->n_head * (size_t) m->head_dim;
-  int64_t widest = widest_input(m);
   c->x = malloc(nb * (size_t) m->n_embd * sizeof(float));
   c->xn = malloc(nb * (size_t) m->n_embd * sizeof(float));
   c->q = malloc(nb * q_dim * sizeof(float));
@@ -243,7 +250,7 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
     goto fail;
   }
   c->acc = malloc((size_t) nth * (size_t) m->head_dim * sizeof(float));
-  c->act = malloc(hn_matmul_scratch_bytes(widest, p.n_batch, nth));
+  c->act = malloc(act_scratch_bytes(m, &p, nth));
   c->attn_work_floats = hn_attn_work_floats(m->n_head / m->n_head_kv, m->head_dim);
   c->attn_work = aligned_alloc(64, (size_t) nth * c->attn_work_floats * sizeof(float));
   c->attn_cells = malloc((size_t) nth * (size_t) p.n_ctx * sizeof(int32_t));

@@ -32,7 +32,7 @@ typedef struct {
 
 /* Scratch for batches of up to n_batch tokens, allocated once per context. */
 typedef struct {
-  int n_batch, n_embd, n_expert, n_expert_used;
+  int n_batch, n_embd, n_expert, n_expert_used, ff_width;
   float *probs;          /* [n_batch][n_expert] router logits, then probabilities */
   int32_t *choice;       /* [n_batch][n_expert_used] chosen experts per token */
   float *choice_weight;  /* [n_batch][n_expert_used] their weights */
@@ -40,14 +40,19 @@ typedef struct {
   int32_t *group_token;  /* [n_batch * n_expert_used] token of each routed row, by expert */
   float *group_weight;   /* [n_batch * n_expert_used] weight of each routed row */
   float *gathered;       /* [n_batch][n_embd] the rows routed to one expert */
-  float *expert_out;     /* [n_batch][n_embd] that expert's outputs */
-  float *gate, *up;      /* [n_batch][widest feed-forward] */
+  /* the next three have max(n_batch, n_expert_used + 1) rows: a decode step keeps every
+   * chosen expert's (and the shared expert's) rows at once */
+  float *expert_out;     /* [rows][n_embd] an expert's outputs */
+  float *gate, *up;      /* [rows][widest feed-forward] */
   float *layer_lead;     /* [n_batch] this layer's routing leads (hn_moe_route) */
   float *lead;           /* [n_batch] the smallest over the layers, see hn_moe_forward */
 } HnMoeScratch;
 
 /* Widest feed-forward row of the layer shape (for the gate/up scratch and matmul scratch). */
 int hn_moe_ff_width(int n_ff_exp, int n_ff_shexp);
+/* Bytes of hn_matmul / hn_matvec_many scratch hn_moe_forward needs beyond what
+ * hn_matmul needs for n_batch tokens (take the larger of the two). */
+size_t hn_moe_act_scratch_bytes(int64_t widest_input, int n_expert_used);
 /* Bytes hn_moe_scratch_init allocates. */
 uint64_t hn_moe_scratch_bytes(int n_batch, int n_embd, int n_expert, int n_expert_used, int ff_width);
 bool hn_moe_scratch_init(HnMoeScratch *s, int n_batch, int n_embd, int n_expert, int n_expert_used,
