@@ -46,7 +46,8 @@ int hn_model_n_ctx_train(const HnModel *model);
 int hn_model_n_embd(const HnModel *model);
 int hn_model_n_layer(const HnModel *model);
 int64_t hn_model_n_params(const HnModel *model);
-/* Mixture of experts: experts per layer and how many each token uses (0 and 0: dense). */
+/* Experts per layer and how many each token uses, as <arch>.expert_count and
+ * expert_used_count state (0 when absent). */
 int hn_model_n_expert(const HnModel *model);
 int hn_model_n_expert_used(const HnModel *model);
 size_t hn_model_file_size(const HnModel *model);
