@@ -2,13 +2,16 @@
  *
  * The object lives on the GUI thread; a private refcounted EngineCore is shared with the
  * engine thread, so the thread never holds a reference on the GObject and dispose can always
- * stop it (push QUIT, raise the quit flag, join).  Events travel back through one ordered
- * queue drained by at most one idle source on the captured main context; consecutive token
- * events of the same request are merged there, so a fast stream costs one main-loop wakeup
- * per frame rather than one per token.
+ * stop it (raise the quit flag, push QUIT, join).  Commands reach the thread through a
+ * GAsyncQueue; events travel back through one ordered list drained by at most one idle
+ * source on the captured main context; consecutive token events of the same request are
+ * merged there, so a fast stream costs one main-loop wakeup per frame rather than one per
+ * token.  Hand-overs that ThreadSanitizer cannot see through GLib are annotated
+ * (hanashi-tsan.h).
  */
 #include "hanashi-engine.h"
 #include "hanashi-engine-backend.h"
+#include "hanashi-tsan.h"
 
 #include "hn-chat-template.h"
 #include "hn-reasoning.h"
@@ -561,11 +564,12 @@ typedef struct {
 typedef struct {
   atomic_int ref_count;
   GMainContext *main_ctx;
-  /* Plain pthread primitives rather than GAsyncQueue/GMutex: GLib's futex-based locks are
-   * invisible to ThreadSanitizer, which then reports every hand-off as a race. */
-  pthread_mutex_t cmd_lock;
-  pthread_cond_t cmd_cond;
-  GQueue commands;
+  /* Cmd, in the order they were given; the engine thread blocks on it.  First in, first
+   * out is all the ordering commands need: cancelling is not a command but the watermarks
+   * below, which overtake the queue at once, and QUIT goes to the tail so that the commands
+   * before it still complete their tasks (as cancelled).  Every push and pop is annotated
+   * for ThreadSanitizer (push_command, engine_thread_main; hanashi-tsan.h). */
+  GAsyncQueue *commands;
   const HanashiEngineBackend *backend;
 
   atomic_bool quitting;
@@ -573,7 +577,10 @@ typedef struct {
   atomic_uint gen_cancel_upto;   /* generations with id <= this stop */
   atomic_uint load_cancel_upto;  /* loads with id <= this stop */
 
-  pthread_mutex_t lock;          /* protects events, idle_pending */
+  /* Protects events, idle_pending.  A pthread mutex, which ThreadSanitizer sees, rather
+   * than a GAsyncQueue: post_event merges a token into the event at the tail in place,
+   * which needs the list itself under the lock, not just push and pop. */
+  pthread_mutex_t lock;
   GQueue events;
   gboolean idle_pending;
   HanashiEngine *engine;         /* main thread only reads it; NULL after dispose */
@@ -646,12 +653,10 @@ core_unref (EngineCore *core)
   if (atomic_fetch_sub (&core->ref_count, 1) != 1)
     return;
   g_queue_clear_full (&core->events, (GDestroyNotify) event_free);
-  g_queue_clear_full (&core->commands, (GDestroyNotify) cmd_free);
+  g_async_queue_unref (core->commands);   /* frees commands never run (cmd_free) */
   g_main_context_unref (core->main_ctx);
   g_clear_pointer (&core->write_failed, g_hash_table_unref);
   pthread_mutex_destroy (&core->lock);
-  pthread_mutex_destroy (&core->cmd_lock);
-  pthread_cond_destroy (&core->cmd_cond);
   g_free (core);
 }
 
@@ -661,6 +666,10 @@ static gboolean
 drain_events (gpointer data)
 {
   EngineCore *core = data;
+  /* Pairs with the release in post_event: the source was made on the engine thread and
+   * reached this one through the main context's GMutex, which ThreadSanitizer cannot see;
+   * it is freed here once this returns. */
+  hanashi_tsan_acquire (g_main_current_source ());
   for (;;)
     {
       pthread_mutex_lock (&core->lock);
@@ -720,7 +729,12 @@ post_event (EngineCore *core, Event *ev)
       g_source_set_priority (source, G_PRIORITY_DEFAULT);
       g_source_set_callback (source, drain_events, core_ref (core), (GDestroyNotify) core_unref);
       g_source_set_static_name (source, "[hanashi-engine] events");
+      hanashi_tsan_release (source);
+      /* Attaching allocates the context's bookkeeping (a per-priority list), which the main
+       * thread frees when the source goes, ordered only by the context's GMutex. */
+      hanashi_tsan_ignore_writes_begin ();
       g_source_attach (source, core->main_ctx);
+      hanashi_tsan_ignore_writes_end ();
       g_source_unref (source);
     }
 }
@@ -1023,11 +1037,14 @@ engine_thread_main (gpointer data)
   EngineCore *core = data;
   for (;;)
     {
-      pthread_mutex_lock (&core->cmd_lock);
-      while (g_queue_is_empty (&core->commands))
-        pthread_cond_wait (&core->cmd_cond, &core->cmd_lock);
-      Cmd *cmd = g_queue_pop_head (&core->commands);
-      pthread_mutex_unlock (&core->cmd_lock);
+      /* The pop frees the queue's list node, allocated by the pushing thread, before the
+       * acquire below can order it: that free, GLib's alone, is left unchecked. */
+      hanashi_tsan_ignore_writes_begin ();
+      Cmd *cmd = g_async_queue_pop (core->commands);
+      hanashi_tsan_ignore_writes_end ();
+      /* Pairs with the release in push_command: the command and all it points to (the
+       * request, the task) were written by the thread that pushed it. */
+      hanashi_tsan_acquire (core->commands);
       CmdType type = cmd->type;
       if (type != CMD_QUIT && atomic_load (&core->quitting))
         {
@@ -1135,11 +1152,13 @@ engine_dispatch (HanashiEngine *self, Event *ev)
 static void
 push_command (HanashiEngine *self, Cmd *cmd)
 {
-  EngineCore *core = self->core;
-  pthread_mutex_lock (&core->cmd_lock);
-  g_queue_push_tail (&core->commands, cmd);
-  pthread_cond_signal (&core->cmd_cond);
-  pthread_mutex_unlock (&core->cmd_lock);
+  GAsyncQueue *commands = self->core->commands;
+  /* The release is inside the queue's lock, so the engine thread cannot pop @cmd (and
+   * acquire) before it: ThreadSanitizer gets the same edge the queue's mutex gives. */
+  g_async_queue_lock (commands);
+  g_async_queue_push_unlocked (commands, cmd);
+  hanashi_tsan_release (commands);
+  g_async_queue_unlock (commands);
 }
 
 static guint
@@ -1414,9 +1433,7 @@ hanashi_engine_init (HanashiEngine *self)
   EngineCore *core = g_new0 (EngineCore, 1);
   core->ref_count = 1;
   core->main_ctx = g_main_context_ref_thread_default ();
-  pthread_mutex_init (&core->cmd_lock, NULL);
-  pthread_cond_init (&core->cmd_cond, NULL);
-  g_queue_init (&core->commands);
+  core->commands = g_async_queue_new_full ((GDestroyNotify) cmd_free);
   core->backend = pick_backend ();
   core->write_failed = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   pthread_mutex_init (&core->lock, NULL);
