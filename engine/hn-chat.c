@@ -40,6 +40,7 @@ struct HnChat {
   size_t n_held, cap;
   /* The tokens of the reply being generated (at most n_ctx: every one takes a position). */
   int32_t *generated;
+  size_t n_generated;
   char *conversation;            /* whose tokens `held` are */
 };
 
@@ -472,6 +473,13 @@ hn_chat_tokens_held(const HnChat *chat, size_t *n_tokens)
   return chat->held;
 }
 
+const int32_t *
+hn_chat_reply_tokens(const HnChat *chat, size_t *n_tokens)
+{
+  *n_tokens = chat->n_generated;
+  return chat->generated;
+}
+
 void
 hn_chat_forget(HnChat *chat)
 {
@@ -795,6 +803,7 @@ hn_chat_generate(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *
 
   memset(stats, 0, sizeof *stats);
   stats->stop_string_index = -1;
+  chat->n_generated = 0;
   run.t_start = hn_time_now();
   if (!sp) {
     hn_sampler_params_init(&default_params);
@@ -940,6 +949,7 @@ hn_chat_generate(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *
   memcpy(chat->held, prompt_ids, from_prompt * sizeof *prompt_ids);
   memcpy(chat->held + from_prompt, chat->generated, (n_keep - from_prompt) * sizeof *chat->generated);
   chat->n_held = n_keep;
+  chat->n_generated = run.n_generated;
 
   stats->n_prompt = n_prompt;
   stats->n_reused = eval_cached;

@@ -95,6 +95,10 @@ HnContext *hn_chat_context(HnChat *chat);
  * one when generation stopped right after it). */
 const int32_t *hn_chat_tokens_held(const HnChat *chat, size_t *n_tokens);
 
+/* The tokens the last hn_chat_generate sampled, in order (also the last one, which may not
+ * have gone through the model); valid until the next call. */
+const int32_t *hn_chat_reply_tokens(const HnChat *chat, size_t *n_tokens);
+
 /* Empties the KV cache and forgets which conversation it held. */
 void hn_chat_forget(HnChat *chat);
 
