@@ -414,13 +414,11 @@ update_download_row (DownloadRow *dr)
     {
       gtk_widget_remove_css_class (GTK_WIDGET (dr->status), "dim-label");
       gtk_widget_add_css_class (GTK_WIDGET (dr->status), "error");
-      gtk_widget_add_css_class (dr->row, "download-failed");
     }
   else
     {
       gtk_widget_remove_css_class (GTK_WIDGET (dr->status), "error");
       gtk_widget_add_css_class (GTK_WIDGET (dr->status), "dim-label");
-      gtk_widget_remove_css_class (dr->row, "download-failed");
     }
 
   gtk_widget_set_visible (dr->pause_button, can_pause || can_resume);
@@ -506,7 +504,6 @@ add_download_row (HanashiModelsDialog *self, HanashiDownload *download)
   GFile *dest = hanashi_download_get_destination (download);
   g_autofree char *name = g_file_get_basename (dest);
   GtkWidget *box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 6);
-  gtk_widget_set_name (box, "download-row");
   gtk_widget_set_margin_start (box, 12);
   gtk_widget_set_margin_end (box, 6);
   gtk_widget_set_margin_top (box, 8);

@@ -364,18 +364,9 @@ send_checked (HanashiDownload *self, SoupSession *session, guint64 offset, SoupM
                    _("The server sent the download to an address that is not valid (“%s”)."), location);
       return NULL;
     }
-    /* Never from https down to plain http, not even to a loopback address. */
-    if (g_ascii_strcasecmp (g_uri_get_scheme (current), "https") == 0 &&
-        g_ascii_strcasecmp (g_uri_get_scheme (next), "https") != 0) {
-      g_autofree char *next_text = g_uri_to_string (next);
-      g_uri_unref (next);
-      g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INSECURE,
-                   _("The server redirected the download to “%s”, which is not a secure address. "
-                     "The download was stopped."),
-                   next_text);
-      return NULL;
-    }
-    if (g_ascii_strcasecmp (g_uri_get_scheme (next), "http") == 0 && !is_loopback_host (g_uri_get_host (next))) {
+    /* Only ever on to https: plain http is for a loopback address typed in, never for
+     * wherever a server points (not even a loopback one). */
+    if (g_ascii_strcasecmp (g_uri_get_scheme (next), "https") != 0) {
       g_autofree char *next_text = g_uri_to_string (next);
       g_uri_unref (next);
       g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INSECURE,

@@ -8,8 +8,8 @@
  * file.  A file that fails a check is deleted, never kept under either name.
  *
  * Only https addresses are fetched, and redirects are followed only to https; plain
- * http is accepted for this computer's own addresses (127.0.0.0/8, ::1, localhost), which
- * the tests use. */
+ * http is accepted for an address of this computer given directly (127.0.0.0/8, ::1,
+ * localhost), which the tests use. */
 #pragma once
 
 #include <gio/gio.h>

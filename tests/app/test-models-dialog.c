@@ -607,8 +607,9 @@ test_pause_resume_cancel (void)
   g_autofree char *part = g_strconcat (dest, ".part", NULL);
   g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
 
-  gint64 until = g_get_monotonic_time () + G_USEC_PER_SEC / 2;
-  while (g_get_monotonic_time () < until)
+  /* Until the first bytes are in (not a fixed time: a loaded machine may take a while). */
+  gint64 until = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (hanashi_download_get_received (download) == 0 && g_get_monotonic_time () < until)
     g_main_context_iteration (NULL, TRUE);
   g_assert_cmpint (hanashi_download_get_state (download), ==, HANASHI_DOWNLOAD_STATE_RUNNING);
   g_assert_cmpuint (hanashi_download_get_received (download), <, g_bytes_get_size (served_model));
@@ -906,6 +907,18 @@ test_catalog_download_is_pinned (void)
   g_autofree char *dest = g_build_filename (app_folder, entry->file, NULL);
   g_autofree char *part = g_strconcat (dest, ".part", NULL);
   g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
+  /* The record beside the .part (written before the download starts, removed only from
+   * the main loop) holds the catalog's checksum and size. */
+  {
+    g_autofree char *record = NULL;
+    g_assert_true (g_file_get_contents (part_uri, &record, NULL, NULL));
+    g_autofree char *uri = g_strdup_printf ("%s/%s/resolve/%s/%s\n", hub, entry->repo, entry->revision, entry->file);
+    g_autofree char *sha_line = g_strdup_printf ("\nsha256=%s\n", entry->sha256);
+    g_autofree char *size_line = g_strdup_printf ("\nsize=%" G_GUINT64_FORMAT "\n", entry->size_bytes);
+    g_assert_true (g_str_has_prefix (record, uri));
+    g_assert_nonnull (strstr (record, sha_line));
+    g_assert_nonnull (strstr (record, size_line));
+  }
   GtkLabel *status = wait_for_error_row (dialog, dest);
 
   /* The file at the pinned revision was asked for, and the catalog's size refused it. */

@@ -107,6 +107,9 @@ handle_connection (GThreadedSocketService *service, GSocketConnection *connectio
     serve_body (out, server.model, range_start, FALSE, first ? g_bytes_get_size (server.model) / 2 : 0);
   } else if (g_str_equal (path, "/redirect-here.gguf")) {
     respond_headers (out, "302 Found", 0, "Location: /model.gguf\r\n");
+  } else if (g_str_equal (path, "/redirect-https.gguf")) {
+    /* Nothing listens on port 1: following it ends in a refused connection. */
+    respond_headers (out, "301 Moved Permanently", 0, "Location: https://127.0.0.1:1/model.gguf\r\n");
   } else if (g_str_equal (path, "/redirect-away.gguf")) {
     /* To plain http on another computer: must be refused before it is contacted. */
     respond_headers (out, "302 Found", 0, "Location: http://downloads.example.com/model.gguf\r\n");
@@ -533,27 +536,38 @@ test_insecure_refused (Fixture *f, gconstpointer data)
   g_assert_error (resolve_error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INSECURE);
 }
 
-/* Redirects are followed hop by hop: within this computer they work; one that leads to
- * plain http elsewhere stops the download without contacting that host. */
+/* Redirects are followed hop by hop and only to https: one to plain http stops the
+ * download without contacting that address, even on this computer. */
 static void
 test_redirects (Fixture *f, gconstpointer data)
 {
   REQUIRE_SERVER ();
-  g_autofree char *here = url_for ("/redirect-here.gguf");
-  g_autofree char *sha = g_compute_checksum_for_bytes (G_CHECKSUM_SHA256, server.model);
-  g_autoptr (HanashiDownload) followed = hanashi_download_new (here, f->dest, sha);
-  g_assert_cmpint (run_download (followed), ==, HANASHI_DOWNLOAD_STATE_DONE);
-  assert_same_as_model (f->dest_path);
-  g_assert_cmpint (g_unlink (f->dest_path), ==, 0);
+  struct {
+    const char *path;
+    const char *target;
+  } refused[] = {
+    { "/redirect-away.gguf", "http://downloads.example.com/model.gguf" },
+    { "/redirect-here.gguf", "/model.gguf" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (refused); i++) {
+    g_autofree char *url = url_for (refused[i].path);
+    int requests = g_atomic_int_get (&server.requests);
+    g_autoptr (HanashiDownload) download = hanashi_download_new (url, f->dest, NULL);
+    g_assert_cmpint (run_download (download), ==, HANASHI_DOWNLOAD_STATE_FAILED);
+    const GError *error = hanashi_download_get_error (download);
+    g_assert_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INSECURE);
+    g_assert_nonnull (strstr (error->message, refused[i].target));
+    g_assert_cmpint (g_atomic_int_get (&server.requests), ==, requests + 1); /* the target was not asked */
+    g_assert_false (g_file_test (f->dest_path, G_FILE_TEST_EXISTS));
+    g_assert_false (g_file_test (f->part_path, G_FILE_TEST_EXISTS));
+  }
 
-  g_autofree char *away = url_for ("/redirect-away.gguf");
-  g_autoptr (HanashiDownload) refused = hanashi_download_new (away, f->dest, NULL);
-  g_assert_cmpint (run_download (refused), ==, HANASHI_DOWNLOAD_STATE_FAILED);
-  const GError *error = hanashi_download_get_error (refused);
-  g_assert_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INSECURE);
-  g_assert_nonnull (strstr (error->message, "http://downloads.example.com/model.gguf"));
+  /* To https it is followed: here to a port where nothing listens. */
+  g_autofree char *url = url_for ("/redirect-https.gguf");
+  g_autoptr (HanashiDownload) followed = hanashi_download_new (url, f->dest, NULL);
+  g_assert_cmpint (run_download (followed), ==, HANASHI_DOWNLOAD_STATE_FAILED);
+  g_assert_error (hanashi_download_get_error (followed), HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_OFFLINE);
   g_assert_false (g_file_test (f->dest_path, G_FILE_TEST_EXISTS));
-  g_assert_false (g_file_test (f->part_path, G_FILE_TEST_EXISTS));
 }
 
 static void
