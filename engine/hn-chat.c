@@ -356,10 +356,12 @@ tokenize_guarded(const HnChatModel *cm, const Text *text, const Ranges *guards, 
       out->n_tokens = (size_t) n;
       break;
     }
-    if (n == INT32_MIN || attempt == 1) {
+    if (n == INT32_MIN) {
       hn_error_prefix(err, "tokenizer");
       return false;
     }
+    if (attempt == 1)
+      return hn_error_set(err, HN_ERR_NOMEM, "tokenizer: the prompt needs more than %zu tokens", cap);
     cap = (size_t) -(int64_t) n;
   }
   /* The template decides about BOS; a model that wants one gets it even from ChatML. */

@@ -181,11 +181,11 @@ model_unload (gpointer model)
 
 
 
-/* The request's sampling parameters as the engine's (the core validates them). */
-static void
-sampler_params (HanashiGenerateRequest *req, HnSamplerParams *sp)
+static gboolean
+sampler_params (HanashiGenerateRequest *req, int32_t n_vocab, HnSamplerParams *sp, GError **error)
 {
   HanashiSamplingParams p;
+  HnError err = { 0 };
   hanashi_generate_request_get_sampling (req, &p);
   hn_sampler_params_init (sp);
   sp->temperature = (float) p.temperature;
@@ -209,8 +209,13 @@ sampler_params (HanashiGenerateRequest *req, HnSamplerParams *sp)
     n_stop++;
   sp->stop = stops;
   sp->n_stop = n_stop;
+  if (!hn_sampler_params_validate (sp, n_vocab, &err))
+    {
+      g_set_error_literal (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_INVALID_ARGUMENT, err.message);
+      return FALSE;
+    }
+  return TRUE;
 }
-
 
 /* ---- generation ------------------------------------------------------------------------- */
 
@@ -335,7 +340,8 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
   ModelBackend *mb = model;
   HnError err = { 0 };
   HnSamplerParams sp;
-  sampler_params (req, &sp);
+  if (!sampler_params (req, hn_model_n_vocab (mb->model), &sp, error))
+    return FALSE;
   guint n_messages = 0;
   g_autofree HnChatMessage *messages = request_messages (req, &n_messages);
 
