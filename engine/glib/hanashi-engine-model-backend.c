@@ -161,9 +161,12 @@ model_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Hanas
     sink->on_warning (sink->data, HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED, hn_context_notice (ctx));
   info->n_ctx_train = (guint32) hn_model_n_ctx_train (mb->model);
   info->n_vocab = (guint32) hn_model_n_vocab (mb->model);
-  hanashi_engine_template_traits (hn_chat_model_template (mb->chat_model),
+  /* the source too: whether it mentions a closing thinking marker */
+  char *template_source = gguf_string_dup (gguf, "tokenizer.chat_template");
+  hanashi_engine_template_traits (hn_chat_model_template (mb->chat_model), template_source,
                                   hn_chat_model_bos_text (mb->chat_model),
                                   hn_chat_model_eos_text (mb->chat_model), info);
+  g_free (template_source);
   *info_out = info;
   progress (sink->data, 1.0);
   return mb;

@@ -401,6 +401,7 @@ test_load_info (Fixture *f, gconstpointer data)
   g_assert_cmpuint (info->n_vocab, ==, 32000);
   g_assert_false (info->thinking_switch);
   g_assert_false (info->reply_opens_thinking);
+  g_assert_false (info->thinking_aware);
   g_assert_true (g_str_has_suffix (info->path, LLAMA));
   g_assert_nonnull (info->name);
   g_assert_cmpfloat (f->last_progress, ==, 1.0);
@@ -659,6 +660,7 @@ test_template_thinking (Fixture *f, gconstpointer data)
   const HanashiModelInfo *info = hanashi_engine_get_model_info (f->engine);
   g_assert_true (info->thinking_switch);
   g_assert_false (info->reply_opens_thinking);
+  g_assert_true (info->thinking_aware);   /* it writes </think> */
   g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("t");
   hanashi_generate_request_add_message (req, HANASHI_ROLE_USER, "Why is the sky blue?");
   gint by_default = count_with_thinking (f, req, HANASHI_THINKING_DEFAULT);
@@ -679,6 +681,7 @@ test_template_thinking (Fixture *f, gconstpointer data)
   info = hanashi_engine_get_model_info (f->engine);
   g_assert_false (info->thinking_switch);
   g_assert_true (info->reply_opens_thinking);
+  g_assert_false (info->thinking_aware);
   g_unlink (path);
 }
 
