@@ -310,7 +310,11 @@ usage(void)
           "  --system TEXT         the system prompt\n"
           "  -n, --n-predict N     at most N tokens per reply (-1 = no limit, the default)\n"
           "  --ids                 print each reply's token ids as a JSON array instead of its text\n"
-          "  --session FILE        reuse and save the conversation's KV cache in FILE\n");
+          "  --session FILE        reuse and save the conversation's KV cache in FILE\n"
+          "  -t, --threads N       threads (default: the physical cores)\n"
+          "  -c, --ctx-size N      context size in tokens (default: the model's)\n"
+          "  --enable-thinking B   true or false: the template's enable_thinking (default: unset)\n"
+          "  sampling is greedy unless one of these options says otherwise:\n");
   cli_sampling_print_help(stderr);
 }
 
