@@ -5046,14 +5046,37 @@ mbuf_add(MBuf *b, const char *s, size_t n)
   b->data[b->len] = '\0';
 }
 
-char *
-hn_chat_render_fallback(const HnJson *messages, bool add_generation_prompt, size_t *out_len, HnError *err)
+/* Appends [start, end) to the growable range list; false when memory ran out. */
+static bool
+ranges_add(HnTextRange **ranges, size_t *n, size_t *cap, size_t start, size_t end)
 {
+  if (*n == *cap) {
+    size_t c = *cap ? *cap * 2 : 16;
+    HnTextRange *r = realloc(*ranges, c * sizeof *r);
+    if (!r)
+      return false;
+    *ranges = r;
+    *cap = c;
+  }
+  (*ranges)[(*n)++] = (HnTextRange) { start, end };
+  return true;
+}
+
+char *
+hn_chat_render_fallback_ranges(const HnJson *messages, bool add_generation_prompt, size_t *out_len,
+                               HnTextRange **ranges_out, size_t *n_ranges_out, HnError *err)
+{
+  if (ranges_out)
+    *ranges_out = NULL;
+  if (n_ranges_out)
+    *n_ranges_out = 0;
   if (messages && !hn_json_is_array(messages)) {
     hn_error_set(err, HN_ERR_INVALID_ARG, "messages must be a JSON array");
     return NULL;
   }
   MBuf b = { 0 };
+  HnTextRange *ranges = NULL;
+  size_t n_ranges = 0, cap_ranges = 0;
   mbuf_add(&b, "", 0);
   for (size_t k = 0; k < hn_json_length(messages); k++) {
     const HnJson *m = hn_json_array_get(messages, k);
@@ -5063,6 +5086,7 @@ hn_chat_render_fallback(const HnJson *messages, bool add_generation_prompt, size
     if (hn_json_is_string(role))
       mbuf_add(&b, hn_json_get_string(role), hn_json_get_string_len(role));
     mbuf_add(&b, "\n", 1);
+    size_t content_start = b.len;
     if (hn_json_is_string(content)) {
       mbuf_add(&b, hn_json_get_string(content), hn_json_get_string_len(content));
     } else if (content && !hn_json_is_null(content)) {
@@ -5074,16 +5098,30 @@ hn_chat_render_fallback(const HnJson *messages, bool add_generation_prompt, size
         b.failed = true;
       free(j);
     }
+    if (ranges_out && !b.failed && b.len > content_start &&
+        !ranges_add(&ranges, &n_ranges, &cap_ranges, content_start, b.len))
+      b.failed = true;
     mbuf_add(&b, "<|im_end|>\n", 11);
   }
   if (add_generation_prompt)
     mbuf_add(&b, "<|im_start|>assistant\n", 22);
   if (b.failed) {
     free(b.data);
+    free(ranges);
     hn_error_set(err, HN_ERR_NOMEM, "out of memory");
     return NULL;
   }
   if (out_len)
     *out_len = b.len;
+  if (ranges_out) {
+    *ranges_out = ranges;
+    *n_ranges_out = n_ranges;
+  }
   return b.data;
+}
+
+char *
+hn_chat_render_fallback(const HnJson *messages, bool add_generation_prompt, size_t *out_len, HnError *err)
+{
+  return hn_chat_render_fallback_ranges(messages, add_generation_prompt, out_len, NULL, NULL, err);
 }

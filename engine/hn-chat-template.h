@@ -14,6 +14,7 @@
 
 #include "hn-common.h"
 #include "hn-json.h"
+#include "hn-vocab.h"
 
 #include <time.h>
 
@@ -78,6 +79,13 @@ char *hn_chat_template_render(const HnChatTemplate *tmpl, const HnChatRenderOpti
  * A content that is not a string is written as JSON; a missing one as "". */
 char *hn_chat_render_fallback(const HnJson *messages, bool add_generation_prompt,
                               size_t *out_len, HnError *err);
+
+/* The same text, plus where each message's content landed: one range per non-empty
+ * content, in order (malloc'd, *ranges_out NULL when there are none).  The conversation
+ * core tokenizes these ranges guarded, so a message cannot smuggle in control tokens. */
+char *hn_chat_render_fallback_ranges(const HnJson *messages, bool add_generation_prompt,
+                                     size_t *out_len, HnTextRange **ranges_out, size_t *n_ranges_out,
+                                     HnError *err);
 
 #ifdef __cplusplus
 }

@@ -2,37 +2,63 @@
  *   [-t THREADS] [-c CTX] [--session FILE] [sampling options] — greedy unless a sampling
  *   option says otherwise.  -f reads the prompt from a file, byte for byte.  Any prompt that
  *   fits the context is accepted; a longer one is refused with its length and the context's.  With --session, the KV state of an earlier run is reused for the common
- *   prefix of its tokens and this prompt, and the new state is saved after. */
+ *   prefix of its tokens and this prompt, and the new state is saved after.  The prompt
+ *   runs through the conversation core (hn-chat.h) as tokens, so reuse and what the saved
+ *   session holds are the core's, the same as for `chat` and the app. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli-common.h"
 #include "cli-sampling.h"
-#include "hn-generate-model.h"
-#include "hn-kv-cache.h"
-#include "hn-prompt-cache.h"
+#include "hn-chat.h"
 
 int cli_generate(int argc, char **argv);
 
 typedef struct {
   bool ids;
-  int32_t *out;
-  size_t n_out, cap;
+  bool session;
+  char *save_error; /* why the session file could not be written */
 } Output;
 
 static bool
-on_token(int32_t token, const char *text, size_t len, void *user_data)
+on_text(void *user_data, const char *text, size_t len, int32_t token)
 {
   Output *o = user_data;
-  /* kept in both modes: --session saves them */
-  if (token >= 0 && o->n_out < o->cap)
-    o->out[o->n_out++] = token;
+  (void) token;
   if (!o->ids) {
     fwrite(text, 1, len, stdout);
     fflush(stdout);
   }
   return true;
+}
+
+static void
+on_warning(void *user_data, HnChatWarning code, const char *message)
+{
+  Output *o = user_data;
+  switch (code) {
+  case HN_CHAT_WARNING_SESSION_MISSING:
+  case HN_CHAT_WARNING_SESSION_NOT_USED:
+    /* an unusable file is not an error: say why and evaluate everything */
+    fprintf(stderr, "session: file not used (%s)\n", message);
+    break;
+  case HN_CHAT_WARNING_SESSION_NOT_SAVED:
+    free(o->save_error);
+    o->save_error = strdup(message);
+    break;
+  default:
+    cli_notice(message);
+    break;
+  }
+}
+
+static void
+on_reuse(void *user_data, const HnChatReuse *reuse)
+{
+  Output *o = user_data;
+  if (o->session)
+    fprintf(stderr, "session: reused %zu of %zu prompt tokens\n", reuse->n_cached, reuse->n_prompt);
 }
 
 /* Options taking a value; the sampling options are parsed by cli-sampling.c. */
@@ -58,32 +84,6 @@ usage(void)
                   "[-t THREADS] [-c CTX] [--session FILE] [sampling options]\n"
                   "  -f, --file FILE              read the prompt from FILE (exactly its bytes)\n");
   cli_sampling_print_help(stderr);
-}
-
-/* Saves what sequence 0 holds: the prompt and the generated tokens that were decoded (the
- * last sampled one usually was not). */
-static bool
-save_session(HnContext *ctx, const char *path, const int32_t *prompt, size_t n_prompt, const Output *out)
-{
-  int32_t pos_max = hn_kv_cache_seq_pos_max(hn_context_kv(ctx), 0);
-  size_t n_kept = pos_max < 0 ? 0 : (size_t) pos_max + 1;
-  if (n_kept > n_prompt + out->n_out)
-    n_kept = n_prompt + out->n_out;
-  int32_t *all = malloc((n_kept ? n_kept : 1) * sizeof *all);
-  if (all == NULL) {
-    cli_fail("out of memory");
-    return false;
-  }
-  size_t from_prompt = n_kept < n_prompt ? n_kept : n_prompt;
-  memcpy(all, prompt, from_prompt * sizeof *all);
-  if (n_kept > n_prompt)
-    memcpy(all + n_prompt, out->out, (n_kept - n_prompt) * sizeof *all);
-  HnError err = { 0 };
-  bool ok = hn_prompt_cache_save(ctx, path, all, (uint32_t) n_kept, &err);
-  free(all);
-  if (!ok)
-    cli_fail("cannot save the session: %s", err.message);
-  return ok;
 }
 
 /* The generation needs room for at least one new token after the prompt.  When the prompt
@@ -119,12 +119,11 @@ cli_generate(int argc, char **argv)
   int status = 1;
   HnModel *model = NULL;
   HnVocab *vocab = NULL;
-  HnContext *ctx = NULL;
+  HnChatModel *chat_model = NULL;
+  HnChat *chat = NULL;
   HnGrammar *grammar = NULL;
-  HnGrammarVocab *gvocab = NULL;
-  int32_t *prompt_ids = NULL;
+  int32_t *prompt_ids = NULL, *negative = NULL;
   size_t n_prompt = 0;
-  HnGenModelBackend backend = { 0 };
   Output out = { 0 };
   HnError err = { 0 };
 
@@ -232,15 +231,15 @@ cli_generate(int argc, char **argv)
   cp.n_ctx = (int) n_ctx;
   cp.n_threads = (int) threads;
   cp.n_seq_max = 2;
-  if (!(ctx = hn_context_new(model, &cp, &err)) || !hn_gen_model_backend_init(&backend, ctx, vocab, &err) ||
-      (grammar && !(gvocab = hn_gen_grammar_vocab_new(vocab, &err)))) {
+  if (!(chat_model = hn_chat_model_new(model, vocab, &err)) || !(chat = hn_chat_new(chat_model, &cp, &err)) ||
+      (grammar && !hn_chat_model_grammar_vocab(chat_model, &err))) {
     cli_fail_error(&err);
     goto out;
   }
+  const HnContext *ctx = hn_chat_context(chat);
   cli_notice(hn_context_notice(ctx));
   if (!prompt_fits(n_prompt, "prompt", ctx, model))
     goto out;
-  int32_t *negative = NULL;
   size_t n_negative = 0;
   if (sopts.cfg_negative_prompt && sopts.cfg_scale != 1.0f) {
     if (!cli_tokenize_all(vocab, sopts.cfg_negative_prompt, strlen(sopts.cfg_negative_prompt), &negative,
@@ -248,43 +247,27 @@ cli_generate(int argc, char **argv)
       cli_fail_error(&err);
       goto out;
     }
-    if (!prompt_fits(n_negative, "negative prompt", ctx, model)) {
-      free(negative);
+    if (!prompt_fits(n_negative, "negative prompt", ctx, model))
       goto out;
-    }
   }
   out.ids = ids;
-  out.cap = (size_t) n_predict;
-  out.out = malloc((out.cap ? out.cap : 1) * sizeof *out.out);
-  HnGenRequest req;
-  hn_gen_request_init(&req);
-  req.prompt = prompt_ids;
-  req.n_prompt = n_prompt;
-  if (session_path) {
-    /* an unusable file is not an error: say why and evaluate everything */
-    uint32_t n_reused = 0;
-    HnError session_err = { 0 };
-    if (!hn_prompt_cache_load(ctx, session_path, prompt_ids, (uint32_t) n_prompt, &n_reused, &session_err))
-      fprintf(stderr, "session: file not used (%s)\n", session_err.message);
-    fprintf(stderr, "session: reused %u of %zu prompt tokens\n", n_reused, n_prompt);
-    req.n_cached = n_reused;
-  }
-  req.negative = negative;
-  req.n_negative = n_negative;
+  out.session = session_path != NULL;
+  HnChatRequest req;
+  hn_chat_request_init(&req);
+  req.prompt_tokens = prompt_ids;
+  req.n_prompt_tokens = n_prompt;
+  req.negative_tokens = negative;
+  req.n_negative_tokens = n_negative;
   req.cfg_scale = sopts.cfg_scale;
   req.sampler = &sopts.params;
   req.grammar = grammar;
-  req.grammar_vocab = gvocab;
-  req.on_token = on_token;
-  req.user_data = &out;
-  HnGenResult result;
-  bool ok = out.out && hn_generate_with_backend(&backend.backend, &req, &result, &err);
-  free(negative);
-  if (!ok) {
-    if (!out.out)
-      cli_fail("out of memory");
-    else
-      cli_fail_error(&err);
+  req.conversation = "generate"; /* a new chat holds none: the session file is read */
+  req.session_path = session_path;
+  HnChatCallbacks callbacks = { .on_text = on_text, .on_warning = on_warning, .on_reuse = on_reuse,
+                                .user_data = &out };
+  HnChatStats result;
+  if (!hn_chat_generate(chat, &req, &callbacks, &result, &err)) {
+    cli_fail_error(&err);
     goto out;
   }
   if (result.grammar_truncated_steps > 0) {
@@ -295,25 +278,29 @@ cli_generate(int argc, char **argv)
              result.grammar_truncated_steps);
     cli_notice(notice);
   }
-  if (session_path && !save_session(ctx, session_path, prompt_ids, n_prompt, &out))
+  if (out.save_error) {
+    cli_fail("cannot save the session: %s", out.save_error);
     goto out;
+  }
   if (ids) {
+    size_t n_reply = 0;
+    const int32_t *reply = hn_chat_reply_tokens(chat, &n_reply);
     putchar('[');
-    for (size_t i = 0; i < out.n_out; i++)
-      printf(i ? ",%d" : "%d", out.out[i]);
+    for (size_t i = 0; i < n_reply; i++)
+      printf(i ? ",%d" : "%d", reply[i]);
     printf("]\n");
   } else {
     putchar('\n');
   }
   status = 0;
 out:
-  free(out.out);
+  free(out.save_error);
   free(prompt_ids);
+  free(negative);
   free(file_text);
-  hn_gen_model_backend_clear(&backend);
-  hn_grammar_vocab_free(gvocab);
+  hn_chat_free(chat);
+  hn_chat_model_free(chat_model);
   hn_grammar_free(grammar);
-  hn_context_free(ctx);
   hn_vocab_free(vocab);
   hn_model_free(model);
   cli_sampling_clear(&sopts);

@@ -18,6 +18,7 @@ int cli_chat_template(int argc, char **argv);
 int cli_info(int argc, char **argv);
 int cli_logits(int argc, char **argv);
 int cli_generate(int argc, char **argv);
+int cli_chat(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
 int cli_detokenize(int argc, char **argv);
 int cli_bench(int argc, char **argv);
@@ -29,6 +30,7 @@ static const CliCommand commands[] = {
   { "chat-template", cli_chat_template, "render a chat template for a conversation (prints the prompt)" },
   { "info", cli_info, "show a model's architecture, size, weight types and context length" },
   { "generate", cli_generate, "generate text from a prompt (greedy unless sampling options are given)" },
+  { "chat", cli_chat, "chat with a model: user turns in, replies out, through the app's conversation core" },
   { "logits", cli_logits, "evaluate token ids in one batch and write every position's logits" },
   { "bench", cli_bench, "measure prompt processing and generation speed (tokens per second)" },
   { "tokenize", cli_tokenize, "print the token ids of a text as a JSON array" },
