@@ -22,8 +22,10 @@ hn_prompt_cache_params (HnContext *ctx, HnSessionParams *out, HnError *err)
     .n_layer = (uint32_t) hn_kv_cache_n_layer (kv),
     .n_embd_k = (uint32_t) hn_kv_cache_kv_dim (kv),
     .n_embd_v = (uint32_t) hn_kv_cache_kv_dim (kv),
-    /* the rotation already applied to stored keys: style and rotated width */
-    .rope_type = (rope->neox ? 1u : 0u) | ((uint32_t) rope->n_rot << 1),
+    /* the rotation already applied to stored keys: style, rotated width and whether
+     * per-dimension factors were in use; which ones (Phi-3 long or short) depends on the
+     * context size, so it is a bit of its own beside the model fingerprint */
+    .rope_type = (rope->neox ? 1u : 0u) | ((uint32_t) rope->n_rot << 1) | (hn_context_rope_factor_set (ctx) << 24),
     .rope_freq_base = rope->freq_base,
     .rope_freq_scale = rope->freq_scale,
   };

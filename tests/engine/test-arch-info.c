@@ -12,6 +12,7 @@
 #include "hn-context.h"
 #include "hn-gguf-writer.h"
 #include "hn-model.h"
+#include "hn-prompt-cache.h"
 
 static char *tmpdir;
 
@@ -217,6 +218,34 @@ test_phi3_long_short_factors (void)
   for (int v = 0; v < nv; v++)
     diff = fmax (diff, fabs ((double) plain_large[v] - long_large[v]));
   g_assert_cmpfloat (diff, >, 1e-3);
+
+  /* keys rotated with the long factors are not restored into a context that uses the
+   * short ones (and the other way round): the session says which were in use */
+  HnError err = { 0 };
+  HnModel *m = hn_model_load (dst, NULL, &err);
+  g_assert_nonnull (m);
+  HnContextParams p = hn_context_default_params ();
+  p.n_threads = 2;
+  p.n_ctx = 128;
+  HnContext *long_ctx = hn_context_new (m, &p, &err);
+  p.n_ctx = 64;
+  HnContext *short_ctx = hn_context_new (m, &p, &err);
+  g_assert_cmpuint (hn_context_rope_factor_set (long_ctx), ==, 2);
+  g_assert_cmpuint (hn_context_rope_factor_set (short_ctx), ==, 1);
+  int32_t tok[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, pos[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+  HnBatch b = { .n_tokens = 8, .token = tok, .pos = pos };
+  g_assert_true (hn_context_decode (long_ctx, &b, &err));
+  g_autofree char *session = g_build_filename (tmpdir, "longrope.hnsession", NULL);
+  g_assert_true (hn_prompt_cache_save (long_ctx, session, tok, 8, &err));
+  uint32_t n_reused = 99;
+  g_assert_false (hn_prompt_cache_load (short_ctx, session, tok, 8, &n_reused, &err));
+  g_assert_cmpuint (n_reused, ==, 0);
+  g_assert_true (hn_prompt_cache_load (long_ctx, session, tok, 8, &n_reused, &err));
+  g_assert_cmpuint (n_reused, ==, 8);
+  hn_context_free (long_ctx);
+  hn_context_free (short_ctx);
+  hn_model_free (m);
+  g_unlink (session);
   g_unlink (dst);
 }
 

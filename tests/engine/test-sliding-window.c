@@ -108,8 +108,8 @@ test_long_generation (gconstpointer data)
   hn_context_memory_need (m, &large, &need_large);
   g_assert_cmpuint (need_small.kv_cache, <, need_large.kv_cache);
 
-  int32_t tok[N_LONG], pos[N_LONG];
-  make_tokens (tok, N_LONG, nv);
+  int32_t tok[N_LONG + 4], pos[N_LONG];
+  make_tokens (tok, N_LONG + 4, nv);
   for (int i = 0; i < N_LONG; i++)
     pos[i] = i;
   bool want[N_LONG];
