@@ -2,7 +2,10 @@
  *
  * A GtkListView over a GListModel of HanashiMessage, so only the rows on screen exist as
  * widgets however long the conversation is.  While a reply streams in, the view follows
- * the bottom unless the user has scrolled up. */
+ * the bottom unless the user has scrolled up.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gtk/gtk.h>

@@ -1,6 +1,9 @@
 /* hanashi-sidebar.c — the conversations sidebar.  The list is a GListStore of
  * HanashiConversationItem rebuilt from one store query on every reload: a thousand rows
- * cost a few milliseconds (docs/conversations.md), far less than keeping a diff in sync. */
+ * cost a few milliseconds (docs/conversations.md), far less than keeping a diff in sync.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #define G_LOG_DOMAIN "hanashi-sidebar"
 
 #include "config.h"

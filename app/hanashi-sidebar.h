@@ -1,5 +1,8 @@
 /* hanashi-sidebar.h — the conversations sidebar: new chat, search, list, rename, delete
- * with undo, export and import */
+ * with undo, export and import
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <adwaita.h>

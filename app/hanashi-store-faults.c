@@ -2,7 +2,14 @@
  *
  * Each file is the real VFS's file placed right after our header; every method passes
  * through, except that writes, truncates and syncs fail once the armed fault is due and
- * reads are overwritten with garbage in that mode. */
+ * reads are overwritten with garbage in that mode.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-store-faults"
+
+#include "config.h"
+
 #include "hanashi-store-faults.h"
 
 #include <signal.h>

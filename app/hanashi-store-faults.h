@@ -2,7 +2,10 @@
  *
  * Tests only: it is linked into the test programs, never into the app.  Once installed it
  * is SQLite's default VFS, so every HanashiStore opened afterwards goes through it with no
- * change to the store itself. */
+ * change to the store itself.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <glib.h>

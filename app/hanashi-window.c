@@ -1016,7 +1016,7 @@ send_action (GtkWidget  *widget,
 
   if (self->editing_id != 0)
     {
-      g_autoptr (HanashiStoredMessage) edited = hanashi_store_get_message (self->store, self->editing_id, NULL);
+      g_autoptr (HanashiStoredMessage) edited = hanashi_store_dup_message (self->store, self->editing_id, NULL);
       for (guint i = 0; edited != NULL && i < n_context; i++)
         {
           g_autoptr (HanashiMessage) m = g_list_model_get_item (G_LIST_MODEL (self->messages), i);
@@ -1334,7 +1334,7 @@ hanashi_window_load_conversation (HanashiWindow *self,
   hanashi_composer_set_editing (self->composer, FALSE);
   if (conversation_id != 0 && self->store != NULL)
     {
-      conversation = hanashi_store_get_conversation (self->store, conversation_id, &error);
+      conversation = hanashi_store_dup_conversation (self->store, conversation_id, &error);
       if (conversation == NULL)
         {
           toast_error (self, _("Could not open the conversation"), error);

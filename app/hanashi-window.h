@@ -1,5 +1,8 @@
 /* hanashi-window.h: the main window: conversations, the chat, the composer and the
- * parameter panel.  The window owns the conversation store and the engine. */
+ * parameter panel.  The window owns the conversation store and the engine.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <adwaita.h>

@@ -254,7 +254,7 @@ test_send (void)
   g_assert_true (assistant->complete);
   g_assert_cmpint (assistant->parent_id, ==, user->id);
   g_assert_cmpint (assistant->token_count, ==, 16);
-  g_autoptr (HanashiStoredConversation) c = hanashi_store_get_conversation (store, conversation, NULL);
+  g_autoptr (HanashiStoredConversation) c = hanashi_store_dup_conversation (store, conversation, NULL);
   g_assert_cmpstr (c->title, ==, "Hello there, how are you today? This fi…");
   g_assert_cmpstr (gtk_window_get_title (GTK_WINDOW (window)), ==, c->title);
 
@@ -355,7 +355,7 @@ test_params (void)
   wait_until (reply_done, window);
   g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, "tok0 tok1 tok2 tok3 tok4 ");
   /* The conversation keeps the values it was started with. */
-  g_autoptr (HanashiStoredConversation) c = hanashi_store_get_conversation (hanashi_window_get_store (window),
+  g_autoptr (HanashiStoredConversation) c = hanashi_store_dup_conversation (hanashi_window_get_store (window),
                                                                            hanashi_window_get_conversation_id (window), NULL);
   g_assert_nonnull (strstr (c->params_json, "\"max_new_tokens\":5"));
   gtk_window_destroy (GTK_WINDOW (window));
@@ -406,7 +406,7 @@ test_stop (void)
   HanashiMessage *reply = message_at (window, 1);
   g_assert_true (hanashi_message_get_complete (reply));
   g_assert_true (g_str_has_prefix (hanashi_message_get_text (reply), "tok0 tok1 "));
-  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (hanashi_window_get_store (window),
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_dup_message (hanashi_window_get_store (window),
                                                                       hanashi_message_get_id (reply), NULL);
   g_assert_true (stored->complete);
   /* What was shown is what was kept, and it is less than the 100000 tokens asked for. */
@@ -421,7 +421,7 @@ static gboolean
 reply_saved (gpointer data)
 {
   HanashiMessage *reply = message_at (data, 1);
-  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (hanashi_window_get_store (data),
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_dup_message (hanashi_window_get_store (data),
                                                                       hanashi_message_get_id (reply), NULL);
   return stored->complete;
 }
@@ -471,7 +471,7 @@ test_store_failure_keeps_text (void)
   wait_until (reply_done, window);
   HanashiMessage *reply = message_at (window, 1);
   wait_until (reply_saved, window);
-  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (hanashi_window_get_store (window),
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_dup_message (hanashi_window_get_store (window),
                                                                       hanashi_message_get_id (reply), NULL);
   g_assert_cmpuint (strlen (stored->text), ==, strlen (hanashi_message_get_text (reply)));
   g_assert_true (g_str_equal (stored->text, hanashi_message_get_text (reply)));
@@ -515,7 +515,7 @@ test_alternatives (void)
   hanashi_chat_view_message_action (view, "previous", message_at (window, 1));
   g_assert_cmpint (hanashi_message_get_id (message_at (window, 1)), ==, first_reply);
   g_assert_cmpuint (hanashi_message_get_alternative_index (message_at (window, 1)), ==, 0);
-  g_autoptr (HanashiStoredMessage) shown = hanashi_store_get_message (store, first_reply, NULL);
+  g_autoptr (HanashiStoredMessage) shown = hanashi_store_dup_message (store, first_reply, NULL);
   g_assert_true (shown->shown);
   hanashi_chat_view_message_action (view, "next", message_at (window, 1));
   g_assert_cmpint (hanashi_message_get_id (message_at (window, 1)), ==, second_reply);
@@ -958,7 +958,7 @@ test_real_model (void)
   g_assert_true (hanashi_message_get_complete (reply));
   g_assert_cmpint (hanashi_message_get_token_count (reply), >=, 1);
   g_assert_cmpint (hanashi_message_get_token_count (reply), <=, 8);
-  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (hanashi_window_get_store (window),
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_dup_message (hanashi_window_get_store (window),
                                                                       hanashi_message_get_id (reply), NULL);
   g_assert_cmpstr (stored->text, ==, hanashi_message_get_text (reply));
   g_assert_cmpint (stored->token_count, ==, hanashi_message_get_token_count (reply));
@@ -1279,7 +1279,7 @@ test_thinking (void)
   g_assert_cmpstr (hanashi_message_get_thinking (reply), ==, "Let me add 2 and 2.");
   HanashiStore *store = hanashi_window_get_store (window);
   gint64 conversation = hanashi_window_get_conversation_id (window);
-  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (store, hanashi_message_get_id (reply), NULL);
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_dup_message (store, hanashi_message_get_id (reply), NULL);
   g_assert_cmpstr (stored->text, ==, "The answer is **4**.");
   g_assert_cmpstr (stored->thinking, ==, "Let me add 2 and 2.");
   g_assert_cmpfloat (stored->thinking_seconds, ==, hanashi_message_get_thinking_seconds (reply));
@@ -1315,7 +1315,7 @@ test_thinking (void)
 
   /* Switched off, the chat remembers it and the template gets enable_thinking = false. */
   gtk_toggle_button_set_active (think, FALSE);
-  g_autoptr (HanashiStoredConversation) c = hanashi_store_get_conversation (store, conversation, NULL);
+  g_autoptr (HanashiStoredConversation) c = hanashi_store_dup_conversation (store, conversation, NULL);
   g_assert_true (c->thinking_off);
   send_text (window, "Thanks");
   wait_until (reply_done, window);
