@@ -8,6 +8,7 @@
 
 #include <glib/gi18n.h>
 
+#include "hanashi-chat.h"
 #include "hanashi-chat-view.h"
 #include "hanashi-composer.h"
 #include "hanashi-message.h"
@@ -17,10 +18,7 @@
 #include "hanashi-store-recovery.h"
 #include "hanashi-window.h"
 
-/* A streaming reply is written to the database at most this often (µs). */
-#define COMMIT_INTERVAL_US (250 * 1000)
 #define MAX_RECENT_MODELS 8
-#define TITLE_MAX_CHARS 40
 /* Another program's lock on the database goes away by itself: try again this often (s). */
 #define STORE_RETRY_INTERVAL_S 3
 
@@ -57,29 +55,12 @@ struct _HanashiWindow
   guint               store_retry_source;
   gboolean            store_fresh_offer_pending; /* damaged: ask once the window is shown */
   HanashiEngine      *engine;
-  GListStore         *messages;
+  HanashiChat        *chat;              /* the conversation shown */
   GCancellable       *count_cancellable;
   GCancellable       *load_cancellable;
-  HanashiMessage     *reply;             /* the message being generated */
-  char               *reply_params;      /* the parameters it was generated with */
-
-  gint64              conversation_id;   /* 0: a new chat not stored yet */
-  gint64              editing_id;        /* the user message being edited, or 0 */
-  guint               reply_id;          /* the engine's request id, 0 when idle */
-  gint64              reply_committed;   /* monotonic time of the last commit */
-  gboolean            reply_save_failed; /* said once per reply, not every 250 ms */
-  GPtrArray          *unsaved;           /* finished replies waiting to be saved */
-  guint               retry_source;
   guint               draft_count_source; /* recount the context shortly after typing */
   int                 context_used;      /* -1 while unknown */
-  double              last_speed;
-
-  /* Undo of the last message deletion: the conversation's messages before it, and the ids
-   * after it, so that Undo never overwrites what happened since. */
-  GPtrArray          *undo_messages;
-  GArray             *undo_after_ids;
-  gint64              undo_conversation;
-  AdwToast           *undo_toast;        /* weak; the toast that offers it, while shown */
+  AdwToast           *undo_toast;        /* weak; the toast offering Undo, while shown */
 };
 
 G_DEFINE_FINAL_TYPE (HanashiWindow, hanashi_window, ADW_TYPE_APPLICATION_WINDOW)
@@ -127,14 +108,14 @@ GListModel *
 hanashi_window_get_messages (HanashiWindow *self)
 {
   g_return_val_if_fail (HANASHI_IS_WINDOW (self), NULL);
-  return G_LIST_MODEL (self->messages);
+  return hanashi_chat_get_messages (self->chat);
 }
 
 gint64
 hanashi_window_get_conversation_id (HanashiWindow *self)
 {
   g_return_val_if_fail (HANASHI_IS_WINDOW (self), 0);
-  return self->conversation_id;
+  return hanashi_chat_get_conversation_id (self->chat);
 }
 
 void
@@ -239,10 +220,11 @@ replace_store (HanashiWindow *self,
       return;
     }
   g_set_object (&self->store, store);
+  hanashi_chat_set_store (self->chat, self->store);
   apply_store_problem (self, problem);
   hanashi_sidebar_set_store (self->sidebar, self->store);
-  if (!had_store && self->store != NULL && self->conversation_id == 0 &&
-      g_list_model_get_n_items (G_LIST_MODEL (self->messages)) == 0)
+  if (!had_store && self->store != NULL && hanashi_chat_get_conversation_id (self->chat) == 0 &&
+      g_list_model_get_n_items (hanashi_chat_get_messages (self->chat)) == 0)
     {
       g_autoptr (GPtrArray) conversations = hanashi_store_list_conversations (self->store, NULL, NULL);
       if (conversations != NULL && conversations->len > 0)
@@ -291,6 +273,7 @@ reopen_store_now (HanashiWindow *self)
   if (self->store != NULL)
     {
       hanashi_sidebar_set_store (self->sidebar, NULL);
+      hanashi_chat_set_store (self->chat, NULL);
       g_clear_object (&self->store);
     }
   store = hanashi_store_open_best (self->store_path, &problem);
@@ -403,134 +386,9 @@ static void
 update_main_page (HanashiWindow *self)
 {
   gboolean loaded = hanashi_engine_get_model_info (self->engine) != NULL;
-  gboolean has_messages = g_list_model_get_n_items (G_LIST_MODEL (self->messages)) > 0;
+  gboolean has_messages = g_list_model_get_n_items (hanashi_chat_get_messages (self->chat)) > 0;
 
   gtk_stack_set_visible_child_name (self->main_stack, loaded || has_messages ? "chat" : "empty");
-}
-
-static int
-message_index (HanashiWindow  *self,
-               HanashiMessage *message)
-{
-  guint n = g_list_model_get_n_items (G_LIST_MODEL (self->messages));
-  for (guint i = 0; i < n; i++)
-    {
-      g_autoptr (HanashiMessage) item = g_list_model_get_item (G_LIST_MODEL (self->messages), i);
-      if (item == message)
-        return (int) i;
-    }
-  return -1;
-}
-
-static gint64
-last_message_id (HanashiWindow *self)
-{
-  guint n = g_list_model_get_n_items (G_LIST_MODEL (self->messages));
-  g_autoptr (HanashiMessage) last = n > 0 ? g_list_model_get_item (G_LIST_MODEL (self->messages), n - 1) : NULL;
-  return last ? hanashi_message_get_id (last) : 0;
-}
-
-/* Walks the message tree from the root, following the shown alternative at each step. */
-static GPtrArray *
-build_thread (GPtrArray *stored)
-{
-  g_autoptr (GHashTable) children = g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL,
-                                                           (GDestroyNotify) g_ptr_array_unref);
-  GPtrArray *thread = g_ptr_array_new_with_free_func (g_object_unref);
-  gint64 parent = 0;
-
-  for (guint i = 0; i < stored->len; i++)
-    {
-      HanashiStoredMessage *m = g_ptr_array_index (stored, i);
-      GPtrArray *kids = g_hash_table_lookup (children, &m->parent_id);
-      if (kids == NULL)
-        {
-          kids = g_ptr_array_new ();
-          g_hash_table_insert (children, &m->parent_id, kids);
-        }
-      g_ptr_array_add (kids, m);
-    }
-
-  /* Each step moves to a message with a larger id than any visited in a well-formed tree,
-   * but a damaged database could hold a cycle: never take more steps than rows. */
-  for (guint step = 0; step < stored->len; step++)
-    {
-      GPtrArray *kids = g_hash_table_lookup (children, &parent);
-      HanashiStoredMessage *pick = NULL;
-      guint index = 0, n = 0;
-
-      if (kids == NULL)
-        break;
-      for (guint i = 0; i < kids->len; i++)
-        {
-          HanashiStoredMessage *m = g_ptr_array_index (kids, i);
-          if (m->shown || pick == NULL || !pick->shown)
-            pick = m;
-        }
-      for (guint i = 0; i < kids->len; i++)
-        {
-          HanashiStoredMessage *m = g_ptr_array_index (kids, i);
-          if (m->alternative_group != pick->alternative_group)
-            continue;
-          if (m == pick)
-            index = n;
-          n++;
-        }
-      HanashiMessage *message = hanashi_message_new_from_stored (pick);
-      hanashi_message_set_alternatives (message, index, n);
-      g_ptr_array_add (thread, message);
-      parent = pick->id;
-    }
-  return thread;
-}
-
-/* Re-reads the conversation; unchanged leading messages keep their objects (and rows). */
-static void
-reload_thread (HanashiWindow *self)
-{
-  g_autoptr (GError) error = NULL;
-  g_autoptr (GPtrArray) stored = NULL;
-  g_autoptr (GPtrArray) thread = NULL;
-  guint n_old = g_list_model_get_n_items (G_LIST_MODEL (self->messages));
-  guint keep = 0;
-
-  if (self->store == NULL || self->conversation_id == 0)
-    {
-      g_list_store_remove_all (self->messages);
-      update_context_meter (self);
-      return;
-    }
-  stored = hanashi_store_list_messages (self->store, self->conversation_id, &error);
-  if (stored == NULL)
-    {
-      toast_error (self, _("Could not read the conversation"), error);
-      return;
-    }
-  thread = build_thread (stored);
-  for (; keep < MIN (n_old, thread->len); keep++)
-    {
-      g_autoptr (HanashiMessage) old = g_list_model_get_item (G_LIST_MODEL (self->messages), keep);
-      HanashiMessage *fresh = g_ptr_array_index (thread, keep);
-      if (hanashi_message_get_id (old) != hanashi_message_get_id (fresh) || old == self->reply)
-        break;
-      hanashi_message_set_text (old, hanashi_message_get_text (fresh));
-      hanashi_message_set_thinking (old, hanashi_message_get_thinking (fresh),
-                                    hanashi_message_get_thinking_seconds (fresh));
-      hanashi_message_set_alternatives (old, hanashi_message_get_alternative_index (fresh),
-                                        hanashi_message_get_n_alternatives (fresh));
-    }
-  g_list_store_splice (self->messages, keep, n_old - keep,
-                       thread->pdata + keep, thread->len - keep);
-  update_context_meter (self);
-}
-
-static void
-truncate_thread (HanashiWindow *self,
-                 guint          length)
-{
-  guint n = g_list_model_get_n_items (G_LIST_MODEL (self->messages));
-  if (length < n)
-    g_list_store_splice (self->messages, length, n - length, NULL, 0);
 }
 
 static char *
@@ -539,45 +397,12 @@ conversation_key (gint64 id)
   return g_strdup_printf ("%" G_GINT64_FORMAT, id);
 }
 
-/* ---- a reasoning model's thinking ---------------------------------------------------------
- * Replies keep their thinking apart from the answer (hanashi_message_append_output), so the
- * thread sent back to the model, copies and exports carry the answer only.  The chat's Think
- * switch is offered when the model's template reads enable_thinking, and passed to it. */
-
-static gboolean
-thinking_switch_shown (HanashiWindow *self)
-{
-  const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
-  return info != NULL && info->thinking_switch;
-}
-
-static void
-set_request_thinking (HanashiWindow          *self,
-                      HanashiGenerateRequest *req)
-{
-  if (thinking_switch_shown (self))
-    hanashi_generate_request_set_thinking (req, hanashi_composer_get_thinking (self->composer)
-                                                ? HANASHI_THINKING_ON : HANASHI_THINKING_OFF);
-}
-
-/* Where a reply starts: inside the thinking when the template's generation prompt opened it
- * (DeepSeek-R1) and the user did not switch thinking off; otherwise a leading marker opens
- * it, and, for templates that know thinking, a lone end marker closes one. */
-static HnThinkStart
-reply_start (HanashiWindow *self)
-{
-  const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
-  if (info == NULL)
-    return HN_THINK_START_ANSWER;
-  if (info->reply_opens_thinking && !(info->thinking_switch && !hanashi_composer_get_thinking (self->composer)))
-    return HN_THINK_START_INSIDE;
-  return info->thinking_aware ? HN_THINK_START_AUTO : HN_THINK_START_ANSWER;
-}
-
+/* The chat's Think switch is offered when the model's template reads enable_thinking. */
 static void
 update_thinking_switch (HanashiWindow *self)
 {
-  hanashi_composer_set_thinking_available (self->composer, thinking_switch_shown (self));
+  const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
+  hanashi_composer_set_thinking_available (self->composer, info != NULL && info->thinking_switch);
 }
 
 static void
@@ -586,36 +411,9 @@ on_thinking_changed (HanashiComposer *composer,
 {
   g_autoptr (GError) error = NULL;
 
-  if (self->conversation_id == 0 || self->store == NULL)
-    return;
-  if (!hanashi_store_set_conversation_thinking (self->store, self->conversation_id,
-                                                hanashi_composer_get_thinking (composer), &error))
+  if (!hanashi_chat_set_thinking (self->chat, hanashi_composer_get_thinking (composer), &error))
     toast_error (self, _("Could not save the Think switch"), error);
   update_context_meter (self);
-}
-
-/* The first @n_messages of the visible thread as an engine request, plus @extra_user. */
-static HanashiGenerateRequest *
-build_request (HanashiWindow *self,
-               guint          n_messages,
-               const char    *extra_user)
-{
-  g_autofree char *key = conversation_key (self->conversation_id);
-  HanashiGenerateRequest *req = hanashi_generate_request_new (key);
-  const char *system_prompt = hanashi_composer_get_system_prompt (self->composer);
-
-  if (*system_prompt != '\0')
-    hanashi_generate_request_set_system_prompt (req, system_prompt);
-  for (guint i = 0; i < n_messages; i++)
-    {
-      g_autoptr (HanashiMessage) m = g_list_model_get_item (G_LIST_MODEL (self->messages), i);
-      hanashi_generate_request_add_message (req, hanashi_message_is_user (m) ? HANASHI_ROLE_USER : HANASHI_ROLE_ASSISTANT,
-                                            hanashi_message_get_text (m));
-    }
-  if (extra_user != NULL)
-    hanashi_generate_request_add_message (req, HANASHI_ROLE_USER, extra_user);
-  set_request_thinking (self, req);
-  return req;
 }
 
 /* ---- status: model name, context meter, speed --------------------------------------- */
@@ -625,6 +423,7 @@ update_status (HanashiWindow *self)
 {
   const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
   g_autoptr (GString) status = g_string_new (NULL);
+  double last_speed = hanashi_chat_get_last_speed (self->chat);
 
   gtk_label_set_label (self->model_label, info ? info->name : _("No Model"));
   gtk_widget_set_visible (GTK_WIDGET (self->context_bar), info != NULL && self->context_used >= 0);
@@ -637,12 +436,12 @@ update_status (HanashiWindow *self)
       g_autofree char *tooltip = g_strdup_printf (_("%d of %u context tokens used"), self->context_used, info->n_ctx);
       gtk_widget_set_tooltip_text (GTK_WIDGET (self->context_bar), tooltip);
     }
-  if (info != NULL && self->last_speed > 0)
+  if (info != NULL && last_speed > 0)
     {
       if (status->len > 0)
         g_string_append (status, " · ");
       /* Translators: the speed of the last reply */
-      g_string_append_printf (status, _("%.1f tok/s"), self->last_speed);
+      g_string_append_printf (status, _("%.1f tok/s"), last_speed);
     }
   gtk_label_set_label (self->status_label, status->str);
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->model_label), status->len > 0 ? status->str : NULL);
@@ -688,150 +487,125 @@ update_context_meter (HanashiWindow *self)
                            : hanashi_composer_dup_text (self->composer);
   if (draft != NULL)
     g_strstrip (draft);
-  req = build_request (self, g_list_model_get_n_items (G_LIST_MODEL (self->messages)),
-                       draft != NULL && *draft != '\0' ? draft : NULL);
+  req = hanashi_chat_build_request (self->chat, draft != NULL && *draft != '\0' ? draft : NULL);
   hanashi_engine_count_tokens_async (self->engine, req, self->count_cancellable, count_done, g_object_ref (self));
 }
 
-/* ---- generation ------------------------------------------------------------------------ */
+/* ---- what the chat reports -------------------------------------------------------------- */
 
-static gboolean
-store_reply_text (HanashiWindow   *self,
-                  HanashiMessage  *message,
-                  const char      *params,
-                  gboolean         complete,
-                  GError         **error)
-{
-  return hanashi_store_update_reply (self->store, hanashi_message_get_id (message),
-                                     hanashi_message_get_text (message),
-                                     hanashi_message_get_thinking (message),
-                                     hanashi_message_get_thinking_seconds (message),
-                                     hanashi_message_get_token_count (message),
-                                     hanashi_message_get_generation_seconds (message),
-                                     params, complete, error);
-}
-
-/* Finished replies whose last save failed are tried again until the database takes them,
- * so a passing problem (disk full, a lock) does not cost the answer. */
 static void
-save_unsaved (HanashiWindow *self)
+on_chat_problem (HanashiChat   *chat,
+                 const char    *what,
+                 const GError  *error,
+                 HanashiWindow *self)
 {
-  for (guint i = 0; i < self->unsaved->len;)
-    {
-      HanashiMessage *message = g_ptr_array_index (self->unsaved, i);
-      g_autoptr (GError) error = NULL;
-      const char *params = g_object_get_data (G_OBJECT (message), "hanashi-params");
-
-      if (store_reply_text (self, message, params, TRUE, &error) ||
-          g_error_matches (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND))
-        g_ptr_array_remove_index (self->unsaved, i);
-      else
-        i++;
-    }
-}
-
-static gboolean
-retry_unsaved (gpointer data)
-{
-  HanashiWindow *self = data;
-
-  save_unsaved (self);
-  if (self->unsaved->len > 0)
-    return G_SOURCE_CONTINUE;
-  self->retry_source = 0;
-  return G_SOURCE_REMOVE;
+  if (what == NULL)
+    hanashi_window_add_toast (self, error->message);
+  else
+    toast_error (self, what, error);
 }
 
 static void
-commit_reply (HanashiWindow *self,
-              gboolean       complete)
+on_chat_notice (HanashiChat   *chat,
+                const char    *text,
+                HanashiWindow *self)
 {
-  g_autoptr (GError) error = NULL;
-
-  if (self->reply == NULL || self->store == NULL)
-    return;
-  self->reply_committed = g_get_monotonic_time ();
-  if (store_reply_text (self, self->reply, complete ? self->reply_params : NULL, complete, &error))
-    return;
-  if (!self->reply_save_failed)
-    toast_error (self, _("Could not save the reply"), error);
-  self->reply_save_failed = TRUE;
-  if (complete)
-    {
-      g_object_set_data_full (G_OBJECT (self->reply), "hanashi-params", g_strdup (self->reply_params), g_free);
-      g_ptr_array_add (self->unsaved, g_object_ref (self->reply));
-      if (self->retry_source == 0)
-        self->retry_source = g_timeout_add_seconds (1, retry_unsaved, self);
-    }
+  hanashi_window_add_toast (self, text);
 }
 
-/* Ends the current reply on our side: whatever arrives later for it is ignored. */
 static void
-finish_reply (HanashiWindow *self)
+on_chat_generating (HanashiChat   *chat,
+                    GParamSpec    *pspec,
+                    HanashiWindow *self)
 {
-  if (self->reply == NULL)
-    return;
-  hanashi_message_end_output (self->reply);
-  hanashi_message_set_complete (self->reply, TRUE);
-  commit_reply (self, TRUE);
-  g_clear_object (&self->reply);
-  g_clear_pointer (&self->reply_params, g_free);
-  self->reply_id = 0;
-  hanashi_composer_set_generating (self->composer, FALSE);
+  hanashi_composer_set_generating (self->composer, hanashi_chat_get_generating (chat));
   update_actions (self);
-  update_context_meter (self);
+  if (!hanashi_chat_get_generating (chat))
+    {
+      update_context_meter (self);
+      update_status (self);
+    }
+}
+
+/* A sent edit (or another chat) ends editing; the composer's note goes with it. */
+static void
+on_chat_editing (HanashiChat   *chat,
+                 GParamSpec    *pspec,
+                 HanashiWindow *self)
+{
+  if (hanashi_chat_get_editing_id (chat) == 0)
+    hanashi_composer_set_editing (self->composer, FALSE);
+}
+
+static void
+on_reply_started (HanashiChat   *chat,
+                  HanashiWindow *self)
+{
+  hanashi_chat_view_scroll_to_bottom (self->chat_view);
+}
+
+static void
+on_chat_title (HanashiChat   *chat,
+               GParamSpec    *pspec,
+               HanashiWindow *self)
+{
+  const char *title = hanashi_chat_get_title (chat);
+
+  /* The title names the window in the window switcher. */
+  gtk_window_set_title (GTK_WINDOW (self), *title != '\0' ? title : _("Hanashi"));
+}
+
+static void
+on_chat_conversation_id (HanashiChat   *chat,
+                         GParamSpec    *pspec,
+                         HanashiWindow *self)
+{
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_CONVERSATION_ID]);
+}
+
+static void
+on_chat_changed (HanashiChat   *chat,
+                 HanashiWindow *self)
+{
   g_signal_emit (self, signals[SIGNAL_CONVERSATIONS_CHANGED], 0);
 }
 
-static void
-abandon_reply (HanashiWindow *self)
+/* The chat reads the composer and the panel when it builds a request: the widgets are
+ * the state, so what the user sees is what the engine gets. */
+static const char *
+composer_system_prompt (gpointer data)
 {
-  if (self->reply_id != 0)
-    hanashi_engine_cancel (self->engine, self->reply_id);
-  finish_reply (self);
+  return hanashi_composer_get_system_prompt (HANASHI_WINDOW (data)->composer);
 }
 
-/* Starts a reply to the first @n_context messages of the thread, stored as a child of
- * @parent_id (and as an alternative of @alternative_of when that is not 0). */
 static gboolean
-start_reply (HanashiWindow  *self,
-             guint           n_context,
-             gint64          parent_id,
-             gint64          alternative_of,
-             GError        **error)
+composer_thinking (gpointer data)
 {
-  g_autoptr (HanashiGenerateRequest) req = build_request (self, n_context, NULL);
-  g_autoptr (HanashiMessage) message = NULL;
-  g_autoptr (GPtrArray) alternatives = NULL;
-  gint64 id;
-
-  if (!hanashi_params_panel_apply_to_request (self->params_panel, req, error))
-    return FALSE;
-  id = hanashi_store_add_message (self->store, self->conversation_id, parent_id, alternative_of,
-                                  "assistant", "", FALSE, error);
-  if (id == 0)
-    return FALSE;
-
-  message = hanashi_message_new (id, "assistant", "");
-  hanashi_message_set_parent_id (message, parent_id);
-  hanashi_message_set_complete (message, FALSE);
-  hanashi_message_begin_output (message, reply_start (self));
-  alternatives = hanashi_store_list_alternatives (self->store, id, NULL);
-  if (alternatives != NULL)
-    hanashi_message_set_alternatives (message, alternatives->len - 1, alternatives->len);
-  truncate_thread (self, n_context);
-  g_list_store_append (self->messages, message);
-
-  self->reply = g_steal_pointer (&message);
-  self->reply_params = hanashi_params_panel_dup_params_json (self->params_panel);
-  self->reply_committed = g_get_monotonic_time ();
-  self->reply_save_failed = FALSE;
-  self->reply_id = hanashi_engine_generate (self->engine, req);
-  hanashi_composer_set_generating (self->composer, TRUE);
-  hanashi_chat_view_scroll_to_bottom (self->chat_view);
-  update_actions (self);
-  return TRUE;
+  return hanashi_composer_get_thinking (HANASHI_WINDOW (data)->composer);
 }
+
+static gboolean
+apply_panel_params (gpointer                 data,
+                    HanashiGenerateRequest  *request,
+                    GError                 **error)
+{
+  return hanashi_params_panel_apply_to_request (HANASHI_WINDOW (data)->params_panel, request, error);
+}
+
+static char *
+dup_panel_params (gpointer data)
+{
+  return hanashi_params_panel_dup_params_json (HANASHI_WINDOW (data)->params_panel);
+}
+
+static const HanashiChatSettingsSource window_settings = {
+  composer_system_prompt,
+  composer_thinking,
+  apply_panel_params,
+  dup_panel_params,
+};
+
+/* ---- engine events about the reply -------------------------------------------------------- */
 
 /* A long conversation can take a while to read before the first token: the bar under the
  * header (also used for loading) shows how far the engine is. */
@@ -842,7 +616,7 @@ on_prompt_progress (HanashiEngine *engine,
                     guint          total,
                     HanashiWindow *self)
 {
-  if (id == 0 || id != self->reply_id || total == 0)
+  if (id == 0 || id != hanashi_chat_get_request_id (self->chat) || total == 0)
     return;
   gtk_progress_bar_set_fraction (self->load_progress, (double) done / total);
   gtk_widget_set_visible (GTK_WIDGET (self->load_progress), done < total);
@@ -855,32 +629,9 @@ on_token (HanashiEngine *engine,
           int            token_id,
           HanashiWindow *self)
 {
-  if (id == 0 || id != self->reply_id || self->reply == NULL)
-    return;
-  if (self->load_cancellable == NULL)
+  /* The first token ends the reading of the prompt (a model load keeps its bar). */
+  if (id != 0 && id == hanashi_chat_get_request_id (self->chat) && self->load_cancellable == NULL)
     gtk_widget_set_visible (GTK_WIDGET (self->load_progress), FALSE);
-  hanashi_message_append_output (self->reply, text);
-  if (g_get_monotonic_time () - self->reply_committed >= COMMIT_INTERVAL_US)
-    commit_reply (self, FALSE);
-}
-
-static void
-on_generation_done (HanashiEngine          *engine,
-                    guint                   id,
-                    HanashiGenerationStats *stats,
-                    HanashiWindow          *self)
-{
-  double seconds;
-
-  if (id == 0 || id != self->reply_id || self->reply == NULL)
-    return;
-  seconds = stats->gen_tokens_per_second > 0 ? stats->n_generated / stats->gen_tokens_per_second : 0;
-  hanashi_message_set_stats (self->reply, (int) stats->n_generated, seconds);
-  self->last_speed = stats->gen_tokens_per_second;
-  if (stats->grammar_truncated_steps > 0)
-    hanashi_window_add_toast (self, _("The grammar is too ambiguous to follow in full: some text it allows may have been refused."));
-  finish_reply (self);
-  update_status (self);
 }
 
 static void
@@ -892,23 +643,6 @@ on_engine_error (HanashiEngine *engine,
   g_autofree char *text = describe_engine_error (error);
 
   hanashi_window_add_toast (self, text);
-  if (id == 0 || id != self->reply_id || self->reply == NULL)
-    return;
-  /* A reply that never started leaves nothing worth keeping; the thread is read again so
-   * a regenerated answer's earlier version comes back. */
-  if (*hanashi_message_get_text (self->reply) == '\0' && *hanashi_message_get_thinking (self->reply) == '\0')
-    {
-      g_autoptr (HanashiMessage) reply = g_steal_pointer (&self->reply);
-      if (self->store != NULL)
-        hanashi_store_delete_message (self->store, hanashi_message_get_id (reply), NULL);
-      g_clear_pointer (&self->reply_params, g_free);
-      self->reply_id = 0;
-      hanashi_composer_set_generating (self->composer, FALSE);
-      update_actions (self);
-      reload_thread (self);
-      return;
-    }
-  finish_reply (self);
 }
 
 static void
@@ -918,7 +652,7 @@ on_context_dropped (HanashiEngine *engine,
                     guint          n_tokens,
                     HanashiWindow *self)
 {
-  if (id == 0 || id != self->reply_id)
+  if (id == 0 || id != hanashi_chat_get_request_id (self->chat))
     return;
   /* Translators: said when a long chat no longer fits in the model's context */
   g_autofree char *text = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE,
@@ -948,48 +682,6 @@ on_engine_warning (HanashiEngine *engine,
   hanashi_window_add_toast (self, text);
 }
 
-static char *
-make_title (const char *text)
-{
-  g_autofree char *first_line = NULL;
-  const char *end = strchr (text, '\n');
-  g_autofree char *stripped = NULL;
-
-  first_line = end ? g_strndup (text, end - text) : g_strdup (text);
-  stripped = g_strstrip (g_strdup (first_line));
-  if (g_utf8_strlen (stripped, -1) <= TITLE_MAX_CHARS)
-    return g_steal_pointer (&stripped);
-  g_autofree char *cut = g_utf8_substring (stripped, 0, TITLE_MAX_CHARS - 1);
-  return g_strconcat (g_strchomp (cut), "…", NULL);
-}
-
-static gboolean
-ensure_conversation (HanashiWindow  *self,
-                     const char     *first_text,
-                     GError        **error)
-{
-  g_autofree char *title = NULL;
-  g_autofree char *params = NULL;
-  gint64 id;
-
-  if (self->conversation_id != 0)
-    return TRUE;
-  title = make_title (first_text);
-  id = hanashi_store_create_conversation (self->store, title, error);
-  if (id == 0)
-    return FALSE;
-  self->conversation_id = id;
-  gtk_window_set_title (GTK_WINDOW (self), title);
-  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_CONVERSATION_ID]);
-  params = hanashi_params_panel_dup_params_json (self->params_panel);
-  /* Settings chosen before the first message belong to the new conversation. */
-  if (!hanashi_store_set_system_prompt (self->store, id, hanashi_composer_get_system_prompt (self->composer), error) ||
-      !hanashi_store_set_conversation_params (self->store, id, params, error) ||
-      !hanashi_store_set_conversation_thinking (self->store, id, hanashi_composer_get_thinking (self->composer), error))
-    return FALSE;
-  return TRUE;
-}
-
 static void
 send_action (GtkWidget  *widget,
              const char *action_name,
@@ -997,75 +689,25 @@ send_action (GtkWidget  *widget,
 {
   HanashiWindow *self = HANASHI_WINDOW (widget);
   g_autofree char *text = hanashi_composer_dup_text (self->composer);
-  g_autoptr (HanashiGenerateRequest) check = NULL;
-  g_autoptr (HanashiMessage) message = NULL;
   g_autoptr (GError) error = NULL;
-  g_autoptr (GPtrArray) alternatives = NULL;
-  guint n_context = g_list_model_get_n_items (G_LIST_MODEL (self->messages));
-  gint64 parent_id = last_message_id (self);
-  gint64 alternative_of = 0;
-  gint64 id;
 
   g_autofree char *trimmed = g_strstrip (g_strdup (text));
   if (*trimmed == '\0')
     return;
-  if (self->reply != NULL || hanashi_engine_get_model_info (self->engine) == NULL)
+  if (hanashi_chat_get_generating (self->chat) || hanashi_engine_get_model_info (self->engine) == NULL)
     return;
   if (!ensure_writable_store (self))
     return;
 
-  if (self->editing_id != 0)
+  if (!hanashi_chat_send (self->chat, text, &error))
     {
-      g_autoptr (HanashiStoredMessage) edited = hanashi_store_dup_message (self->store, self->editing_id, NULL);
-      for (guint i = 0; edited != NULL && i < n_context; i++)
-        {
-          g_autoptr (HanashiMessage) m = g_list_model_get_item (G_LIST_MODEL (self->messages), i);
-          if (hanashi_message_get_id (m) == self->editing_id)
-            {
-              n_context = i;
-              parent_id = edited->parent_id;
-              alternative_of = edited->id;
-              break;
-            }
-        }
-    }
-
-  /* Refuse before storing anything when the panel's grammar cannot be used. */
-  check = build_request (self, n_context, text);
-  if (!hanashi_params_panel_apply_to_request (self->params_panel, check, &error))
-    {
-      hanashi_window_add_toast (self, error->message);
+      /* The text stays in the composer, so nothing typed is lost.  The store's errors and
+       * the panel's (an unusable grammar) are whole sentences. */
+      if (error != NULL)
+        hanashi_window_add_toast (self, error->message);
       return;
     }
-
-  /* Named after the first line that has words in it. */
-  if (!ensure_conversation (self, trimmed, &error))
-    {
-      toast_error (self, _("Could not save the message"), error);
-      return;
-    }
-  id = hanashi_store_add_message (self->store, self->conversation_id, parent_id, alternative_of,
-                                  "user", text, TRUE, &error);
-  if (id == 0)
-    {
-      /* The text stays in the composer, so nothing typed is lost. */
-      toast_error (self, _("Could not save the message"), error);
-      return;
-    }
-
   hanashi_composer_set_text (self->composer, "");
-  hanashi_composer_set_editing (self->composer, FALSE);
-  self->editing_id = 0;
-  g_signal_emit (self, signals[SIGNAL_CONVERSATIONS_CHANGED], 0);
-  message = hanashi_message_new (id, "user", text);
-  hanashi_message_set_parent_id (message, parent_id);
-  if (alternative_of != 0 && (alternatives = hanashi_store_list_alternatives (self->store, id, NULL)) != NULL)
-    hanashi_message_set_alternatives (message, alternatives->len - 1, alternatives->len);
-  truncate_thread (self, n_context);
-  g_list_store_append (self->messages, message);
-
-  if (!start_reply (self, n_context + 1, id, 0, &error))
-    toast_error (self, _("Could not start the reply"), error);
 }
 
 static void
@@ -1073,98 +715,111 @@ stop_action (GtkWidget  *widget,
              const char *action_name,
              GVariant   *parameter)
 {
-  HanashiWindow *self = HANASHI_WINDOW (widget);
-
-  /* The engine still reports "generation-done" with the stats of the partial reply. */
-  if (self->reply_id != 0)
-    hanashi_engine_cancel (self->engine, self->reply_id);
+  hanashi_chat_stop (HANASHI_WINDOW (widget)->chat);
 }
 
-/* ---- message actions ------------------------------------------------------------------- */
+/* ---- message actions: "chat.*", the message id as parameter ------------------------------- */
+
+static HanashiMessage *
+find_message (HanashiWindow *self,
+              gint64         id)
+{
+  GListModel *messages = hanashi_chat_get_messages (self->chat);
+  guint n = g_list_model_get_n_items (messages);
+
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr (HanashiMessage) item = g_list_model_get_item (messages, i);
+      if (hanashi_message_get_id (item) == id)
+        return item;   /* the list keeps it alive */
+    }
+  return NULL;
+}
 
 static void
-switch_alternative (HanashiWindow  *self,
-                    HanashiMessage *message,
-                    int             delta)
+copy_message_action (GSimpleAction *action,
+                     GVariant      *parameter,
+                     gpointer       user_data)
 {
-  g_autoptr (GError) error = NULL;
-  g_autoptr (GPtrArray) alternatives = hanashi_store_list_alternatives (self->store, hanashi_message_get_id (message), &error);
-  int index = -1;
+  HanashiWindow *self = user_data;
+  HanashiMessage *message = find_message (self, g_variant_get_int64 (parameter));
 
-  if (alternatives == NULL)
-    {
-      toast_error (self, _("Could not switch versions"), error);
-      return;
-    }
-  for (guint i = 0; i < alternatives->len; i++)
-    if (((HanashiStoredMessage *) g_ptr_array_index (alternatives, i))->id == hanashi_message_get_id (message))
-      index = (int) i;
-  index += delta;
-  if (index < 0 || index >= (int) alternatives->len)
+  if (message != NULL)
+    gdk_clipboard_set_text (gtk_widget_get_clipboard (GTK_WIDGET (self)), hanashi_message_get_text (message));
+}
+
+static void
+edit_message_action (GSimpleAction *action,
+                     GVariant      *parameter,
+                     gpointer       user_data)
+{
+  HanashiWindow *self = user_data;
+  gint64 id = g_variant_get_int64 (parameter);
+  HanashiMessage *message;
+
+  hanashi_chat_begin_edit (self->chat, id);
+  message = find_message (self, id);
+  if (message == NULL || hanashi_chat_get_editing_id (self->chat) != id)
     return;
-  if (!hanashi_store_show_alternative (self->store, ((HanashiStoredMessage *) g_ptr_array_index (alternatives, index))->id, &error))
-    {
-      toast_error (self, _("Could not switch versions"), error);
-      return;
-    }
-  reload_thread (self);
-}
-
-static GArray *
-message_ids (GPtrArray *messages)
-{
-  GArray *ids = g_array_sized_new (FALSE, FALSE, sizeof (gint64), messages->len);
-  for (guint i = 0; i < messages->len; i++)
-    g_array_append_val (ids, ((HanashiStoredMessage *) g_ptr_array_index (messages, i))->id);
-  return ids;
-}
-
-static gboolean
-same_ids (GArray *a, GArray *b)
-{
-  return a->len == b->len && memcmp (a->data, b->data, a->len * sizeof (gint64)) == 0;
+  hanashi_composer_set_text (self->composer, hanashi_message_get_text (message));
+  hanashi_composer_set_editing (self->composer, TRUE);
+  gtk_widget_grab_focus (GTK_WIDGET (self->composer));
 }
 
 static void
-forget_message_undo (HanashiWindow *self)
+regenerate_message_action (GSimpleAction *action,
+                           GVariant      *parameter,
+                           gpointer       user_data)
 {
-  g_clear_pointer (&self->undo_messages, g_ptr_array_unref);
-  g_clear_pointer (&self->undo_after_ids, g_array_unref);
-  self->undo_conversation = 0;
+  HanashiWindow *self = user_data;
+  hanashi_chat_regenerate (self->chat, g_variant_get_int64 (parameter));
 }
 
 static void
-undo_delete_message_action (GtkWidget  *widget,
-                            const char *action_name,
-                            GVariant   *parameter)
+delete_message_action (GSimpleAction *action,
+                       GVariant      *parameter,
+                       gpointer       user_data)
 {
-  HanashiWindow *self = HANASHI_WINDOW (widget);
-  g_autoptr (GError) error = NULL;
-  g_autoptr (GPtrArray) now = NULL;
-  g_autoptr (GArray) now_ids = NULL;
-
-  if (self->undo_messages == NULL || self->store == NULL)
-    return;
-  now = hanashi_store_list_messages (self->store, self->undo_conversation, &error);
-  if (now == NULL)
-    {
-      toast_error (self, _("Could not bring the message back"), error);
-      return;
-    }
-  now_ids = message_ids (now);
-  if (!same_ids (now_ids, self->undo_after_ids))
-    {
-      hanashi_window_add_toast (self, _("The chat has changed since, so the message cannot be brought back."));
-      forget_message_undo (self);
-      return;
-    }
-  if (!hanashi_store_replace_messages (self->store, self->undo_conversation, self->undo_messages, &error))
-    toast_error (self, _("Could not bring the message back"), error);
-  else if (self->undo_conversation == self->conversation_id)
-    reload_thread (self);
-  forget_message_undo (self);
-  g_signal_emit (self, signals[SIGNAL_CONVERSATIONS_CHANGED], 0);
+  HanashiWindow *self = user_data;
+  hanashi_chat_delete_message (self->chat, g_variant_get_int64 (parameter));
 }
+
+static void
+previous_alternative_action (GSimpleAction *action,
+                             GVariant      *parameter,
+                             gpointer       user_data)
+{
+  HanashiWindow *self = user_data;
+  hanashi_chat_switch_alternative (self->chat, g_variant_get_int64 (parameter), -1);
+}
+
+static void
+next_alternative_action (GSimpleAction *action,
+                         GVariant      *parameter,
+                         gpointer       user_data)
+{
+  HanashiWindow *self = user_data;
+  hanashi_chat_switch_alternative (self->chat, g_variant_get_int64 (parameter), +1);
+}
+
+static void
+undo_delete_action (GSimpleAction *action,
+                    GVariant      *parameter,
+                    gpointer       user_data)
+{
+  HanashiWindow *self = user_data;
+  hanashi_chat_undo_delete (self->chat);
+}
+
+static const GActionEntry chat_actions[] = {
+  { "copy", copy_message_action, "x" },
+  { "edit", edit_message_action, "x" },
+  { "regenerate", regenerate_message_action, "x" },
+  { "delete", delete_message_action, "x" },
+  { "previous-alternative", previous_alternative_action, "x" },
+  { "next-alternative", next_alternative_action, "x" },
+  { "undo-delete", undo_delete_action },
+};
 
 static void
 on_message_undo_dismissed (AdwToast      *toast,
@@ -1175,32 +830,23 @@ on_message_undo_dismissed (AdwToast      *toast,
   if (self->undo_toast == toast)
     {
       g_clear_weak_pointer (&self->undo_toast);
-      forget_message_undo (self);
+      hanashi_chat_forget_undo (self->chat);
     }
 }
 
 static void
-offer_message_undo (HanashiWindow *self,
-                    GPtrArray     *before)
+on_message_deleted (HanashiChat   *chat,
+                    HanashiWindow *self)
 {
-  g_autoptr (GError) error = NULL;
-  g_autoptr (GPtrArray) after = hanashi_store_list_messages (self->store, self->conversation_id, &error);
   AdwToast *toast;
 
-  if (after == NULL)
-    return;   /* the deletion stands; only Undo is not offered */
-  forget_message_undo (self);
-  self->undo_messages = g_ptr_array_ref (before);
-  self->undo_after_ids = message_ids (after);
-  self->undo_conversation = self->conversation_id;
   /* One deletion can be undone at a time: a toast still on screen now undoes the newest
    * (dismissing it and adding another while it animates crashes libadwaita 1.2). */
   if (self->undo_toast != NULL)
     return;
-
   toast = adw_toast_new (_("Message deleted"));
   adw_toast_set_button_label (toast, _("_Undo"));
-  adw_toast_set_action_name (toast, "win.undo-delete-message");
+  adw_toast_set_action_name (toast, "chat.undo-delete");
   adw_toast_set_priority (toast, ADW_TOAST_PRIORITY_HIGH);
   g_signal_connect_object (toast, "dismissed", G_CALLBACK (on_message_undo_dismissed), self, 0);
   g_set_weak_pointer (&self->undo_toast, toast);
@@ -1208,110 +854,10 @@ offer_message_undo (HanashiWindow *self,
 }
 
 static void
-delete_message (HanashiWindow  *self,
-                HanashiMessage *message)
-{
-  g_autoptr (GError) error = NULL;
-  g_autoptr (GPtrArray) alternatives = NULL;
-  g_autoptr (GPtrArray) before = NULL;
-  gint64 id = hanashi_message_get_id (message);
-  gboolean ok;
-
-  before = hanashi_store_list_messages (self->store, self->conversation_id, &error);
-  if (before == NULL)
-    {
-      toast_error (self, _("Could not delete the message"), error);
-      return;
-    }
-  alternatives = hanashi_store_list_alternatives (self->store, id, &error);
-  if (alternatives == NULL)
-    {
-      toast_error (self, _("Could not delete the message"), error);
-      return;
-    }
-  if (alternatives->len > 1)
-    {
-      /* The replies that followed answer this version only: they go with it, and the
-       * neighbouring version is shown instead. */
-      gint64 neighbour = 0;
-      for (guint i = 0; i < alternatives->len; i++)
-        {
-          HanashiStoredMessage *m = g_ptr_array_index (alternatives, i);
-          if (m->id == id)
-            {
-              HanashiStoredMessage *n = g_ptr_array_index (alternatives, i > 0 ? i - 1 : i + 1);
-              neighbour = n->id;
-              break;
-            }
-        }
-      ok = hanashi_store_delete_branch (self->store, id, &error) &&
-           (neighbour == 0 || hanashi_store_show_alternative (self->store, neighbour, &error));
-    }
-  else
-    {
-      /* A single message: the thread closes up around it. */
-      ok = hanashi_store_reparent_children (self->store, id, hanashi_message_get_parent_id (message),
-                                            self->conversation_id, &error) &&
-           hanashi_store_delete_message (self->store, id, &error);
-    }
-  if (!ok)
-    toast_error (self, _("Could not delete the message"), error);
-  else
-    offer_message_undo (self, before);
-  reload_thread (self);
-  g_signal_emit (self, signals[SIGNAL_CONVERSATIONS_CHANGED], 0);
-}
-
-static void
-on_message_action (HanashiChatView *view,
-                   const char      *action,
-                   HanashiMessage  *message,
-                   HanashiWindow   *self)
-{
-  g_autoptr (GError) error = NULL;
-  int index;
-
-  if (self->store == NULL)
-    return;
-  /* Changing the thread under a streaming reply would attach it to the wrong place. */
-  if (message == self->reply && !g_str_equal (action, "delete"))
-    return;
-  abandon_reply (self);
-
-  index = message_index (self, message);
-  if (index < 0)
-    return;
-
-  if (g_str_equal (action, "edit"))
-    {
-      self->editing_id = hanashi_message_get_id (message);
-      hanashi_composer_set_text (self->composer, hanashi_message_get_text (message));
-      hanashi_composer_set_editing (self->composer, TRUE);
-      gtk_widget_grab_focus (GTK_WIDGET (self->composer));
-    }
-  else if (g_str_equal (action, "regenerate"))
-    {
-      if (hanashi_engine_get_model_info (self->engine) == NULL)
-        {
-          hanashi_window_add_toast (self, _("No model is loaded."));
-          return;
-        }
-      if (!start_reply (self, index, hanashi_message_get_parent_id (message), hanashi_message_get_id (message), &error))
-        toast_error (self, _("Could not start the reply"), error);
-    }
-  else if (g_str_equal (action, "delete"))
-    delete_message (self, message);
-  else if (g_str_equal (action, "previous"))
-    switch_alternative (self, message, -1);
-  else if (g_str_equal (action, "next"))
-    switch_alternative (self, message, +1);
-}
-
-static void
 on_edit_cancelled (HanashiComposer *composer,
                    HanashiWindow   *self)
 {
-  self->editing_id = 0;
+  hanashi_chat_cancel_edit (self->chat);
   hanashi_composer_set_text (self->composer, "");
 }
 
@@ -1321,39 +867,21 @@ void
 hanashi_window_load_conversation (HanashiWindow *self,
                                   gint64         conversation_id)
 {
-  g_autoptr (HanashiStoredConversation) conversation = NULL;
   g_autoptr (GError) error = NULL;
 
   g_return_if_fail (HANASHI_IS_WINDOW (self));
 
-  abandon_reply (self);
   /* The text of a message being edited belongs to the chat it came from. */
-  if (self->editing_id != 0)
+  if (hanashi_chat_get_editing_id (self->chat) != 0)
     hanashi_composer_set_text (self->composer, "");
-  self->editing_id = 0;
   hanashi_composer_set_editing (self->composer, FALSE);
-  if (conversation_id != 0 && self->store != NULL)
-    {
-      conversation = hanashi_store_dup_conversation (self->store, conversation_id, &error);
-      if (conversation == NULL)
-        {
-          toast_error (self, _("Could not open the conversation"), error);
-          conversation_id = 0;
-        }
-    }
-  if (self->conversation_id != conversation_id)
-    {
-      self->conversation_id = conversation_id;
-      g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_CONVERSATION_ID]);
-    }
-  /* The title names the window in the window switcher. */
-  gtk_window_set_title (GTK_WINDOW (self), conversation && *conversation->title ? conversation->title : _("Hanashi"));
-  hanashi_composer_set_system_prompt (self->composer, conversation ? conversation->system_prompt : "");
-  hanashi_composer_set_thinking (self->composer, conversation == NULL || !conversation->thinking_off);
+  if (!hanashi_chat_load (self->chat, conversation_id, &error))
+    toast_error (self, _("Could not open the conversation"), error);
+  hanashi_composer_set_system_prompt (self->composer, hanashi_chat_get_system_prompt (self->chat));
+  hanashi_composer_set_thinking (self->composer, hanashi_chat_get_thinking (self->chat));
   /* "{}" and NULL both mean: the defaults from Preferences. */
-  hanashi_params_panel_set_params_json (self->params_panel, conversation ? conversation->params_json : NULL);
-  g_list_store_remove_all (self->messages);
-  reload_thread (self);
+  hanashi_params_panel_set_params_json (self->params_panel, hanashi_chat_get_params_json (self->chat));
+  update_context_meter (self);
   hanashi_chat_view_scroll_to_bottom (self->chat_view);
   adw_leaflet_set_visible_child (self->leaflet, self->chat_pane);
 }
@@ -1385,10 +913,7 @@ on_system_prompt_changed (HanashiComposer *composer,
 {
   g_autoptr (GError) error = NULL;
 
-  if (self->conversation_id == 0 || self->store == NULL)
-    return;
-  if (!hanashi_store_set_system_prompt (self->store, self->conversation_id,
-                                        hanashi_composer_get_system_prompt (composer), &error))
+  if (!hanashi_chat_set_system_prompt (self->chat, hanashi_composer_get_system_prompt (composer), &error))
     toast_error (self, _("Could not save the system prompt"), error);
   update_context_meter (self);
 }
@@ -1398,12 +923,8 @@ on_params_changed (HanashiParamsPanel *panel,
                    HanashiWindow      *self)
 {
   g_autoptr (GError) error = NULL;
-  g_autofree char *json = NULL;
 
-  if (self->conversation_id == 0 || self->store == NULL)
-    return;
-  json = hanashi_params_panel_dup_params_json (panel);
-  if (!hanashi_store_set_conversation_params (self->store, self->conversation_id, json, &error))
+  if (!hanashi_chat_save_params (self->chat, &error))
     toast_error (self, _("Could not save the parameters"), error);
 }
 
@@ -1424,7 +945,7 @@ on_conversation_deleted (HanashiSidebar *sidebar,
 
   /* Its saved engine state is of no use any more (Undo restores only the messages). */
   hanashi_engine_forget_session (self->engine, key);
-  if (id == self->conversation_id)
+  if (id == hanashi_chat_get_conversation_id (self->chat))
     hanashi_window_load_conversation (self, 0);
 }
 
@@ -1432,7 +953,7 @@ static void
 on_conversations_changed (HanashiWindow *self)
 {
   hanashi_sidebar_reload (self->sidebar);
-  hanashi_sidebar_select (self->sidebar, self->conversation_id);
+  hanashi_sidebar_select (self->sidebar, hanashi_chat_get_conversation_id (self->chat));
 }
 
 static void
@@ -1596,7 +1117,7 @@ hanashi_window_open_model (HanashiWindow *self,
       hanashi_window_add_toast (self, _("Only model files on this computer can be opened."));
       return;
     }
-  abandon_reply (self);
+  hanashi_chat_end_reply (self->chat);
   g_cancellable_cancel (self->load_cancellable);
   g_clear_object (&self->load_cancellable);
   self->load_cancellable = g_cancellable_new ();
@@ -1632,7 +1153,6 @@ on_model_loaded (HanashiEngine    *engine,
   remember_model (self, info->path);
   update_thinking_switch (self);
   self->context_used = -1;
-  self->last_speed = 0;
   update_context_meter (self);
 }
 
@@ -1729,8 +1249,8 @@ update_actions (HanashiWindow *self)
 {
   gboolean loaded = hanashi_engine_get_model_info (self->engine) != NULL;
 
-  gtk_widget_action_set_enabled (GTK_WIDGET (self), "win.send", loaded && self->reply == NULL);
-  gtk_widget_action_set_enabled (GTK_WIDGET (self), "win.stop", self->reply_id != 0);
+  gtk_widget_action_set_enabled (GTK_WIDGET (self), "win.send", loaded && !hanashi_chat_get_generating (self->chat));
+  gtk_widget_action_set_enabled (GTK_WIDGET (self), "win.stop", hanashi_chat_get_request_id (self->chat) != 0);
 }
 
 static void
@@ -1744,7 +1264,7 @@ hanashi_window_get_property (GObject    *object,
   switch (prop_id)
     {
     case PROP_CONVERSATION_ID:
-      g_value_set_int64 (value, self->conversation_id);
+      g_value_set_int64 (value, self->chat != NULL ? hanashi_chat_get_conversation_id (self->chat) : 0);
       break;
     case PROP_PANEL_REVEALED:
       /* The property action asks before the template exists. */
@@ -1804,18 +1324,12 @@ hanashi_window_dispose (GObject *object)
 {
   HanashiWindow *self = HANASHI_WINDOW (object);
 
-  if (self->reply != NULL)
-    {
-      hanashi_message_set_complete (self->reply, TRUE);
-      commit_reply (self, TRUE);
-      g_clear_object (&self->reply);
-    }
-  /* A last try for answers the database refused so far. */
-  g_clear_handle_id (&self->retry_source, g_source_remove);
+  /* The chat saves what was written of a reply, and tries once more for answers the
+   * database refused so far, while the store is still there. */
+  if (self->chat != NULL)
+    g_signal_handlers_disconnect_by_data (self->chat, self);
+  g_clear_object (&self->chat);
   g_clear_handle_id (&self->draft_count_source, g_source_remove);
-  if (self->unsaved != NULL && self->store != NULL)
-    save_unsaved (self);
-  g_clear_pointer (&self->unsaved, g_ptr_array_unref);
   g_cancellable_cancel (self->count_cancellable);
   g_cancellable_cancel (self->load_cancellable);
   g_clear_object (&self->count_cancellable);
@@ -1830,13 +1344,7 @@ hanashi_window_dispose (GObject *object)
   g_clear_error (&self->store_problem);
   g_clear_pointer (&self->store_path, g_free);
   g_clear_object (&self->settings);
-  if (self->messages != NULL)
-    g_signal_handlers_disconnect_by_data (self->messages, self);
-  g_clear_object (&self->messages);
   g_clear_weak_pointer (&self->undo_toast);
-  g_clear_pointer (&self->undo_messages, g_ptr_array_unref);
-  g_clear_pointer (&self->undo_after_ids, g_array_unref);
-  g_clear_pointer (&self->reply_params, g_free);
   G_OBJECT_CLASS (hanashi_window_parent_class)->dispose (object);
 }
 
@@ -1891,7 +1399,6 @@ hanashi_window_class_init (HanashiWindowClass *klass)
   gtk_widget_class_install_action (widget_class, "win.show-chats", NULL, show_chats_action);
   gtk_widget_class_install_action (widget_class, "win.send", NULL, send_action);
   gtk_widget_class_install_action (widget_class, "win.stop", NULL, stop_action);
-  gtk_widget_class_install_action (widget_class, "win.undo-delete-message", NULL, undo_delete_message_action);
   gtk_widget_class_install_property_action (widget_class, "win.toggle-panel", "panel-revealed");
 }
 
@@ -1900,13 +1407,10 @@ hanashi_window_init (HanashiWindow *self)
 {
   g_autofree char *db_path = hanashi_store_default_path ();
   g_autoptr (GError) error = NULL;
+  g_autoptr (GSimpleActionGroup) chat_group = NULL;
 
   gtk_widget_init_template (GTK_WIDGET (self));
   self->context_used = -1;
-  self->messages = g_list_store_new (HANASHI_TYPE_MESSAGE);
-  g_signal_connect_swapped (self->messages, "items-changed", G_CALLBACK (update_main_page), self);
-  self->unsaved = g_ptr_array_new_with_free_func (g_object_unref);
-  hanashi_chat_view_set_model (self->chat_view, G_LIST_MODEL (self->messages));
 
   self->settings = g_settings_new (APP_ID);
   g_settings_bind (self->settings, "window-width", self, "default-width", G_SETTINGS_BIND_DEFAULT);
@@ -1929,9 +1433,27 @@ hanashi_window_init (HanashiWindow *self)
   apply_session_limit (self);
   g_signal_connect_object (self->settings, "changed::session-cache-limit-mb",
                            G_CALLBACK (apply_session_limit), self, G_CONNECT_SWAPPED);
+
+  self->chat = hanashi_chat_new (self->engine);
+  hanashi_chat_set_store (self->chat, self->store);
+  hanashi_chat_set_settings_source (self->chat, &window_settings, self);
+  g_signal_connect_swapped (hanashi_chat_get_messages (self->chat), "items-changed", G_CALLBACK (update_main_page), self);
+  hanashi_chat_view_set_model (self->chat_view, hanashi_chat_get_messages (self->chat));
+  g_signal_connect (self->chat, "problem", G_CALLBACK (on_chat_problem), self);
+  g_signal_connect (self->chat, "notice", G_CALLBACK (on_chat_notice), self);
+  g_signal_connect (self->chat, "notify::generating", G_CALLBACK (on_chat_generating), self);
+  g_signal_connect (self->chat, "notify::title", G_CALLBACK (on_chat_title), self);
+  g_signal_connect (self->chat, "notify::editing-id", G_CALLBACK (on_chat_editing), self);
+  g_signal_connect (self->chat, "notify::conversation-id", G_CALLBACK (on_chat_conversation_id), self);
+  g_signal_connect (self->chat, "reply-started", G_CALLBACK (on_reply_started), self);
+  g_signal_connect (self->chat, "changed", G_CALLBACK (on_chat_changed), self);
+  g_signal_connect (self->chat, "message-deleted", G_CALLBACK (on_message_deleted), self);
+  chat_group = g_simple_action_group_new ();
+  g_action_map_add_action_entries (G_ACTION_MAP (chat_group), chat_actions, G_N_ELEMENTS (chat_actions), self);
+  gtk_widget_insert_action_group (GTK_WIDGET (self), "chat", G_ACTION_GROUP (chat_group));
+
   g_signal_connect (self->engine, "token", G_CALLBACK (on_token), self);
   g_signal_connect (self->engine, "prompt-progress", G_CALLBACK (on_prompt_progress), self);
-  g_signal_connect (self->engine, "generation-done", G_CALLBACK (on_generation_done), self);
   g_signal_connect (self->engine, "error", G_CALLBACK (on_engine_error), self);
   g_signal_connect (self->engine, "warning", G_CALLBACK (on_engine_warning), self);
   g_signal_connect (self->engine, "context-dropped", G_CALLBACK (on_context_dropped), self);
@@ -1958,7 +1480,6 @@ hanashi_window_init (HanashiWindow *self)
   g_signal_connect (self->sidebar, "conversation-deleted", G_CALLBACK (on_conversation_deleted), self);
   g_signal_connect (self, "conversations-changed", G_CALLBACK (on_conversations_changed), NULL);
   g_signal_connect (self, "notify::conversation-id", G_CALLBACK (on_conversations_changed), NULL);
-  g_signal_connect (self->chat_view, "message-action", G_CALLBACK (on_message_action), self);
   g_signal_connect (self->composer, "system-prompt-changed", G_CALLBACK (on_system_prompt_changed), self);
   g_signal_connect (self->composer, "thinking-changed", G_CALLBACK (on_thinking_changed), self);
   g_signal_connect (self->composer, "edit-cancelled", G_CALLBACK (on_edit_cancelled), self);

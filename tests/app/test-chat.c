@@ -186,6 +186,66 @@ message_at (HanashiWindow *window, guint index)
   return m;
 }
 
+static HanashiMessageRow *
+row_for (GtkWidget *root, HanashiMessage *message)
+{
+  if (HANASHI_IS_MESSAGE_ROW (root) && hanashi_message_row_get_message (HANASHI_MESSAGE_ROW (root)) == message)
+    return HANASHI_MESSAGE_ROW (root);
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    {
+      HanashiMessageRow *found = row_for (child, message);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
+/* The button of a message row that activates @action_name ("chat.regenerate",
+ * "row.previous-alternative", …), NULL while the row is not on screen yet. */
+static GtkWidget *
+find_action_button (GtkWidget *root, const char *action_name)
+{
+  if (GTK_IS_BUTTON (root) && g_strcmp0 (gtk_actionable_get_action_name (GTK_ACTIONABLE (root)), action_name) == 0)
+    return root;
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    {
+      GtkWidget *found = find_action_button (child, action_name);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
+typedef struct {
+  HanashiWindow  *window;
+  HanashiMessage *message;
+} RowWanted;
+
+static gboolean
+row_shown (gpointer data)
+{
+  RowWanted *wanted = data;
+  return row_for (GTK_WIDGET (wanted->window), wanted->message) != NULL;
+}
+
+/* Clicks a button of @message's row, as the user would: the row's buttons carry the
+ * message id to the window's "chat." actions. */
+static void
+click_message_button (HanashiWindow *window, const char *action_name, HanashiMessage *message)
+{
+  RowWanted wanted = { window, message };
+  wait_until (row_shown, &wanted);
+  GtkWidget *button = find_action_button (GTK_WIDGET (row_for (GTK_WIDGET (window), message)), action_name);
+  g_assert_nonnull (button);
+  if (g_str_has_prefix (action_name, "chat."))
+    {
+      GVariant *target = gtk_actionable_get_action_target_value (GTK_ACTIONABLE (button));
+      g_assert_nonnull (target);
+      g_assert_cmpint (g_variant_get_int64 (target), ==, hanashi_message_get_id (message));
+    }
+  g_signal_emit_by_name (button, "clicked");
+}
+
 static const char *full_reply =
   "tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7 tok8 tok9 tok10 tok11 tok12 tok13 tok14 tok15 ";
 
@@ -490,7 +550,6 @@ test_alternatives (void)
 {
   g_autoptr (HanashiApplication) app = make_app ();
   HanashiWindow *window = make_window (app, 1100, 760, TRUE);
-  HanashiChatView *view = get_chat_view (window);
   HanashiStore *store = hanashi_window_get_store (window);
 
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
@@ -501,7 +560,7 @@ test_alternatives (void)
   gint64 first_reply = hanashi_message_get_id (message_at (window, 1));
 
   /* Regenerate: a second version of the reply, shown, with the first kept. */
-  hanashi_chat_view_message_action (view, "regenerate", message_at (window, 1));
+  click_message_button (window, "chat.regenerate", message_at (window, 1));
   wait_until (reply_done, window);
   g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
   gint64 second_reply = hanashi_message_get_id (message_at (window, 1));
@@ -512,16 +571,16 @@ test_alternatives (void)
   g_assert_cmpuint (all->len, ==, 3);
 
   /* The arrows switch between them, and the choice is stored. */
-  hanashi_chat_view_message_action (view, "previous", message_at (window, 1));
+  click_message_button (window, "row.previous-alternative", message_at (window, 1));
   g_assert_cmpint (hanashi_message_get_id (message_at (window, 1)), ==, first_reply);
   g_assert_cmpuint (hanashi_message_get_alternative_index (message_at (window, 1)), ==, 0);
   g_autoptr (HanashiStoredMessage) shown = hanashi_store_dup_message (store, first_reply, NULL);
   g_assert_true (shown->shown);
-  hanashi_chat_view_message_action (view, "next", message_at (window, 1));
+  click_message_button (window, "row.next-alternative", message_at (window, 1));
   g_assert_cmpint (hanashi_message_get_id (message_at (window, 1)), ==, second_reply);
 
   /* Edit the question: a new version of it with its own reply; the old one stays. */
-  hanashi_chat_view_message_action (view, "edit", message_at (window, 0));
+  click_message_button (window, "chat.edit", message_at (window, 0));
   g_autofree char *editing = hanashi_composer_dup_text (get_composer (window));
   g_assert_cmpstr (editing, ==, "First question");
   g_assert_true (hanashi_composer_get_editing (get_composer (window)));
@@ -535,17 +594,17 @@ test_alternatives (void)
   g_assert_false (hanashi_composer_get_editing (get_composer (window)));
 
   /* Back to the first question: its thread, with both of its replies, comes back. */
-  hanashi_chat_view_message_action (view, "previous", message_at (window, 0));
+  click_message_button (window, "row.previous-alternative", message_at (window, 0));
   g_assert_cmpint (hanashi_message_get_id (message_at (window, 0)), ==, user_id);
   g_assert_cmpint (hanashi_message_get_id (message_at (window, 1)), ==, second_reply);
   g_assert_cmpuint (hanashi_message_get_n_alternatives (message_at (window, 1)), ==, 2);
 
   /* Deleting one version shows its neighbour. */
-  hanashi_chat_view_message_action (view, "delete", message_at (window, 1));
+  click_message_button (window, "chat.delete", message_at (window, 1));
   g_assert_cmpint (hanashi_message_get_id (message_at (window, 1)), ==, first_reply);
   g_assert_cmpuint (hanashi_message_get_n_alternatives (message_at (window, 1)), ==, 1);
   /* Deleting the only reply leaves the question. */
-  hanashi_chat_view_message_action (view, "delete", message_at (window, 1));
+  click_message_button (window, "chat.delete", message_at (window, 1));
   g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 1);
 
   /* The toast's Undo brings it back with its id, in the store and on screen (the toast of
@@ -561,7 +620,7 @@ test_alternatives (void)
   g_assert_cmpuint (restored->len, ==, 4);  /* both questions, and the second one's reply */
 
   /* Undo never overwrites what happened after the deletion. */
-  hanashi_chat_view_message_action (view, "delete", message_at (window, 1));
+  click_message_button (window, "chat.delete", message_at (window, 1));
   wait_until (one_undo_button, window);
   undo = find_button (GTK_WIDGET (window), "Undo");
   g_assert_nonnull (undo);
@@ -600,13 +659,13 @@ test_copy (void)
   hanashi_composer_set_text (get_composer (window), "Copy **this**");
   g_assert_true (press_enter (window, 0));
   wait_until (reply_done, window);
-  hanashi_chat_view_message_action (get_chat_view (window), "copy", message_at (window, 0));
+  click_message_button (window, "chat.copy", message_at (window, 0));
   GdkClipboard *clipboard = gtk_widget_get_clipboard (GTK_WIDGET (window));
   gdk_clipboard_read_text_async (clipboard, NULL, text_read, &text);
   wait_until (pointer_set, &text);
   g_assert_cmpstr (text, ==, "Copy **this**");
   g_clear_pointer (&text, g_free);
-  hanashi_chat_view_message_action (get_chat_view (window), "copy", message_at (window, 1));
+  click_message_button (window, "chat.copy", message_at (window, 1));
   gdk_clipboard_read_text_async (clipboard, NULL, text_read, &text);
   wait_until (pointer_set, &text);
   g_assert_cmpstr (text, ==, full_reply);
@@ -620,7 +679,6 @@ test_edit_earlier (void)
 {
   g_autoptr (HanashiApplication) app = make_app ();
   HanashiWindow *window = make_window (app, 1100, 760, TRUE);
-  HanashiChatView *view = get_chat_view (window);
   GListModel *messages = hanashi_window_get_messages (window);
   const char *questions[] = { "One", "Two", "Three" };
 
@@ -635,7 +693,7 @@ test_edit_earlier (void)
   g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 6);
   gint64 old_two = hanashi_message_get_id (message_at (window, 2));
 
-  hanashi_chat_view_message_action (view, "edit", message_at (window, 2));
+  click_message_button (window, "chat.edit", message_at (window, 2));
   hanashi_composer_set_text (get_composer (window), "Two, better");
   g_assert_true (press_enter (window, 0));
   wait_until (reply_done, window);
@@ -645,7 +703,7 @@ test_edit_earlier (void)
   g_assert_cmpstr (hanashi_message_get_text (message_at (window, 3)), ==, "tok0 tok1 ");
   g_assert_cmpuint (hanashi_message_get_alternative_index (message_at (window, 2)), ==, 1);
 
-  hanashi_chat_view_message_action (view, "previous", message_at (window, 2));
+  click_message_button (window, "row.previous-alternative", message_at (window, 2));
   g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 6);
   g_assert_cmpint (hanashi_message_get_id (message_at (window, 2)), ==, old_two);
   g_assert_cmpstr (hanashi_message_get_text (message_at (window, 4)), ==, "Three");
@@ -1063,20 +1121,6 @@ static const char *const thinking_reply[] = {
   "<th", "ink>\nLet me ", "add 2 and 2.", "\n</th", "ink>\n\n", "The answer ", "is **4**.", NULL,
 };
 
-static HanashiMessageRow *
-row_for (GtkWidget *root, HanashiMessage *message)
-{
-  if (HANASHI_IS_MESSAGE_ROW (root) && hanashi_message_row_get_message (HANASHI_MESSAGE_ROW (root)) == message)
-    return HANASHI_MESSAGE_ROW (root);
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      HanashiMessageRow *found = row_for (child, message);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
-
 typedef struct {
   HanashiWindow *window;
   guint index;
@@ -1287,7 +1331,7 @@ test_thinking (void)
 
   /* Copy and export carry the answer only. */
   g_autofree char *copied = NULL;
-  hanashi_chat_view_message_action (get_chat_view (window), "copy", reply);
+  click_message_button (window, "chat.copy", reply);
   gdk_clipboard_read_text_async (gtk_widget_get_clipboard (GTK_WIDGET (window)), NULL, text_read, &copied);
   wait_until (pointer_set, &copied);
   g_assert_cmpstr (copied, ==, "The answer is **4**.");
