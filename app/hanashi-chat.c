@@ -1165,6 +1165,10 @@ hanashi_chat_dispose (GObject *object)
       commit_reply (self, TRUE);
       g_clear_object (&self->reply);
     }
+  /* The engine belongs to the application and outlives a closed window's chat. */
+  if (self->reply_id != 0 && self->engine != NULL)
+    hanashi_engine_cancel (self->engine, self->reply_id);
+  self->reply_id = 0;
   g_clear_handle_id (&self->retry_source, g_source_remove);
   if (self->unsaved != NULL)
     save_unsaved (self);

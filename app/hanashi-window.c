@@ -8,61 +8,8 @@
 
 #include <glib/gi18n.h>
 
-#include "hanashi-chat.h"
-#include "hanashi-chat-view.h"
-#include "hanashi-composer.h"
-#include "hanashi-message.h"
-#include "hanashi-models-dialog.h"
-#include "hanashi-params-panel.h"
-#include "hanashi-sidebar.h"
-#include "hanashi-store-recovery.h"
-#include "hanashi-window.h"
-#include "hanashi-engine-errors.h"
+#include "hanashi-window-private.h"
 
-#define MAX_RECENT_MODELS 8
-/* Another program's lock on the database goes away by itself: try again this often (s). */
-#define STORE_RETRY_INTERVAL_S 3
-
-struct _HanashiWindow
-{
-  AdwApplicationWindow parent_instance;
-
-  /* Template widgets */
-  AdwToastOverlay    *toast_overlay;
-  AdwLeaflet         *leaflet;
-  HanashiSidebar     *sidebar;
-  GtkWidget          *chat_pane;
-  GtkLabel           *model_label;
-  GtkWidget          *status_box;
-  GtkLevelBar        *context_bar;
-  GtkLabel           *status_label;
-  GtkProgressBar     *load_progress;
-  AdwFlap            *flap;
-  GtkStack           *main_stack;
-  AdwStatusPage      *empty_page;
-  GtkWidget          *recent_group;
-  GtkListBox         *recent_list;
-  HanashiChatView    *chat_view;
-  HanashiComposer    *composer;
-  HanashiParamsPanel *params_panel;
-
-  /* Owned */
-  GSettings          *settings;
-  HanashiStore       *store;
-  char               *store_path;
-  GError             *store_problem;     /* why the store is missing or read-only, or NULL */
-  HanashiStoreBanner *store_banner;
-  GCancellable       *store_cancellable; /* the reopen running on a worker thread */
-  guint               store_retry_source;
-  gboolean            store_fresh_offer_pending; /* damaged: ask once the window is shown */
-  HanashiEngine      *engine;
-  HanashiChat        *chat;              /* the conversation shown */
-  GCancellable       *count_cancellable;
-  GCancellable       *load_cancellable;
-  guint               draft_count_source; /* recount the context shortly after typing */
-  int                 context_used;      /* -1 while unknown */
-  AdwToast           *undo_toast;        /* weak; the toast offering Undo, while shown */
-};
 
 G_DEFINE_FINAL_TYPE (HanashiWindow, hanashi_window, ADW_TYPE_APPLICATION_WINDOW)
 
@@ -70,6 +17,7 @@ enum {
   PROP_0,
   PROP_PANEL_REVEALED,
   PROP_CONVERSATION_ID,
+  PROP_ENGINE,
   N_PROPS
 };
 
@@ -82,13 +30,15 @@ static guint signals[N_SIGNALS];
 
 static GParamSpec *properties[N_PROPS];
 
-static void update_actions (HanashiWindow *self);
-static void update_context_meter (HanashiWindow *self);
+static void hanashi_window_constructed (GObject *object);
 
 HanashiWindow *
 hanashi_window_new (HanashiApplication *application)
 {
-  return g_object_new (HANASHI_TYPE_WINDOW, "application", application, NULL);
+  return g_object_new (HANASHI_TYPE_WINDOW,
+                       "application", application,
+                       "engine", application != NULL ? hanashi_application_get_engine (application) : NULL,
+                       NULL);
 }
 
 HanashiStore *
@@ -127,8 +77,8 @@ hanashi_window_add_toast (HanashiWindow *self,
   adw_toast_overlay_add_toast (self->toast_overlay, adw_toast_new (message));
 }
 
-static void
-toast_error (HanashiWindow *self,
+void
+_hanashi_window_toast_error (HanashiWindow *self,
              const char    *what,
              const GError  *error)
 {
@@ -143,216 +93,12 @@ toast_error (HanashiWindow *self,
   hanashi_window_add_toast (self, text);
 }
 
-/* ---- the database: locked, read-only or damaged ----------------------------------------- */
-
-static void reopen_store_async (HanashiWindow *self);
-
-static gboolean
-retry_store_timeout (gpointer data)
-{
-  HanashiWindow *self = data;
-  self->store_retry_source = 0;
-  reopen_store_async (self);
-  return G_SOURCE_REMOVE;
-}
-
-/* Takes @problem (NULL: the store is writable) and shows it.  A lock held by another
- * program is retried on its own; the other problems wait for the user (Try Again, sending,
- * Start Fresh). */
-static void
-apply_store_problem (HanashiWindow *self,
-                     GError        *problem)
-{
-  g_clear_error (&self->store_problem);
-  self->store_problem = problem;
-  hanashi_store_banner_set_problem (self->store_banner, problem);
-  if (g_error_matches (problem, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_BUSY) &&
-      self->store_retry_source == 0 && self->store_cancellable == NULL)
-    self->store_retry_source = g_timeout_add_seconds (STORE_RETRY_INTERVAL_S, retry_store_timeout, self);
-  self->store_fresh_offer_pending =
-    self->store == NULL && g_error_matches (problem, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_CORRUPT);
-}
-
-/* A store opened again replaces the one shown (same file, so the open chat stays); the
- * history appears if there was none. */
-static void
-replace_store (HanashiWindow *self,
-               HanashiStore  *store,
-               GError        *problem)
-{
-  gboolean had_store = self->store != NULL;
-
-  if (store == NULL && self->store != NULL && problem != NULL)
-    {
-      /* Still not writable: keep showing what could be read. */
-      g_error_free (problem);
-      return;
-    }
-  g_set_object (&self->store, store);
-  hanashi_chat_set_store (self->chat, self->store);
-  apply_store_problem (self, problem);
-  hanashi_sidebar_set_store (self->sidebar, self->store);
-  if (!had_store && self->store != NULL && hanashi_chat_get_conversation_id (self->chat) == 0 &&
-      g_list_model_get_n_items (hanashi_chat_get_messages (self->chat)) == 0)
-    {
-      g_autoptr (GPtrArray) conversations = hanashi_store_list_conversations (self->store, NULL, NULL);
-      if (conversations != NULL && conversations->len > 0)
-        hanashi_window_load_conversation (self, ((HanashiStoredConversation *) g_ptr_array_index (conversations, 0))->id);
-    }
-}
-
-static void
-store_reopened (GObject      *source,
-                GAsyncResult *result,
-                gpointer      user_data)
-{
-  g_autoptr (HanashiWindow) self = user_data;
-  GError *problem = NULL;
-  g_autoptr (HanashiStore) store = hanashi_store_open_best_finish (result, &problem);
-
-  if (g_error_matches (problem, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-    {
-      g_error_free (problem);
-      return;
-    }
-  g_clear_object (&self->store_cancellable);
-  replace_store (self, store, problem);
-}
-
-/* On a worker thread: a locked database makes SQLite wait up to its busy timeout. */
-static void
-reopen_store_async (HanashiWindow *self)
-{
-  if (self->store_cancellable != NULL)
-    return;
-  g_clear_handle_id (&self->store_retry_source, g_source_remove);
-  self->store_cancellable = g_cancellable_new ();
-  hanashi_store_open_best_async (self->store_path, self->store_cancellable, store_reopened, g_object_ref (self));
-}
-
-/* Closes what is open and opens the database again, here and now.  The read-only
- * connection goes first: while it is open, SQLite hands a new connection to the same file
- * the read-only descriptor it keeps for its locks, and the new one is read-only too. */
-static void
-reopen_store_now (HanashiWindow *self)
-{
-  GError *problem = NULL;
-  g_autoptr (HanashiStore) store = NULL;
-
-  if (self->store != NULL)
-    {
-      hanashi_sidebar_set_store (self->sidebar, NULL);
-      hanashi_chat_set_store (self->chat, NULL);
-      g_clear_object (&self->store);
-    }
-  store = hanashi_store_open_best (self->store_path, &problem);
-  replace_store (self, store, problem);
-}
-
-/* Try Again: a read-only database is reopened at once (nothing waits for a lock there);
- * a missing one on a worker thread, as it may be locked. */
-static void
-retry_store (HanashiWindow *self)
-{
-  if (self->store != NULL)
-    reopen_store_now (self);
-  else
-    reopen_store_async (self);
-}
-
-/* Before a message is stored: a database that could not be written is tried once more
- * (the folder may be writable again); if it still cannot, the sentence says which file and
- * why, and the text stays in the composer. */
-static gboolean
-ensure_writable_store (HanashiWindow *self)
-{
-  if (self->store != NULL && self->store_problem == NULL)
-    return TRUE;
-  /* A lock is already being retried in the background; opening here would wait for it. */
-  if (self->store_cancellable == NULL &&
-      !g_error_matches (self->store_problem, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_BUSY))
-    {
-      reopen_store_now (self);
-      if (self->store != NULL && self->store_problem == NULL)
-        return TRUE;
-    }
-  hanashi_window_add_toast (self, self->store_problem != NULL
-                                  ? self->store_problem->message
-                                  : _("Messages cannot be saved: the conversation database could not be opened."));
-  return FALSE;
-}
-
-static void
-start_fresh_store (HanashiWindow *self)
-{
-  g_autoptr (GError) error = NULL;
-  g_autofree char *aside = NULL;
-  g_autofree char *aside_name = NULL;
-  g_autofree char *text = NULL;
-  GError *problem = NULL;
-  g_autoptr (HanashiStore) store = NULL;
-
-  /* Only a database that could not be opened at all is replaced. */
-  if (self->store != NULL)
-    return;
-  g_clear_handle_id (&self->store_retry_source, g_source_remove);
-  aside = hanashi_store_set_aside (self->store_path, &error);
-  if (aside == NULL)
-    {
-      hanashi_window_add_toast (self, error->message);
-      return;
-    }
-  store = hanashi_store_open_best (self->store_path, &problem);
-  replace_store (self, store, problem);
-  aside_name = g_path_get_basename (aside);
-  /* Translators: %s is the file name the damaged database was given */
-  text = g_strdup_printf (_("A fresh conversation database was started. The damaged one was kept as “%s”."), aside_name);
-  hanashi_window_add_toast (self, text);
-}
-
-static void
-on_fresh_store_response (AdwMessageDialog *dialog,
-                         const char       *response,
-                         HanashiWindow    *self)
-{
-  if (g_strcmp0 (response, "fresh") == 0)
-    start_fresh_store (self);
-}
-
-static void
-offer_fresh_store (HanashiWindow *self)
-{
-  AdwMessageDialog *dialog;
-
-  self->store_fresh_offer_pending = FALSE;
-  if (self->store != NULL || self->store_problem == NULL)
-    return;
-  dialog = ADW_MESSAGE_DIALOG (adw_message_dialog_new (GTK_WINDOW (self), _("Start a Fresh Conversation Database?"), NULL));
-  /* Translators: %s says which file is damaged and how */
-  adw_message_dialog_format_body (dialog, _("%s\n\nThe damaged file is kept beside it under a new name, so nothing in it is deleted, and a new, empty database takes its place."),
-                                  self->store_problem->message);
-  adw_message_dialog_add_responses (dialog, "cancel", _("_Not Now"), "fresh", _("_Start Fresh"), NULL);
-  adw_message_dialog_set_response_appearance (dialog, "fresh", ADW_RESPONSE_SUGGESTED);
-  adw_message_dialog_set_default_response (dialog, "fresh");
-  adw_message_dialog_set_close_response (dialog, "cancel");
-  g_signal_connect_object (dialog, "response", G_CALLBACK (on_fresh_store_response), self, 0);
-  gtk_window_present (GTK_WINDOW (dialog));
-}
-
-/* The offer waits for the window: a dialog for a window not on screen yet has nowhere to go. */
-static void
-on_window_mapped (HanashiWindow *self)
-{
-  if (self->store_fresh_offer_pending)
-    offer_fresh_store (self);
-}
-
 /* ---- the visible thread --------------------------------------------------------------- */
 
 /* The no-model page stands in for an empty chat only: earlier chats stay readable (and
  * copyable) without a model, with sending disabled. */
-static void
-update_main_page (HanashiWindow *self)
+void
+_hanashi_window_update_main_page (HanashiWindow *self)
 {
   gboolean loaded = hanashi_engine_get_model_info (self->engine) != NULL;
   gboolean has_messages = g_list_model_get_n_items (hanashi_chat_get_messages (self->chat)) > 0;
@@ -360,35 +106,24 @@ update_main_page (HanashiWindow *self)
   gtk_stack_set_visible_child_name (self->main_stack, loaded || has_messages ? "chat" : "empty");
 }
 
-static char *
-conversation_key (gint64 id)
+char *
+_hanashi_window_conversation_key (gint64 id)
 {
   return g_strdup_printf ("%" G_GINT64_FORMAT, id);
 }
 
 /* The chat's Think switch is offered when the model's template reads enable_thinking. */
-static void
-update_thinking_switch (HanashiWindow *self)
+void
+_hanashi_window_update_thinking_switch (HanashiWindow *self)
 {
   const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
   hanashi_composer_set_thinking_available (self->composer, info != NULL && info->thinking_switch);
 }
 
-static void
-on_thinking_changed (HanashiComposer *composer,
-                     HanashiWindow   *self)
-{
-  g_autoptr (GError) error = NULL;
-
-  if (!hanashi_chat_set_thinking (self->chat, hanashi_composer_get_thinking (composer), &error))
-    toast_error (self, _("Could not save the Think switch"), error);
-  update_context_meter (self);
-}
-
 /* ---- status: model name, context meter, speed --------------------------------------- */
 
-static void
-update_status (HanashiWindow *self)
+void
+_hanashi_window_update_status (HanashiWindow *self)
 {
   const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
   g_autoptr (GString) status = g_string_new (NULL);
@@ -434,11 +169,11 @@ count_done (GObject      *source,
       return;
     }
   self->context_used = n;
-  update_status (self);
+  _hanashi_window_update_status (self);
 }
 
-static void
-update_context_meter (HanashiWindow *self)
+void
+_hanashi_window_update_context_meter (HanashiWindow *self)
 {
   g_autoptr (HanashiGenerateRequest) req = NULL;
 
@@ -446,7 +181,7 @@ update_context_meter (HanashiWindow *self)
   g_clear_object (&self->count_cancellable);
   if (hanashi_engine_get_model_info (self->engine) == NULL)
     {
-      update_status (self);
+      _hanashi_window_update_status (self);
       return;
     }
   self->count_cancellable = g_cancellable_new ();
@@ -460,442 +195,19 @@ update_context_meter (HanashiWindow *self)
   hanashi_engine_count_tokens_async (self->engine, req, self->count_cancellable, count_done, g_object_ref (self));
 }
 
-/* ---- what the chat reports -------------------------------------------------------------- */
-
-static void
-on_chat_problem (HanashiChat   *chat,
-                 const char    *what,
-                 const GError  *error,
-                 HanashiWindow *self)
-{
-  if (what == NULL)
-    hanashi_window_add_toast (self, error->message);
-  else
-    toast_error (self, what, error);
-}
-
-static void
-on_chat_notice (HanashiChat   *chat,
-                const char    *text,
-                HanashiWindow *self)
-{
-  hanashi_window_add_toast (self, text);
-}
-
-static void
-on_chat_generating (HanashiChat   *chat,
-                    GParamSpec    *pspec,
-                    HanashiWindow *self)
-{
-  hanashi_composer_set_generating (self->composer, hanashi_chat_get_generating (chat));
-  update_actions (self);
-  if (!hanashi_chat_get_generating (chat))
-    {
-      update_context_meter (self);
-      update_status (self);
-    }
-}
-
-/* A sent edit (or another chat) ends editing; the composer's note goes with it. */
-static void
-on_chat_editing (HanashiChat   *chat,
-                 GParamSpec    *pspec,
-                 HanashiWindow *self)
-{
-  if (hanashi_chat_get_editing_id (chat) == 0)
-    hanashi_composer_set_editing (self->composer, FALSE);
-}
-
-static void
-on_reply_started (HanashiChat   *chat,
-                  HanashiWindow *self)
-{
-  hanashi_chat_view_scroll_to_bottom (self->chat_view);
-}
-
-static void
-on_chat_title (HanashiChat   *chat,
-               GParamSpec    *pspec,
-               HanashiWindow *self)
-{
-  const char *title = hanashi_chat_get_title (chat);
-
-  /* The title names the window in the window switcher. */
-  gtk_window_set_title (GTK_WINDOW (self), *title != '\0' ? title : _("Hanashi"));
-}
-
-static void
-on_chat_conversation_id (HanashiChat   *chat,
-                         GParamSpec    *pspec,
-                         HanashiWindow *self)
+void
+_hanashi_window_notify_conversation_id (HanashiWindow *self)
 {
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_CONVERSATION_ID]);
 }
 
-static void
-on_chat_changed (HanashiChat   *chat,
-                 HanashiWindow *self)
+void
+_hanashi_window_emit_conversations_changed (HanashiWindow *self)
 {
   g_signal_emit (self, signals[SIGNAL_CONVERSATIONS_CHANGED], 0);
 }
 
-/* The chat reads the composer and the panel when it builds a request: the widgets are
- * the state, so what the user sees is what the engine gets. */
-static const char *
-composer_system_prompt (gpointer data)
-{
-  return hanashi_composer_get_system_prompt (HANASHI_WINDOW (data)->composer);
-}
-
-static gboolean
-composer_thinking (gpointer data)
-{
-  return hanashi_composer_get_thinking (HANASHI_WINDOW (data)->composer);
-}
-
-static gboolean
-apply_panel_params (gpointer                 data,
-                    HanashiGenerateRequest  *request,
-                    GError                 **error)
-{
-  return hanashi_params_panel_apply_to_request (HANASHI_WINDOW (data)->params_panel, request, error);
-}
-
-static char *
-dup_panel_params (gpointer data)
-{
-  return hanashi_params_panel_dup_params_json (HANASHI_WINDOW (data)->params_panel);
-}
-
-static const HanashiChatSettingsSource window_settings = {
-  composer_system_prompt,
-  composer_thinking,
-  apply_panel_params,
-  dup_panel_params,
-};
-
-/* ---- engine events about the reply -------------------------------------------------------- */
-
-/* A long conversation can take a while to read before the first token: the bar under the
- * header (also used for loading) shows how far the engine is. */
-static void
-on_prompt_progress (HanashiEngine *engine,
-                    guint          id,
-                    guint          done,
-                    guint          total,
-                    HanashiWindow *self)
-{
-  if (id == 0 || id != hanashi_chat_get_request_id (self->chat) || total == 0)
-    return;
-  gtk_progress_bar_set_fraction (self->load_progress, (double) done / total);
-  gtk_widget_set_visible (GTK_WIDGET (self->load_progress), done < total);
-}
-
-static void
-on_token (HanashiEngine *engine,
-          guint          id,
-          const char    *text,
-          int            token_id,
-          HanashiWindow *self)
-{
-  /* The first token ends the reading of the prompt (a model load keeps its bar). */
-  if (id != 0 && id == hanashi_chat_get_request_id (self->chat) && self->load_cancellable == NULL)
-    gtk_widget_set_visible (GTK_WIDGET (self->load_progress), FALSE);
-}
-
-static void
-on_engine_error (HanashiEngine *engine,
-                 guint          id,
-                 GError        *error,
-                 HanashiWindow *self)
-{
-  g_autofree char *text = hanashi_describe_engine_error (error);
-
-  hanashi_window_add_toast (self, text);
-}
-
-static void
-on_context_dropped (HanashiEngine *engine,
-                    guint          id,
-                    guint          n_messages,
-                    guint          n_tokens,
-                    HanashiWindow *self)
-{
-  if (id == 0 || id != hanashi_chat_get_request_id (self->chat))
-    return;
-  /* Translators: said when a long chat no longer fits in the model's context */
-  g_autofree char *text = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE,
-                                                         "The oldest message no longer fits in the context: the model did not see it.",
-                                                         "The %u oldest messages no longer fit in the context: the model did not see them.",
-                                                         n_messages), n_messages);
-  hanashi_window_add_toast (self, text);
-}
-
-static void
-on_engine_warning (HanashiEngine *engine,
-                   guint          id,
-                   GError        *warning,
-                   HanashiWindow *self)
-{
-  g_autofree char *text = NULL;
-
-  /* The engine's reason is technical and English: the log keeps it, the toast says what
-   * it means for the user. */
-  g_message ("Engine warning: %s", warning->message);
-  if (g_error_matches (warning, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_TEMPLATE_FAILED))
-    text = g_strdup (_("The model’s chat template could not be used, so the chat is written in the ChatML format instead. Answers may be worse."));
-  else if (g_error_matches (warning, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED))
-    text = g_strdup (_("This model supports a smaller context than the one set in Preferences, so it uses the largest it supports."));
-  else
-    text = hanashi_describe_engine_error (warning);
-  hanashi_window_add_toast (self, text);
-}
-
-static void
-send_action (GtkWidget  *widget,
-             const char *action_name,
-             GVariant   *parameter)
-{
-  HanashiWindow *self = HANASHI_WINDOW (widget);
-  g_autofree char *text = hanashi_composer_dup_text (self->composer);
-  g_autoptr (GError) error = NULL;
-
-  g_autofree char *trimmed = g_strstrip (g_strdup (text));
-  if (*trimmed == '\0')
-    return;
-  if (hanashi_chat_get_generating (self->chat) || hanashi_engine_get_model_info (self->engine) == NULL)
-    return;
-  if (!ensure_writable_store (self))
-    return;
-
-  if (!hanashi_chat_send (self->chat, text, &error))
-    {
-      /* The text stays in the composer, so nothing typed is lost.  The store's errors and
-       * the panel's (an unusable grammar) are whole sentences. */
-      if (error != NULL)
-        hanashi_window_add_toast (self, error->message);
-      return;
-    }
-  hanashi_composer_set_text (self->composer, "");
-}
-
-static void
-stop_action (GtkWidget  *widget,
-             const char *action_name,
-             GVariant   *parameter)
-{
-  hanashi_chat_stop (HANASHI_WINDOW (widget)->chat);
-}
-
-/* ---- message actions: "chat.*", the message id as parameter ------------------------------- */
-
-static HanashiMessage *
-find_message (HanashiWindow *self,
-              gint64         id)
-{
-  GListModel *messages = hanashi_chat_get_messages (self->chat);
-  guint n = g_list_model_get_n_items (messages);
-
-  for (guint i = 0; i < n; i++)
-    {
-      g_autoptr (HanashiMessage) item = g_list_model_get_item (messages, i);
-      if (hanashi_message_get_id (item) == id)
-        return item;   /* the list keeps it alive */
-    }
-  return NULL;
-}
-
-static void
-copy_message_action (GSimpleAction *action,
-                     GVariant      *parameter,
-                     gpointer       user_data)
-{
-  HanashiWindow *self = user_data;
-  HanashiMessage *message = find_message (self, g_variant_get_int64 (parameter));
-
-  if (message != NULL)
-    gdk_clipboard_set_text (gtk_widget_get_clipboard (GTK_WIDGET (self)), hanashi_message_get_text (message));
-}
-
-static void
-edit_message_action (GSimpleAction *action,
-                     GVariant      *parameter,
-                     gpointer       user_data)
-{
-  HanashiWindow *self = user_data;
-  gint64 id = g_variant_get_int64 (parameter);
-  HanashiMessage *message;
-
-  hanashi_chat_begin_edit (self->chat, id);
-  message = find_message (self, id);
-  if (message == NULL || hanashi_chat_get_editing_id (self->chat) != id)
-    return;
-  hanashi_composer_set_text (self->composer, hanashi_message_get_text (message));
-  hanashi_composer_set_editing (self->composer, TRUE);
-  gtk_widget_grab_focus (GTK_WIDGET (self->composer));
-}
-
-static void
-regenerate_message_action (GSimpleAction *action,
-                           GVariant      *parameter,
-                           gpointer       user_data)
-{
-  HanashiWindow *self = user_data;
-  hanashi_chat_regenerate (self->chat, g_variant_get_int64 (parameter));
-}
-
-static void
-delete_message_action (GSimpleAction *action,
-                       GVariant      *parameter,
-                       gpointer       user_data)
-{
-  HanashiWindow *self = user_data;
-  hanashi_chat_delete_message (self->chat, g_variant_get_int64 (parameter));
-}
-
-static void
-previous_alternative_action (GSimpleAction *action,
-                             GVariant      *parameter,
-                             gpointer       user_data)
-{
-  HanashiWindow *self = user_data;
-  hanashi_chat_switch_alternative (self->chat, g_variant_get_int64 (parameter), -1);
-}
-
-static void
-next_alternative_action (GSimpleAction *action,
-                         GVariant      *parameter,
-                         gpointer       user_data)
-{
-  HanashiWindow *self = user_data;
-  hanashi_chat_switch_alternative (self->chat, g_variant_get_int64 (parameter), +1);
-}
-
-static void
-undo_delete_action (GSimpleAction *action,
-                    GVariant      *parameter,
-                    gpointer       user_data)
-{
-  HanashiWindow *self = user_data;
-  hanashi_chat_undo_delete (self->chat);
-}
-
-static const GActionEntry chat_actions[] = {
-  { "copy", copy_message_action, "x" },
-  { "edit", edit_message_action, "x" },
-  { "regenerate", regenerate_message_action, "x" },
-  { "delete", delete_message_action, "x" },
-  { "previous-alternative", previous_alternative_action, "x" },
-  { "next-alternative", next_alternative_action, "x" },
-  { "undo-delete", undo_delete_action },
-};
-
-static void
-on_message_undo_dismissed (AdwToast      *toast,
-                           HanashiWindow *self)
-{
-  /* Undo runs before dismissal; after it, or once the toast is gone, there is nothing to
-   * undo any more. */
-  if (self->undo_toast == toast)
-    {
-      g_clear_weak_pointer (&self->undo_toast);
-      hanashi_chat_forget_undo (self->chat);
-    }
-}
-
-static void
-on_message_deleted (HanashiChat   *chat,
-                    HanashiWindow *self)
-{
-  AdwToast *toast;
-
-  /* One deletion can be undone at a time: a toast still on screen now undoes the newest
-   * (dismissing it and adding another while it animates crashes libadwaita 1.2). */
-  if (self->undo_toast != NULL)
-    return;
-  toast = adw_toast_new (_("Message deleted"));
-  adw_toast_set_button_label (toast, _("_Undo"));
-  adw_toast_set_action_name (toast, "chat.undo-delete");
-  adw_toast_set_priority (toast, ADW_TOAST_PRIORITY_HIGH);
-  g_signal_connect_object (toast, "dismissed", G_CALLBACK (on_message_undo_dismissed), self, 0);
-  g_set_weak_pointer (&self->undo_toast, toast);
-  adw_toast_overlay_add_toast (self->toast_overlay, toast);
-}
-
-static void
-on_edit_cancelled (HanashiComposer *composer,
-                   HanashiWindow   *self)
-{
-  hanashi_chat_cancel_edit (self->chat);
-  hanashi_composer_set_text (self->composer, "");
-}
-
-/* ---- conversations ---------------------------------------------------------------------- */
-
-void
-hanashi_window_load_conversation (HanashiWindow *self,
-                                  gint64         conversation_id)
-{
-  g_autoptr (GError) error = NULL;
-
-  g_return_if_fail (HANASHI_IS_WINDOW (self));
-
-  /* The text of a message being edited belongs to the chat it came from. */
-  if (hanashi_chat_get_editing_id (self->chat) != 0)
-    hanashi_composer_set_text (self->composer, "");
-  hanashi_composer_set_editing (self->composer, FALSE);
-  if (!hanashi_chat_load (self->chat, conversation_id, &error))
-    toast_error (self, _("Could not open the conversation"), error);
-  hanashi_composer_set_system_prompt (self->composer, hanashi_chat_get_system_prompt (self->chat));
-  hanashi_composer_set_thinking (self->composer, hanashi_chat_get_thinking (self->chat));
-  /* "{}" and NULL both mean: the defaults from Preferences. */
-  hanashi_params_panel_set_params_json (self->params_panel, hanashi_chat_get_params_json (self->chat));
-  update_context_meter (self);
-  hanashi_chat_view_scroll_to_bottom (self->chat_view);
-  adw_leaflet_set_visible_child (self->leaflet, self->chat_pane);
-}
-
-static gboolean
-count_draft_cb (gpointer data)
-{
-  HanashiWindow *self = data;
-
-  self->draft_count_source = 0;
-  update_context_meter (self);
-  return G_SOURCE_REMOVE;
-}
-
-static void
-on_draft_changed (GtkTextBuffer *buffer,
-                  HanashiWindow *self)
-{
-  if (gtk_widget_in_destruction (GTK_WIDGET (self)))
-    return;
-  /* Counting goes through the engine thread: once typing pauses, not per keystroke. */
-  g_clear_handle_id (&self->draft_count_source, g_source_remove);
-  self->draft_count_source = g_timeout_add (300, count_draft_cb, self);
-}
-
-static void
-on_system_prompt_changed (HanashiComposer *composer,
-                          HanashiWindow   *self)
-{
-  g_autoptr (GError) error = NULL;
-
-  if (!hanashi_chat_set_system_prompt (self->chat, hanashi_composer_get_system_prompt (composer), &error))
-    toast_error (self, _("Could not save the system prompt"), error);
-  update_context_meter (self);
-}
-
-static void
-on_params_changed (HanashiParamsPanel *panel,
-                   HanashiWindow      *self)
-{
-  g_autoptr (GError) error = NULL;
-
-  if (!hanashi_chat_save_params (self->chat, &error))
-    toast_error (self, _("Could not save the parameters"), error);
-}
+/* ---- the chats pane ----------------------------------------------------------------------- */
 
 static void
 on_conversation_activated (HanashiSidebar *sidebar,
@@ -910,7 +222,7 @@ on_conversation_deleted (HanashiSidebar *sidebar,
                          gint64          id,
                          HanashiWindow  *self)
 {
-  g_autofree char *key = conversation_key (id);
+  g_autofree char *key = _hanashi_window_conversation_key (id);
 
   /* Its saved engine state is of no use any more (Undo restores only the messages). */
   hanashi_engine_forget_session (self->engine, key);
@@ -957,264 +269,10 @@ search_action (GtkWidget  *widget,
   hanashi_sidebar_focus_search (self->sidebar);
 }
 
-/* ---- models ------------------------------------------------------------------------------ */
-
-static void
-remember_model (HanashiWindow *self,
-                const char    *path)
-{
-  g_auto (GStrv) recent = g_settings_get_strv (self->settings, "recent-models");
-  g_autoptr (GStrvBuilder) builder = g_strv_builder_new ();
-  g_auto (GStrv) updated = NULL;
-  guint n = 1;
-
-  g_strv_builder_add (builder, path);
-  for (guint i = 0; recent[i] != NULL && n < MAX_RECENT_MODELS; i++)
-    if (!g_str_equal (recent[i], path))
-      {
-        g_strv_builder_add (builder, recent[i]);
-        n++;
-      }
-  updated = g_strv_builder_end (builder);
-  g_settings_set_strv (self->settings, "recent-models", (const char * const *) updated);
-}
-
-static void
-update_recent_models (HanashiWindow *self)
-{
-  g_auto (GStrv) recent = g_settings_get_strv (self->settings, "recent-models");
-  GtkWidget *child;
-  guint n = 0;
-
-  while ((child = gtk_widget_get_first_child (GTK_WIDGET (self->recent_list))) != NULL)
-    gtk_list_box_remove (self->recent_list, child);
-  for (guint i = 0; recent[i] != NULL; i++)
-    {
-      g_autofree char *name = g_path_get_basename (recent[i]);
-      g_autofree char *dir = g_path_get_dirname (recent[i]);
-      GtkWidget *row;
-
-      if (!g_file_test (recent[i], G_FILE_TEST_IS_REGULAR))
-        continue;
-      row = adw_action_row_new ();
-      adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), name);
-      adw_action_row_set_subtitle (ADW_ACTION_ROW (row), dir);
-      adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (row), FALSE);
-      adw_action_row_add_suffix (ADW_ACTION_ROW (row), gtk_image_new_from_icon_name ("go-next-symbolic"));
-      gtk_list_box_row_set_activatable (GTK_LIST_BOX_ROW (row), TRUE);
-      gtk_actionable_set_action_name (GTK_ACTIONABLE (row), "win.open-recent");
-      gtk_actionable_set_action_target (GTK_ACTIONABLE (row), "s", recent[i]);
-      gtk_list_box_append (self->recent_list, row);
-      n++;
-    }
-  gtk_widget_set_visible (self->recent_group, n > 0);
-}
-
-typedef struct {
-  HanashiWindow *window;
-  char          *path;
-} ModelLoad;
-
-static void
-model_load_free (ModelLoad *load)
-{
-  g_object_unref (load->window);
-  g_free (load->path);
-  g_free (load);
-}
-
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (ModelLoad, model_load_free)
-
-/* Names the file and says why, and that the model in use stays (the engine keeps it). */
-static char *
-describe_load_failure (HanashiWindow *self,
-                       const char    *path,
-                       const GError  *error)
-{
-  const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
-  g_autofree char *name = g_path_get_basename (path);
-  g_autofree char *reason = hanashi_describe_engine_error (error);
-  /* Translators: %s is a file name */
-  g_autofree char *what = g_strdup_printf (_("“%s” could not be opened as a model."), name);
-  g_autofree char *kept = NULL;
-
-  if (info != NULL)
-    /* Translators: %s is the name of the model that was loaded before */
-    kept = g_strdup_printf (_("“%s” is still loaded."), info->name);
-  return g_strjoin (" ", what, reason, kept, NULL);
-}
-
-static void
-load_done (GObject      *source,
-           GAsyncResult *result,
-           gpointer      user_data)
-{
-  g_autoptr (ModelLoad) load = user_data;
-  HanashiWindow *self = load->window;
-  g_autoptr (GError) error = NULL;
-
-  if (!hanashi_engine_load_model_finish (HANASHI_ENGINE (source), result, &error))
-    {
-      if (!g_error_matches (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED) &&
-          !g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-        {
-          g_autofree char *text = describe_load_failure (self, load->path, error);
-          g_message ("Model %s not loaded: %s", load->path, error->message);
-          hanashi_window_add_toast (self, text);
-        }
-    }
-  /* A load replaced by a newer one must not hide the newer one's progress. */
-  if (G_IS_TASK (result) && g_task_get_cancellable (G_TASK (result)) != self->load_cancellable)
-    return;
-  gtk_widget_set_visible (GTK_WIDGET (self->load_progress), FALSE);
-  g_clear_object (&self->load_cancellable);
-}
-
-void
-hanashi_window_open_model (HanashiWindow *self,
-                           GFile         *file)
-{
-  g_autofree char *path = NULL;
-  ModelLoad *load;
-
-  g_return_if_fail (HANASHI_IS_WINDOW (self));
-  g_return_if_fail (G_IS_FILE (file));
-
-  path = g_file_get_path (file);
-  if (path == NULL)
-    {
-      hanashi_window_add_toast (self, _("Only model files on this computer can be opened."));
-      return;
-    }
-  hanashi_chat_end_reply (self->chat);
-  g_cancellable_cancel (self->load_cancellable);
-  g_clear_object (&self->load_cancellable);
-  self->load_cancellable = g_cancellable_new ();
-  gtk_progress_bar_set_fraction (self->load_progress, 0);
-  gtk_widget_set_visible (GTK_WIDGET (self->load_progress), TRUE);
-  /* Context size, threads and batch size shape the context, so they apply from the next
-   * load.  A context size left at its default asks for what the model supports up to that
-   * default (0), so that a smaller model is not warned about a choice nobody made. */
-  g_autoptr (GVariant) chosen_context = g_settings_get_user_value (self->settings, "context-size");
-  hanashi_engine_set_batch_size (self->engine, (guint) g_settings_get_int (self->settings, "batch-size"));
-  load = g_new0 (ModelLoad, 1);
-  load->window = g_object_ref (self);
-  load->path = g_strdup (path);
-  hanashi_engine_load_model_async (self->engine, path,
-                                   chosen_context != NULL ? (guint) g_settings_get_int (self->settings, "context-size") : 0,
-                                   (guint) g_settings_get_int (self->settings, "n-threads"),
-                                   self->load_cancellable, load_done, load);
-}
-
-static void
-on_load_progress (HanashiEngine *engine,
-                  double         fraction,
-                  HanashiWindow *self)
-{
-  gtk_progress_bar_set_fraction (self->load_progress, fraction);
-}
-
-static void
-on_model_loaded (HanashiEngine    *engine,
-                 HanashiModelInfo *info,
-                 HanashiWindow    *self)
-{
-  remember_model (self, info->path);
-  update_thinking_switch (self);
-  self->context_used = -1;
-  update_context_meter (self);
-}
-
-static void
-on_engine_state (HanashiEngine *engine,
-                 GParamSpec    *pspec,
-                 HanashiWindow *self)
-{
-  gboolean loaded = hanashi_engine_get_model_info (engine) != NULL;
-  gboolean was_empty = g_strcmp0 (gtk_stack_get_visible_child_name (self->main_stack), "empty") == 0;
-
-  update_main_page (self);
-  update_thinking_switch (self);
-  /* Once a model is there, typing goes straight into the composer. */
-  if (loaded && was_empty)
-    gtk_widget_grab_focus (GTK_WIDGET (self->composer));
-  update_status (self);
-  update_actions (self);
-}
-
-static void
-on_model_chosen (GtkNativeDialog *dialog,
-                 int              response,
-                 gpointer         user_data)
-{
-  HanashiWindow *self = user_data;
-
-  if (response == GTK_RESPONSE_ACCEPT)
-    {
-      g_autoptr (GFile) file = gtk_file_chooser_get_file (GTK_FILE_CHOOSER (dialog));
-      if (file != NULL)
-        hanashi_window_open_model (self, file);
-    }
-  gtk_native_dialog_destroy (dialog);
-  g_object_unref (dialog);
-  g_object_unref (self);
-}
-
-static void
-open_model_action (GtkWidget  *widget,
-                   const char *action_name,
-                   GVariant   *parameter)
-{
-  HanashiWindow *self = HANASHI_WINDOW (widget);
-  GtkFileChooserNative *chooser;
-  g_autoptr (GtkFileFilter) filter = gtk_file_filter_new ();
-
-  gtk_file_filter_set_name (filter, _("GGUF Models"));
-  gtk_file_filter_add_suffix (filter, "gguf");
-
-  chooser = gtk_file_chooser_native_new (_("Open Model File"), GTK_WINDOW (self),
-                                         GTK_FILE_CHOOSER_ACTION_OPEN, _("_Open"), _("_Cancel"));
-  gtk_native_dialog_set_modal (GTK_NATIVE_DIALOG (chooser), TRUE);
-  gtk_file_chooser_add_filter (GTK_FILE_CHOOSER (chooser), filter);
-  g_signal_connect (chooser, "response", G_CALLBACK (on_model_chosen), g_object_ref (self));
-  gtk_native_dialog_show (GTK_NATIVE_DIALOG (chooser));
-}
-
-static void
-open_recent_action (GtkWidget  *widget,
-                    const char *action_name,
-                    GVariant   *parameter)
-{
-  g_autoptr (GFile) file = g_file_new_for_path (g_variant_get_string (parameter, NULL));
-  hanashi_window_open_model (HANASHI_WINDOW (widget), file);
-}
-
-static void
-on_model_activated (HanashiModelsDialog *dialog,
-                    const char          *path,
-                    HanashiWindow       *self)
-{
-  g_autoptr (GFile) file = g_file_new_for_path (path);
-  hanashi_window_open_model (self, file);
-  gtk_window_close (GTK_WINDOW (dialog));
-}
-
-static void
-choose_model_action (GtkWidget  *widget,
-                     const char *action_name,
-                     GVariant   *parameter)
-{
-  HanashiWindow *self = HANASHI_WINDOW (widget);
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (GTK_WINDOW (self));
-
-  g_signal_connect_object (dialog, "model-activated", G_CALLBACK (on_model_activated), self, 0);
-  gtk_window_present (GTK_WINDOW (dialog));
-}
-
 /* ---- actions and properties ------------------------------------------------------------ */
 
-static void
-update_actions (HanashiWindow *self)
+void
+_hanashi_window_update_actions (HanashiWindow *self)
 {
   gboolean loaded = hanashi_engine_get_model_info (self->engine) != NULL;
 
@@ -1234,6 +292,9 @@ hanashi_window_get_property (GObject    *object,
     {
     case PROP_CONVERSATION_ID:
       g_value_set_int64 (value, self->chat != NULL ? hanashi_chat_get_conversation_id (self->chat) : 0);
+      break;
+    case PROP_ENGINE:
+      g_value_set_object (value, self->engine);
       break;
     case PROP_PANEL_REVEALED:
       /* The property action asks before the template exists. */
@@ -1258,6 +319,9 @@ hanashi_window_set_property (GObject      *object,
       if (self->flap != NULL)
         adw_flap_set_reveal_flap (self->flap, g_value_get_boolean (value));
       break;
+    case PROP_ENGINE:
+      self->engine = g_value_dup_object (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
     }
@@ -1269,14 +333,6 @@ on_flap_revealed (AdwFlap       *flap,
                   HanashiWindow *self)
 {
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_PANEL_REVEALED]);
-}
-
-static void
-apply_session_limit (HanashiWindow *self)
-{
-  /* The limit applies to every save, so a change in Preferences takes effect at once. */
-  hanashi_engine_set_session_cache_limit (self->engine,
-                                          (guint64) g_settings_get_int (self->settings, "session-cache-limit-mb") << 20);
 }
 
 static void
@@ -1323,6 +379,7 @@ hanashi_window_class_init (HanashiWindowClass *klass)
   GObjectClass *object_class = G_OBJECT_CLASS (klass);
   GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
 
+  object_class->constructed = hanashi_window_constructed;
   object_class->dispose = hanashi_window_dispose;
   object_class->get_property = hanashi_window_get_property;
   object_class->set_property = hanashi_window_set_property;
@@ -1331,6 +388,8 @@ hanashi_window_class_init (HanashiWindowClass *klass)
                                                           G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
   properties[PROP_CONVERSATION_ID] = g_param_spec_int64 ("conversation-id", NULL, NULL, 0, G_MAXINT64, 0,
                                                         G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_ENGINE] = g_param_spec_object ("engine", NULL, NULL, HANASHI_TYPE_ENGINE,
+                                                 G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY | G_PARAM_STATIC_STRINGS);
   g_object_class_install_properties (object_class, N_PROPS, properties);
 
   signals[SIGNAL_CONVERSATIONS_CHANGED] = g_signal_new ("conversations-changed", G_TYPE_FROM_CLASS (klass),
@@ -1360,24 +419,17 @@ hanashi_window_class_init (HanashiWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, composer);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, params_panel);
 
-  gtk_widget_class_install_action (widget_class, "win.open-model", NULL, open_model_action);
-  gtk_widget_class_install_action (widget_class, "win.open-recent", "s", open_recent_action);
-  gtk_widget_class_install_action (widget_class, "win.choose-model", NULL, choose_model_action);
   gtk_widget_class_install_action (widget_class, "win.new-chat", NULL, new_chat_action);
   gtk_widget_class_install_action (widget_class, "win.search", NULL, search_action);
   gtk_widget_class_install_action (widget_class, "win.show-chats", NULL, show_chats_action);
-  gtk_widget_class_install_action (widget_class, "win.send", NULL, send_action);
-  gtk_widget_class_install_action (widget_class, "win.stop", NULL, stop_action);
   gtk_widget_class_install_property_action (widget_class, "win.toggle-panel", "panel-revealed");
+  _hanashi_window_class_init_chat (widget_class);
+  _hanashi_window_class_init_models (widget_class);
 }
 
 static void
 hanashi_window_init (HanashiWindow *self)
 {
-  g_autofree char *db_path = hanashi_store_default_path ();
-  g_autoptr (GError) error = NULL;
-  g_autoptr (GSimpleActionGroup) chat_group = NULL;
-
   gtk_widget_init_template (GTK_WIDGET (self));
   self->context_used = -1;
 
@@ -1385,81 +437,37 @@ hanashi_window_init (HanashiWindow *self)
   g_settings_bind (self->settings, "window-width", self, "default-width", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (self->settings, "window-height", self, "default-height", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (self->settings, "window-maximized", self, "maximized", G_SETTINGS_BIND_DEFAULT);
-  g_signal_connect_object (self->settings, "changed::recent-models", G_CALLBACK (update_recent_models), self, G_CONNECT_SWAPPED);
 
-  /* Above the chat, below the loading bar: what is wrong with the database, if anything. */
-  self->store_banner = hanashi_store_banner_new ();
-  gtk_box_insert_child_after (GTK_BOX (self->chat_pane), GTK_WIDGET (self->store_banner),
-                              GTK_WIDGET (self->load_progress));
-  g_signal_connect_swapped (self->store_banner, "retry", G_CALLBACK (retry_store), self);
-  g_signal_connect_swapped (self->store_banner, "start-fresh", G_CALLBACK (offer_fresh_store), self);
-  g_signal_connect (self, "map", G_CALLBACK (on_window_mapped), NULL);
-  self->store_path = g_steal_pointer (&db_path);
-  self->store = hanashi_store_open_best (self->store_path, &error);
-  apply_store_problem (self, g_steal_pointer (&error));
+  _hanashi_window_open_store (self);
 
-  self->engine = hanashi_engine_new ();
-  apply_session_limit (self);
-  g_signal_connect_object (self->settings, "changed::session-cache-limit-mb",
-                           G_CALLBACK (apply_session_limit), self, G_CONNECT_SWAPPED);
+}
 
-  self->chat = hanashi_chat_new (self->engine);
-  hanashi_chat_set_store (self->chat, self->store);
-  hanashi_chat_set_settings_source (self->chat, &window_settings, self);
-  g_signal_connect_swapped (hanashi_chat_get_messages (self->chat), "items-changed", G_CALLBACK (update_main_page), self);
-  hanashi_chat_view_set_model (self->chat_view, hanashi_chat_get_messages (self->chat));
-  g_signal_connect (self->chat, "problem", G_CALLBACK (on_chat_problem), self);
-  g_signal_connect (self->chat, "notice", G_CALLBACK (on_chat_notice), self);
-  g_signal_connect (self->chat, "notify::generating", G_CALLBACK (on_chat_generating), self);
-  g_signal_connect (self->chat, "notify::title", G_CALLBACK (on_chat_title), self);
-  g_signal_connect (self->chat, "notify::editing-id", G_CALLBACK (on_chat_editing), self);
-  g_signal_connect (self->chat, "notify::conversation-id", G_CALLBACK (on_chat_conversation_id), self);
-  g_signal_connect (self->chat, "reply-started", G_CALLBACK (on_reply_started), self);
-  g_signal_connect (self->chat, "changed", G_CALLBACK (on_chat_changed), self);
-  g_signal_connect (self->chat, "message-deleted", G_CALLBACK (on_message_deleted), self);
-  chat_group = g_simple_action_group_new ();
-  g_action_map_add_action_entries (G_ACTION_MAP (chat_group), chat_actions, G_N_ELEMENTS (chat_actions), self);
-  gtk_widget_insert_action_group (GTK_WIDGET (self), "chat", G_ACTION_GROUP (chat_group));
+/* The rest needs the engine, a construct property set after init. */
+static void
+hanashi_window_constructed (GObject *object)
+{
+  HanashiWindow *self = HANASHI_WINDOW (object);
 
-  g_signal_connect (self->engine, "token", G_CALLBACK (on_token), self);
-  g_signal_connect (self->engine, "prompt-progress", G_CALLBACK (on_prompt_progress), self);
-  g_signal_connect (self->engine, "error", G_CALLBACK (on_engine_error), self);
-  g_signal_connect (self->engine, "warning", G_CALLBACK (on_engine_warning), self);
-  g_signal_connect (self->engine, "context-dropped", G_CALLBACK (on_context_dropped), self);
-  g_signal_connect (self->engine, "load-progress", G_CALLBACK (on_load_progress), self);
-  g_signal_connect (self->engine, "model-loaded", G_CALLBACK (on_model_loaded), self);
-  g_signal_connect (self->engine, "notify::state", G_CALLBACK (on_engine_state), self);
-  g_signal_connect (self->engine, "notify::model-info", G_CALLBACK (on_engine_state), self);
+  G_OBJECT_CLASS (hanashi_window_parent_class)->constructed (object);
+
+  /* Without an application to lend one (never in the app itself), the window has its own. */
+  if (self->engine == NULL)
+    self->engine = hanashi_engine_new ();
+
+  _hanashi_window_bind_chat (self);
+  _hanashi_window_bind_models (self);
 
   hanashi_sidebar_set_store (self->sidebar, self->store);
-  /* Folded, the chats pane is the whole window and its header needs the window buttons;
-   * the sidebar keeps them off for the wide layout. */
-  for (GtkWidget *w = gtk_widget_get_first_child (GTK_WIDGET (self->sidebar)); w != NULL; w = gtk_widget_get_first_child (w))
-    {
-      GtkWidget *header = w;
-      for (; header != NULL && !ADW_IS_HEADER_BAR (header); header = gtk_widget_get_next_sibling (header))
-        ;
-      if (header != NULL)
-        {
-          g_object_bind_property (self->leaflet, "folded", header, "show-end-title-buttons", G_BINDING_SYNC_CREATE);
-          break;
-        }
-    }
+  /* Folded, the chats pane is the whole window and its header needs the window buttons. */
+  g_object_bind_property (self->leaflet, "folded", self->sidebar, "show-window-buttons", G_BINDING_SYNC_CREATE);
   g_signal_connect (self->sidebar, "conversation-activated", G_CALLBACK (on_conversation_activated), self);
   g_signal_connect (self->sidebar, "conversation-deleted", G_CALLBACK (on_conversation_deleted), self);
   g_signal_connect (self, "conversations-changed", G_CALLBACK (on_conversations_changed), NULL);
   g_signal_connect (self, "notify::conversation-id", G_CALLBACK (on_conversations_changed), NULL);
-  g_signal_connect (self->composer, "system-prompt-changed", G_CALLBACK (on_system_prompt_changed), self);
-  g_signal_connect (self->composer, "thinking-changed", G_CALLBACK (on_thinking_changed), self);
-  g_signal_connect (self->composer, "edit-cancelled", G_CALLBACK (on_edit_cancelled), self);
-  g_signal_connect_object (gtk_text_view_get_buffer (hanashi_composer_get_text_view (self->composer)), "changed",
-                           G_CALLBACK (on_draft_changed), self, 0);
-  g_signal_connect (self->params_panel, "changed", G_CALLBACK (on_params_changed), self);
   g_signal_connect (self->flap, "notify::reveal-flap", G_CALLBACK (on_flap_revealed), self);
   g_signal_connect (self->leaflet, "notify::folded", G_CALLBACK (on_folded), self);
 
-  update_recent_models (self);
-  on_engine_state (self->engine, NULL, self);
+  _hanashi_window_on_engine_state (self->engine, NULL, self);
   /* A narrow window opens on the chat, not on the list of chats. */
   adw_leaflet_set_visible_child (self->leaflet, self->chat_pane);
   on_folded (self->leaflet, NULL, self);

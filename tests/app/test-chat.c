@@ -761,6 +761,12 @@ is_folded (gpointer data)
   return adw_leaflet_get_folded (data);
 }
 
+static gboolean
+is_unfolded (gpointer data)
+{
+  return !adw_leaflet_get_folded (data);
+}
+
 static void
 test_narrow (void)
 {
@@ -783,6 +789,13 @@ test_narrow (void)
   /* Alone in the window, the chats pane has the window buttons. */
   GtkWidget *sidebar_header = find_by_type (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_SIDEBAR), ADW_TYPE_HEADER_BAR);
   g_assert_true (adw_header_bar_get_show_end_title_buttons (ADW_HEADER_BAR (sidebar_header)));
+  g_assert_true (hanashi_sidebar_get_show_window_buttons (HANASHI_SIDEBAR (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_SIDEBAR))));
+  /* Wide again, the chat's header has them and the sidebar's does not. */
+  gtk_window_set_default_size (GTK_WINDOW (window), 1100, 760);
+  wait_until (is_unfolded, leaflet);
+  g_assert_false (adw_header_bar_get_show_end_title_buttons (ADW_HEADER_BAR (sidebar_header)));
+  gtk_window_set_default_size (GTK_WINDOW (window), 360, 640);
+  wait_until (is_folded, leaflet);
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
   g_assert_true (gtk_widget_is_ancestor (GTK_WIDGET (get_composer (window)), adw_leaflet_get_visible_child (leaflet)));
 

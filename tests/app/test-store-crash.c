@@ -19,7 +19,7 @@
 #include <sqlite3.h>
 
 #include "hanashi-store.h"
-#include "hanashi-store-faults.h"
+#include "store-faults-vfs.h"
 
 #define N_CHUNKS 400
 #define QUESTION "Tell me a long story about a lighthouse."

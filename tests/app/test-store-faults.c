@@ -8,7 +8,7 @@
 #include <sqlite3.h>
 
 #include "hanashi-store.h"
-#include "hanashi-store-faults.h"
+#include "store-faults-vfs.h"
 
 typedef struct {
   char *dir;

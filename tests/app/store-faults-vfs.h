@@ -1,4 +1,4 @@
-/* hanashi-store-faults.h — a SQLite VFS that wraps the real one and fails on request.
+/* store-faults-vfs.h — a SQLite VFS that wraps the real one and fails on request.
  *
  * Tests only: it is linked into the test programs, never into the app.  Once installed it
  * is SQLite's default VFS, so every HanashiStore opened afterwards goes through it with no
