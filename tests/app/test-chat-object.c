@@ -375,7 +375,8 @@ test_alternatives_and_undo (Fixture *f, gconstpointer data)
   g_assert_cmpint (hanashi_message_get_id (message_at (f->chat, 1)), ==, first_reply);
   hanashi_chat_undo_delete (f->chat);
   g_assert_false (hanashi_chat_get_can_undo (f->chat));
-  g_assert_nonnull (hanashi_store_dup_message (f->store, second_reply, NULL));
+  g_autoptr (HanashiStoredMessage) restored = hanashi_store_dup_message (f->store, second_reply, NULL);
+  g_assert_nonnull (restored);
   g_autoptr (GPtrArray) alternatives = hanashi_store_list_alternatives (f->store, second_reply, NULL);
   g_assert_cmpuint (alternatives->len, ==, 2);
 
