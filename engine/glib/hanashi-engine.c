@@ -25,7 +25,7 @@
 G_DEFINE_QUARK (hanashi-engine-error-quark, hanashi_engine_error)
 
 /* hn_session_cache_evict() counts only files with this suffix. */
-#define SESSION_SUFFIX ".hnsession"
+#define SESSION_SUFFIX HANASHI_SESSION_SUFFIX
 
 /* ---- enums & boxed types -------------------------------------------------------------- */
 
@@ -1018,17 +1018,50 @@ thread_run_count (EngineCore *core, Cmd *cmd)
   post_task_done (core, cmd, n, n < 0 ? error : NULL);
 }
 
-static void
-thread_clear_sessions (const char *dir_path)
+char *
+hanashi_session_cache_dup_default_dir (void)
 {
-  g_autoptr (GDir) dir = g_dir_open (dir_path, 0, NULL);
+  return g_build_filename (g_get_user_cache_dir (), "hanashi", "sessions", NULL);
+}
+
+static gboolean
+is_session_cache_file (const char *name)
+{
+  return g_str_has_suffix (name, SESSION_SUFFIX) || strstr (name, SESSION_SUFFIX ".tmp.") != NULL;
+}
+
+gboolean
+hanashi_session_cache_clear (const char    *dir_path,
+                             GCancellable  *cancellable,
+                             GError       **error)
+{
+  g_autoptr (GError) open_error = NULL;
+  g_autoptr (GDir) dir = g_dir_open (dir_path, 0, &open_error);
   const char *name;
-  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
-    if (g_str_has_suffix (name, SESSION_SUFFIX))
-      {
-        g_autofree char *path = g_build_filename (dir_path, name, NULL);
-        g_unlink (path);
-      }
+
+  if (dir == NULL)
+    {
+      if (g_error_matches (open_error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+        return TRUE;
+      g_propagate_error (error, g_steal_pointer (&open_error));
+      return FALSE;
+    }
+  while ((name = g_dir_read_name (dir)) != NULL)
+    {
+      if (g_cancellable_set_error_if_cancelled (cancellable, error))
+        return FALSE;
+      if (!is_session_cache_file (name))
+        continue;
+      g_autofree char *path = g_build_filename (dir_path, name, NULL);
+      if (g_unlink (path) != 0 && errno != ENOENT)
+        {
+          int saved_errno = errno;
+          g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved_errno),
+                       "%s: %s", path, g_strerror (saved_errno));
+          return FALSE;
+        }
+    }
+  return TRUE;
 }
 
 static gpointer
@@ -1070,7 +1103,11 @@ engine_thread_main (gpointer data)
           g_hash_table_remove (core->write_failed, cmd->path);
           break;
         case CMD_CLEAR_SESSIONS:
-          thread_clear_sessions (cmd->dir);
+          {
+            g_autoptr (GError) clear_error = NULL;
+            if (!hanashi_session_cache_clear (cmd->dir, NULL, &clear_error))
+              g_message ("Session cache not cleared: %s", clear_error->message);
+          }
           g_hash_table_remove_all (core->write_failed);
           break;
         case CMD_QUIT: break;
@@ -1441,7 +1478,6 @@ hanashi_engine_init (HanashiEngine *self)
   core->engine = self;
   self->core = core;
   self->session_limit = G_GUINT64_CONSTANT (2) << 30;
-  const char *cache = g_get_user_cache_dir ();
-  self->session_dir = g_build_filename (cache, "hanashi", "sessions", NULL);
+  self->session_dir = hanashi_session_cache_dup_default_dir ();
   self->thread = g_thread_new ("hanashi-engine", engine_thread_main, core_ref (core));
 }

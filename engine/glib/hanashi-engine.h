@@ -245,6 +245,17 @@ void     hanashi_engine_set_batch_size          (HanashiEngine *self, guint n_ba
 void     hanashi_engine_forget_session         (HanashiEngine *self, const char *conversation_id);
 void     hanashi_engine_clear_session_cache    (HanashiEngine *self);
 
+/* The one definition of the session cache, for the engine and for Preferences without an
+ * engine: the default folder ($XDG_CACHE_HOME/hanashi/sessions, owned string), the suffix
+ * of its files, and clearing it.  Clearing deletes the session files and the temporary
+ * files an interrupted save left beside them (NAME.hnsession.tmp.*), nothing else: the
+ * folder may hold files that are not ours.  A missing folder is already clear. */
+#define HANASHI_SESSION_SUFFIX ".hnsession"
+char    *hanashi_session_cache_dup_default_dir (void);
+gboolean hanashi_session_cache_clear           (const char    *dir,
+                                                GCancellable  *cancellable,
+                                                GError       **error);
+
 /* Signals (all emitted on the main context captured in hanashi_engine_new()):
  *   "load-progress"     (double fraction)
  *   "model-loaded"      (HanashiModelInfo *info)
