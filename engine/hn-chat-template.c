@@ -214,17 +214,11 @@ mbuf_add(MBuf *b, const char *s, size_t n)
 {
   if (b->failed)
     return;
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + n + 1)
-      cap *= 2;
-    char *d = realloc(b->data, cap);
-    if (!d) {
-      b->failed = true;
-      return;
-    }
-    b->data = d;
-    b->cap = cap;
+  size_t need;
+  if (!hn_add_size(b->len, n, &need) || !hn_add_size(need, 1, &need) ||
+      !HN_ARRAY_RESERVE(b->data, b->cap, need, 256)) {
+    b->failed = true;
+    return;
   }
   memcpy(b->data + b->len, s, n);
   b->len += n;

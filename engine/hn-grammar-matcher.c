@@ -8,6 +8,7 @@
  * stacks, within per-byte and per-mask work budgets.
  */
 #include "hn-grammar-private.h"
+#include "hn-array.h"
 
 /* ==================================================================== Matcher ==== */
 
@@ -165,30 +166,19 @@ set_add(StackSet *s, const uint32_t *st, size_t len)
     return;
   }
   if (s->n + 1 > s->cap_n) {
-    size_t nc = s->cap_n * 2;
-    uint32_t *o = realloc(s->off, (nc + 1) * sizeof *o);
-    if (o)
-      s->off = o;
-    uint32_t *hh = realloc(s->hash, nc * sizeof *hh);
-    if (hh)
-      s->hash = hh;
-    if (!o || !hh || !index_rebuild(s, nc)) {
+    /* off[] has one entry more than there are stacks: the end of the last one */
+    size_t nc;
+    if (!hn_array_grown_cap(s->cap_n, s->n + 1, sizeof *s->off, 1, &nc) ||
+        !HN_ARRAY_RESIZE(s->off, nc + 1) || !HN_ARRAY_RESIZE(s->hash, nc) ||
+        !index_rebuild(s, nc)) {
       s->overflow = true;
       return;
     }
     s->cap_n = nc;
   }
-  if (s->len + len > s->cap) {
-    size_t nc = s->cap * 2;
-    while (nc < s->len + len)
-      nc *= 2;
-    uint32_t *d = realloc(s->data, nc * sizeof *d);
-    if (!d) {
-      s->overflow = true;
-      return;
-    }
-    s->data = d;
-    s->cap = nc;
+  if (len > SIZE_MAX - s->len || !HN_ARRAY_RESERVE(s->data, s->cap, s->len + len, 1)) {
+    s->overflow = true;
+    return;
   }
   memcpy(s->data + s->len, st, len * sizeof *st);
   s->len += len;
@@ -257,16 +247,10 @@ expand_top(Expander *x, StackSet *dst, size_t len, size_t *n_frames)
   size_t base = len - 1;
   if (g->elems[p + 1].type != EL_END)
     x->buf[base++] = p + 1; /* what follows the reference, once the rule is done */
-  if (*n_frames == x->frames_cap) {
-    size_t cap = x->frames_cap ? x->frames_cap * 2 : 64;
-    ExpandFrame *grown = realloc(x->frames, cap * sizeof *grown);
-    if (grown == NULL) {
-      dst->overflow = true;
-      x->budget = -1;
-      return false;
-    }
-    x->frames = grown;
-    x->frames_cap = cap;
+  if (!HN_ARRAY_RESERVE(x->frames, x->frames_cap, *n_frames + 1, 64)) {
+    dst->overflow = true;
+    x->budget = -1;
+    return false;
   }
   x->frames[(*n_frames)++] = (ExpandFrame){ e.value, 0, (uint32_t) base };
   return true;
@@ -759,20 +743,12 @@ set_assign(StackSet *dst, const StackSet *src)
     return false;
   set_clear(dst); /* empties the index while it still matches the old entries */
   if (src->len > dst->cap) {
-    uint32_t *d = realloc(dst->data, src->len * sizeof *d);
-    if (!d)
+    if (!HN_ARRAY_RESIZE(dst->data, src->len))
       return false;
-    dst->data = d;
     dst->cap = src->len;
   }
   if (src->n > dst->cap_n) {
-    uint32_t *o = realloc(dst->off, (src->n + 1) * sizeof *o);
-    if (o)
-      dst->off = o;
-    uint32_t *h = realloc(dst->hash, src->n * sizeof *h);
-    if (h)
-      dst->hash = h;
-    if (!o || !h)
+    if (!HN_ARRAY_RESIZE(dst->off, src->n + 1) || !HN_ARRAY_RESIZE(dst->hash, src->n))
       return false;
     dst->cap_n = src->n;
   }

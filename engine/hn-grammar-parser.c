@@ -3,6 +3,7 @@
  * structural checks (undefined rules, left recursion) done before a grammar is accepted.
  */
 #include "hn-grammar-private.h"
+#include "hn-array.h"
 
 /* ===================================================================== Parser ==== */
 
@@ -89,25 +90,6 @@ perr_limit(Parser *P, size_t pos, const char *what)
 }
 
 static bool
-grow_array(void **ptr, size_t *cap, size_t need, size_t elem_size)
-{
-  if (need <= *cap)
-    return true;
-  size_t c = *cap ? *cap : 8;
-  while (c < need)
-    c *= 2;
-  size_t bytes;
-  if (!hn_mul_size(c, elem_size, &bytes))
-    return false;
-  void *p = realloc(*ptr, bytes);
-  if (p == NULL)
-    return false;
-  *ptr = p;
-  *cap = c;
-  return true;
-}
-
-static bool
 push_elem(Parser *P, uint32_t rule, uint32_t type, uint32_t value)
 {
   if (P->failed)
@@ -118,7 +100,7 @@ push_elem(Parser *P, uint32_t rule, uint32_t type, uint32_t value)
     return perr_limit(P, P->pos, what);
   }
   ElemVec *b = &P->rules[rule].body;
-  if (!grow_array((void **) &b->v, &b->cap, b->n + 1, sizeof *b->v))
+  if (!HN_ARRAY_RESERVE(b->v, b->cap, b->n + 1, 8))
     return perr(P, P->pos, "out of memory");
   b->v[b->n++] = (Elem){ type, value };
   return true;
@@ -131,7 +113,7 @@ add_rule(Parser *P, const char *name, size_t name_len, bool generated, size_t po
     perr_limit(P, pos, "too many rules");
     return -1;
   }
-  if (!grow_array((void **) &P->rules, &P->cap_rules, P->n_rules + 1, sizeof *P->rules)) {
+  if (!HN_ARRAY_RESERVE(P->rules, P->cap_rules, P->n_rules + 1, 8)) {
     perr(P, pos, "out of memory");
     return -1;
   }
@@ -384,7 +366,7 @@ parse_class(Parser *P, uint32_t rule)
       if (hi < lo)
         return perr(P, item, "character range is reversed");
     }
-    if (!grow_array((void **) &P->ranges, &P->cap_ranges, P->n_ranges + 2, sizeof *P->ranges))
+    if (!HN_ARRAY_RESERVE(P->ranges, P->cap_ranges, P->n_ranges + 2, 8))
       return perr(P, item, "out of memory");
     P->ranges[P->n_ranges++] = lo;
     P->ranges[P->n_ranges++] = hi;
@@ -392,7 +374,7 @@ parse_class(Parser *P, uint32_t rule)
   uint32_t n = (uint32_t) (P->n_ranges - off) / 2;
   if (n == 0 && !negated)
     return perr(P, start, "empty character class");
-  if (!grow_array((void **) &P->classes, &P->cap_classes, P->n_classes + 1, sizeof *P->classes))
+  if (!HN_ARRAY_RESERVE(P->classes, P->cap_classes, P->n_classes + 1, 8))
     return perr(P, start, "out of memory");
   P->classes[P->n_classes] = (CharClass){ off, n, negated };
   return push_elem(P, rule, EL_CLASS, (uint32_t) P->n_classes++);
@@ -493,8 +475,7 @@ parse_sequence(Parser *P, uint32_t rule, bool nested)
         return false;
     } else if (c == '.') {
       P->pos++;
-      if (!grow_array((void **) &P->classes, &P->cap_classes, P->n_classes + 1,
-                      sizeof *P->classes))
+      if (!HN_ARRAY_RESERVE(P->classes, P->cap_classes, P->n_classes + 1, 8))
         return perr(P, item_pos, "out of memory");
       P->classes[P->n_classes] = (CharClass){ 0, 0, true };
       if (!push_elem(P, rule, EL_CLASS, (uint32_t) P->n_classes++))

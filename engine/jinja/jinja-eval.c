@@ -91,16 +91,10 @@ jinja_scope_set(R *r, Scope *s, Str *name, Value v)
     return;
   }
   if (s->n == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 8;
-    Str **names = jinja_xalloc(&r->c, jinja_xmul(&r->c, cap, sizeof(Str *)));
-    Value *vals = jinja_xalloc(&r->c, jinja_xmul(&r->c, cap, sizeof(Value)));
-    if (s->n) {
-      memcpy(names, s->names, s->n * sizeof(Str *));
-      memcpy(vals, s->vals, s->n * sizeof(Value));
-    }
-    s->names = names;
-    s->vals = vals;
-    s->cap = cap;
+    /* names and values share one capacity: the values grow to what the names got */
+    size_t cap = s->cap;
+    JINJA_ARENA_RESERVE(&r->c, s->names, s->n, cap, s->n + 1, 8);
+    JINJA_ARENA_RESERVE(&r->c, s->vals, s->n, s->cap, cap, 8);
   }
   s->names[s->n] = name;
   s->vals[s->n] = v;

@@ -167,12 +167,7 @@ split(R *r, const Node *n, const Str *s, const Str *sep, int64_t maxsplit)
   Value *items = jinja_xalloc(&r->c, cap * sizeof(Value));
 #define PUSH(v)                                                                \
   do {                                                                         \
-    if (count == cap) {                                                        \
-      Value *ni = jinja_xalloc(&r->c, jinja_xmul(&r->c, cap * 2, sizeof(Value)));          \
-      memcpy(ni, items, count * sizeof(Value));                                \
-      items = ni;                                                              \
-      cap *= 2;                                                                \
-    }                                                                          \
+    JINJA_ARENA_RESERVE(&r->c, items, count, cap, count + 1, 8);               \
     items[count++] = (v);                                                      \
   } while (0)
   if (sep) {
@@ -1124,14 +1119,7 @@ call_str_method(R *r, const Node *n, Method *m, const Args *a)
                   cp == 0x2028 || cp == 0x2029;
         if (nl || k + adv >= s->len) {
           size_t end = nl ? k : k + adv;
-          if (res.l->n == cap) {
-            size_t ncap = cap ? cap * 2 : 8;
-            Value *items = jinja_xalloc(&r->c, jinja_xmul(&r->c, ncap, sizeof(Value)));
-            if (res.l->n)
-              memcpy(items, res.l->items, res.l->n * sizeof(Value));
-            res.l->items = items;
-            cap = ncap;
-          }
+          JINJA_ARENA_RESERVE(&r->c, res.l->items, res.l->n, cap, res.l->n + 1, 8);
           res.l->items[res.l->n++] = jinja_v_str(&r->c, s->s + start, end - start);
           if (cp == '\r' && k + 1 < s->len && s->s[k + 1] == '\n')
             adv = 2;

@@ -38,14 +38,7 @@ lex_fail(Lexer *lx, size_t at, const char *fmt, ...)
 static Token *
 lex_push(Lexer *lx, TokKind kind, size_t at)
 {
-  if (lx->n == lx->cap) {
-    size_t cap = lx->cap ? lx->cap * 2 : 256;
-    Token *t = jinja_xalloc(lx->c, jinja_xmul(lx->c, cap, sizeof(Token)));
-    if (lx->n)
-      memcpy(t, lx->toks, lx->n * sizeof(Token));
-    lx->toks = t;
-    lx->cap = cap;
-  }
+  JINJA_ARENA_RESERVE(lx->c, lx->toks, lx->n, lx->cap, lx->n + 1, 256);
   Token *t = &lx->toks[lx->n++];
   memset(t, 0, sizeof *t);
   t->kind = kind;

@@ -91,14 +91,7 @@ typedef struct {
 static void
 vec_push(P *p, NodeVec *v, Node *n)
 {
-  if (v->n == v->cap) {
-    size_t cap = v->cap ? v->cap * 2 : 4;
-    Node **items = jinja_xalloc(p->c, jinja_xmul(p->c, cap, sizeof(Node *)));
-    if (v->n)
-      memcpy(items, v->items, v->n * sizeof(Node *));
-    v->items = items;
-    v->cap = cap;
-  }
+  JINJA_ARENA_RESERVE(p->c, v->items, v->n, v->cap, v->n + 1, 4);
   v->items[v->n++] = n;
 }
 
@@ -169,13 +162,7 @@ parse_call_args(P *p, Node *n)
     if (tok_op(cur(p), "*") || tok_op(cur(p), "**"))
       p_fail(p, cur(p), "*args and **kwargs in calls are not supported");
     if (cur(p)->kind == K_NAME && tok_op(peek_at(p, 1), "=")) {
-      if (nnames == cap) {
-        cap = cap ? cap * 2 : 4;
-        Str **nn = jinja_xalloc(p->c, jinja_xmul(p->c, cap, sizeof(Str *)));
-        if (nnames)
-          memcpy(nn, names, nnames * sizeof(Str *));
-        names = nn;
-      }
+      JINJA_ARENA_RESERVE(p->c, names, nnames, cap, nnames + 1, 4);
       names[nnames++] = advance(p)->s;
       advance(p);
       vec_push(p, &kwv, parse_expr(p));

@@ -11,6 +11,7 @@
 #ifndef HN_JINJA_PRIVATE_H
 #define HN_JINJA_PRIVATE_H
 
+#include "hn-array.h"
 #include "hn-chat-template.h"
 #include "hn-unicode.h"
 
@@ -310,6 +311,13 @@ void jinja_buf_reserve(Ctx *c, Buf *b, size_t extra);
 void jinja_buf_addc(Ctx *c, Buf *b, char ch);
 void jinja_buf_adds(Ctx *c, Buf *b, const char *s);
 Value jinja_buf_value(Ctx *c, Buf *b);
+/* HN_ARRAY_RESERVE for arrays in the arena: gives the array *items_ptr (a `T **` with `n`
+ * elements in use and capacity *cap) room for `need` elements, by the same doubling rule;
+ * the old block stays in the arena until the arena is freed.  Out of memory unwinds. */
+void jinja_arena_reserve(Ctx *c, void *items_ptr, size_t n, size_t *cap, size_t need, size_t elem_size,
+                         size_t first_cap);
+#define JINJA_ARENA_RESERVE(c, items, n, cap, need, first_cap) \
+  jinja_arena_reserve((c), &(items), (n), &(cap), (need), sizeof *(items), (first_cap))
 void jinja_buf_add(Ctx *c, Buf *b, const char *s, size_t n);
 Value *jinja_dict_find(Dict *d, const Value *key);
 Value *jinja_dict_find_str(Dict *d, const char *key, size_t len);

@@ -351,16 +351,26 @@ jinja_buf_reserve(Ctx *c, Buf *b, size_t extra)
   size_t need;
   if (!hn_add_size(b->len, extra, &need) || !hn_add_size(need, 1, &need))
     jinja_fail_nomem(c);
-  if (need <= b->cap)
+  JINJA_ARENA_RESERVE(c, b->data, b->len, b->cap, need, 256);
+}
+
+void
+jinja_arena_reserve(Ctx *c, void *items_ptr, size_t n, size_t *cap, size_t need, size_t elem_size,
+                    size_t first_cap)
+{
+  if (need <= *cap)
     return;
-  size_t cap = b->cap ? b->cap * 2 : 256;
-  while (cap < need)
-    cap = jinja_xmul(c, cap, 2);
-  char *d = jinja_xalloc(c, cap);
-  if (b->len)
-    memcpy(d, b->data, b->len);
-  b->data = d;
-  b->cap = cap;
+  size_t new_cap;
+  if (!hn_array_grown_cap(*cap, need, elem_size, first_cap, &new_cap))
+    jinja_fail_nomem(c);
+  /* through memcpy, like hn_array_resize_impl: one function for every element type */
+  void *old;
+  memcpy(&old, items_ptr, sizeof old);
+  void *grown = jinja_xalloc(c, new_cap * elem_size);
+  if (n)
+    memcpy(grown, old, n * elem_size);
+  memcpy(items_ptr, &grown, sizeof grown);
+  *cap = new_cap;
 }
 
 void
@@ -425,16 +435,10 @@ jinja_dict_set(R *r, Dict *d, Value key, Value v)
     return;
   }
   if (d->n == d->cap) {
-    size_t cap = d->cap ? d->cap * 2 : 4;
-    Value *keys = jinja_xalloc(&r->c, jinja_xmul(&r->c, cap, sizeof(Value)));
-    Value *vals = jinja_xalloc(&r->c, jinja_xmul(&r->c, cap, sizeof(Value)));
-    if (d->n) {
-      memcpy(keys, d->keys, d->n * sizeof(Value));
-      memcpy(vals, d->vals, d->n * sizeof(Value));
-    }
-    d->keys = keys;
-    d->vals = vals;
-    d->cap = cap;
+    /* keys and values share one capacity: the values grow to what the keys got */
+    size_t cap = d->cap;
+    JINJA_ARENA_RESERVE(&r->c, d->keys, d->n, cap, d->n + 1, 4);
+    JINJA_ARENA_RESERVE(&r->c, d->vals, d->n, d->cap, cap, 4);
   }
   d->keys[d->n] = key;
   d->vals[d->n] = v;
