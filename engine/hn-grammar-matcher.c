@@ -4,8 +4,8 @@
  * match; stacks are kept expanded so that every top is a character element (an empty
  * stack means "the input may end here").  Reading a code point advances every stack whose
  * top matches it and expands rule references at the new top, which may fork the stack
- * into one per alternative.  Token masks walk the vocabulary's byte trie over these
- * stacks, within per-byte and per-mask work budgets.
+ * into one per alternative.  Token masks walk the vocabulary sorted by bytes, so a prefix
+ * shared by many tokens is matched once, within per-byte and per-mask work budgets.
  */
 #include "hn-grammar-private.h"
 #include "hn-array.h"
