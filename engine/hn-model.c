@@ -549,10 +549,7 @@ count_types(const HnModel *m, int64_t counts[HN_TYPE_COUNT], int64_t elems[HN_TY
 uint32_t
 hn_model_main_type(const HnModel *m)
 {
-  int64_t counts[HN_TYPE_COUNT], elems[HN_TYPE_COUNT];
-  count_types(m, counts, elems);
-  /* the type of the layer weights decides, not the (often F32/Q6_K) embeddings */
-  return m->layers[0].wq->type;
+  return hn_gguf_main_weight_type(m->gguf);
 }
 
 void

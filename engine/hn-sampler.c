@@ -1,6 +1,7 @@
 /* hn-sampler.c — the sampler chain, penalties, mirostat, RNG and stop strings. */
 #include "hn-sampler.h"
 #include "hn-grammar.h"
+#include "hn-array.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -1182,17 +1183,7 @@ hn_stop_matcher_matched(const HnStopMatcher *m)
 static bool
 grow(char **buf, size_t *cap, size_t need)
 {
-  if (need <= *cap)
-    return true;
-  size_t c = *cap * 2;
-  while (c < need)
-    c *= 2;
-  char *b = realloc(*buf, c);
-  if (b == NULL)
-    return false;
-  *buf = b;
-  *cap = c;
-  return true;
+  return HN_ARRAY_RESERVE(*buf, *cap, need, 64);
 }
 
 bool

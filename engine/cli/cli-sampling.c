@@ -1,5 +1,6 @@
 /* cli-sampling.c — parses the sampling options of `hanashi-cli generate`. */
 #include "cli-sampling.h"
+#include "hn-array.h"
 
 #include "hn-cfg.h"
 #include "hn-json-schema.h"
@@ -98,10 +99,8 @@ parse_bias(CliSamplingOptions *o, const char *text)
     return false;
   if (o->n_bias >= HN_SAMPLER_MAX_LOGIT_BIAS)
     return false;
-  HnLogitBias *grown = realloc(o->bias, (o->n_bias + 1) * sizeof *grown);
-  if (grown == NULL)
+  if (!HN_ARRAY_RESIZE(o->bias, (size_t)o->n_bias + 1))
     return false;
-  o->bias = grown;
   o->bias[o->n_bias++] = (HnLogitBias){ (int32_t) id, (float) bias };
   return true;
 }
@@ -181,10 +180,8 @@ cli_sampling_parse_arg(CliSamplingOptions *o, int argc, char **argv, int *i)
         return cli_fail("--stop text must be 1 to %d bytes", HN_SAMPLER_MAX_STOP_LEN), -1;
       if (o->n_stops >= HN_SAMPLER_MAX_STOP)
         return cli_fail("at most %d --stop options", HN_SAMPLER_MAX_STOP), -1;
-      const char **grown = realloc(o->stops, (o->n_stops + 1) * sizeof *grown);
-      if (grown == NULL)
+      if (!HN_ARRAY_RESIZE(o->stops, (size_t)o->n_stops + 1))
         return cli_fail("out of memory"), -1;
-      o->stops = grown;
       o->stops[o->n_stops++] = value;
       break;
     }
