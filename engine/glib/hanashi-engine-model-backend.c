@@ -559,28 +559,12 @@ load_grammar (ModelBackend *mb, HanashiGenerateRequest *req, HnGrammar **out, GE
   return TRUE;
 }
 
+/* The request carries the sampler's own parameters: only the stop strings are added. */
 static gboolean
 sampler_params (HanashiGenerateRequest *req, int32_t n_vocab, HnSamplerParams *sp, GError **error)
 {
-  HanashiSamplingParams p;
   HnError err = { 0 };
-  hanashi_generate_request_get_sampling (req, &p);
-  hn_sampler_params_init (sp);
-  sp->temperature = (float) p.temperature;
-  sp->top_k = p.top_k < 0 ? 0 : p.top_k;
-  sp->top_p = (float) p.top_p;
-  sp->min_p = (float) p.min_p;
-  sp->typical_p = (float) p.typical_p;
-  sp->repeat_penalty = (float) p.repeat_penalty;
-  sp->repeat_last_n = p.repeat_last_n;
-  sp->frequency_penalty = (float) p.frequency_penalty;
-  sp->presence_penalty = (float) p.presence_penalty;
-  sp->mirostat = p.mirostat;
-  sp->mirostat_tau = (float) p.mirostat_tau;
-  sp->mirostat_eta = (float) p.mirostat_eta;
-  sp->seed = p.seed < 0 ? HN_SAMPLER_SEED_RANDOM : (uint64_t) p.seed;
-  int max = hanashi_generate_request_get_max_tokens (req);
-  sp->max_new_tokens = max < 0 ? -1 : max;
+  hanashi_generate_request_get_sampling (req, sp);
   const char * const *stops = hanashi_generate_request_get_stop_strings (req);
   size_t n_stop = 0;
   while (stops[n_stop] != NULL)

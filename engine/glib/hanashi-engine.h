@@ -8,6 +8,8 @@
 
 #include <gio/gio.h>
 
+#include "hn-sampler.h"
+
 G_BEGIN_DECLS
 
 /* ---- errors ---------------------------------------------------------------------------- */
@@ -96,26 +98,11 @@ HanashiModelInfo *hanashi_model_info_copy (const HanashiModelInfo *info);
 void              hanashi_model_info_free (HanashiModelInfo *info);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HanashiModelInfo, hanashi_model_info_free)
 
-/* ---- sampling parameters: plain values, every issue-5 knob ----------------------------- */
-
-typedef struct {
-  double   temperature;       /* 0 = greedy */
-  int      top_k;             /* <= 0: off */
-  double   top_p;             /* 1.0: off */
-  double   min_p;             /* 0: off */
-  double   typical_p;         /* 1.0: off */
-  double   repeat_penalty;    /* 1.0: off */
-  int      repeat_last_n;     /* window; 0 = off, -1 = whole context */
-  double   frequency_penalty;
-  double   presence_penalty;
-  int      mirostat;          /* 0 off, 1, 2 */
-  double   mirostat_tau;
-  double   mirostat_eta;
-  gint64   seed;              /* -1: random */
-} HanashiSamplingParams;
-
-/* Fills in the engine defaults (the same as hn_sampler_params_default()). */
-void hanashi_sampling_params_init_default (HanashiSamplingParams *params);
+/* ---- sampling parameters ---------------------------------------------------------------
+ * A request carries the engine's own HnSamplerParams (hn-sampler.h): its numeric fields
+ * are described by the table in hn-params.h, so there is no second list here.  Start from
+ * hn_sampler_params_init(); logit_bias and stop are not taken from it (stop strings are
+ * added with hanashi_generate_request_add_stop_string). */
 
 /* ---- generation request (boxed, refcounted) -------------------------------------------- */
 
@@ -141,11 +128,12 @@ void hanashi_generate_request_set_system_prompt  (HanashiGenerateRequest *req, c
 void hanashi_generate_request_add_message        (HanashiGenerateRequest *req, HanashiRole role,
                                                   const char *content);
 guint hanashi_generate_request_get_n_messages    (HanashiGenerateRequest *req);
-/* The sampling params are copied in/out. */
+/* The sampling params are copied in/out (max_new_tokens included; logit_bias and stop
+ * are left out: they come back NULL/0). */
 void hanashi_generate_request_set_sampling       (HanashiGenerateRequest *req,
-                                                  const HanashiSamplingParams *params);
+                                                  const HnSamplerParams *params);
 void hanashi_generate_request_get_sampling       (HanashiGenerateRequest *req,
-                                                  HanashiSamplingParams *out);
+                                                  HnSamplerParams *out);
 /* At most one of grammar / JSON schema; setting one clears the other. */
 void hanashi_generate_request_set_grammar        (HanashiGenerateRequest *req, const char *gbnf);
 void hanashi_generate_request_set_json_schema    (HanashiGenerateRequest *req, const char *schema);
@@ -154,6 +142,7 @@ const char *hanashi_generate_request_get_json_schema (HanashiGenerateRequest *re
 /* CFG: scale 1.0 = off. */
 void hanashi_generate_request_set_cfg            (HanashiGenerateRequest *req,
                                                   const char *negative_prompt, double scale);
+/* The same as the sampling params' max_new_tokens (-1 = until the context is full). */
 void hanashi_generate_request_set_max_tokens     (HanashiGenerateRequest *req, int max_tokens);
 void hanashi_generate_request_add_stop_string    (HanashiGenerateRequest *req, const char *stop);
 /* NULL: the engine picks $XDG_CACHE_HOME/hanashi/sessions/<conversation-id>.hnsession. */

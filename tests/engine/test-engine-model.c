@@ -240,8 +240,8 @@ static HanashiGenerateRequest *
 make_request (const char *conversation, int max_tokens)
 {
   HanashiGenerateRequest *req = hanashi_generate_request_new (conversation);
-  HanashiSamplingParams sp;
-  hanashi_sampling_params_init_default (&sp);
+  HnSamplerParams sp;
+  hn_sampler_params_init (&sp);
   sp.temperature = 0;
   hanashi_generate_request_set_sampling (req, &sp);
   hanashi_generate_request_set_system_prompt (req, "You are terse.");
@@ -577,8 +577,8 @@ test_template (Fixture *f, gconstpointer data)
   g_assert_no_error (f->load_error);
 
   g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("t");
-  HanashiSamplingParams sp;
-  hanashi_sampling_params_init_default (&sp);
+  HnSamplerParams sp;
+  hn_sampler_params_init (&sp);
   sp.temperature = 0;
   hanashi_generate_request_set_sampling (req, &sp);
   hanashi_generate_request_add_message (req, HANASHI_ROLE_USER, "  Say </s> please ");
