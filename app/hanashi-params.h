@@ -1,15 +1,17 @@
 /* hanashi-params.h: one complete set of generation parameters as plain data, with its JSON
  * form (stored per conversation, in presets and in GSettings) and range clamping.
  *
- * JSON keys are the engine's sampler keys (hn_sampler_param_specs) plus "seed",
- * "stop", "cfg_negative_prompt", "cfg_scale", "grammar_mode", "grammar_name",
- * "grammar" and "json_schema".  Input is never trusted: a missing or malformed value
- * keeps its default and a numeric one is pulled into its range. */
+ * JSON keys are the keys of the engine's parameter table (hn-params.h: temperature …
+ * seed, max_new_tokens) plus "stop", "cfg_negative_prompt", "cfg_scale", "grammar_mode",
+ * "grammar_name", "grammar" and "json_schema".  Input is never trusted: a missing or
+ * malformed value keeps its default and a numeric one is pulled into the table's app
+ * range (ui_min … ui_max). */
 #pragma once
 
 #include <gio/gio.h>
 
 #include "hanashi-engine.h"
+#include "hn-params.h"
 
 G_BEGIN_DECLS
 
@@ -22,11 +24,10 @@ typedef enum {
 
 #define HANASHI_PARAMS_MAX_STOP 16
 #define HANASHI_PARAMS_CFG_SCALE_MAX 10.0
-#define HANASHI_PARAMS_SEED_MAX 4294967295.0
 
 typedef struct {
-  HanashiSamplingParams sampling;
-  int                   max_tokens;        /* -1 = until the context is full */
+  HnSamplerParams       sampling;          /* every table parameter, max_new_tokens included;
+                                            * logit_bias and stop unused (NULL) */
   GStrv                 stop;              /* never NULL */
   char                 *cfg_negative;      /* never NULL */
   double                cfg_scale;         /* 1.0 = off */
@@ -63,9 +64,9 @@ gboolean  hanashi_params_apply_to_request (const HanashiParams *params, HanashiG
 /* The same without validating, for a grammar that was checked already. */
 void      hanashi_params_apply_checked_to_request (const HanashiParams *params, HanashiGenerateRequest *req);
 
-/* A numeric knob's range for settings UIs: the engine's spec (or our own for seed, CFG). */
+/* A numeric knob's range for settings UIs: the table's app range (or our own for CFG). */
 gboolean  hanashi_params_get_range (const char *key, double *min, double *max, double *def);
-/* Numeric access by JSON key (seed as a double; -1 = random). */
+/* Numeric access by JSON key (seed as a double; -1 = random; flags 0 or 1). */
 gboolean  hanashi_params_get_number (const HanashiParams *params, const char *key, double *value);
 gboolean  hanashi_params_set_number (HanashiParams *params, const char *key, double value);
 

@@ -36,12 +36,15 @@ number (const HanashiParams *p, const char *key)
 static void
 test_json_absurd_numbers (void)
 {
-  const char *keys[] = {
-    "temperature", "top_k", "top_p", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
-    "frequency_penalty", "presence_penalty", "mirostat", "mirostat_tau", "mirostat_eta",
-    "seed", "max_new_tokens", "cfg_scale",
-  };
-  for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
+  /* every parameter of the engine's table, and guidance's scale */
+  size_t n_table = 0;
+  const HnParamDesc *table = hn_params_table (&n_table);
+  g_autoptr (GPtrArray) key_list = g_ptr_array_new ();
+  for (size_t i = 0; i < n_table; i++)
+    g_ptr_array_add (key_list, (gpointer) table[i].key);
+  g_ptr_array_add (key_list, (gpointer) "cfg_scale");
+  const char *const *keys = (const char *const *) key_list->pdata;
+  for (guint i = 0; i < key_list->len; i++)
     {
       g_auto (HanashiParams) p;
       hanashi_params_init_default (&p);
@@ -66,8 +69,8 @@ test_json_absurd_numbers (void)
     " \"cfg_scale\": 1e300, \"repeat_last_n\": 1e300, \"top_p\": -1}", NULL));
   g_assert_cmpfloat (p.sampling.temperature, ==, 5.0);
   g_assert_cmpint (p.sampling.top_k, ==, 1000);
-  g_assert_cmpint (p.max_tokens, ==, 131072);
-  g_assert_cmpint (p.sampling.seed, ==, G_GINT64_CONSTANT (4294967295));
+  g_assert_cmpint (p.sampling.max_new_tokens, ==, 131072);
+  g_assert_cmpuint (p.sampling.seed, ==, G_GUINT64_CONSTANT (4294967295));
   g_assert_cmpfloat (p.cfg_scale, ==, 10.0);
   g_assert_cmpint (p.sampling.repeat_last_n, ==, 8192);
   g_assert_cmpfloat (p.sampling.top_p, ==, 0.0);
@@ -132,7 +135,7 @@ test_non_finite (void)
   double min, max, def;
   g_assert_true (hanashi_params_get_range ("temperature", &min, &max, &def));
   g_assert_true (hanashi_params_set_number (&p, "temperature", NAN));
-  g_assert_cmpfloat (p.sampling.temperature, ==, def);
+  g_assert_cmpfloat (p.sampling.temperature, ==, (float) def);
   g_assert_true (hanashi_params_set_number (&p, "temperature", INFINITY));
   g_assert_cmpfloat (p.sampling.temperature, ==, max);
   g_assert_true (hanashi_params_set_number (&p, "top_k", -INFINITY));
@@ -141,7 +144,7 @@ test_non_finite (void)
   p.grammar_mode = (HanashiGrammarMode) 77;
   hanashi_params_clamp (&p);
   g_assert_true (hanashi_params_get_range ("top_p", &min, &max, &def));
-  g_assert_cmpfloat (p.sampling.top_p, ==, def);
+  g_assert_cmpfloat (p.sampling.top_p, ==, (float) def);
   g_assert_cmpint (p.grammar_mode, ==, HANASHI_GRAMMAR_MODE_NONE);
 }
 
@@ -171,8 +174,8 @@ test_hand_edited_settings (void)
   hanashi_params_load_defaults (&p, settings);
   g_assert_cmpfloat (p.sampling.temperature, ==, 5.0);
   g_assert_cmpint (p.sampling.top_k, ==, 0);
-  g_assert_cmpint (p.max_tokens, ==, 131072);
-  g_assert_cmpint (p.sampling.seed, ==, -1);
+  g_assert_cmpint (p.sampling.max_new_tokens, ==, 131072);
+  g_assert_cmpuint (p.sampling.seed, ==, HN_SAMPLER_SEED_RANDOM);
 
   g_remove (path);
   g_rmdir (dir);
