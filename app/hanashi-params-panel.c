@@ -78,6 +78,7 @@ struct _HanashiParamsPanel
   GCancellable        *validate_cancellable;
   char                *checked_key;   /* the grammar input the last finished check was of */
   GError              *checked_error; /* what it found; NULL = valid */
+  HanashiGrammar      *checked_grammar; /* what it compiled (NULL for none): sent as it is */
 
   GStrv                shipped_grammars;
   GSettings           *settings;
@@ -289,14 +290,17 @@ show_checking (HanashiParamsPanel *self)
   gtk_widget_set_visible (label, TRUE);
 }
 
-/* Takes @error (NULL: valid) as the result for @key and shows it. */
+/* Takes @error (NULL: valid) and @grammar (what the check compiled) as the result for
+ * @key and shows it. */
 static void
-remember_check (HanashiParamsPanel *self, const char *key, GError *error)
+remember_check (HanashiParamsPanel *self, const char *key, GError *error, HanashiGrammar *grammar)
 {
   g_free (self->checked_key);
   self->checked_key = g_strdup (key);
   g_clear_error (&self->checked_error);
   self->checked_error = error;
+  g_clear_pointer (&self->checked_grammar, hanashi_grammar_unref);
+  self->checked_grammar = grammar;
   show_grammar_result (self, error);
 }
 
@@ -332,8 +336,9 @@ grammar_check_thread (GTask        *task,
 {
   GrammarCheck *check = task_data;
   GError *error = NULL;
-  if (hanashi_params_validate_grammar (&check->params, &error))
-    g_task_return_boolean (task, TRUE);
+  HanashiGrammar *compiled = NULL;
+  if (hanashi_params_compile_grammar (&check->params, &compiled, &error))
+    g_task_return_pointer (task, compiled, (GDestroyNotify) hanashi_grammar_unref);
   else
     g_task_return_error (task, error);
 }
@@ -349,13 +354,14 @@ grammar_check_done (GObject      *source,
   GError *error = NULL;
 
   /* A newer change cancelled it (check_cancellable reports that first). */
-  if (!g_task_propagate_boolean (task, &error) && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+  HanashiGrammar *compiled = g_task_propagate_pointer (task, &error);
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     {
       g_error_free (error);
       return;
     }
   g_clear_object (&self->validate_cancellable);
-  remember_check (self, check->key, error);
+  remember_check (self, check->key, error, compiled);
 }
 
 static gboolean
@@ -394,7 +400,7 @@ validate_grammar (HanashiParamsPanel *self)
     }
   if (params.grammar_mode == HANASHI_GRAMMAR_MODE_NONE)
     {
-      remember_check (self, key, NULL);
+      remember_check (self, key, NULL, NULL);
       return;
     }
   show_checking (self);
@@ -873,6 +879,7 @@ hanashi_params_panel_finalize (GObject *object)
   g_clear_pointer (&self->knobs, g_free);
   g_clear_pointer (&self->checked_key, g_free);
   g_clear_error (&self->checked_error);
+  g_clear_pointer (&self->checked_grammar, hanashi_grammar_unref);
   g_clear_object (&self->settings);
   hanashi_params_clear (&self->defaults);
   G_OBJECT_CLASS (hanashi_params_panel_parent_class)->finalize (object);
@@ -999,6 +1006,7 @@ hanashi_params_panel_apply_to_request (HanashiParamsPanel *self, HanashiGenerate
   g_auto (HanashiParams) params;
   g_autofree char *key = NULL;
   GError *check_error = NULL;
+  HanashiGrammar *compiled = NULL;
 
   collect_params (self, &params);
   key = grammar_key (&params);
@@ -1006,14 +1014,15 @@ hanashi_params_panel_apply_to_request (HanashiParamsPanel *self, HanashiGenerate
     {
       /* Sent before the check of this text finished: the answer is needed now. */
       stop_pending_check (self);
-      hanashi_params_validate_grammar (&params, &check_error);
-      remember_check (self, key, check_error);
+      hanashi_params_compile_grammar (&params, &compiled, &check_error);
+      remember_check (self, key, check_error, compiled);
     }
   if (self->checked_error != NULL)
     {
       g_propagate_error (error, g_error_copy (self->checked_error));
       return FALSE;
     }
-  hanashi_params_apply_checked_to_request (&params, req);
+  /* The grammar the check compiled goes along: the engine does not parse it again. */
+  hanashi_params_apply_checked_to_request (&params, self->checked_grammar, req);
   return TRUE;
 }

@@ -7,8 +7,6 @@
 #include <string.h>
 
 #include "hanashi-params.h"
-#include "hn-grammar.h"
-#include "hn-json-schema.h"
 #include "hn-params.h"
 #include "hn-sampler.h"
 
@@ -322,24 +320,35 @@ hanashi_params_dup_shipped_grammar (const char *name)
   return g_strndup (g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes));
 }
 
+/* Takes @compiled (NULL: failed) and says what was wrong in the app's words. */
 static gboolean
-check_gbnf (const char *text, GError **error)
+take_compiled (HanashiGrammar *compiled, gboolean schema, GError *parse_error,
+               HanashiGrammar **grammar_out, GError **error)
 {
-  HnError err = { 0 };
-  HnGrammar *grammar = hn_grammar_parse (text, strlen (text), NULL, &err);
-  if (!grammar)
+  if (compiled == NULL)
     {
-      g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
-                   _("The grammar is invalid: %s"), err.message);
+      if (schema)
+        g_set_error (error, HANASHI_ENGINE_ERROR, parse_error->code,
+                     _("The JSON schema is invalid: %s"), parse_error->message);
+      else
+        g_set_error (error, HANASHI_ENGINE_ERROR, parse_error->code,
+                     _("The grammar is invalid: %s"), parse_error->message);
+      g_error_free (parse_error);
       return FALSE;
     }
-  hn_grammar_free (grammar);
+  if (grammar_out)
+    *grammar_out = compiled;
+  else
+    hanashi_grammar_unref (compiled);
   return TRUE;
 }
 
 gboolean
-hanashi_params_validate_grammar (const HanashiParams *params, GError **error)
+hanashi_params_compile_grammar (const HanashiParams *params, HanashiGrammar **grammar_out, GError **error)
 {
+  GError *parse_error = NULL;
+  if (grammar_out)
+    *grammar_out = NULL;
   switch (params->grammar_mode)
     {
     case HANASHI_GRAMMAR_MODE_NONE:
@@ -353,40 +362,43 @@ hanashi_params_validate_grammar (const HanashiParams *params, GError **error)
                          _("There is no built-in grammar called “%s”"), params->grammar_name);
             return FALSE;
           }
-        return check_gbnf (text, error);
+        HanashiGrammar *compiled = hanashi_grammar_new_gbnf (text, &parse_error);
+        return take_compiled (compiled, FALSE, parse_error, grammar_out, error);
       }
     case HANASHI_GRAMMAR_MODE_CUSTOM:
-      return check_gbnf (params->grammar, error);
+      {
+        HanashiGrammar *compiled = hanashi_grammar_new_gbnf (params->grammar, &parse_error);
+        return take_compiled (compiled, FALSE, parse_error, grammar_out, error);
+      }
     case HANASHI_GRAMMAR_MODE_JSON_SCHEMA:
       {
-        HnError err = { 0 };
-        char *gbnf = hn_json_schema_to_gbnf (params->json_schema, strlen (params->json_schema), &err);
-        if (!gbnf)
-          {
-            g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
-                         _("The JSON schema is invalid: %s"), err.message);
-            return FALSE;
-          }
-        gboolean ok = check_gbnf (gbnf, error);
-        free (gbnf);
-        return ok;
+        HanashiGrammar *compiled = hanashi_grammar_new_json_schema (params->json_schema, &parse_error);
+        return take_compiled (compiled, TRUE, parse_error, grammar_out, error);
       }
     }
   return TRUE;
 }
 
 gboolean
+hanashi_params_validate_grammar (const HanashiParams *params, GError **error)
+{
+  return hanashi_params_compile_grammar (params, NULL, error);
+}
+
+gboolean
 hanashi_params_apply_to_request (const HanashiParams *params, HanashiGenerateRequest *req,
                                  GError **error)
 {
-  if (!hanashi_params_validate_grammar (params, error))
+  g_autoptr (HanashiGrammar) compiled = NULL;
+  if (!hanashi_params_compile_grammar (params, &compiled, error))
     return FALSE;
-  hanashi_params_apply_checked_to_request (params, req);
+  hanashi_params_apply_checked_to_request (params, compiled, req);
   return TRUE;
 }
 
 void
-hanashi_params_apply_checked_to_request (const HanashiParams *params, HanashiGenerateRequest *req)
+hanashi_params_apply_checked_to_request (const HanashiParams *params, HanashiGrammar *compiled,
+                                         HanashiGenerateRequest *req)
 {
   hanashi_generate_request_set_sampling (req, &params->sampling);
   for (char **s = params->stop; s && *s; s++)
@@ -410,4 +422,7 @@ hanashi_params_apply_checked_to_request (const HanashiParams *params, HanashiGen
       hanashi_generate_request_set_json_schema (req, params->json_schema);
       break;
     }
+  /* The engine thread uses the check's result instead of parsing the text again. */
+  if (params->grammar_mode != HANASHI_GRAMMAR_MODE_NONE && compiled != NULL)
+    hanashi_generate_request_set_compiled_grammar (req, compiled);
 }

@@ -56,13 +56,20 @@ void      hanashi_params_load_defaults    (HanashiParams *params, GSettings *set
 GStrv     hanashi_params_list_shipped_grammars (void);
 char     *hanashi_params_dup_shipped_grammar   (const char *name);
 
-/* Checks the grammar or schema.  FALSE with "line L, column C: …" when it does not parse. */
+/* The grammar or schema the params select, converted and parsed: the one place the app
+ * checks it.  *grammar_out is NULL when there is none (mode "none").  FALSE with
+ * "…: line L, column C: …" when it does not parse. */
+gboolean  hanashi_params_compile_grammar  (const HanashiParams *params, HanashiGrammar **grammar_out,
+                                           GError **error);
+/* The same, keeping only the verdict. */
 gboolean  hanashi_params_validate_grammar (const HanashiParams *params, GError **error);
-/* Validates, then copies every value into the request. */
+/* Compiles the grammar, then copies every value into the request. */
 gboolean  hanashi_params_apply_to_request (const HanashiParams *params, HanashiGenerateRequest *req,
                                            GError **error);
-/* The same without validating, for a grammar that was checked already. */
-void      hanashi_params_apply_checked_to_request (const HanashiParams *params, HanashiGenerateRequest *req);
+/* The same with a grammar compiled already (by hanashi_params_compile_grammar of the same
+ * params; NULL = let the engine parse the text): it goes to the engine as it is. */
+void      hanashi_params_apply_checked_to_request (const HanashiParams *params, HanashiGrammar *compiled,
+                                                   HanashiGenerateRequest *req);
 
 /* A numeric knob's range for settings UIs: the table's app range (or our own for CFG). */
 gboolean  hanashi_params_get_range (const char *key, double *min, double *max, double *def);

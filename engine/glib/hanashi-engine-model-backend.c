@@ -515,44 +515,36 @@ run_cancel (void *user_data)
   return r->sink->is_cancelled (r->sink->data);
 }
 
+/* The request's grammar: the one its sender compiled already, or parsed here from its
+ * text (callers that did not check it first). */
 static gboolean
-load_grammar (ModelBackend *mb, HanashiGenerateRequest *req, HnGrammar **out, GError **error)
+load_grammar (ModelBackend *mb, HanashiGenerateRequest *req, HanashiGrammar **out, GError **error)
 {
   HnError err = { 0 };
   const char *gbnf = hanashi_generate_request_get_grammar (req);
   const char *schema = hanashi_generate_request_get_json_schema (req);
-  g_autofree char *converted = NULL;
+  HanashiGrammar *compiled = hanashi_generate_request_get_compiled_grammar (req);
   *out = NULL;
-  if (schema != NULL && *schema != '\0')
+  if (compiled != NULL)
+    *out = hanashi_grammar_ref (compiled);
+  else if (schema != NULL && *schema != '\0')
     {
-      char *text = hn_json_schema_to_gbnf (schema, strlen (schema), &err);
-      if (text == NULL)
+      if ((*out = hanashi_grammar_new_json_schema (schema, error)) == NULL)
         {
-          g_set_error (error, HANASHI_ENGINE_ERROR,
-                       err.code == HN_ERR_LIMIT ? HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX
-                                                : HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
-                       "JSON schema: %s", err.message);
+          g_prefix_error (error, "JSON schema: ");
           return FALSE;
         }
-      converted = g_strdup (text);
-      free (text);
-      gbnf = converted;
     }
-  if (gbnf == NULL || *gbnf == '\0')
-    return TRUE;
-  *out = hn_grammar_parse (gbnf, strlen (gbnf), NULL, &err);
-  if (*out == NULL)
+  else if (gbnf != NULL && *gbnf != '\0')
     {
-      g_set_error_literal (error, HANASHI_ENGINE_ERROR,
-                           err.code == HN_ERR_LIMIT ? HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX
-                                                    : HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
-                           err.message);
-      return FALSE;
+      if ((*out = hanashi_grammar_new_gbnf (gbnf, error)) == NULL)
+        return FALSE;
     }
+  else
+    return TRUE;
   if (mb->gvocab == NULL && (mb->gvocab = hn_gen_grammar_vocab_new (mb->vocab, &err)) == NULL)
     {
-      hn_grammar_free (*out);
-      *out = NULL;
+      g_clear_pointer (out, hanashi_grammar_unref);
       set_error_from_hn (error, &err, HANASHI_ENGINE_ERROR_FAILED, NULL);
       return FALSE;
     }
@@ -724,7 +716,7 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
 {
   ModelBackend *mb = model;
   HnError err = { 0 };
-  HnGrammar *grammar = NULL;
+  HanashiGrammar *grammar = NULL;
   Prompt prompt = { 0 }, negative = { 0 };
   GenRun run = { 0 };
   gboolean ok = FALSE;
@@ -829,7 +821,7 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
       gr.cfg_scale = (float) cfg_scale;
     }
   gr.sampler = &sp;
-  gr.grammar = grammar;
+  gr.grammar = grammar ? hanashi_grammar_get_hn (grammar) : NULL;
   gr.grammar_vocab = mb->gvocab;
   gr.newline_tokens = mb->newline_tokens;
   gr.n_newline_tokens = mb->n_newline_tokens;
@@ -872,7 +864,7 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
   ok = TRUE;
 
 out:
-  hn_grammar_free (grammar);
+  hanashi_grammar_unref (grammar);
   prompt_clear (&prompt);
   prompt_clear (&negative);
   g_array_unref (run.generated);

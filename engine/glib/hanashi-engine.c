@@ -11,6 +11,8 @@
 #include "hanashi-engine-backend.h"
 
 #include "hn-chat-template.h"
+#include "hn-grammar.h"
+#include "hn-json-schema.h"
 #include "hn-reasoning.h"
 
 #include <errno.h>
@@ -101,6 +103,75 @@ hanashi_generation_stats_free (HanashiGenerationStats *stats)
 G_DEFINE_BOXED_TYPE (HanashiGenerationStats, hanashi_generation_stats,
                      hanashi_generation_stats_copy, hanashi_generation_stats_free)
 
+/* ---- compiled grammars ----------------------------------------------------------------- */
+
+struct _HanashiGrammar {
+  atomic_int ref_count;
+  HnGrammar *grammar;
+};
+
+static atomic_uint grammars_parsed;
+
+static GQuark
+grammar_error_code (const HnError *err)
+{
+  return err->code == HN_ERR_LIMIT ? HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX
+                                   : HANASHI_ENGINE_ERROR_GRAMMAR_INVALID;
+}
+
+HanashiGrammar *
+hanashi_grammar_new_gbnf (const char *gbnf, GError **error)
+{
+  HnError err = { 0 };
+  atomic_fetch_add (&grammars_parsed, 1);
+  HnGrammar *parsed = hn_grammar_parse (gbnf ? gbnf : "", gbnf ? strlen (gbnf) : 0, NULL, &err);
+  if (parsed == NULL)
+    {
+      g_set_error_literal (error, HANASHI_ENGINE_ERROR, grammar_error_code (&err), err.message);
+      return NULL;
+    }
+  HanashiGrammar *grammar = g_new0 (HanashiGrammar, 1);
+  grammar->ref_count = 1;
+  grammar->grammar = parsed;
+  return grammar;
+}
+
+HanashiGrammar *
+hanashi_grammar_new_json_schema (const char *schema, GError **error)
+{
+  HnError err = { 0 };
+  char *gbnf = hn_json_schema_to_gbnf (schema ? schema : "", schema ? strlen (schema) : 0, &err);
+  if (gbnf == NULL)
+    {
+      g_set_error_literal (error, HANASHI_ENGINE_ERROR, grammar_error_code (&err), err.message);
+      return NULL;
+    }
+  HanashiGrammar *grammar = hanashi_grammar_new_gbnf (gbnf, error);
+  free (gbnf);
+  return grammar;
+}
+
+HanashiGrammar *
+hanashi_grammar_ref (HanashiGrammar *grammar)
+{
+  atomic_fetch_add (&grammar->ref_count, 1);
+  return grammar;
+}
+
+void
+hanashi_grammar_unref (HanashiGrammar *grammar)
+{
+  if (grammar == NULL || atomic_fetch_sub (&grammar->ref_count, 1) != 1)
+    return;
+  hn_grammar_free (grammar->grammar);
+  g_free (grammar);
+}
+
+G_DEFINE_BOXED_TYPE (HanashiGrammar, hanashi_grammar, hanashi_grammar_ref, hanashi_grammar_unref)
+
+const HnGrammar *hanashi_grammar_get_hn (HanashiGrammar *grammar) { return grammar->grammar; }
+guint hanashi_grammar_get_n_parsed (void) { return atomic_load (&grammars_parsed); }
+
 /* ---- generate request ------------------------------------------------------------------ */
 
 typedef struct {
@@ -116,6 +187,7 @@ struct _HanashiGenerateRequest {
   HnSamplerParams sampling;   /* logit_bias and stop always NULL; max_new_tokens is the limit */
   char *grammar;
   char *json_schema;
+  HanashiGrammar *compiled_grammar;   /* one of the two above, already parsed; or NULL */
   char *cfg_negative;
   double cfg_scale;
   GPtrArray *stop_strings;   /* NULL-terminated */
@@ -163,6 +235,7 @@ hanashi_generate_request_unref (HanashiGenerateRequest *req)
   g_array_unref (req->messages);
   g_free (req->grammar);
   g_free (req->json_schema);
+  hanashi_grammar_unref (req->compiled_grammar);
   g_free (req->cfg_negative);
   g_ptr_array_unref (req->stop_strings);
   g_free (req->session_path);
@@ -205,6 +278,7 @@ hanashi_generate_request_set_grammar (HanashiGenerateRequest *req, const char *g
   g_free (req->grammar);
   req->grammar = g_strdup (gbnf);
   g_clear_pointer (&req->json_schema, g_free);
+  g_clear_pointer (&req->compiled_grammar, hanashi_grammar_unref);
 }
 
 void
@@ -213,7 +287,19 @@ hanashi_generate_request_set_json_schema (HanashiGenerateRequest *req, const cha
   g_free (req->json_schema);
   req->json_schema = g_strdup (schema);
   g_clear_pointer (&req->grammar, g_free);
+  g_clear_pointer (&req->compiled_grammar, hanashi_grammar_unref);
 }
+
+void
+hanashi_generate_request_set_compiled_grammar (HanashiGenerateRequest *req, HanashiGrammar *grammar)
+{
+  if (grammar)
+    hanashi_grammar_ref (grammar);
+  hanashi_grammar_unref (req->compiled_grammar);
+  req->compiled_grammar = grammar;
+}
+
+HanashiGrammar *hanashi_generate_request_get_compiled_grammar (HanashiGenerateRequest *req) { return req->compiled_grammar; }
 
 const char *hanashi_generate_request_get_grammar (HanashiGenerateRequest *req) { return req->grammar; }
 const char *hanashi_generate_request_get_json_schema (HanashiGenerateRequest *req) { return req->json_schema; }

@@ -104,6 +104,25 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (HanashiModelInfo, hanashi_model_info_free)
  * hn_sampler_params_init(); logit_bias and stop are not taken from it (stop strings are
  * added with hanashi_generate_request_add_stop_string). */
 
+/* ---- compiled grammars (boxed, refcounted, immutable) ------------------------------------
+ * A GBNF grammar or JSON schema converted and parsed once.  The app checks what the user
+ * typed by compiling it (on a worker thread) and hands that same object to the request,
+ * so the engine thread does not parse it again.  Thread-safe to share: nothing changes it
+ * after creation.  Errors: HANASHI_ENGINE_ERROR_GRAMMAR_INVALID ("line L, column C: …")
+ * or HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX. */
+
+typedef struct _HanashiGrammar HanashiGrammar;
+
+GType hanashi_grammar_get_type (void) G_GNUC_CONST;
+#define HANASHI_TYPE_GRAMMAR (hanashi_grammar_get_type ())
+HanashiGrammar *hanashi_grammar_new_gbnf        (const char *gbnf, GError **error);
+HanashiGrammar *hanashi_grammar_new_json_schema (const char *schema, GError **error);
+HanashiGrammar *hanashi_grammar_ref             (HanashiGrammar *grammar);
+void            hanashi_grammar_unref           (HanashiGrammar *grammar);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HanashiGrammar, hanashi_grammar_unref)
+/* For tests and diagnostics: how many grammars this process has parsed so far. */
+guint           hanashi_grammar_get_n_parsed    (void);
+
 /* ---- generation request (boxed, refcounted) -------------------------------------------- */
 
 /* The chat template's enable_thinking variable. */
@@ -137,6 +156,11 @@ void hanashi_generate_request_get_sampling       (HanashiGenerateRequest *req,
 /* At most one of grammar / JSON schema; setting one clears the other. */
 void hanashi_generate_request_set_grammar        (HanashiGenerateRequest *req, const char *gbnf);
 void hanashi_generate_request_set_json_schema    (HanashiGenerateRequest *req, const char *schema);
+/* The grammar or schema set above, already compiled (by the caller's check): the engine
+ * uses it instead of parsing the text again.  Setting a text clears it; set it after. */
+void hanashi_generate_request_set_compiled_grammar (HanashiGenerateRequest *req,
+                                                    HanashiGrammar         *grammar);
+HanashiGrammar *hanashi_generate_request_get_compiled_grammar (HanashiGenerateRequest *req);
 const char *hanashi_generate_request_get_grammar     (HanashiGenerateRequest *req);
 const char *hanashi_generate_request_get_json_schema (HanashiGenerateRequest *req);
 /* CFG: scale 1.0 = off. */

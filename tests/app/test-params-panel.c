@@ -244,6 +244,44 @@ test_every_table_parameter_reaches_sampler (void)
     }
 }
 
+/* The grammar is parsed once per text, by the panel's check: sending (twice, as the
+ * window does: once to refuse early, once for the reply) hands the engine that same
+ * compiled grammar and parses nothing again; a changed text is checked anew. */
+static void
+test_grammar_compiled_once (void)
+{
+  g_autoptr (HanashiParamsPanel) panel = new_panel ();
+  set_dropdown (panel, "grammar-mode", HANASHI_GRAMMAR_MODE_JSON_SCHEMA);
+  set_text (panel, "schema-editor", "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}");
+  wait_for_check (panel);
+  guint parsed = hanashi_grammar_get_n_parsed ();
+
+  g_autoptr (HanashiGenerateRequest) check = hanashi_generate_request_new ("c1");
+  g_autoptr (HanashiGenerateRequest) reply = hanashi_generate_request_new ("c1");
+  g_assert_true (hanashi_params_panel_apply_to_request (panel, check, NULL));
+  g_assert_true (hanashi_params_panel_apply_to_request (panel, reply, NULL));
+  g_assert_cmpuint (hanashi_grammar_get_n_parsed (), ==, parsed);
+  HanashiGrammar *compiled = hanashi_generate_request_get_compiled_grammar (reply);
+  g_assert_nonnull (compiled);
+  g_assert_true (hanashi_generate_request_get_compiled_grammar (check) == compiled);
+  g_assert_nonnull (hanashi_generate_request_get_json_schema (reply));
+
+  /* sent before the check of a new text finished: checked then, once */
+  set_text (panel, "schema-editor", "{\"enum\":[1,2]}");
+  g_autoptr (HanashiGenerateRequest) early = hanashi_generate_request_new ("c1");
+  g_assert_true (hanashi_params_panel_apply_to_request (panel, early, NULL));
+  g_assert_cmpuint (hanashi_grammar_get_n_parsed (), ==, parsed + 1);
+  g_assert_nonnull (hanashi_generate_request_get_compiled_grammar (early));
+  g_assert_true (hanashi_generate_request_get_compiled_grammar (early) != compiled);
+
+  /* no grammar: nothing compiled, nothing sent */
+  set_dropdown (panel, "grammar-mode", HANASHI_GRAMMAR_MODE_NONE);
+  g_autoptr (HanashiGenerateRequest) plain = hanashi_generate_request_new ("c1");
+  g_assert_true (hanashi_params_panel_apply_to_request (panel, plain, NULL));
+  g_assert_null (hanashi_generate_request_get_compiled_grammar (plain));
+  g_assert_null (hanashi_generate_request_get_grammar (plain));
+}
+
 static void
 test_invalid_grammar (void)
 {
@@ -586,6 +624,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/params-panel/every-knob", test_every_knob_reaches_request);
   g_test_add_func ("/params-panel/every-table-parameter", test_every_table_parameter_reaches_sampler);
+  g_test_add_func ("/params-panel/grammar-compiled-once", test_grammar_compiled_once);
   g_test_add_func ("/params-panel/invalid-grammar", test_invalid_grammar);
   g_test_add_func ("/params-panel/check-off-main-loop", test_check_off_main_loop);
   g_test_add_func ("/params-panel/json-round-trip", test_json_round_trip);

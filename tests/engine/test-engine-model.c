@@ -873,6 +873,24 @@ test_grammar (Fixture *f, gconstpointer data)
   generate_and_wait (f, req);
   g_assert_cmpuint (f->n_errors, ==, 0);
   g_assert_true (g_str_equal (f->text->str, "\"red\"") || g_str_equal (f->text->str, "\"green\""));
+
+  /* A grammar compiled by the sender (the app's check) is used as it is: the engine
+   * thread parses nothing, and the output follows it. */
+  const char *schema = "{\"enum\": [\"up\", \"down\"]}";
+  g_autoptr (GError) compile_error = NULL;
+  g_autoptr (HanashiGrammar) compiled = hanashi_grammar_new_json_schema (schema, &compile_error);
+  g_assert_no_error (compile_error);
+  hanashi_generate_request_set_json_schema (req, schema);
+  hanashi_generate_request_set_compiled_grammar (req, compiled);
+  guint parsed_before = hanashi_grammar_get_n_parsed ();
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_true (g_str_equal (f->text->str, "\"up\"") || g_str_equal (f->text->str, "\"down\""));
+  g_assert_cmpuint (hanashi_grammar_get_n_parsed (), ==, parsed_before);
+  /* without it, the text is parsed on the engine thread */
+  hanashi_generate_request_set_json_schema (req, schema);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (hanashi_grammar_get_n_parsed (), ==, parsed_before + 1);
 }
 
 static void
