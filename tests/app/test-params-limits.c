@@ -181,6 +181,34 @@ test_hand_edited_settings (void)
   g_rmdir (dir);
 }
 
+/* The GSettings default of "default-params" holds no numbers of its own: with nothing
+ * stored, the app's defaults are the engine table's, every one. */
+static void
+test_settings_default_is_the_table (void)
+{
+  g_autoptr (GSettingsBackend) backend = g_memory_settings_backend_new ();
+  g_autoptr (GSettings) settings = g_settings_new_with_backend ("io.github.hanashi.Hanashi", backend);
+  g_auto (HanashiParams) p;
+  hanashi_params_load_defaults (&p, settings);
+  HnSamplerParams table_defaults;
+  hn_sampler_params_init (&table_defaults);
+  size_t n = 0;
+  const HnParamDesc *table = hn_params_table (&n);
+  for (size_t i = 0; i < n; i++)
+    {
+      if (hn_param_get (&table[i], &p.sampling) != hn_param_get (&table[i], &table_defaults))
+        g_error ("the settings' default %s is %g, the table's %g", table[i].key,
+                 hn_param_get (&table[i], &p.sampling), hn_param_get (&table[i], &table_defaults));
+      /* the JSON form keeps the table's default too */
+      g_autofree char *json = hanashi_params_to_json (&p);
+      g_auto (HanashiParams) back;
+      hanashi_params_init_default (&back);
+      hn_param_set (&table[i], &back.sampling, table[i].max);
+      g_assert_true (hanashi_params_update_from_json (&back, json, NULL));
+      g_assert_cmpfloat (hn_param_get (&table[i], &back.sampling), ==, hn_param_get (&table[i], &table_defaults));
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -190,5 +218,6 @@ main (int argc, char **argv)
   g_test_add_func ("/params-limits/json-stop-strings", test_json_stop_strings);
   g_test_add_func ("/params-limits/non-finite", test_non_finite);
   g_test_add_func ("/params-limits/hand-edited-settings", test_hand_edited_settings);
+  g_test_add_func ("/params-limits/settings-default-is-the-table", test_settings_default_is_the_table);
   return g_test_run ();
 }
