@@ -1,5 +1,6 @@
-/* hanashi-params-panel.c: sliders with spin buttons for every sampling knob, CFG, grammar
- * and presets.  The widgets are the only state: values are read back from them when the
+/* hanashi-params-panel.c: one row per parameter of the engine's table (hn-params.h) —
+ * slider and spin button, switch or drop-down by the row's type — plus CFG, grammar and
+ * presets.  The widgets are the only state: values are read back from them when the
  * window asks, so what the user sees is exactly what the engine receives. */
 #include "config.h"
 
