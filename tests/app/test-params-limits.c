@@ -6,7 +6,10 @@
 #include <glib/gstdio.h>
 #include <math.h>
 
+#include <json-glib/json-glib.h>
+
 #include "hanashi-params.h"
+#include "hanashi-presets.h"
 
 static double
 range_max (const char *key)
@@ -209,6 +212,59 @@ test_settings_default_is_the_table (void)
     }
 }
 
+/* The shipped presets are overrides of the table: each sets every row outside the
+ * output group (Balanced: to the table's defaults), names only table keys, and stays
+ * inside the app's ranges; the seed and the length are never touched. */
+static void
+test_shipped_presets_follow_the_table (void)
+{
+  const char *names[] = { "Precise", "Balanced", "Creative" };
+  G_STATIC_ASSERT (G_N_ELEMENTS (names) == HANASHI_N_SHIPPED_PRESETS);
+  size_t n = 0;
+  const HnParamDesc *table = hn_params_table (&n);
+  HnSamplerParams defaults;
+  hn_sampler_params_init (&defaults);
+  for (guint k = 0; k < G_N_ELEMENTS (names); k++)
+    {
+      g_autofree char *json = hanashi_presets_lookup (names[k]);
+      g_assert_nonnull (json);
+      g_autoptr (JsonNode) root = json_from_string (json, NULL);
+      g_assert_true (JSON_NODE_HOLDS_OBJECT (root));
+      JsonObject *object = json_node_get_object (root);
+      g_autoptr (GList) members = json_object_get_members (object);
+      for (GList *m = members; m; m = m->next)
+        {
+          const HnParamDesc *d = hn_params_find (m->data);
+          if (d == NULL)
+            g_error ("preset %s sets %s, which is not in the table", names[k], (const char *) m->data);
+          g_assert_cmpint (d->group, !=, HN_PARAM_GROUP_OUTPUT);
+          double v = json_object_get_double_member (object, m->data);
+          g_assert_cmpfloat (v, >=, d->ui_min);
+          g_assert_cmpfloat (v, <=, d->ui_max);
+        }
+      for (size_t i = 0; i < n; i++)
+        g_assert_true (json_object_has_member (object, table[i].key) == (table[i].group != HN_PARAM_GROUP_OUTPUT));
+
+      /* applied over a set with every row moved, it leaves the output rows alone */
+      g_auto (HanashiParams) p;
+      hanashi_params_init_default (&p);
+      for (size_t i = 0; i < n; i++)
+        hanashi_params_set_number (&p, table[i].key, table[i].ui_max);
+      g_assert_true (hanashi_params_update_from_json (&p, json, NULL));
+      for (size_t i = 0; i < n; i++)
+        if (table[i].group == HN_PARAM_GROUP_OUTPUT)
+          g_assert_cmpfloat (hn_param_get (&table[i], &p.sampling), ==, table[i].ui_max);
+        else if (k == 1)
+          g_assert_cmpfloat (hn_param_get (&table[i], &p.sampling), ==, hn_param_get (&table[i], &defaults));
+    }
+  /* Precise is colder than Balanced, Creative warmer */
+  g_auto (HanashiParams) precise;
+  hanashi_params_init_default (&precise);
+  g_autofree char *precise_json = hanashi_presets_lookup ("Precise");
+  g_assert_true (hanashi_params_update_from_json (&precise, precise_json, NULL));
+  g_assert_cmpfloat (precise.sampling.temperature, <, defaults.temperature);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -219,5 +275,6 @@ main (int argc, char **argv)
   g_test_add_func ("/params-limits/non-finite", test_non_finite);
   g_test_add_func ("/params-limits/hand-edited-settings", test_hand_edited_settings);
   g_test_add_func ("/params-limits/settings-default-is-the-table", test_settings_default_is_the_table);
+  g_test_add_func ("/params-limits/shipped-presets-follow-the-table", test_shipped_presets_follow_the_table);
   return g_test_run ();
 }
