@@ -2,8 +2,6 @@
  * while a reply streams in. */
 #include "hanashi-message.h"
 
-#include "hn-reasoning.h"
-
 #include <string.h>
 
 struct _HanashiMessage {
@@ -310,12 +308,12 @@ receive_part (void *data, HnThinkPart part, const char *text, size_t len)
 }
 
 void
-hanashi_message_begin_output (HanashiMessage *self, gboolean starts_in_thinking)
+hanashi_message_begin_output (HanashiMessage *self, HnThinkStart start)
 {
   g_return_if_fail (HANASHI_IS_MESSAGE (self));
   g_free (self->splitter);
   self->splitter = g_new0 (HnThinkSplitter, 1);
-  hn_think_splitter_init (self->splitter, starts_in_thinking ? HN_THINK_START_INSIDE : HN_THINK_START_AUTO);
+  hn_think_splitter_init (self->splitter, start);
   self->output_started = 0;
 }
 

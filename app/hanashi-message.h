@@ -4,6 +4,7 @@
 #include <glib-object.h>
 
 #include "hanashi-store.h"
+#include "hn-reasoning.h"
 
 G_BEGIN_DECLS
 
@@ -45,8 +46,9 @@ gboolean hanashi_message_get_thinking_active (HanashiMessage *self);
 
 /* Streaming a model's output: between begin and end, append_output splits each piece into
  * thinking and answer (markers may be cut across pieces) and times the thinking.
- * @starts_in_thinking: the prompt opened the thinking (HanashiModelInfo.reply_opens_thinking). */
-void hanashi_message_begin_output (HanashiMessage *self, gboolean starts_in_thinking);
+ * @start: INSIDE when the prompt opened the thinking (HanashiModelInfo.reply_opens_thinking),
+ * AUTO when the template knows thinking (thinking_aware), else ANSWER (see hn-reasoning.h). */
+void hanashi_message_begin_output (HanashiMessage *self, HnThinkStart start);
 void hanashi_message_append_output (HanashiMessage *self, const char *piece);
 void hanashi_message_end_output (HanashiMessage *self);
 

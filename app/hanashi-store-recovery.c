@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <glib/gi18n.h>
 #include <glib/gstdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "hanashi-store-recovery.h"
@@ -43,7 +44,15 @@ describe_reason (const char   *path,
       default:
         break;
       }
-  return g_strdup (error->message);
+  /* The store's own sentence, without its full stop: it ends the caller's sentence. */
+  {
+    char *reason = g_strdup (error->message);
+    if (g_str_has_suffix (reason, "。"))
+      reason[strlen (reason) - strlen ("。")] = '\0';
+    else if (g_str_has_suffix (reason, "."))
+      reason[strlen (reason) - 1] = '\0';
+    return reason;
+  }
 }
 
 HanashiStore *
@@ -186,13 +195,11 @@ hanashi_store_banner_new (void)
 
 void
 hanashi_store_banner_set_problem (HanashiStoreBanner *self,
-                                  const GError       *problem,
-                                  gboolean            can_retry)
+                                  const GError       *problem)
 {
   g_return_if_fail (HANASHI_IS_STORE_BANNER (self));
   gtk_widget_set_visible (GTK_WIDGET (self), problem != NULL);
   gtk_label_set_text (self->label, problem ? problem->message : "");
-  gtk_widget_set_visible (self->retry_button, problem != NULL && can_retry);
   gtk_widget_set_visible (self->fresh_button,
                           g_error_matches (problem, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_CORRUPT));
 }

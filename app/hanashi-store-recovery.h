@@ -36,8 +36,7 @@ G_DECLARE_FINAL_TYPE (HanashiStoreBanner, hanashi_store_banner, HANASHI, STORE_B
 HanashiStoreBanner *hanashi_store_banner_new         (void);
 /* @problem NULL hides the strip. */
 void                hanashi_store_banner_set_problem (HanashiStoreBanner *self,
-                                                      const GError       *problem,
-                                                      gboolean            can_retry);
+                                                      const GError       *problem);
 const char         *hanashi_store_banner_get_text    (HanashiStoreBanner *self);
 
 G_END_DECLS

@@ -215,7 +215,7 @@ apply_store_problem (HanashiWindow *self,
 {
   g_clear_error (&self->store_problem);
   self->store_problem = problem;
-  hanashi_store_banner_set_problem (self->store_banner, problem, TRUE);
+  hanashi_store_banner_set_problem (self->store_banner, problem);
   if (g_error_matches (problem, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_BUSY) &&
       self->store_retry_source == 0 && self->store_cancellable == NULL)
     self->store_retry_source = g_timeout_add_seconds (STORE_RETRY_INTERVAL_S, retry_store_timeout, self);
@@ -279,10 +279,33 @@ reopen_store_async (HanashiWindow *self)
   hanashi_store_open_best_async (self->store_path, self->store_cancellable, store_reopened, g_object_ref (self));
 }
 
+/* Closes what is open and opens the database again, here and now.  The read-only
+ * connection goes first: while it is open, SQLite hands a new connection to the same file
+ * the read-only descriptor it keeps for its locks, and the new one is read-only too. */
+static void
+reopen_store_now (HanashiWindow *self)
+{
+  GError *problem = NULL;
+  g_autoptr (HanashiStore) store = NULL;
+
+  if (self->store != NULL)
+    {
+      hanashi_sidebar_set_store (self->sidebar, NULL);
+      g_clear_object (&self->store);
+    }
+  store = hanashi_store_open_best (self->store_path, &problem);
+  replace_store (self, store, problem);
+}
+
+/* Try Again: a read-only database is reopened at once (nothing waits for a lock there);
+ * a missing one on a worker thread, as it may be locked. */
 static void
 retry_store (HanashiWindow *self)
 {
-  reopen_store_async (self);
+  if (self->store != NULL)
+    reopen_store_now (self);
+  else
+    reopen_store_async (self);
 }
 
 /* Before a message is stored: a database that could not be written is tried once more
@@ -297,17 +320,7 @@ ensure_writable_store (HanashiWindow *self)
   if (self->store_cancellable == NULL &&
       !g_error_matches (self->store_problem, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_BUSY))
     {
-      GError *problem = NULL;
-      g_autoptr (HanashiStore) store = NULL;
-      /* The read-only connection goes first: while it is open, SQLite hands a new
-       * connection to the same file the read-only descriptor it keeps for its locks. */
-      if (self->store != NULL)
-        {
-          hanashi_sidebar_set_store (self->sidebar, NULL);
-          g_clear_object (&self->store);
-        }
-      store = hanashi_store_open_best (self->store_path, &problem);
-      replace_store (self, store, problem);
+      reopen_store_now (self);
       if (self->store != NULL && self->store_problem == NULL)
         return TRUE;
     }
@@ -547,14 +560,18 @@ set_request_thinking (HanashiWindow          *self,
                                                 ? HANASHI_THINKING_ON : HANASHI_THINKING_OFF);
 }
 
-/* Whether a reply starts inside the thinking: the template's generation prompt opened it
- * (DeepSeek-R1), unless the user switched thinking off. */
-static gboolean
-reply_starts_in_thinking (HanashiWindow *self)
+/* Where a reply starts: inside the thinking when the template's generation prompt opened it
+ * (DeepSeek-R1) and the user did not switch thinking off; otherwise a leading marker opens
+ * it, and, for templates that know thinking, a lone end marker closes one. */
+static HnThinkStart
+reply_start (HanashiWindow *self)
 {
   const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
-  return info != NULL && info->reply_opens_thinking
-         && !(info->thinking_switch && !hanashi_composer_get_thinking (self->composer));
+  if (info == NULL)
+    return HN_THINK_START_ANSWER;
+  if (info->reply_opens_thinking && !(info->thinking_switch && !hanashi_composer_get_thinking (self->composer)))
+    return HN_THINK_START_INSIDE;
+  return info->thinking_aware ? HN_THINK_START_AUTO : HN_THINK_START_ANSWER;
 }
 
 static void
@@ -798,7 +815,7 @@ start_reply (HanashiWindow  *self,
   message = hanashi_message_new (id, "assistant", "");
   hanashi_message_set_parent_id (message, parent_id);
   hanashi_message_set_complete (message, FALSE);
-  hanashi_message_begin_output (message, reply_starts_in_thinking (self));
+  hanashi_message_begin_output (message, reply_start (self));
   alternatives = hanashi_store_list_alternatives (self->store, id, NULL);
   if (alternatives != NULL)
     hanashi_message_set_alternatives (message, alternatives->len - 1, alternatives->len);

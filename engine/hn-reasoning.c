@@ -190,6 +190,19 @@ hn_think_splitter_answering(const HnThinkSplitter *s)
 }
 
 bool
+hn_think_mentions_close(const char *text, size_t len)
+{
+  for (size_t k = 0; text != NULL && hn_think_markers[k].open != NULL; k++) {
+    const char *m = hn_think_markers[k].close;
+    size_t n = strlen(m);
+    for (size_t i = 0; i + n <= len; i++)
+      if (text[i] == m[0] && memcmp(text + i, m, n) == 0)
+        return true;
+  }
+  return false;
+}
+
+bool
 hn_think_prompt_opens(const char *prompt, size_t len)
 {
   while (len > 0 && is_space(prompt[len - 1]))

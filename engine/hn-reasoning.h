@@ -71,6 +71,11 @@ bool hn_think_splitter_thinking(const HnThinkSplitter *s);
  * with something other than an opening marker. */
 bool hn_think_splitter_answering(const HnThinkSplitter *s);
 
+/* Whether @text (a chat template's source) contains a closing marker of the table: such a
+ * template knows thinking (R1's and Qwen3's cut it off earlier answers), so a lone closing
+ * marker in a reply is worth believing (HN_THINK_START_AUTO). */
+bool hn_think_mentions_close(const char *text, size_t len);
+
 /* Whether a rendered prompt ends with an opening marker (trailing whitespace ignored), so
  * the reply starts inside the thinking. */
 bool hn_think_prompt_opens(const char *prompt, size_t len);

@@ -15,6 +15,9 @@ typedef enum {
   HN_PRE_GPT4O,          /* gpt-4o, llama4: OpenAI's o200k split (letters by case) */
 } HnPreType;
 
+/* Special-token groups (same first byte) up to this size are scanned; larger ones hashed. */
+#define HN_SPECIALS_SCANNED 16
+
 typedef struct {
   uint32_t text_off, text_len;   /* raw piece in vocab->text */
   uint32_t bytes_off, bytes_len; /* decoded bytes in vocab->bytes */
@@ -45,6 +48,7 @@ struct HnVocab {
   int32_t byte_token[256]; /* SPM: <0xXX>; BPE: the single byte-level character */
   int32_t bos, eos, eot, eom, pad, unk;
   bool add_bos, add_eos, add_space_prefix, ignore_merges;
+  bool normalize_nfc; /* plain text is put in Normalization Form C before splitting (qwen2) */
   uint8_t *eog; /* per token flag */
   /* parse_special candidates grouped by first byte, longest first within a group (ties:
    * lower id): those starting with byte b are specials[special_start[b] .. special_start[b + 1]).
@@ -54,6 +58,19 @@ struct HnVocab {
   int32_t n_specials;
   int32_t n_user_defined; /* matched even without parse_special, like added tokens */
   int32_t special_start[257];
+  /* Large groups (more than HN_SPECIALS_SCANNED, e.g. Gemma's 6 000 "<unused…>" tokens all
+   * starting with '<') are not scanned: their distinct lengths, longest first, are
+   * special_lens[special_len_start[b] .. special_len_start[b + 1]), and each length is one
+   * lookup of the text in special_table (text → lowest special id, lowest user-defined id). */
+  uint32_t *special_lens;
+  int32_t special_len_start[257];
+  struct HnSpecialSlot {
+    int32_t any, user; /* any = -1: empty slot */
+  } *special_table;
+  uint64_t special_table_mask;
+  /* per large group: bitmap of the second bytes of its tokens; a text whose second byte is
+   * not there can only match a one-byte token (Gemma's 30 space runs vs. " the") */
+  uint32_t special_second_byte[256][8];
   /* SPM: hashes of every pair of neighbouring characters inside some token (0 = empty) */
   uint64_t *spm_pairs;
   uint64_t spm_pairs_mask;

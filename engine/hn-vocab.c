@@ -151,6 +151,8 @@ hn_vocab_free(HnVocab *vocab)
   free(vocab->merges);
   free(vocab->eog);
   free(vocab->specials);
+  free(vocab->special_lens);
+  free(vocab->special_table);
   free(vocab);
 }
 
@@ -209,6 +211,7 @@ static const struct {
   HnPreType pre;
   bool add_bos;       /* default for tokenizer.ggml.add_bos_token */
   bool ignore_merges; /* look the whole piece up before merging */
+  bool nfc;           /* the original tokenizer normalizes the text to NFC first (Qwen's) */
 } pre_names[] = {
   { "default", HN_PRE_DEFAULT, false, false },
   { "gpt-2", HN_PRE_GPT2, false, false },          { "gpt2", HN_PRE_GPT2, false, false },
@@ -223,7 +226,7 @@ static const struct {
   { "llama-bpe", HN_PRE_LLAMA3, true, true },      { "llama3", HN_PRE_LLAMA3, true, true },
   { "llama-v3", HN_PRE_LLAMA3, true, true },       { "falcon3", HN_PRE_LLAMA3, true, true },
   { "dbrx", HN_PRE_LLAMA3, false, false },         { "smaug-bpe", HN_PRE_LLAMA3, false, false },
-  { "qwen2", HN_PRE_QWEN2, false, false },         { "deepseek-r1-qwen", HN_PRE_QWEN2, false, false },
+  { "qwen2", HN_PRE_QWEN2, false, false, true },   { "deepseek-r1-qwen", HN_PRE_QWEN2, false, false, true },
   { "megrez", HN_PRE_QWEN2, false, false },
   { "falcon", HN_PRE_FALCON, false, false },
   { "deepseek-coder", HN_PRE_DEEPSEEK_CODER, false, false },
@@ -261,6 +264,62 @@ is_eog_name(const char *s, size_t len)
     if (strlen(names[i]) == len && memcmp(names[i], s, len) == 0)
       return true;
   return false;
+}
+
+static struct HnSpecialSlot *
+special_slot(const HnVocab *v, const char *s, size_t len)
+{
+  uint64_t slot = hn_vocab_hash_bytes(s, len) & v->special_table_mask;
+  for (;;) {
+    struct HnSpecialSlot *e = &v->special_table[slot];
+    if (e->any < 0)
+      return e;
+    const HnVocabToken *t = &v->tokens[e->any];
+    if (t->text_len == len && memcmp(v->text + t->text_off, s, len) == 0)
+      return e;
+    slot = (slot + 1) & v->special_table_mask;
+  }
+}
+
+/* The hashed form of the large special-token groups (see HnVocab).  v->specials is sorted
+ * by first byte, then longest first, then id, so the first token seen with a text has the
+ * lowest id. */
+static bool
+build_special_table(HnVocab *v)
+{
+  uint64_t cap = 16;
+  while (cap < (uint64_t)v->n_specials * 2)
+    cap <<= 1;
+  v->special_table = malloc(sizeof *v->special_table * cap);
+  v->special_lens = malloc(sizeof(uint32_t) * ((size_t)v->n_specials + 1));
+  if (v->special_table == NULL || v->special_lens == NULL)
+    return false;
+  v->special_table_mask = cap - 1;
+  for (uint64_t k = 0; k < cap; k++)
+    v->special_table[k] = (struct HnSpecialSlot){ -1, -1 };
+  int32_t n_lens = 0;
+  for (int b = 0; b < 256; b++) {
+    v->special_len_start[b] = n_lens;
+    if (v->special_start[b + 1] - v->special_start[b] <= HN_SPECIALS_SCANNED)
+      continue;
+    for (int32_t k = v->special_start[b]; k < v->special_start[b + 1]; k++) {
+      int32_t id = v->specials[k];
+      const HnVocabToken *t = &v->tokens[id];
+      if (n_lens == v->special_len_start[b] || v->special_lens[n_lens - 1] != t->text_len)
+        v->special_lens[n_lens++] = t->text_len;
+      if (t->text_len >= 2) {
+        unsigned char second = (unsigned char)v->text[t->text_off + 1];
+        v->special_second_byte[b][second >> 5] |= 1u << (second & 31);
+      }
+      struct HnSpecialSlot *e = special_slot(v, v->text + t->text_off, t->text_len);
+      if (e->any < 0)
+        e->any = id;
+      if (e->user < 0 && t->type == HN_TOKEN_TYPE_USER_DEFINED)
+        e->user = id;
+    }
+  }
+  v->special_len_start[256] = n_lens;
+  return true;
 }
 
 static int
@@ -417,6 +476,7 @@ hn_vocab_load(const HnGguf *gguf, HnError *err)
         if (hn_str_eq(pre, pre_names[i].name)) {
           v->pre = pre_names[i].pre;
           v->ignore_merges = pre_names[i].ignore_merges;
+          v->normalize_nfc = pre_names[i].nfc;
           add_bos_default = pre_names[i].add_bos;
           snprintf(v->pre_name, sizeof v->pre_name, "%s", pre_names[i].name);
           known = true;
@@ -604,6 +664,10 @@ hn_vocab_load(const HnGguf *gguf, HnError *err)
   v->special_start[0] = 0;
   for (int b = 0; b < 256; b++)
     v->special_start[b + 1] = v->special_start[b] + per_byte[b];
+  if (!build_special_table(v)) {
+    hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+    goto fail;
+  }
   return v;
 
 fail:
@@ -695,6 +759,17 @@ tokenize_plain(const HnVocab *v, const char *text, size_t len, bool first, int32
     return n;
   if (v->type == HN_VOCAB_SPM)
     return hn_tokenize_spm(v, text, len, v->add_space_prefix && first, out, n, n_max);
+  if (v->normalize_nfc) {
+    char *normalized;
+    int64_t n_normalized = hn_utf8_nfc(text, len, &normalized);
+    if (n_normalized < 0)
+      return -1;
+    if (normalized != NULL) {
+      n = hn_tokenize_bpe(v, normalized, (size_t)n_normalized, out, n, n_max);
+      free(normalized);
+      return n;
+    }
+  }
   return hn_tokenize_bpe(v, text, len, out, n, n_max);
 }
 
@@ -702,6 +777,21 @@ static int32_t
 match_special(const HnVocab *v, const char *text, size_t len, bool parse_special)
 {
   unsigned char c = (unsigned char)text[0];
+  if (v->special_start[c + 1] - v->special_start[c] > HN_SPECIALS_SCANNED) {
+    /* one lookup per distinct length, longest first */
+    unsigned char second = len >= 2 ? (unsigned char)text[1] : 0;
+    bool longer_possible = len >= 2 && (v->special_second_byte[c][second >> 5] & (1u << (second & 31)));
+    for (int32_t k = v->special_len_start[c]; k < v->special_len_start[c + 1]; k++) {
+      uint32_t l = v->special_lens[k];
+      if (l > len || (l >= 2 && !longer_possible))
+        continue;
+      const struct HnSpecialSlot *e = special_slot(v, text, l);
+      int32_t id = parse_special ? e->any : e->user;
+      if (id >= 0)
+        return id;
+    }
+    return -1;
+  }
   for (int32_t k = v->special_start[c]; k < v->special_start[c + 1]; k++) {
     const HnVocabToken *t = &v->tokens[v->specials[k]];
     if (t->text_len <= len && (parse_special || t->type == HN_TOKEN_TYPE_USER_DEFINED) &&

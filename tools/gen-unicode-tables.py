@@ -5,7 +5,9 @@ Usage: tools/gen-unicode-tables.py [UCD_DIR] > engine/hn-unicode-tables.c
 UCD_DIR defaults to /usr/share/unicode (Debian package unicode-data).
 
 The output is a sorted table of code point ranges with the same flags (general category
-group, the letter subcategories Lu/Ll/Lt/Lm, White_Space), which the tokenizers' pre-tokenizer rules need.
+group, the letter subcategories Lu/Ll/Lt/Lm, White_Space, "may change under NFC"), which the
+tokenizers' pre-tokenizer rules need, and the data of Normalization Form C (canonical combining
+classes, canonical decompositions, primary composites) that some tokenizers apply first.
 """
 import os
 import re
@@ -22,6 +24,7 @@ SPACE = 1 << 9   # White_Space property
 UNASSIGNED = 1 << 10  # Cn
 TITLE = 1 << 11  # Lt
 MODIFIER = 1 << 12  # Lm (Lo is a letter that is none of Lu, Ll, Lt, Lm)
+NFC_CHECK = 1 << 13  # NFC_QC is No or Maybe, or the combining class is not 0
 MAX_CP = 0x10FFFF
 
 flags = [FLAGS["C"] | UNASSIGNED] * (MAX_CP + 1)
@@ -42,12 +45,18 @@ def set_cat(cp, cat):
     counts[cat] = counts.get(cat, 0) + 1
 
 
+ccc = {}
+decomp = {}  # canonical decompositions (one or two code points)
 with open(os.path.join(ucd, "UnicodeData.txt"), encoding="utf-8") as fh:
     first = None
     for line in fh:
         fields = line.split(";")
         cp = int(fields[0], 16)
         name, cat = fields[1], fields[2]
+        if int(fields[3]) != 0:
+            ccc[cp] = int(fields[3])
+        if fields[5] and not fields[5].startswith("<"):
+            decomp[cp] = [int(x, 16) for x in fields[5].split()]
         if name.endswith(", First>"):
             first = cp
             continue
@@ -75,6 +84,33 @@ with open(os.path.join(ucd, "PropList.txt"), encoding="utf-8") as fh:
             flags[c] |= SPACE
             n_space += 1
 
+def prop_ranges(path, wanted):
+    """Yields (lo, hi, value) of the lines of a UCD property file whose property is wanted."""
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.split("#")[0].strip()
+            if not line:
+                continue
+            parts = [x.strip() for x in line.split(";")]
+            if parts[1] != wanted:
+                continue
+            rng = parts[0]
+            lo, hi = ([int(x, 16) for x in rng.split("..")] if ".." in rng else [int(rng, 16)] * 2)
+            yield lo, hi, parts[2] if len(parts) > 2 else None
+
+
+norm_props = os.path.join(ucd, "DerivedNormalizationProps.txt")
+excluded = set()
+for lo, hi, _ in prop_ranges(norm_props, "Full_Composition_Exclusion"):
+    excluded.update(range(lo, hi + 1))
+for lo, hi, _ in prop_ranges(norm_props, "NFC_QC"):
+    for c in range(lo, hi + 1):
+        flags[c] |= NFC_CHECK
+for c in ccc:
+    flags[c] |= NFC_CHECK
+# primary composites: canonical pairs that are not excluded from composition
+compositions = sorted((d[0], d[1], c) for c, d in decomp.items() if len(d) == 2 and c not in excluded)
+
 version = "unknown"
 with open(os.path.join(ucd, "DerivedAge.txt"), encoding="utf-8") as fh:
     m = re.match(r"# DerivedAge-(\d+\.\d+\.\d+)\.txt", fh.readline())
@@ -100,6 +136,31 @@ out.write(f"const size_t hn_unicode_n_ranges = {len(ranges)};\n\n")
 out.write("const HnUnicodeRange hn_unicode_ranges[] = {\n")
 for lo, hi, f in ranges:
     out.write(f"  {{ 0x{lo:06X}, 0x{hi:06X}, 0x{f:04X} }},\n")
+out.write("};\n\n")
+ccc_ranges = []
+for c in sorted(ccc):
+    if ccc_ranges and ccc_ranges[-1][1] == c - 1 and ccc_ranges[-1][2] == ccc[c]:
+        ccc_ranges[-1][1] = c
+    else:
+        ccc_ranges.append([c, c, ccc[c]])
+out.write("/* Canonical combining classes other than 0. */\n")
+out.write(f"const size_t hn_unicode_n_ccc = {len(ccc_ranges)};\n\n")
+out.write("const HnUnicodeCcc hn_unicode_ccc[] = {\n")
+for lo, hi, k in ccc_ranges:
+    out.write(f"  {{ 0x{lo:06X}, 0x{hi:06X}, {k} }},\n")
+out.write("};\n\n")
+out.write("/* Canonical decompositions (second 0 for a single code point), sorted; Hangul is computed. */\n")
+out.write(f"const size_t hn_unicode_n_decompositions = {len(decomp)};\n\n")
+out.write("const HnUnicodeDecomposition hn_unicode_decompositions[] = {\n")
+for c in sorted(decomp):
+    d = decomp[c] + [0]
+    out.write(f"  {{ 0x{c:06X}, 0x{d[0]:06X}, 0x{d[1]:06X} }},\n")
+out.write("};\n\n")
+out.write("/* Primary composites (first, second, composite), sorted by the pair; Hangul is computed. */\n")
+out.write(f"const size_t hn_unicode_n_compositions = {len(compositions)};\n\n")
+out.write("const HnUnicodeComposition hn_unicode_compositions[] = {\n")
+for a, b, c in compositions:
+    out.write(f"  {{ 0x{a:06X}, 0x{b:06X}, 0x{c:06X} }},\n")
 out.write("};\n\n")
 out.write("/* The first 128 code points, looked up without a search. */\n")
 out.write("const uint16_t hn_unicode_ascii_flags[128] = {\n")

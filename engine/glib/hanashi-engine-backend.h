@@ -8,6 +8,7 @@
 
 #include <glib.h>
 #include "hanashi-engine.h"
+#include "hn-chat-template.h"
 #include "hn-grammar.h"
 
 typedef struct {
@@ -67,10 +68,10 @@ void  hanashi_engine_scripted_hold_at      (int index);
 void  hanashi_engine_scripted_set_template (const char *source);
 char *hanashi_engine_scripted_dup_last_prompt (void);
 
-/* Fills info->thinking_switch and info->reply_opens_thinking from a parsed chat template
- * (NULL: both FALSE); @tmpl is an HnChatTemplate. */
-void hanashi_engine_template_traits (const void *tmpl, const char *bos, const char *eos,
-                                     HanashiModelInfo *info);
+/* Fills info->thinking_switch, reply_opens_thinking and thinking_aware from a parsed chat
+ * template and its source (NULL: all FALSE). */
+void hanashi_engine_template_traits (const HnChatTemplate *tmpl, const char *source, const char *bos,
+                                     const char *eos, HanashiModelInfo *info);
 
 /* Request accessors for backends. */
 const char  *hanashi_generate_request_get_system_prompt (HanashiGenerateRequest *req);

@@ -176,13 +176,13 @@ model_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Hanas
       goto fail;
     }
 
+  /* freed once the model info has taken what it needs from it */
   char *tsrc = gguf_string_dup (gguf, "tokenizer.chat_template");
   if (tsrc != NULL)
     {
       mb->tmpl = hn_chat_template_new (tsrc, strlen (tsrc), &err);
       if (mb->tmpl == NULL)
         mb->tmpl_error = g_strdup (err.message);
-      g_free (tsrc);
     }
   mb->bos_text = token_text_dup (mb->vocab, hn_vocab_bos (mb->vocab));
   mb->eos_text = token_text_dup (mb->vocab, hn_vocab_eos (mb->vocab));
@@ -210,7 +210,8 @@ model_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Hanas
     sink->on_warning (sink->data, HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED, hn_context_notice (mb->ctx));
   info->n_ctx_train = (guint32) hn_model_n_ctx_train (mb->model);
   info->n_vocab = (guint32) hn_model_n_vocab (mb->model);
-  hanashi_engine_template_traits (mb->tmpl, mb->bos_text, mb->eos_text, info);
+  hanashi_engine_template_traits (mb->tmpl, tsrc, mb->bos_text, mb->eos_text, info);
+  g_free (tsrc);
   *info_out = info;
   progress (sink->data, 1.0);
   return mb;

@@ -400,13 +400,16 @@ hanashi_engine_scripted_dup_last_prompt (void)
 }
 
 void
-hanashi_engine_template_traits (const void *tmpl, const char *bos, const char *eos, HanashiModelInfo *info)
+hanashi_engine_template_traits (const HnChatTemplate *tmpl, const char *source, const char *bos,
+                                const char *eos, HanashiModelInfo *info)
 {
   info->thinking_switch = FALSE;
   info->reply_opens_thinking = FALSE;
+  info->thinking_aware = FALSE;
   if (tmpl == NULL)
     return;
   info->thinking_switch = hn_chat_template_uses_variable (tmpl, "enable_thinking");
+  info->thinking_aware = source != NULL && hn_think_mentions_close (source, strlen (source));
   /* A probe conversation shows whether the generation prompt opens the thinking. */
   static const char probe[] = "[{\"role\":\"user\",\"content\":\"Hi\"}]";
   HnJson *messages = hn_json_parse (probe, sizeof probe - 1, NULL);
@@ -483,9 +486,10 @@ scripted_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Ha
   ScriptedModel *m = g_new0 (ScriptedModel, 1);
   m->path = g_strdup (path);
   pthread_mutex_lock (&scripted_lock);
-  if (scripted_template != NULL)
-    m->tmpl = hn_chat_template_new (scripted_template, strlen (scripted_template), NULL);
+  g_autofree char *source = g_strdup (scripted_template);
   pthread_mutex_unlock (&scripted_lock);
+  if (source != NULL)
+    m->tmpl = hn_chat_template_new (source, strlen (source), NULL);
   guint ctx = n_ctx ? n_ctx : 512;
   HanashiModelInfo info = {
     .name = g_path_get_basename (path), .arch = g_strdup ("scripted"),
@@ -493,7 +497,7 @@ scripted_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Ha
     .file_size = (guint64) st.st_size, .n_ctx = ctx, .n_batch = MIN (n_batch ? n_batch : 512, ctx), .n_ctx_train = 512,
     .n_vocab = 256,
   };
-  hanashi_engine_template_traits (m->tmpl, NULL, NULL, &info);
+  hanashi_engine_template_traits (m->tmpl, source, NULL, NULL, &info);
   *info_out = hanashi_model_info_copy (&info);
   g_free (info.name); g_free (info.arch); g_free (info.weight_type); g_free (info.path);
   return m;

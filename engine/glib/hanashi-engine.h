@@ -90,6 +90,9 @@ typedef struct {
   /* The template's generation prompt opens a thinking block (DeepSeek-R1), so a reply
    * starts inside the thinking and shows only its end marker. */
   gboolean reply_opens_thinking;
+  /* The template mentions a closing thinking marker (it strips old thinking, as R1's and
+   * Qwen3's do): a reply's lone "</think>" ends a thinking whose start the prompt wrote. */
+  gboolean thinking_aware;
 } HanashiModelInfo;
 
 GType hanashi_model_info_get_type (void) G_GNUC_CONST;
@@ -211,7 +214,8 @@ HanashiEngineState  hanashi_engine_get_state        (HanashiEngine *self);
 /* NULL when no model is loaded.  Owned by the engine; copy to keep. */
 const HanashiModelInfo *hanashi_engine_get_model_info (HanashiEngine *self);
 
-/* Loads a model, replacing (and cancelling work on) the current one.  Progress via
+/* Loads a model, replacing (and cancelling work on) the current one once the new one has
+ * loaded: when it fails, the current model stays loaded and usable.  Progress via
  * "load-progress".  n_ctx 0 = model's training context capped at 4096; n_threads 0 = auto. */
 void     hanashi_engine_load_model_async  (HanashiEngine       *self,
                                            const char          *path,

@@ -347,6 +347,11 @@ test_store_read_only (void)
   /* Sending says which file and why, and keeps the text. */
   load_model (window, model_path);
   assert_send_refused (window, "Still there?", reason);
+  /* Try Again while it still cannot be written: the history stays. */
+  gtk_widget_activate (find_button (GTK_WIDGET (get_banner (window)), "Try Again"));
+  g_assert_true (hanashi_store_is_read_only (hanashi_window_get_store (window)));
+  g_assert_nonnull (strstr (hanashi_store_banner_get_text (get_banner (window)), reason));
+  g_assert_cmpuint (n_messages (window), ==, 2);
   become_root_again ();
   g_assert_cmpint (count_rows ("SELECT COUNT(*) FROM messages"), ==, messages_before);
 
@@ -470,6 +475,58 @@ test_failed_load_keeps_model (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+/* ---- the sentences and the set-aside names, without a window ---------------------------- */
+
+static void
+test_open_best_sentences (void)
+{
+  g_autofree char *path = database_path ();
+  g_autofree char *dir = g_path_get_dirname (path);
+  g_autoptr (GError) problem = NULL;
+  remove_database_folder ();
+  make_history ();
+
+  /* Writable: no problem at all. */
+  g_autoptr (HanashiStore) store = hanashi_store_open_best (path, &problem);
+  g_assert_no_error (problem);
+  g_assert_false (hanashi_store_is_read_only (store));
+  g_clear_object (&store);
+
+  /* A newer schema: refused, and the store's own sentence ends the message once. */
+  sqlite3 *db = NULL;
+  g_assert_cmpint (sqlite3_open (path, &db), ==, SQLITE_OK);
+  g_assert_cmpint (sqlite3_exec (db, "INSERT INTO schema_version VALUES (99);", NULL, NULL, NULL), ==, SQLITE_OK);
+  sqlite3_close (db);
+  store = hanashi_store_open_best (path, &problem);
+  g_assert_null (store);
+  g_assert_error (problem, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_TOO_NEW);
+  g_autofree char *expected = g_strdup_printf ("The conversation database “%s” could not be opened: "
+                                               "The conversation database was written by a newer version of Hanashi (schema 99).",
+                                               path);
+  g_assert_cmpstr (problem->message, ==, expected);
+  g_clear_error (&problem);
+
+  /* Set aside twice within a second: the second name gets "-2", nothing is overwritten. */
+  g_autoptr (GError) error = NULL;
+  g_autofree char *first = hanashi_store_set_aside (path, &error);
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_set_contents (path, "second", -1, NULL));
+  g_autofree char *second = hanashi_store_set_aside (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (first, !=, second);
+  g_assert_true (g_str_has_prefix (first, path));
+  g_assert_true (g_file_test (first, G_FILE_TEST_EXISTS));
+  g_autofree char *kept = NULL;
+  g_assert_true (g_file_get_contents (second, &kept, NULL, NULL));
+  g_assert_cmpstr (kept, ==, "second");
+  /* Nothing to move: a sentence naming the file. */
+  g_autofree char *none = hanashi_store_set_aside (path, &error);
+  g_assert_null (none);
+  g_assert_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_IO);
+  g_assert_nonnull (strstr (error->message, path));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -487,6 +544,7 @@ main (int argc, char **argv)
   g_test_add_func ("/window-recovery/store-read-only", test_store_read_only);
   g_test_add_func ("/window-recovery/store-damaged", test_store_damaged);
   g_test_add_func ("/window-recovery/failed-load-keeps-model", test_failed_load_keeps_model);
+  g_test_add_func ("/window-recovery/open-best-sentences", test_open_best_sentences);
   int status = g_test_run ();
   g_free (model_path);
   return status;

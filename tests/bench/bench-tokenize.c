@@ -74,13 +74,14 @@ cmp_double(const void *a, const void *b)
 }
 
 static double
-median_ms(const HnVocab *v, const char *text, size_t len, int reps, int32_t *ids, int32_t n_max, int32_t *n_out)
+median_ms(const HnVocab *v, const char *text, size_t len, bool parse_special, int reps, int32_t *ids, int32_t n_max,
+          int32_t *n_out)
 {
   double t[32];
   for (int r = 0; r < reps; r++) {
     HnError err = { 0 };
     double t0 = hn_time_now();
-    int32_t n = hn_tokenize(v, text, len, false, false, ids, n_max, &err);
+    int32_t n = hn_tokenize(v, text, len, false, parse_special, ids, n_max, &err);
     t[r] = (hn_time_now() - t0) * 1000.0;
     if (n < 0) {
       fprintf(stderr, "tokenize failed: %d %s\n", n, err.message);
@@ -254,7 +255,7 @@ bench_file(const char *name, const char *path, const char *text, size_t text_len
     return false;
   }
   int32_t n;
-  double ms = median_ms(v, text, text_len, 9, ids, (int32_t)big, &n);
+  double ms = median_ms(v, text, text_len, false, 9, ids, (int32_t)big, &n);
   printf("%-10s %d tokens, load %.1f ms, tables %.1f MiB\n", name, hn_vocab_n_tokens(v), load_ms,
          vocab_bytes(v) / 1048576.0);
   printf("%-10s 100 KB English-like text: %d tokens, median %.2f ms (%.1f MB/s)\n", name, n, ms,
@@ -262,9 +263,17 @@ bench_file(const char *name, const char *path, const char *text, size_t text_len
   const char chars[] = { 'a', ' ', '\n' };
   for (size_t c = 0; c < sizeof chars; c++) {
     memset(same, chars[c], big);
-    double ms1 = median_ms(v, same, big, 3, ids, (int32_t)big + 16, &n);
+    double ms1 = median_ms(v, same, big, false, 3, ids, (int32_t)big + 16, &n);
     printf("%-10s 1 MB of 0x%02x: %d tokens, median %.1f ms\n", name, chars[c], n, ms1);
   }
+  /* markup: every '<' is where special tokens (thousands in Gemma's vocabulary) may start;
+   * parse_special on, as for a chat prompt */
+  static const char markup[] = "<ul><li>item</li>\n  <li><code>x < y</code></li></ul>\n";
+  size_t html_len = 100 * 1024;
+  for (size_t o = 0; o < html_len; o += sizeof markup - 1)
+    memcpy(same + o, markup, HN_MIN(sizeof markup - 1, html_len - o));
+  double ms2 = median_ms(v, same, html_len, true, 9, ids, (int32_t)big, &n);
+  printf("%-10s 100 KB of HTML markup: %d tokens, median %.2f ms\n", name, n, ms2);
   hn_vocab_free(v);
   return true;
 }

@@ -401,6 +401,7 @@ test_load_info (Fixture *f, gconstpointer data)
   g_assert_cmpuint (info->n_vocab, ==, 32000);
   g_assert_false (info->thinking_switch);
   g_assert_false (info->reply_opens_thinking);
+  g_assert_false (info->thinking_aware);
   g_assert_true (g_str_has_suffix (info->path, LLAMA));
   g_assert_nonnull (info->name);
   g_assert_cmpfloat (f->last_progress, ==, 1.0);
@@ -659,6 +660,7 @@ test_template_thinking (Fixture *f, gconstpointer data)
   const HanashiModelInfo *info = hanashi_engine_get_model_info (f->engine);
   g_assert_true (info->thinking_switch);
   g_assert_false (info->reply_opens_thinking);
+  g_assert_true (info->thinking_aware);   /* it writes </think> */
   g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("t");
   hanashi_generate_request_add_message (req, HANASHI_ROLE_USER, "Why is the sky blue?");
   gint by_default = count_with_thinking (f, req, HANASHI_THINKING_DEFAULT);
@@ -679,6 +681,7 @@ test_template_thinking (Fixture *f, gconstpointer data)
   info = hanashi_engine_get_model_info (f->engine);
   g_assert_false (info->thinking_switch);
   g_assert_true (info->reply_opens_thinking);
+  g_assert_false (info->thinking_aware);
   g_unlink (path);
 }
 
@@ -912,6 +915,30 @@ test_invalid_grammar (Fixture *f, gconstpointer data)
   generate_and_wait (f, req);
   g_assert_cmpuint (f->n_done, ==, 0);
   g_assert_error (f->error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID);
+
+  /* valid but beyond the engine's bounds: GRAMMAR_TOO_COMPLEX, not "invalid" -- a schema
+   * whose grammar exceeds the size bound (refused before generating), and a chain of rules
+   * too deep to expand within one step's work (refused at the first token) */
+  GString *big = g_string_new ("{\"type\": \"object\", \"properties\": {");
+  for (int i = 0; i < 200; i++)
+    g_string_append_printf (big, "%s\"s%d\": {\"type\": \"string\", \"maxLength\": 10000}", i ? ", " : "", i);
+  g_string_append (big, "}}");
+  hanashi_generate_request_set_json_schema (req, big->str);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_done, ==, 0);
+  g_assert_error (f->error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX);
+  g_string_free (big, TRUE);
+  GString *deep = g_string_new ("root ::= r1\n");
+  for (int i = 1; i < 200000; i++)
+    g_string_append_printf (deep, "r%d ::= r%d \"y\"\n", i, i + 1);
+  g_string_append (deep, "r200000 ::= \"x\"\n");
+  hanashi_generate_request_set_grammar (req, deep->str);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_done, ==, 0);
+  g_assert_cmpuint (f->n_token_signals, ==, 0);
+  g_assert_error (f->error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX);
+  g_assert_nonnull (strstr (f->error->message, "work limit"));
+  g_string_free (deep, TRUE);
 
   /* the engine is still fine */
   hanashi_generate_request_set_grammar (req, NULL);

@@ -132,6 +132,13 @@ test_prompt_opened (void)
   g_assert_false (hn_think_prompt_opens (qwen_on, strlen (qwen_on)));
   g_assert_false (hn_think_prompt_opens (qwen_off, strlen (qwen_off)));
   g_assert_false (hn_think_prompt_opens ("", 0));
+
+  const char *r1_tmpl = "{% set content = content.split('</think>')[-1] %}";
+  g_assert_true (hn_think_mentions_close (r1_tmpl, strlen (r1_tmpl)));
+  g_assert_true (hn_think_mentions_close ("x</thinking>", 12));
+  g_assert_false (hn_think_mentions_close ("<think> only", 12));
+  g_assert_false (hn_think_mentions_close ("</think", 7));
+  g_assert_false (hn_think_mentions_close (NULL, 0));
 }
 
 static void

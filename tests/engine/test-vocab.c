@@ -449,17 +449,39 @@ static const struct {
   { "\u2581Hello", -26, 1 },
 };
 
+#define GEMMA_LIKE_UNUSED 40
+#define GEMMA_LIKE_TILDES 17
+
 /* Writes the Gemma-like vocabulary; add_space_prefix: "false" as Gemma files set it, or
- * NULL for no key (SentencePiece's default, a prefix). */
+ * NULL for no key (SentencePiece's default, a prefix).  Like Gemma's, it ends with many
+ * control tokens <unusedN>: the special tokens starting with '<' are then too many to scan
+ * and are looked up by length (both ways must find the same tokens). */
 static HnVocab *
 load_gemma_like (const char *dir, const char *add_space_prefix)
 {
   HnError err = { 0 };
-  size_t n_fixed = G_N_ELEMENTS (gemma_like), n = n_fixed + 256;
+  size_t n_fixed = G_N_ELEMENTS (gemma_like), n = n_fixed + 256 + GEMMA_LIKE_UNUSED + GEMMA_LIKE_TILDES;
   const char **texts = g_new0 (const char *, n);
   float *scores = g_new0 (float, n);
   int32_t *types = g_new0 (int32_t, n);
   char *bytes = g_malloc0 (256 * 8); /* "<0xNN>" for every byte */
+  char *unused = g_malloc0 (GEMMA_LIKE_UNUSED * 16);
+  for (int i = 0; i < GEMMA_LIKE_UNUSED; i++) {
+    g_snprintf (unused + 16 * i, 16, "<unused%d>", i);
+    texts[n_fixed + 256 + (size_t) i] = unused + 16 * i;
+    types[n_fixed + 256 + (size_t) i] = HN_TOKEN_TYPE_CONTROL;
+  }
+  /* not Gemma's: a large group of user-defined tokens with a one-byte member, "~" and "~1"
+   * ... "~16" */
+  char *tildes = g_malloc0 (GEMMA_LIKE_TILDES * 8);
+  for (int i = 0; i < GEMMA_LIKE_TILDES; i++) {
+    if (i > 0)
+      g_snprintf (tildes + 8 * i, 8, "~%d", i);
+    else
+      strcpy (tildes, "~");
+    texts[n_fixed + 256 + GEMMA_LIKE_UNUSED + (size_t) i] = tildes + 8 * i;
+    types[n_fixed + 256 + GEMMA_LIKE_UNUSED + (size_t) i] = HN_TOKEN_TYPE_USER_DEFINED;
+  }
   for (size_t i = 0; i < n_fixed; i++) {
     texts[i] = gemma_like[i].text;
     scores[i] = gemma_like[i].score;
@@ -492,6 +514,8 @@ load_gemma_like (const char *dir, const char *add_space_prefix)
   g_free (scores);
   g_free (types);
   g_free (bytes);
+  g_free (unused);
+  g_free (tildes);
   HnVocab *v = load_vocab (path);
   g_unlink (path);
   return v;
@@ -560,6 +584,13 @@ test_gemma_spm (void)
   check_pieces (v, "<eos>", true, parsed);
   const char *const turn[] = { "<start_of_turn>", "u", "s", "e", "r", "\n", "H", "i", "<end_of_turn>", "\n", NULL };
   check_pieces (v, "<start_of_turn>user\nHi<end_of_turn>\n", true, turn);
+  /* the longest special token wins: <unused3> and <unused39> share a beginning */
+  const char *const unused[] = { "<unused39>", "<unused3>", "x", "<table>", NULL };
+  check_pieces (v, "<unused39><unused3>x<table>", true, unused);
+  const char *const unused_text[] = { "<", "u", "<0x6E>", "u", "s", "e", "d", "<0x33>", ">", NULL };
+  check_pieces (v, "<unused3>", false, unused_text);
+  const char *const tilde[] = { "a", "~", "b", "~12", "x", "~1", NULL };
+  check_pieces (v, "a~b~12x~1", false, tilde);
   /* BOS as the file asks; end of generation: <eos> and <end_of_turn>, not <start_of_turn> */
   GArray *with_bos = tokenize (v, "Hello", 5, true, false);
   g_assert_cmpuint (with_bos->len, ==, 2);
@@ -635,7 +666,7 @@ load_small_bpe (const char *dir, const char *pre)
 }
 
 /* The split reaches the merges: gpt-4o cuts "HelloWorld" between o and W, so the merge "oW"
- * cannot apply; qwen2 keeps digits apart, so "12" cannot either.  Qwen3's <|im_end|> and
+ * cannot apply; qwen2 keeps digits apart, so "12" cannot either, and normalizes to NFC.  Qwen3's <|im_end|> and
  * <|endoftext|> and Phi's <|end|> end generation; <|im_end|> is the end of turn. */
 static void
 test_bpe_splits_end_to_end (void)
@@ -659,6 +690,12 @@ test_bpe_splits_end_to_end (void)
     g_assert_cmpint (len, ==, (int64_t) strlen (cases[i].text));
     g_assert_cmpint (memcmp (buf, cases[i].text, (size_t) len), ==, 0);
     g_array_unref (ids);
+    /* qwen2 puts the text in NFC first (Qwen's tokenizer does): e + U+0301 is é there */
+    GArray *composed = tokenize (v, "caf\u00e9", strlen ("caf\u00e9"), false, false);
+    GArray *decomposed = tokenize (v, "cafe\u0301", strlen ("cafe\u0301"), false, false);
+    g_assert_cmpint (ids_equal (composed, decomposed), ==, strcmp (cases[i].pre, "qwen2") == 0);
+    g_array_unref (composed);
+    g_array_unref (decomposed);
     int32_t im_end = hn_vocab_find_token (v, "<|im_end|>");
     g_assert_true (hn_vocab_is_eog (v, im_end));
     g_assert_true (hn_vocab_is_eog (v, hn_vocab_find_token (v, "<|endoftext|>")));

@@ -105,6 +105,23 @@ check_splits (const uint8_t *data, size_t size)
   }
 }
 
+static void
+check_nfc (const uint8_t *data, size_t size)
+{
+  char *once = NULL, *twice = NULL;
+  int64_t n1 = hn_utf8_nfc ((const char *) data, size, &once);
+  if (n1 < 0)
+    abort ();
+  const char *text1 = once != NULL ? once : (const char *) data;
+  int64_t n2 = hn_utf8_nfc (text1, (size_t) n1, &twice);
+  if (n2 != n1 || (twice != NULL && memcmp (twice, text1, (size_t) n1) != 0)) {
+    fprintf (stderr, "NFC is not idempotent\n");
+    abort ();
+  }
+  free (once);
+  free (twice);
+}
+
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
@@ -120,5 +137,6 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   check (bpe, data, size, false, true);
   check (bpe, data, size, true, false);
   check_splits (data, size);
+  check_nfc (data, size);
   return 0;
 }

@@ -26,7 +26,7 @@ mkdir -p "$work/generated" "$artifacts"
 python3 "$here/make-corpus.py" "$work/generated" "$HANASHI_TESTDATA" "$source_dir" || exit 1
 
 status=0
-for target in gguf session gbnf json-schema chat-template tokenizer markdown import; do
+for target in gguf session gbnf json-schema chat-template tokenizer reasoning markdown import; do
   exe="$build/tests/fuzz/fuzz-$target"
   if [ ! -x "$exe" ]; then
     echo "fuzz-$target: not built"; status=1; continue
