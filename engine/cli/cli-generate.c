@@ -55,12 +55,9 @@ static void
 usage(const CliSamplingOptions *defaults)
 {
   fprintf(stderr, "usage: hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N [--ids] "
-                  "[-t THREADS] [-c CTX] [--session FILE] [--print-params] [sampling options]
-"
-                  "  -f, --file FILE              read the prompt from FILE (exactly its bytes)
-"
-                  "  --print-params               print the sampling parameters in use to stderr first
-");
+                  "[-t THREADS] [-c CTX] [--session FILE] [--print-params] [sampling options]\n"
+                  "  -f, --file FILE              read the prompt from FILE (exactly its bytes)\n"
+                  "  --print-params               print the sampling parameters in use to stderr first\n");
   cli_sampling_print_help(stderr, defaults);
 }
 
