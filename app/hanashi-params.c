@@ -7,12 +7,14 @@
 #include <string.h>
 
 #include "hanashi-params.h"
+#include "hn-cfg.h"
 #include "hn-params.h"
 #include "hn-sampler.h"
 
 #define GRAMMAR_RESOURCE_DIR "/io/github/hanashi/Hanashi/grammars"
 
-/* The one knob that is not a sampler parameter: guidance belongs to the request. */
+/* The one knob that is not a sampler parameter: guidance belongs to the request.  Its
+ * range is the engine's (hn-cfg.h), as for `hanashi-cli generate --cfg-scale`. */
 #define CFG_SCALE_KEY "cfg_scale"
 #define CFG_SCALE_DEFAULT 1.0
 
@@ -27,7 +29,7 @@ hanashi_params_get_range (const char *key, double *min, double *max, double *def
     }
   if (g_strcmp0 (key, CFG_SCALE_KEY) == 0)
     {
-      *min = 0, *max = HANASHI_PARAMS_CFG_SCALE_MAX, *def = CFG_SCALE_DEFAULT;
+      *min = HN_CFG_SCALE_MIN, *max = HN_CFG_SCALE_MAX, *def = CFG_SCALE_DEFAULT;
       return TRUE;
     }
   return FALSE;
@@ -59,7 +61,7 @@ hanashi_params_set_number (HanashiParams *params, const char *key, double value)
     }
   if (g_strcmp0 (key, CFG_SCALE_KEY) == 0)
     {
-      params->cfg_scale = isnan (value) ? CFG_SCALE_DEFAULT : CLAMP (value, 0, HANASHI_PARAMS_CFG_SCALE_MAX);
+      params->cfg_scale = isnan (value) ? CFG_SCALE_DEFAULT : CLAMP (value, HN_CFG_SCALE_MIN, HN_CFG_SCALE_MAX);
       return TRUE;
     }
   return FALSE;

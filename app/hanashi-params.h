@@ -22,8 +22,7 @@ typedef enum {
   HANASHI_GRAMMAR_MODE_JSON_SCHEMA,
 } HanashiGrammarMode;
 
-#define HANASHI_PARAMS_MAX_STOP 16
-#define HANASHI_PARAMS_CFG_SCALE_MAX 10.0
+#define HANASHI_PARAMS_MAX_STOP HN_SAMPLER_MAX_STOP
 
 typedef struct {
   HnSamplerParams       sampling;          /* every table parameter, max_new_tokens included;
