@@ -2,6 +2,7 @@
  * defaults, validation, clamping and access by key. */
 #include "hn-params.h"
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -143,14 +144,22 @@ hn_param_set(const HnParamDesc *d, HnSamplerParams *p, double v)
 {
   char *field = (char *) p + d->offset;
   switch (d->type) {
-  case HN_PARAM_FLOAT: *(float *) field = (float) v; break;
-  case HN_PARAM_INT: *(int32_t *) field = (int32_t) lround(v); break;
+  /* Wild values saturate instead of wrapping around (or being undefined, for a float
+   * beyond FLT_MAX); validation then names them. */
+  case HN_PARAM_FLOAT:
+    *(float *) field = v > FLT_MAX ? INFINITY : v < -FLT_MAX ? -INFINITY : (float) v;
+    break;
+  case HN_PARAM_INT:
+    *(int32_t *) field = isnan(v) ? (int32_t) d->def
+                         : v >= 2147483647.0 ? INT32_MAX
+                         : v <= -2147483648.0 ? INT32_MIN : (int32_t) lround(v);
+    break;
   case HN_PARAM_BOOL: *(bool *) field = v != 0; break;
   case HN_PARAM_SEED:
     /* 2^64 - 1 is the random marker; the largest double below 2^64 is a valid seed */
     *(uint64_t *) field = v < 0 || isnan(v) ? HN_SAMPLER_SEED_RANDOM
                           : v >= 18446744073709551615.0 ? HN_SAMPLER_SEED_RANDOM - 1
-                                                        : (uint64_t) llround(v);
+                                                        : (uint64_t) floor(v + 0.5);
     break;
   }
 }

@@ -567,6 +567,15 @@ test_params (void)
       g_assert_false(hn_sampler_params_validate(&q, 0, &err));
       hn_sampler_params_clamp(&q, 0);
       g_assert_cmpfloat(hn_param_get(desc, &q), ==, desc->type == HN_PARAM_FLOAT ? (double) (float) desc->min : desc->min);
+      /* far beyond the range: saturates (never wraps around), then clamps to the edge */
+      hn_param_set(desc, &q, 1e300);
+      g_assert_false(hn_sampler_params_validate(&q, 0, &err));
+      hn_sampler_params_clamp(&q, 0);
+      g_assert_cmpfloat(hn_param_get(desc, &q), ==, desc->type == HN_PARAM_FLOAT ? (double) (float) desc->max : desc->max);
+      hn_param_set(desc, &q, -1e300);
+      g_assert_false(hn_sampler_params_validate(&q, 0, &err));
+      hn_sampler_params_clamp(&q, 0);
+      g_assert_cmpfloat(hn_param_get(desc, &q), ==, desc->type == HN_PARAM_FLOAT ? (double) (float) desc->min : desc->min);
       if (desc->type == HN_PARAM_FLOAT) {
         hn_param_set(desc, &q, NAN);
         hn_sampler_params_clamp(&q, 0);
