@@ -640,6 +640,13 @@ reuse_cache (ModelBackend *mb, const GArray *want, guint hint)
     }
   else
     hn_kv_cache_seq_rm (kv, 0, (int32_t) p, -1);
+  /* A sliding-window cache may have handed on the keys that evaluating from the prefix's
+   * last token (which generation evaluates again) would need: then start over. */
+  if (p > 0 && (gint64) p - 1 < (gint64) hn_kv_cache_seq_resume_min (kv, 0))
+    {
+      hn_kv_cache_seq_rm (kv, 0, -1, -1);
+      p = 0;
+    }
   g_array_set_size (mb->cached, 0);
   g_array_append_vals (mb->cached, want->data, p);
   return p;

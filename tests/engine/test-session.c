@@ -139,9 +139,9 @@ test_wrong_version (void)
   gchar *data;
   gsize len;
   g_assert_true (g_file_get_contents (path, &data, &len, NULL));
-  data[8] = 2; /* version 2, header hash recomputed so only the version is wrong */
-  uint64_t h = hn_session_hash (data, 72, 0);
-  memcpy (data + 72, &h, 8);
+  data[8] = HN_SESSION_VERSION + 1; /* header hash recomputed so only the version is wrong */
+  uint64_t h = hn_session_hash (data, HN_SESSION_HEADER_SIZE - 8, 0);
+  memcpy (data + HN_SESSION_HEADER_SIZE - 8, &h, 8);
   g_assert_true (g_file_set_contents (path, data, (gssize) len, NULL));
   HnError err = { 0 };
   g_assert_null (hn_session_read (path, &params, &err));
