@@ -14,6 +14,8 @@
 #include "hanashi-tsan.h"
 
 #include "hn-chat-template.h"
+#include "hn-grammar.h"
+#include "hn-json-schema.h"
 #include "hn-reasoning.h"
 
 #include <errno.h>
@@ -104,17 +106,74 @@ hanashi_generation_stats_free (HanashiGenerationStats *stats)
 G_DEFINE_BOXED_TYPE (HanashiGenerationStats, hanashi_generation_stats,
                      hanashi_generation_stats_copy, hanashi_generation_stats_free)
 
-void
-hanashi_sampling_params_init_default (HanashiSamplingParams *p)
+/* ---- compiled grammars ----------------------------------------------------------------- */
+
+struct _HanashiGrammar {
+  atomic_int ref_count;
+  HnGrammar *grammar;
+};
+
+static atomic_uint grammars_parsed;
+
+static GQuark
+grammar_error_code (const HnError *err)
 {
-  /* The same defaults as the engine's sampler (issue 5). */
-  *p = (HanashiSamplingParams) {
-    .temperature = 0.8, .top_k = 40, .top_p = 0.95, .min_p = 0.05, .typical_p = 1.0,
-    .repeat_penalty = 1.0, .repeat_last_n = 64, .frequency_penalty = 0.0,
-    .presence_penalty = 0.0, .mirostat = 0, .mirostat_tau = 5.0, .mirostat_eta = 0.1,
-    .seed = -1,
-  };
+  return err->code == HN_ERR_LIMIT ? HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX
+                                   : HANASHI_ENGINE_ERROR_GRAMMAR_INVALID;
 }
+
+HanashiGrammar *
+hanashi_grammar_new_gbnf (const char *gbnf, GError **error)
+{
+  HnError err = { 0 };
+  atomic_fetch_add (&grammars_parsed, 1);
+  HnGrammar *parsed = hn_grammar_parse (gbnf ? gbnf : "", gbnf ? strlen (gbnf) : 0, NULL, &err);
+  if (parsed == NULL)
+    {
+      g_set_error_literal (error, HANASHI_ENGINE_ERROR, grammar_error_code (&err), err.message);
+      return NULL;
+    }
+  HanashiGrammar *grammar = g_new0 (HanashiGrammar, 1);
+  grammar->ref_count = 1;
+  grammar->grammar = parsed;
+  return grammar;
+}
+
+HanashiGrammar *
+hanashi_grammar_new_json_schema (const char *schema, GError **error)
+{
+  HnError err = { 0 };
+  char *gbnf = hn_json_schema_to_gbnf (schema ? schema : "", schema ? strlen (schema) : 0, &err);
+  if (gbnf == NULL)
+    {
+      g_set_error_literal (error, HANASHI_ENGINE_ERROR, grammar_error_code (&err), err.message);
+      return NULL;
+    }
+  HanashiGrammar *grammar = hanashi_grammar_new_gbnf (gbnf, error);
+  free (gbnf);
+  return grammar;
+}
+
+HanashiGrammar *
+hanashi_grammar_ref (HanashiGrammar *grammar)
+{
+  atomic_fetch_add (&grammar->ref_count, 1);
+  return grammar;
+}
+
+void
+hanashi_grammar_unref (HanashiGrammar *grammar)
+{
+  if (grammar == NULL || atomic_fetch_sub (&grammar->ref_count, 1) != 1)
+    return;
+  hn_grammar_free (grammar->grammar);
+  g_free (grammar);
+}
+
+G_DEFINE_BOXED_TYPE (HanashiGrammar, hanashi_grammar, hanashi_grammar_ref, hanashi_grammar_unref)
+
+const HnGrammar *hanashi_grammar_get_hn (HanashiGrammar *grammar) { return grammar->grammar; }
+guint hanashi_grammar_get_n_parsed (void) { return atomic_load (&grammars_parsed); }
 
 /* ---- generate request ------------------------------------------------------------------ */
 
@@ -128,12 +187,12 @@ struct _HanashiGenerateRequest {
   char *conversation_id;
   char *system_prompt;
   GArray *messages;          /* Message */
-  HanashiSamplingParams sampling;
+  HnSamplerParams sampling;   /* logit_bias and stop always NULL; max_new_tokens is the limit */
   char *grammar;
   char *json_schema;
+  HanashiGrammar *compiled_grammar;   /* one of the two above, already parsed; or NULL */
   char *cfg_negative;
   double cfg_scale;
-  int max_tokens;
   GPtrArray *stop_strings;   /* NULL-terminated */
   char *session_path;
   gboolean use_session;
@@ -154,9 +213,8 @@ hanashi_generate_request_new (const char *conversation_id)
   req->conversation_id = g_strdup (conversation_id ? conversation_id : "");
   req->messages = g_array_new (FALSE, TRUE, sizeof (Message));
   g_array_set_clear_func (req->messages, message_clear);
-  hanashi_sampling_params_init_default (&req->sampling);
+  hn_sampler_params_init (&req->sampling);
   req->cfg_scale = 1.0;
-  req->max_tokens = -1;
   req->stop_strings = g_ptr_array_new_with_free_func (g_free);
   g_ptr_array_add (req->stop_strings, NULL);
   req->use_session = TRUE;
@@ -180,6 +238,7 @@ hanashi_generate_request_unref (HanashiGenerateRequest *req)
   g_array_unref (req->messages);
   g_free (req->grammar);
   g_free (req->json_schema);
+  hanashi_grammar_unref (req->compiled_grammar);
   g_free (req->cfg_negative);
   g_ptr_array_unref (req->stop_strings);
   g_free (req->session_path);
@@ -203,8 +262,18 @@ hanashi_generate_request_add_message (HanashiGenerateRequest *req, HanashiRole r
 guint hanashi_generate_request_get_n_messages (HanashiGenerateRequest *req) { return req->messages->len; }
 HanashiRole hanashi_generate_request_get_message_role (HanashiGenerateRequest *req, guint i) { g_return_val_if_fail (i < req->messages->len, HANASHI_ROLE_USER); return g_array_index (req->messages, Message, i).role; }
 const char *hanashi_generate_request_get_message_text (HanashiGenerateRequest *req, guint i) { g_return_val_if_fail (i < req->messages->len, NULL); return g_array_index (req->messages, Message, i).text; }
-void hanashi_generate_request_set_sampling (HanashiGenerateRequest *req, const HanashiSamplingParams *p) { req->sampling = *p; }
-void hanashi_generate_request_get_sampling (HanashiGenerateRequest *req, HanashiSamplingParams *out) { *out = req->sampling; }
+void
+hanashi_generate_request_set_sampling (HanashiGenerateRequest *req, const HnSamplerParams *p)
+{
+  req->sampling = *p;
+  /* Pointers are never kept: the caller's arrays may not outlive the request. */
+  req->sampling.logit_bias = NULL;
+  req->sampling.n_logit_bias = 0;
+  req->sampling.stop = NULL;
+  req->sampling.n_stop = 0;
+}
+
+void hanashi_generate_request_get_sampling (HanashiGenerateRequest *req, HnSamplerParams *out) { *out = req->sampling; }
 
 void
 hanashi_generate_request_set_grammar (HanashiGenerateRequest *req, const char *gbnf)
@@ -212,6 +281,7 @@ hanashi_generate_request_set_grammar (HanashiGenerateRequest *req, const char *g
   g_free (req->grammar);
   req->grammar = g_strdup (gbnf);
   g_clear_pointer (&req->json_schema, g_free);
+  g_clear_pointer (&req->compiled_grammar, hanashi_grammar_unref);
 }
 
 void
@@ -220,7 +290,19 @@ hanashi_generate_request_set_json_schema (HanashiGenerateRequest *req, const cha
   g_free (req->json_schema);
   req->json_schema = g_strdup (schema);
   g_clear_pointer (&req->grammar, g_free);
+  g_clear_pointer (&req->compiled_grammar, hanashi_grammar_unref);
 }
+
+void
+hanashi_generate_request_set_compiled_grammar (HanashiGenerateRequest *req, HanashiGrammar *grammar)
+{
+  if (grammar)
+    hanashi_grammar_ref (grammar);
+  hanashi_grammar_unref (req->compiled_grammar);
+  req->compiled_grammar = grammar;
+}
+
+HanashiGrammar *hanashi_generate_request_get_compiled_grammar (HanashiGenerateRequest *req) { return req->compiled_grammar; }
 
 const char *hanashi_generate_request_get_grammar (HanashiGenerateRequest *req) { return req->grammar; }
 const char *hanashi_generate_request_get_json_schema (HanashiGenerateRequest *req) { return req->json_schema; }
@@ -235,8 +317,8 @@ hanashi_generate_request_set_cfg (HanashiGenerateRequest *req, const char *negat
 
 const char *hanashi_generate_request_get_cfg_negative (HanashiGenerateRequest *req) { return req->cfg_negative; }
 double hanashi_generate_request_get_cfg_scale (HanashiGenerateRequest *req) { return req->cfg_scale; }
-void hanashi_generate_request_set_max_tokens (HanashiGenerateRequest *req, int max_tokens) { req->max_tokens = max_tokens; }
-int hanashi_generate_request_get_max_tokens (HanashiGenerateRequest *req) { return req->max_tokens; }
+void hanashi_generate_request_set_max_tokens (HanashiGenerateRequest *req, int max_tokens) { req->sampling.max_new_tokens = max_tokens; }
+int hanashi_generate_request_get_max_tokens (HanashiGenerateRequest *req) { return req->sampling.max_new_tokens; }
 
 void
 hanashi_generate_request_add_stop_string (HanashiGenerateRequest *req, const char *stop)
@@ -468,9 +550,9 @@ scripted_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBac
       sink->on_prompt_progress (sink->data, MIN (done + 64, n_prompt), n_prompt);
     }
   stats->n_prompt = n_prompt;
-  int max = req->max_tokens > 0 ? req->max_tokens : 16;
+  int max = req->sampling.max_new_tokens > 0 ? req->sampling.max_new_tokens : 16;
   if (script != NULL)
-    max = req->max_tokens > 0 ? MIN (req->max_tokens, (int) g_strv_length (script)) : (int) g_strv_length (script);
+    max = req->sampling.max_new_tokens > 0 ? MIN (req->sampling.max_new_tokens, (int) g_strv_length (script)) : (int) g_strv_length (script);
   stats->stop_reason = HANASHI_STOP_REASON_MAX_TOKENS;
   for (int i = 0; i < max; i++)
     {

@@ -282,8 +282,8 @@ compare_with_engine (const Case *c)
   Engine e;
   engine_start (&e, path, c->n_ctx);
   g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("proof");
-  HanashiSamplingParams sp;
-  hanashi_sampling_params_init_default (&sp);
+  HnSamplerParams sp;
+  hn_sampler_params_init (&sp);
   sp.temperature = 0.9;
   sp.seed = 1234;
   sp.repeat_penalty = 1.3;
@@ -434,8 +434,8 @@ test_messages_json (void)
   Engine e;
   engine_start (&e, path, 256);
   g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("json");
-  HanashiSamplingParams sp;
-  hanashi_sampling_params_init_default (&sp);
+  HnSamplerParams sp;
+  hn_sampler_params_init (&sp);
   sp.temperature = 0;
   hanashi_generate_request_set_sampling (req, &sp);
   hanashi_generate_request_set_max_tokens (req, 10);

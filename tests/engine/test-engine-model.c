@@ -242,8 +242,8 @@ static HanashiGenerateRequest *
 make_request (const char *conversation, int max_tokens)
 {
   HanashiGenerateRequest *req = hanashi_generate_request_new (conversation);
-  HanashiSamplingParams sp;
-  hanashi_sampling_params_init_default (&sp);
+  HnSamplerParams sp;
+  hn_sampler_params_init (&sp);
   sp.temperature = 0;
   hanashi_generate_request_set_sampling (req, &sp);
   hanashi_generate_request_set_system_prompt (req, "You are terse.");
@@ -634,8 +634,8 @@ test_template (Fixture *f, gconstpointer data)
   g_assert_no_error (f->load_error);
 
   g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("t");
-  HanashiSamplingParams sp;
-  hanashi_sampling_params_init_default (&sp);
+  HnSamplerParams sp;
+  hn_sampler_params_init (&sp);
   sp.temperature = 0;
   hanashi_generate_request_set_sampling (req, &sp);
   hanashi_generate_request_add_message (req, HANASHI_ROLE_USER, "  Say </s> please ");
@@ -932,6 +932,24 @@ test_grammar (Fixture *f, gconstpointer data)
   generate_and_wait (f, req);
   g_assert_cmpuint (f->n_errors, ==, 0);
   g_assert_true (g_str_equal (f->text->str, "\"red\"") || g_str_equal (f->text->str, "\"green\""));
+
+  /* A grammar compiled by the sender (the app's check) is used as it is: the engine
+   * thread parses nothing, and the output follows it. */
+  const char *schema = "{\"enum\": [\"up\", \"down\"]}";
+  g_autoptr (GError) compile_error = NULL;
+  g_autoptr (HanashiGrammar) compiled = hanashi_grammar_new_json_schema (schema, &compile_error);
+  g_assert_no_error (compile_error);
+  hanashi_generate_request_set_json_schema (req, schema);
+  hanashi_generate_request_set_compiled_grammar (req, compiled);
+  guint parsed_before = hanashi_grammar_get_n_parsed ();
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_true (g_str_equal (f->text->str, "\"up\"") || g_str_equal (f->text->str, "\"down\""));
+  g_assert_cmpuint (hanashi_grammar_get_n_parsed (), ==, parsed_before);
+  /* without it, the text is parsed on the engine thread */
+  hanashi_generate_request_set_json_schema (req, schema);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (hanashi_grammar_get_n_parsed (), ==, parsed_before + 1);
 }
 
 static void
