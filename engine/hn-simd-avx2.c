@@ -3,7 +3,7 @@
  * times sign(a)·b (signed) equals a·b, which lets signed 8-bit operands use the
  * unsigned×signed instruction. */
 #include "hn-simd.h"
-#include "hn-simd-blocks.h"
+#include "hn-quants-blocks.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -136,7 +136,7 @@ quantize_block32(const float *x, float *d_out)
 static void
 quantize_q8_0(const float *src, void *dst, int64_t n)
 {
-  SimdBlockQ8_0 *y = dst;
+  HnBlockQ8_0 *y = dst;
   for (int64_t i = 0; i < n / QK; i++) {
     float d;
     __m256i q = quantize_block32(src + i * QK, &d);
@@ -148,7 +148,7 @@ quantize_q8_0(const float *src, void *dst, int64_t n)
 static void
 quantize_q8_1(const float *src, void *dst, int64_t n)
 {
-  SimdBlockQ8_1 *y = dst;
+  HnBlockQ8_1 *y = dst;
   for (int64_t i = 0; i < n / QK; i++) {
     float d;
     __m256i q = quantize_block32(src + i * QK, &d);
@@ -162,7 +162,7 @@ quantize_q8_1(const float *src, void *dst, int64_t n)
 static void
 quantize_q8_k(const float *src, void *dst, int64_t n)
 {
-  SimdBlockQ8_K *y = dst;
+  HnBlockQ8_K *y = dst;
   for (int64_t i = 0; i < n / HN_QK_K; i++) {
     const float *x = src + i * HN_QK_K;
     const float amax = max_abs_ps(x, HN_QK_K);
@@ -217,7 +217,7 @@ quantize_f16(const float *src, void *dst, int64_t n)
   static float NAME(int64_t n, const void *w, const void *a)                                \
   {                                                                                         \
     const WBLOCK *x = w;                                                                    \
-    const SimdBlockQ8_0 *y = a;                                                             \
+    const HnBlockQ8_0 *y = a;                                                             \
     const int64_t nb = n / QK;                                                              \
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                          \
     int64_t i = 0;                                                                          \
@@ -240,19 +240,19 @@ quantize_f16(const float *src, void *dst, int64_t n)
   }
 
 static inline __m256i
-decode_q8_0(const SimdBlockQ8_0 *b)
+decode_q8_0(const HnBlockQ8_0 *b)
 {
   return _mm256_loadu_si256((const __m256i *)b->qs);
 }
 
 static inline __m256i
-decode_q4_0(const SimdBlockQ4_0 *b)
+decode_q4_0(const HnBlockQ4_0 *b)
 {
   return _mm256_sub_epi8(unpack_nibbles(b->qs), _mm256_set1_epi8(8));
 }
 
 static inline __m256i
-decode_q5_0(const SimdBlockQ5_0 *b)
+decode_q5_0(const HnBlockQ5_0 *b)
 {
   /* nibble | 0xf0 is nibble - 16 as a signed byte: exactly the value when the fifth
    * bit is clear; when it is set the value is the plain nibble. */
@@ -260,15 +260,15 @@ decode_q5_0(const SimdBlockQ5_0 *b)
   return _mm256_or_si256(unpack_nibbles(b->qs), high_clear);
 }
 
-DEFINE_VEC_DOT_32(vec_dot_q8_0, SimdBlockQ8_0, decode_q8_0)
-DEFINE_VEC_DOT_32(vec_dot_q4_0, SimdBlockQ4_0, decode_q4_0)
-DEFINE_VEC_DOT_32(vec_dot_q5_0, SimdBlockQ5_0, decode_q5_0)
+DEFINE_VEC_DOT_32(vec_dot_q8_0, HnBlockQ8_0, decode_q8_0)
+DEFINE_VEC_DOT_32(vec_dot_q4_0, HnBlockQ4_0, decode_q4_0)
+DEFINE_VEC_DOT_32(vec_dot_q5_0, HnBlockQ5_0, decode_q5_0)
 
 static float
 vec_dot_q4_1(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ4_1 *x = w;
-  const SimdBlockQ8_1 *y = a;
+  const HnBlockQ4_1 *x = w;
+  const HnBlockQ8_1 *y = a;
   __m256 acc = _mm256_setzero_ps();
   float summs = 0;
   for (int64_t i = 0; i < n / QK; i++) {
@@ -284,8 +284,8 @@ vec_dot_q4_1(int64_t n, const void *w, const void *a)
 static float
 vec_dot_q5_1(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ5_1 *x = w;
-  const SimdBlockQ8_1 *y = a;
+  const HnBlockQ5_1 *x = w;
+  const HnBlockQ8_1 *y = a;
   __m256 acc = _mm256_setzero_ps();
   float summs = 0;
   for (int64_t i = 0; i < n / QK; i++) {
@@ -304,14 +304,14 @@ static inline void
 unpack_scales_k4(const uint8_t *packed, uint8_t scales[8], uint8_t mins[8])
 {
   for (int j = 0; j < 8; j++)
-    simd_scale_min_k4(j, packed, &scales[j], &mins[j]);
+    hn_q4k_scale_min(j, packed, &scales[j], &mins[j]);
 }
 
 static float
 vec_dot_q4_k(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ4_K *x = w;
-  const SimdBlockQ8_K *y = a;
+  const HnBlockQ4_K *x = w;
+  const HnBlockQ8_K *y = a;
   const __m256i low_mask = _mm256_set1_epi8(0x0f);
   __m256 acc = _mm256_setzero_ps();
   float acc_min = 0;
@@ -346,8 +346,8 @@ vec_dot_q4_k(int64_t n, const void *w, const void *a)
 static float
 vec_dot_q5_k(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ5_K *x = w;
-  const SimdBlockQ8_K *y = a;
+  const HnBlockQ5_K *x = w;
+  const HnBlockQ8_K *y = a;
   const __m256i low_mask = _mm256_set1_epi8(0x0f);
   __m256 acc = _mm256_setzero_ps();
   float acc_min = 0;
@@ -384,8 +384,8 @@ vec_dot_q5_k(int64_t n, const void *w, const void *a)
 static float
 vec_dot_q6_k(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ6_K *x = w;
-  const SimdBlockQ8_K *y = a;
+  const HnBlockQ6_K *x = w;
+  const HnBlockQ8_K *y = a;
   const __m256i low_mask = _mm256_set1_epi8(0x0f);
   const __m256i two_bits = _mm256_set1_epi8(0x03);
   __m256 acc = _mm256_setzero_ps();
@@ -428,8 +428,8 @@ vec_dot_q6_k(int64_t n, const void *w, const void *a)
 static float
 vec_dot_q2_k(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ2_K *x = w;
-  const SimdBlockQ8_K *y = a;
+  const HnBlockQ2_K *x = w;
+  const HnBlockQ8_K *y = a;
   const __m256i two_bits = _mm256_set1_epi8(0x03);
   __m256 acc = _mm256_setzero_ps();
   float acc_min = 0;
@@ -476,8 +476,8 @@ unpack_scales_q3_k(const uint8_t *packed, int8_t scales[16])
 static float
 vec_dot_q3_k(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ3_K *x = w;
-  const SimdBlockQ8_K *y = a;
+  const HnBlockQ3_K *x = w;
+  const HnBlockQ8_K *y = a;
   const __m256i two_bits = _mm256_set1_epi8(0x03);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / HN_QK_K; i++) {
