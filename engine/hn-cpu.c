@@ -83,7 +83,7 @@ hn_cpu_simd_level(void)
   if (cap != NULL) {
     if (strcmp(cap, "scalar") == 0)
       level = HN_SIMD_SCALAR;
-    else if (strcmp(cap, "avx2") == 0 && level > HN_SIMD_AVX2)
+    else if ((strcmp(cap, "avx2") == 0 || strcmp(cap, "avx2-novnni") == 0) && level > HN_SIMD_AVX2)
       level = HN_SIMD_AVX2;
   }
   return level;

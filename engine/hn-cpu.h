@@ -1,7 +1,7 @@
 /* hn-cpu.h — run-time CPU feature detection for choosing kernels.
  *
  * One binary runs on every x86-64 machine: SIMD kernels are compiled per instruction set
- * and chosen here.  HANASHI_SIMD=scalar|avx2|avx512 in the environment caps the choice
+ * and chosen here.  HANASHI_SIMD=scalar|avx2|avx2-novnni|avx512 in the environment caps the choice
  * (tests use it to run the reference path and each fast path on the same machine). */
 #pragma once
 

@@ -250,7 +250,7 @@ test_matmul_paths (void)
   g_assert_nonnull (pool);
   const int token_counts[] = { 1, 3, 8, 9, 17 };
   const int row_counts[] = { 1, 16, 37 };
-  const char *levels[] = { "scalar", "avx2", "avx512" };
+  const char *levels[] = { "scalar", "avx2", "avx2-novnni", "avx512" };
   int checked = 0;
   for (gsize li = 0; li < G_N_ELEMENTS (levels); li++) {
     /* hn_matmul picks its kernels per call, capped by HANASHI_SIMD */
