@@ -29,6 +29,9 @@ const HnCpuFeatures *hn_cpu_features(void);
 /* The best level the processor supports, capped by HANASHI_SIMD when set. */
 HnSimdLevel hn_cpu_simd_level(void);
 
+/* The processor's model name (CPUID brand string, trimmed), "unknown" without one. */
+const char *hn_cpu_model_name(void);
+
 const char *hn_simd_level_name(HnSimdLevel level);
 
 #ifdef __cplusplus

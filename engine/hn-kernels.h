@@ -18,3 +18,8 @@ size_t hn_matmul_scratch_bytes(int64_t n, int n_tokens, int n_threads);
  * y_stride is the distance between output rows (>= rows). */
 void hn_matmul(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tokens,
                void *act_scratch, float *y, int64_t y_stride);
+
+/* hn_matmul with the decode kernel for batches below the panel threshold given
+ * (an HnDecodeKernel: 1 tile, 2 dot product, 0 the measured choice); for measuring. */
+void hn_matmul_with(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tokens,
+                    void *act_scratch, float *y, int64_t y_stride, int decode_kernel);
