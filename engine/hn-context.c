@@ -21,6 +21,7 @@
 #include "hn-model-internal.h"
 #include "hn-moe.h"
 #include "hn-threadpool.h"
+#include "hn-decode-choice.h"
 
 #define NOTICE_MAX 256
 
@@ -190,6 +191,26 @@ hn_context_memory_need(const HnModel *m, const HnContextParams *params, HnMemory
   return true;
 }
 
+/* The first context of a model type on a processor measures which decode kernel is
+ * faster for each weight type the model has (then cached; see hn-decode-choice.h). */
+static void
+calibrate_decode(const HnModel *m, HnThreadPool *pool)
+{
+  const HnGguf *g = hn_model_gguf(m);
+  bool present[HN_TYPE_COUNT] = { false };
+  for (int64_t i = 0; g && i < hn_gguf_n_tensors(g); i++) {
+    const HnGgufTensor *t = hn_gguf_tensor(g, i);
+    if (t->n_dims == 2 && t->type < HN_TYPE_COUNT)
+      present[t->type] = true;
+  }
+  HnType types[HN_TYPE_COUNT];
+  int n = 0;
+  for (int t = 0; t < HN_TYPE_COUNT; t++)
+    if (present[t])
+      types[n++] = (HnType) t;
+  hn_decode_calibrate(pool, types, n);
+}
+
 HnContext *
 hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
 {
@@ -211,6 +232,7 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   if (!(c->pool = hn_threadpool_new(p.n_threads, err)))
     goto fail;
   int nth = hn_threadpool_n_threads(c->pool);
+  calibrate_decode(m, c->pool);
   /* Refuse before the large allocations: a KV cache or scratch that does not fit would get
    * the process killed later, when the pages are first touched. */
   HnMemoryNeed need = need_for(m, &p, nth);

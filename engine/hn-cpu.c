@@ -53,6 +53,47 @@ detect(HnCpuFeatures *f)
 }
 #endif
 
+static void
+read_model_name(char name[49])
+{
+  strcpy(name, "unknown");
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned regs[12];
+  if (__get_cpuid_max(0x80000000u, NULL) < 0x80000004u)
+    return;
+  for (unsigned i = 0; i < 3; i++)
+    __get_cpuid(0x80000002u + i, &regs[4 * i], &regs[4 * i + 1], &regs[4 * i + 2], &regs[4 * i + 3]);
+  char raw[49];
+  memcpy(raw, regs, 48);
+  raw[48] = '\0';
+  const char *start = raw;
+  while (*start == ' ')
+    start++;
+  size_t len = strlen(start);
+  while (len > 0 && start[len - 1] == ' ')
+    len--;
+  if (len == 0)
+    return;
+  memcpy(name, start, len);
+  name[len] = '\0';
+#endif
+}
+
+const char *
+hn_cpu_model_name(void)
+{
+  /* Like the features: idempotent, so a race between first callers is harmless. */
+  static char name[49];
+  static volatile int done;
+  if (!done) {
+    char n[49];
+    read_model_name(n);
+    memcpy(name, n, sizeof n);
+    done = 1;
+  }
+  return name;
+}
+
 const HnCpuFeatures *
 hn_cpu_features(void)
 {
@@ -83,7 +124,7 @@ hn_cpu_simd_level(void)
   if (cap != NULL) {
     if (strcmp(cap, "scalar") == 0)
       level = HN_SIMD_SCALAR;
-    else if (strcmp(cap, "avx2") == 0 && level > HN_SIMD_AVX2)
+    else if ((strcmp(cap, "avx2") == 0 || strcmp(cap, "avx2-novnni") == 0) && level > HN_SIMD_AVX2)
       level = HN_SIMD_AVX2;
   }
   return level;

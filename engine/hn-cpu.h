@@ -1,7 +1,7 @@
 /* hn-cpu.h — run-time CPU feature detection for choosing kernels.
  *
  * One binary runs on every x86-64 machine: SIMD kernels are compiled per instruction set
- * and chosen here.  HANASHI_SIMD=scalar|avx2|avx512 in the environment caps the choice
+ * and chosen here.  HANASHI_SIMD=scalar|avx2|avx2-novnni|avx512 in the environment caps the choice
  * (tests use it to run the reference path and each fast path on the same machine). */
 #pragma once
 
@@ -28,6 +28,9 @@ const HnCpuFeatures *hn_cpu_features(void);
 
 /* The best level the processor supports, capped by HANASHI_SIMD when set. */
 HnSimdLevel hn_cpu_simd_level(void);
+
+/* The processor's model name (CPUID brand string, trimmed), "unknown" without one. */
+const char *hn_cpu_model_name(void);
 
 const char *hn_simd_level_name(HnSimdLevel level);
 

@@ -13,6 +13,8 @@
  * Every weight row is read once per call. */
 #include "hn-kernels.h"
 
+#include "hn-decode-choice.h"
+
 #include "hn-quants-blocks.h"
 #include "hn-simd.h"
 #include <stdatomic.h>
@@ -317,6 +319,13 @@ void
 hn_matmul(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tokens,
           void *act_scratch, float *y, int64_t y_stride)
 {
+  hn_matmul_with(pool, w, x, n_tokens, act_scratch, y, y_stride, HN_DECODE_UNMEASURED);
+}
+
+void
+hn_matmul_with(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tokens,
+               void *act_scratch, float *y, int64_t y_stride, int decode_kernel)
+{
   const HnSimdKernels *k = hn_simd_kernels();
   HnType type = (HnType) w->type;
   HnType vdt = hn_type_vec_dot_type(type);
@@ -336,7 +345,12 @@ hn_matmul(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_token
     hn_threadpool_run(pool, panel_worker, &job);
     return;
   }
-  if (k && k->gemm_tile[type] && n % 32 == 0 && k->gemm_rows <= 16 && k->gemm_cols <= 16) {
+  /* Decode: the tile or the dot product, whichever was measured faster on this
+   * processor (hn-decode-choice.h). */
+  if (k && decode_kernel == HN_DECODE_UNMEASURED)
+    decode_kernel = hn_decode_kernel(k, type);
+  if (k && k->gemm_tile[type] && decode_kernel != HN_DECODE_DOT && n % 32 == 0 && k->gemm_rows <= 16 &&
+      k->gemm_cols <= 16) {
     TileJob job = {
       .k = k, .type = type, .n = n, .rows = w->ne[1], .n_chunks = (n / 32 + 1) / 2,
       .act = (const HnActChunk *) scratch, .n_tokens = n_tokens, .w = w->data,

@@ -36,3 +36,8 @@ size_t hn_matvec_many_scratch_bytes(int64_t n, int n_inputs);
 /* At most HN_MATVEC_MAX items. */
 #define HN_MATVEC_MAX 64
 void hn_matvec_many(HnThreadPool *pool, const HnMatvec *items, int n_items, void *act_scratch);
+
+/* hn_matmul with the decode kernel for batches below the panel threshold given
+ * (an HnDecodeKernel: 1 tile, 2 dot product, 0 the measured choice); for measuring. */
+void hn_matmul_with(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tokens,
+                    void *act_scratch, float *y, int64_t y_stride, int decode_kernel);

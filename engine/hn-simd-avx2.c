@@ -3,7 +3,7 @@
  * times sign(a)·b (signed) equals a·b, which lets signed 8-bit operands use the
  * unsigned×signed instruction. */
 #include "hn-simd.h"
-#include "hn-simd-blocks.h"
+#include "hn-quants-blocks.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -136,7 +136,7 @@ quantize_block32(const float *x, float *d_out)
 static void
 quantize_q8_0(const float *src, void *dst, int64_t n)
 {
-  SimdBlockQ8_0 *y = dst;
+  HnBlockQ8_0 *y = dst;
   for (int64_t i = 0; i < n / QK; i++) {
     float d;
     __m256i q = quantize_block32(src + i * QK, &d);
@@ -148,7 +148,7 @@ quantize_q8_0(const float *src, void *dst, int64_t n)
 static void
 quantize_q8_1(const float *src, void *dst, int64_t n)
 {
-  SimdBlockQ8_1 *y = dst;
+  HnBlockQ8_1 *y = dst;
   for (int64_t i = 0; i < n / QK; i++) {
     float d;
     __m256i q = quantize_block32(src + i * QK, &d);
@@ -162,7 +162,7 @@ quantize_q8_1(const float *src, void *dst, int64_t n)
 static void
 quantize_q8_k(const float *src, void *dst, int64_t n)
 {
-  SimdBlockQ8_K *y = dst;
+  HnBlockQ8_K *y = dst;
   for (int64_t i = 0; i < n / HN_QK_K; i++) {
     const float *x = src + i * HN_QK_K;
     const float amax = max_abs_ps(x, HN_QK_K);
@@ -217,7 +217,7 @@ quantize_f16(const float *src, void *dst, int64_t n)
   static float NAME(int64_t n, const void *w, const void *a)                                \
   {                                                                                         \
     const WBLOCK *x = w;                                                                    \
-    const SimdBlockQ8_0 *y = a;                                                             \
+    const HnBlockQ8_0 *y = a;                                                             \
     const int64_t nb = n / QK;                                                              \
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                          \
     int64_t i = 0;                                                                          \
@@ -240,19 +240,19 @@ quantize_f16(const float *src, void *dst, int64_t n)
   }
 
 static inline __m256i
-decode_q8_0(const SimdBlockQ8_0 *b)
+decode_q8_0(const HnBlockQ8_0 *b)
 {
   return _mm256_loadu_si256((const __m256i *)b->qs);
 }
 
 static inline __m256i
-decode_q4_0(const SimdBlockQ4_0 *b)
+decode_q4_0(const HnBlockQ4_0 *b)
 {
   return _mm256_sub_epi8(unpack_nibbles(b->qs), _mm256_set1_epi8(8));
 }
 
 static inline __m256i
-decode_q5_0(const SimdBlockQ5_0 *b)
+decode_q5_0(const HnBlockQ5_0 *b)
 {
   /* nibble | 0xf0 is nibble - 16 as a signed byte: exactly the value when the fifth
    * bit is clear; when it is set the value is the plain nibble. */
@@ -260,15 +260,15 @@ decode_q5_0(const SimdBlockQ5_0 *b)
   return _mm256_or_si256(unpack_nibbles(b->qs), high_clear);
 }
 
-DEFINE_VEC_DOT_32(vec_dot_q8_0, SimdBlockQ8_0, decode_q8_0)
-DEFINE_VEC_DOT_32(vec_dot_q4_0, SimdBlockQ4_0, decode_q4_0)
-DEFINE_VEC_DOT_32(vec_dot_q5_0, SimdBlockQ5_0, decode_q5_0)
+DEFINE_VEC_DOT_32(vec_dot_q8_0, HnBlockQ8_0, decode_q8_0)
+DEFINE_VEC_DOT_32(vec_dot_q4_0, HnBlockQ4_0, decode_q4_0)
+DEFINE_VEC_DOT_32(vec_dot_q5_0, HnBlockQ5_0, decode_q5_0)
 
 static float
 vec_dot_q4_1(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ4_1 *x = w;
-  const SimdBlockQ8_1 *y = a;
+  const HnBlockQ4_1 *x = w;
+  const HnBlockQ8_1 *y = a;
   __m256 acc = _mm256_setzero_ps();
   float summs = 0;
   for (int64_t i = 0; i < n / QK; i++) {
@@ -284,8 +284,8 @@ vec_dot_q4_1(int64_t n, const void *w, const void *a)
 static float
 vec_dot_q5_1(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ5_1 *x = w;
-  const SimdBlockQ8_1 *y = a;
+  const HnBlockQ5_1 *x = w;
+  const HnBlockQ8_1 *y = a;
   __m256 acc = _mm256_setzero_ps();
   float summs = 0;
   for (int64_t i = 0; i < n / QK; i++) {
@@ -304,14 +304,14 @@ static inline void
 unpack_scales_k4(const uint8_t *packed, uint8_t scales[8], uint8_t mins[8])
 {
   for (int j = 0; j < 8; j++)
-    simd_scale_min_k4(j, packed, &scales[j], &mins[j]);
+    hn_q4k_scale_min(j, packed, &scales[j], &mins[j]);
 }
 
 static float
 vec_dot_q4_k(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ4_K *x = w;
-  const SimdBlockQ8_K *y = a;
+  const HnBlockQ4_K *x = w;
+  const HnBlockQ8_K *y = a;
   const __m256i low_mask = _mm256_set1_epi8(0x0f);
   __m256 acc = _mm256_setzero_ps();
   float acc_min = 0;
@@ -346,8 +346,8 @@ vec_dot_q4_k(int64_t n, const void *w, const void *a)
 static float
 vec_dot_q5_k(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ5_K *x = w;
-  const SimdBlockQ8_K *y = a;
+  const HnBlockQ5_K *x = w;
+  const HnBlockQ8_K *y = a;
   const __m256i low_mask = _mm256_set1_epi8(0x0f);
   __m256 acc = _mm256_setzero_ps();
   float acc_min = 0;
@@ -384,8 +384,8 @@ vec_dot_q5_k(int64_t n, const void *w, const void *a)
 static float
 vec_dot_q6_k(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ6_K *x = w;
-  const SimdBlockQ8_K *y = a;
+  const HnBlockQ6_K *x = w;
+  const HnBlockQ8_K *y = a;
   const __m256i low_mask = _mm256_set1_epi8(0x0f);
   const __m256i two_bits = _mm256_set1_epi8(0x03);
   __m256 acc = _mm256_setzero_ps();
@@ -428,8 +428,8 @@ vec_dot_q6_k(int64_t n, const void *w, const void *a)
 static float
 vec_dot_q2_k(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ2_K *x = w;
-  const SimdBlockQ8_K *y = a;
+  const HnBlockQ2_K *x = w;
+  const HnBlockQ8_K *y = a;
   const __m256i two_bits = _mm256_set1_epi8(0x03);
   __m256 acc = _mm256_setzero_ps();
   float acc_min = 0;
@@ -476,8 +476,8 @@ unpack_scales_q3_k(const uint8_t *packed, int8_t scales[16])
 static float
 vec_dot_q3_k(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ3_K *x = w;
-  const SimdBlockQ8_K *y = a;
+  const HnBlockQ3_K *x = w;
+  const HnBlockQ8_K *y = a;
   const __m256i two_bits = _mm256_set1_epi8(0x03);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / HN_QK_K; i++) {
@@ -600,8 +600,151 @@ exp_neg_256(__m256 x)
 #define ATTN_BODY attn_body_avx2
 #include "hn-simd-attn.h"
 
+/* ---- panel GEMM for prompt processing (panel layout: hn-simd-panel.h) ----
+ *
+ * The AVX-512 panel handles 16 rows per vector; here a 256-bit vector holds 8, so each
+ * panel is walked twice, once per half of 8 rows (the half's codes are the upper or lower
+ * 32 bytes of each 64-byte code vector).  Byte products: VPDPBUSD where the processor
+ * has AVX-VNNI; otherwise VPMADDUBSW + VPMADDWD, whose 16-bit pair sums cannot saturate
+ * for codes up to 63 (Q4_0, Q4_K, Q6_K) — Q8_0 there is packed signed and multiplied with
+ * the sign trick (|w| × sign(a, w)), since 255 × 127 twice would saturate. */
+#include "hn-simd-panel.h"
+
+static inline void
+transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], PanelBlock *pb)
+{
+  const __m256i base = _mm256_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224);
+  _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+    const __m256i idx = _mm256_add_epi32(base, _mm256_set1_epi32(4 * j));
+    _mm256_store_si256((__m256i *)pb->codes[j], _mm256_i32gather_epi32((const int *)tmp[0], idx, 1));
+    _mm256_store_si256((__m256i *)(pb->codes[j] + 32), _mm256_i32gather_epi32((const int *)tmp[8], idx, 1));
+  }
+}
+
+/* Stores the first `live` (1..8) lanes of v. */
+static inline void
+store_rows8(float *dst, __m256 v, int live)
+{
+  if (live >= 8) {
+    _mm256_storeu_ps(dst, v);
+    return;
+  }
+  const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(live), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  _mm256_maskstore_ps(dst, keep, v);
+}
+
+#define DOT_MADDUBS(acc, u, s) _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones16))
+#define DOT_SIGNED(acc, w, s)                                                                        \
+  _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(s, w)), ones16))
+#define DOT_VNNI(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#define NO_ATTR
+#define VNNI_ATTR __attribute__((target("avxvnni")))
+
+#define DEFINE_PANEL_GEMM_AVX2(NAME, HALVES, HAS_MIN, DOT, ATTR)                                      \
+  static inline __attribute__((always_inline)) ATTR void NAME##_cols(                               \
+    const PanelBlock *pb, int64_t n_blocks, int n_rows, const HnActBlock *act, size_t act_stride,  \
+    const int n_cols, float *out, size_t out_stride)                                               \
+  {                                                                                                \
+    const __m256i ones16 = _mm256_set1_epi16(1);                                                   \
+    (void)ones16;                                                                                  \
+    for (int h = 0; h < 2 && 8 * h < n_rows; h++) {                                                \
+      __m256 acc[HN_PANEL_COLS];                                                                   \
+      _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++) acc[c] = _mm256_setzero_ps();       \
+      const PanelBlock *p = pb;                                                                    \
+      for (int64_t b = 0; b < n_blocks; b++, p++) {                                                \
+        const __m256 s0 = _mm256_load_ps(p->scale[0] + 8 * h);                                     \
+        const __m256 s1 = HALVES == 2 ? _mm256_load_ps(p->scale[1] + 8 * h) : s0;                  \
+        const __m256 nm = HAS_MIN ? _mm256_load_ps(p->neg_min + 8 * h) : s0;                       \
+        _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++) {                                 \
+          const HnActBlock *a = act + (size_t)c * act_stride + b;                                  \
+          const __m256 d = _mm256_set1_ps(a->d);                                                   \
+          if (HALVES == 1) {                                                                       \
+            __m256i i = _mm256_set1_epi32(a->off_sum32);                                           \
+            _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)                                    \
+              i = DOT(i, _mm256_load_si256((const __m256i *)(p->codes[j] + 32 * h)),               \
+                      _mm256_set1_epi32(a->q4[j]));                                                \
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), _mm256_mul_ps(s0, d), acc[c]);         \
+          } else {                                                                                 \
+            __m256i i0 = _mm256_set1_epi32(a->off_sum[0]), i1 = _mm256_set1_epi32(a->off_sum[1]);  \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                                  \
+              i0 = DOT(i0, _mm256_load_si256((const __m256i *)(p->codes[j] + 32 * h)),              \
+                       _mm256_set1_epi32(a->q4[j]));                                               \
+              i1 = DOT(i1, _mm256_load_si256((const __m256i *)(p->codes[j + 4] + 32 * h)),          \
+                       _mm256_set1_epi32(a->q4[j + 4]));                                           \
+            }                                                                                      \
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(s0, d), acc[c]);        \
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(s1, d), acc[c]);        \
+          }                                                                                        \
+          if (HAS_MIN)                                                                             \
+            acc[c] = _mm256_fmadd_ps(nm, _mm256_set1_ps(a->dsum), acc[c]);                         \
+        }                                                                                          \
+      }                                                                                            \
+      _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++)                                     \
+        store_rows8(out + (size_t)c * out_stride + 8 * h, acc[c], n_rows - 8 * h);                 \
+    }                                                                                              \
+  }                                                                                                \
+                                                                                                   \
+  static ATTR void NAME(const void *panel, int64_t n, int n_rows, const HnActBlock *act,           \
+                        size_t act_stride, int n_cols, float *out, size_t out_stride)              \
+  {                                                                                                \
+    const PanelBlock *pb = panel;                                                                  \
+    const int64_t nb = n / 32;                                                                     \
+    switch (n_cols) {                                                                              \
+    case 8: NAME##_cols(pb, nb, n_rows, act, act_stride, 8, out, out_stride); break;               \
+    case 7: NAME##_cols(pb, nb, n_rows, act, act_stride, 7, out, out_stride); break;               \
+    case 6: NAME##_cols(pb, nb, n_rows, act, act_stride, 6, out, out_stride); break;               \
+    case 5: NAME##_cols(pb, nb, n_rows, act, act_stride, 5, out, out_stride); break;               \
+    case 4: NAME##_cols(pb, nb, n_rows, act, act_stride, 4, out, out_stride); break;               \
+    case 3: NAME##_cols(pb, nb, n_rows, act, act_stride, 3, out, out_stride); break;               \
+    case 2: NAME##_cols(pb, nb, n_rows, act, act_stride, 2, out, out_stride); break;               \
+    default: NAME##_cols(pb, nb, n_rows, act, act_stride, 1, out, out_stride); break;              \
+    }                                                                                              \
+  }
+
+DEFINE_PANEL_GEMM_AVX2(panel_gemm_single, 1, false, DOT_MADDUBS, NO_ATTR)
+DEFINE_PANEL_GEMM_AVX2(panel_gemm_signed, 1, false, DOT_SIGNED, NO_ATTR)
+DEFINE_PANEL_GEMM_AVX2(panel_gemm_min, 1, true, DOT_MADDUBS, NO_ATTR)
+DEFINE_PANEL_GEMM_AVX2(panel_gemm_halves, 2, false, DOT_MADDUBS, NO_ATTR)
+DEFINE_PANEL_GEMM_AVX2(panel_gemm_single_vnni, 1, false, DOT_VNNI, VNNI_ATTR)
+DEFINE_PANEL_GEMM_AVX2(panel_gemm_min_vnni, 1, true, DOT_VNNI, VNNI_ATTR)
+DEFINE_PANEL_GEMM_AVX2(panel_gemm_halves_vnni, 2, false, DOT_VNNI, VNNI_ATTR)
+
+static inline __attribute__((always_inline)) void
+panel_f16_cols(const uint16_t *panel, int64_t n, int n_rows, const float *act, size_t act_stride,
+               const int n_cols, float *out, size_t out_stride)
+{
+  for (int h = 0; h < 2 && 8 * h < n_rows; h++) {
+    __m256 acc[HN_PANEL_COLS];
+    _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++) acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i++) {
+      const __m256 w = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(panel + i * HN_PANEL_ROWS + 8 * h)));
+      _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++)
+        acc[c] = _mm256_fmadd_ps(w, _mm256_broadcast_ss(act + (size_t)c * act_stride + (size_t)i), acc[c]);
+    }
+    _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++)
+      store_rows8(out + (size_t)c * out_stride + 8 * h, acc[c], n_rows - 8 * h);
+  }
+}
+
+static void
+panel_gemm_f16(const void *panel, int64_t n, int n_rows, const float *act, size_t act_stride, int n_cols,
+               float *out, size_t out_stride)
+{
+  const uint16_t *p = panel;
+  switch (n_cols) {
+  case 8: panel_f16_cols(p, n, n_rows, act, act_stride, 8, out, out_stride); break;
+  case 7: panel_f16_cols(p, n, n_rows, act, act_stride, 7, out, out_stride); break;
+  case 6: panel_f16_cols(p, n, n_rows, act, act_stride, 6, out, out_stride); break;
+  case 5: panel_f16_cols(p, n, n_rows, act, act_stride, 5, out, out_stride); break;
+  case 4: panel_f16_cols(p, n, n_rows, act, act_stride, 4, out, out_stride); break;
+  case 3: panel_f16_cols(p, n, n_rows, act, act_stride, 3, out, out_stride); break;
+  case 2: panel_f16_cols(p, n, n_rows, act, act_stride, 2, out, out_stride); break;
+  default: panel_f16_cols(p, n, n_rows, act, act_stride, 1, out, out_stride); break;
+  }
+}
+
 void
-hn_simd_fill_avx2(HnSimdKernels *k)
+hn_simd_fill_avx2(HnSimdKernels *k, bool avx_vnni)
 {
   k->level = HN_SIMD_AVX2;
   k->attn = attn_avx2;
@@ -623,4 +766,25 @@ hn_simd_fill_avx2(HnSimdKernels *k)
   k->vec_dot[HN_TYPE_Q4_K] = vec_dot_q4_k;
   k->vec_dot[HN_TYPE_Q5_K] = vec_dot_q5_k;
   k->vec_dot[HN_TYPE_Q6_K] = vec_dot_q6_k;
+
+  k->pack_panel[HN_TYPE_F16] = pack_panel_f16;
+  k->panel_gemm_f16 = panel_gemm_f16;
+  k->pack_panel[HN_TYPE_Q4_0] = pack_panel_q4_0;
+  k->panel_gemm[HN_TYPE_Q4_0] = avx_vnni ? panel_gemm_single_vnni : panel_gemm_single;
+  k->panel_offset[HN_TYPE_Q4_0] = 8;
+  k->pack_panel[HN_TYPE_Q4_K] = pack_panel_q4_k;
+  k->panel_gemm[HN_TYPE_Q4_K] = avx_vnni ? panel_gemm_min_vnni : panel_gemm_min;
+  k->panel_offset[HN_TYPE_Q4_K] = 0;
+  k->pack_panel[HN_TYPE_Q6_K] = pack_panel_q6_k;
+  k->panel_gemm[HN_TYPE_Q6_K] = avx_vnni ? panel_gemm_halves_vnni : panel_gemm_halves;
+  k->panel_offset[HN_TYPE_Q6_K] = 32;
+  if (avx_vnni) {
+    k->pack_panel[HN_TYPE_Q8_0] = pack_panel_q8_0;
+    k->panel_gemm[HN_TYPE_Q8_0] = panel_gemm_single_vnni;
+    k->panel_offset[HN_TYPE_Q8_0] = 128;
+  } else {
+    k->pack_panel[HN_TYPE_Q8_0] = pack_panel_q8_0_signed;
+    k->panel_gemm[HN_TYPE_Q8_0] = panel_gemm_signed;
+    k->panel_offset[HN_TYPE_Q8_0] = 0;
+  }
 }

@@ -8,7 +8,7 @@
  * the activation lane sums that the packer precomputed, so the inner loop is four
  * instructions per 64 multiply-adds: dot, convert, scale, accumulate. */
 #include "hn-simd.h"
-#include "hn-simd-blocks.h"
+#include "hn-quants-blocks.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -98,7 +98,7 @@ static inline void
 load_q8_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w, LoaderState *st)
 {
   (void)st;
-  const SimdBlockQ8_0 *b = (const SimdBlockQ8_0 *)row + 2 * k;
+  const HnBlockQ8_0 *b = (const HnBlockQ8_0 *)row + 2 * k;
   __m256i lo = _mm256_loadu_si256((const __m256i *)b[0].qs);
   __m256i hi = pair ? _mm256_loadu_si256((const __m256i *)b[1].qs) : _mm256_setzero_si256();
   /* q + 128 as an unsigned byte is q with its top bit flipped */
@@ -111,7 +111,7 @@ static inline void
 load_q4_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w, LoaderState *st)
 {
   (void)st;
-  const SimdBlockQ4_0 *b = (const SimdBlockQ4_0 *)row + 2 * k;
+  const HnBlockQ4_0 *b = (const HnBlockQ4_0 *)row + 2 * k;
   __m128i p0 = _mm_loadu_si128((const __m128i *)b[0].qs);
   __m128i p1 = pair ? _mm_loadu_si128((const __m128i *)b[1].qs) : _mm_setzero_si128();
   __m256i packed = _mm256_set_m128i(p1, p0);
@@ -125,7 +125,7 @@ load_q4_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w, LoaderState 
 /* The 8 scales and 8 mins of a Q4_K super-block, 6 bits each in 12 bytes, unpacked with
  * four 32-bit operations instead of sixteen byte extractions. */
 static inline __m512
-q4_k_scales_mins(const SimdBlockQ4_K *b)
+q4_k_scales_mins(const HnBlockQ4_K *b)
 {
   uint32_t u[3];
   memcpy(u, b->scales, 12);
@@ -143,7 +143,7 @@ q4_k_scales_mins(const SimdBlockQ4_K *b)
 static inline void
 load_q4_k(const uint8_t *row, int64_t k, bool pair, WeightChunk *w, LoaderState *st)
 {
-  const SimdBlockQ4_K *b = (const SimdBlockQ4_K *)row + k / 4;
+  const HnBlockQ4_K *b = (const HnBlockQ4_K *)row + k / 4;
   const int j = (int)(k % 4);
   if (j == 0)
     st->scale_min = q4_k_scales_mins(b);
@@ -162,7 +162,7 @@ static inline void
 load_q6_k(const uint8_t *row, int64_t k, bool pair, WeightChunk *w, LoaderState *st)
 {
   (void)st;
-  const SimdBlockQ6_K *b = (const SimdBlockQ6_K *)row + k / 4;
+  const HnBlockQ6_K *b = (const HnBlockQ6_K *)row + k / 4;
   const int quarter = (int)(k % 4), half = quarter / 2, part = quarter % 2;
   __m512i ql = _mm512_loadu_si512(b->ql + 64 * half);
   __m256i qh256 = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * half));
@@ -299,7 +299,7 @@ gemv_q4_0(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, co
       const __m512 d = _mm512_shuffle_f32x4(_mm512_loadu_ps(a->d), _mm512_loadu_ps(a->d), _MM_SHUFFLE(3, 1, 2, 0));
       const __m512i pick = _mm512_add_epi32(pair_pick, _mm512_set1_epi32((int)(2 * (k - k0))));
       _Pragma("GCC unroll 8") for (int r = 0; r < Q40_ROWS; r++) {
-        const SimdBlockQ4_0 *b = (const SimdBlockQ4_0 *)rows[r] + 2 * k;
+        const HnBlockQ4_0 *b = (const HnBlockQ4_0 *)rows[r] + 2 * k;
         _mm_prefetch((const char *)b + PREFETCH_AHEAD, _MM_HINT_T0);
         const __m128i p0 = _mm_loadu_si128((const __m128i *)b[0].qs);
         const __m128i p1 = pair ? _mm_loadu_si128((const __m128i *)b[1].qs) : _mm_setzero_si128();
@@ -356,7 +356,7 @@ gemv_q4_k(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, co
                                      a[2].block_sum[0], a[2].block_sum[1], a[3].block_sum[0], a[3].block_sum[1]);
     const __m512 group_sums = high_half_ps(gs);
     _Pragma("GCC unroll 8") for (int r = 0; r < Q4K_ROWS; r++) {
-      const SimdBlockQ4_K *b = (const SimdBlockQ4_K *)rows[r] + sb;
+      const HnBlockQ4_K *b = (const HnBlockQ4_K *)rows[r] + sb;
       _mm_prefetch((const char *)(b + 4), _MM_HINT_T0);
       _mm_prefetch((const char *)(b + 4) + 64, _MM_HINT_T0);
       _mm_prefetch((const char *)(b + 4) + 128, _MM_HINT_T0);
@@ -418,7 +418,7 @@ gemv_q6_k(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, co
   for (int64_t sb = 0; sb < n / HN_QK_K; sb++) {
     const HnActChunk *a = act + 4 * sb;
     _Pragma("GCC unroll 8") for (int r = 0; r < Q6K_ROWS; r++) {
-      const SimdBlockQ6_K *b = (const SimdBlockQ6_K *)rows[r] + sb;
+      const HnBlockQ6_K *b = (const HnBlockQ6_K *)rows[r] + sb;
       _mm_prefetch((const char *)(b + 3), _MM_HINT_T0);
       _mm_prefetch((const char *)(b + 3) + 64, _MM_HINT_T0);
       _mm_prefetch((const char *)(b + 3) + 128, _MM_HINT_T0);
@@ -469,13 +469,7 @@ gemm_q6_k_dispatch(int64_t n, const void *weight, size_t weight_stride, int n_ro
  * per row.  Packing costs a few instructions per weight byte, once per matrix product,
  * and is repaid over the batch's tokens. */
 
-typedef struct {
-  uint8_t codes[8][64];
-  float scale[2][16];
-  float neg_min[16];
-} PanelBlock;
-
-_Static_assert(sizeof(PanelBlock) == HN_PANEL_BLOCK_BYTES, "panel block size");
+#include "hn-simd-panel.h"
 
 /* Writes the 32 codes of each of 16 rows (tmp[r], 32 bytes apart) in lane order. */
 static inline void
@@ -488,109 +482,6 @@ transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], PanelBlock *pb)
                        _mm512_i32gather_epi32(_mm512_add_epi32(base, _mm512_set1_epi32(4 * j)), tmp, 1));
 }
 
-static inline const uint8_t *
-panel_row(const uint8_t *weight, size_t row_stride, int r, int n_rows)
-{
-  /* missing rows of a tail panel repeat the last row; their outputs are not stored */
-  return weight + (size_t)(r < n_rows ? r : n_rows - 1) * row_stride;
-}
-
-static void
-pack_panel_q8_0(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
-{
-  PanelBlock *pb = panel;
-  _Alignas(64) uint8_t tmp[HN_PANEL_ROWS][32];
-  for (int64_t b = 0; b < n / 32; b++, pb++) {
-    for (int r = 0; r < HN_PANEL_ROWS; r++) {
-      const SimdBlockQ8_0 *blk = (const SimdBlockQ8_0 *)panel_row(weight, row_stride, r, n_rows) + b;
-      __m256i q = _mm256_loadu_si256((const __m256i *)blk->qs);
-      _mm256_store_si256((__m256i *)tmp[r], _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)));
-      pb->scale[0][r] = _cvtsh_ss(blk->d);
-    }
-    transpose_codes(tmp, pb);
-  }
-}
-
-static void
-pack_panel_q4_0(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
-{
-  PanelBlock *pb = panel;
-  _Alignas(64) uint8_t tmp[HN_PANEL_ROWS][32];
-  const __m128i low4 = _mm_set1_epi8(0x0f);
-  for (int64_t b = 0; b < n / 32; b++, pb++) {
-    for (int r = 0; r < HN_PANEL_ROWS; r++) {
-      const SimdBlockQ4_0 *blk = (const SimdBlockQ4_0 *)panel_row(weight, row_stride, r, n_rows) + b;
-      __m128i q = _mm_loadu_si128((const __m128i *)blk->qs);
-      _mm_store_si128((__m128i *)tmp[r], _mm_and_si128(q, low4));
-      _mm_store_si128((__m128i *)(tmp[r] + 16), _mm_and_si128(_mm_srli_epi16(q, 4), low4));
-      pb->scale[0][r] = _cvtsh_ss(blk->d);
-    }
-    transpose_codes(tmp, pb);
-  }
-}
-
-static void
-pack_panel_q4_k(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
-{
-  PanelBlock *pb = panel;
-  _Alignas(64) uint8_t tmp[2][HN_PANEL_ROWS][32];
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  /* two 32-element groups share one 32-byte run of qs (low, then high nibbles) */
-  for (int64_t b = 0; b < n / 32; b += 2, pb += 2) {
-    const int64_t sb = b / 8;
-    const int j = (int)(b % 8);
-    for (int r = 0; r < HN_PANEL_ROWS; r++) {
-      const SimdBlockQ4_K *blk = (const SimdBlockQ4_K *)panel_row(weight, row_stride, r, n_rows) + sb;
-      __m256i q = _mm256_loadu_si256((const __m256i *)(blk->qs + 16 * j));
-      _mm256_store_si256((__m256i *)tmp[0][r], _mm256_and_si256(q, low4));
-      _mm256_store_si256((__m256i *)tmp[1][r], _mm256_and_si256(_mm256_srli_epi16(q, 4), low4));
-      const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
-      uint8_t sc, m;
-      simd_scale_min_k4(j, blk->scales, &sc, &m);
-      pb[0].scale[0][r] = d * sc;
-      pb[0].neg_min[r] = -(dmin * m);
-      simd_scale_min_k4(j + 1, blk->scales, &sc, &m);
-      pb[1].scale[0][r] = d * sc;
-      pb[1].neg_min[r] = -(dmin * m);
-    }
-    transpose_codes(tmp[0], &pb[0]);
-    transpose_codes(tmp[1], &pb[1]);
-  }
-}
-
-static void
-pack_panel_q6_k(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
-{
-  PanelBlock *pb = panel;
-  _Alignas(64) uint8_t tmp[4][HN_PANEL_ROWS][32];
-  const __m256i low4 = _mm256_set1_epi8(0x0f), two = _mm256_set1_epi8(3);
-  /* one half super-block (128 elements) at a time: 32 bytes of qh and 64 of ql */
-  for (int64_t b = 0; b < n / 32; b += 4, pb += 4) {
-    const int64_t sb = b / 8;
-    const int half = (int)(b % 8) / 4;
-    for (int r = 0; r < HN_PANEL_ROWS; r++) {
-      const SimdBlockQ6_K *blk = (const SimdBlockQ6_K *)panel_row(weight, row_stride, r, n_rows) + sb;
-      __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * half));
-      __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * half + 32));
-      __m256i h = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * half));
-      __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(h, two), 4);
-      __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), two), 4);
-      __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), two), 4);
-      __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), two), 4);
-      _mm256_store_si256((__m256i *)tmp[0][r], _mm256_or_si256(_mm256_and_si256(l0, low4), h0));
-      _mm256_store_si256((__m256i *)tmp[1][r], _mm256_or_si256(_mm256_and_si256(l1, low4), h1));
-      _mm256_store_si256((__m256i *)tmp[2][r], _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), h2));
-      _mm256_store_si256((__m256i *)tmp[3][r], _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), h3));
-      const float d = _cvtsh_ss(blk->d);
-      for (int p = 0; p < 4; p++) {
-        pb[p].scale[0][r] = d * blk->scales[8 * half + 2 * p];
-        pb[p].scale[1][r] = d * blk->scales[8 * half + 2 * p + 1];
-      }
-    }
-    for (int p = 0; p < 4; p++)
-      transpose_codes(tmp[p], &pb[p]);
-  }
-}
 
 #define DEFINE_PANEL_GEMM(NAME, HALVES, HAS_MIN)                                                     \
   static inline __attribute__((always_inline)) void NAME##_cols(                                    \
@@ -655,17 +546,6 @@ DEFINE_PANEL_GEMM(panel_gemm_halves, 2, false)
 
 /* ---- F16 weights ---- */
 
-static void
-pack_panel_f16(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
-{
-  uint16_t *out = panel;
-  const uint16_t *rows[HN_PANEL_ROWS];
-  for (int r = 0; r < HN_PANEL_ROWS; r++)
-    rows[r] = (const uint16_t *)panel_row(weight, row_stride, r, n_rows);
-  for (int64_t i = 0; i < n; i++)
-    for (int r = 0; r < HN_PANEL_ROWS; r++)
-      out[i * HN_PANEL_ROWS + r] = rows[r][i];
-}
 
 static inline __attribute__((always_inline)) void
 panel_f16_cols(const uint16_t *panel, int64_t n, int n_rows, const float *act, size_t act_stride,

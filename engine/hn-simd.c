@@ -2,8 +2,13 @@
 #include "hn-simd.h"
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 static HnSimdKernels tables[3];
+/* The AVX2 level as a processor without AVX-VNNI runs it (HANASHI_SIMD=avx2-novnni), so
+ * that both variants can be tested and measured on one machine. */
+static HnSimdKernels avx2_without_vnni;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -13,9 +18,10 @@ fill_tables(void)
 #if defined(__x86_64__)
   const HnCpuFeatures *f = hn_cpu_features();
   if (f->avx2 && f->fma && f->f16c) {
-    hn_simd_fill_avx2(&tables[HN_SIMD_AVX2]);
+    hn_simd_fill_avx2(&tables[HN_SIMD_AVX2], f->avx_vnni);
+    hn_simd_fill_avx2(&avx2_without_vnni, false);
     if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni) {
-      hn_simd_fill_avx2(&tables[HN_SIMD_AVX512]);
+      hn_simd_fill_avx2(&tables[HN_SIMD_AVX512], f->avx_vnni);
       hn_simd_fill_avx512(&tables[HN_SIMD_AVX512]);
     }
   }
@@ -34,6 +40,11 @@ hn_simd_kernels_for_level(HnSimdLevel level)
 const HnSimdKernels *
 hn_simd_kernels(void)
 {
-  const HnSimdKernels *k = hn_simd_kernels_for_level(hn_cpu_simd_level());
+  HnSimdLevel level = hn_cpu_simd_level();
+  const char *cap = getenv("HANASHI_SIMD");
+  if (level == HN_SIMD_AVX2 && cap != NULL && strcmp(cap, "avx2-novnni") == 0 &&
+      hn_simd_kernels_for_level(HN_SIMD_AVX2) != NULL)
+    return &avx2_without_vnni;
+  const HnSimdKernels *k = hn_simd_kernels_for_level(level);
   return k ? k : hn_simd_kernels_for_level(HN_SIMD_SCALAR);
 }

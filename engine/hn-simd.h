@@ -141,7 +141,8 @@ typedef struct {
   HnQuantizeFn quantize[HN_TYPE_COUNT];
 } HnSimdKernels;
 
-/* The kernels for the machine's best level (capped by HANASHI_SIMD), filled once. */
+/* The kernels for the machine's best level (capped by HANASHI_SIMD, where
+ * "avx2-novnni" also leaves out AVX-VNNI), filled once. */
 const HnSimdKernels *hn_simd_kernels(void);
 
 /* The kernels of one level (for tests that compare levels); NULL when the processor
@@ -149,7 +150,8 @@ const HnSimdKernels *hn_simd_kernels(void);
 const HnSimdKernels *hn_simd_kernels_for_level(HnSimdLevel level);
 
 /* Per-level fillers, each in a file compiled for its instruction set. */
-void hn_simd_fill_avx2(HnSimdKernels *kernels);
+/* avx_vnni: use the 256-bit VPDPBUSD (AVX-VNNI) where the processor has it. */
+void hn_simd_fill_avx2(HnSimdKernels *kernels, bool avx_vnni);
 void hn_simd_fill_avx512(HnSimdKernels *kernels);
 
 #ifdef __cplusplus

@@ -7,6 +7,8 @@
  * -d DEPTH fills the cache with DEPTH tokens (untimed) before each run, to measure
  * speed deep into a conversation. */
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include "cli-common.h"
 #include "hn-context.h"
 #include "hn-cpu.h"
+#include "hn-gguf.h"
 #include "hn-threadpool.h"
 
 int cli_bench(int argc, char **argv);
@@ -156,6 +159,90 @@ print_json_string(const char *s)
   putchar('"');
 }
 
+/* ---- the memory-bandwidth bound of generation ----
+ *
+ * Generation reads every weight once per token, so read bandwidth / bytes of weights
+ * per token is the speed no decode kernel can beat.  The bandwidth is measured the way
+ * decode reads: two threads, each streaming its half of a buffer far larger than the
+ * caches, best of a few passes. */
+
+#define BW_BYTES ((size_t) 256 << 20)
+#define BW_THREADS 2
+
+typedef struct {
+  const uint64_t *p;
+  size_t n;
+  uint64_t sum;
+} BwPart;
+
+static void *
+bw_read(void *data)
+{
+  BwPart *part = data;
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (size_t i = 0; i + 4 <= part->n; i += 4) {
+    s0 += part->p[i];
+    s1 += part->p[i + 1];
+    s2 += part->p[i + 2];
+    s3 += part->p[i + 3];
+  }
+  part->sum = s0 + s1 + s2 + s3;
+  return NULL;
+}
+
+/* Read bandwidth in bytes per second, 0 when it could not be measured. */
+static double
+read_bandwidth(void)
+{
+  uint64_t *buf = malloc(BW_BYTES);
+  if (!buf)
+    return 0;
+  memset(buf, 1, BW_BYTES);
+  double best = 0;
+  for (int pass = 0; pass < 4; pass++) {
+    BwPart parts[BW_THREADS];
+    pthread_t threads[BW_THREADS];
+    size_t per = BW_BYTES / sizeof *buf / BW_THREADS;
+    double t0 = now_seconds();
+    int started = 0;
+    for (int t = 0; t < BW_THREADS; t++) {
+      parts[t] = (BwPart) { .p = buf + (size_t) t * per, .n = per };
+      if (pthread_create(&threads[t], NULL, bw_read, &parts[t]) == 0)
+        started++;
+      else
+        bw_read(&parts[t]);
+    }
+    for (int t = 0; t < started; t++)
+      pthread_join(threads[t], NULL);
+    double dt = now_seconds() - t0;
+    /* the sums are used, so the reads cannot be optimised away */
+    if (parts[0].sum + parts[BW_THREADS - 1].sum == 0)
+      dt += 1e-9;
+    if (dt > 0 && (double) BW_BYTES / dt > best)
+      best = (double) BW_BYTES / dt;
+  }
+  free(buf);
+  return best;
+}
+
+/* Bytes of weights one generated token reads: every matrix once, of the token embedding
+ * one row (all of it when it doubles as the output matrix). */
+static double
+weight_bytes_per_token(const HnModel *model)
+{
+  const HnGguf *g = hn_model_gguf(model);
+  bool tied = g && !hn_gguf_find_tensor(g, "output.weight");
+  double bytes = 0;
+  for (int64_t i = 0; g && i < hn_gguf_n_tensors(g); i++) {
+    const HnGgufTensor *t = hn_gguf_tensor(g, i);
+    if (strcmp(t->name, "token_embd.weight") == 0 && !tied)
+      bytes += t->ne[1] > 0 ? (double) t->nbytes / (double) t->ne[1] : 0;
+    else
+      bytes += (double) t->nbytes;
+  }
+  return bytes;
+}
+
 int
 cli_bench(int argc, char **argv)
 {
@@ -236,6 +323,10 @@ cli_bench(int argc, char **argv)
   int used_threads = threads > 0 ? (int) threads : hn_physical_cores();
   double rss = peak_rss_mb();
   const char *simd = hn_simd_level_name(hn_cpu_simd_level());
+  /* after the peak memory was read: the bandwidth buffer is not the model's */
+  double bandwidth = n_gen > 0 ? read_bandwidth() : 0, per_token = weight_bytes_per_token(model);
+  double bound = per_token > 0 ? bandwidth / per_token : 0;
+  double of_bound = bound > 0 && n_gen > 0 ? sg.mean / bound : 0;
   if (json) {
     printf("{\"model\": ");
     print_json_string(model_path);
@@ -243,7 +334,9 @@ cli_bench(int argc, char **argv)
            n_prompt, n_gen, depth, used_threads, reps);
     print_json_string(simd);
     printf(", \"pp_tps\": %.3f, \"pp_tps_stddev\": %.3f, \"tg_tps\": %.3f, \"tg_tps_stddev\": %.3f, "
-           "\"peak_rss_mb\": %.1f}\n", sp.mean, sp.stddev, sg.mean, sg.stddev, rss);
+           "\"peak_rss_mb\": %.1f, \"read_gbps\": %.2f, \"weight_mb_per_token\": %.1f, \"tg_bound_tps\": %.2f, "
+           "\"tg_of_bound\": %.3f}\n",
+           sp.mean, sp.stddev, sg.mean, sg.stddev, rss, bandwidth / 1e9, per_token / 1e6, bound, of_bound);
   } else {
     char types[256];
     hn_model_type_summary(model, types, sizeof types);
@@ -256,6 +349,10 @@ cli_bench(int argc, char **argv)
     if (n_gen > 0)
       printf("tg%-6lld %10.2f t/s ± %.2f\n", n_gen, sg.mean, sg.stddev);
     printf("peak resident memory: %.1f MiB\n", rss);
+    if (bound > 0)
+      printf("bandwidth bound: %d threads read %.1f GB/s, %.1f MB of weights per token: %.1f t/s; "
+             "tg%lld reaches %.0f%% of it\n",
+             BW_THREADS, bandwidth / 1e9, per_token / 1e6, bound, n_gen, 100.0 * of_bound);
   }
   status = 0;
 out:

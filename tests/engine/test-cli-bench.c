@@ -2,6 +2,7 @@
  * sane values, the human output has the pp/tg lines, and bad options fail cleanly.
  * (No timing is asserted beyond "positive": the machines running tests are shared.) */
 #include <glib.h>
+#include <math.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
 
@@ -55,6 +56,20 @@ test_json(void)
   /* at least the model file's mapping and the process itself, far below a gigabyte */
   g_assert_cmpfloat(rss, >, 0.5);
   g_assert_cmpfloat(rss, <, 4096.0);
+  /* the bandwidth bound: a measured read bandwidth, the model's weights per token
+   * (at most the file, more than nothing), and tg as a fraction of what they allow */
+  double gbps = json_object_get_double_member(o, "read_gbps");
+  double mb = json_object_get_double_member(o, "weight_mb_per_token");
+  double bound = json_object_get_double_member(o, "tg_bound_tps");
+  double of_bound = json_object_get_double_member(o, "tg_of_bound");
+  g_autofree char *model_file = NULL;
+  gsize file_size = 0;
+  g_assert_true(g_file_get_contents(model, &model_file, &file_size, NULL));
+  g_assert_cmpfloat(gbps, >, 0.01);
+  g_assert_cmpfloat(mb, >, 0.0);
+  g_assert_cmpfloat(mb * 1e6, <=, (double) file_size);
+  g_assert_cmpfloat(fabs(bound - gbps * 1e3 / mb), <=, 1e-2 * bound + 0.01);
+  g_assert_cmpfloat(fabs(of_bound - tg / bound), <=, 1e-2 * of_bound + 1e-3);
   /* only the JSON object on stdout */
   g_assert_true(strchr(out, '\n') == out + strlen(out) - 1);
 }

@@ -1,6 +1,7 @@
 /* SIMD kernels against the scalar reference: every dot product on random blocks of
  * every type (odd block counts and tails included), activation packing, and the GEMM
  * tiles against a float computation from the dequantized operands. */
+#include "hn-decode-choice.h"
 #include "hn-kernels.h"
 #include "hn-quants.h"
 #include "hn-simd.h"
@@ -250,11 +251,17 @@ test_matmul_paths (void)
   g_assert_nonnull (pool);
   const int token_counts[] = { 1, 3, 8, 9, 17 };
   const int row_counts[] = { 1, 16, 37 };
-  const char *levels[] = { "scalar", "avx2", "avx512" };
+  /* "avx512-dot": AVX-512 with the dot-product decode kernel (HANASHI_DECODE=dot) */
+  const char *levels[] = { "scalar", "avx2", "avx2-novnni", "avx512", "avx512-dot" };
   int checked = 0;
   for (gsize li = 0; li < G_N_ELEMENTS (levels); li++) {
     /* hn_matmul picks its kernels per call, capped by HANASHI_SIMD */
-    g_setenv ("HANASHI_SIMD", levels[li], TRUE);
+    gboolean dot = g_str_equal (levels[li], "avx512-dot");
+    g_setenv ("HANASHI_SIMD", dot ? "avx512" : levels[li], TRUE);
+    if (dot)
+      g_setenv ("HANASHI_DECODE", "dot", TRUE);
+    else
+      g_unsetenv ("HANASHI_DECODE");
     for (gsize ti = 0; ti < G_N_ELEMENTS (weight_types); ti++) {
       HnType type = weight_types[ti];
       HnType vdt = hn_type_vec_dot_type (type);
@@ -300,6 +307,7 @@ test_matmul_paths (void)
     }
   }
   g_unsetenv ("HANASHI_SIMD");
+  g_unsetenv ("HANASHI_DECODE");
   g_test_message ("%d matmul outputs compared over the levels this processor has", checked);
   hn_threadpool_free (pool);
   g_rand_free (rand);
@@ -457,6 +465,87 @@ test_attention (void)
   g_rand_free (rand);
 }
 
+/* The decode kernel is chosen by the lower median of interleaved timings: one outlier
+ * (a neighbour's burst) must not decide, ties keep the first candidate. */
+static void
+test_decode_pick (void)
+{
+  /* candidate 0 has the lower mean (one huge outlier in candidate 1 the other way) but
+   * candidate 1 the lower median */
+  const double a[] = { 5.0, 5.0, 5.0, 1.0, 1.0, /* median 5 */
+                       4.0, 4.0, 4.0, 4.0, 90.0 /* median 4 */ };
+  g_assert_cmpint (hn_decode_pick_fastest (a, 2, 5), ==, 1);
+  const double tie[] = { 3.0, 2.0, 2.0, 3.0 };
+  g_assert_cmpint (hn_decode_pick_fastest (tie, 2, 2), ==, 0);
+  const double even[] = { 1.0, 9.0, 9.0, 1.0, /* median 5 */ 4.0, 4.0, 6.0, 6.0 /* median 5 */,
+                          4.0, 4.5, 4.5, 4.0 /* median 4.25 */ };
+  g_assert_cmpint (hn_decode_pick_fastest (even, 3, 4), ==, 2);
+  const double one[] = { 7.0 };
+  g_assert_cmpint (hn_decode_pick_fastest (one, 1, 1), ==, 0);
+  g_assert_cmpint (hn_decode_pick_fastest (one, 0, 1), ==, -1);
+}
+
+/* The cache file: written and read back for the same processor and level; ignored for
+ * another processor model, another level, a damaged file. */
+static void
+test_decode_cache_text (void)
+{
+  HnDecodeKernel choice[HN_TYPE_COUNT] = { 0 }, back[HN_TYPE_COUNT];
+  choice[HN_TYPE_Q4_0] = HN_DECODE_DOT;
+  choice[HN_TYPE_Q4_K] = HN_DECODE_TILE;
+  choice[HN_TYPE_Q6_K] = HN_DECODE_DOT;
+  char text[4096];
+  size_t len = hn_decode_choice_format (text, sizeof text, "AMD Ryzen 9 7950X 16-Core Processor",
+                                        "AVX-512 (VNNI)", choice);
+  g_assert_cmpuint (len, ==, strlen (text));
+  memset (back, 0, sizeof back);
+  g_assert_true (hn_decode_choice_parse (text, "AMD Ryzen 9 7950X 16-Core Processor", "AVX-512 (VNNI)", back));
+  g_assert_cmpmem (choice, sizeof choice, back, sizeof back);
+
+  HnDecodeKernel untouched[HN_TYPE_COUNT];
+  for (int t = 0; t < HN_TYPE_COUNT; t++)
+    untouched[t] = back[t] = HN_DECODE_TILE;
+  g_assert_false (hn_decode_choice_parse (text, "Intel(R) Xeon(R) Processor", "AVX-512 (VNNI)", back));
+  g_assert_false (hn_decode_choice_parse (text, "AMD Ryzen 9 7950X 16-Core Processor", "AVX2", back));
+  g_assert_false (hn_decode_choice_parse (text, "AMD Ryzen 9", "AVX-512 (VNNI)", back));
+  g_autofree char *bad_kernel = g_strdup (text);
+  char *word = strstr (bad_kernel, " dot");
+  g_assert_nonnull (word);
+  memcpy (word, " dXt", 4);
+  g_assert_false (hn_decode_choice_parse (bad_kernel, "AMD Ryzen 9 7950X 16-Core Processor", "AVX-512 (VNNI)", back));
+  g_autofree char *old = g_strdup (text);
+  char *version = strchr (old, '\n') - 1;
+  *version = (char) (*version + 1);
+  g_assert_false (hn_decode_choice_parse (old, "AMD Ryzen 9 7950X 16-Core Processor", "AVX-512 (VNNI)", back));
+  g_assert_false (hn_decode_choice_parse ("", "x", "y", back));
+  g_assert_cmpmem (untouched, sizeof untouched, back, sizeof back);
+
+  /* a short buffer gets the length it would need, like snprintf */
+  char small[16];
+  g_assert_cmpuint (hn_decode_choice_format (small, sizeof small, "AMD Ryzen 9 7950X 16-Core Processor",
+                                             "AVX-512 (VNNI)", choice), ==, len);
+}
+
+/* HANASHI_DECODE forces a kernel; without it the choice stands, and a type whose level
+ * has only one kernel gets that one whatever is asked. */
+static void
+test_decode_kernel_override (void)
+{
+  const HnSimdKernels *k = hn_simd_kernels_for_level (HN_SIMD_AVX512);
+  if (!k) {
+    g_test_skip ("no AVX-512 here: no level with two decode kernels");
+    return;
+  }
+  g_setenv ("HANASHI_DECODE", "dot", TRUE);
+  g_assert_cmpint (hn_decode_kernel (k, HN_TYPE_Q4_0), ==, HN_DECODE_DOT);
+  g_setenv ("HANASHI_DECODE", "tile", TRUE);
+  g_assert_cmpint (hn_decode_kernel (k, HN_TYPE_Q4_0), ==, HN_DECODE_TILE);
+  g_assert_cmpint (hn_decode_kernel (k, HN_TYPE_Q5_1), ==, HN_DECODE_DOT); /* no tile for Q5_1 */
+  g_unsetenv ("HANASHI_DECODE");
+  const HnSimdKernels *avx2 = hn_simd_kernels_for_level (HN_SIMD_AVX2);
+  g_assert_cmpint (hn_decode_kernel (avx2, HN_TYPE_Q4_0), ==, HN_DECODE_DOT);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -467,5 +556,8 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/simd/matmul", test_matmul_paths);
   g_test_add_func ("/engine/simd/matvec-many", test_matvec_many);
   g_test_add_func ("/engine/simd/attention", test_attention);
+  g_test_add_func ("/engine/simd/decode-pick", test_decode_pick);
+  g_test_add_func ("/engine/simd/decode-cache-text", test_decode_cache_text);
+  g_test_add_func ("/engine/simd/decode-override", test_decode_kernel_override);
   return g_test_run ();
 }

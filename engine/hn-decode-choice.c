@@ -1,0 +1,296 @@
+/* hn-decode-choice.c — measured choice of the decode kernel per weight type. */
+#include "hn-decode-choice.h"
+
+#include "hn-kernels.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CACHE_HEADER "hanashi decode kernels"
+
+/* Per level, per type: an HnDecodeKernel. */
+static atomic_int chosen[HN_SIMD_AVX512 + 1][HN_TYPE_COUNT];
+
+static int
+compare_doubles(const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return (x > y) - (x < y);
+}
+
+int
+hn_decode_pick_fastest(const double *times, int n_candidates, int n_samples)
+{
+  if (n_candidates <= 0 || n_samples <= 0 || n_samples > 64)
+    return -1;
+  int best = -1;
+  double best_median = 0;
+  for (int c = 0; c < n_candidates; c++) {
+    double sorted[64];
+    memcpy(sorted, times + (size_t) c * (size_t) n_samples, (size_t) n_samples * sizeof *sorted);
+    qsort(sorted, (size_t) n_samples, sizeof *sorted, compare_doubles);
+    double median = n_samples % 2 ? sorted[n_samples / 2]
+                                  : 0.5 * (sorted[n_samples / 2 - 1] + sorted[n_samples / 2]);
+    if (best < 0 || median < best_median) {
+      best = c;
+      best_median = median;
+    }
+  }
+  return best;
+}
+
+static const char *
+kernel_word(HnDecodeKernel k)
+{
+  return k == HN_DECODE_TILE ? "tile" : k == HN_DECODE_DOT ? "dot" : NULL;
+}
+
+size_t
+hn_decode_choice_format(char *buf, size_t size, const char *cpu_model, const char *level,
+                        const HnDecodeKernel choice[HN_TYPE_COUNT])
+{
+  size_t used = 0;
+  int w = snprintf(buf, size, "%s %d\ncpu %s\nlevel %s\n", CACHE_HEADER, HN_DECODE_CHOICE_VERSION,
+                   cpu_model, level);
+  if (w < 0)
+    return 0;
+  used = (size_t) w;
+  for (int t = 0; t < HN_TYPE_COUNT; t++) {
+    const char *word = kernel_word(choice[t]);
+    const char *name = hn_type_name((HnType) t);
+    if (!word || !name)
+      continue;
+    w = snprintf(used < size ? buf + used : NULL, used < size ? size - used : 0, "%s %s\n", name, word);
+    if (w < 0)
+      return 0;
+    used += (size_t) w;
+  }
+  return used;
+}
+
+/* The next line of *text (without its newline) into line[size]; false at the end. */
+static bool
+next_line(const char **text, char *line, size_t size)
+{
+  if (**text == '\0')
+    return false;
+  const char *end = strchr(*text, '\n');
+  size_t len = end ? (size_t) (end - *text) : strlen(*text);
+  size_t copy = len < size - 1 ? len : size - 1;
+  memcpy(line, *text, copy);
+  line[copy] = '\0';
+  *text += len + (end ? 1 : 0);
+  return true;
+}
+
+bool
+hn_decode_choice_parse(const char *text, const char *cpu_model, const char *level,
+                       HnDecodeKernel choice[HN_TYPE_COUNT])
+{
+  char line[256], expect[256];
+  snprintf(expect, sizeof expect, "%s %d", CACHE_HEADER, HN_DECODE_CHOICE_VERSION);
+  if (!next_line(&text, line, sizeof line) || strcmp(line, expect) != 0)
+    return false;
+  snprintf(expect, sizeof expect, "cpu %s", cpu_model);
+  if (!next_line(&text, line, sizeof line) || strcmp(line, expect) != 0)
+    return false;
+  snprintf(expect, sizeof expect, "level %s", level);
+  if (!next_line(&text, line, sizeof line) || strcmp(line, expect) != 0)
+    return false;
+  HnDecodeKernel parsed[HN_TYPE_COUNT] = { 0 };
+  while (next_line(&text, line, sizeof line)) {
+    char *space = strchr(line, ' ');
+    if (!space)
+      return false;
+    *space = '\0';
+    HnDecodeKernel k = strcmp(space + 1, "tile") == 0 ? HN_DECODE_TILE
+                       : strcmp(space + 1, "dot") == 0 ? HN_DECODE_DOT
+                                                        : HN_DECODE_UNMEASURED;
+    int type = -1;
+    for (int t = 0; t < HN_TYPE_COUNT; t++)
+      if (hn_type_name((HnType) t) && strcmp(hn_type_name((HnType) t), line) == 0)
+        type = t;
+    if (type < 0 || k == HN_DECODE_UNMEASURED)
+      return false;
+    parsed[type] = k;
+  }
+  memcpy(choice, parsed, sizeof parsed);
+  return true;
+}
+
+static bool
+has_both(const HnSimdKernels *k, HnType type)
+{
+  return k && type >= 0 && type < HN_TYPE_COUNT && k->gemm_tile[type] && k->vec_dot[type];
+}
+
+HnDecodeKernel
+hn_decode_kernel(const HnSimdKernels *k, HnType type)
+{
+  if (!has_both(k, type))
+    return k && type >= 0 && type < HN_TYPE_COUNT && k->gemm_tile[type] ? HN_DECODE_TILE : HN_DECODE_DOT;
+  const char *force = getenv("HANASHI_DECODE");
+  if (force && strcmp(force, "tile") == 0)
+    return HN_DECODE_TILE;
+  if (force && strcmp(force, "dot") == 0)
+    return HN_DECODE_DOT;
+  int c = atomic_load_explicit(&chosen[k->level][type], memory_order_relaxed);
+  return c == HN_DECODE_DOT ? HN_DECODE_DOT : HN_DECODE_TILE;
+}
+
+/* ---- the cache file ---- */
+
+static bool
+cache_path(char *path, size_t size, bool make_dir)
+{
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  char dir[1024];
+  if (xdg && xdg[0] == '/')
+    snprintf(dir, sizeof dir, "%s", xdg);
+  else if (home && home[0] == '/')
+    snprintf(dir, sizeof dir, "%s/.cache", home);
+  else
+    return false;
+  if (make_dir && mkdir(dir, 0700) != 0 && errno != EEXIST)
+    return false;
+  size_t len = strlen(dir);
+  if (len + sizeof "/hanashi/decode-kernels" > size || len + sizeof "/hanashi" > sizeof dir)
+    return false;
+  strcat(dir, "/hanashi");
+  if (make_dir && mkdir(dir, 0700) != 0 && errno != EEXIST)
+    return false;
+  snprintf(path, size, "%s/decode-kernels", dir);
+  return true;
+}
+
+static bool
+read_cache(const char *cpu, const char *level, HnDecodeKernel choice[HN_TYPE_COUNT])
+{
+  char path[1100], text[4096];
+  if (!cache_path(path, sizeof path, false))
+    return false;
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return false;
+  size_t len = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[len] = '\0';
+  return hn_decode_choice_parse(text, cpu, level, choice);
+}
+
+/* Best effort: a read-only or missing cache directory only means measuring next time. */
+static void
+write_cache(const char *cpu, const char *level, const HnDecodeKernel choice[HN_TYPE_COUNT])
+{
+  char path[1100], tmp[1200], text[4096];
+  if (!cache_path(path, sizeof path, true))
+    return;
+  size_t len = hn_decode_choice_format(text, sizeof text, cpu, level, choice);
+  if (len == 0 || len >= sizeof text)
+    return;
+  snprintf(tmp, sizeof tmp, "%s.%ld", path, (long) getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f)
+    return;
+  bool ok = fwrite(text, 1, len, f) == len;
+  ok = fclose(f) == 0 && ok;
+  if (!ok || rename(tmp, path) != 0)
+    remove(tmp);
+}
+
+/* ---- measuring ---- */
+
+static double
+now_seconds(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
+
+#define CAL_N 4096                     /* elements per row */
+#define CAL_BYTES ((size_t) 48 << 20)  /* larger than the last-level caches of most machines */
+#define CAL_SAMPLES 5
+
+/* Times the two candidates for `type` on one matrix of CAL_BYTES, interleaved; returns
+ * the faster, or HN_DECODE_UNMEASURED when memory ran out. */
+static HnDecodeKernel
+measure(HnThreadPool *pool, HnType type)
+{
+  size_t row_bytes = hn_type_row_bytes(type, CAL_N);
+  int64_t rows = (int64_t) (CAL_BYTES / row_bytes) / 16 * 16;
+  int nth = hn_threadpool_n_threads(pool);
+  uint8_t *w = malloc(row_bytes * (size_t) rows);
+  float *x = malloc(sizeof(float) * CAL_N * 16);
+  float *y = malloc(sizeof(float) * (size_t) rows);
+  void *scratch = malloc(hn_matmul_scratch_bytes(CAL_N, 1, nth));
+  HnDecodeKernel result = HN_DECODE_UNMEASURED;
+  if (!w || !x || !y || !scratch)
+    goto out;
+  /* 16 distinct quantized rows (ordinary values: no subnormals or NaNs to slow the
+   * float work), repeated over the matrix */
+  uint32_t seed = 12345;
+  for (int i = 0; i < CAL_N * 16; i++) {
+    seed = seed * 1664525u + 1013904223u;
+    x[i] = (float) ((int) (seed >> 9) % 2001 - 1000) / 1000.0f;
+  }
+  for (int r = 0; r < 16; r++)
+    hn_quantize_row(type, x + (size_t) r * CAL_N, w + (size_t) r * row_bytes, CAL_N);
+  for (int64_t r = 16; r < rows; r++)
+    memcpy(w + (size_t) r * row_bytes, w + (size_t) (r % 16) * row_bytes, row_bytes);
+  HnGgufTensor t = { .name = "calibration", .type = type, .n_dims = 2, .ne = { CAL_N, rows, 1, 1 },
+                     .data = w, .nbytes = row_bytes * (size_t) rows };
+  const HnDecodeKernel candidates[2] = { HN_DECODE_TILE, HN_DECODE_DOT };
+  double times[2 * CAL_SAMPLES];
+  for (int c = 0; c < 2; c++) /* warm-up: page in the matrix, wake the workers */
+    hn_matmul_with(pool, &t, x, 1, scratch, y, rows, candidates[c]);
+  for (int s = 0; s < CAL_SAMPLES; s++)
+    for (int c = 0; c < 2; c++) {
+      double t0 = now_seconds();
+      hn_matmul_with(pool, &t, x, 1, scratch, y, rows, candidates[c]);
+      times[c * CAL_SAMPLES + s] = now_seconds() - t0;
+    }
+  result = candidates[hn_decode_pick_fastest(times, 2, CAL_SAMPLES)];
+out:
+  free(w);
+  free(x);
+  free(y);
+  free(scratch);
+  return result;
+}
+
+void
+hn_decode_calibrate(HnThreadPool *pool, const HnType *types, int n_types)
+{
+  const HnSimdKernels *k = hn_simd_kernels();
+  if (!k || getenv("HANASHI_DECODE"))
+    return;
+  bool needed = false;
+  for (int i = 0; i < n_types; i++)
+    if (has_both(k, types[i]) && atomic_load(&chosen[k->level][types[i]]) == HN_DECODE_UNMEASURED)
+      needed = true;
+  if (!needed)
+    return;
+  const char *cpu = hn_cpu_model_name(), *level = hn_simd_level_name(k->level);
+  HnDecodeKernel choice[HN_TYPE_COUNT] = { 0 };
+  read_cache(cpu, level, choice);
+  bool measured = false;
+  for (int i = 0; i < n_types; i++) {
+    HnType type = types[i];
+    if (!has_both(k, type) || choice[type] != HN_DECODE_UNMEASURED)
+      continue;
+    choice[type] = measure(pool, type);
+    measured = measured || choice[type] != HN_DECODE_UNMEASURED;
+  }
+  for (int t = 0; t < HN_TYPE_COUNT; t++)
+    if (choice[t] != HN_DECODE_UNMEASURED)
+      atomic_store(&chosen[k->level][t], (int) choice[t]);
+  if (measured)
+    write_cache(cpu, level, choice);
+}
