@@ -151,6 +151,8 @@ const HnSimdKernels *hn_simd_kernels_for_level(HnSimdLevel level);
 /* Per-level fillers, each in a file compiled for its instruction set. */
 void hn_simd_fill_avx2(HnSimdKernels *kernels);
 void hn_simd_fill_avx512(HnSimdKernels *kernels);
+void hn_simd_fill_neon(HnSimdKernels *kernels);         /* hn-simd-neon.c, baseline */
+void hn_simd_fill_neon_dotprod(HnSimdKernels *kernels); /* the same file with +dotprod */
 
 #ifdef __cplusplus
 }

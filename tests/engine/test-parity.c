@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "hn-context.h"
+#include "hn-cpu.h"
 #include "hn-quants.h"
 
 static const char *testdata;
@@ -181,6 +182,8 @@ int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  /* which kernel set is checked (HANASHI_SIMD caps it; a cross build shows its own) */
+  g_test_message("kernels: %s", hn_simd_level_name(hn_cpu_simd_level()));
   testdata = g_getenv("HANASHI_TESTDATA");
   GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
   if (!testdata || !list_references("reference", names)) {
