@@ -1,4 +1,4 @@
-/* hn-cpu.c — CPUID/XGETBV based feature detection. */
+/* hn-cpu.c — feature detection: CPUID/XGETBV on x86-64, the kernel's HWCAP bits on ARM64. */
 #include "hn-cpu.h"
 
 #include <stdlib.h>
@@ -44,6 +44,23 @@ detect(HnCpuFeatures *f)
   }
   __cpuid_count(7, 1, a, b, c, d);
   f->avx_vnni = (a >> 4) & 1;
+}
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+
+/* Linux's HWCAP bits (asm/hwcap.h), spelled out for C libraries that lack the names. */
+#define HWCAP_BIT_ASIMD (1UL << 1)
+#define HWCAP_BIT_ASIMDDP (1UL << 20)
+#define HWCAP2_BIT_I8MM (1UL << 13)
+
+static void
+detect(HnCpuFeatures *f)
+{
+  const unsigned long hwcap = getauxval(AT_HWCAP);
+  const unsigned long hwcap2 = getauxval(AT_HWCAP2);
+  f->neon = (hwcap & HWCAP_BIT_ASIMD) != 0;
+  f->neon_dotprod = f->neon && (hwcap & HWCAP_BIT_ASIMDDP) != 0;
+  f->neon_i8mm = f->neon && (hwcap2 & HWCAP2_BIT_I8MM) != 0;
 }
 #else
 static void
@@ -119,13 +136,18 @@ hn_cpu_simd_level(void)
     level = HN_SIMD_AVX2;
   if (level == HN_SIMD_AVX2 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni)
     level = HN_SIMD_AVX512;
+  if (f->neon)
+    level = f->neon_dotprod ? HN_SIMD_NEON_DOTPROD : HN_SIMD_NEON;
 
   const char *cap = getenv("HANASHI_SIMD");
   if (cap != NULL) {
     if (strcmp(cap, "scalar") == 0)
       level = HN_SIMD_SCALAR;
-    else if ((strcmp(cap, "avx2") == 0 || strcmp(cap, "avx2-novnni") == 0) && level > HN_SIMD_AVX2)
+    else if ((strcmp(cap, "avx2") == 0 || strcmp(cap, "avx2-novnni") == 0) && level > HN_SIMD_AVX2 &&
+             level <= HN_SIMD_AVX512)
       level = HN_SIMD_AVX2;
+    else if (strcmp(cap, "neon") == 0 && level == HN_SIMD_NEON_DOTPROD)
+      level = HN_SIMD_NEON;
   }
   return level;
 }
@@ -138,6 +160,10 @@ hn_simd_level_name(HnSimdLevel level)
     return "AVX-512 (VNNI)";
   case HN_SIMD_AVX2:
     return "AVX2";
+  case HN_SIMD_NEON_DOTPROD:
+    return "NEON (DotProd)";
+  case HN_SIMD_NEON:
+    return "NEON";
   case HN_SIMD_SCALAR:
   default:
     return "scalar";

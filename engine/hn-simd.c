@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static HnSimdKernels tables[3];
+static HnSimdKernels tables[HN_SIMD_LEVEL_COUNT];
 /* The AVX2 level as a processor without AVX-VNNI runs it (HANASHI_SIMD=avx2-novnni), so
  * that both variants can be tested and measured on one machine. */
 static HnSimdKernels avx2_without_vnni;
@@ -25,6 +25,13 @@ fill_tables(void)
       hn_simd_fill_avx512(&tables[HN_SIMD_AVX512]);
     }
   }
+#elif defined(__aarch64__)
+  const HnCpuFeatures *f = hn_cpu_features();
+  if (f->neon) {
+    hn_simd_fill_neon(&tables[HN_SIMD_NEON]);
+    if (f->neon_dotprod)
+      hn_simd_fill_neon_dotprod(&tables[HN_SIMD_NEON_DOTPROD]);
+  }
 #endif
 }
 
@@ -32,7 +39,7 @@ const HnSimdKernels *
 hn_simd_kernels_for_level(HnSimdLevel level)
 {
   pthread_once(&tables_once, fill_tables);
-  if (level < HN_SIMD_SCALAR || level > HN_SIMD_AVX512 || tables[level].level != level)
+  if (level < HN_SIMD_SCALAR || level >= HN_SIMD_LEVEL_COUNT || tables[level].level != level)
     return NULL;
   return &tables[level];
 }

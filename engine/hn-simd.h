@@ -153,6 +153,8 @@ const HnSimdKernels *hn_simd_kernels_for_level(HnSimdLevel level);
 /* avx_vnni: use the 256-bit VPDPBUSD (AVX-VNNI) where the processor has it. */
 void hn_simd_fill_avx2(HnSimdKernels *kernels, bool avx_vnni);
 void hn_simd_fill_avx512(HnSimdKernels *kernels);
+void hn_simd_fill_neon(HnSimdKernels *kernels);         /* hn-simd-neon.c, baseline */
+void hn_simd_fill_neon_dotprod(HnSimdKernels *kernels); /* the same file with +dotprod */
 
 #ifdef __cplusplus
 }

@@ -24,7 +24,9 @@ int cli_detokenize(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 
 static const CliCommand commands[] = {
+#ifndef HN_CLI_NO_PULL /* a cross build without libsoup (engine/download/meson.build) */
   { "pull", cli_pull, "download a model file, resuming a previous attempt" },
+#endif
   { "make-model", cli_make_model, "write a random-weight model of a realistic shape (benchmarks)" },
   { "quantize", cli_quantize, "convert a model to another weight type or mix (Q4_K_M, ...)" },
   { "chat-template", cli_chat_template, "render a chat template for a conversation (prints the prompt)" },

@@ -4,9 +4,11 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hn-context.h"
+#include "hn-cpu.h"
 #include "hn-quants.h"
 
 static const char *testdata;
@@ -85,7 +87,10 @@ test_reference(gconstpointer data)
   HnContextParams params = hn_context_default_params();
   params.n_ctx = n + 8;
   params.n_batch = n;
-  params.n_threads = 2;
+  /* HANASHI_TEST_THREADS=1 for emulated runs: under qemu on a few cores the pool's
+   * spinning workers crawl (one reference: 10 s with one thread, minutes with two) */
+  const char *threads = g_getenv("HANASHI_TEST_THREADS");
+  params.n_threads = threads ? CLAMP(atoi(threads), 1, 64) : 2;
   HnContext *ctx = hn_context_new(model, &params, &err);
   g_assert_true(ctx != NULL);
   g_autofree int32_t *tok = g_new(int32_t, n);
@@ -197,6 +202,8 @@ int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
+  /* which kernel set is checked (HANASHI_SIMD caps it; a cross build shows its own) */
+  g_test_message("kernels: %s", hn_simd_level_name(hn_cpu_simd_level()));
   testdata = g_getenv("HANASHI_TESTDATA");
   GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
   if (!testdata || !list_references("reference", names)) {
