@@ -7,7 +7,7 @@
  * The weights are decoded to signed 8-bit values (the zero point already taken off), so
  * every integer product is signed × signed and both variants compute the same sums. */
 #include "hn-simd.h"
-#include "hn-simd-blocks.h"
+#include "hn-quants-blocks.h"
 
 #include <arm_neon.h>
 #include <math.h>
@@ -115,7 +115,7 @@ quantize_block32(const float *x, int8_t *qs)
 static void
 quantize_q8_0(const float *src, void *dst, int64_t n)
 {
-  SimdBlockQ8_0 *y = dst;
+  HnBlockQ8_0 *y = dst;
   for (int64_t i = 0; i < n / QK; i++)
     y[i].d = hn_fp32_to_fp16(quantize_block32(src + i * QK, y[i].qs));
 }
@@ -123,7 +123,7 @@ quantize_q8_0(const float *src, void *dst, int64_t n)
 static void
 quantize_q8_1(const float *src, void *dst, int64_t n)
 {
-  SimdBlockQ8_1 *y = dst;
+  HnBlockQ8_1 *y = dst;
   for (int64_t i = 0; i < n / QK; i++) {
     const float d = quantize_block32(src + i * QK, y[i].qs);
     const int sum = vaddlvq_s8(vld1q_s8(y[i].qs)) + vaddlvq_s8(vld1q_s8(y[i].qs + 16));
@@ -135,7 +135,7 @@ quantize_q8_1(const float *src, void *dst, int64_t n)
 static void
 quantize_q8_k(const float *src, void *dst, int64_t n)
 {
-  SimdBlockQ8_K *y = dst;
+  HnBlockQ8_K *y = dst;
   for (int64_t i = 0; i < n / HN_QK_K; i++) {
     const float *x = src + i * HN_QK_K;
     const float amax = max_abs(x, HN_QK_K);
@@ -189,7 +189,7 @@ round_f16(const float *x, float *y, int64_t n)
 /* The 32 weights of a Q4_0 block as signed bytes: low nibbles are elements 0..15, high
  * nibbles 16..31, each minus 8. */
 static inline void
-decode_q4_0(const SimdBlockQ4_0 *b, int8x16_t *q0, int8x16_t *q1)
+decode_q4_0(const HnBlockQ4_0 *b, int8x16_t *q0, int8x16_t *q1)
 {
   const uint8x16_t packed = vld1q_u8(b->qs);
   *q0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(packed, vdupq_n_u8(0x0f))), vdupq_n_s8(8));
@@ -198,7 +198,7 @@ decode_q4_0(const SimdBlockQ4_0 *b, int8x16_t *q0, int8x16_t *q1)
 
 /* Q5_0: the nibble plus the fifth bit from qh (bit j for element j), minus 16. */
 static inline void
-decode_q5_0(const SimdBlockQ5_0 *b, int8x16_t *q0, int8x16_t *q1)
+decode_q5_0(const HnBlockQ5_0 *b, int8x16_t *q0, int8x16_t *q1)
 {
   uint32_t qh;
   memcpy(&qh, b->qh, 4);
@@ -211,7 +211,7 @@ decode_q5_0(const SimdBlockQ5_0 *b, int8x16_t *q0, int8x16_t *q1)
 }
 
 static inline void
-decode_q8_0(const SimdBlockQ8_0 *b, int8x16_t *q0, int8x16_t *q1)
+decode_q8_0(const HnBlockQ8_0 *b, int8x16_t *q0, int8x16_t *q1)
 {
   *q0 = vld1q_s8(b->qs);
   *q1 = vld1q_s8(b->qs + 16);
@@ -223,7 +223,7 @@ decode_q8_0(const SimdBlockQ8_0 *b, int8x16_t *q0, int8x16_t *q1)
   static float NAME(int64_t n, const void *w, const void *a)                               \
   {                                                                                        \
     const WBLOCK *x = w;                                                                   \
-    const SimdBlockQ8_0 *y = a;                                                            \
+    const HnBlockQ8_0 *y = a;                                                            \
     const int64_t nb = n / QK;                                                             \
     float32x4_t acc0 = vdupq_n_f32(0.0f), acc1 = vdupq_n_f32(0.0f);                        \
     int64_t i = 0;                                                                         \
@@ -246,17 +246,17 @@ decode_q8_0(const SimdBlockQ8_0 *b, int8x16_t *q0, int8x16_t *q1)
     return vaddvq_f32(vaddq_f32(acc0, acc1));                                              \
   }
 
-DEFINE_VEC_DOT_32(vec_dot_q8_0, SimdBlockQ8_0, decode_q8_0)
-DEFINE_VEC_DOT_32(vec_dot_q4_0, SimdBlockQ4_0, decode_q4_0)
-DEFINE_VEC_DOT_32(vec_dot_q5_0, SimdBlockQ5_0, decode_q5_0)
+DEFINE_VEC_DOT_32(vec_dot_q8_0, HnBlockQ8_0, decode_q8_0)
+DEFINE_VEC_DOT_32(vec_dot_q4_0, HnBlockQ4_0, decode_q4_0)
+DEFINE_VEC_DOT_32(vec_dot_q5_0, HnBlockQ5_0, decode_q5_0)
 
 /* Q4_1 / Q5_1: unsigned codes (< 32, so they pass as signed bytes) times the Q8_1
  * activations, plus min · (d_y · Σ y) from the activation block. */
 static float
 vec_dot_q4_1(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ4_1 *x = w;
-  const SimdBlockQ8_1 *y = a;
+  const HnBlockQ4_1 *x = w;
+  const HnBlockQ8_1 *y = a;
   float32x4_t acc = vdupq_n_f32(0.0f);
   float summs = 0;
   for (int64_t i = 0; i < n / QK; i++) {
@@ -273,8 +273,8 @@ vec_dot_q4_1(int64_t n, const void *w, const void *a)
 static float
 vec_dot_q5_1(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ5_1 *x = w;
-  const SimdBlockQ8_1 *y = a;
+  const HnBlockQ5_1 *x = w;
+  const HnBlockQ8_1 *y = a;
   float32x4_t acc = vdupq_n_f32(0.0f);
   float summs = 0;
   const uint8x16_t fifth = vdupq_n_u8(0x10);
@@ -304,14 +304,14 @@ dot32_scaled(int8x16_t q0, int8x16_t q1, const int8_t *y, int scale0, int scale1
 static float
 vec_dot_q4_k(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ4_K *x = w;
-  const SimdBlockQ8_K *y = a;
+  const HnBlockQ4_K *x = w;
+  const HnBlockQ8_K *y = a;
   const uint8x16_t low_mask = vdupq_n_u8(0x0f);
   float sum = 0;
   for (int64_t i = 0; i < n / HN_QK_K; i++) {
     uint8_t scales[8], mins[8];
     for (int j = 0; j < 8; j++)
-      simd_scale_min_k4(j, x[i].scales, &scales[j], &mins[j]);
+      hn_q4k_scale_min(j, x[i].scales, &scales[j], &mins[j]);
     int min_sum = 0;
     for (int j = 0; j < 8; j++)
       min_sum += mins[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
@@ -335,14 +335,14 @@ vec_dot_q4_k(int64_t n, const void *w, const void *a)
 static float
 vec_dot_q5_k(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ5_K *x = w;
-  const SimdBlockQ8_K *y = a;
+  const HnBlockQ5_K *x = w;
+  const HnBlockQ8_K *y = a;
   const uint8x16_t low_mask = vdupq_n_u8(0x0f), one = vdupq_n_u8(1);
   float sum = 0;
   for (int64_t i = 0; i < n / HN_QK_K; i++) {
     uint8_t scales[8], mins[8];
     for (int j = 0; j < 8; j++)
-      simd_scale_min_k4(j, x[i].scales, &scales[j], &mins[j]);
+      hn_q4k_scale_min(j, x[i].scales, &scales[j], &mins[j]);
     int min_sum = 0;
     for (int j = 0; j < 8; j++)
       min_sum += mins[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
@@ -372,8 +372,8 @@ vec_dot_q5_k(int64_t n, const void *w, const void *a)
 static float
 vec_dot_q6_k(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ6_K *x = w;
-  const SimdBlockQ8_K *y = a;
+  const HnBlockQ6_K *x = w;
+  const HnBlockQ8_K *y = a;
   const uint8x16_t low_mask = vdupq_n_u8(0x0f), two_bits = vdupq_n_u8(0x03);
   const int8x16_t offset = vdupq_n_s8(32);
   float sum = 0;
@@ -408,8 +408,8 @@ vec_dot_q6_k(int64_t n, const void *w, const void *a)
 static float
 vec_dot_q2_k(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ2_K *x = w;
-  const SimdBlockQ8_K *y = a;
+  const HnBlockQ2_K *x = w;
+  const HnBlockQ8_K *y = a;
   const uint8x16_t two_bits = vdupq_n_u8(0x03);
   float sum = 0;
   for (int64_t i = 0; i < n / HN_QK_K; i++) {
@@ -451,8 +451,8 @@ unpack_scales_q3_k(const uint8_t *packed, int8_t scales[16])
 static float
 vec_dot_q3_k(int64_t n, const void *w, const void *a)
 {
-  const SimdBlockQ3_K *x = w;
-  const SimdBlockQ8_K *y = a;
+  const HnBlockQ3_K *x = w;
+  const HnBlockQ8_K *y = a;
   const uint8x16_t two_bits = vdupq_n_u8(0x03), one = vdupq_n_u8(1);
   const int8x16_t four = vdupq_n_s8(4);
   float sum = 0;
