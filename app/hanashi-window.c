@@ -16,6 +16,7 @@
 #include "hanashi-sidebar.h"
 #include "hanashi-store-recovery.h"
 #include "hanashi-window.h"
+#include "hanashi-engine-errors.h"
 
 /* A streaming reply is written to the database at most this often (µs). */
 #define COMMIT_INTERVAL_US (250 * 1000)
@@ -143,38 +144,6 @@ hanashi_window_add_toast (HanashiWindow *self,
 {
   g_return_if_fail (HANASHI_IS_WINDOW (self));
   adw_toast_overlay_add_toast (self->toast_overlay, adw_toast_new (message));
-}
-
-/* Engine errors in human words; the engine's own sentence is English and technical. */
-static char *
-describe_engine_error (const GError *error)
-{
-  if (error->domain == HANASHI_ENGINE_ERROR)
-    switch ((HanashiEngineError) error->code)
-      {
-      case HANASHI_ENGINE_ERROR_MODEL_UNREADABLE:
-        return g_strdup (_("The model file could not be read."));
-      case HANASHI_ENGINE_ERROR_NOT_GGUF:
-        return g_strdup (_("This file is not a GGUF model."));
-      case HANASHI_ENGINE_ERROR_UNSUPPORTED_ARCH:
-        return g_strdup (_("This kind of model is not supported."));
-      case HANASHI_ENGINE_ERROR_OUT_OF_MEMORY:
-        return g_strdup (_("There is not enough memory for this context size. Choose a smaller one in Preferences."));
-      case HANASHI_ENGINE_ERROR_GRAMMAR_INVALID:
-        /* Translators: %s says where the grammar is wrong */
-        return g_strdup_printf (_("The grammar is not valid: %s"), error->message);
-      case HANASHI_ENGINE_ERROR_NO_MODEL:
-        return g_strdup (_("No model is loaded."));
-      case HANASHI_ENGINE_ERROR_TEMPLATE_FAILED:
-        return g_strdup (_("The model’s chat template could not be used."));
-      case HANASHI_ENGINE_ERROR_FAILED:
-      case HANASHI_ENGINE_ERROR_CANCELLED:
-      case HANASHI_ENGINE_ERROR_INVALID_ARGUMENT:
-      case HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED:
-      default:
-        break;
-      }
-  return g_strdup (error->message);
 }
 
 static void
@@ -889,7 +858,7 @@ on_engine_error (HanashiEngine *engine,
                  GError        *error,
                  HanashiWindow *self)
 {
-  g_autofree char *text = describe_engine_error (error);
+  g_autofree char *text = hanashi_describe_engine_error (error);
 
   hanashi_window_add_toast (self, text);
   if (id == 0 || id != self->reply_id || self->reply == NULL)
@@ -944,7 +913,7 @@ on_engine_warning (HanashiEngine *engine,
   else if (g_error_matches (warning, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED))
     text = g_strdup (_("This model supports a smaller context than the one set in Preferences, so it uses the largest it supports."));
   else
-    text = describe_engine_error (warning);
+    text = hanashi_describe_engine_error (warning);
   hanashi_window_add_toast (self, text);
 }
 
@@ -1543,7 +1512,7 @@ describe_load_failure (HanashiWindow *self,
 {
   const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
   g_autofree char *name = g_path_get_basename (path);
-  g_autofree char *reason = describe_engine_error (error);
+  g_autofree char *reason = hanashi_describe_engine_error (error);
   /* Translators: %s is a file name */
   g_autofree char *what = g_strdup_printf (_("“%s” could not be opened as a model."), name);
   g_autofree char *kept = NULL;

@@ -574,6 +574,12 @@ reuse_cache(HnChat *chat, const int32_t *w, size_t nw, size_t hint)
   } else {
     hn_kv_cache_seq_rm(kv, 0, (int32_t) p, -1);
   }
+  /* A sliding-window cache may have handed on the keys that evaluating from the prefix's
+   * last token (which generation evaluates again) would need: then start over. */
+  if (p > 0 && (int64_t) p - 1 < (int64_t) hn_kv_cache_seq_resume_min(kv, 0)) {
+    hn_kv_cache_seq_rm(kv, 0, -1, -1);
+    p = 0;
+  }
   held_set(chat, w, p);
   return p;
 }

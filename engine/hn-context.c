@@ -10,6 +10,7 @@
 #include "hn-context.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,6 +272,14 @@ int hn_context_n_batch(const HnContext *c) { return c->params.n_batch; }
 const HnModel *hn_context_model(const HnContext *c) { return c->model; }
 HnKvCache *hn_context_kv(HnContext *c) { return c->kv; }
 const HnRope *hn_context_rope(const HnContext *c) { return &c->rope; }
+
+uint32_t
+hn_context_rope_factor_set(const HnContext *c)
+{
+  if (!c->model->rope_long)
+    return 0;
+  return c->rope.freq_factors == c->model->rope_long ? 2u : 1u;
+}
 int hn_context_n_logits(const HnContext *c) { return c->n_logits; }
 
 void
@@ -337,7 +346,10 @@ attn_worker_scalar(void *data, int ith, int nth)
       prob[cell] = -INFINITY;
       if (!cell_visible(&cells[cell], bit, job->pos[t], job->window))
         continue;
-      const uint16_t *kr = hn_kv_cache_k_row(kv, job->layer, cell) + (size_t) kvh * (size_t) hd;
+      const uint16_t *k_row = hn_kv_cache_k_row(kv, job->layer, cell);
+      if (!k_row)
+        continue;
+      const uint16_t *kr = k_row + (size_t) kvh * (size_t) hd;
       float s = 0.0f;
       for (int i = 0; i < hd; i++)
         s += q[i] * hn_fp16_to_fp32(kr[i]);
@@ -395,9 +407,14 @@ attn_worker(void *data, int ith, int nth)
     if (listed_for != t) {
       uint8_t bit = (uint8_t) (1u << job->seq[t]);
       int n = 0;
+      /* (a visible cell always has its row: decode refuses positions before
+       * hn_kv_cache_seq_resume_min; the check only keeps a broken invariant harmless) */
       for (int cell = 0; cell < n_cells; cell++)
-        if (cell_visible(&cells[cell], bit, job->pos[t], job->window))
-          visible[n++] = hn_kv_cache_row_of(kv, job->layer, cell);
+        if (cell_visible(&cells[cell], bit, job->pos[t], job->window)) {
+          int row = hn_kv_cache_row_of(kv, job->layer, cell);
+          if (row >= 0)
+            visible[n++] = row;
+        }
       args.n_cells = n;
       listed_for = t;
     }
@@ -454,6 +471,23 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
 {
   const HnModel *m = c->model;
   int E = m->n_embd, kv_dim = m->n_head_kv * m->head_dim, F = dense_ff(m), Q = m->n_head * m->head_dim;
+  /* a query must not land where the sliding-window keys it would see were handed on */
+  if (hn_kv_cache_window(c->kv) > 0) {
+    int32_t first[HN_KV_MAX_SEQ];
+    for (int s = 0; s < HN_KV_MAX_SEQ; s++)
+      first[s] = INT32_MAX;
+    for (int t = 0; t < nt; t++)
+      if (pos[t] < first[seq[t]])
+        first[seq[t]] = pos[t];
+    for (int s = 0; s < HN_KV_MAX_SEQ; s++) {
+      int32_t resume = first[s] == INT32_MAX ? 0 : hn_kv_cache_seq_resume_min(c->kv, s);
+      if (first[s] < resume)
+        return hn_error_set(err, HN_ERR_INVALID_ARG,
+                            "position %d of sequence %d cannot be evaluated: the sliding-window keys "
+                            "before it were already reused (evaluation can go on from position %d; "
+                            "clear the sequence to start over)", first[s], s, resume);
+    }
+  }
   if (!hn_kv_cache_find_slot(c->kv, nt, pos, seq, c->cells, err))
     return false;
   size_t erow = hn_type_row_bytes(m->tok_embd->type, E);

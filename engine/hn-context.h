@@ -60,6 +60,9 @@ const HnModel *hn_context_model(const HnContext *ctx);
 HnKvCache *hn_context_kv(HnContext *ctx);
 /* The rotation keys were stored with (for hn_kv_cache_seq_shift). */
 const HnRope *hn_context_rope(const HnContext *ctx);
+/* Which per-dimension rope factors this context's keys use: 0 none or the model's only
+ * ones, 1 Phi-3's short factors, 2 its long ones (chosen by the context size). */
+uint32_t hn_context_rope_factor_set(const HnContext *ctx);
 void hn_context_set_cancel(HnContext *ctx, HnCancelFn fn, void *user_data);
 
 #ifdef __cplusplus

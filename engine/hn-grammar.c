@@ -1536,14 +1536,16 @@ struct HnGrammarState {
 };
 
 /* Work allowed for one mask (the walk over the vocabulary) or one lazy token check, in the
- * units of EXPAND_BUDGET_PER_BYTE (about 20 ns each at -O2 on the machine that measured
- * it): the shipped JSON grammar over a 32,000-token vocabulary needs at most a few
- * thousand per mask once its states are memoised, the worst first mask a few tens of
- * thousands.  Without this bound one token's mask could take seconds: 256 first bytes times
- * deep token walks, each step allowed 50,000.  When it runs out, the tokens not yet checked
- * stay forbidden: the mask stays safe (it never allows what the grammar forbids) and the
- * step is counted in hn_grammar_state_truncated_steps. */
-#define MASK_WORK_BUDGET 10000000L
+ * units of EXPAND_BUDGET_PER_BYTE.  Measured with the LLaMA vocabulary (32,000 tokens): the
+ * shipped json.gbnf needs at most 31,000 per mask (its first, with an empty memo), most masks
+ * a few hundred; the ambiguous grammar of /grammar/wide-expansion would need far more than
+ * this for almost every mask, and stops at it after 0.2-0.3 s on the shared test machine
+ * under load (about 50 ns a unit there, some 20 ns when idle).  Without this bound one
+ * token's mask could take seconds: thousands of byte steps, each allowed 50,000 units.
+ * When it runs out, the tokens not yet checked stay forbidden: the mask stays safe (it never
+ * allows what the grammar forbids), and the step is counted in
+ * hn_grammar_state_truncated_steps and hn_grammar_state_truncated_masks. */
+#define MASK_WORK_BUDGET 5000000L
 
 #define MEMO_CAP 1024
 #define MEMO_UNKNOWN (-2)

@@ -86,7 +86,7 @@ size_t hn_grammar_state_truncated_steps(const HnGrammarState *state);
 /* Masks since the last reset that ran out of their work budget before reaching the end of
  * the vocabulary (each also counts as a truncated step): the tokens not reached were
  * forbidden, so nothing the grammar forbids got through, but some it allows may have been
- * refused.  One mask is bounded to about a fifth of a second of work. */
+ * refused.  One mask is bounded to about a tenth of a second of work. */
 size_t hn_grammar_state_truncated_masks(const HnGrammarState *state);
 /* The current state or the last mask is known to be incomplete (a bound was hit): when
  * such a mask allows nothing, the reason is the bound, not the grammar. */

@@ -131,6 +131,15 @@ hn_kv_cache_n_used (const HnKvCache *c)
   return n;
 }
 
+void
+hn_kv_cache_drop_window_rows (HnKvCache *c, int cell)
+{
+  if (c->window > 0 && cell >= 0 && cell < c->n_cells && c->ring_of_cell[cell] >= 0) {
+    c->cell_of_ring[c->ring_of_cell[cell]] = -1;
+    c->ring_of_cell[cell] = -1;
+  }
+}
+
 /* Frees cell i and its ring row. */
 static void
 cell_free (HnKvCache *c, int i)
@@ -230,13 +239,6 @@ hn_kv_cache_find_slot (HnKvCache *c, int n_tokens, const int32_t *pos, const int
         next_pos[s] = pos[t];
       in_batch[s] = true;
     }
-    /* a query must not land where the rows it would see were already handed on */
-    for (int s = 0; s < HN_KV_MAX_SEQ; s++)
-      if (in_batch[s] && next_pos[s] < hn_kv_cache_seq_resume_min (c, s))
-        return hn_error_set (err, HN_ERR_INVALID_ARG,
-                             "position %d of sequence %d cannot be evaluated: the sliding-window "
-                             "keys before it were already reused; clear the sequence and start over",
-                             next_pos[s], s);
     int free_rows = 0, reusable = 0;
     for (int r = 0; r < c->n_ring; r++) {
       int cell = c->cell_of_ring[r];

@@ -54,7 +54,10 @@ const HnKvCell *hn_kv_cache_cells (const HnKvCache *cache);
 int hn_kv_cache_n_used (const HnKvCache *cache);
 
 /* Claims one free cell per token, sets its pos and sequence bit, writes the cell
- * indexes to cells_out.  Fails without changing anything if there is no room. */
+ * indexes to cells_out.  Fails without changing anything if there is no room.  With a
+ * sliding window, each token also gets a ring row; when the ring is full, the rows of
+ * cells that are out of every one of their sequences' windows are handed on, a sequence's
+ * window ending at its lowest position in this batch (or one past its last cell). */
 bool hn_kv_cache_find_slot (HnKvCache *cache, int n_tokens, const int32_t *pos,
                             const int32_t *seq_id, int32_t *cells_out, HnError *err);
 
@@ -87,6 +90,9 @@ int hn_kv_cache_row_of (const HnKvCache *cache, int layer, int cell);
  * cells below n: 0 unless sliding rows were reused, else one window past the newest cell
  * whose rows are gone.  Evaluating from a lower position needs a cleared sequence. */
 int32_t hn_kv_cache_seq_resume_min (const HnKvCache *cache, int seq);
+/* Gives the cell's sliding-window rows back, as if they had been reused (a restored
+ * session whose file no longer had them). */
+void hn_kv_cache_drop_window_rows (HnKvCache *cache, int cell);
 /* How a layer's stored keys were rotated, for seq_shift (layers without one use the
  * rope passed to seq_shift). */
 void hn_kv_cache_set_layer_rope (HnKvCache *cache, int layer, const HnRope *rope);

@@ -44,5 +44,6 @@ struct HnModel {
   const HnGgufTensor *tok_embd, *output;
   float *out_norm;
   HnLayer *layers;
+  bool *layer_sliding; /* n_layer, for hn_model_describe */
   int64_t n_params;
 };

@@ -116,6 +116,7 @@ hn_model_free(HnModel *m)
   free(m->rope_factors);
   free(m->rope_long);
   free(m->rope_short);
+  free(m->layer_sliding);
   hn_gguf_close(m->gguf);
   free(m);
 }
@@ -387,7 +388,8 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
 
   int q_dim = m->n_head * m->head_dim, kv_dim = m->n_head_kv * m->head_dim;
   m->layers = calloc((size_t) m->n_layer, sizeof *m->layers);
-  if (!m->layers) {
+  m->layer_sliding = calloc((size_t) m->n_layer, sizeof *m->layer_sliding);
+  if (!m->layers || !m->layer_sliding) {
     hn_error_set(err, HN_ERR_NOMEM, "out of memory");
     goto fail;
   }
@@ -452,6 +454,7 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
       V(bv, "attn_v", "bias", kv_dim, true)
     }
     l->sliding = m->swa_window > 0 && hn_arch_layer_is_sliding(tr, i);
+    m->layer_sliding[i] = l->sliding;
     m->n_sliding += l->sliding;
 #undef W
 #undef V
@@ -505,6 +508,23 @@ hn_model_resident_bytes(const HnModel *m)
   return bytes;
 }
 const HnGguf *hn_model_gguf(const HnModel *m) { return m->gguf; }
+
+void
+hn_model_describe(const HnModel *m, HnModelDescription *d)
+{
+  *d = (HnModelDescription) {
+    .n_layer = m->n_layer, .n_embd = m->n_embd, .n_ff = m->n_ff, .n_head = m->n_head,
+    .n_head_kv = m->n_head_kv, .head_dim = m->head_dim,
+    .sliding_window = m->n_sliding ? m->swa_window : 0, .n_sliding = m->n_sliding,
+    .layer_sliding = m->layer_sliding,
+    .attn_softcap = m->attn_softcap, .final_softcap = m->final_softcap,
+    .qk_norm = m->traits->qk_norm, .neox_rope = m->rope.neox, .rope_dims = m->rope.n_rot,
+    .rope_base = m->rope.freq_base, .rope_linear_factor = 1.0f / m->rope.freq_scale,
+    .rope_local_base = m->n_sliding && m->traits->swa_local_rope ? m->rope_local.freq_base : 0.0f,
+    .rope_long_short = m->rope_long != NULL, .rope_freq_factors = m->rope_factors != NULL,
+    .n_expert = m->n_expert, .n_expert_used = m->n_expert_used,
+  };
+}
 
 static void
 count_types(const HnModel *m, int64_t counts[HN_TYPE_COUNT], int64_t elems[HN_TYPE_COUNT])

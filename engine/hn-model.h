@@ -17,7 +17,24 @@ typedef struct {
   int reserved; /* room for future options (e.g. mlock) */
 } HnModelParams;
 
-/* Loads `path` (llama, qwen2 or qwen2moe).  Errors name the tensor, key or type at fault. */
+/* What sets a model's architecture apart, for `hanashi-cli info` and the about dialogs. */
+typedef struct {
+  int n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim;
+  int sliding_window;      /* tokens, 0: every layer sees the whole context */
+  int n_sliding;           /* layers that attend through the window */
+  const bool *layer_sliding; /* n_layer entries, owned by the model */
+  float attn_softcap, final_softcap; /* 0: none */
+  bool qk_norm;            /* per-head RMSNorm of queries and keys */
+  bool neox_rope;
+  int rope_dims;           /* dimensions of each head that are rotated */
+  float rope_base, rope_linear_factor; /* factor 1: no scaling */
+  float rope_local_base;   /* sliding layers' base when it differs (gemma3), else 0 */
+  bool rope_long_short;    /* Phi-3 long/short per-dimension factors */
+  bool rope_freq_factors;  /* llama3-style rope_freqs */
+  int n_expert, n_expert_used; /* from <arch>.expert_count / expert_used_count, 0 when absent */
+} HnModelDescription;
+
+/* Loads `path` (see hn_arch_supported()).  Errors name the tensor, key or type at fault. */
 HnModel *hn_model_load(const char *path, const HnModelParams *params, HnError *err);
 /* Same over an already opened GGUF; the model takes ownership of it, also on failure. */
 HnModel *hn_model_from_gguf(HnGguf *gguf, HnError *err);
@@ -40,6 +57,7 @@ uint64_t hn_model_resident_bytes(const HnModel *model);
 void hn_model_type_summary(const HnModel *model, char *buf, size_t size);
 /* The weight type of most of the parameters (for tolerance choices, info). */
 uint32_t hn_model_main_type(const HnModel *model);
+void hn_model_describe(const HnModel *model, HnModelDescription *out);
 /* The GGUF the model reads from (for the vocabulary loader, fingerprints). */
 const HnGguf *hn_model_gguf(const HnModel *model);
 

@@ -22,8 +22,10 @@ hn_prompt_cache_params (HnContext *ctx, HnSessionParams *out, HnError *err)
     .n_layer = (uint32_t) hn_kv_cache_n_layer (kv),
     .n_embd_k = (uint32_t) hn_kv_cache_kv_dim (kv),
     .n_embd_v = (uint32_t) hn_kv_cache_kv_dim (kv),
-    /* the rotation already applied to stored keys: style and rotated width */
-    .rope_type = (rope->neox ? 1u : 0u) | ((uint32_t) rope->n_rot << 1),
+    /* the rotation already applied to stored keys: style, rotated width and whether
+     * per-dimension factors were in use; which ones (Phi-3 long or short) depends on the
+     * context size, so it is a bit of its own beside the model fingerprint */
+    .rope_type = (rope->neox ? 1u : 0u) | ((uint32_t) rope->n_rot << 1) | (hn_context_rope_factor_set (ctx) << 24),
     .rope_freq_base = rope->freq_base,
     .rope_freq_scale = rope->freq_scale,
   };
@@ -41,6 +43,7 @@ save_row (void *user, uint32_t layer, bool is_v, uint32_t i)
 {
   const SaveRows *s = user;
   int cell = s->cell_of_pos[i];
+  /* NULL for a sliding layer's row already handed on: the file records where rows start */
   return is_v ? (const void *) hn_kv_cache_v_row (s->kv, (int) layer, cell)
               : (const void *) hn_kv_cache_k_row (s->kv, (int) layer, cell);
 }
@@ -95,29 +98,52 @@ hn_prompt_cache_load (HnContext *ctx, const char *path, const int32_t *prompt, u
   uint32_t n = hn_session_common_prefix (file_tokens, n_file, prompt, n_prompt);
   if (n > (uint32_t) hn_kv_cache_n_cells (kv))
     n = (uint32_t) hn_kv_cache_n_cells (kv);
-  int32_t *pos = malloc (sizeof *pos * (n ? n : 1));
-  int32_t *seq = calloc (n ? n : 1, sizeof *seq);
-  int32_t *slot = malloc (sizeof *slot * (n ? n : 1));
+  /* Rows the saving cache no longer had: the restored prefix must still reach a window
+   * past them, so that evaluating its last token again (as hn_generate does) sees only
+   * keys that are there. */
+  uint32_t rows_from = hn_session_rows_from (session), window = (uint32_t) hn_kv_cache_window (kv);
+  if (rows_from > 0 && n > 0 && (window == 0 || n < rows_from + window))
+    {
+      hn_session_free (session);
+      return hn_error_set (err, HN_ERR_FORMAT,
+                           "the sliding-window keys of the first %u tokens were no longer saved and "
+                           "the %u tokens in common do not reach a window past them", rows_from, n);
+    }
+  /* an emptied cache hands out cells 0, 1, 2... in order: the fresh-evaluation layout;
+   * a batch at a time, so that a sliding-window ring hands on rows as evaluation would */
+  uint32_t chunk = (uint32_t) hn_context_n_batch (ctx);
+  int32_t *pos = malloc (sizeof *pos * (chunk ? chunk : 1));
+  int32_t *seq = calloc (chunk ? chunk : 1, sizeof *seq);
+  int32_t *slot = malloc (sizeof *slot * (chunk ? chunk : 1));
   bool ok = pos && seq && slot;
   if (!ok)
     hn_error_set (err, HN_ERR_NOMEM, "out of memory");
-  for (uint32_t i = 0; ok && i < n; i++)
-    pos[i] = (int32_t) i;
-  /* an emptied cache hands out cells 0, 1, 2... in order: the fresh-evaluation layout */
-  if (ok && n > 0)
-    ok = hn_kv_cache_find_slot (kv, (int) n, pos, seq, slot, err);
-  if (ok) {
-    size_t row_bytes = (size_t) hn_kv_cache_kv_dim (kv) * 2;
-    int n_layer = hn_kv_cache_n_layer (kv);
-    for (int l = 0; l < n_layer; l++)
-      for (uint32_t i = 0; i < n; i++) {
-        memcpy (hn_kv_cache_k_row (kv, l, slot[i]), hn_session_row (session, (uint32_t) l, false, i), row_bytes);
-        memcpy (hn_kv_cache_v_row (kv, l, slot[i]), hn_session_row (session, (uint32_t) l, true, i), row_bytes);
-      }
+  size_t row_bytes = (size_t) hn_kv_cache_kv_dim (kv) * 2;
+  int n_layer = hn_kv_cache_n_layer (kv);
+  for (uint32_t i0 = 0; ok && i0 < n; i0 += chunk)
+    {
+      uint32_t nc = n - i0 < chunk ? n - i0 : chunk;
+      for (uint32_t i = 0; i < nc; i++)
+        pos[i] = (int32_t) (i0 + i);
+      ok = hn_kv_cache_find_slot (kv, (int) nc, pos, seq, slot, err);
+      for (uint32_t i = 0; ok && i < nc; i++)
+        {
+          if (i0 + i < rows_from)
+            hn_kv_cache_drop_window_rows (kv, slot[i]);
+          for (int l = 0; l < n_layer; l++)
+            {
+              uint16_t *k = hn_kv_cache_k_row (kv, l, slot[i]), *v = hn_kv_cache_v_row (kv, l, slot[i]);
+              if (k == NULL)
+                continue; /* a sliding layer's row that the window has already passed */
+              memcpy (k, hn_session_row (session, (uint32_t) l, false, i0 + i), row_bytes);
+              memcpy (v, hn_session_row (session, (uint32_t) l, true, i0 + i), row_bytes);
+            }
+        }
+    }
+  if (ok)
     *n_reused = n;
-  } else {
+  else
     hn_kv_cache_clear (kv);
-  }
   free (pos);
   free (seq);
   free (slot);

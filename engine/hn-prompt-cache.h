@@ -8,6 +8,10 @@
  * layout a fresh evaluation produces: continuing from a loaded prefix then gives the same
  * logits, bit for bit, as never having stopped (same thread count).
  *
+ * With sliding-window layers the file holds only the window rows the cache still had
+ * (zeros before hn_session_rows_from); a prefix is restored only when it reaches a window
+ * past the missing rows, and the ring is filled a batch at a time as evaluation fills it.
+ *
  * A file that is missing, stale, truncated, corrupt, from another model or from other
  * context settings never restores anything: the caller re-evaluates from text. */
 #pragma once

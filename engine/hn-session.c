@@ -48,6 +48,7 @@ typedef struct {
   uint32_t n_tokens;
   uint64_t payload_size;
   uint64_t payload_hash;
+  uint32_t rows_from;
 } Header;
 
 static void put32 (uint8_t *p, uint32_t v) { memcpy (p, &v, 4); }
@@ -72,7 +73,9 @@ header_encode (const Header *h, uint8_t out[HN_SESSION_HEADER_SIZE])
   put32 (out + 52, h->n_tokens);
   put64 (out + 56, h->payload_size);
   put64 (out + 64, h->payload_hash);
-  put64 (out + 72, hn_session_hash (out, 72, 0));
+  put32 (out + 72, h->rows_from);
+  put32 (out + 76, 0);
+  put64 (out + 80, hn_session_hash (out, 80, 0));
 }
 
 static bool
@@ -241,16 +244,24 @@ hn_session_write (const char *path, const HnSessionParams *params, const int32_t
     }
   w->offset = HN_SESSION_HEADER_SIZE;
   w->hash = 0;
+  /* rows a sliding-window cache no longer holds are written as zeros (see rows_from) */
+  size_t row_max = (params->n_embd_k > params->n_embd_v ? params->n_embd_k : params->n_embd_v) * 2u;
+  uint8_t *zeros = calloc (1, row_max);
 
-  bool ok = writer_put (w, tokens, (size_t) n_tokens * 4u);
+  bool ok = zeros != NULL && writer_put (w, tokens, (size_t) n_tokens * 4u);
+  if (zeros == NULL)
+    errno = ENOMEM;
   size_t k_bytes = (size_t) params->n_embd_k * 2u, v_bytes = (size_t) params->n_embd_v * 2u;
   for (uint32_t l = 0; ok && l < params->n_layer; l++)
-    {
+    for (int is_v = 0; is_v < 2; is_v++)
       for (uint32_t i = 0; ok && i < n_tokens; i++)
-        ok = writer_put (w, rows (user, l, false, i), k_bytes);
-      for (uint32_t i = 0; ok && i < n_tokens; i++)
-        ok = writer_put (w, rows (user, l, true, i), v_bytes);
-    }
+        {
+          const void *row = rows (user, l, is_v, i);
+          if (row == NULL && i + 1 > h.rows_from)
+            h.rows_from = i + 1;
+          ok = writer_put (w, row ? row : zeros, is_v ? v_bytes : k_bytes);
+        }
+  free (zeros);
   ok = ok && writer_flush (w);
   if (ok)
     {
@@ -287,6 +298,7 @@ hn_session_write (const char *path, const HnSessionParams *params, const int32_t
 struct HnSession {
   HnSessionParams params;
   uint32_t n_tokens;
+  uint32_t rows_from;
   uint8_t *payload;
 };
 
@@ -348,7 +360,7 @@ hn_session_read (const char *path, const HnSessionParams *expect, HnError *err)
                     path, get32 (head + 8), HN_SESSION_VERSION);
       goto out;
     }
-  if (get64 (head + 72) != hn_session_hash (head, 72, 0))
+  if (get64 (head + 80) != hn_session_hash (head, 80, 0))
     {
       hn_error_set (err, HN_ERR_FORMAT, "session: %s has a corrupt header", path);
       goto out;
@@ -369,9 +381,9 @@ hn_session_read (const char *path, const HnSessionParams *expect, HnError *err)
       hn_error_set (err, HN_ERR_FORMAT, "session: %s belongs to another model or context settings", path);
       goto out;
     }
-  uint32_t n_tokens = get32 (head + 52);
+  uint32_t n_tokens = get32 (head + 52), rows_from = get32 (head + 72);
   uint64_t payload_size = get64 (head + 56), expected_size;
-  if (!payload_size_for (&p, n_tokens, &expected_size) || expected_size != payload_size
+  if (!payload_size_for (&p, n_tokens, &expected_size) || expected_size != payload_size || rows_from > n_tokens
       || (uint64_t) st.st_size != HN_SESSION_HEADER_SIZE + payload_size || payload_size > SIZE_MAX)
     {
       hn_error_set (err, HN_ERR_FORMAT, "session: %s has inconsistent sizes (truncated?)", path);
@@ -403,6 +415,7 @@ hn_session_read (const char *path, const HnSessionParams *expect, HnError *err)
     }
   s->params = p;
   s->n_tokens = n_tokens;
+  s->rows_from = rows_from;
 out:
   session_io->close (fd);
   return s;
@@ -437,6 +450,12 @@ hn_session_row (const HnSession *s, uint32_t layer, bool is_v, uint32_t i)
   else
     off += i * k_bytes;
   return s->payload + off;
+}
+
+uint32_t
+hn_session_rows_from (const HnSession *s)
+{
+  return s->rows_from;
 }
 
 uint32_t

@@ -11,9 +11,12 @@
  * Layout (little-endian):
  *   header (HN_SESSION_HEADER_SIZE bytes): magic "HNSESSN\0", version, header size, model
  *   fingerprint, kv type, n_layer, n_embd_k, n_embd_v, rope type, rope base, rope scale,
- *   n_tokens, payload size, payload hash, header hash (FNV-1a 64 of all preceding bytes)
+ *   n_tokens, payload size, payload hash, rows_from (u32) and 4 zero bytes, header hash
+ *   (FNV-1a 64 of all preceding bytes)
  *   payload: int32 tokens[n_tokens]; then per layer: K rows [n_tokens][n_embd_k] F16,
  *            V rows [n_tokens][n_embd_v] F16.  payload hash = FNV-1a 64 of the payload.
+ *   Rows of tokens before rows_from may be zeros instead: a sliding-window layer's cache
+ *   had already handed them on (version 2; version 1 had no rows_from and is not read).
  */
 #pragma once
 
@@ -25,8 +28,8 @@
 
 #include "hn-common.h"
 
-#define HN_SESSION_VERSION 1u
-#define HN_SESSION_HEADER_SIZE 80u
+#define HN_SESSION_VERSION 2u
+#define HN_SESSION_HEADER_SIZE 88u
 #define HN_SESSION_KV_F16 1u
 #define HN_SESSION_MAX_TOKENS (1u << 22)
 
@@ -50,7 +53,8 @@ static inline uint64_t hn_session_fingerprint (const void *gguf_head, size_t siz
 }
 
 /* Where the rows come from when writing: pointer to the F16 row of token index i (0-based in
- * the token list) for a layer; is_v selects V.  Must return n_embd_{k,v} * 2 bytes. */
+ * the token list) for a layer; is_v selects V.  Must return n_embd_{k,v} * 2 bytes, or NULL
+ * for a row that no longer exists (zeros are written and rows_from moves past i). */
 typedef const void *(*HnSessionRowFn) (void *user, uint32_t layer, bool is_v, uint32_t i);
 
 bool hn_session_write (const char *path, const HnSessionParams *params,
@@ -65,6 +69,8 @@ void       hn_session_free (HnSession *session);
 const int32_t *hn_session_tokens (const HnSession *session, uint32_t *n_tokens);
 /* F16 row of token index i (i < n_tokens). */
 const void *hn_session_row (const HnSession *session, uint32_t layer, bool is_v, uint32_t i);
+/* The first token index from which every layer's rows were saved (0: all of them). */
+uint32_t hn_session_rows_from (const HnSession *session);
 
 /* Length of the common prefix of two token lists. */
 uint32_t hn_session_common_prefix (const int32_t *a, uint32_t n_a, const int32_t *b, uint32_t n_b);

@@ -82,7 +82,7 @@ usage(void)
 {
   fprintf(stderr, "usage: hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N [--ids] "
                   "[-t THREADS] [-c CTX] [--session FILE] [sampling options]\n"
-                  "  -f, --file FILE     read the prompt from FILE (exactly its bytes)\n");
+                  "  -f, --file FILE              read the prompt from FILE (exactly its bytes)\n");
   cli_sampling_print_help(stderr);
 }
 

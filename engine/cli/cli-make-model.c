@@ -28,8 +28,13 @@ typedef struct {
   uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
   float rope_base, rms_eps;
   bool qkv_bias, tied;
-  uint32_t head_dim; /* 0: n_embd / n_head; else written as attention.key_length */
-  bool qk_norm;      /* per-head attn_q_norm / attn_k_norm (qwen3) */
+  uint32_t head_dim;      /* 0: n_embd / n_head; else written as attention.key_length */
+  uint32_t rope_dims;     /* 0: the whole head */
+  uint32_t window;        /* attention.sliding_window, 0: none */
+  bool qk_norm;           /* per-head attn_q_norm / attn_k_norm (qwen3, gemma3) */
+  bool post_norms;        /* gemma's post_attention_norm / post_ffw_norm */
+  bool fused;             /* phi3: attn_qkv and gate+up in ffn_up */
+  uint32_t n_ctx_orig;    /* phi3 long/short rope factors above this context, 0: none */
   /* mixture of experts (n_expert 0: a dense feed-forward of n_ff) */
   uint32_t n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
 } ModelShape;
@@ -52,6 +57,23 @@ static const ModelShape shapes[] = {
     .head_dim = 64, .qk_norm = true, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64 },
   { "test-tiny-qwen2moe", "qwen2moe", 128, 2, 4, 2, 256, 0, 512, 1000000.0f, 1e-6f, true, false,
     .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64, .n_ff_shexp = 128 },
+  /* Qwen3-0.6B: head size 128 (16 × 128 ≠ 1024), q/k norms, no biases */
+  { "qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 151936, 40960, 1000000.0f, 1e-6f, false, true,
+    .head_dim = 128, .qk_norm = true },
+  /* Gemma 3 1B: one KV head of 256, five 512-token sliding layers to one global */
+  { "gemma3-1b", "gemma3", 1152, 26, 4, 1, 6912, 262144, 32768, 1000000.0f, 1e-6f, false, true,
+    .head_dim = 256, .window = 512, .qk_norm = true, .post_norms = true },
+  /* Phi-4-mini: fused projections, 96 of 128 dimensions rotated, long/short rope factors
+   * (its sliding_window of 262144 exceeds the context: no window) */
+  { "phi4-mini", "phi3", 3072, 32, 24, 8, 8192, 200064, 131072, 10000.0f, 1e-5f, false, true,
+    .rope_dims = 96, .window = 262144, .fused = true, .n_ctx_orig = 4096 },
+  /* small enough for tests, with every feature of the shapes above */
+  { "test-tiny-qwen3", "qwen3", 128, 2, 4, 2, 256, 0, 512, 1000000.0f, 1e-6f, false, true,
+    .head_dim = 64, .qk_norm = true },
+  { "test-tiny-gemma3", "gemma3", 128, 6, 4, 1, 256, 0, 512, 1000000.0f, 1e-6f, false, true,
+    .head_dim = 64, .window = 16, .qk_norm = true, .post_norms = true },
+  { "test-tiny-phi3", "phi3", 128, 2, 4, 2, 256, 0, 512, 10000.0f, 1e-5f, false, true,
+    .rope_dims = 24, .window = 32, .fused = true, .n_ctx_orig = 128 },
   { NULL },
 };
 
@@ -128,6 +150,7 @@ plan_tensors(const ModelShape *shape, uint32_t n_vocab, TensorPlan *plan)
   const int64_t embd = shape->n_embd, head_dim = shape_head_dim(shape);
   const int64_t kv = head_dim * shape->n_head_kv, q = head_dim * shape->n_head;
   const int64_t n_exp = shape->n_expert, ff_exp = shape->n_ff_exp, ff_sh = shape->n_ff_shexp;
+  const int64_t rope_dims = shape->rope_dims ? shape->rope_dims : head_dim;
   int n = 0;
 #define ADD3(vec, a, b, c, ...)                                              \
   do {                                                                       \
@@ -141,11 +164,19 @@ plan_tensors(const ModelShape *shape, uint32_t n_vocab, TensorPlan *plan)
   } while (0)
 #define ADD(vec, a, b, ...) ADD3(vec, a, b, 1, __VA_ARGS__)
   ADD(false, embd, n_vocab, "token_embd.weight");
+  if (shape->n_ctx_orig) {
+    ADD(true, rope_dims / 2, 1, "rope_factors_long.weight");
+    ADD(true, rope_dims / 2, 1, "rope_factors_short.weight");
+  }
   for (uint32_t l = 0; l < shape->n_layer; l++) {
     ADD(true, embd, 1, "blk.%u.attn_norm.weight", l);
-    ADD(false, embd, q, "blk.%u.attn_q.weight", l);
-    ADD(false, embd, kv, "blk.%u.attn_k.weight", l);
-    ADD(false, embd, kv, "blk.%u.attn_v.weight", l);
+    if (shape->fused) {
+      ADD(false, embd, q + 2 * kv, "blk.%u.attn_qkv.weight", l);
+    } else {
+      ADD(false, embd, q, "blk.%u.attn_q.weight", l);
+      ADD(false, embd, kv, "blk.%u.attn_k.weight", l);
+      ADD(false, embd, kv, "blk.%u.attn_v.weight", l);
+    }
     if (shape->qkv_bias) {
       ADD(true, q, 1, "blk.%u.attn_q.bias", l);
       ADD(true, kv, 1, "blk.%u.attn_k.bias", l);
@@ -156,6 +187,8 @@ plan_tensors(const ModelShape *shape, uint32_t n_vocab, TensorPlan *plan)
       ADD(true, head_dim, 1, "blk.%u.attn_k_norm.weight", l);
     }
     ADD(false, q, embd, "blk.%u.attn_output.weight", l);
+    if (shape->post_norms)
+      ADD(true, embd, 1, "blk.%u.post_attention_norm.weight", l);
     ADD(true, embd, 1, "blk.%u.ffn_norm.weight", l);
     if (n_exp > 0) {
       ADD(false, embd, n_exp, "blk.%u.ffn_gate_inp.weight", l);
@@ -170,10 +203,16 @@ plan_tensors(const ModelShape *shape, uint32_t n_vocab, TensorPlan *plan)
         ADD(false, ff_sh, embd, "blk.%u.ffn_down_shexp.weight", l);
       }
     } else {
-      ADD(false, embd, shape->n_ff, "blk.%u.ffn_gate.weight", l);
-      ADD(false, embd, shape->n_ff, "blk.%u.ffn_up.weight", l);
+      if (shape->fused) {
+        ADD(false, embd, 2 * (int64_t) shape->n_ff, "blk.%u.ffn_up.weight", l);
+      } else {
+        ADD(false, embd, shape->n_ff, "blk.%u.ffn_gate.weight", l);
+        ADD(false, embd, shape->n_ff, "blk.%u.ffn_up.weight", l);
+      }
       ADD(false, shape->n_ff, embd, "blk.%u.ffn_down.weight", l);
     }
+    if (shape->post_norms)
+      ADD(true, embd, 1, "blk.%u.post_ffw_norm.weight", l);
   }
   ADD(true, embd, 1, "output_norm.weight");
   if (!shape->tied)
@@ -186,7 +225,7 @@ plan_tensors(const ModelShape *shape, uint32_t n_vocab, TensorPlan *plan)
 static int
 max_tensors(const ModelShape *shape)
 {
-  return 3 + (int)shape->n_layer * 20;
+  return 5 + (int)shape->n_layer * 20;
 }
 
 /* Copies the tokenizer metadata of `vocab`, padding the token list to `n_vocab`. */
@@ -278,6 +317,13 @@ set_hparams(HnGgufWriter *w, const ModelShape *shape, uint32_t n_vocab, HnError 
            hn_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), shape->n_ff_exp, err))) &&
          (!shape->n_ff_shexp ||
           hn_gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), shape->n_ff_shexp, err)) &&
+         (!shape->rope_dims || hn_gguf_writer_set_u32(w, KEY("rope.dimension_count"), shape->rope_dims, err)) &&
+         (!shape->window || hn_gguf_writer_set_u32(w, KEY("attention.sliding_window"), shape->window, err)) &&
+         (!shape->n_ctx_orig ||
+          (hn_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), shape->n_ctx_orig, err) &&
+           hn_gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"),
+                                  sqrtf(1.0f + logf((float)shape->n_ctx / (float)shape->n_ctx_orig) /
+                                                   logf((float)shape->n_ctx_orig)), err))) &&
          hn_gguf_writer_set_u32(w, "general.file_type", 1 /* F16 */, err);
 #undef KEY
 }
@@ -320,6 +366,14 @@ write_f16_model(const char *path, const ModelShape *shape, const HnGguf *vocab, 
   /* Scale like a trained network: unit-ish activations through every layer. */
   for (int i = 0; ok && i < n_tensors; i++) {
     const int64_t cols = plan[i].ne[0], rows = plan[i].ne[1];
+    if (plan[i].is_vector && strncmp(plan[i].name, "rope_factors_", 13) == 0) {
+      /* frequency divisors: 1 (short) and a ramp up to 40 over the dimensions (long) */
+      bool is_long = strstr(plan[i].name, "long") != NULL;
+      for (int64_t c = 0; c < cols; c++)
+        row[c] = is_long ? 1.0f + 39.0f * (float)c / (float)(cols > 1 ? cols - 1 : 1) : 1.0f;
+      ok = hn_gguf_writer_write(w, row, sizeof *row * (size_t)cols, err);
+      continue;
+    }
     if (plan[i].is_vector) {
       bool is_norm = strstr(plan[i].name, "norm") != NULL;
       fill_normal(&rng, row, cols, is_norm ? 1.0f : 0.0f, is_norm ? 0.05f : 0.02f);

@@ -11,6 +11,9 @@
 #include "hn-gguf.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <gio/gunixinputstream.h>
+#include <gio/gunixoutputstream.h>
 #include <glib/gi18n-lib.h>
 #include <glib/gstdio.h>
 #include <libsoup/soup.h>
@@ -162,6 +165,29 @@ set_file_error (GError **error, const GError *cause)
                  _("Could not write the model file: %s"), cause->message);
 }
 
+/* The .part file keeps a fixed name so that a download can resume, which makes it a name
+ * someone could plant a symbolic link at: it is opened without following links, never
+ * through GFile (which would write through one). */
+static int
+open_part (const char *part, int flags, GError **error)
+{
+  int fd = g_open (part, flags | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd >= 0)
+    return fd;
+  int saved = errno;
+  if (saved == ELOOP)
+    g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_IO,
+                 _("The partial download “%s” is a symbolic link, which is not followed. Remove it and try again."),
+                 part);
+  else if (saved == ENOSPC)
+    g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_DISK_FULL,
+                 _("The disk is full. Free some space and resume the download."));
+  else
+    g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_IO,
+                 _("Could not write the model file: %s"), g_strerror (saved));
+  return -1;
+}
+
 /* ---- the worker ---- */
 
 static gboolean
@@ -190,17 +216,11 @@ static gboolean
 hash_existing_part (const char *part, guint64 length, GChecksum *sum, guint64 *hashed,
                     GCancellable *cancellable, GError **error)
 {
-  g_autoptr (GFile) file = g_file_new_for_path (part);
   g_autoptr (GError) local = NULL;
-  g_autoptr (GFileInputStream) in = g_file_read (file, cancellable, &local);
-  if (in == NULL) {
-    if (g_error_matches (local, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-      g_propagate_error (error, g_steal_pointer (&local));
-    else
-      g_set_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_IO,
-                   _("Could not read the partial download: %s"), local->message);
+  int fd = open_part (part, O_RDONLY, error);
+  if (fd < 0)
     return FALSE;
-  }
+  g_autoptr (GInputStream) in = g_unix_input_stream_new (fd, TRUE);
   g_autofree guint8 *buf = g_malloc (CHUNK_SIZE);
   guint64 left = length;
   while (left > 0) {
@@ -396,11 +416,10 @@ transfer (HanashiDownload *self, const char *part, char **digest, GCancellable *
   if (!hanashi_download_uri_is_allowed (self->uri, error))
     return FALSE;
 
-  g_autoptr (GFile) part_file = g_file_new_for_path (part);
   guint64 expected = self->expected_size;
   guint64 offset = 0;
   GStatBuf st;
-  if (g_stat (part, &st) == 0)
+  if (g_lstat (part, &st) == 0 && S_ISREG (st.st_mode))
     offset = (guint64) st.st_size;
   if (expected > 0 && offset > expected) {
     g_unlink (part); /* longer than the file can be: it is not a part of it */
@@ -473,15 +492,10 @@ transfer (HanashiDownload *self, const char *part, char **digest, GCancellable *
   if (total > offset && !check_free_space (self->destination, total - offset, error))
     return FALSE;
 
-  g_autoptr (GFileOutputStream) out = NULL;
-  if (offset > 0)
-    out = g_file_append_to (part_file, G_FILE_CREATE_NONE, cancellable, &local);
-  else
-    out = g_file_replace (part_file, NULL, FALSE, G_FILE_CREATE_NONE, cancellable, &local);
-  if (out == NULL) {
-    set_file_error (error, local);
+  int part_fd = open_part (part, O_WRONLY | O_CREAT | (offset > 0 ? O_APPEND : O_TRUNC), error);
+  if (part_fd < 0)
     return FALSE;
-  }
+  g_autoptr (GOutputStream) out = g_unix_output_stream_new (part_fd, TRUE);
 
   set_progress (self, offset, total, 0);
   g_autofree guint8 *buf = g_malloc (CHUNK_SIZE);

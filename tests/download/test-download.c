@@ -8,6 +8,7 @@
 
 #include <glib/gstdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MODEL_NAME "stories260K-f32.gguf"
 
@@ -753,6 +754,35 @@ test_resolve_uri (void)
   g_unsetenv ("HANASHI_HUB_URL");
 }
 
+/* A symbolic link planted at the .part name is never written through: the file it points
+ * at keeps its bytes, and the download says why it stopped. */
+static void
+test_planted_part_link (Fixture *f, gconstpointer data)
+{
+  REQUIRE_SERVER ();
+  g_autofree char *victim = g_strconcat (f->dest_path, ".victim", NULL);
+  g_assert_true (g_file_set_contents (victim, "keep me", -1, NULL));
+  g_assert_cmpint (symlink (victim, f->part_path), ==, 0);
+
+  g_autofree char *url = url_for ("/model.gguf");
+  g_autoptr (HanashiDownload) download = hanashi_download_new (url, f->dest, NULL);
+  g_assert_cmpint (run_download (download), ==, HANASHI_DOWNLOAD_STATE_FAILED);
+  const GError *error = hanashi_download_get_error (download);
+  g_assert_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_IO);
+  g_assert_nonnull (strstr (error->message, "symbolic link"));
+  g_autofree char *kept = NULL;
+  g_assert_true (g_file_get_contents (victim, &kept, NULL, NULL));
+  g_assert_cmpstr (kept, ==, "keep me");
+  g_assert_false (g_file_test (f->dest_path, G_FILE_TEST_EXISTS));
+
+  /* Once the link is gone the same download works. */
+  g_assert_cmpint (g_unlink (f->part_path), ==, 0);
+  g_autoptr (HanashiDownload) again = hanashi_download_new (url, f->dest, NULL);
+  g_assert_cmpint (run_download (again), ==, HANASHI_DOWNLOAD_STATE_DONE);
+  assert_same_as_model (f->dest_path);
+  g_unlink (victim);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -775,6 +805,7 @@ main (int argc, char **argv)
   ADD ("/download/insecure-refused", test_insecure_refused);
   ADD ("/download/redirects", test_redirects);
   ADD ("/download/cli-pull-verified", test_cli_pull_verified);
+  ADD ("/download/planted-part-link", test_planted_part_link);
   int status = g_test_run ();
   g_main_loop_quit (server_loop);
   g_thread_join (thread);

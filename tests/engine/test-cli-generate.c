@@ -116,6 +116,21 @@ test_truncated_grammar_notice (void)
   g_autofree char *pout = NULL, *perr = NULL;
   g_assert_cmpint (run (plain_args, &pout, &perr), ==, 0);
   g_assert_null (strstr (perr, "too ambiguous"));
+
+  /* a grammar too deep to expand within one step's work: the error names the work limit */
+  g_autofree char *deep_path = g_build_filename (dir, "deep.gbnf", NULL);
+  GString *deep = g_string_new ("root ::= r1\n");
+  for (int i = 1; i < 200000; i++)
+    g_string_append_printf (deep, "r%d ::= r%d \"y\"\n", i, i + 1);
+  g_string_append (deep, "r200000 ::= \"x\"\n");
+  g_assert_true (g_file_set_contents (deep_path, deep->str, (gssize) deep->len, NULL));
+  g_string_free (deep, TRUE);
+  const char *deep_args[] = { "--grammar-file", deep_path, NULL };
+  g_autofree char *dout = NULL, *derr = NULL;
+  g_assert_cmpint (run (deep_args, &dout, &derr), ==, 1);
+  g_assert_true (g_str_has_prefix (derr, "hanashi-cli: error: the grammar is too large or too ambiguous to follow "
+                                         "here: the work limit for one token was reached"));
+  g_unlink (deep_path);
   g_unlink (path);
   g_rmdir (dir);
 }

@@ -898,6 +898,30 @@ test_invalid_grammar (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->n_done, ==, 0);
   g_assert_error (f->error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID);
 
+  /* valid but beyond the engine's bounds: GRAMMAR_TOO_COMPLEX, not "invalid" -- a schema
+   * whose grammar exceeds the size bound (refused before generating), and a chain of rules
+   * too deep to expand within one step's work (refused at the first token) */
+  GString *big = g_string_new ("{\"type\": \"object\", \"properties\": {");
+  for (int i = 0; i < 200; i++)
+    g_string_append_printf (big, "%s\"s%d\": {\"type\": \"string\", \"maxLength\": 10000}", i ? ", " : "", i);
+  g_string_append (big, "}}");
+  hanashi_generate_request_set_json_schema (req, big->str);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_done, ==, 0);
+  g_assert_error (f->error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX);
+  g_string_free (big, TRUE);
+  GString *deep = g_string_new ("root ::= r1\n");
+  for (int i = 1; i < 200000; i++)
+    g_string_append_printf (deep, "r%d ::= r%d \"y\"\n", i, i + 1);
+  g_string_append (deep, "r200000 ::= \"x\"\n");
+  hanashi_generate_request_set_grammar (req, deep->str);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_done, ==, 0);
+  g_assert_cmpuint (f->n_token_signals, ==, 0);
+  g_assert_error (f->error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX);
+  g_assert_nonnull (strstr (f->error->message, "work limit"));
+  g_string_free (deep, TRUE);
+
   /* the engine is still fine */
   hanashi_generate_request_set_grammar (req, NULL);
   hanashi_generate_request_set_max_tokens (req, 2);

@@ -1,7 +1,10 @@
 /* Tests for hn-grammar: the GBNF parser (valid and broken grammars, error positions), the
  * matcher (strings, repetition, UTF-8 split across tokens) and vocabulary masking against
  * a brute-force check, and the grammars shipped in data/grammars. */
+#include "hn-generate-model.h"
+#include "hn-gguf.h"
 #include "hn-grammar.h"
+#include "hn-sampler.h"
 
 #include <glib.h>
 #include <math.h>
@@ -532,6 +535,200 @@ test_wide_expansion (void)
   hn_grammar_free(g);
 }
 
+/* A chain of rules as long as a large JSON schema gives: each rule only refers to the next
+ * (the expansion nests as deep as the chain, which a fixed recursion limit refused with
+ * "the grammar allows no token here"), or refers to it and then adds a character (the parse
+ * stack is as deep as the chain). */
+static GString *
+chain_grammar(int n, gboolean nested)
+{
+  GString *text = g_string_new("root ::= r1\n");
+  for (int i = 1; i < n; i++)
+    g_string_append_printf(text, nested ? "r%d ::= r%d \"y\"\n" : "r%d ::= r%d\n", i, i + 1);
+  g_string_append_printf(text, "r%d ::= \"x\"\n", n);
+  return text;
+}
+
+static void
+test_rule_chain (void)
+{
+  const int lengths[] = { 5000, 20000 };
+  for (size_t k = 0; k < G_N_ELEMENTS(lengths); k++) {
+    int n = lengths[k];
+    GString *tail = chain_grammar(n, FALSE);
+    HnGrammar *g = parse_ok(tail->str);
+    g_assert_cmpuint(hn_grammar_n_rules(g), ==, (size_t) n + 1);
+    g_assert_true(full(g, "x"));
+    g_assert_false(matches(g, "y", NULL));
+    g_assert_false(matches(g, "xx", NULL));
+    /* the mask at the start allows exactly the token "x" */
+    const char *pieces[] = { "x", "y", "xy", "" };
+    uint32_t lens[] = { 1, 1, 2, 0 };
+    bool eog[] = { false, false, false, true };
+    HnError err = { 0 };
+    HnGrammarVocab *vocab = hn_grammar_vocab_new(4, pieces, lens, eog, &err);
+    HnGrammarState *st = hn_grammar_state_new(g, vocab, &err);
+    g_assert_nonnull(st);
+    float logits[4] = { 0, 0, 0, 0 };
+    hn_grammar_mask_logits(st, logits, 4);
+    g_assert_true(logits[0] == 0.0f && isinf(logits[1]) && isinf(logits[2]) && isinf(logits[3]));
+    g_assert_cmpuint(hn_grammar_state_truncated_steps(st), ==, 0);
+    g_assert_false(hn_grammar_state_incomplete(st));
+    hn_grammar_state_free(st);
+    hn_grammar_vocab_free(vocab);
+    hn_grammar_free(g);
+    g_string_free(tail, TRUE);
+
+    GString *nested = chain_grammar(n, TRUE);
+    g = parse_ok(nested->str);
+    GString *sentence = g_string_new("x");
+    for (int i = 1; i < n; i++)
+      g_string_append_c(sentence, 'y');
+    st = hn_grammar_state_new(g, NULL, &err);
+    g_assert_true(hn_grammar_accept_bytes(st, sentence->str, sentence->len - 1));
+    g_assert_false(hn_grammar_is_complete(st)); /* one "y" short */
+    g_assert_true(hn_grammar_accept_bytes(st, "y", 1));
+    g_assert_true(hn_grammar_is_complete(st));
+    g_assert_false(hn_grammar_accept_bytes(st, "y", 1));
+    g_assert_cmpuint(hn_grammar_state_truncated_steps(st), ==, 0);
+    hn_grammar_state_free(st);
+    hn_grammar_free(g);
+    g_string_free(sentence, TRUE);
+    g_string_free(nested, TRUE);
+  }
+}
+
+/* When a bound stops the work, the answer stays safe and says so.  A chain too deep to
+ * expand within one step's budget: nothing can be allowed, and the sampler reports the work
+ * limit (HN_ERR_LIMIT), not "the grammar allows no token here" -- which stays the answer
+ * for a grammar that really allows nothing. */
+static void
+test_work_bound_message (void)
+{
+  const char *pieces[] = { "x", "y", "" };
+  uint32_t lens[] = { 1, 1, 0 };
+  bool eog[] = { false, false, true };
+  HnError err = { 0 };
+  HnGrammarVocab *vocab = hn_grammar_vocab_new(3, pieces, lens, eog, &err);
+  HnSamplerParams sp;
+  hn_sampler_params_init(&sp);
+  sp.temperature = 0.0f;
+  HnSampler *sampler = hn_sampler_new(&sp, 3, 16, &err);
+  float logits[3] = { 1.0f, 2.0f, 0.5f };
+
+  GString *deep = chain_grammar(200000, TRUE);
+  HnGrammar *g = parse_ok(deep->str);
+  HnGrammarState *st = hn_grammar_state_new(g, vocab, &err);
+  g_assert_true(hn_grammar_state_incomplete(st));
+  g_assert_cmpuint(hn_grammar_state_truncated_steps(st), >, 0);
+  hn_error_clear(&err);
+  g_assert_cmpint(hn_sampler_sample(sampler, logits, st, &err), ==, -1);
+  g_assert_cmpint(err.code, ==, HN_ERR_LIMIT);
+  g_assert_nonnull(strstr(err.message, "work limit"));
+  g_assert_null(strstr(err.message, "allows no token"));
+  hn_grammar_state_free(st);
+  hn_grammar_free(g);
+  g_string_free(deep, TRUE);
+
+  g = parse_ok("root ::= \"z\"");
+  st = hn_grammar_state_new(g, vocab, &err);
+  g_assert_false(hn_grammar_state_incomplete(st));
+  hn_error_clear(&err);
+  g_assert_cmpint(hn_sampler_sample(sampler, logits, st, &err), ==, -1);
+  g_assert_cmpint(err.code, ==, HN_ERR_GRAMMAR);
+  g_assert_nonnull(strstr(err.message, "allows no token here"));
+  hn_grammar_state_free(st);
+  hn_grammar_free(g);
+  hn_sampler_free(sampler);
+  hn_grammar_vocab_free(vocab);
+}
+
+/* One mask has a work budget: over the LLaMA vocabulary, the ambiguous grammar of
+ * /grammar/wide-expansion would spend seconds on a single mask (thousands of byte steps,
+ * each allowed 50,000 units).  Its masks stop at the budget and are counted; every token a
+ * cut-short mask allows is one the grammar accepts (the mask stays safe); the JSON grammar
+ * never comes near the budget. */
+static HnGrammarVocab *
+llama_grammar_vocab (void)
+{
+  const char *dir = g_getenv("HANASHI_TESTDATA");
+  if (dir == NULL)
+    return NULL;
+  g_autofree char *path = g_build_filename(dir, "vocab", "ggml-vocab-llama-spm.gguf", NULL);
+  HnError err = { 0 };
+  HnGguf *gguf = hn_gguf_open(path, &err);
+  if (gguf == NULL)
+    return NULL;
+  HnVocab *vocab = hn_vocab_load(gguf, &err);
+  g_assert_nonnull(vocab);
+  HnGrammarVocab *gv = hn_gen_grammar_vocab_new(vocab, &err);
+  g_assert_nonnull(gv);
+  hn_vocab_free(vocab);
+  hn_gguf_close(gguf);
+  return gv;
+}
+
+static void
+test_mask_budget (void)
+{
+  HnGrammarVocab *gv = llama_grammar_vocab();
+  if (gv == NULL) {
+    g_test_skip("no LLaMA vocabulary in HANASHI_TESTDATA");
+    return;
+  }
+  int32_t n_vocab = hn_grammar_vocab_n_vocab(gv);
+  float *logits = g_new(float, n_vocab);
+  HnGrammar *g = parse_ok("root ::= item (\"uu(u,\"* item){217}\n"
+                          "item ::= [ax42\" | [^\"-~\\*u15e9]+ | \"\\x41\" | [^\"\\\\\\n]?\n");
+  HnError err = { 0 };
+  HnGrammarState *st = hn_grammar_state_new(g, gv, &err);
+  const char *walk = "uu(u,aa";
+  size_t cut = 0;
+  for (size_t i = 0; i <= strlen(walk); i++) {
+    for (int32_t t = 0; t < n_vocab; t++)
+      logits[t] = 0.0f;
+    size_t before = hn_grammar_state_truncated_masks(st);
+    hn_grammar_mask_logits(st, logits, n_vocab);
+    if (hn_grammar_state_truncated_masks(st) > before) {
+      cut++;
+      g_assert_true(hn_grammar_state_incomplete(st));
+      /* safety: a sample of what the cut-short mask allowed is accepted by the grammar */
+      int checked = 0;
+      for (int32_t t = 0; t < n_vocab && checked < 40; t += 97) {
+        if (logits[t] != 0.0f)
+          continue;
+        g_assert_true(hn_grammar_accepts_token_bytes(st, t));
+        checked++;
+      }
+    }
+    if (walk[i] == '\0' || !hn_grammar_accept_bytes(st, walk + i, 1))
+      break;
+  }
+  g_test_message("%zu of %zu masks cut at the work budget", cut, strlen(walk) + 1);
+  g_assert_cmpuint(cut, >, 0);
+  g_assert_cmpuint(hn_grammar_state_truncated_masks(st), ==, cut);
+  g_assert_cmpuint(hn_grammar_state_truncated_steps(st), >=, cut);
+  hn_grammar_state_reset(st);
+  g_assert_cmpuint(hn_grammar_state_truncated_masks(st), ==, 0);
+  hn_grammar_state_free(st);
+  hn_grammar_free(g);
+
+  /* an ordinary grammar: no mask is cut */
+  g = parse_ok("root ::= \"{\" ( [a-z\" :,0-9] )* \"}\"");
+  st = hn_grammar_state_new(g, gv, &err);
+  const char *doc = "{\"a\": 1, \"b\": \"xyz\"}";
+  for (size_t i = 0; i < strlen(doc); i++) {
+    hn_grammar_mask_logits(st, logits, n_vocab);
+    g_assert_true(hn_grammar_accept_bytes(st, doc + i, 1));
+  }
+  g_assert_cmpuint(hn_grammar_state_truncated_masks(st), ==, 0);
+  g_assert_false(hn_grammar_state_incomplete(st));
+  hn_grammar_state_free(st);
+  hn_grammar_free(g);
+  g_free(logits);
+  hn_grammar_vocab_free(gv);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -549,5 +746,8 @@ main (int argc, char **argv)
   g_test_add_func("/grammar/deep-expansion", test_deep_expansion);
   g_test_add_func("/grammar/many-stacks", test_many_stacks);
   g_test_add_func("/grammar/wide-expansion", test_wide_expansion);
+  g_test_add_func("/grammar/rule-chain", test_rule_chain);
+  g_test_add_func("/grammar/work-bound-message", test_work_bound_message);
+  g_test_add_func("/grammar/mask-budget", test_mask_budget);
   return g_test_run();
 }

@@ -62,11 +62,93 @@ test_shift_rotates_keys (void)
   }
 }
 
+/* Ring rows held by cells of the table. */
+static int
+rows_held (HnKvCache *c, int layer)
+{
+  int n = 0;
+  for (int i = 0; i < hn_kv_cache_n_cells (c); i++)
+    n += hn_kv_cache_cells (c)[i].pos >= 0 && hn_kv_cache_row_of (c, layer, i) >= 0;
+  return n;
+}
+
+/* Layers 0 and 2 slide (window 4, ring of 6 rows), layer 1 is global (16 cells). */
+static void
+test_window_ring (void)
+{
+  HnError err = {0};
+  const bool sliding[3] = {true, false, true};
+  HnKvCache *c = hn_kv_cache_new_windowed (3, 16, 2, sliding, 4, 6, &err);
+  g_assert_nonnull (c);
+  g_assert_cmpint (hn_kv_cache_window (c), ==, 4);
+  g_assert_cmpint (hn_kv_cache_n_ring (c), ==, 6);
+  g_assert_true (hn_kv_cache_layer_sliding (c, 0));
+  g_assert_false (hn_kv_cache_layer_sliding (c, 1));
+  int32_t cells[6], seq0[6] = {0}, pos[6];
+  /* six tokens fill the ring; nothing needed to be handed on */
+  for (int i = 0; i < 6; i++)
+    pos[i] = i;
+  g_assert_true (hn_kv_cache_find_slot (c, 6, pos, seq0, cells, &err));
+  g_assert_cmpint (rows_held (c, 0), ==, 6);
+  g_assert_cmpint (hn_kv_cache_seq_resume_min (c, 0), ==, 0);
+  /* position 6 sees 3..6: the rows of 0, 1 and 2 are handed on, 3..5 stay */
+  int32_t p6 = 6;
+  g_assert_true (hn_kv_cache_find_slot (c, 1, &p6, seq0, cells, &err));
+  for (int i = 0; i < 16; i++) {
+    const HnKvCell *cell = &hn_kv_cache_cells (c)[i];
+    if (cell->pos < 0)
+      continue;
+    g_assert_cmpint (hn_kv_cache_row_of (c, 1, i), ==, i); /* global rows never move */
+    g_assert_cmpint (hn_kv_cache_row_of (c, 0, i) >= 0, ==, cell->pos >= 3);
+    g_assert_true ((hn_kv_cache_k_row (c, 2, i) != NULL) == (cell->pos >= 3));
+    g_assert_nonnull (hn_kv_cache_k_row (c, 1, i));
+  }
+  g_assert_cmpint (hn_kv_cache_n_used (c), ==, 7);
+  g_assert_cmpint (hn_kv_cache_seq_resume_min (c, 0), ==, 2 + 4);
+  /* a batch that would need rows still in the window does not fit: nothing changes */
+  int32_t many[5] = {7, 8, 9, 10, 11};
+  g_assert_false (hn_kv_cache_find_slot (c, 5, many, seq0, cells, &err));
+  g_assert_cmpint (err.code, ==, HN_ERR_NOMEM);
+  g_assert_cmpint (hn_kv_cache_n_used (c), ==, 7);
+  /* a cell another sequence still sees keeps its row: seq 1 shares position 3 and goes
+   * on from 4, so for 7, 8, 9 of seq 0 there are only the two free rows */
+  hn_kv_cache_seq_cp (c, 0, 1, 3, 4);
+  int32_t p7[3] = {7, 8, 9};
+  g_assert_false (hn_kv_cache_find_slot (c, 3, p7, seq0, cells, &err));
+  g_assert_true (hn_kv_cache_find_slot (c, 2, p7, seq0, cells, &err));
+  for (int i = 0; i < 16; i++) {
+    const HnKvCell *cell = &hn_kv_cache_cells (c)[i];
+    if (cell->pos == 3)
+      g_assert_cmpint (hn_kv_cache_row_of (c, 0, i), >=, 0);
+  }
+  /* freeing cells frees their rows; dropping rows marks them as handed on */
+  hn_kv_cache_seq_rm (c, -1, 7, -1);
+  g_assert_cmpint (rows_held (c, 0), ==, 4); /* 3, 4, 5, 6 */
+  hn_kv_cache_drop_window_rows (c, cells[0]); /* already freed: nothing happens */
+  for (int i = 0; i < 16; i++)
+    if (hn_kv_cache_cells (c)[i].pos == 6)
+      hn_kv_cache_drop_window_rows (c, i);
+  g_assert_cmpint (rows_held (c, 0), ==, 3);
+  g_assert_cmpint (hn_kv_cache_seq_resume_min (c, 0), ==, 6 + 4);
+  hn_kv_cache_clear (c);
+  g_assert_cmpint (rows_held (c, 0), ==, 0);
+  g_assert_cmpint (hn_kv_cache_seq_resume_min (c, 0), ==, 0);
+  hn_kv_cache_free (c);
+
+  /* no sliding layer: a plain cache */
+  const bool none[2] = {false, false};
+  c = hn_kv_cache_new_windowed (2, 8, 2, none, 4, 6, &err);
+  g_assert_cmpint (hn_kv_cache_window (c), ==, 0);
+  g_assert_cmpint (hn_kv_cache_n_ring (c), ==, 0);
+  hn_kv_cache_free (c);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/kv-cache/cell-ops", test_cell_ops);
   g_test_add_func ("/kv-cache/shift-rotates-keys", test_shift_rotates_keys);
+  g_test_add_func ("/kv-cache/window-ring", test_window_ring);
   return g_test_run ();
 }

@@ -469,13 +469,17 @@ test_non_finite (void)
       g_assert_cmpint(hn_sampler_sample(s, l, NULL, &err), ==, 4321);
     hn_sampler_free(s);
   }
-  /* all NaN: every token is "banned" */
+  /* all NaN: every token is "banned", and the error says why (a damaged model), not that
+   * the logit bias banned everything */
   for (int i = 0; i < V; i++)
     l[i] = NAN;
   HnSamplerParams p;
   hn_sampler_params_init(&p);
   HnSampler *s = hn_sampler_new(&p, V, 64, &err);
+  hn_error_clear(&err);
   g_assert_cmpint(hn_sampler_sample(s, l, NULL, &err), ==, -1);
+  g_assert_cmpint(err.code, ==, HN_ERR_INVALID_NUMBERS);
+  g_assert_nonnull(strstr(err.message, "invalid numbers"));
   hn_sampler_free(s);
   g_free(l);
 }

@@ -139,9 +139,9 @@ test_wrong_version (void)
   gchar *data;
   gsize len;
   g_assert_true (g_file_get_contents (path, &data, &len, NULL));
-  data[8] = 2; /* version 2, header hash recomputed so only the version is wrong */
-  uint64_t h = hn_session_hash (data, 72, 0);
-  memcpy (data + 72, &h, 8);
+  data[8] = HN_SESSION_VERSION + 1; /* header hash recomputed so only the version is wrong */
+  uint64_t h = hn_session_hash (data, HN_SESSION_HEADER_SIZE - 8, 0);
+  memcpy (data + HN_SESSION_HEADER_SIZE - 8, &h, 8);
   g_assert_true (g_file_set_contents (path, data, (gssize) len, NULL));
   HnError err = { 0 };
   g_assert_null (hn_session_read (path, &params, &err));
@@ -407,6 +407,22 @@ test_lru_eviction (void)
   g_assert_false (g_file_test (paths[2], G_FILE_TEST_EXISTS));
   g_assert_false (g_file_test (paths[3], G_FILE_TEST_EXISTS));
   g_assert_true (g_file_test (paths[4], G_FILE_TEST_EXISTS));
+
+  /* A link named like a session file, pointing at a large file elsewhere, is neither
+   * counted (it would make the cache look full and evict real files) nor touched. */
+  g_autofree char *outside = g_build_filename (tmpdir, "outside.bin", NULL);
+  g_autofree char *big = g_malloc0 (20 * one);
+  g_assert_true (g_file_set_contents (outside, big, (gssize) (20 * one), NULL));
+  g_autofree char *link = g_build_filename (dir, "planted.hnsession", NULL);
+  g_assert_cmpint (symlink (outside, link), ==, 0);
+  g_assert_cmpint (hn_session_cache_evict (dir, 3 * one, paths[1], &err), ==, 0);
+  g_assert_true (g_file_test (paths[0], G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (paths[4], G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (link, G_FILE_TEST_IS_SYMLINK));
+  g_assert_cmpint (g_stat (outside, &st), ==, 0);
+  g_assert_cmpint (st.st_size, ==, (goffset) (20 * one));
+  g_unlink (link);
+  g_unlink (outside);
   for (int i = 0; i < 5; i++)
     g_free (paths[i]);
 }

@@ -94,20 +94,21 @@ def fnv1a(data, h=0xcbf29ce484222325):
     return h
 
 
-def session(n_tokens, n_layer=3, k=8, v=12, fingerprint=0x1234abcd5678ef00):
+def session(n_tokens, n_layer=3, k=8, v=12, fingerprint=0x1234abcd5678ef00, rows_from=0):
     payload = b"".join(struct.pack("<i", 100 + i) for i in range(n_tokens))
     for layer in range(n_layer):
         payload += bytes((layer * 7 + i) & 0xFF for i in range(n_tokens * k * 2))
         payload += bytes((layer * 5 + i) & 0xFF for i in range(n_tokens * v * 2))
-    head = b"HNSESSN\x00" + struct.pack("<II", 1, 80) + struct.pack("<Q", fingerprint)
+    head = b"HNSESSN\x00" + struct.pack("<II", 2, 88) + struct.pack("<Q", fingerprint)
     head += struct.pack("<IIIIIff", 1, n_layer, k, v, 0, 10000.0, 1.0)
-    head += struct.pack("<IQQ", n_tokens, len(payload), fnv1a(payload))
+    head += struct.pack("<IQQII", n_tokens, len(payload), fnv1a(payload), rows_from, 0)
     return head + struct.pack("<Q", fnv1a(head)) + payload
 
 
 put("session", "three-tokens.hnsession", session(3))
 put("session", "empty.hnsession", session(0))
 put("session", "other-model.hnsession", session(2, fingerprint=1))
+put("session", "window-rows-from.hnsession", session(5, rows_from=2))
 
 # ---- chat templates and vocabulary strings, from the test data ----
 for path in sorted(glob.glob(os.path.join(testdata, "templates", "*.json"))):
