@@ -15,6 +15,10 @@
 struct _HanashiApplication
 {
   AdwApplication parent_instance;
+
+  /* Owned */
+  HanashiEngine *engine;
+  GSettings     *settings;
 };
 
 G_DEFINE_FINAL_TYPE (HanashiApplication, hanashi_application, ADW_TYPE_APPLICATION)
@@ -27,6 +31,30 @@ hanashi_application_new (void)
                        "flags", G_APPLICATION_HANDLES_OPEN,
                        "resource-base-path", "/io/github/hanashi/Hanashi",
                        NULL);
+}
+
+static void
+apply_session_limit (HanashiApplication *self)
+{
+  /* The limit applies to every save, so a change in Preferences takes effect at once. */
+  hanashi_engine_set_session_cache_limit (self->engine,
+                                          (guint64) g_settings_get_int (self->settings, "session-cache-limit-mb") << 20);
+}
+
+HanashiEngine *
+hanashi_application_get_engine (HanashiApplication *self)
+{
+  g_return_val_if_fail (HANASHI_IS_APPLICATION (self), NULL);
+
+  if (self->engine == NULL)
+    {
+      self->engine = hanashi_engine_new ();
+      self->settings = g_settings_new (APP_ID);
+      apply_session_limit (self);
+      g_signal_connect_object (self->settings, "changed::session-cache-limit-mb",
+                               G_CALLBACK (apply_session_limit), self, G_CONNECT_SWAPPED);
+    }
+  return self->engine;
 }
 
 static HanashiWindow *
@@ -86,7 +114,7 @@ preferences_action (GSimpleAction *action,
 {
   HanashiWindow *window = get_or_create_window (HANASHI_APPLICATION (user_data));
   HanashiPreferencesWindow *preferences =
-    hanashi_preferences_window_new (GTK_WINDOW (window), hanashi_window_get_engine (window));
+    hanashi_preferences_window_new (GTK_WINDOW (window), hanashi_application_get_engine (HANASHI_APPLICATION (user_data)));
 
   gtk_window_present (GTK_WINDOW (preferences));
 }
@@ -140,10 +168,22 @@ hanashi_application_startup (GApplication *app)
 }
 
 static void
+hanashi_application_dispose (GObject *object)
+{
+  HanashiApplication *self = HANASHI_APPLICATION (object);
+
+  g_clear_object (&self->settings);
+  g_clear_object (&self->engine);
+  G_OBJECT_CLASS (hanashi_application_parent_class)->dispose (object);
+}
+
+static void
 hanashi_application_class_init (HanashiApplicationClass *klass)
 {
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
   GApplicationClass *app_class = G_APPLICATION_CLASS (klass);
 
+  object_class->dispose = hanashi_application_dispose;
   app_class->activate = hanashi_application_activate;
   app_class->open = hanashi_application_open;
   app_class->startup = hanashi_application_startup;

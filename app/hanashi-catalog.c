@@ -1,4 +1,9 @@
-/* hanashi-catalog.c: reading the recommended-models catalog and judging memory fit. */
+/* hanashi-catalog.c: reading the recommended-models catalog and judging memory fit.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-catalog"
+
 #include "config.h"
 
 #include <glib/gi18n.h>

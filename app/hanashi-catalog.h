@@ -2,7 +2,10 @@
  *
  * Every entry names a file in a Hugging Face repository at a pinned revision with its
  * exact size and SHA-256, so a download of it is verified byte for byte.  An entry that
- * lacks any of these is not offered: the catalog never hands out an unverifiable file. */
+ * lacks any of these is not offered: the catalog never hands out an unverifiable file.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gio/gio.h>

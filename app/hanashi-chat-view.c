@@ -36,13 +36,6 @@ struct _HanashiChatView
 
 G_DEFINE_FINAL_TYPE (HanashiChatView, hanashi_chat_view, GTK_TYPE_WIDGET)
 
-enum {
-  SIGNAL_MESSAGE_ACTION,
-  N_SIGNALS
-};
-
-static guint signals[N_SIGNALS];
-
 HanashiChatView *
 hanashi_chat_view_new (void)
 {
@@ -243,22 +236,6 @@ hanashi_chat_view_set_model (HanashiChatView *self,
   hanashi_chat_view_scroll_to_bottom (self);
 }
 
-void
-hanashi_chat_view_message_action (HanashiChatView *self,
-                                  const char      *action,
-                                  HanashiMessage  *message)
-{
-  g_return_if_fail (HANASHI_IS_CHAT_VIEW (self));
-  g_return_if_fail (HANASHI_IS_MESSAGE (message));
-
-  if (g_str_equal (action, "copy"))
-    {
-      gdk_clipboard_set_text (gtk_widget_get_clipboard (GTK_WIDGET (self)), hanashi_message_get_text (message));
-      return;
-    }
-  g_signal_emit (self, signals[SIGNAL_MESSAGE_ACTION], 0, action, message);
-}
-
 static void
 setup_row (GtkSignalListItemFactory *factory,
            GtkListItem              *item,
@@ -310,10 +287,6 @@ hanashi_chat_view_class_init (HanashiChatViewClass *klass)
   GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
 
   object_class->dispose = hanashi_chat_view_dispose;
-
-  signals[SIGNAL_MESSAGE_ACTION] = g_signal_new ("message-action", G_TYPE_FROM_CLASS (klass),
-                                                 G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
-                                                 G_TYPE_NONE, 2, G_TYPE_STRING, HANASHI_TYPE_MESSAGE);
 
   g_type_ensure (HANASHI_TYPE_MESSAGE_ROW);
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hanashi/Hanashi/ui/hanashi-chat-view.ui");

@@ -2,7 +2,10 @@
  *
  * A GtkListView over a GListModel of HanashiMessage, so only the rows on screen exist as
  * widgets however long the conversation is.  While a reply streams in, the view follows
- * the bottom unless the user has scrolled up. */
+ * the bottom unless the user has scrolled up.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gtk/gtk.h>
@@ -26,12 +29,8 @@ GtkAdjustment   *hanashi_chat_view_get_vadjustment (HanashiChatView *self);
 /* What scrolling up by wheel, scrollbar or keyboard does: stay put while content grows. */
 void             hanashi_chat_view_stop_following (HanashiChatView *self);
 
-/* Called by the rows; "copy" is handled here, the others are emitted as "message-action". */
-void             hanashi_chat_view_message_action (HanashiChatView *self,
-                                                   const char      *action,
-                                                   HanashiMessage  *message);
-
-/* Signal "message-action" (const char *action, HanashiMessage *message): action is one of
- * "edit", "regenerate", "delete", "previous", "next". */
+/* The rows' buttons activate "chat.copy", "chat.edit", "chat.regenerate", "chat.delete",
+ * "chat.previous-alternative" and "chat.next-alternative" with the message id (int64) as
+ * parameter: whoever holds the view provides that action group (the window does). */
 
 G_END_DECLS

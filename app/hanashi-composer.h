@@ -3,7 +3,10 @@
  *
  * Enter activates "win.send" and Shift+Enter inserts a new line; the Send button turns
  * into Stop ("win.stop") while a reply is being written.  The window reads the text,
- * and clears it only once the message is safely stored. */
+ * and clears it only once the message is safely stored.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gtk/gtk.h>

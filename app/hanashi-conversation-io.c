@@ -1,4 +1,9 @@
-/* hanashi-conversation-io.c — export to Markdown and JSON, validated atomic JSON import */
+/* hanashi-conversation-io.c — export to Markdown and JSON, validated atomic JSON import
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-conversation-io"
+
 #include "config.h"
 
 #include <glib/gi18n.h>
@@ -22,7 +27,7 @@ HanashiConversationData *
 hanashi_conversation_data_load (HanashiStore *store, gint64 id, GError **error)
 {
   g_autoptr(HanashiConversationData) data = g_new0 (HanashiConversationData, 1);
-  data->conversation = hanashi_store_get_conversation (store, id, error);
+  data->conversation = hanashi_store_dup_conversation (store, id, error);
   if (!data->conversation)
     return NULL;
   data->messages = hanashi_store_list_messages (store, id, error);

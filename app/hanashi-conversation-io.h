@@ -1,5 +1,8 @@
 /* hanashi-conversation-io.h — a conversation to and from Markdown and the versioned JSON
- * format described in docs/conversations.md */
+ * format described in docs/conversations.md
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <glib.h>

@@ -1,4 +1,9 @@
-/* hanashi-conversation-item.c — one conversation in the sidebar's list model */
+/* hanashi-conversation-item.c — one conversation in the sidebar's list model
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-conversation-item"
+
 #include "config.h"
 
 #include <glib/gi18n.h>

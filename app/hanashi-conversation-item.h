@@ -1,4 +1,7 @@
-/* hanashi-conversation-item.h — one conversation in the sidebar's list model */
+/* hanashi-conversation-item.h — one conversation in the sidebar's list model
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <glib-object.h>

@@ -1,4 +1,9 @@
-/* hanashi-conversation-row.c — the sidebar row: title, snippet, time and a menu */
+/* hanashi-conversation-row.c — the sidebar row: title, snippet, time and a menu
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-conversation-row"
+
 #include "config.h"
 
 #include <glib/gi18n.h>

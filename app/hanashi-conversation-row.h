@@ -1,4 +1,7 @@
-/* hanashi-conversation-row.h — the sidebar row: title, snippet, time and a menu */
+/* hanashi-conversation-row.h — the sidebar row: title, snippet, time and a menu
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gtk/gtk.h>

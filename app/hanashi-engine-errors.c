@@ -1,8 +1,11 @@
 /* hanashi-engine-errors.c — engine errors as sentences in the user's language
  *
  * The engine's own messages are English and technical ("tensor 'blk.3.attn_q.weight'
- * extends past end of file"); the window shows what they mean for the person instead. */
-#define G_LOG_DOMAIN "hanashi"
+ * extends past end of file"); the window shows what they mean for the person instead.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-engine-errors"
 
 #include "config.h"
 

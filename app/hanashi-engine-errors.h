@@ -1,4 +1,7 @@
-/* hanashi-engine-errors.h — engine errors as sentences in the user's language */
+/* hanashi-engine-errors.h — engine errors as sentences in the user's language
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <glib.h>

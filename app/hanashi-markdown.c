@@ -1,5 +1,12 @@
 /* hanashi-markdown.c — turns md4c callbacks into Pango markup; code blocks are split out so
- * the message row can give them a highlighted source view and a copy button. */
+ * the message row can give them a highlighted source view and a copy button.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-markdown"
+
+#include "config.h"
+
 #include "hanashi-markdown.h"
 
 #include <md4c.h>

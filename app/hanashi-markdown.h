@@ -1,4 +1,7 @@
-/* hanashi-markdown.h — Markdown (md4c, GitHub dialect) to blocks of Pango markup and code */
+/* hanashi-markdown.h — Markdown (md4c, GitHub dialect) to blocks of Pango markup and code
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <glib.h>

@@ -10,7 +10,6 @@
 #include <glib/gi18n.h>
 #include <gtksourceview/gtksource.h>
 
-#include "hanashi-chat-view.h"
 #include "hanashi-markdown.h"
 #include "hanashi-message-row.h"
 
@@ -28,8 +27,10 @@ struct _HanashiMessageRow
   GtkWidget *alternatives_box;
   GtkLabel  *alternatives_label;
   GtkLabel  *stats_label;
+  GtkWidget *copy_button;
   GtkWidget *edit_button;
   GtkWidget *regenerate_button;
+  GtkWidget *delete_button;
 
   /* Owned */
   HanashiMessage *message;
@@ -241,8 +242,8 @@ update_footer (HanashiMessageRow *self)
 
   gtk_widget_set_visible (self->alternatives_box, n > 1);
   gtk_label_set_text (self->alternatives_label, alternatives);
-  gtk_widget_action_set_enabled (GTK_WIDGET (self), "message.previous", index > 0);
-  gtk_widget_action_set_enabled (GTK_WIDGET (self), "message.next", index + 1 < n);
+  gtk_widget_action_set_enabled (GTK_WIDGET (self), "row.previous-alternative", index > 0);
+  gtk_widget_action_set_enabled (GTK_WIDGET (self), "row.next-alternative", index + 1 < n);
 
   gtk_widget_set_visible (self->edit_button, user);
   gtk_widget_set_visible (self->regenerate_button, !user);
@@ -354,6 +355,13 @@ hanashi_message_row_set_message (HanashiMessageRow *self,
       g_signal_connect_swapped (message, "notify::thinking-seconds", G_CALLBACK (update_thinking), self);
       g_signal_connect_swapped (message, "notify::thinking-active", G_CALLBACK (on_thinking_active_changed), self);
     }
+  /* The buttons activate the chat's actions ("chat.copy", …) for this message. */
+  {
+    GtkWidget *buttons[] = { self->copy_button, self->edit_button, self->regenerate_button, self->delete_button };
+    gint64 id = message != NULL ? hanashi_message_get_id (message) : 0;
+    for (gsize i = 0; i < G_N_ELEMENTS (buttons); i++)
+      gtk_actionable_set_action_target (GTK_ACTIONABLE (buttons[i]), "x", id);
+  }
   gtk_expander_set_expanded (self->thinking_expander, message != NULL && hanashi_message_get_thinking_active (message));
   update_role (self);
   update_thinking (self);
@@ -361,18 +369,28 @@ hanashi_message_row_set_message (HanashiMessageRow *self,
   update_footer (self);
 }
 
+/* The arrows are enabled per row (the first version has no previous one), so they are the
+ * row's own actions, passing the message id on to the chat's. */
 static void
-message_action (GtkWidget  *widget,
-                const char *action_name,
-                GVariant   *parameter)
+previous_alternative_action (GtkWidget  *widget,
+                             const char *action_name,
+                             GVariant   *parameter)
 {
   HanashiMessageRow *self = HANASHI_MESSAGE_ROW (widget);
-  GtkWidget *view = gtk_widget_get_ancestor (widget, HANASHI_TYPE_CHAT_VIEW);
 
-  if (self->message == NULL || view == NULL)
-    return;
-  /* "message.copy" → "copy" */
-  hanashi_chat_view_message_action (HANASHI_CHAT_VIEW (view), strchr (action_name, '.') + 1, self->message);
+  if (self->message != NULL)
+    gtk_widget_activate_action (widget, "chat.previous-alternative", "x", hanashi_message_get_id (self->message));
+}
+
+static void
+next_alternative_action (GtkWidget  *widget,
+                         const char *action_name,
+                         GVariant   *parameter)
+{
+  HanashiMessageRow *self = HANASHI_MESSAGE_ROW (widget);
+
+  if (self->message != NULL)
+    gtk_widget_activate_action (widget, "chat.next-alternative", "x", hanashi_message_get_id (self->message));
 }
 
 static void
@@ -417,15 +435,13 @@ hanashi_message_row_class_init (HanashiMessageRowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, alternatives_box);
   gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, alternatives_label);
   gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, stats_label);
+  gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, copy_button);
   gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, edit_button);
   gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, regenerate_button);
+  gtk_widget_class_bind_template_child (widget_class, HanashiMessageRow, delete_button);
 
-  gtk_widget_class_install_action (widget_class, "message.copy", NULL, message_action);
-  gtk_widget_class_install_action (widget_class, "message.edit", NULL, message_action);
-  gtk_widget_class_install_action (widget_class, "message.regenerate", NULL, message_action);
-  gtk_widget_class_install_action (widget_class, "message.delete", NULL, message_action);
-  gtk_widget_class_install_action (widget_class, "message.previous", NULL, message_action);
-  gtk_widget_class_install_action (widget_class, "message.next", NULL, message_action);
+  gtk_widget_class_install_action (widget_class, "row.previous-alternative", NULL, previous_alternative_action);
+  gtk_widget_class_install_action (widget_class, "row.next-alternative", NULL, next_alternative_action);
 
   gtk_widget_class_set_layout_manager_type (widget_class, GTK_TYPE_BIN_LAYOUT);
   gtk_widget_class_set_css_name (widget_class, "messagerow");

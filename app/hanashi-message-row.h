@@ -2,7 +2,10 @@
  *
  * The row shows the message bound to it: plain text for the user, Markdown for the
  * assistant, the alternatives arrows, a footer with the reply's speed, and the message
- * actions.  Actions are reported on the enclosing HanashiChatView. */
+ * actions, which activate the "chat." actions with the message id.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gtk/gtk.h>

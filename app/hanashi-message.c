@@ -1,5 +1,12 @@
 /* hanashi-message.c — a GObject per message so list rows can bind to property changes
- * while a reply streams in. */
+ * while a reply streams in.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-message"
+
+#include "config.h"
+
 #include "hanashi-message.h"
 
 #include <string.h>

@@ -1,4 +1,7 @@
-/* hanashi-message.h — one chat message as a GObject, the item type of the message list model */
+/* hanashi-message.h — one chat message as a GObject, the item type of the message list model
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <glib-object.h>

@@ -4,9 +4,9 @@
 #include <glib/gi18n.h>
 #include <string.h>
 
+#include "hanashi-model-file.h"
 #include "hanashi-model-scan.h"
 #include "hn-gguf.h"
-#include "hn-quants.h"
 
 void
 hanashi_local_model_free (HanashiLocalModel *model)
@@ -78,8 +78,6 @@ hanashi_model_scan_file (const char *path)
         model->n_ctx_train = n_ctx;
     }
 
-  /* Parameter count and the weight type that holds the most bytes. */
-  guint64 bytes_by_type[64] = { 0 };
   for (int64_t i = 0; i < hn_gguf_n_tensors (gguf); i++)
     {
       const HnGgufTensor *t = hn_gguf_tensor (gguf, i);
@@ -87,16 +85,10 @@ hanashi_model_scan_file (const char *path)
       for (uint32_t d = 0; d < t->n_dims; d++)
         n *= (guint64) t->ne[d];
       model->n_params += n;
-      if (t->type < G_N_ELEMENTS (bytes_by_type))
-        bytes_by_type[t->type] += t->nbytes;
     }
-  guint best = 0;
-  for (guint type = 0; type < G_N_ELEMENTS (bytes_by_type); type++)
-    if (bytes_by_type[type] > bytes_by_type[best])
-      best = type;
-  if (bytes_by_type[best] > 0)
-    model->weight_type = g_strdup (hn_type_name (best));
   hn_gguf_close (gguf);
+  /* The engine's own answer, so that the list and the loaded model never disagree. */
+  model->weight_type = hanashi_model_file_weight_type (path, NULL);
   return model;
 }
 

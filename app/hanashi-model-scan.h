@@ -10,7 +10,7 @@ typedef struct {
   char    *path;
   char    *name;          /* general.name, or the file name */
   char    *arch;          /* general.architecture, or NULL */
-  char    *weight_type;   /* type holding most weight bytes, e.g. "Q4_K", or NULL */
+  char    *weight_type;   /* main weight type, e.g. "Q4_K" (hanashi_model_file_weight_type), or NULL */
   char    *license;       /* general.license, or NULL */
   char    *error;         /* non-NULL when the file could not be read as a model */
   guint64  n_params;

@@ -2,7 +2,12 @@
  *
  * Downloads belong to the process, not to one dialog: closing the dialog does not stop
  * them, and a dialog opened later shows their rows again.  A download's address is kept
- * next to its .part file (FILE.part.uri) so it can be resumed after a restart. */
+ * next to its .part file (FILE.part.uri) so it can be resumed after a restart.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-models-dialog"
+
 #include "config.h"
 
 #include <errno.h>

@@ -1,4 +1,7 @@
-/* hanashi-models-dialog.h: the Models page: local models, the curated list and downloads. */
+/* hanashi-models-dialog.h: the Models page: local models, the curated list and downloads.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <adwaita.h>

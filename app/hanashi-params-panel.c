@@ -1,5 +1,6 @@
-/* hanashi-params-panel.c: sliders with spin buttons for every sampling knob, CFG, grammar
- * and presets.  The widgets are the only state: values are read back from them when the
+/* hanashi-params-panel.c: one row per parameter of the engine's table (hn-params.h) —
+ * slider and spin button, switch or drop-down by the row's type — plus CFG, grammar and
+ * presets.  The widgets are the only state: values are read back from them when the
  * window asks, so what the user sees is exactly what the engine receives. */
 #include "config.h"
 
@@ -11,52 +12,34 @@
 #include "hanashi-params-panel.h"
 #include "hanashi-params.h"
 #include "hanashi-presets.h"
-
-typedef enum {
-  GROUP_SAMPLING,
-  GROUP_MIROSTAT,
-  GROUP_OUTPUT,
-  GROUP_CFG,
-} KnobGroup;
-
-typedef struct {
-  const char *key;
-  const char *label;
-  const char *hint;     /* shown under the label; NULL for none */
-  double      step;
-  int         digits;
-  KnobGroup   group;
-  gboolean    slider;
-} KnobSpec;
-
-static const KnobSpec knob_specs[] = {
-  { "temperature", N_("Temperature"), N_("0 always picks the most likely token"), 0.05, 2, GROUP_SAMPLING, TRUE },
-  { "top_k", N_("Top-K"), N_("0 turns it off"), 1, 0, GROUP_SAMPLING, TRUE },
-  { "top_p", N_("Top-P"), N_("1.0 turns it off"), 0.01, 2, GROUP_SAMPLING, TRUE },
-  { "min_p", N_("Min-P"), N_("0 turns it off"), 0.01, 2, GROUP_SAMPLING, TRUE },
-  { "typical_p", N_("Typical-P"), N_("1.0 turns it off"), 0.01, 2, GROUP_SAMPLING, TRUE },
-  { "repeat_penalty", N_("Repeat Penalty"), N_("1.0 turns it off"), 0.01, 2, GROUP_SAMPLING, TRUE },
-  { "repeat_last_n", N_("Repeat Window"), N_("Tokens looked back at; −1 is the whole context"), 1, 0, GROUP_SAMPLING, TRUE },
-  { "frequency_penalty", N_("Frequency Penalty"), NULL, 0.05, 2, GROUP_SAMPLING, TRUE },
-  { "presence_penalty", N_("Presence Penalty"), NULL, 0.05, 2, GROUP_SAMPLING, TRUE },
-  { "mirostat_tau", N_("Mirostat τ"), N_("Target surprise"), 0.1, 1, GROUP_MIROSTAT, TRUE },
-  { "mirostat_eta", N_("Mirostat η"), N_("Learning rate"), 0.01, 2, GROUP_MIROSTAT, TRUE },
-  { "max_new_tokens", N_("Maximum New Tokens"), N_("−1 writes until the context is full"), 1, 0, GROUP_OUTPUT, TRUE },
-  { "seed", N_("Seed"), NULL, 1, 0, GROUP_OUTPUT, FALSE },
-  { "cfg_scale", N_("Guidance Scale"), NULL, 0.05, 2, GROUP_CFG, TRUE },
-};
-#define N_KNOBS G_N_ELEMENTS (knob_specs)
+#include "hn-params.h"
 
 /* A large JSON schema takes long to convert and check (hundreds of milliseconds): checking
  * it at every keystroke on the main thread froze the window.  The check waits until typing
  * pauses this long (ms) and runs on a worker thread. */
 #define VALIDATE_DELAY_MS 250
 
+typedef enum {
+  KNOB_NUMBER,  /* spin button, and a slider unless it is the seed */
+  KNOB_SWITCH,  /* flags */
+  KNOB_CHOICE,  /* integers with named values */
+} KnobKind;
+
+/* One row per parameter of the engine's table (hn-params.h), in its order, plus the
+ * guidance scale, which belongs to the request rather than the sampler. */
 typedef struct {
-  const KnobSpec *spec;
-  GtkAdjustment  *adjustment;
-  GtkWidget      *row;
-  GtkWidget      *reset_button;
+  const char        *key;
+  const char        *label;       /* untranslated */
+  const char        *hint;        /* untranslated, may be NULL */
+  double             step;
+  int                digits;
+  const HnParamDesc *desc;        /* NULL for the guidance scale */
+  KnobKind           kind;
+  GtkAdjustment     *adjustment;  /* KNOB_NUMBER */
+  GtkSwitch         *toggle;      /* KNOB_SWITCH */
+  GtkDropDown       *choice;      /* KNOB_CHOICE */
+  GtkWidget         *row;
+  GtkWidget         *reset_button;
 } Knob;
 
 struct _HanashiParamsPanel
@@ -77,9 +60,9 @@ struct _HanashiParamsPanel
   GtkEntry            *preset_name_entry;
   GtkButton           *preset_save_button;
 
-  Knob                 knobs[N_KNOBS];
-  GtkDropDown         *mirostat_dropdown;
-  GtkSwitch           *random_seed_switch;
+  Knob                *knobs;
+  guint                n_knobs;
+  GtkSwitch           *random_seed_switch;  /* the seed's "-1 = random", as a switch */
   GtkTextBuffer       *stop_buffer;
   GtkTextBuffer       *negative_buffer;
   GtkDropDown         *grammar_mode_dropdown;
@@ -96,6 +79,7 @@ struct _HanashiParamsPanel
   GCancellable        *validate_cancellable;
   char                *checked_key;   /* the grammar input the last finished check was of */
   GError              *checked_error; /* what it found; NULL = valid */
+  HanashiGrammar      *checked_grammar; /* what it compiled (NULL for none): sent as it is */
 
   GStrv                shipped_grammars;
   GSettings           *settings;
@@ -155,22 +139,59 @@ stops_from_buffer (GtkTextBuffer *buffer)
 static Knob *
 find_knob (HanashiParamsPanel *self, const char *key)
 {
-  for (guint i = 0; i < N_KNOBS; i++)
-    if (g_str_equal (self->knobs[i].spec->key, key))
+  for (guint i = 0; i < self->n_knobs; i++)
+    if (g_str_equal (self->knobs[i].key, key))
       return &self->knobs[i];
   return NULL;
+}
+
+/* What the knob's widgets say, as the number hanashi_params_set_number takes. */
+static double
+knob_get_value (HanashiParamsPanel *self, const Knob *knob)
+{
+  switch (knob->kind)
+    {
+    case KNOB_SWITCH:
+      return gtk_switch_get_active (knob->toggle) ? 1 : 0;
+    case KNOB_CHOICE:
+      return gtk_drop_down_get_selected (knob->choice);
+    case KNOB_NUMBER:
+    default:
+      if (knob->desc && knob->desc->type == HN_PARAM_SEED && gtk_switch_get_active (self->random_seed_switch))
+        return -1;
+      return gtk_adjustment_get_value (knob->adjustment);
+    }
+}
+
+static void
+knob_set_value (HanashiParamsPanel *self, Knob *knob, double value)
+{
+  switch (knob->kind)
+    {
+    case KNOB_SWITCH:
+      gtk_switch_set_active (knob->toggle, value != 0);
+      break;
+    case KNOB_CHOICE:
+      gtk_drop_down_set_selected (knob->choice, (guint) MAX (value, 0));
+      break;
+    case KNOB_NUMBER:
+      if (knob->desc && knob->desc->type == HN_PARAM_SEED)
+        {
+          gtk_switch_set_active (self->random_seed_switch, value < 0);
+          if (value < 0)
+            break;   /* keep the last fixed seed for when the switch goes off */
+        }
+      gtk_adjustment_set_value (knob->adjustment, value);
+      break;
+    }
 }
 
 static void
 collect_params (HanashiParamsPanel *self, HanashiParams *params)
 {
   hanashi_params_init_default (params);
-  for (guint i = 0; i < N_KNOBS; i++)
-    hanashi_params_set_number (params, self->knobs[i].spec->key,
-                               gtk_adjustment_get_value (self->knobs[i].adjustment));
-  params->sampling.mirostat = (int) gtk_drop_down_get_selected (self->mirostat_dropdown);
-  if (gtk_switch_get_active (self->random_seed_switch))
-    params->sampling.seed = -1;
+  for (guint i = 0; i < self->n_knobs; i++)
+    hanashi_params_set_number (params, self->knobs[i].key, knob_get_value (self, &self->knobs[i]));
 
   g_strfreev (params->stop);
   params->stop = stops_from_buffer (self->stop_buffer);
@@ -194,20 +215,12 @@ collect_params (HanashiParamsPanel *self, HanashiParams *params)
 static void
 update_reset_buttons (HanashiParamsPanel *self)
 {
-  for (guint i = 0; i < N_KNOBS; i++)
+  for (guint i = 0; i < self->n_knobs; i++)
     {
       Knob *knob = &self->knobs[i];
       double def = 0;
-      hanashi_params_get_number (&self->defaults, knob->spec->key, &def);
-      gboolean changed;
-      if (g_str_equal (knob->spec->key, "seed"))
-        {
-          gboolean random = gtk_switch_get_active (self->random_seed_switch);
-          changed = random != (def < 0) || (!random && fabs (gtk_adjustment_get_value (knob->adjustment) - def) > 1e-9);
-        }
-      else
-        changed = fabs (gtk_adjustment_get_value (knob->adjustment) - def) > 1e-9;
-      gtk_widget_set_sensitive (knob->reset_button, changed);
+      hanashi_params_get_number (&self->defaults, knob->key, &def);
+      gtk_widget_set_sensitive (knob->reset_button, fabs (knob_get_value (self, knob) - def) > 1e-9);
     }
 }
 
@@ -219,18 +232,25 @@ update_visibility (HanashiParamsPanel *self)
   gtk_widget_set_visible (self->gbnf_scroller, mode == HANASHI_GRAMMAR_MODE_CUSTOM);
   gtk_widget_set_visible (self->schema_scroller, mode == HANASHI_GRAMMAR_MODE_JSON_SCHEMA);
 
-  gboolean mirostat = gtk_drop_down_get_selected (self->mirostat_dropdown) != 0;
-  for (guint i = 0; i < N_KNOBS; i++)
-    if (self->knobs[i].spec->group == GROUP_MIROSTAT)
-      gtk_widget_set_sensitive (self->knobs[i].row, mirostat);
-    else if (self->knobs[i].spec->group == GROUP_SAMPLING
-             && !g_str_has_prefix (self->knobs[i].spec->key, "repeat")
-             && !g_str_has_suffix (self->knobs[i].spec->key, "_penalty"))
-      /* Mirostat replaces the truncation stages; temperature still applies. */
-      gtk_widget_set_sensitive (self->knobs[i].row,
-                                !mirostat || g_str_equal (self->knobs[i].spec->key, "temperature"));
-
-  gtk_widget_set_sensitive (find_knob (self, "seed")->row, !gtk_switch_get_active (self->random_seed_switch));
+  /* Mirostat (its mode is the choice in its group) replaces the truncation stages; its
+   * own knobs matter only while it is on. */
+  gboolean mirostat = FALSE;
+  for (guint i = 0; i < self->n_knobs; i++)
+    if (self->knobs[i].desc && self->knobs[i].desc->group == HN_PARAM_GROUP_MIROSTAT
+        && self->knobs[i].kind == KNOB_CHOICE)
+      mirostat = mirostat || knob_get_value (self, &self->knobs[i]) != 0;
+  for (guint i = 0; i < self->n_knobs; i++)
+    {
+      const Knob *knob = &self->knobs[i];
+      if (!knob->desc)
+        continue;
+      if (knob->desc->group == HN_PARAM_GROUP_TRUNCATION)
+        gtk_widget_set_sensitive (knob->row, !mirostat);
+      else if (knob->desc->group == HN_PARAM_GROUP_MIROSTAT && knob->kind != KNOB_CHOICE)
+        gtk_widget_set_sensitive (knob->row, mirostat);
+      else if (knob->desc->type == HN_PARAM_SEED)
+        gtk_widget_set_sensitive (knob->row, !gtk_switch_get_active (self->random_seed_switch));
+    }
 }
 
 /* What a grammar check depends on: the mode and the one text it reads. */
@@ -271,14 +291,17 @@ show_checking (HanashiParamsPanel *self)
   gtk_widget_set_visible (label, TRUE);
 }
 
-/* Takes @error (NULL: valid) as the result for @key and shows it. */
+/* Takes @error (NULL: valid) and @grammar (what the check compiled) as the result for
+ * @key and shows it. */
 static void
-remember_check (HanashiParamsPanel *self, const char *key, GError *error)
+remember_check (HanashiParamsPanel *self, const char *key, GError *error, HanashiGrammar *grammar)
 {
   g_free (self->checked_key);
   self->checked_key = g_strdup (key);
   g_clear_error (&self->checked_error);
   self->checked_error = error;
+  g_clear_pointer (&self->checked_grammar, hanashi_grammar_unref);
+  self->checked_grammar = grammar;
   show_grammar_result (self, error);
 }
 
@@ -314,8 +337,9 @@ grammar_check_thread (GTask        *task,
 {
   GrammarCheck *check = task_data;
   GError *error = NULL;
-  if (hanashi_params_validate_grammar (&check->params, &error))
-    g_task_return_boolean (task, TRUE);
+  HanashiGrammar *compiled = NULL;
+  if (hanashi_params_compile_grammar (&check->params, &compiled, &error))
+    g_task_return_pointer (task, compiled, (GDestroyNotify) hanashi_grammar_unref);
   else
     g_task_return_error (task, error);
 }
@@ -331,13 +355,14 @@ grammar_check_done (GObject      *source,
   GError *error = NULL;
 
   /* A newer change cancelled it (check_cancellable reports that first). */
-  if (!g_task_propagate_boolean (task, &error) && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+  HanashiGrammar *compiled = g_task_propagate_pointer (task, &error);
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     {
       g_error_free (error);
       return;
     }
   g_clear_object (&self->validate_cancellable);
-  remember_check (self, check->key, error);
+  remember_check (self, check->key, error, compiled);
 }
 
 static gboolean
@@ -376,7 +401,7 @@ validate_grammar (HanashiParamsPanel *self)
     }
   if (params.grammar_mode == HANASHI_GRAMMAR_MODE_NONE)
     {
-      remember_check (self, key, NULL);
+      remember_check (self, key, NULL, NULL);
       return;
     }
   show_checking (self);
@@ -395,16 +420,12 @@ static void
 fill_widgets (HanashiParamsPanel *self, const HanashiParams *params)
 {
   self->updating++;
-  for (guint i = 0; i < N_KNOBS; i++)
+  for (guint i = 0; i < self->n_knobs; i++)
     {
       double value = 0;
-      hanashi_params_get_number (params, self->knobs[i].spec->key, &value);
-      if (g_str_equal (self->knobs[i].spec->key, "seed") && value < 0)
-        continue;   /* keep the last fixed seed for when the switch goes off */
-      gtk_adjustment_set_value (self->knobs[i].adjustment, value);
+      hanashi_params_get_number (params, self->knobs[i].key, &value);
+      knob_set_value (self, &self->knobs[i], value);
     }
-  gtk_drop_down_set_selected (self->mirostat_dropdown, (guint) params->sampling.mirostat);
-  gtk_switch_set_active (self->random_seed_switch, params->sampling.seed < 0);
 
   GString *stops = g_string_new (NULL);
   for (char **s = params->stop; s && *s; s++)
@@ -455,11 +476,8 @@ on_knob_reset (GtkButton *button, HanashiParamsPanel *self)
 {
   Knob *knob = g_object_get_data (G_OBJECT (button), "knob");
   double def = 0;
-  hanashi_params_get_number (&self->defaults, knob->spec->key, &def);
-  if (g_str_equal (knob->spec->key, "seed"))
-    gtk_switch_set_active (self->random_seed_switch, def < 0);
-  if (def >= 0 || !g_str_equal (knob->spec->key, "seed"))
-    gtk_adjustment_set_value (knob->adjustment, def);
+  hanashi_params_get_number (&self->defaults, knob->key, &def);
+  knob_set_value (self, knob, def);
 }
 
 static GtkWidget *
@@ -502,53 +520,82 @@ make_label_box (const char *label, const char *hint, GtkWidget *mnemonic_widget)
   return box;
 }
 
-static void
-build_knob (HanashiParamsPanel *self, Knob *knob, const KnobSpec *spec)
-{
-  double min = 0, max = 1, def = 0;
-  hanashi_params_get_range (spec->key, &min, &max, &def);
-  if (g_str_equal (spec->key, "seed"))
-    min = 0;   /* −1 (random) is the switch */
-  knob->spec = spec;
-  knob->adjustment = g_object_ref_sink (gtk_adjustment_new (CLAMP (def, min, max), min, max,
-                                                            spec->step, spec->step * 10, 0));
+static GtkDropDown *make_dropdown (const char *const *items);
 
-  GtkWidget *box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 4);
-  GtkWidget *top = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
-  GtkWidget *spin = gtk_spin_button_new (knob->adjustment, spec->step, (guint) spec->digits);
-  g_autofree char *spin_name = g_strconcat ("spin-", spec->key, NULL);
-  gtk_widget_set_name (spin, spin_name);
-  gtk_spin_button_set_numeric (GTK_SPIN_BUTTON (spin), TRUE);
-  gtk_editable_set_width_chars (GTK_EDITABLE (spin), g_str_equal (spec->key, "seed") ? 10 : 6);
-  gtk_widget_set_valign (spin, GTK_ALIGN_CENTER);
-  gtk_accessible_update_property (GTK_ACCESSIBLE (spin), GTK_ACCESSIBLE_PROPERTY_LABEL, _(spec->label), -1);
+/* The row for one knob: label and hint, its control, a reset button; numbers get a slider
+ * under them (except the seed, where a slider means nothing). */
+static void
+build_knob (HanashiParamsPanel *self, Knob *knob)
+{
+  const char *label = _(knob->label);
+  GtkWidget *control;
+  if (knob->desc && knob->desc->type == HN_PARAM_BOOL)
+    {
+      knob->kind = KNOB_SWITCH;
+      knob->toggle = GTK_SWITCH (gtk_switch_new ());
+      control = GTK_WIDGET (knob->toggle);
+      g_signal_connect_swapped (knob->toggle, "notify::active", G_CALLBACK (on_user_changed), self);
+    }
+  else if (knob->desc && knob->desc->choices)
+    {
+      knob->kind = KNOB_CHOICE;
+      g_autoptr (GStrvBuilder) names = g_strv_builder_new ();
+      for (const char *const *c = knob->desc->choices; *c; c++)
+        g_strv_builder_add (names, _(*c));
+      g_auto (GStrv) items = g_strv_builder_end (names);
+      knob->choice = make_dropdown ((const char *const *) items);
+      control = GTK_WIDGET (knob->choice);
+      g_signal_connect_swapped (knob->choice, "notify::selected", G_CALLBACK (on_user_changed), self);
+    }
+  else
+    {
+      double min = 0, max = 1, def = 0;
+      hanashi_params_get_range (knob->key, &min, &max, &def);
+      gboolean seed = knob->desc && knob->desc->type == HN_PARAM_SEED;
+      if (seed)
+        min = 0;   /* −1 (random) is the switch */
+      knob->kind = KNOB_NUMBER;
+      knob->adjustment = g_object_ref_sink (gtk_adjustment_new (CLAMP (def, min, max), min, max,
+                                                                knob->step, knob->step * 10, 0));
+      control = gtk_spin_button_new (knob->adjustment, knob->step, (guint) knob->digits);
+      g_autofree char *spin_name = g_strconcat ("spin-", knob->key, NULL);
+      gtk_widget_set_name (control, spin_name);
+      gtk_spin_button_set_numeric (GTK_SPIN_BUTTON (control), TRUE);
+      gtk_editable_set_width_chars (GTK_EDITABLE (control), seed ? 10 : 6);
+      g_signal_connect_swapped (knob->adjustment, "value-changed", G_CALLBACK (on_user_changed), self);
+    }
+  if (knob->kind != KNOB_NUMBER)
+    gtk_widget_set_name (control, knob->key);
+  gtk_widget_set_valign (control, GTK_ALIGN_CENTER);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (control), GTK_ACCESSIBLE_PROPERTY_LABEL, label, -1);
 
   knob->reset_button = gtk_button_new_from_icon_name ("edit-undo-symbolic");
   gtk_widget_add_css_class (knob->reset_button, "flat");
   gtk_widget_set_valign (knob->reset_button, GTK_ALIGN_CENTER);
-  g_autofree char *reset_tip = g_strdup_printf (_("Reset %s to Default"), _(spec->label));
+  g_autofree char *reset_tip = g_strdup_printf (_("Reset %s to Default"), label);
   gtk_widget_set_tooltip_text (knob->reset_button, reset_tip);
   gtk_accessible_update_property (GTK_ACCESSIBLE (knob->reset_button), GTK_ACCESSIBLE_PROPERTY_LABEL, reset_tip, -1);
   g_object_set_data (G_OBJECT (knob->reset_button), "knob", knob);
   g_signal_connect (knob->reset_button, "clicked", G_CALLBACK (on_knob_reset), self);
 
-  gtk_box_append (GTK_BOX (top), make_label_box (_(spec->label), spec->hint ? _(spec->hint) : NULL, NULL));
-  gtk_box_append (GTK_BOX (top), spin);
+  GtkWidget *box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 4);
+  GtkWidget *top = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
+  gtk_box_append (GTK_BOX (top), make_label_box (label, knob->hint ? _(knob->hint) : NULL, NULL));
+  gtk_box_append (GTK_BOX (top), control);
   gtk_box_append (GTK_BOX (top), knob->reset_button);
   gtk_box_append (GTK_BOX (box), top);
 
-  if (spec->slider)
+  if (knob->kind == KNOB_NUMBER && !(knob->desc && knob->desc->type == HN_PARAM_SEED))
     {
       GtkWidget *scale = gtk_scale_new (GTK_ORIENTATION_HORIZONTAL, knob->adjustment);
-      gtk_scale_set_digits (GTK_SCALE (scale), spec->digits);
+      gtk_scale_set_digits (GTK_SCALE (scale), knob->digits);
       gtk_scale_set_draw_value (GTK_SCALE (scale), FALSE);
       gtk_widget_set_hexpand (scale, TRUE);
-      gtk_accessible_update_property (GTK_ACCESSIBLE (scale), GTK_ACCESSIBLE_PROPERTY_LABEL, _(spec->label), -1);
-      if (g_str_equal (spec->key, "cfg_scale"))
+      gtk_accessible_update_property (GTK_ACCESSIBLE (scale), GTK_ACCESSIBLE_PROPERTY_LABEL, label, -1);
+      if (g_str_equal (knob->key, "cfg_scale"))
         gtk_scale_add_mark (GTK_SCALE (scale), 1.0, GTK_POS_BOTTOM, _("Off"));
       gtk_box_append (GTK_BOX (box), scale);
     }
-  g_signal_connect_swapped (knob->adjustment, "value-changed", G_CALLBACK (on_user_changed), self);
   knob->row = make_row (box);
 }
 
@@ -595,39 +642,45 @@ make_dropdown (const char *const *items)
 static void
 build_rows (HanashiParamsPanel *self)
 {
-  for (guint i = 0; i < N_KNOBS; i++)
-    build_knob (self, &self->knobs[i], &knob_specs[i]);
+  /* One knob per row of the engine's table, then the guidance scale. */
+  size_t n = 0;
+  const HnParamDesc *table = hn_params_table (&n);
+  self->n_knobs = (guint) n + 1;
+  self->knobs = g_new0 (Knob, self->n_knobs);
+  for (size_t i = 0; i < n; i++)
+    self->knobs[i] = (Knob) { .key = table[i].key, .label = table[i].label, .hint = table[i].hint,
+                              .step = table[i].step, .digits = table[i].digits, .desc = &table[i] };
+  self->knobs[n] = (Knob) { .key = "cfg_scale", .label = N_("Guidance Scale"), .step = 0.05, .digits = 2 };
 
-  /* Sampling, with mirostat's mode between the plain knobs and its τ and η. */
-  for (guint i = 0; i < N_KNOBS; i++)
-    if (knob_specs[i].group == GROUP_SAMPLING)
-      adw_preferences_group_add (self->sampling_group, self->knobs[i].row);
-
-  const char *mirostat_modes[] = { _("Off"), _("Mirostat"), _("Mirostat 2.0"), NULL };
-  self->mirostat_dropdown = make_dropdown (mirostat_modes);
-  gtk_widget_set_name (GTK_WIDGET (self->mirostat_dropdown), "mirostat");
-  gtk_widget_set_valign (GTK_WIDGET (self->mirostat_dropdown), GTK_ALIGN_CENTER);
-  GtkWidget *mirostat_box = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
-  gtk_box_append (GTK_BOX (mirostat_box), make_label_box (_("Mirostat"), _("Replaces top-k, top-p, min-p and typical-p"), NULL));
-  gtk_box_append (GTK_BOX (mirostat_box), GTK_WIDGET (self->mirostat_dropdown));
-  adw_preferences_group_add (self->sampling_group, make_row (mirostat_box));
-  g_signal_connect_swapped (self->mirostat_dropdown, "notify::selected", G_CALLBACK (on_user_changed), self);
-  for (guint i = 0; i < N_KNOBS; i++)
-    if (knob_specs[i].group == GROUP_MIROSTAT)
-      adw_preferences_group_add (self->sampling_group, self->knobs[i].row);
-
-  /* Output: seed (random switch + fixed value), maximum tokens, stop strings. */
+  /* The seed's random switch exists before any knob reads it. */
   self->random_seed_switch = GTK_SWITCH (gtk_switch_new ());
   gtk_widget_set_name (GTK_WIDGET (self->random_seed_switch), "random-seed");
   gtk_widget_set_valign (GTK_WIDGET (self->random_seed_switch), GTK_ALIGN_CENTER);
-  GtkWidget *seed_box = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
-  gtk_box_append (GTK_BOX (seed_box), make_label_box (_("Random Seed"), _("Off repeats the same answer for the same prompt"), NULL));
-  gtk_box_append (GTK_BOX (seed_box), GTK_WIDGET (self->random_seed_switch));
   gtk_accessible_update_property (GTK_ACCESSIBLE (self->random_seed_switch), GTK_ACCESSIBLE_PROPERTY_LABEL, _("Random Seed"), -1);
-  adw_preferences_group_add (self->output_group, make_row (seed_box));
   g_signal_connect_swapped (self->random_seed_switch, "notify::active", G_CALLBACK (on_user_changed), self);
-  adw_preferences_group_add (self->output_group, find_knob (self, "seed")->row);
-  adw_preferences_group_add (self->output_group, find_knob (self, "max_new_tokens")->row);
+
+  /* Sampling: everything but the output group, in table order; output: seed (random switch
+   * + fixed value), maximum tokens, then the stop strings. */
+  for (guint i = 0; i < self->n_knobs; i++)
+    {
+      Knob *knob = &self->knobs[i];
+      build_knob (self, knob);
+      if (!knob->desc)
+        continue;
+      if (knob->desc->group != HN_PARAM_GROUP_OUTPUT)
+        {
+          adw_preferences_group_add (self->sampling_group, knob->row);
+          continue;
+        }
+      if (knob->desc->type == HN_PARAM_SEED)
+        {
+          GtkWidget *seed_box = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
+          gtk_box_append (GTK_BOX (seed_box), make_label_box (_("Random Seed"), _("Off repeats the same answer for the same prompt"), NULL));
+          gtk_box_append (GTK_BOX (seed_box), GTK_WIDGET (self->random_seed_switch));
+          adw_preferences_group_add (self->output_group, make_row (seed_box));
+        }
+      adw_preferences_group_add (self->output_group, knob->row);
+    }
 
   self->stop_buffer = gtk_text_buffer_new (NULL);
   GtkWidget *stop_view = NULL;
@@ -814,7 +867,7 @@ hanashi_params_panel_dispose (GObject *object)
   g_clear_object (&self->negative_buffer);
   g_clear_object (&self->gbnf_buffer);
   g_clear_object (&self->schema_buffer);
-  for (guint i = 0; i < N_KNOBS; i++)
+  for (guint i = 0; i < self->n_knobs; i++)
     g_clear_object (&self->knobs[i].adjustment);
   G_OBJECT_CLASS (hanashi_params_panel_parent_class)->dispose (object);
 }
@@ -824,8 +877,10 @@ hanashi_params_panel_finalize (GObject *object)
 {
   HanashiParamsPanel *self = HANASHI_PARAMS_PANEL (object);
   g_clear_pointer (&self->shipped_grammars, g_strfreev);
+  g_clear_pointer (&self->knobs, g_free);
   g_clear_pointer (&self->checked_key, g_free);
   g_clear_error (&self->checked_error);
+  g_clear_pointer (&self->checked_grammar, hanashi_grammar_unref);
   g_clear_object (&self->settings);
   hanashi_params_clear (&self->defaults);
   G_OBJECT_CLASS (hanashi_params_panel_parent_class)->finalize (object);
@@ -952,6 +1007,7 @@ hanashi_params_panel_apply_to_request (HanashiParamsPanel *self, HanashiGenerate
   g_auto (HanashiParams) params;
   g_autofree char *key = NULL;
   GError *check_error = NULL;
+  HanashiGrammar *compiled = NULL;
 
   collect_params (self, &params);
   key = grammar_key (&params);
@@ -959,14 +1015,15 @@ hanashi_params_panel_apply_to_request (HanashiParamsPanel *self, HanashiGenerate
     {
       /* Sent before the check of this text finished: the answer is needed now. */
       stop_pending_check (self);
-      hanashi_params_validate_grammar (&params, &check_error);
-      remember_check (self, key, check_error);
+      hanashi_params_compile_grammar (&params, &compiled, &check_error);
+      remember_check (self, key, check_error, compiled);
     }
   if (self->checked_error != NULL)
     {
       g_propagate_error (error, g_error_copy (self->checked_error));
       return FALSE;
     }
-  hanashi_params_apply_checked_to_request (&params, req);
+  /* The grammar the check compiled goes along: the engine does not parse it again. */
+  hanashi_params_apply_checked_to_request (&params, self->checked_grammar, req);
   return TRUE;
 }

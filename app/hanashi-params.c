@@ -7,139 +7,102 @@
 #include <string.h>
 
 #include "hanashi-params.h"
-#include "hn-grammar.h"
-#include "hn-json-schema.h"
+#include "hn-cfg.h"
+#include "hn-params.h"
 #include "hn-sampler.h"
 
 #define GRAMMAR_RESOURCE_DIR "/io/github/hanashi/Hanashi/grammars"
 
-/* Knobs the engine's sampler spec table does not describe. */
-typedef struct {
-  const char *key;
-  double min, max, def;
-} ExtraRange;
-
-static const ExtraRange extra_ranges[] = {
-  { "seed", -1, HANASHI_PARAMS_SEED_MAX, -1 },
-  { "cfg_scale", 0, HANASHI_PARAMS_CFG_SCALE_MAX, 1.0 },
-};
-
-static const ExtraRange narrowed[] = {
-  { "temperature", 0, 5, 0 },
-  { "top_k", 0, 1000, 0 },
-  { "repeat_penalty", 0.5, 3, 0 },
-  { "repeat_last_n", -1, 8192, 0 },
-  { "max_new_tokens", -1, 131072, 0 },
-};
+/* The one knob that is not a sampler parameter: guidance belongs to the request.  Its
+ * range is the engine's (hn-cfg.h), as for `hanashi-cli generate --cfg-scale`. */
+#define CFG_SCALE_KEY "cfg_scale"
+#define CFG_SCALE_DEFAULT 1.0
 
 gboolean
 hanashi_params_get_range (const char *key, double *min, double *max, double *def)
 {
-  size_t n = 0;
-  const HnSamplerParamSpec *specs = hn_sampler_param_specs (&n);
-  for (size_t i = 0; i < n; i++)
-    if (g_str_equal (specs[i].key, key))
-      {
-        *min = specs[i].min, *max = specs[i].max, *def = specs[i].def;
-        /* The engine accepts more than a person can use; narrower ranges keep sliders
-         * usable, and the panel and stored values share them. */
-        for (size_t j = 0; j < G_N_ELEMENTS (narrowed); j++)
-          if (g_str_equal (narrowed[j].key, key))
-            *min = MAX (*min, narrowed[j].min), *max = MIN (*max, narrowed[j].max);
-        return TRUE;
-      }
-  for (size_t i = 0; i < G_N_ELEMENTS (extra_ranges); i++)
-    if (g_str_equal (extra_ranges[i].key, key))
-      {
-        *min = extra_ranges[i].min, *max = extra_ranges[i].max, *def = extra_ranges[i].def;
-        return TRUE;
-      }
+  const HnParamDesc *desc = hn_params_find (key);
+  if (desc)
+    {
+      *min = desc->ui_min, *max = desc->ui_max, *def = desc->def;
+      return TRUE;
+    }
+  if (g_strcmp0 (key, CFG_SCALE_KEY) == 0)
+    {
+      *min = HN_CFG_SCALE_MIN, *max = HN_CFG_SCALE_MAX, *def = CFG_SCALE_DEFAULT;
+      return TRUE;
+    }
   return FALSE;
 }
-
-/* Field access by key: doubles and ints of HanashiParams behind one name. */
-typedef enum { FIELD_DOUBLE, FIELD_INT, FIELD_INT64 } FieldType;
-
-static void *
-field_for_key (HanashiParams *p, const char *key, FieldType *type)
-{
-  HanashiSamplingParams *s = &p->sampling;
-  struct { const char *key; void *field; FieldType type; } fields[] = {
-    { "temperature", &s->temperature, FIELD_DOUBLE },
-    { "top_k", &s->top_k, FIELD_INT },
-    { "top_p", &s->top_p, FIELD_DOUBLE },
-    { "min_p", &s->min_p, FIELD_DOUBLE },
-    { "typical_p", &s->typical_p, FIELD_DOUBLE },
-    { "repeat_penalty", &s->repeat_penalty, FIELD_DOUBLE },
-    { "repeat_last_n", &s->repeat_last_n, FIELD_INT },
-    { "frequency_penalty", &s->frequency_penalty, FIELD_DOUBLE },
-    { "presence_penalty", &s->presence_penalty, FIELD_DOUBLE },
-    { "mirostat", &s->mirostat, FIELD_INT },
-    { "mirostat_tau", &s->mirostat_tau, FIELD_DOUBLE },
-    { "mirostat_eta", &s->mirostat_eta, FIELD_DOUBLE },
-    { "seed", &s->seed, FIELD_INT64 },
-    { "max_new_tokens", &p->max_tokens, FIELD_INT },
-    { "cfg_scale", &p->cfg_scale, FIELD_DOUBLE },
-  };
-  for (size_t i = 0; i < G_N_ELEMENTS (fields); i++)
-    if (g_str_equal (fields[i].key, key))
-      {
-        *type = fields[i].type;
-        return fields[i].field;
-      }
-  return NULL;
-}
-
-static const char *const number_keys[] = {
-  "temperature", "top_k", "top_p", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
-  "frequency_penalty", "presence_penalty", "mirostat", "mirostat_tau", "mirostat_eta",
-  "seed", "max_new_tokens", "cfg_scale",
-};
 
 gboolean
 hanashi_params_get_number (const HanashiParams *params, const char *key, double *value)
 {
-  FieldType type;
-  void *field = field_for_key ((HanashiParams *) params, key, &type);
-  if (!field)
+  const HnParamDesc *desc = hn_params_find (key);
+  if (desc)
+    *value = hn_param_get (desc, &params->sampling);
+  else if (g_strcmp0 (key, CFG_SCALE_KEY) == 0)
+    *value = params->cfg_scale;
+  else
     return FALSE;
-  switch (type)
-    {
-    case FIELD_DOUBLE: *value = *(double *) field; break;
-    case FIELD_INT: *value = *(int *) field; break;
-    case FIELD_INT64: *value = (double) *(gint64 *) field; break;
-    }
   return TRUE;
 }
 
-/* Stores `value` pulled into the key's range; NaN and infinities of the wrong kind
- * become the default, so a hand-edited file can never push the engine out of range. */
+/* Stores `value` pulled into the key's range; NaN becomes the default, so a hand-edited
+ * file can never push the engine out of range. */
 gboolean
 hanashi_params_set_number (HanashiParams *params, const char *key, double value)
 {
-  FieldType type;
-  double min, max, def;
-  void *field = field_for_key (params, key, &type);
-  if (!field || !hanashi_params_get_range (key, &min, &max, &def))
-    return FALSE;
-  if (isnan (value))
-    value = def;
-  value = CLAMP (value, min, max);
-  switch (type)
+  const HnParamDesc *desc = hn_params_find (key);
+  if (desc)
     {
-    case FIELD_DOUBLE: *(double *) field = value; break;
-    case FIELD_INT: *(int *) field = (int) lround (value); break;
-    case FIELD_INT64: *(gint64 *) field = (gint64) llround (value); break;
+      hn_param_set (desc, &params->sampling, hn_param_clamp_to (desc, value, desc->ui_min, desc->ui_max));
+      return TRUE;
     }
-  return TRUE;
+  if (g_strcmp0 (key, CFG_SCALE_KEY) == 0)
+    {
+      params->cfg_scale = isnan (value) ? CFG_SCALE_DEFAULT : CLAMP (value, HN_CFG_SCALE_MIN, HN_CFG_SCALE_MAX);
+      return TRUE;
+    }
+  return FALSE;
+}
+
+/* Every numeric key: the table's, then CFG's. */
+static guint
+n_number_keys (void)
+{
+  size_t n = 0;
+  hn_params_table (&n);
+  return (guint) n + 1;
+}
+
+static const char *
+number_key (guint i)
+{
+  size_t n = 0;
+  const HnParamDesc *table = hn_params_table (&n);
+  return i < n ? table[i].key : CFG_SCALE_KEY;
+}
+
+/* A float field as the decimal a person wrote: 0.8, not 0.800000011920929. */
+static double
+short_decimal (float value)
+{
+  char text[32];
+  for (int digits = 1; digits <= 9; digits++)
+    {
+      g_snprintf (text, sizeof text, "%.*g", digits, (double) value);
+      if ((float) g_ascii_strtod (text, NULL) == value)
+        break;
+    }
+  return g_ascii_strtod (text, NULL);
 }
 
 void
 hanashi_params_init_default (HanashiParams *params)
 {
   memset (params, 0, sizeof *params);
-  hanashi_sampling_params_init_default (&params->sampling);
-  params->max_tokens = -1;
+  hn_sampler_params_init (&params->sampling);
   params->stop = g_new0 (char *, 1);
   params->cfg_negative = g_strdup ("");
   params->cfg_scale = 1.0;
@@ -173,11 +136,11 @@ hanashi_params_copy (HanashiParams *dest, const HanashiParams *src)
 void
 hanashi_params_clamp (HanashiParams *params)
 {
-  for (size_t i = 0; i < G_N_ELEMENTS (number_keys); i++)
+  for (guint i = 0; i < n_number_keys (); i++)
     {
       double value = 0;
-      hanashi_params_get_number (params, number_keys[i], &value);
-      hanashi_params_set_number (params, number_keys[i], value);
+      hanashi_params_get_number (params, number_key (i), &value);
+      hanashi_params_set_number (params, number_key (i), value);
     }
   if ((guint) params->grammar_mode > HANASHI_GRAMMAR_MODE_JSON_SCHEMA)
     params->grammar_mode = HANASHI_GRAMMAR_MODE_NONE;
@@ -225,16 +188,19 @@ hanashi_params_update_from_json (HanashiParams *params, const char *json, GError
     }
   JsonObject *object = json_node_get_object (root);
 
-  for (size_t i = 0; i < G_N_ELEMENTS (number_keys); i++)
+  for (guint i = 0; i < n_number_keys (); i++)
     {
-      JsonNode *node = json_object_get_member (object, number_keys[i]);
+      const char *key = number_key (i);
+      JsonNode *node = json_object_get_member (object, key);
       if (!node || !JSON_NODE_HOLDS_VALUE (node))
         continue;
       GType type = json_node_get_value_type (node);
       if (type == G_TYPE_INT64)
-        hanashi_params_set_number (params, number_keys[i], (double) json_node_get_int (node));
+        hanashi_params_set_number (params, key, (double) json_node_get_int (node));
       else if (type == G_TYPE_DOUBLE)
-        hanashi_params_set_number (params, number_keys[i], json_node_get_double (node));
+        hanashi_params_set_number (params, key, json_node_get_double (node));
+      else if (type == G_TYPE_BOOLEAN && hn_params_find (key) && hn_params_find (key)->type == HN_PARAM_BOOL)
+        hanashi_params_set_number (params, key, json_node_get_boolean (node) ? 1 : 0);
     }
 
   JsonNode *stop = json_object_get_member (object, "stop");
@@ -271,18 +237,22 @@ hanashi_params_to_json (const HanashiParams *params)
 {
   g_autoptr (JsonBuilder) builder = json_builder_new ();
   json_builder_begin_object (builder);
-  for (size_t i = 0; i < G_N_ELEMENTS (number_keys); i++)
+  size_t n = 0;
+  const HnParamDesc *table = hn_params_table (&n);
+  for (size_t i = 0; i < n; i++)
     {
-      FieldType type;
-      void *field = field_for_key ((HanashiParams *) params, number_keys[i], &type);
-      json_builder_set_member_name (builder, number_keys[i]);
-      switch (type)
+      double value = hn_param_get (&table[i], &params->sampling);
+      json_builder_set_member_name (builder, table[i].key);
+      switch (table[i].type)
         {
-        case FIELD_DOUBLE: json_builder_add_double_value (builder, *(double *) field); break;
-        case FIELD_INT: json_builder_add_int_value (builder, *(int *) field); break;
-        case FIELD_INT64: json_builder_add_int_value (builder, *(gint64 *) field); break;
+        case HN_PARAM_FLOAT: json_builder_add_double_value (builder, short_decimal ((float) value)); break;
+        case HN_PARAM_BOOL: json_builder_add_boolean_value (builder, value != 0); break;
+        case HN_PARAM_INT:
+        case HN_PARAM_SEED: json_builder_add_int_value (builder, (gint64) value); break;
         }
     }
+  json_builder_set_member_name (builder, CFG_SCALE_KEY);
+  json_builder_add_double_value (builder, params->cfg_scale);
   json_builder_set_member_name (builder, "stop");
   json_builder_begin_array (builder);
   for (char **s = params->stop; s && *s; s++)
@@ -352,24 +322,35 @@ hanashi_params_dup_shipped_grammar (const char *name)
   return g_strndup (g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes));
 }
 
+/* Takes @compiled (NULL: failed) and says what was wrong in the app's words. */
 static gboolean
-check_gbnf (const char *text, GError **error)
+take_compiled (HanashiGrammar *compiled, gboolean schema, GError *parse_error,
+               HanashiGrammar **grammar_out, GError **error)
 {
-  HnError err = { 0 };
-  HnGrammar *grammar = hn_grammar_parse (text, strlen (text), NULL, &err);
-  if (!grammar)
+  if (compiled == NULL)
     {
-      g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
-                   _("The grammar is invalid: %s"), err.message);
+      if (schema)
+        g_set_error (error, HANASHI_ENGINE_ERROR, parse_error->code,
+                     _("The JSON schema is invalid: %s"), parse_error->message);
+      else
+        g_set_error (error, HANASHI_ENGINE_ERROR, parse_error->code,
+                     _("The grammar is invalid: %s"), parse_error->message);
+      g_error_free (parse_error);
       return FALSE;
     }
-  hn_grammar_free (grammar);
+  if (grammar_out)
+    *grammar_out = compiled;
+  else
+    hanashi_grammar_unref (compiled);
   return TRUE;
 }
 
 gboolean
-hanashi_params_validate_grammar (const HanashiParams *params, GError **error)
+hanashi_params_compile_grammar (const HanashiParams *params, HanashiGrammar **grammar_out, GError **error)
 {
+  GError *parse_error = NULL;
+  if (grammar_out)
+    *grammar_out = NULL;
   switch (params->grammar_mode)
     {
     case HANASHI_GRAMMAR_MODE_NONE:
@@ -383,43 +364,45 @@ hanashi_params_validate_grammar (const HanashiParams *params, GError **error)
                          _("There is no built-in grammar called “%s”"), params->grammar_name);
             return FALSE;
           }
-        return check_gbnf (text, error);
+        HanashiGrammar *compiled = hanashi_grammar_new_gbnf (text, &parse_error);
+        return take_compiled (compiled, FALSE, parse_error, grammar_out, error);
       }
     case HANASHI_GRAMMAR_MODE_CUSTOM:
-      return check_gbnf (params->grammar, error);
+      {
+        HanashiGrammar *compiled = hanashi_grammar_new_gbnf (params->grammar, &parse_error);
+        return take_compiled (compiled, FALSE, parse_error, grammar_out, error);
+      }
     case HANASHI_GRAMMAR_MODE_JSON_SCHEMA:
       {
-        HnError err = { 0 };
-        char *gbnf = hn_json_schema_to_gbnf (params->json_schema, strlen (params->json_schema), &err);
-        if (!gbnf)
-          {
-            g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
-                         _("The JSON schema is invalid: %s"), err.message);
-            return FALSE;
-          }
-        gboolean ok = check_gbnf (gbnf, error);
-        free (gbnf);
-        return ok;
+        HanashiGrammar *compiled = hanashi_grammar_new_json_schema (params->json_schema, &parse_error);
+        return take_compiled (compiled, TRUE, parse_error, grammar_out, error);
       }
     }
   return TRUE;
 }
 
 gboolean
+hanashi_params_validate_grammar (const HanashiParams *params, GError **error)
+{
+  return hanashi_params_compile_grammar (params, NULL, error);
+}
+
+gboolean
 hanashi_params_apply_to_request (const HanashiParams *params, HanashiGenerateRequest *req,
                                  GError **error)
 {
-  if (!hanashi_params_validate_grammar (params, error))
+  g_autoptr (HanashiGrammar) compiled = NULL;
+  if (!hanashi_params_compile_grammar (params, &compiled, error))
     return FALSE;
-  hanashi_params_apply_checked_to_request (params, req);
+  hanashi_params_apply_checked_to_request (params, compiled, req);
   return TRUE;
 }
 
 void
-hanashi_params_apply_checked_to_request (const HanashiParams *params, HanashiGenerateRequest *req)
+hanashi_params_apply_checked_to_request (const HanashiParams *params, HanashiGrammar *compiled,
+                                         HanashiGenerateRequest *req)
 {
   hanashi_generate_request_set_sampling (req, &params->sampling);
-  hanashi_generate_request_set_max_tokens (req, params->max_tokens);
   for (char **s = params->stop; s && *s; s++)
     hanashi_generate_request_add_stop_string (req, *s);
   hanashi_generate_request_set_cfg (req, params->cfg_negative, params->cfg_scale);
@@ -441,4 +424,7 @@ hanashi_params_apply_checked_to_request (const HanashiParams *params, HanashiGen
       hanashi_generate_request_set_json_schema (req, params->json_schema);
       break;
     }
+  /* The engine thread uses the check's result instead of parsing the text again. */
+  if (params->grammar_mode != HANASHI_GRAMMAR_MODE_NONE && compiled != NULL)
+    hanashi_generate_request_set_compiled_grammar (req, compiled);
 }

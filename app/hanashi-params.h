@@ -1,15 +1,17 @@
 /* hanashi-params.h: one complete set of generation parameters as plain data, with its JSON
  * form (stored per conversation, in presets and in GSettings) and range clamping.
  *
- * JSON keys are the engine's sampler keys (hn_sampler_param_specs) plus "seed",
- * "stop", "cfg_negative_prompt", "cfg_scale", "grammar_mode", "grammar_name",
- * "grammar" and "json_schema".  Input is never trusted: a missing or malformed value
- * keeps its default and a numeric one is pulled into its range. */
+ * JSON keys are the keys of the engine's parameter table (hn-params.h: temperature …
+ * seed, max_new_tokens) plus "stop", "cfg_negative_prompt", "cfg_scale", "grammar_mode",
+ * "grammar_name", "grammar" and "json_schema".  Input is never trusted: a missing or
+ * malformed value keeps its default and a numeric one is pulled into the table's app
+ * range (ui_min … ui_max). */
 #pragma once
 
 #include <gio/gio.h>
 
 #include "hanashi-engine.h"
+#include "hn-params.h"
 
 G_BEGIN_DECLS
 
@@ -20,13 +22,11 @@ typedef enum {
   HANASHI_GRAMMAR_MODE_JSON_SCHEMA,
 } HanashiGrammarMode;
 
-#define HANASHI_PARAMS_MAX_STOP 16
-#define HANASHI_PARAMS_CFG_SCALE_MAX 10.0
-#define HANASHI_PARAMS_SEED_MAX 4294967295.0
+#define HANASHI_PARAMS_MAX_STOP HN_SAMPLER_MAX_STOP
 
 typedef struct {
-  HanashiSamplingParams sampling;
-  int                   max_tokens;        /* -1 = until the context is full */
+  HnSamplerParams       sampling;          /* every table parameter, max_new_tokens included;
+                                            * logit_bias and stop unused (NULL) */
   GStrv                 stop;              /* never NULL */
   char                 *cfg_negative;      /* never NULL */
   double                cfg_scale;         /* 1.0 = off */
@@ -55,17 +55,24 @@ void      hanashi_params_load_defaults    (HanashiParams *params, GSettings *set
 GStrv     hanashi_params_list_shipped_grammars (void);
 char     *hanashi_params_dup_shipped_grammar   (const char *name);
 
-/* Checks the grammar or schema.  FALSE with "line L, column C: …" when it does not parse. */
+/* The grammar or schema the params select, converted and parsed: the one place the app
+ * checks it.  *grammar_out is NULL when there is none (mode "none").  FALSE with
+ * "…: line L, column C: …" when it does not parse. */
+gboolean  hanashi_params_compile_grammar  (const HanashiParams *params, HanashiGrammar **grammar_out,
+                                           GError **error);
+/* The same, keeping only the verdict. */
 gboolean  hanashi_params_validate_grammar (const HanashiParams *params, GError **error);
-/* Validates, then copies every value into the request. */
+/* Compiles the grammar, then copies every value into the request. */
 gboolean  hanashi_params_apply_to_request (const HanashiParams *params, HanashiGenerateRequest *req,
                                            GError **error);
-/* The same without validating, for a grammar that was checked already. */
-void      hanashi_params_apply_checked_to_request (const HanashiParams *params, HanashiGenerateRequest *req);
+/* The same with a grammar compiled already (by hanashi_params_compile_grammar of the same
+ * params; NULL = let the engine parse the text): it goes to the engine as it is. */
+void      hanashi_params_apply_checked_to_request (const HanashiParams *params, HanashiGrammar *compiled,
+                                                   HanashiGenerateRequest *req);
 
-/* A numeric knob's range for settings UIs: the engine's spec (or our own for seed, CFG). */
+/* A numeric knob's range for settings UIs: the table's app range (or our own for CFG). */
 gboolean  hanashi_params_get_range (const char *key, double *min, double *max, double *def);
-/* Numeric access by JSON key (seed as a double; -1 = random). */
+/* Numeric access by JSON key (seed as a double; -1 = random; flags 0 or 1). */
 gboolean  hanashi_params_get_number (const HanashiParams *params, const char *key, double *value);
 gboolean  hanashi_params_set_number (HanashiParams *params, const char *key, double value);
 

@@ -1,5 +1,10 @@
 /* hanashi-preferences-window.c: engine settings, session cache, default parameters and
- * model folders, all stored in GSettings. */
+ * model folders, all stored in GSettings.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-preferences-window"
+
 #include "config.h"
 
 #include <glib/gi18n.h>
@@ -61,40 +66,17 @@ apply_cache_limit (HanashiPreferencesWindow *self)
 }
 
 /* Without an engine the files are removed directly (in a worker thread: there may be
- * many gigabytes of them). */
+ * many gigabytes of them), by the same function the engine thread uses. */
 static void
 clear_sessions_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
 {
-  g_autofree char *dir_path = g_build_filename (g_get_user_cache_dir (), "hanashi", "sessions", NULL);
-  g_autoptr (GFile) dir = g_file_new_for_path (dir_path);
+  g_autofree char *dir = hanashi_session_cache_dup_default_dir ();
   g_autoptr (GError) error = NULL;
-  g_autoptr (GFileEnumerator) children = g_file_enumerate_children (dir, G_FILE_ATTRIBUTE_STANDARD_NAME "," G_FILE_ATTRIBUTE_STANDARD_TYPE,
-                                                                    G_FILE_QUERY_INFO_NOFOLLOW_SYMLINKS, cancellable, &error);
-  if (!children)
-    {
-      if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
-        g_task_return_boolean (task, TRUE);
-      else
-        g_task_return_error (task, g_steal_pointer (&error));
-      return;
-    }
-  GFileInfo *info;
-  GFile *child;
-  while (g_file_enumerator_iterate (children, &info, &child, cancellable, &error) && info)
-    {
-      if (g_file_info_get_file_type (info) == G_FILE_TYPE_DIRECTORY)
-        continue;
-      g_autoptr (GError) delete_error = NULL;
-      if (!g_file_delete (child, cancellable, &delete_error) && !g_error_matches (delete_error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
-        {
-          g_task_return_error (task, g_steal_pointer (&delete_error));
-          return;
-        }
-    }
-  if (error)
-    g_task_return_error (task, g_steal_pointer (&error));
-  else
+
+  if (hanashi_session_cache_clear (dir, cancellable, &error))
     g_task_return_boolean (task, TRUE);
+  else
+    g_task_return_error (task, g_steal_pointer (&error));
 }
 
 static void

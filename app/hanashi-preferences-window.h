@@ -1,5 +1,8 @@
 /* hanashi-preferences-window.h: engine settings, session cache, default parameters and
- * model folders. */
+ * model folders.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <adwaita.h>

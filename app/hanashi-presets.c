@@ -6,25 +6,52 @@
 #include <json-glib/json-glib.h>
 
 #include "hanashi-presets.h"
+#include "hn-params.h"
 
 typedef struct {
-  const char *name;   /* untranslated; shown through _() */
-  const char *json;
+  const char *key;    /* a key of the engine's parameter table (hn-params.h) */
+  double      value;
+} PresetOverride;
+
+#define MAX_OVERRIDES 16
+
+typedef struct {
+  const char     *name;   /* untranslated; shown through _() */
+  PresetOverride  overrides[MAX_OVERRIDES];   /* ends at the first NULL key */
 } ShippedPreset;
 
-/* Precise keeps to the most likely tokens, Creative lets the tail in; Balanced is the
- * engine's default chain. */
+/* A shipped preset is the table's defaults for every sampling parameter (all but the
+ * output group: seed and length stay as they are) with these values instead.  Precise
+ * keeps to the most likely tokens, Creative lets the tail in; Balanced is the engine's
+ * default chain. */
 static const ShippedPreset shipped[HANASHI_N_SHIPPED_PRESETS] = {
-  { N_("Precise"), "{\"temperature\":0.2,\"top_k\":20,\"top_p\":0.9,\"min_p\":0.1,\"typical_p\":1.0,"
-                   "\"repeat_penalty\":1.05,\"repeat_last_n\":64,\"frequency_penalty\":0,"
-                   "\"presence_penalty\":0,\"mirostat\":0}" },
-  { N_("Balanced"), "{\"temperature\":0.8,\"top_k\":40,\"top_p\":0.95,\"min_p\":0.05,\"typical_p\":1.0,"
-                    "\"repeat_penalty\":1.0,\"repeat_last_n\":64,\"frequency_penalty\":0,"
-                    "\"presence_penalty\":0,\"mirostat\":0}" },
-  { N_("Creative"), "{\"temperature\":1.1,\"top_k\":100,\"top_p\":0.98,\"min_p\":0.02,\"typical_p\":1.0,"
-                    "\"repeat_penalty\":1.1,\"repeat_last_n\":128,\"frequency_penalty\":0.1,"
-                    "\"presence_penalty\":0.1,\"mirostat\":0}" },
+  { N_("Precise"), { { "temperature", 0.2 }, { "top_k", 20 }, { "top_p", 0.9 }, { "min_p", 0.1 },
+                     { "repeat_penalty", 1.05 } } },
+  { N_("Balanced"), { { NULL, 0 } } },
+  { N_("Creative"), { { "temperature", 1.1 }, { "top_k", 100 }, { "top_p", 0.98 }, { "min_p", 0.02 },
+                      { "repeat_penalty", 1.1 }, { "repeat_last_n", 128 }, { "frequency_penalty", 0.1 },
+                      { "presence_penalty", 0.1 } } },
 };
+
+/* The preset as parameter JSON: defaults of the table, then its overrides. */
+static char *
+shipped_json (const ShippedPreset *preset)
+{
+  g_autoptr (JsonObject) object = json_object_new ();
+  size_t n = 0;
+  const HnParamDesc *table = hn_params_table (&n);
+  for (size_t i = 0; i < n; i++)
+    if (table[i].group != HN_PARAM_GROUP_OUTPUT)
+      json_object_set_double_member (object, table[i].key, table[i].def);
+  for (guint i = 0; i < MAX_OVERRIDES && preset->overrides[i].key; i++)
+    {
+      /* A key that is not in the table is a programming error: tests list every preset. */
+      g_return_val_if_fail (hn_params_find (preset->overrides[i].key) != NULL, NULL);
+      json_object_set_double_member (object, preset->overrides[i].key, preset->overrides[i].value);
+    }
+  g_autoptr (JsonNode) node = json_node_init_object (json_node_alloc (), object);
+  return json_to_string (node, FALSE);
+}
 
 static char *
 presets_path (void)
@@ -102,7 +129,7 @@ hanashi_presets_lookup (const char *name)
 {
   for (guint i = 0; i < G_N_ELEMENTS (shipped); i++)
     if (g_str_equal (name, _(shipped[i].name)) || g_str_equal (name, shipped[i].name))
-      return g_strdup (shipped[i].json);
+      return shipped_json (&shipped[i]);
 
   g_autoptr (JsonArray) user = load_user_presets ();
   for (guint i = 0; i < json_array_get_length (user); i++)

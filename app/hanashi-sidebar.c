@@ -1,6 +1,9 @@
 /* hanashi-sidebar.c — the conversations sidebar.  The list is a GListStore of
  * HanashiConversationItem rebuilt from one store query on every reload: a thousand rows
- * cost a few milliseconds (docs/conversations.md), far less than keeping a diff in sync. */
+ * cost a few milliseconds (docs/conversations.md), far less than keeping a diff in sync.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #define G_LOG_DOMAIN "hanashi-sidebar"
 
 #include "config.h"
@@ -17,6 +20,7 @@ struct _HanashiSidebar {
 
   /* Template widgets */
   AdwToastOverlay *own_toast_overlay;
+  AdwHeaderBar *header_bar;
   GtkSearchBar *search_bar;
   GtkSearchEntry *search_entry;
   GtkToggleButton *search_button;
@@ -38,6 +42,7 @@ G_DEFINE_FINAL_TYPE (HanashiSidebar, hanashi_sidebar, GTK_TYPE_WIDGET)
 enum {
   PROP_0,
   PROP_STORE,
+  PROP_SHOW_WINDOW_BUTTONS,
   N_PROPS
 };
 static GParamSpec *properties[N_PROPS];
@@ -650,6 +655,23 @@ unbind_row (GtkSignalListItemFactory *factory, GtkListItem *list_item, gpointer 
   hanashi_conversation_row_set_item (HANASHI_CONVERSATION_ROW (gtk_list_item_get_child (list_item)), NULL, 0);
 }
 
+gboolean
+hanashi_sidebar_get_show_window_buttons (HanashiSidebar *self)
+{
+  g_return_val_if_fail (HANASHI_IS_SIDEBAR (self), FALSE);
+  return adw_header_bar_get_show_end_title_buttons (self->header_bar);
+}
+
+void
+hanashi_sidebar_set_show_window_buttons (HanashiSidebar *self, gboolean show)
+{
+  g_return_if_fail (HANASHI_IS_SIDEBAR (self));
+  if (hanashi_sidebar_get_show_window_buttons (self) == !!show)
+    return;
+  adw_header_bar_set_show_end_title_buttons (self->header_bar, show);
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_SHOW_WINDOW_BUTTONS]);
+}
+
 /* ---- GObject ---- */
 
 static void
@@ -659,6 +681,9 @@ hanashi_sidebar_get_property (GObject *object, guint prop_id, GValue *value, GPa
   switch (prop_id) {
   case PROP_STORE:
     g_value_set_object (value, self->store);
+    break;
+  case PROP_SHOW_WINDOW_BUTTONS:
+    g_value_set_boolean (value, hanashi_sidebar_get_show_window_buttons (self));
     break;
   default:
     G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -672,6 +697,9 @@ hanashi_sidebar_set_property (GObject *object, guint prop_id, const GValue *valu
   switch (prop_id) {
   case PROP_STORE:
     hanashi_sidebar_set_store (self, g_value_get_object (value));
+    break;
+  case PROP_SHOW_WINDOW_BUTTONS:
+    hanashi_sidebar_set_show_window_buttons (self, g_value_get_boolean (value));
     break;
   default:
     G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -703,6 +731,9 @@ hanashi_sidebar_class_init (HanashiSidebarClass *klass)
 
   properties[PROP_STORE] = g_param_spec_object ("store", NULL, NULL, HANASHI_TYPE_STORE,
                                                 G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_SHOW_WINDOW_BUTTONS] =
+    g_param_spec_boolean ("show-window-buttons", NULL, NULL, FALSE,
+                          G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
   g_object_class_install_properties (object_class, N_PROPS, properties);
 
   /* The user chose a conversation (click, keyboard or import); the window shows it. */
@@ -716,6 +747,7 @@ hanashi_sidebar_class_init (HanashiSidebarClass *klass)
 
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hanashi/Hanashi/ui/hanashi-sidebar.ui");
   gtk_widget_class_bind_template_child (widget_class, HanashiSidebar, own_toast_overlay);
+  gtk_widget_class_bind_template_child (widget_class, HanashiSidebar, header_bar);
   gtk_widget_class_bind_template_child (widget_class, HanashiSidebar, search_bar);
   gtk_widget_class_bind_template_child (widget_class, HanashiSidebar, search_entry);
   gtk_widget_class_bind_template_child (widget_class, HanashiSidebar, search_button);

@@ -1,5 +1,8 @@
 /* hanashi-sidebar.h — the conversations sidebar: new chat, search, list, rename, delete
- * with undo, export and import */
+ * with undo, export and import
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <adwaita.h>
@@ -30,6 +33,10 @@ gboolean hanashi_sidebar_select (HanashiSidebar *self, gint64 id);
 gint64 hanashi_sidebar_get_selected_id (HanashiSidebar *self);
 /* Opens the search bar and focuses the entry (the window binds Ctrl+F to this). */
 void hanashi_sidebar_focus_search (HanashiSidebar *self);
+/* Property "show-window-buttons": the header's close button and window controls.  Off in
+ * the wide layout (the chat's header has them); on when the sidebar is the whole window. */
+gboolean hanashi_sidebar_get_show_window_buttons (HanashiSidebar *self);
+void hanashi_sidebar_set_show_window_buttons (HanashiSidebar *self, gboolean show);
 /* The list shown: HanashiConversationItem, newest activity first (borrowed). */
 GListModel *hanashi_sidebar_get_model (HanashiSidebar *self);
 

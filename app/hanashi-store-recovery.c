@@ -1,6 +1,11 @@
 /* hanashi-store-recovery.c — the database as the window opens it: writable when it can be,
  * read-only when it cannot (the history stays visible), and a damaged file put aside on
- * request instead of being overwritten. */
+ * request instead of being overwritten.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-store-recovery"
+
 #include "config.h"
 
 #include <errno.h>

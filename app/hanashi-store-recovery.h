@@ -1,5 +1,8 @@
 /* hanashi-store-recovery.h — opening the conversation database when it is locked by another
- * program, cannot be written or is damaged, and the strip that tells the user so. */
+ * program, cannot be written or is damaged, and the strip that tells the user so.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gtk/gtk.h>

@@ -1,5 +1,10 @@
 /* hanashi-store.c — SQLite storage; every message is committed when it exists so a crash
- * loses only the unfinished tail of a streaming reply. */
+ * loses only the unfinished tail of a streaming reply.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-store"
+
 #include "config.h"
 
 #include <glib/gi18n.h>
@@ -468,7 +473,7 @@ read_conversation (sqlite3_stmt *stmt)
 }
 
 HanashiStoredConversation *
-hanashi_store_get_conversation (HanashiStore *self, gint64 id, GError **error)
+hanashi_store_dup_conversation (HanashiStore *self, gint64 id, GError **error)
 {
   sqlite3_stmt *stmt = prepare (self, "SELECT " CONVERSATION_COLUMNS " FROM conversations c WHERE c.id = ?;", error);
   if (!stmt)
@@ -516,7 +521,7 @@ insert_message (HanashiStore *self, gint64 conversation_id, gint64 parent_id,
 {
   gint64 group = 0;
   if (alternative_of > 0) {
-    g_autoptr(HanashiStoredMessage) other = hanashi_store_get_message (self, alternative_of, error);
+    g_autoptr(HanashiStoredMessage) other = hanashi_store_dup_message (self, alternative_of, error);
     if (!other)
       return 0;
     group = other->alternative_group;
@@ -665,7 +670,7 @@ list_messages_where (HanashiStore *self, const char *sql, gint64 arg, gboolean b
 }
 
 HanashiStoredMessage *
-hanashi_store_get_message (HanashiStore *self, gint64 id, GError **error)
+hanashi_store_dup_message (HanashiStore *self, gint64 id, GError **error)
 {
   g_autoptr(GPtrArray) rows = list_messages_where (self, "SELECT " MESSAGE_COLUMNS " FROM messages WHERE id = ?;",
                                                    id, TRUE, error);

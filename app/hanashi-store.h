@@ -1,4 +1,7 @@
-/* hanashi-store.h — conversations and messages in SQLite ($XDG_DATA_HOME/hanashi/hanashi.db) */
+/* hanashi-store.h — conversations and messages in SQLite ($XDG_DATA_HOME/hanashi/hanashi.db)
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <glib-object.h>
@@ -77,7 +80,8 @@ gboolean hanashi_store_set_conversation_params (HanashiStore *self, gint64 id, c
 /* The chat's Think switch (for models whose template has one). */
 gboolean hanashi_store_set_conversation_thinking (HanashiStore *self, gint64 id, gboolean enabled, GError **error);
 gboolean hanashi_store_delete_conversation (HanashiStore *self, gint64 id, GError **error);
-HanashiStoredConversation *hanashi_store_get_conversation (HanashiStore *self, gint64 id, GError **error);
+/* A copy the caller owns (hanashi_stored_conversation_free). */
+HanashiStoredConversation *hanashi_store_dup_conversation (HanashiStore *self, gint64 id, GError **error);
 /* Conversations by last activity, newest first; @query (may be NULL/empty) matches titles and message text. */
 GPtrArray *hanashi_store_list_conversations (HanashiStore *self, const char *query, GError **error);
 
@@ -127,7 +131,8 @@ gboolean hanashi_store_update_reply (HanashiStore *self, gint64 id, const char *
                                      int token_count, double generation_seconds,
                                      const char *params_json, gboolean complete, GError **error);
 gboolean hanashi_store_delete_message (HanashiStore *self, gint64 id, GError **error);
-HanashiStoredMessage *hanashi_store_get_message (HanashiStore *self, gint64 id, GError **error);
+/* A copy the caller owns (hanashi_stored_message_free). */
+HanashiStoredMessage *hanashi_store_dup_message (HanashiStore *self, gint64 id, GError **error);
 /* All messages of a conversation in creation order. */
 GPtrArray *hanashi_store_list_messages (HanashiStore *self, gint64 conversation_id, GError **error);
 /* The alternatives (same group) of a message, in creation order, including itself. */

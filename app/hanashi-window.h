@@ -1,5 +1,9 @@
 /* hanashi-window.h: the main window: conversations, the chat, the composer and the
- * parameter panel.  The window owns the conversation store and the engine. */
+ * parameter panel.  The application owns the engine (the window's construct-only
+ * "engine" property); the window opens the conversation store and shows one HanashiChat.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <adwaita.h>

@@ -47,6 +47,7 @@ struct HnContext {
   int32_t *attn_cells;
   /* output */
   float *logits;
+  float *routing_lead; /* per logits row, see hn_context_routing_lead */
   int n_logits, logits_cap;
   char notice[NOTICE_MAX]; /* empty: nothing was changed from what the caller asked */
 };
@@ -69,6 +70,7 @@ hn_context_free(HnContext *c)
   free(c->attn_work); free(c->attn_cells); free(c->attn_scores);
   hn_moe_scratch_clear(&c->moe);
   free(c->logits);
+  free(c->routing_lead);
   free(c);
 }
 
@@ -103,7 +105,7 @@ clamp_params(const HnModel *m, const HnContextParams *params, char *notice, size
 static int
 dense_ff(const HnModel *m)
 {
-  return m->n_expert ? 0 : m->n_ff;
+  return m->traits->moe ? 0 : m->n_ff;
 }
 
 /* The widest row a projection reads. */
@@ -133,21 +135,29 @@ ring_rows(const HnModel *m, const HnContextParams *p)
   return rows < p->n_ctx ? (int) rows : p->n_ctx;
 }
 
+/* Scratch for the activations of one matrix product (or a decode step's experts). */
+static size_t
+act_scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
+{
+  size_t bytes = hn_matmul_scratch_bytes(widest_input(m), p->n_batch, nth);
+  size_t moe = m->traits->moe ? hn_moe_act_scratch_bytes(widest_input(m), m->n_expert_used) : 0;
+  return moe > bytes ? moe : bytes;
+}
+
 /* Must match the allocations in hn_context_new. */
 static uint64_t
 scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
 {
   uint64_t nb = (uint64_t) p->n_batch, kv_dim = (uint64_t) m->n_head_kv * (uint64_t) m->head_dim;
   uint64_t q_dim = (uint64_t) m->n_head * (uint64_t) m->head_dim;
-  int64_t widest = widest_input(m);
-  uint64_t moe = m->n_expert ? hn_moe_scratch_bytes(p->n_batch, m->n_embd, m->n_expert, m->n_expert_used,
+  uint64_t moe = m->traits->moe ? hn_moe_scratch_bytes(p->n_batch, m->n_embd, m->n_expert, m->n_expert_used,
                                                    hn_moe_ff_width(m->n_ff_exp, m->n_ff_shexp)) : 0;
   uint64_t floats = nb * (uint64_t) m->n_embd * 2 + nb * q_dim * 2 + nb * kv_dim * 2 + nb * (uint64_t) dense_ff(m) * 2
                     + (uint64_t) nth * (uint64_t) m->head_dim
                     + (uint64_t) nth * hn_attn_work_floats(m->n_head / m->n_head_kv, m->head_dim)
                     + (uint64_t) nth * attn_scores_floats(m, p)
                     + (uint64_t) m->n_vocab;
-  return moe + floats * sizeof(float) + hn_matmul_scratch_bytes(widest, p->n_batch, nth)
+  return moe + floats * sizeof(float) + act_scratch_bytes(m, p, nth)
          + (uint64_t) nth * (uint64_t) p->n_ctx * sizeof(int32_t) + nb * 2 * sizeof(int32_t);
 }
 
@@ -226,7 +236,6 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   for (int il = 0; il < m->n_layer; il++)
     hn_kv_cache_set_layer_rope(c->kv, il, m->layers[il].sliding ? &c->rope_local : &c->rope);
   size_t nb = (size_t) p.n_batch, q_dim = (size_t) m->n_head * (size_t) m->head_dim;
-  int64_t widest = widest_input(m);
   c->x = malloc(nb * (size_t) m->n_embd * sizeof(float));
   c->xn = malloc(nb * (size_t) m->n_embd * sizeof(float));
   c->q = malloc(nb * q_dim * sizeof(float));
@@ -241,7 +250,7 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
     goto fail;
   }
   c->acc = malloc((size_t) nth * (size_t) m->head_dim * sizeof(float));
-  c->act = malloc(hn_matmul_scratch_bytes(widest, p.n_batch, nth));
+  c->act = malloc(act_scratch_bytes(m, &p, nth));
   c->attn_work_floats = hn_attn_work_floats(m->n_head / m->n_head_kv, m->head_dim);
   c->attn_work = aligned_alloc(64, (size_t) nth * c->attn_work_floats * sizeof(float));
   c->attn_cells = malloc((size_t) nth * (size_t) p.n_ctx * sizeof(int32_t));
@@ -287,6 +296,14 @@ hn_context_set_cancel(HnContext *c, HnCancelFn fn, void *user_data)
 {
   c->cancel = fn;
   c->cancel_data = user_data;
+}
+
+float
+hn_context_routing_lead(const HnContext *c, int i)
+{
+  if (i < 0 || i >= c->n_logits)
+    return NAN;
+  return c->routing_lead[i];
 }
 
 const float *
@@ -497,6 +514,9 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
   if (m->embd_scale != 1.0f)
     for (size_t i = 0; i < (size_t) nt * E; i++)
       c->x[i] *= m->embd_scale;
+  if (m->traits->moe)
+    for (int t = 0; t < nt; t++)
+      c->moe.lead[t] = INFINITY;
   for (int il = 0; il < m->n_layer; il++) {
     if (c->cancel && c->cancel(c->cancel_data)) {
       hn_error_set(err, HN_ERR_CANCELLED, "cancelled");
@@ -539,7 +559,7 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
     add_residual(c->x, c->xn, L->attn_post_norm, nt, E, m->rms_eps);
     for (int t = 0; t < nt; t++)
       rms_norm(c->x + (size_t) t * E, L->ffn_norm, c->xn + (size_t) t * E, E, m->rms_eps);
-    if (m->n_expert) {
+    if (m->traits->moe) {
       /* adds into the residual itself (no MoE architecture has a post-FFN norm) */
       hn_moe_forward(&L->moe, &c->moe, c->pool, c->xn, nt, c->act, c->x);
       continue;
@@ -561,6 +581,7 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
   for (int t = 0; t < nt; t++)
     if (want ? want[t] : want_last && t == nt - 1) {
       rms_norm(c->x + (size_t) t * E, m->out_norm, c->xn + (size_t) n_out * E, E, m->rms_eps);
+      c->routing_lead[c->n_logits + n_out] = m->traits->moe ? c->moe.lead[t] : INFINITY;
       n_out++;
     }
   if (n_out > 0) {
@@ -605,6 +626,10 @@ hn_context_decode(HnContext *c, const HnBatch *b, HnError *err)
     if (!nl)
       return hn_error_set(err, HN_ERR_NOMEM, "out of memory for %d rows of logits", n_want);
     c->logits = nl;
+    float *lead = realloc(c->routing_lead, (size_t) n_want * sizeof(float));
+    if (!lead)
+      return hn_error_set(err, HN_ERR_NOMEM, "out of memory for %d rows of logits", n_want);
+    c->routing_lead = lead;
     c->logits_cap = n_want;
   }
   for (int i0 = 0; i0 < b->n_tokens; i0 += c->params.n_batch) {

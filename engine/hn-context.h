@@ -53,6 +53,13 @@ bool hn_context_decode(HnContext *ctx, const HnBatch *batch, HnError *err);
 /* Logits (n_vocab floats) of the i-th batch entry that asked for them, or NULL. */
 const float *hn_context_get_logits(const HnContext *ctx, int i);
 int hn_context_n_logits(const HnContext *ctx);
+/* For the i-th logits row of a mixture-of-experts model: by how much (in router logits)
+ * the token's closest expert choice was won — the last expert chosen over the best one
+ * left out, the smallest over the layers.  INFINITY for a dense model, NAN for a row that
+ * does not exist.  Where it is within rounding noise, another engine (or this one with
+ * other kernels) may route the token elsewhere and its logits are not a fixed point of
+ * comparison; the parity tests use it that way. */
+float hn_context_routing_lead(const HnContext *ctx, int i);
 
 int hn_context_n_ctx(const HnContext *ctx);
 int hn_context_n_batch(const HnContext *ctx);

@@ -2,6 +2,7 @@
 #include "hn-generate.h"
 
 #include "hn-cfg.h"
+#include "hn-array.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -40,17 +41,7 @@ typedef struct {
 static bool
 bytes_reserve(Bytes *b, size_t need)
 {
-  if (need <= b->cap)
-    return true;
-  size_t c = b->cap ? b->cap : 256;
-  while (c < need)
-    c *= 2;
-  char *g = realloc(b->p, c);
-  if (!g)
-    return false;
-  b->p = g;
-  b->cap = c;
-  return true;
+  return HN_ARRAY_RESERVE(b->p, b->cap, need, 256);
 }
 
 static size_t

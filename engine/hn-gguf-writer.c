@@ -1,5 +1,6 @@
 /* hn-gguf-writer.c — GGUF v3 writer (see hn-gguf-writer.h). */
 #include "hn-gguf-writer.h"
+#include "hn-array.h"
 
 #include "hn-quants.h"
 
@@ -33,9 +34,11 @@ typedef struct {
 struct HnGgufWriter {
   uint32_t alignment;
   WriterKv *kvs;
-  int64_t n_kv, cap_kv;
+  int64_t n_kv;
+  size_t cap_kv;
   WriterTensor *tensors;
-  int64_t n_tensors, cap_tensors;
+  int64_t n_tensors;
+  size_t cap_tensors;
 
   /* Set by begin(). */
   FILE *file;
@@ -126,15 +129,9 @@ put_kv(HnGgufWriter *w, const char *key, size_t key_len, uint32_t type, uint8_t 
     w->kvs[at].payload_len = payload_len;
     return true;
   }
-  if (w->n_kv == w->cap_kv) {
-    int64_t cap = w->cap_kv ? w->cap_kv * 2 : 32;
-    WriterKv *grown = realloc(w->kvs, (size_t)cap * sizeof *grown);
-    if (grown == NULL) {
-      free(payload);
-      return hn_error_set(err, HN_ERR_NOMEM, "out of memory adding GGUF metadata");
-    }
-    w->kvs = grown;
-    w->cap_kv = cap;
+  if (!HN_ARRAY_RESERVE(w->kvs, w->cap_kv, (size_t)w->n_kv + 1, 32)) {
+    free(payload);
+    return hn_error_set(err, HN_ERR_NOMEM, "out of memory adding GGUF metadata");
   }
   char *copy = malloc(key_len + 1);
   if (copy == NULL) {
@@ -417,14 +414,8 @@ hn_gguf_writer_add_tensor(HnGgufWriter *w, const char *name, HnType type, uint32
   if (!hn_mul_size(row, (size_t)(count / t.ne[0]), &t.nbytes))
     return hn_error_set(err, HN_ERR_INVALID_ARG, "tensor '%s' is too large", name);
 
-  if (w->n_tensors == w->cap_tensors) {
-    int64_t cap = w->cap_tensors ? w->cap_tensors * 2 : 64;
-    WriterTensor *grown = realloc(w->tensors, (size_t)cap * sizeof *grown);
-    if (grown == NULL)
-      return hn_error_set(err, HN_ERR_NOMEM, "out of memory declaring tensors");
-    w->tensors = grown;
-    w->cap_tensors = cap;
-  }
+  if (!HN_ARRAY_RESERVE(w->tensors, w->cap_tensors, (size_t)w->n_tensors + 1, 64))
+    return hn_error_set(err, HN_ERR_NOMEM, "out of memory declaring tensors");
   t.name = malloc(name_len + 1);
   if (t.name == NULL)
     return hn_error_set(err, HN_ERR_NOMEM, "out of memory declaring tensors");

@@ -854,3 +854,40 @@ hn_gguf_array_strings(const HnGgufArray *array, HnStr *out)
     p += 8 + len;
   }
 }
+
+static bool
+is_layer_tensor(const char *name)
+{
+  if (strncmp(name, "blk.", 4) != 0)
+    return false;
+  const char *p = name + 4;
+  if (*p < '0' || *p > '9')
+    return false;
+  while (*p >= '0' && *p <= '9')
+    p++;
+  return *p == '.';
+}
+
+uint32_t
+hn_gguf_main_weight_type(const HnGguf *gguf)
+{
+  /* [0]: layer matrices, [1]: every matrix (the fallback) */
+  uint64_t bytes[2][HN_TYPE_COUNT] = { { 0 } };
+  for (int64_t i = 0; i < hn_gguf_n_tensors(gguf); i++) {
+    const HnGgufTensor *t = hn_gguf_tensor(gguf, i);
+    if (t->n_dims < 2 || t->type >= HN_TYPE_COUNT)
+      continue;
+    bytes[1][t->type] += t->nbytes;
+    if (is_layer_tensor(t->name))
+      bytes[0][t->type] += t->nbytes;
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    uint32_t best = HN_TYPE_COUNT;
+    for (uint32_t type = 0; type < HN_TYPE_COUNT; type++)
+      if (bytes[pass][type] > 0 && (best == HN_TYPE_COUNT || bytes[pass][type] > bytes[pass][best]))
+        best = type;
+    if (best != HN_TYPE_COUNT)
+      return best;
+  }
+  return HN_TYPE_COUNT;
+}

@@ -118,6 +118,16 @@ int64_t hn_gguf_n_tensors(const HnGguf *gguf);
 const HnGgufTensor *hn_gguf_tensor(const HnGguf *gguf, int64_t index);
 const HnGgufTensor *hn_gguf_find_tensor(const HnGguf *gguf, const char *name);
 
+/* The model's main weight type (a ggml type id, see hn-quants.h): the type holding the
+ * most bytes of the layer weight matrices, the tensors named "blk.N...." with two or more
+ * dimensions.  Embeddings, the output head and norm vectors do not count: they are often
+ * kept at a higher precision than the rest (Q6_K, F32) and in small models with a large
+ * vocabulary would otherwise win.  A file without layer matrices falls back to all of its
+ * matrices; ties go to the lower type id.  HN_TYPE_COUNT when the file holds no matrix.
+ * Works from the tensor table alone, so a file can be described without loading it; the
+ * engine (hn_model_main_type) and the app's model list both report this. */
+uint32_t hn_gguf_main_weight_type(const HnGguf *gguf);
+
 /* Compares an HnStr with a NUL-terminated string. */
 bool hn_str_eq(HnStr s, const char *cstr);
 

@@ -9,6 +9,7 @@
 #include "hn-grammar.h"
 
 #include "hn-json.h"
+#include "hn-array.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -53,17 +54,11 @@ buf_add(Buf *b, const char *text, size_t n)
 {
   if (b->oom)
     return;
-  if (b->len + n + 1 > b->cap) {
-    size_t c = b->cap ? b->cap : 256;
-    while (c < b->len + n + 1)
-      c *= 2;
-    char *g = realloc(b->s, c);
-    if (!g) {
-      b->oom = true;
-      return;
-    }
-    b->s = g;
-    b->cap = c;
+  size_t need;
+  if (!hn_add_size(b->len, n, &need) || !hn_add_size(need, 1, &need) ||
+      !HN_ARRAY_RESERVE(b->s, b->cap, need, 256)) {
+    b->oom = true;
+    return;
   }
   memcpy(b->s + b->len, text, n);
   b->len += n;
@@ -684,14 +679,9 @@ gen_ref(Conv *c, const char *ref, Buf *out)
     slot = ref_slot(c, target);
   }
   if (c->n_refs == c->ref_cap) {
-    size_t cap = c->ref_cap ? c->ref_cap * 2 : 16;
-    const JNode **rn = realloc(c->ref_nodes, cap * sizeof *rn);
-    if (rn)
-      c->ref_nodes = rn;
-    char **nn = realloc(c->ref_names, cap * sizeof *nn);
-    if (nn)
-      c->ref_names = nn;
-    if (!rn || !nn)
+    size_t cap;
+    if (!hn_array_grown_cap(c->ref_cap, c->n_refs + 1, sizeof *c->ref_nodes, 16, &cap) ||
+        !HN_ARRAY_RESIZE(c->ref_nodes, cap) || !HN_ARRAY_RESIZE(c->ref_names, cap))
       return cerr(c, "out of memory");
     c->ref_cap = cap;
   }

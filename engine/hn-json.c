@@ -1,6 +1,7 @@
 /* hn-json.c — JSON value tree, strict parser and Python-compatible writer. */
 #include "hn-json.h"
 #include "hn-unicode.h"
+#include "hn-array.h"
 
 #include <errno.h>
 #include <locale.h>
@@ -136,24 +137,14 @@ grow(HnJson *v)
 {
   if (v->len < v->cap)
     return true;
-  size_t cap = v->cap ? v->cap * 2 : 4;
-  size_t bytes;
-  if (!hn_mul_size(cap, sizeof(void *), &bytes))
+  /* an object's keys and their lengths grow with its items, under the one capacity */
+  size_t cap;
+  if (!hn_array_grown_cap(v->cap, v->len + 1, sizeof *v->key_lens, 4, &cap) ||
+      !HN_ARRAY_RESIZE(v->items, cap))
     return false;
-  HnJson **items = realloc(v->items, bytes);
-  if (!items)
+  if (v->type == HN_JSON_OBJECT &&
+      (!HN_ARRAY_RESIZE(v->keys, cap) || !HN_ARRAY_RESIZE(v->key_lens, cap)))
     return false;
-  v->items = items;
-  if (v->type == HN_JSON_OBJECT) {
-    char **keys = realloc(v->keys, bytes);
-    if (!keys)
-      return false;
-    v->keys = keys;
-    size_t *lens = realloc(v->key_lens, cap * sizeof(size_t));
-    if (!lens)
-      return false;
-    v->key_lens = lens;
-  }
   v->cap = cap;
   return true;
 }
@@ -879,22 +870,11 @@ buf_add(Buf *b, const char *s, size_t n)
 {
   if (b->failed)
     return;
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->len + n + 1) {
-      if (cap > SIZE_MAX / 2) {
-        b->failed = true;
-        return;
-      }
-      cap *= 2;
-    }
-    char *nb = realloc(b->buf, cap);
-    if (!nb) {
-      b->failed = true;
-      return;
-    }
-    b->buf = nb;
-    b->cap = cap;
+  size_t need;
+  if (!hn_add_size(b->len, n, &need) || !hn_add_size(need, 1, &need) ||
+      !HN_ARRAY_RESERVE(b->buf, b->cap, need, 64)) {
+    b->failed = true;
+    return;
   }
   memcpy(b->buf + b->len, s, n);
   b->len += n;

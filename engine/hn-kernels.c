@@ -369,3 +369,105 @@ hn_matmul(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_token
   }
   hn_threadpool_run(pool, matmul_worker, &job);
 }
+
+/* ---- several matrix-vector products at once ---- */
+
+typedef struct {
+  const HnSimdKernels *k;
+  int n_items;
+  const HnMatvec *items;
+  const uint8_t *act[HN_MATVEC_MAX]; /* each item's converted input */
+  bool tiled[HN_MATVEC_MAX];         /* tile kernel, else one dot product per row */
+  int64_t unit[HN_MATVEC_MAX];       /* rows per work unit */
+  int first_unit[HN_MATVEC_MAX + 1]; /* units of the items before, in order */
+  atomic_int next;
+} MatvecJob;
+
+static void
+matvec_worker(void *data, int ith, int nth)
+{
+  MatvecJob *job = data;
+  (void) ith;
+  (void) nth;
+  int item = 0;
+  for (int u; (u = atomic_fetch_add(&job->next, 1)) < job->first_unit[job->n_items];) {
+    while (u >= job->first_unit[item + 1])
+      item++;
+    const HnMatvec *it = &job->items[item];
+    HnType type = (HnType) it->w->type;
+    int64_t n = it->w->ne[0], rows = it->w->ne[1];
+    size_t row_bytes = hn_type_row_bytes(type, n);
+    const uint8_t *w = it->w->data;
+    int64_t r0 = (int64_t) (u - job->first_unit[item]) * job->unit[item];
+    int64_t r1 = r0 + job->unit[item] < rows ? r0 + job->unit[item] : rows;
+    if (job->tiled[item]) {
+      /* as tile_worker for one token */
+      HnGemmTileFn tile = job->k->gemm_tile[type];
+      const int tr = job->k->gemm_rows;
+      for (int64_t r = r0; r < r1; r += tr) {
+        int n_rows = r1 - r < tr ? (int) (r1 - r) : tr;
+        tile(n, w + (size_t) r * row_bytes, row_bytes, n_rows, (const HnActChunk *) job->act[item],
+             (size_t) ((n / 32 + 1) / 2), 1, it->y + r, 1);
+      }
+    } else {
+      /* as matmul_worker for one token */
+      HnVecDotFn fast = job->k ? job->k->vec_dot[type] : NULL;
+      for (int64_t r = r0; r < r1; r++)
+        it->y[r] = fast ? fast(n, w + (size_t) r * row_bytes, job->act[item])
+                        : hn_vec_dot_ref(type, n, w + (size_t) r * row_bytes, job->act[item]);
+    }
+  }
+}
+
+size_t
+hn_matvec_many_scratch_bytes(int64_t n, int n_inputs)
+{
+  return 64 + (size_t) (n_inputs > 0 ? n_inputs : 1) * act_bytes(n, 1);
+}
+
+void
+hn_matvec_many(HnThreadPool *pool, const HnMatvec *items, int n_items, void *act_scratch)
+{
+  const HnSimdKernels *k = hn_simd_kernels();
+  MatvecJob job = { .k = k, .n_items = n_items, .items = items };
+  uint8_t *scratch = (uint8_t *) align64((size_t) act_scratch);
+  int nth = hn_threadpool_n_threads(pool);
+  size_t used = 0;
+  job.first_unit[0] = 0;
+  for (int i = 0; i < n_items; i++) {
+    const HnGgufTensor *w = items[i].w;
+    HnType type = (HnType) w->type, vdt = hn_type_vec_dot_type(type);
+    int64_t n = w->ne[0];
+    /* the same choice as hn_matmul makes for one token */
+    job.tiled[i] = k && k->gemm_tile[type] && n % 32 == 0 && k->gemm_rows <= 16 && k->gemm_cols <= 16;
+    job.unit[i] = unit_rows(w->ne[1], nth);
+    job.first_unit[i + 1] = job.first_unit[i] + (int) ((w->ne[1] + job.unit[i] - 1) / job.unit[i]);
+    /* an input converted for an earlier item of the same format is reused */
+    job.act[i] = NULL;
+    for (int j = 0; j < i; j++) {
+      const HnGgufTensor *wj = items[j].w;
+      if (items[j].x == items[i].x && wj->ne[0] == n && job.tiled[j] == job.tiled[i] &&
+          hn_type_vec_dot_type((HnType) wj->type) == vdt &&
+          (!job.tiled[i] || k->gemm_offset[wj->type] == k->gemm_offset[type])) {
+        job.act[i] = job.act[j];
+        break;
+      }
+    }
+    if (job.act[i])
+      continue;
+    uint8_t *dst = scratch + used;
+    used += act_bytes(n, 1);
+    if (job.tiled[i]) {
+      prepare_chunks(k, vdt, k->gemm_offset[type], items[i].x, n, (HnActChunk *) dst);
+    } else {
+      HnQuantizeFn quantize = k ? k->quantize[vdt] : NULL;
+      if (quantize)
+        quantize(items[i].x, dst, n);
+      else
+        hn_quantize_row(vdt, items[i].x, dst, n);
+    }
+    job.act[i] = dst;
+  }
+  atomic_init(&job.next, 0);
+  hn_threadpool_run(pool, matvec_worker, &job);
+}

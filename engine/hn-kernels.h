@@ -18,3 +18,21 @@ size_t hn_matmul_scratch_bytes(int64_t n, int n_tokens, int n_threads);
  * y_stride is the distance between output rows (>= rows). */
 void hn_matmul(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tokens,
                void *act_scratch, float *y, int64_t y_stride);
+
+/* Several matrix-vector products in one parallel section: y_i = W_i · x_i (one token
+ * each), with the same kernels as hn_matmul for one token, so each y_i is bit for bit
+ * what hn_matmul gives.  Items that share an x pointer share its conversion.  For the
+ * chosen experts of a decode step, whose matrices are small: one dispatch instead of one
+ * per matrix, and the threads balance over all of them at once. */
+typedef struct {
+  const HnGgufTensor *w;
+  const float *x; /* w->ne[0] floats */
+  float *y;       /* w->ne[1] floats */
+} HnMatvec;
+
+/* Scratch hn_matvec_many needs for items with at most n_inputs distinct x of at most n
+ * elements. */
+size_t hn_matvec_many_scratch_bytes(int64_t n, int n_inputs);
+/* At most HN_MATVEC_MAX items. */
+#define HN_MATVEC_MAX 64
+void hn_matvec_many(HnThreadPool *pool, const HnMatvec *items, int n_items, void *act_scratch);

@@ -1,5 +1,6 @@
 /* hn-merge-heap.c — binary min-heap of merge candidates (see hn-merge-heap.h). */
 #include "hn-merge-heap.h"
+#include "hn-array.h"
 
 #include <stdlib.h>
 
@@ -12,14 +13,8 @@ before(const HnMergeCandidate *a, const HnMergeCandidate *b)
 bool
 hn_merge_heap_push(HnMergeHeap *h, HnMergeCandidate c)
 {
-  if (h->n == h->cap) {
-    size_t cap = h->cap ? h->cap * 2 : 256;
-    HnMergeCandidate *items = realloc(h->items, cap * sizeof *items);
-    if (items == NULL)
-      return false;
-    h->items = items;
-    h->cap = cap;
-  }
+  if (!HN_ARRAY_RESERVE(h->items, h->cap, h->n + 1, 256))
+    return false;
   size_t i = h->n++;
   while (i > 0) {
     size_t parent = (i - 1) / 2;

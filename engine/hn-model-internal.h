@@ -16,7 +16,7 @@ typedef struct {
   float *q_norm, *k_norm;                 /* owned, head_dim each, NULL when absent */
   float *bq, *bk, *bv;                    /* owned, NULL when absent */
   bool sliding;                           /* attends through the sliding window */
-  /* mixture of experts (n_expert > 0 in the model): w_gate/w_up/w_down are NULL */
+  /* mixture of experts (traits->moe): w_gate/w_up/w_down are NULL */
   HnMoeLayer moe;
   float *shexp_gate;                      /* owned (moe.shexp_gate), NULL without a shared expert */
 } HnLayer;
@@ -28,8 +28,8 @@ struct HnModel {
   int n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx_train, head_dim;
   int n_ctx_orig;      /* rope.scaling.original_context_length (long/short rope factors) */
   float rms_eps;
-  /* mixture of experts: 0 experts in a dense model */
-  int n_expert, n_expert_used, n_ff_exp, n_ff_shexp;
+  /* mixture of experts (traits->moe; n_expert and n_expert_used are below) */
+  int n_ff_exp, n_ff_shexp;
   bool expert_weights_norm; /* the chosen experts' weights are renormalised to sum 1 */
   float query_scale;   /* multiplies q·k */
   float embd_scale;    /* multiplies the token embeddings (1 unless gemma) */
@@ -45,5 +45,6 @@ struct HnModel {
   float *out_norm;
   HnLayer *layers;
   bool *layer_sliding; /* n_layer, for hn_model_describe */
+  int n_expert, n_expert_used; /* as the file states; the experts run where traits->moe */
   int64_t n_params;
 };

@@ -386,6 +386,12 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
     m->rope_local.freq_scale = 1.0f;
   }
 
+  uint32_t n_expert, n_expert_used;
+  if (!key_u32(g, a, "expert_count", 0, false, &n_expert, err) ||
+      !key_u32(g, a, "expert_used_count", 0, false, &n_expert_used, err))
+    goto fail;
+  m->n_expert = (int) (n_expert > 4096 ? 4096 : n_expert);
+  m->n_expert_used = (int) (n_expert_used > n_expert ? n_expert : n_expert_used);
   int q_dim = m->n_head * m->head_dim, kv_dim = m->n_head_kv * m->head_dim;
   m->layers = calloc((size_t) m->n_layer, sizeof *m->layers);
   m->layer_sliding = calloc((size_t) m->n_layer, sizeof *m->layer_sliding);
@@ -543,10 +549,7 @@ count_types(const HnModel *m, int64_t counts[HN_TYPE_COUNT], int64_t elems[HN_TY
 uint32_t
 hn_model_main_type(const HnModel *m)
 {
-  int64_t counts[HN_TYPE_COUNT], elems[HN_TYPE_COUNT];
-  count_types(m, counts, elems);
-  /* the type of the layer weights decides, not the (often F32/Q6_K) embeddings */
-  return m->layers[0].wq->type;
+  return hn_gguf_main_weight_type(m->gguf);
 }
 
 void

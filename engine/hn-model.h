@@ -46,7 +46,8 @@ int hn_model_n_ctx_train(const HnModel *model);
 int hn_model_n_embd(const HnModel *model);
 int hn_model_n_layer(const HnModel *model);
 int64_t hn_model_n_params(const HnModel *model);
-/* Mixture of experts: experts per layer and how many each token uses (0 and 0: dense). */
+/* Experts per layer and how many each token uses, as <arch>.expert_count and
+ * expert_used_count state (0 when absent). */
 int hn_model_n_expert(const HnModel *model);
 int hn_model_n_expert_used(const HnModel *model);
 size_t hn_model_file_size(const HnModel *model);
@@ -55,7 +56,7 @@ size_t hn_model_file_size(const HnModel *model);
 uint64_t hn_model_resident_bytes(const HnModel *model);
 /* "Q4_K (120), F32 (45)": tensor counts per weight type, most frequent first. */
 void hn_model_type_summary(const HnModel *model, char *buf, size_t size);
-/* The weight type of most of the parameters (for tolerance choices, info). */
+/* The main weight type, hn_gguf_main_weight_type() of the model file (tolerance choices, info). */
 uint32_t hn_model_main_type(const HnModel *model);
 void hn_model_describe(const HnModel *model, HnModelDescription *out);
 /* The GGUF the model reads from (for the vocabulary loader, fingerprints). */

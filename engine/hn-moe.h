@@ -32,7 +32,7 @@ typedef struct {
 
 /* Scratch for batches of up to n_batch tokens, allocated once per context. */
 typedef struct {
-  int n_batch, n_embd, n_expert, n_expert_used;
+  int n_batch, n_embd, n_expert, n_expert_used, ff_width;
   float *probs;          /* [n_batch][n_expert] router logits, then probabilities */
   int32_t *choice;       /* [n_batch][n_expert_used] chosen experts per token */
   float *choice_weight;  /* [n_batch][n_expert_used] their weights */
@@ -40,12 +40,19 @@ typedef struct {
   int32_t *group_token;  /* [n_batch * n_expert_used] token of each routed row, by expert */
   float *group_weight;   /* [n_batch * n_expert_used] weight of each routed row */
   float *gathered;       /* [n_batch][n_embd] the rows routed to one expert */
-  float *expert_out;     /* [n_batch][n_embd] that expert's outputs */
-  float *gate, *up;      /* [n_batch][widest feed-forward] */
+  /* the next three have max(n_batch, n_expert_used + 1) rows: a decode step keeps every
+   * chosen expert's (and the shared expert's) rows at once */
+  float *expert_out;     /* [rows][n_embd] an expert's outputs */
+  float *gate, *up;      /* [rows][widest feed-forward] */
+  float *layer_lead;     /* [n_batch] this layer's routing leads (hn_moe_route) */
+  float *lead;           /* [n_batch] the smallest over the layers, see hn_moe_forward */
 } HnMoeScratch;
 
 /* Widest feed-forward row of the layer shape (for the gate/up scratch and matmul scratch). */
 int hn_moe_ff_width(int n_ff_exp, int n_ff_shexp);
+/* Bytes of hn_matmul / hn_matvec_many scratch hn_moe_forward needs beyond what
+ * hn_matmul needs for n_batch tokens (take the larger of the two). */
+size_t hn_moe_act_scratch_bytes(int64_t widest_input, int n_expert_used);
 /* Bytes hn_moe_scratch_init allocates. */
 uint64_t hn_moe_scratch_bytes(int n_batch, int n_embd, int n_expert, int n_expert_used, int ff_width);
 bool hn_moe_scratch_init(HnMoeScratch *s, int n_batch, int n_embd, int n_expert, int n_expert_used,
@@ -55,13 +62,16 @@ void hn_moe_scratch_clear(HnMoeScratch *s);
 /* Routing of n_tokens tokens from their router logits (rows of n_expert, overwritten
  * with the softmax): the k most probable experts per token, highest first (ties: the
  * lower index), with their probabilities, divided by the sum of the k when
- * norm_weights. */
+ * norm_weights.  lead (NULL: not wanted) gets per token how far the last chosen expert's
+ * router logit is above the best one left out (INFINITY when k = n_expert). */
 void hn_moe_route(float *logits, int n_tokens, int n_expert, int k, bool norm_weights,
-                  int32_t *choice, float *choice_weight);
+                  int32_t *choice, float *choice_weight, float *lead);
 
 /* residual[t] += MoE(x[t]) for n_tokens rows of n_embd floats (residual must not alias
  * x).  act_scratch is hn_matmul scratch for rows up to max(n_embd, the layer's ff width)
- * and n_batch tokens. */
+ * and n_batch tokens.  s->lead[t] is lowered to this layer's routing lead of token t
+ * (see hn_moe_route) when that is smaller: set it to INFINITY before the first layer to
+ * get each token's closest expert choice. */
 void hn_moe_forward(const HnMoeLayer *layer, HnMoeScratch *s, HnThreadPool *pool, const float *x,
                     int n_tokens, void *act_scratch, float *residual);
 

@@ -1,6 +1,7 @@
 /* hn-sampler.c — the sampler chain, penalties, mirostat, RNG and stop strings. */
 #include "hn-sampler.h"
 #include "hn-grammar.h"
+#include "hn-array.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -53,198 +54,7 @@ hn_rng_uniform(HnRng *rng)
   return (double) (hn_rng_next(rng) >> 11) * 0x1.0p-53;
 }
 
-/* ---- Parameters ---------------------------------------------------------------- */
-
-void
-hn_sampler_params_init(HnSamplerParams *p)
-{
-  memset(p, 0, sizeof *p);
-  p->temperature = 0.8f;
-  p->top_k = 40;
-  p->top_p = 0.95f;
-  p->min_p = 0.05f;
-  p->typical_p = 1.0f;
-  p->repeat_penalty = 1.0f;
-  p->repeat_last_n = 64;
-  p->frequency_penalty = 0.0f;
-  p->presence_penalty = 0.0f;
-  p->penalize_nl = false;
-  p->mirostat = 0;
-  p->mirostat_tau = 5.0f;
-  p->mirostat_eta = 0.1f;
-  p->seed = HN_SAMPLER_SEED_RANDOM;
-  p->max_new_tokens = -1;
-}
-
-#define CHECK_RANGE(field, lo, hi)                                                          \
-  do {                                                                                    \
-    if (!(p->field >= (lo) && p->field <= (hi)))                                          \
-      return hn_error_set(err, HN_ERR_INVALID_ARG, #field " must be between %g and %g",   \
-                          (double) (lo), (double) (hi));                                  \
-  } while (0)
-
-bool
-hn_sampler_params_validate(const HnSamplerParams *p, int32_t n_vocab, HnError *err)
-{
-  if (p == NULL)
-    return hn_error_set(err, HN_ERR_INVALID_ARG, "no sampler parameters");
-  CHECK_RANGE(temperature, 0.0f, 10.0f);
-  CHECK_RANGE(top_k, 0, 1 << 24); /* above n_vocab simply keeps everything */
-  CHECK_RANGE(top_p, 0.0f, 1.0f);
-  CHECK_RANGE(min_p, 0.0f, 1.0f);
-  CHECK_RANGE(typical_p, 0.0f, 1.0f);
-  CHECK_RANGE(repeat_penalty, 0.01f, 10.0f);
-  CHECK_RANGE(repeat_last_n, -1, 1 << 20);
-  CHECK_RANGE(frequency_penalty, -2.0f, 2.0f);
-  CHECK_RANGE(presence_penalty, -2.0f, 2.0f);
-  CHECK_RANGE(mirostat, 0, 2);
-  CHECK_RANGE(mirostat_tau, 0.0f, 20.0f);
-  CHECK_RANGE(mirostat_eta, 0.0f, 1.0f);
-  CHECK_RANGE(max_new_tokens, -1, 1 << 24);
-  if (p->n_logit_bias > HN_SAMPLER_MAX_LOGIT_BIAS)
-    return hn_error_set(err, HN_ERR_INVALID_ARG, "at most %d logit biases",
-                        HN_SAMPLER_MAX_LOGIT_BIAS);
-  if (p->n_logit_bias > 0 && p->logit_bias == NULL)
-    return hn_error_set(err, HN_ERR_INVALID_ARG, "logit_bias is NULL");
-  for (size_t i = 0; i < p->n_logit_bias; i++) {
-    const HnLogitBias *b = &p->logit_bias[i];
-    if (b->token < 0 || (n_vocab > 0 && b->token >= n_vocab))
-      return hn_error_set(err, HN_ERR_INVALID_ARG, "logit bias token %d is not in the vocabulary",
-                          b->token);
-    if (!(b->bias >= -100.0f && b->bias <= 100.0f) && !(isinf(b->bias) && b->bias < 0))
-      return hn_error_set(err, HN_ERR_INVALID_ARG,
-                          "logit bias for token %d must be between -100 and 100 (or -inf)",
-                          b->token);
-  }
-  if (p->n_stop > HN_SAMPLER_MAX_STOP)
-    return hn_error_set(err, HN_ERR_INVALID_ARG, "at most %d stop strings", HN_SAMPLER_MAX_STOP);
-  if (p->n_stop > 0 && p->stop == NULL)
-    return hn_error_set(err, HN_ERR_INVALID_ARG, "stop is NULL");
-  for (size_t i = 0; i < p->n_stop; i++) {
-    size_t len = p->stop[i] ? strlen(p->stop[i]) : 0;
-    if (len == 0 || len > HN_SAMPLER_MAX_STOP_LEN)
-      return hn_error_set(err, HN_ERR_INVALID_ARG, "stop string %zu must be 1 to %d bytes", i + 1,
-                          HN_SAMPLER_MAX_STOP_LEN);
-  }
-  return true;
-}
-
-static float
-clampf(float v, float lo, float hi, float fallback)
-{
-  if (isnan(v))
-    return fallback;
-  return v < lo ? lo : v > hi ? hi : v;
-}
-
-static int32_t
-clampi(int32_t v, int32_t lo, int32_t hi)
-{
-  return v < lo ? lo : v > hi ? hi : v;
-}
-
-void
-hn_sampler_params_clamp(HnSamplerParams *p, int32_t n_vocab)
-{
-  p->temperature = clampf(p->temperature, 0.0f, 10.0f, 0.8f);
-  p->top_k = clampi(p->top_k, 0, 1 << 24);
-  p->top_p = clampf(p->top_p, 0.0f, 1.0f, 0.95f);
-  p->min_p = clampf(p->min_p, 0.0f, 1.0f, 0.05f);
-  p->typical_p = clampf(p->typical_p, 0.0f, 1.0f, 1.0f);
-  p->repeat_penalty = clampf(p->repeat_penalty, 0.01f, 10.0f, 1.0f);
-  p->repeat_last_n = clampi(p->repeat_last_n, -1, 1 << 20);
-  p->frequency_penalty = clampf(p->frequency_penalty, -2.0f, 2.0f, 0.0f);
-  p->presence_penalty = clampf(p->presence_penalty, -2.0f, 2.0f, 0.0f);
-  p->mirostat = clampi(p->mirostat, 0, 2);
-  p->mirostat_tau = clampf(p->mirostat_tau, 0.0f, 20.0f, 5.0f);
-  p->mirostat_eta = clampf(p->mirostat_eta, 0.0f, 1.0f, 0.1f);
-  p->max_new_tokens = clampi(p->max_new_tokens, -1, 1 << 24);
-}
-
-/* ---- Parameters as data ------------------------------------------------------- */
-
-static const HnSamplerParamSpec param_specs[] = {
-  { "temperature", 0, 10, 0.8, false },
-  { "top_k", 0, 1 << 24, 40, true },
-  { "top_p", 0, 1, 0.95, false },
-  { "min_p", 0, 1, 0.05, false },
-  { "typical_p", 0, 1, 1.0, false },
-  { "repeat_penalty", 0.01, 10, 1.0, false },
-  { "repeat_last_n", -1, 1 << 20, 64, true },
-  { "frequency_penalty", -2, 2, 0, false },
-  { "presence_penalty", -2, 2, 0, false },
-  { "penalize_nl", 0, 1, 0, true },
-  { "mirostat", 0, 2, 0, true },
-  { "mirostat_tau", 0, 20, 5.0, false },
-  { "mirostat_eta", 0, 1, 0.1, false },
-  { "max_new_tokens", -1, 1 << 24, -1, true },
-};
-
-const HnSamplerParamSpec *
-hn_sampler_param_specs(size_t *n_out)
-{
-  *n_out = HN_ARRAY_LEN(param_specs);
-  return param_specs;
-}
-
-static void *
-param_field(HnSamplerParams *p, const char *key, bool *is_int, bool *is_bool)
-{
-  *is_int = *is_bool = false;
-  if (strcmp(key, "temperature") == 0) return &p->temperature;
-  if (strcmp(key, "top_p") == 0) return &p->top_p;
-  if (strcmp(key, "min_p") == 0) return &p->min_p;
-  if (strcmp(key, "typical_p") == 0) return &p->typical_p;
-  if (strcmp(key, "repeat_penalty") == 0) return &p->repeat_penalty;
-  if (strcmp(key, "frequency_penalty") == 0) return &p->frequency_penalty;
-  if (strcmp(key, "presence_penalty") == 0) return &p->presence_penalty;
-  if (strcmp(key, "mirostat_tau") == 0) return &p->mirostat_tau;
-  if (strcmp(key, "mirostat_eta") == 0) return &p->mirostat_eta;
-  *is_int = true;
-  if (strcmp(key, "top_k") == 0) return &p->top_k;
-  if (strcmp(key, "repeat_last_n") == 0) return &p->repeat_last_n;
-  if (strcmp(key, "mirostat") == 0) return &p->mirostat;
-  if (strcmp(key, "max_new_tokens") == 0) return &p->max_new_tokens;
-  *is_int = false;
-  *is_bool = true;
-  if (strcmp(key, "penalize_nl") == 0) return &p->penalize_nl;
-  return NULL;
-}
-
-bool
-hn_sampler_params_set(HnSamplerParams *p, const char *key, double value, HnError *err)
-{
-  const HnSamplerParamSpec *spec = NULL;
-  for (size_t i = 0; i < HN_ARRAY_LEN(param_specs); i++)
-    if (key && strcmp(param_specs[i].key, key) == 0)
-      spec = &param_specs[i];
-  bool is_int, is_bool;
-  void *field = spec ? param_field(p, key, &is_int, &is_bool) : NULL;
-  if (field == NULL)
-    return hn_error_set(err, HN_ERR_NOT_FOUND, "unknown sampler parameter '%s'", key ? key : "");
-  if (!(value >= spec->min && value <= spec->max) || (spec->integer && value != floor(value)))
-    return hn_error_set(err, HN_ERR_INVALID_ARG, "%s must be %s between %g and %g", key,
-                        spec->integer ? "an integer" : "a number", spec->min, spec->max);
-  if (is_bool)
-    *(bool *) field = value != 0;
-  else if (is_int)
-    *(int32_t *) field = (int32_t) value;
-  else
-    *(float *) field = (float) value;
-  return true;
-}
-
-bool
-hn_sampler_params_get(const HnSamplerParams *p, const char *key, double *value)
-{
-  bool is_int, is_bool;
-  void *field = key ? param_field((HnSamplerParams *) p, key, &is_int, &is_bool) : NULL;
-  if (field == NULL)
-    return false;
-  *value = is_bool ? (*(bool *) field ? 1.0 : 0.0) : is_int ? (double) *(int32_t *) field
-                                                            : (double) *(float *) field;
-  return true;
-}
+/* The parameters (init, validate, clamp, set, get) are in hn-params.c, from its table. */
 
 /* ---- Candidate ordering --------------------------------------------------------
  * A total order (logit descending, then id ascending) keeps every stage deterministic
@@ -1182,17 +992,7 @@ hn_stop_matcher_matched(const HnStopMatcher *m)
 static bool
 grow(char **buf, size_t *cap, size_t need)
 {
-  if (need <= *cap)
-    return true;
-  size_t c = *cap * 2;
-  while (c < need)
-    c *= 2;
-  char *b = realloc(*buf, c);
-  if (b == NULL)
-    return false;
-  *buf = b;
-  *cap = c;
-  return true;
+  return HN_ARRAY_RESERVE(*buf, *cap, need, 64);
 }
 
 bool

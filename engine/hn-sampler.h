@@ -40,29 +40,30 @@ typedef struct {
 #define HN_SAMPLER_MAX_STOP_LEN 256
 #define HN_SAMPLER_MAX_LOGIT_BIAS 4096
 
+/* Defaults and ranges of the numeric fields: the table in hn-params.c (one row each). */
 typedef struct {
-  float temperature;        /* 0.8; [0, 10]; <= 0 = greedy */
-  int32_t top_k;            /* 40; [0, 1<<24]; 0 (or >= n_vocab) = off */
-  float top_p;              /* 0.95; [0, 1]; 1 = off */
-  float min_p;              /* 0.05; [0, 1]; 0 = off */
-  float typical_p;          /* 1.0; [0, 1]; 1 = off */
-  float repeat_penalty;     /* 1.0 (off); [0.01, 10] */
-  int32_t repeat_last_n;    /* 64; [-1, 1<<20]; -1 = whole history, 0 = penalties off */
-  float frequency_penalty;  /* 0; [-2, 2] */
-  float presence_penalty;   /* 0; [-2, 2] */
+  float temperature;        /* <= 0 = greedy */
+  int32_t top_k;            /* 0 (or >= n_vocab) = off */
+  float top_p;              /* 1 = off */
+  float min_p;              /* 0 = off */
+  float typical_p;          /* 1 = off */
+  float repeat_penalty;     /* 1 = off */
+  int32_t repeat_last_n;    /* -1 = whole history, 0 = penalties off */
+  float frequency_penalty;  /* 0 = off */
+  float presence_penalty;   /* 0 = off */
   bool penalize_nl;         /* false: newline tokens keep their logit through the penalties */
   int32_t mirostat;         /* 0 (off), 1 or 2 */
-  float mirostat_tau;       /* 5.0; [0, 20] target surprise in bits */
-  float mirostat_eta;       /* 0.1; [0, 1] learning rate */
+  float mirostat_tau;       /* target surprise in bits */
+  float mirostat_eta;       /* learning rate */
   uint64_t seed;            /* HN_SAMPLER_SEED_RANDOM = pick one from the clock */
   const HnLogitBias *logit_bias;   /* copied by hn_sampler_new */
   size_t n_logit_bias;             /* <= HN_SAMPLER_MAX_LOGIT_BIAS */
-  int32_t max_new_tokens;   /* -1 = until the context is full; [ -1, 1<<24 ] */
+  int32_t max_new_tokens;   /* -1 = until the context is full */
   const char *const *stop;  /* stop strings, copied by hn_stop_matcher_new */
   size_t n_stop;            /* <= HN_SAMPLER_MAX_STOP, each 1..HN_SAMPLER_MAX_STOP_LEN bytes */
 } HnSamplerParams;
 
-/* The defaults listed above. */
+/* The table's defaults; no logit biases, no stop strings. */
 void hn_sampler_params_init(HnSamplerParams *params);
 
 /* Checks every field against its documented range (n_vocab for the logit-bias ids;
@@ -73,17 +74,7 @@ bool hn_sampler_params_validate(const HnSamplerParams *params, int32_t n_vocab, 
  * counts are not touched; logit-bias entries are validated, not clamped. */
 void hn_sampler_params_clamp(HnSamplerParams *params, int32_t n_vocab);
 
-/* The numeric parameters as data, for settings UIs and storage: a stable key (also the
- * name used in saved settings), the range checked by hn_sampler_params_validate and the
- * default.  Flags (penalize_nl) are 0/1 integers. */
-typedef struct {
-  const char *key;
-  double min, max, def;
-  bool integer;
-} HnSamplerParamSpec;
-
-const HnSamplerParamSpec *hn_sampler_param_specs(size_t *n_out);
-/* Sets the parameter named `key`; false (with a message) for an unknown key or a value
+/* Sets the parameter named `key` (a key of the hn-params.h table); false (with a message) for an unknown key or a value
  * out of range. */
 bool hn_sampler_params_set(HnSamplerParams *params, const char *key, double value, HnError *err);
 /* Reads it back; false for an unknown key. */

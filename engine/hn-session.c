@@ -1,5 +1,6 @@
 /* hn-session.c: session file write (atomic, through the I/O seam) and validated read. */
 #include "hn-session.h"
+#include "hn-array.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -523,17 +524,10 @@ hn_session_cache_evict (const char *dir, uint64_t limit_bytes, const char *keep_
           free (path);
           continue;
         }
-      if (n == cap)
+      if (!HN_ARRAY_RESERVE (entries, cap, n + 1, 32))
         {
-          size_t ncap = cap ? cap * 2 : 32;
-          CacheEntry *grown = realloc (entries, ncap * sizeof *entries);
-          if (grown == NULL)
-            {
-              free (path);
-              break;
-            }
-          entries = grown;
-          cap = ncap;
+          free (path);
+          break;
         }
       entries[n++] = (CacheEntry) { path, (uint64_t) st.st_size, st.st_mtim };
       total += (uint64_t) st.st_size;

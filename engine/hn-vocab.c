@@ -3,6 +3,7 @@
  * hn-tokenizer-spm.c and hn-tokenizer-bpe.c. */
 #include "hn-vocab-private.h"
 #include "hn-unicode.h"
+#include "hn-array.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -969,17 +970,7 @@ hn_stream_decoder_reset(HnStreamDecoder *d)
 static bool
 reserve(char **p, size_t *cap, size_t need)
 {
-  if (need <= *cap)
-    return true;
-  size_t c = *cap ? *cap : 64;
-  while (c < need)
-    c *= 2;
-  char *q = realloc(*p, c);
-  if (q == NULL)
-    return false;
-  *p = q;
-  *cap = c;
-  return true;
+  return HN_ARRAY_RESERVE(*p, *cap, need, 64);
 }
 
 /* Moves the valid part of pending into out, replacing invalid bytes with U+FFFD; keeps a

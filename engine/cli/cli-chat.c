@@ -298,7 +298,7 @@ static const struct {
 };
 
 static void
-usage(void)
+usage(const CliSamplingOptions *defaults)
 {
   fprintf(stderr,
           "usage: hanashi-cli chat -m MODEL [--system TEXT] [--messages FILE.json] [-f FILE] [--session FILE]\n"
@@ -314,8 +314,8 @@ usage(void)
           "  -t, --threads N       threads (default: the physical cores)\n"
           "  -c, --ctx-size N      context size in tokens (default: the model's)\n"
           "  --enable-thinking B   true or false: the template's enable_thinking (default: unset)\n"
-          "  sampling is greedy unless one of these options says otherwise:\n");
-  cli_sampling_print_help(stderr);
+          "  sampling (greedy unless --temp says otherwise, as for generate):\n");
+  cli_sampling_print_help(stderr, defaults);
 }
 
 int
@@ -327,8 +327,7 @@ cli_chat(int argc, char **argv)
   HnChatThinking thinking = HN_CHAT_THINKING_UNSET;
   bool ids = false;
   CliSamplingOptions sopts;
-  cli_sampling_init(&sopts);
-  sopts.params.temperature = 0.0f; /* greedy by default, like generate */
+  cli_sampling_init(&sopts); /* greedy unless --temp is given (see cli-sampling.c) */
   int status = 1;
   HnModel *model = NULL;
   HnVocab *vocab = NULL;
@@ -344,7 +343,7 @@ cli_chat(int argc, char **argv)
       continue;
     }
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      usage();
+      usage(&sopts);
       status = 0;
       goto out;
     }

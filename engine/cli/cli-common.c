@@ -1,5 +1,6 @@
 /* cli-common.c — argument and error helpers shared by the hanashi-cli subcommands. */
 #include "cli-common.h"
+#include "hn-array.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -80,13 +81,8 @@ cli_parse_ids(const char *text, int32_t **ids_out, size_t *n_out)
     long value = strtol(p, &end, 10);
     if (end == p || errno != 0 || value < 0 || value > INT32_MAX)
       goto fail;
-    if (n == cap) {
-      cap *= 2;
-      int32_t *grown = realloc(ids, cap * sizeof *ids);
-      if (grown == NULL)
-        goto fail;
-      ids = grown;
-    }
+    if (!HN_ARRAY_RESERVE(ids, cap, n + 1, 16))
+      goto fail;
     ids[n++] = (int32_t)value;
     p = end;
     while (*p == ' ')
@@ -121,16 +117,12 @@ cli_read_file(const char *path, size_t *len_out, HnError *err)
     return NULL;
   }
   for (;;) {
-    if (cap - len < 2) {
-      char *grown = realloc(buf, cap * 2);
-      if (grown == NULL) {
-        free(buf);
-        fclose(f);
-        hn_error_set(err, HN_ERR_NOMEM, "out of memory reading '%s'", path);
-        return NULL;
-      }
-      buf = grown;
-      cap *= 2;
+    /* room for at least one more byte and the terminating NUL */
+    if (!HN_ARRAY_RESERVE(buf, cap, len + 2, 4096)) {
+      free(buf);
+      fclose(f);
+      hn_error_set(err, HN_ERR_NOMEM, "out of memory reading '%s'", path);
+      return NULL;
     }
     size_t got = fread(buf + len, 1, cap - len - 1, f);
     len += got;

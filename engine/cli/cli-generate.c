@@ -1,6 +1,6 @@
 /* hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N [--ids]
- *   [-t THREADS] [-c CTX] [--session FILE] [sampling options] — greedy unless a sampling
- *   option says otherwise.  -f reads the prompt from a file, byte for byte.  Any prompt that
+ *   [-t THREADS] [-c CTX] [--session FILE] [--print-params] [sampling options] — greedy
+ *   unless --temp says otherwise.  -f reads the prompt from a file, byte for byte.  Any prompt that
  *   fits the context is accepted; a longer one is refused with its length and the context's.  With --session, the KV state of an earlier run is reused for the common
  *   prefix of its tokens and this prompt, and the new state is saved after.  The prompt
  *   runs through the conversation core (hn-chat.h) as tokens, so reuse and what the saved
@@ -78,12 +78,13 @@ static const struct {
 };
 
 static void
-usage(void)
+usage(const CliSamplingOptions *defaults)
 {
   fprintf(stderr, "usage: hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N [--ids] "
-                  "[-t THREADS] [-c CTX] [--session FILE] [sampling options]\n"
-                  "  -f, --file FILE              read the prompt from FILE (exactly its bytes)\n");
-  cli_sampling_print_help(stderr);
+                  "[-t THREADS] [-c CTX] [--session FILE] [--print-params] [sampling options]\n"
+                  "  -f, --file FILE              read the prompt from FILE (exactly its bytes)\n"
+                  "  --print-params               print the sampling parameters in use to stderr first\n");
+  cli_sampling_print_help(stderr, defaults);
 }
 
 /* The generation needs room for at least one new token after the prompt.  When the prompt
@@ -114,8 +115,8 @@ cli_generate(int argc, char **argv)
   long long n_predict = -1, threads = 0, n_ctx = 0;
   bool ids = false;
   CliSamplingOptions sopts;
-  cli_sampling_init(&sopts);
-  sopts.params.temperature = 0.0f; /* greedy by default */
+  cli_sampling_init(&sopts); /* greedy unless --temp is given (see cli-sampling.c) */
+  bool print_params = false;
   int status = 1;
   HnModel *model = NULL;
   HnVocab *vocab = NULL;
@@ -132,8 +133,12 @@ cli_generate(int argc, char **argv)
       ids = true;
       continue;
     }
+    if (strcmp(argv[i], "--print-params") == 0) {
+      print_params = true;
+      continue;
+    }
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      usage();
+      usage(&sopts);
       status = 0;
       goto out;
     }
@@ -227,6 +232,8 @@ cli_generate(int argc, char **argv)
   sopts.params.max_new_tokens = (int32_t) n_predict;
   if (!cli_sampling_finish(&sopts, hn_model_n_vocab(model)) || !cli_sampling_load_grammar(&sopts, &grammar))
     goto out;
+  if (print_params)
+    cli_sampling_print_params(stderr, &sopts);
   HnContextParams cp = hn_context_default_params();
   cp.n_ctx = (int) n_ctx;
   cp.n_threads = (int) threads;

@@ -13,9 +13,7 @@
 #include "hn-gguf-writer.h"
 #include "hn-quantize.h"
 
-#include <errno.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,10 +26,11 @@ typedef struct {
   uint32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
   float rope_base, rms_eps;
   bool qkv_bias, tied;
-  uint32_t head_dim;      /* 0: n_embd / n_head; else written as attention.key_length */
+  /* the further architectures (hn-arch.h); zero for llama/qwen2 */
+  uint32_t head_dim;      /* 0: n_embd / n_head */
   uint32_t rope_dims;     /* 0: the whole head */
   uint32_t window;        /* attention.sliding_window, 0: none */
-  bool qk_norm;           /* per-head attn_q_norm / attn_k_norm (qwen3, gemma3) */
+  bool qk_norm;           /* attn_q_norm / attn_k_norm */
   bool post_norms;        /* gemma's post_attention_norm / post_ffw_norm */
   bool fused;             /* phi3: attn_qkv and gate+up in ffn_up */
   uint32_t n_ctx_orig;    /* phi3 long/short rope factors above this context, 0: none */
@@ -46,17 +45,6 @@ static const ModelShape shapes[] = {
   /* small enough for tests: every feature of the big shapes at a few megabytes */
   { "test-tiny", "llama", 128, 2, 4, 2, 352, 0, 512, 10000.0f, 1e-5f, false, false },
   { "test-tiny-qwen2", "qwen2", 128, 2, 4, 2, 352, 0, 512, 1000000.0f, 1e-6f, true, true },
-  /* Qwen3-30B-A3B: 128 experts of which 8 per token; the dense shape after it has the
-   * same attention and a feed-forward as wide as the 8 experts together, i.e. the same
-   * weights read per token: the yardstick for how fast the experts run */
-  { "qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 151936, 40960, 1000000.0f, 1e-6f, false, false,
-    .head_dim = 128, .qk_norm = true, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768 },
-  { "qwen3-30b-a3b-dense", "qwen3", 2048, 48, 32, 4, 8 * 768, 151936, 40960, 1000000.0f, 1e-6f, false, false,
-    .head_dim = 128, .qk_norm = true },
-  { "test-tiny-qwen3moe", "qwen3moe", 128, 2, 4, 2, 256, 0, 512, 1000000.0f, 1e-6f, false, false,
-    .head_dim = 64, .qk_norm = true, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64 },
-  { "test-tiny-qwen2moe", "qwen2moe", 128, 2, 4, 2, 256, 0, 512, 1000000.0f, 1e-6f, true, false,
-    .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64, .n_ff_shexp = 128 },
   /* Qwen3-0.6B: head size 128 (16 × 128 ≠ 1024), q/k norms, no biases */
   { "qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 151936, 40960, 1000000.0f, 1e-6f, false, true,
     .head_dim = 128, .qk_norm = true },
@@ -74,6 +62,17 @@ static const ModelShape shapes[] = {
     .head_dim = 64, .window = 16, .qk_norm = true, .post_norms = true },
   { "test-tiny-phi3", "phi3", 128, 2, 4, 2, 256, 0, 512, 10000.0f, 1e-5f, false, true,
     .rope_dims = 24, .window = 32, .fused = true, .n_ctx_orig = 128 },
+  /* Qwen3-30B-A3B: 128 experts of which 8 per token; the dense shape after it has the
+   * same attention and a feed-forward as wide as the 8 experts together, i.e. the same
+   * weights read per token: the yardstick for how fast the experts run */
+  { "qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 151936, 40960, 1000000.0f, 1e-6f, false, false,
+    .head_dim = 128, .qk_norm = true, .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768 },
+  { "qwen3-30b-a3b-dense", "qwen3", 2048, 48, 32, 4, 8 * 768, 151936, 40960, 1000000.0f, 1e-6f, false, false,
+    .head_dim = 128, .qk_norm = true },
+  { "test-tiny-qwen3moe", "qwen3moe", 128, 2, 4, 2, 256, 0, 512, 1000000.0f, 1e-6f, false, false,
+    .head_dim = 64, .qk_norm = true, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64 },
+  { "test-tiny-qwen2moe", "qwen2moe", 128, 2, 4, 2, 256, 0, 512, 1000000.0f, 1e-6f, true, false,
+    .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64, .n_ff_shexp = 128 },
   { NULL },
 };
 
@@ -134,23 +133,18 @@ fill_normal(Rng *r, float *x, int64_t n, float mean, float stddev)
 typedef struct {
   char name[64];
   bool is_vector;
-  bool keep_f32; /* written as F32, which quantizing leaves alone (routers) */
-  int64_t ne[3];
+  bool keep_f32; /* written as F32, which quantizing leaves alone (MoE routers) */
+  int64_t ne[3]; /* ne[2] > 1: one matrix per expert */
 } TensorPlan;
-
-static int64_t
-shape_head_dim(const ModelShape *shape)
-{
-  return shape->head_dim ? shape->head_dim : shape->n_embd / shape->n_head;
-}
 
 static int
 plan_tensors(const ModelShape *shape, uint32_t n_vocab, TensorPlan *plan)
 {
-  const int64_t embd = shape->n_embd, head_dim = shape_head_dim(shape);
+  const int64_t embd = shape->n_embd;
+  const int64_t head_dim = shape->head_dim ? shape->head_dim : shape->n_embd / shape->n_head;
   const int64_t kv = head_dim * shape->n_head_kv, q = head_dim * shape->n_head;
-  const int64_t n_exp = shape->n_expert, ff_exp = shape->n_ff_exp, ff_sh = shape->n_ff_shexp;
   const int64_t rope_dims = shape->rope_dims ? shape->rope_dims : head_dim;
+  const int64_t n_exp = shape->n_expert, ff_exp = shape->n_ff_exp, ff_sh = shape->n_ff_shexp;
   int n = 0;
 #define ADD3(vec, a, b, c, ...)                                              \
   do {                                                                       \
@@ -202,15 +196,14 @@ plan_tensors(const ModelShape *shape, uint32_t n_vocab, TensorPlan *plan)
         ADD(false, embd, ff_sh, "blk.%u.ffn_up_shexp.weight", l);
         ADD(false, ff_sh, embd, "blk.%u.ffn_down_shexp.weight", l);
       }
+    } else if (shape->fused) {
+      ADD(false, embd, 2 * (int64_t) shape->n_ff, "blk.%u.ffn_up.weight", l);
     } else {
-      if (shape->fused) {
-        ADD(false, embd, 2 * (int64_t) shape->n_ff, "blk.%u.ffn_up.weight", l);
-      } else {
-        ADD(false, embd, shape->n_ff, "blk.%u.ffn_gate.weight", l);
-        ADD(false, embd, shape->n_ff, "blk.%u.ffn_up.weight", l);
-      }
-      ADD(false, shape->n_ff, embd, "blk.%u.ffn_down.weight", l);
+      ADD(false, embd, shape->n_ff, "blk.%u.ffn_gate.weight", l);
+      ADD(false, embd, shape->n_ff, "blk.%u.ffn_up.weight", l);
     }
+    if (n_exp == 0)
+      ADD(false, shape->n_ff, embd, "blk.%u.ffn_down.weight", l);
     if (shape->post_norms)
       ADD(true, embd, 1, "blk.%u.post_ffw_norm.weight", l);
   }
@@ -309,14 +302,9 @@ set_hparams(HnGgufWriter *w, const ModelShape *shape, uint32_t n_vocab, HnError 
          hn_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), shape->rms_eps, err) &&
          hn_gguf_writer_set_f32(w, KEY("rope.freq_base"), shape->rope_base, err) &&
          hn_gguf_writer_set_u32(w, KEY("vocab_size"), n_vocab, err) &&
+         hn_gguf_writer_set_u32(w, "general.file_type", 1 /* F16 */, err) &&
          (!shape->head_dim || (hn_gguf_writer_set_u32(w, KEY("attention.key_length"), shape->head_dim, err) &&
                                hn_gguf_writer_set_u32(w, KEY("attention.value_length"), shape->head_dim, err))) &&
-         (!shape->n_expert ||
-          (hn_gguf_writer_set_u32(w, KEY("expert_count"), shape->n_expert, err) &&
-           hn_gguf_writer_set_u32(w, KEY("expert_used_count"), shape->n_expert_used, err) &&
-           hn_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), shape->n_ff_exp, err))) &&
-         (!shape->n_ff_shexp ||
-          hn_gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), shape->n_ff_shexp, err)) &&
          (!shape->rope_dims || hn_gguf_writer_set_u32(w, KEY("rope.dimension_count"), shape->rope_dims, err)) &&
          (!shape->window || hn_gguf_writer_set_u32(w, KEY("attention.sliding_window"), shape->window, err)) &&
          (!shape->n_ctx_orig ||
@@ -324,7 +312,12 @@ set_hparams(HnGgufWriter *w, const ModelShape *shape, uint32_t n_vocab, HnError 
            hn_gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"),
                                   sqrtf(1.0f + logf((float)shape->n_ctx / (float)shape->n_ctx_orig) /
                                                    logf((float)shape->n_ctx_orig)), err))) &&
-         hn_gguf_writer_set_u32(w, "general.file_type", 1 /* F16 */, err);
+         (!shape->n_expert ||
+          (hn_gguf_writer_set_u32(w, KEY("expert_count"), shape->n_expert, err) &&
+           hn_gguf_writer_set_u32(w, KEY("expert_used_count"), shape->n_expert_used, err) &&
+           hn_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), shape->n_ff_exp, err))) &&
+         (!shape->n_ff_shexp ||
+          hn_gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), shape->n_ff_shexp, err));
 #undef KEY
 }
 
@@ -355,7 +348,6 @@ write_f16_model(const char *path, const ModelShape *shape, const HnGguf *vocab, 
     widest = HN_MAX(widest, plan[i].ne[0]);
   }
   ok = ok && hn_gguf_writer_begin(w, path, err);
-
   row = malloc(sizeof *row * (size_t)widest);
   half = malloc(sizeof *half * (size_t)widest);
   if (ok && (row == NULL || half == NULL))
@@ -462,23 +454,13 @@ cli_make_model(int argc, char **argv)
   if (vocab == NULL)
     return cli_fail("%s", err.message);
 
-  /* The F16 intermediate gets a name of its own, created exclusively (mkstemp): a fixed
-   * name beside the output would replace whatever someone had put there. */
   size_t len = strlen(output);
   char *temp = malloc(len + 16);
   if (temp == NULL) {
     hn_gguf_close(vocab);
     return cli_fail("out of memory");
   }
-  snprintf(temp, len + 16, "%s.f16-XXXXXX", output);
-  int temp_fd = mkstemp(temp);
-  if (temp_fd < 0) {
-    int e = errno;
-    free(temp);
-    hn_gguf_close(vocab);
-    return cli_fail("cannot create a file beside '%s': %s", output, strerror(e));
-  }
-  close(temp_fd);
+  snprintf(temp, len + 16, "%s.f16.tmp", output);
   bool ok = write_f16_model(temp, shape, vocab, (uint64_t)seed, &err);
   hn_gguf_close(vocab);
   if (ok)

@@ -5,6 +5,7 @@
 
 #include "cli-common.h"
 #include "hn-grammar.h"
+#include "hn-params.h"
 #include "hn-sampler.h"
 
 typedef struct {
@@ -19,6 +20,8 @@ typedef struct {
   float cfg_scale;
 } CliSamplingOptions;
 
+/* The engine's defaults (hn-params.h) with the CLI's own documented overrides: generate
+ * is greedy (temperature 0) unless --temp is given. */
 void cli_sampling_init(CliSamplingOptions *opts);
 void cli_sampling_clear(CliSamplingOptions *opts);
 
@@ -35,4 +38,13 @@ bool cli_sampling_finish(CliSamplingOptions *opts, int32_t n_vocab);
  * Returns false after printing the error line. */
 bool cli_sampling_load_grammar(const CliSamplingOptions *opts, HnGrammar **grammar_out);
 
-void cli_sampling_print_help(FILE *out);
+/* One line per option; the sampler options come from the hn-params.h table and show
+ * the defaults in `defaults` (as set by cli_sampling_init). */
+void cli_sampling_print_help(FILE *out, const CliSamplingOptions *defaults);
+/* A parameter's value as --help and --print-params print it: the shortest text that
+ * reads back as the same value (-1 for a random seed, 0/1 for flags). */
+void cli_sampling_format_value(const HnParamDesc *desc, const HnSamplerParams *params, char *buf,
+                                 size_t size);
+/* "sampling: temperature=0.7 top_k=40 …": every table parameter as it goes to the
+ * sampler (for --print-params). */
+void cli_sampling_print_params(FILE *out, const CliSamplingOptions *opts);

@@ -9,6 +9,7 @@
 #include <glib.h>
 #include "hanashi-engine.h"
 #include "hn-chat-template.h"
+#include "hn-grammar.h"
 
 typedef struct {
   /* Called per token produced; returns FALSE to stop. */
@@ -78,6 +79,8 @@ HanashiRole  hanashi_generate_request_get_message_role  (HanashiGenerateRequest 
 const char  *hanashi_generate_request_get_message_text  (HanashiGenerateRequest *req, guint i);
 int          hanashi_generate_request_get_max_tokens    (HanashiGenerateRequest *req);
 const char * const *hanashi_generate_request_get_stop_strings (HanashiGenerateRequest *req);
+/* The parsed grammar inside (valid while the HanashiGrammar is referenced). */
+const HnGrammar    *hanashi_grammar_get_hn                    (HanashiGrammar *grammar);
 const char  *hanashi_generate_request_get_session_path  (HanashiGenerateRequest *req);
 gboolean     hanashi_generate_request_get_use_session   (HanashiGenerateRequest *req);
 const char  *hanashi_generate_request_get_cfg_negative  (HanashiGenerateRequest *req);

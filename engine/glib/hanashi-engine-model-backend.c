@@ -184,28 +184,12 @@ model_unload (gpointer model)
 
 
 
+/* The request carries the sampler's own parameters: only the stop strings are added. */
 static gboolean
 sampler_params (HanashiGenerateRequest *req, int32_t n_vocab, HnSamplerParams *sp, GError **error)
 {
-  HanashiSamplingParams p;
   HnError err = { 0 };
-  hanashi_generate_request_get_sampling (req, &p);
-  hn_sampler_params_init (sp);
-  sp->temperature = (float) p.temperature;
-  sp->top_k = p.top_k < 0 ? 0 : p.top_k;
-  sp->top_p = (float) p.top_p;
-  sp->min_p = (float) p.min_p;
-  sp->typical_p = (float) p.typical_p;
-  sp->repeat_penalty = (float) p.repeat_penalty;
-  sp->repeat_last_n = p.repeat_last_n;
-  sp->frequency_penalty = (float) p.frequency_penalty;
-  sp->presence_penalty = (float) p.presence_penalty;
-  sp->mirostat = p.mirostat;
-  sp->mirostat_tau = (float) p.mirostat_tau;
-  sp->mirostat_eta = (float) p.mirostat_eta;
-  sp->seed = p.seed < 0 ? HN_SAMPLER_SEED_RANDOM : (uint64_t) p.seed;
-  int max = hanashi_generate_request_get_max_tokens (req);
-  sp->max_new_tokens = max < 0 ? -1 : max;
+  hanashi_generate_request_get_sampling (req, sp);
   const char * const *stops = hanashi_generate_request_get_stop_strings (req);
   size_t n_stop = 0;
   while (stops[n_stop] != NULL)
@@ -336,6 +320,30 @@ map_stop (HnGenStopReason r)
     }
 }
 
+/* The request's grammar: the one its sender compiled already, or parsed here from its
+ * text (callers that did not check it first), so that it is parsed once either way. */
+static gboolean
+request_grammar (HanashiGenerateRequest *req, HanashiGrammar **out, GError **error)
+{
+  const char *gbnf = hanashi_generate_request_get_grammar (req);
+  const char *schema = hanashi_generate_request_get_json_schema (req);
+  HanashiGrammar *compiled = hanashi_generate_request_get_compiled_grammar (req);
+  *out = NULL;
+  if (compiled != NULL)
+    *out = hanashi_grammar_ref (compiled);
+  else if (schema != NULL && *schema != '\0')
+    {
+      if ((*out = hanashi_grammar_new_json_schema (schema, error)) == NULL)
+        {
+          g_prefix_error (error, "JSON schema: ");
+          return FALSE;
+        }
+    }
+  else if (gbnf != NULL && *gbnf != '\0')
+    return (*out = hanashi_grammar_new_gbnf (gbnf, error)) != NULL;
+  return TRUE;
+}
+
 static gboolean
 model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBackendSession *session,
                 HanashiBackendSink *sink, HanashiGenerationStats *stats, GError **error)
@@ -343,7 +351,8 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
   ModelBackend *mb = model;
   HnError err = { 0 };
   HnSamplerParams sp;
-  if (!sampler_params (req, hn_model_n_vocab (mb->model), &sp, error))
+  g_autoptr (HanashiGrammar) grammar = NULL;
+  if (!sampler_params (req, hn_model_n_vocab (mb->model), &sp, error) || !request_grammar (req, &grammar, error))
     return FALSE;
   guint n_messages = 0;
   g_autofree HnChatMessage *messages = request_messages (req, &n_messages);
@@ -355,8 +364,7 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
   cr.n_messages = n_messages;
   cr.thinking = template_thinking (hanashi_generate_request_get_thinking (req));
   cr.sampler = &sp;
-  cr.json_schema = hanashi_generate_request_get_json_schema (req);
-  cr.gbnf = hanashi_generate_request_get_grammar (req);
+  cr.grammar = grammar != NULL ? hanashi_grammar_get_hn (grammar) : NULL;
   cr.cfg_negative = hanashi_generate_request_get_cfg_negative (req);
   cr.cfg_scale = (float) hanashi_generate_request_get_cfg_scale (req);
   cr.conversation = hanashi_generate_request_get_conversation_id (req);

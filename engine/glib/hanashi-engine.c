@@ -2,15 +2,20 @@
  *
  * The object lives on the GUI thread; a private refcounted EngineCore is shared with the
  * engine thread, so the thread never holds a reference on the GObject and dispose can always
- * stop it (push QUIT, raise the quit flag, join).  Events travel back through one ordered
- * queue drained by at most one idle source on the captured main context; consecutive token
- * events of the same request are merged there, so a fast stream costs one main-loop wakeup
- * per frame rather than one per token.
+ * stop it (raise the quit flag, push QUIT, join).  Commands reach the thread through a
+ * GAsyncQueue; events travel back through one ordered list drained by at most one idle
+ * source on the captured main context; consecutive token events of the same request are
+ * merged there, so a fast stream costs one main-loop wakeup per frame rather than one per
+ * token.  Hand-overs that ThreadSanitizer cannot see through GLib are annotated
+ * (hanashi-tsan.h).
  */
 #include "hanashi-engine.h"
 #include "hanashi-engine-backend.h"
+#include "hanashi-tsan.h"
 
 #include "hn-chat-template.h"
+#include "hn-grammar.h"
+#include "hn-json-schema.h"
 #include "hn-reasoning.h"
 
 #include <errno.h>
@@ -22,7 +27,7 @@
 G_DEFINE_QUARK (hanashi-engine-error-quark, hanashi_engine_error)
 
 /* hn_session_cache_evict() counts only files with this suffix. */
-#define SESSION_SUFFIX ".hnsession"
+#define SESSION_SUFFIX HANASHI_SESSION_SUFFIX
 
 /* ---- enums & boxed types -------------------------------------------------------------- */
 
@@ -101,17 +106,74 @@ hanashi_generation_stats_free (HanashiGenerationStats *stats)
 G_DEFINE_BOXED_TYPE (HanashiGenerationStats, hanashi_generation_stats,
                      hanashi_generation_stats_copy, hanashi_generation_stats_free)
 
-void
-hanashi_sampling_params_init_default (HanashiSamplingParams *p)
+/* ---- compiled grammars ----------------------------------------------------------------- */
+
+struct _HanashiGrammar {
+  atomic_int ref_count;
+  HnGrammar *grammar;
+};
+
+static atomic_uint grammars_parsed;
+
+static GQuark
+grammar_error_code (const HnError *err)
 {
-  /* The same defaults as the engine's sampler (issue 5). */
-  *p = (HanashiSamplingParams) {
-    .temperature = 0.8, .top_k = 40, .top_p = 0.95, .min_p = 0.05, .typical_p = 1.0,
-    .repeat_penalty = 1.0, .repeat_last_n = 64, .frequency_penalty = 0.0,
-    .presence_penalty = 0.0, .mirostat = 0, .mirostat_tau = 5.0, .mirostat_eta = 0.1,
-    .seed = -1,
-  };
+  return err->code == HN_ERR_LIMIT ? HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX
+                                   : HANASHI_ENGINE_ERROR_GRAMMAR_INVALID;
 }
+
+HanashiGrammar *
+hanashi_grammar_new_gbnf (const char *gbnf, GError **error)
+{
+  HnError err = { 0 };
+  atomic_fetch_add (&grammars_parsed, 1);
+  HnGrammar *parsed = hn_grammar_parse (gbnf ? gbnf : "", gbnf ? strlen (gbnf) : 0, NULL, &err);
+  if (parsed == NULL)
+    {
+      g_set_error_literal (error, HANASHI_ENGINE_ERROR, grammar_error_code (&err), err.message);
+      return NULL;
+    }
+  HanashiGrammar *grammar = g_new0 (HanashiGrammar, 1);
+  grammar->ref_count = 1;
+  grammar->grammar = parsed;
+  return grammar;
+}
+
+HanashiGrammar *
+hanashi_grammar_new_json_schema (const char *schema, GError **error)
+{
+  HnError err = { 0 };
+  char *gbnf = hn_json_schema_to_gbnf (schema ? schema : "", schema ? strlen (schema) : 0, &err);
+  if (gbnf == NULL)
+    {
+      g_set_error_literal (error, HANASHI_ENGINE_ERROR, grammar_error_code (&err), err.message);
+      return NULL;
+    }
+  HanashiGrammar *grammar = hanashi_grammar_new_gbnf (gbnf, error);
+  free (gbnf);
+  return grammar;
+}
+
+HanashiGrammar *
+hanashi_grammar_ref (HanashiGrammar *grammar)
+{
+  atomic_fetch_add (&grammar->ref_count, 1);
+  return grammar;
+}
+
+void
+hanashi_grammar_unref (HanashiGrammar *grammar)
+{
+  if (grammar == NULL || atomic_fetch_sub (&grammar->ref_count, 1) != 1)
+    return;
+  hn_grammar_free (grammar->grammar);
+  g_free (grammar);
+}
+
+G_DEFINE_BOXED_TYPE (HanashiGrammar, hanashi_grammar, hanashi_grammar_ref, hanashi_grammar_unref)
+
+const HnGrammar *hanashi_grammar_get_hn (HanashiGrammar *grammar) { return grammar->grammar; }
+guint hanashi_grammar_get_n_parsed (void) { return atomic_load (&grammars_parsed); }
 
 /* ---- generate request ------------------------------------------------------------------ */
 
@@ -125,12 +187,12 @@ struct _HanashiGenerateRequest {
   char *conversation_id;
   char *system_prompt;
   GArray *messages;          /* Message */
-  HanashiSamplingParams sampling;
+  HnSamplerParams sampling;   /* logit_bias and stop always NULL; max_new_tokens is the limit */
   char *grammar;
   char *json_schema;
+  HanashiGrammar *compiled_grammar;   /* one of the two above, already parsed; or NULL */
   char *cfg_negative;
   double cfg_scale;
-  int max_tokens;
   GPtrArray *stop_strings;   /* NULL-terminated */
   char *session_path;
   gboolean use_session;
@@ -151,9 +213,8 @@ hanashi_generate_request_new (const char *conversation_id)
   req->conversation_id = g_strdup (conversation_id ? conversation_id : "");
   req->messages = g_array_new (FALSE, TRUE, sizeof (Message));
   g_array_set_clear_func (req->messages, message_clear);
-  hanashi_sampling_params_init_default (&req->sampling);
+  hn_sampler_params_init (&req->sampling);
   req->cfg_scale = 1.0;
-  req->max_tokens = -1;
   req->stop_strings = g_ptr_array_new_with_free_func (g_free);
   g_ptr_array_add (req->stop_strings, NULL);
   req->use_session = TRUE;
@@ -177,6 +238,7 @@ hanashi_generate_request_unref (HanashiGenerateRequest *req)
   g_array_unref (req->messages);
   g_free (req->grammar);
   g_free (req->json_schema);
+  hanashi_grammar_unref (req->compiled_grammar);
   g_free (req->cfg_negative);
   g_ptr_array_unref (req->stop_strings);
   g_free (req->session_path);
@@ -200,8 +262,18 @@ hanashi_generate_request_add_message (HanashiGenerateRequest *req, HanashiRole r
 guint hanashi_generate_request_get_n_messages (HanashiGenerateRequest *req) { return req->messages->len; }
 HanashiRole hanashi_generate_request_get_message_role (HanashiGenerateRequest *req, guint i) { g_return_val_if_fail (i < req->messages->len, HANASHI_ROLE_USER); return g_array_index (req->messages, Message, i).role; }
 const char *hanashi_generate_request_get_message_text (HanashiGenerateRequest *req, guint i) { g_return_val_if_fail (i < req->messages->len, NULL); return g_array_index (req->messages, Message, i).text; }
-void hanashi_generate_request_set_sampling (HanashiGenerateRequest *req, const HanashiSamplingParams *p) { req->sampling = *p; }
-void hanashi_generate_request_get_sampling (HanashiGenerateRequest *req, HanashiSamplingParams *out) { *out = req->sampling; }
+void
+hanashi_generate_request_set_sampling (HanashiGenerateRequest *req, const HnSamplerParams *p)
+{
+  req->sampling = *p;
+  /* Pointers are never kept: the caller's arrays may not outlive the request. */
+  req->sampling.logit_bias = NULL;
+  req->sampling.n_logit_bias = 0;
+  req->sampling.stop = NULL;
+  req->sampling.n_stop = 0;
+}
+
+void hanashi_generate_request_get_sampling (HanashiGenerateRequest *req, HnSamplerParams *out) { *out = req->sampling; }
 
 void
 hanashi_generate_request_set_grammar (HanashiGenerateRequest *req, const char *gbnf)
@@ -209,6 +281,7 @@ hanashi_generate_request_set_grammar (HanashiGenerateRequest *req, const char *g
   g_free (req->grammar);
   req->grammar = g_strdup (gbnf);
   g_clear_pointer (&req->json_schema, g_free);
+  g_clear_pointer (&req->compiled_grammar, hanashi_grammar_unref);
 }
 
 void
@@ -217,7 +290,19 @@ hanashi_generate_request_set_json_schema (HanashiGenerateRequest *req, const cha
   g_free (req->json_schema);
   req->json_schema = g_strdup (schema);
   g_clear_pointer (&req->grammar, g_free);
+  g_clear_pointer (&req->compiled_grammar, hanashi_grammar_unref);
 }
+
+void
+hanashi_generate_request_set_compiled_grammar (HanashiGenerateRequest *req, HanashiGrammar *grammar)
+{
+  if (grammar)
+    hanashi_grammar_ref (grammar);
+  hanashi_grammar_unref (req->compiled_grammar);
+  req->compiled_grammar = grammar;
+}
+
+HanashiGrammar *hanashi_generate_request_get_compiled_grammar (HanashiGenerateRequest *req) { return req->compiled_grammar; }
 
 const char *hanashi_generate_request_get_grammar (HanashiGenerateRequest *req) { return req->grammar; }
 const char *hanashi_generate_request_get_json_schema (HanashiGenerateRequest *req) { return req->json_schema; }
@@ -232,8 +317,8 @@ hanashi_generate_request_set_cfg (HanashiGenerateRequest *req, const char *negat
 
 const char *hanashi_generate_request_get_cfg_negative (HanashiGenerateRequest *req) { return req->cfg_negative; }
 double hanashi_generate_request_get_cfg_scale (HanashiGenerateRequest *req) { return req->cfg_scale; }
-void hanashi_generate_request_set_max_tokens (HanashiGenerateRequest *req, int max_tokens) { req->max_tokens = max_tokens; }
-int hanashi_generate_request_get_max_tokens (HanashiGenerateRequest *req) { return req->max_tokens; }
+void hanashi_generate_request_set_max_tokens (HanashiGenerateRequest *req, int max_tokens) { req->sampling.max_new_tokens = max_tokens; }
+int hanashi_generate_request_get_max_tokens (HanashiGenerateRequest *req) { return req->sampling.max_new_tokens; }
 
 void
 hanashi_generate_request_add_stop_string (HanashiGenerateRequest *req, const char *stop)
@@ -465,9 +550,9 @@ scripted_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBac
       sink->on_prompt_progress (sink->data, MIN (done + 64, n_prompt), n_prompt);
     }
   stats->n_prompt = n_prompt;
-  int max = req->max_tokens > 0 ? req->max_tokens : 16;
+  int max = req->sampling.max_new_tokens > 0 ? req->sampling.max_new_tokens : 16;
   if (script != NULL)
-    max = req->max_tokens > 0 ? MIN (req->max_tokens, (int) g_strv_length (script)) : (int) g_strv_length (script);
+    max = req->sampling.max_new_tokens > 0 ? MIN (req->sampling.max_new_tokens, (int) g_strv_length (script)) : (int) g_strv_length (script);
   stats->stop_reason = HANASHI_STOP_REASON_MAX_TOKENS;
   for (int i = 0; i < max; i++)
     {
@@ -561,11 +646,12 @@ typedef struct {
 typedef struct {
   atomic_int ref_count;
   GMainContext *main_ctx;
-  /* Plain pthread primitives rather than GAsyncQueue/GMutex: GLib's futex-based locks are
-   * invisible to ThreadSanitizer, which then reports every hand-off as a race. */
-  pthread_mutex_t cmd_lock;
-  pthread_cond_t cmd_cond;
-  GQueue commands;
+  /* Cmd, in the order they were given; the engine thread blocks on it.  First in, first
+   * out is all the ordering commands need: cancelling is not a command but the watermarks
+   * below, which overtake the queue at once, and QUIT goes to the tail so that the commands
+   * before it still complete their tasks (as cancelled).  Every push and pop is annotated
+   * for ThreadSanitizer (push_command, engine_thread_main; hanashi-tsan.h). */
+  GAsyncQueue *commands;
   const HanashiEngineBackend *backend;
 
   atomic_bool quitting;
@@ -573,7 +659,10 @@ typedef struct {
   atomic_uint gen_cancel_upto;   /* generations with id <= this stop */
   atomic_uint load_cancel_upto;  /* loads with id <= this stop */
 
-  pthread_mutex_t lock;          /* protects events, idle_pending */
+  /* Protects events, idle_pending.  A pthread mutex, which ThreadSanitizer sees, rather
+   * than a GAsyncQueue: post_event merges a token into the event at the tail in place,
+   * which needs the list itself under the lock, not just push and pop. */
+  pthread_mutex_t lock;
   GQueue events;
   gboolean idle_pending;
   HanashiEngine *engine;         /* main thread only reads it; NULL after dispose */
@@ -646,12 +735,10 @@ core_unref (EngineCore *core)
   if (atomic_fetch_sub (&core->ref_count, 1) != 1)
     return;
   g_queue_clear_full (&core->events, (GDestroyNotify) event_free);
-  g_queue_clear_full (&core->commands, (GDestroyNotify) cmd_free);
+  g_async_queue_unref (core->commands);   /* frees commands never run (cmd_free) */
   g_main_context_unref (core->main_ctx);
   g_clear_pointer (&core->write_failed, g_hash_table_unref);
   pthread_mutex_destroy (&core->lock);
-  pthread_mutex_destroy (&core->cmd_lock);
-  pthread_cond_destroy (&core->cmd_cond);
   g_free (core);
 }
 
@@ -661,6 +748,10 @@ static gboolean
 drain_events (gpointer data)
 {
   EngineCore *core = data;
+  /* Pairs with the release in post_event: the source was made on the engine thread and
+   * reached this one through the main context's GMutex, which ThreadSanitizer cannot see;
+   * it is freed here once this returns. */
+  hanashi_tsan_acquire (g_main_current_source ());
   for (;;)
     {
       pthread_mutex_lock (&core->lock);
@@ -720,7 +811,12 @@ post_event (EngineCore *core, Event *ev)
       g_source_set_priority (source, G_PRIORITY_DEFAULT);
       g_source_set_callback (source, drain_events, core_ref (core), (GDestroyNotify) core_unref);
       g_source_set_static_name (source, "[hanashi-engine] events");
+      hanashi_tsan_release (source);
+      /* Attaching allocates the context's bookkeeping (a per-priority list), which the main
+       * thread frees when the source goes, ordered only by the context's GMutex. */
+      hanashi_tsan_ignore_writes_begin ();
       g_source_attach (source, core->main_ctx);
+      hanashi_tsan_ignore_writes_end ();
       g_source_unref (source);
     }
 }
@@ -1004,17 +1100,50 @@ thread_run_count (EngineCore *core, Cmd *cmd)
   post_task_done (core, cmd, n, n < 0 ? error : NULL);
 }
 
-static void
-thread_clear_sessions (const char *dir_path)
+char *
+hanashi_session_cache_dup_default_dir (void)
 {
-  g_autoptr (GDir) dir = g_dir_open (dir_path, 0, NULL);
+  return g_build_filename (g_get_user_cache_dir (), "hanashi", "sessions", NULL);
+}
+
+static gboolean
+is_session_cache_file (const char *name)
+{
+  return g_str_has_suffix (name, SESSION_SUFFIX) || strstr (name, SESSION_SUFFIX ".tmp.") != NULL;
+}
+
+gboolean
+hanashi_session_cache_clear (const char    *dir_path,
+                             GCancellable  *cancellable,
+                             GError       **error)
+{
+  g_autoptr (GError) open_error = NULL;
+  g_autoptr (GDir) dir = g_dir_open (dir_path, 0, &open_error);
   const char *name;
-  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
-    if (g_str_has_suffix (name, SESSION_SUFFIX))
-      {
-        g_autofree char *path = g_build_filename (dir_path, name, NULL);
-        g_unlink (path);
-      }
+
+  if (dir == NULL)
+    {
+      if (g_error_matches (open_error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+        return TRUE;
+      g_propagate_error (error, g_steal_pointer (&open_error));
+      return FALSE;
+    }
+  while ((name = g_dir_read_name (dir)) != NULL)
+    {
+      if (g_cancellable_set_error_if_cancelled (cancellable, error))
+        return FALSE;
+      if (!is_session_cache_file (name))
+        continue;
+      g_autofree char *path = g_build_filename (dir_path, name, NULL);
+      if (g_unlink (path) != 0 && errno != ENOENT)
+        {
+          int saved_errno = errno;
+          g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved_errno),
+                       "%s: %s", path, g_strerror (saved_errno));
+          return FALSE;
+        }
+    }
+  return TRUE;
 }
 
 static gpointer
@@ -1023,11 +1152,14 @@ engine_thread_main (gpointer data)
   EngineCore *core = data;
   for (;;)
     {
-      pthread_mutex_lock (&core->cmd_lock);
-      while (g_queue_is_empty (&core->commands))
-        pthread_cond_wait (&core->cmd_cond, &core->cmd_lock);
-      Cmd *cmd = g_queue_pop_head (&core->commands);
-      pthread_mutex_unlock (&core->cmd_lock);
+      /* The pop frees the queue's list node, allocated by the pushing thread, before the
+       * acquire below can order it: that free, GLib's alone, is left unchecked. */
+      hanashi_tsan_ignore_writes_begin ();
+      Cmd *cmd = g_async_queue_pop (core->commands);
+      hanashi_tsan_ignore_writes_end ();
+      /* Pairs with the release in push_command: the command and all it points to (the
+       * request, the task) were written by the thread that pushed it. */
+      hanashi_tsan_acquire (core->commands);
       CmdType type = cmd->type;
       if (type != CMD_QUIT && atomic_load (&core->quitting))
         {
@@ -1053,7 +1185,11 @@ engine_thread_main (gpointer data)
           g_hash_table_remove (core->write_failed, cmd->path);
           break;
         case CMD_CLEAR_SESSIONS:
-          thread_clear_sessions (cmd->dir);
+          {
+            g_autoptr (GError) clear_error = NULL;
+            if (!hanashi_session_cache_clear (cmd->dir, NULL, &clear_error))
+              g_message ("Session cache not cleared: %s", clear_error->message);
+          }
           g_hash_table_remove_all (core->write_failed);
           break;
         case CMD_QUIT: break;
@@ -1135,11 +1271,13 @@ engine_dispatch (HanashiEngine *self, Event *ev)
 static void
 push_command (HanashiEngine *self, Cmd *cmd)
 {
-  EngineCore *core = self->core;
-  pthread_mutex_lock (&core->cmd_lock);
-  g_queue_push_tail (&core->commands, cmd);
-  pthread_cond_signal (&core->cmd_cond);
-  pthread_mutex_unlock (&core->cmd_lock);
+  GAsyncQueue *commands = self->core->commands;
+  /* The release is inside the queue's lock, so the engine thread cannot pop @cmd (and
+   * acquire) before it: ThreadSanitizer gets the same edge the queue's mutex gives. */
+  g_async_queue_lock (commands);
+  g_async_queue_push_unlocked (commands, cmd);
+  hanashi_tsan_release (commands);
+  g_async_queue_unlock (commands);
 }
 
 static guint
@@ -1414,9 +1552,7 @@ hanashi_engine_init (HanashiEngine *self)
   EngineCore *core = g_new0 (EngineCore, 1);
   core->ref_count = 1;
   core->main_ctx = g_main_context_ref_thread_default ();
-  pthread_mutex_init (&core->cmd_lock, NULL);
-  pthread_cond_init (&core->cmd_cond, NULL);
-  g_queue_init (&core->commands);
+  core->commands = g_async_queue_new_full ((GDestroyNotify) cmd_free);
   core->backend = pick_backend ();
   core->write_failed = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   pthread_mutex_init (&core->lock, NULL);
@@ -1424,7 +1560,6 @@ hanashi_engine_init (HanashiEngine *self)
   core->engine = self;
   self->core = core;
   self->session_limit = G_GUINT64_CONSTANT (2) << 30;
-  const char *cache = g_get_user_cache_dir ();
-  self->session_dir = g_build_filename (cache, "hanashi", "sessions", NULL);
+  self->session_dir = hanashi_session_cache_dup_default_dir ();
   self->thread = g_thread_new ("hanashi-engine", engine_thread_main, core_ref (core));
 }

@@ -8,6 +8,8 @@
 
 #include <gio/gio.h>
 
+#include "hn-sampler.h"
+
 G_BEGIN_DECLS
 
 /* ---- errors ---------------------------------------------------------------------------- */
@@ -99,26 +101,30 @@ HanashiModelInfo *hanashi_model_info_copy (const HanashiModelInfo *info);
 void              hanashi_model_info_free (HanashiModelInfo *info);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HanashiModelInfo, hanashi_model_info_free)
 
-/* ---- sampling parameters: plain values, every issue-5 knob ----------------------------- */
+/* ---- sampling parameters ---------------------------------------------------------------
+ * A request carries the engine's own HnSamplerParams (hn-sampler.h): its numeric fields
+ * are described by the table in hn-params.h, so there is no second list here.  Start from
+ * hn_sampler_params_init(); logit_bias and stop are not taken from it (stop strings are
+ * added with hanashi_generate_request_add_stop_string). */
 
-typedef struct {
-  double   temperature;       /* 0 = greedy */
-  int      top_k;             /* <= 0: off */
-  double   top_p;             /* 1.0: off */
-  double   min_p;             /* 0: off */
-  double   typical_p;         /* 1.0: off */
-  double   repeat_penalty;    /* 1.0: off */
-  int      repeat_last_n;     /* window; 0 = off, -1 = whole context */
-  double   frequency_penalty;
-  double   presence_penalty;
-  int      mirostat;          /* 0 off, 1, 2 */
-  double   mirostat_tau;
-  double   mirostat_eta;
-  gint64   seed;              /* -1: random */
-} HanashiSamplingParams;
+/* ---- compiled grammars (boxed, refcounted, immutable) ------------------------------------
+ * A GBNF grammar or JSON schema converted and parsed once.  The app checks what the user
+ * typed by compiling it (on a worker thread) and hands that same object to the request,
+ * so the engine thread does not parse it again.  Thread-safe to share: nothing changes it
+ * after creation.  Errors: HANASHI_ENGINE_ERROR_GRAMMAR_INVALID ("line L, column C: …")
+ * or HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX. */
 
-/* Fills in the engine defaults (the same as hn_sampler_params_default()). */
-void hanashi_sampling_params_init_default (HanashiSamplingParams *params);
+typedef struct _HanashiGrammar HanashiGrammar;
+
+GType hanashi_grammar_get_type (void) G_GNUC_CONST;
+#define HANASHI_TYPE_GRAMMAR (hanashi_grammar_get_type ())
+HanashiGrammar *hanashi_grammar_new_gbnf        (const char *gbnf, GError **error);
+HanashiGrammar *hanashi_grammar_new_json_schema (const char *schema, GError **error);
+HanashiGrammar *hanashi_grammar_ref             (HanashiGrammar *grammar);
+void            hanashi_grammar_unref           (HanashiGrammar *grammar);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HanashiGrammar, hanashi_grammar_unref)
+/* For tests and diagnostics: how many grammars this process has parsed so far. */
+guint           hanashi_grammar_get_n_parsed    (void);
 
 /* ---- generation request (boxed, refcounted) -------------------------------------------- */
 
@@ -144,19 +150,26 @@ void hanashi_generate_request_set_system_prompt  (HanashiGenerateRequest *req, c
 void hanashi_generate_request_add_message        (HanashiGenerateRequest *req, HanashiRole role,
                                                   const char *content);
 guint hanashi_generate_request_get_n_messages    (HanashiGenerateRequest *req);
-/* The sampling params are copied in/out. */
+/* The sampling params are copied in/out (max_new_tokens included; logit_bias and stop
+ * are left out: they come back NULL/0). */
 void hanashi_generate_request_set_sampling       (HanashiGenerateRequest *req,
-                                                  const HanashiSamplingParams *params);
+                                                  const HnSamplerParams *params);
 void hanashi_generate_request_get_sampling       (HanashiGenerateRequest *req,
-                                                  HanashiSamplingParams *out);
+                                                  HnSamplerParams *out);
 /* At most one of grammar / JSON schema; setting one clears the other. */
 void hanashi_generate_request_set_grammar        (HanashiGenerateRequest *req, const char *gbnf);
 void hanashi_generate_request_set_json_schema    (HanashiGenerateRequest *req, const char *schema);
+/* The grammar or schema set above, already compiled (by the caller's check): the engine
+ * uses it instead of parsing the text again.  Setting a text clears it; set it after. */
+void hanashi_generate_request_set_compiled_grammar (HanashiGenerateRequest *req,
+                                                    HanashiGrammar         *grammar);
+HanashiGrammar *hanashi_generate_request_get_compiled_grammar (HanashiGenerateRequest *req);
 const char *hanashi_generate_request_get_grammar     (HanashiGenerateRequest *req);
 const char *hanashi_generate_request_get_json_schema (HanashiGenerateRequest *req);
 /* CFG: scale 1.0 = off. */
 void hanashi_generate_request_set_cfg            (HanashiGenerateRequest *req,
                                                   const char *negative_prompt, double scale);
+/* The same as the sampling params' max_new_tokens (-1 = until the context is full). */
 void hanashi_generate_request_set_max_tokens     (HanashiGenerateRequest *req, int max_tokens);
 void hanashi_generate_request_add_stop_string    (HanashiGenerateRequest *req, const char *stop);
 /* NULL: the engine picks $XDG_CACHE_HOME/hanashi/sessions/<conversation-id>.hnsession. */
@@ -244,6 +257,17 @@ void     hanashi_engine_set_session_cache_limit (HanashiEngine *self, guint64 by
 void     hanashi_engine_set_batch_size          (HanashiEngine *self, guint n_batch);
 void     hanashi_engine_forget_session         (HanashiEngine *self, const char *conversation_id);
 void     hanashi_engine_clear_session_cache    (HanashiEngine *self);
+
+/* The one definition of the session cache, for the engine and for Preferences without an
+ * engine: the default folder ($XDG_CACHE_HOME/hanashi/sessions, owned string), the suffix
+ * of its files, and clearing it.  Clearing deletes the session files and the temporary
+ * files an interrupted save left beside them (NAME.hnsession.tmp.*), nothing else: the
+ * folder may hold files that are not ours.  A missing folder is already clear. */
+#define HANASHI_SESSION_SUFFIX ".hnsession"
+char    *hanashi_session_cache_dup_default_dir (void);
+gboolean hanashi_session_cache_clear           (const char    *dir,
+                                                GCancellable  *cancellable,
+                                                GError       **error);
 
 /* Signals (all emitted on the main context captured in hanashi_engine_new()):
  *   "load-progress"     (double fraction)

@@ -186,6 +186,66 @@ message_at (HanashiWindow *window, guint index)
   return m;
 }
 
+static HanashiMessageRow *
+row_for (GtkWidget *root, HanashiMessage *message)
+{
+  if (HANASHI_IS_MESSAGE_ROW (root) && hanashi_message_row_get_message (HANASHI_MESSAGE_ROW (root)) == message)
+    return HANASHI_MESSAGE_ROW (root);
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    {
+      HanashiMessageRow *found = row_for (child, message);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
+/* The button of a message row that activates @action_name ("chat.regenerate",
+ * "row.previous-alternative", …), NULL while the row is not on screen yet. */
+static GtkWidget *
+find_action_button (GtkWidget *root, const char *action_name)
+{
+  if (GTK_IS_BUTTON (root) && g_strcmp0 (gtk_actionable_get_action_name (GTK_ACTIONABLE (root)), action_name) == 0)
+    return root;
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    {
+      GtkWidget *found = find_action_button (child, action_name);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
+typedef struct {
+  HanashiWindow  *window;
+  HanashiMessage *message;
+} RowWanted;
+
+static gboolean
+row_shown (gpointer data)
+{
+  RowWanted *wanted = data;
+  return row_for (GTK_WIDGET (wanted->window), wanted->message) != NULL;
+}
+
+/* Clicks a button of @message's row, as the user would: the row's buttons carry the
+ * message id to the window's "chat." actions. */
+static void
+click_message_button (HanashiWindow *window, const char *action_name, HanashiMessage *message)
+{
+  RowWanted wanted = { window, message };
+  wait_until (row_shown, &wanted);
+  GtkWidget *button = find_action_button (GTK_WIDGET (row_for (GTK_WIDGET (window), message)), action_name);
+  g_assert_nonnull (button);
+  if (g_str_has_prefix (action_name, "chat."))
+    {
+      GVariant *target = gtk_actionable_get_action_target_value (GTK_ACTIONABLE (button));
+      g_assert_nonnull (target);
+      g_assert_cmpint (g_variant_get_int64 (target), ==, hanashi_message_get_id (message));
+    }
+  g_signal_emit_by_name (button, "clicked");
+}
+
 static const char *full_reply =
   "tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7 tok8 tok9 tok10 tok11 tok12 tok13 tok14 tok15 ";
 
@@ -254,7 +314,7 @@ test_send (void)
   g_assert_true (assistant->complete);
   g_assert_cmpint (assistant->parent_id, ==, user->id);
   g_assert_cmpint (assistant->token_count, ==, 16);
-  g_autoptr (HanashiStoredConversation) c = hanashi_store_get_conversation (store, conversation, NULL);
+  g_autoptr (HanashiStoredConversation) c = hanashi_store_dup_conversation (store, conversation, NULL);
   g_assert_cmpstr (c->title, ==, "Hello there, how are you today? This fi…");
   g_assert_cmpstr (gtk_window_get_title (GTK_WINDOW (window)), ==, c->title);
 
@@ -355,7 +415,7 @@ test_params (void)
   wait_until (reply_done, window);
   g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, "tok0 tok1 tok2 tok3 tok4 ");
   /* The conversation keeps the values it was started with. */
-  g_autoptr (HanashiStoredConversation) c = hanashi_store_get_conversation (hanashi_window_get_store (window),
+  g_autoptr (HanashiStoredConversation) c = hanashi_store_dup_conversation (hanashi_window_get_store (window),
                                                                            hanashi_window_get_conversation_id (window), NULL);
   g_assert_nonnull (strstr (c->params_json, "\"max_new_tokens\":5"));
   gtk_window_destroy (GTK_WINDOW (window));
@@ -406,7 +466,7 @@ test_stop (void)
   HanashiMessage *reply = message_at (window, 1);
   g_assert_true (hanashi_message_get_complete (reply));
   g_assert_true (g_str_has_prefix (hanashi_message_get_text (reply), "tok0 tok1 "));
-  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (hanashi_window_get_store (window),
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_dup_message (hanashi_window_get_store (window),
                                                                       hanashi_message_get_id (reply), NULL);
   g_assert_true (stored->complete);
   /* What was shown is what was kept, and it is less than the 100000 tokens asked for. */
@@ -421,7 +481,7 @@ static gboolean
 reply_saved (gpointer data)
 {
   HanashiMessage *reply = message_at (data, 1);
-  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (hanashi_window_get_store (data),
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_dup_message (hanashi_window_get_store (data),
                                                                       hanashi_message_get_id (reply), NULL);
   return stored->complete;
 }
@@ -471,7 +531,7 @@ test_store_failure_keeps_text (void)
   wait_until (reply_done, window);
   HanashiMessage *reply = message_at (window, 1);
   wait_until (reply_saved, window);
-  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (hanashi_window_get_store (window),
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_dup_message (hanashi_window_get_store (window),
                                                                       hanashi_message_get_id (reply), NULL);
   g_assert_cmpuint (strlen (stored->text), ==, strlen (hanashi_message_get_text (reply)));
   g_assert_true (g_str_equal (stored->text, hanashi_message_get_text (reply)));
@@ -490,7 +550,6 @@ test_alternatives (void)
 {
   g_autoptr (HanashiApplication) app = make_app ();
   HanashiWindow *window = make_window (app, 1100, 760, TRUE);
-  HanashiChatView *view = get_chat_view (window);
   HanashiStore *store = hanashi_window_get_store (window);
 
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
@@ -501,7 +560,7 @@ test_alternatives (void)
   gint64 first_reply = hanashi_message_get_id (message_at (window, 1));
 
   /* Regenerate: a second version of the reply, shown, with the first kept. */
-  hanashi_chat_view_message_action (view, "regenerate", message_at (window, 1));
+  click_message_button (window, "chat.regenerate", message_at (window, 1));
   wait_until (reply_done, window);
   g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
   gint64 second_reply = hanashi_message_get_id (message_at (window, 1));
@@ -512,16 +571,16 @@ test_alternatives (void)
   g_assert_cmpuint (all->len, ==, 3);
 
   /* The arrows switch between them, and the choice is stored. */
-  hanashi_chat_view_message_action (view, "previous", message_at (window, 1));
+  click_message_button (window, "row.previous-alternative", message_at (window, 1));
   g_assert_cmpint (hanashi_message_get_id (message_at (window, 1)), ==, first_reply);
   g_assert_cmpuint (hanashi_message_get_alternative_index (message_at (window, 1)), ==, 0);
-  g_autoptr (HanashiStoredMessage) shown = hanashi_store_get_message (store, first_reply, NULL);
+  g_autoptr (HanashiStoredMessage) shown = hanashi_store_dup_message (store, first_reply, NULL);
   g_assert_true (shown->shown);
-  hanashi_chat_view_message_action (view, "next", message_at (window, 1));
+  click_message_button (window, "row.next-alternative", message_at (window, 1));
   g_assert_cmpint (hanashi_message_get_id (message_at (window, 1)), ==, second_reply);
 
   /* Edit the question: a new version of it with its own reply; the old one stays. */
-  hanashi_chat_view_message_action (view, "edit", message_at (window, 0));
+  click_message_button (window, "chat.edit", message_at (window, 0));
   g_autofree char *editing = hanashi_composer_dup_text (get_composer (window));
   g_assert_cmpstr (editing, ==, "First question");
   g_assert_true (hanashi_composer_get_editing (get_composer (window)));
@@ -535,17 +594,17 @@ test_alternatives (void)
   g_assert_false (hanashi_composer_get_editing (get_composer (window)));
 
   /* Back to the first question: its thread, with both of its replies, comes back. */
-  hanashi_chat_view_message_action (view, "previous", message_at (window, 0));
+  click_message_button (window, "row.previous-alternative", message_at (window, 0));
   g_assert_cmpint (hanashi_message_get_id (message_at (window, 0)), ==, user_id);
   g_assert_cmpint (hanashi_message_get_id (message_at (window, 1)), ==, second_reply);
   g_assert_cmpuint (hanashi_message_get_n_alternatives (message_at (window, 1)), ==, 2);
 
   /* Deleting one version shows its neighbour. */
-  hanashi_chat_view_message_action (view, "delete", message_at (window, 1));
+  click_message_button (window, "chat.delete", message_at (window, 1));
   g_assert_cmpint (hanashi_message_get_id (message_at (window, 1)), ==, first_reply);
   g_assert_cmpuint (hanashi_message_get_n_alternatives (message_at (window, 1)), ==, 1);
   /* Deleting the only reply leaves the question. */
-  hanashi_chat_view_message_action (view, "delete", message_at (window, 1));
+  click_message_button (window, "chat.delete", message_at (window, 1));
   g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 1);
 
   /* The toast's Undo brings it back with its id, in the store and on screen (the toast of
@@ -561,7 +620,7 @@ test_alternatives (void)
   g_assert_cmpuint (restored->len, ==, 4);  /* both questions, and the second one's reply */
 
   /* Undo never overwrites what happened after the deletion. */
-  hanashi_chat_view_message_action (view, "delete", message_at (window, 1));
+  click_message_button (window, "chat.delete", message_at (window, 1));
   wait_until (one_undo_button, window);
   undo = find_button (GTK_WIDGET (window), "Undo");
   g_assert_nonnull (undo);
@@ -600,13 +659,13 @@ test_copy (void)
   hanashi_composer_set_text (get_composer (window), "Copy **this**");
   g_assert_true (press_enter (window, 0));
   wait_until (reply_done, window);
-  hanashi_chat_view_message_action (get_chat_view (window), "copy", message_at (window, 0));
+  click_message_button (window, "chat.copy", message_at (window, 0));
   GdkClipboard *clipboard = gtk_widget_get_clipboard (GTK_WIDGET (window));
   gdk_clipboard_read_text_async (clipboard, NULL, text_read, &text);
   wait_until (pointer_set, &text);
   g_assert_cmpstr (text, ==, "Copy **this**");
   g_clear_pointer (&text, g_free);
-  hanashi_chat_view_message_action (get_chat_view (window), "copy", message_at (window, 1));
+  click_message_button (window, "chat.copy", message_at (window, 1));
   gdk_clipboard_read_text_async (clipboard, NULL, text_read, &text);
   wait_until (pointer_set, &text);
   g_assert_cmpstr (text, ==, full_reply);
@@ -620,7 +679,6 @@ test_edit_earlier (void)
 {
   g_autoptr (HanashiApplication) app = make_app ();
   HanashiWindow *window = make_window (app, 1100, 760, TRUE);
-  HanashiChatView *view = get_chat_view (window);
   GListModel *messages = hanashi_window_get_messages (window);
   const char *questions[] = { "One", "Two", "Three" };
 
@@ -635,7 +693,7 @@ test_edit_earlier (void)
   g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 6);
   gint64 old_two = hanashi_message_get_id (message_at (window, 2));
 
-  hanashi_chat_view_message_action (view, "edit", message_at (window, 2));
+  click_message_button (window, "chat.edit", message_at (window, 2));
   hanashi_composer_set_text (get_composer (window), "Two, better");
   g_assert_true (press_enter (window, 0));
   wait_until (reply_done, window);
@@ -645,7 +703,7 @@ test_edit_earlier (void)
   g_assert_cmpstr (hanashi_message_get_text (message_at (window, 3)), ==, "tok0 tok1 ");
   g_assert_cmpuint (hanashi_message_get_alternative_index (message_at (window, 2)), ==, 1);
 
-  hanashi_chat_view_message_action (view, "previous", message_at (window, 2));
+  click_message_button (window, "row.previous-alternative", message_at (window, 2));
   g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 6);
   g_assert_cmpint (hanashi_message_get_id (message_at (window, 2)), ==, old_two);
   g_assert_cmpstr (hanashi_message_get_text (message_at (window, 4)), ==, "Three");
@@ -703,6 +761,12 @@ is_folded (gpointer data)
   return adw_leaflet_get_folded (data);
 }
 
+static gboolean
+is_unfolded (gpointer data)
+{
+  return !adw_leaflet_get_folded (data);
+}
+
 static void
 test_narrow (void)
 {
@@ -725,6 +789,13 @@ test_narrow (void)
   /* Alone in the window, the chats pane has the window buttons. */
   GtkWidget *sidebar_header = find_by_type (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_SIDEBAR), ADW_TYPE_HEADER_BAR);
   g_assert_true (adw_header_bar_get_show_end_title_buttons (ADW_HEADER_BAR (sidebar_header)));
+  g_assert_true (hanashi_sidebar_get_show_window_buttons (HANASHI_SIDEBAR (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_SIDEBAR))));
+  /* Wide again, the chat's header has them and the sidebar's does not. */
+  gtk_window_set_default_size (GTK_WINDOW (window), 1100, 760);
+  wait_until (is_unfolded, leaflet);
+  g_assert_false (adw_header_bar_get_show_end_title_buttons (ADW_HEADER_BAR (sidebar_header)));
+  gtk_window_set_default_size (GTK_WINDOW (window), 360, 640);
+  wait_until (is_folded, leaflet);
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
   g_assert_true (gtk_widget_is_ancestor (GTK_WIDGET (get_composer (window)), adw_leaflet_get_visible_child (leaflet)));
 
@@ -958,7 +1029,7 @@ test_real_model (void)
   g_assert_true (hanashi_message_get_complete (reply));
   g_assert_cmpint (hanashi_message_get_token_count (reply), >=, 1);
   g_assert_cmpint (hanashi_message_get_token_count (reply), <=, 8);
-  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (hanashi_window_get_store (window),
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_dup_message (hanashi_window_get_store (window),
                                                                       hanashi_message_get_id (reply), NULL);
   g_assert_cmpstr (stored->text, ==, hanashi_message_get_text (reply));
   g_assert_cmpint (stored->token_count, ==, hanashi_message_get_token_count (reply));
@@ -1062,20 +1133,6 @@ static const char thinking_template[] =
 static const char *const thinking_reply[] = {
   "<th", "ink>\nLet me ", "add 2 and 2.", "\n</th", "ink>\n\n", "The answer ", "is **4**.", NULL,
 };
-
-static HanashiMessageRow *
-row_for (GtkWidget *root, HanashiMessage *message)
-{
-  if (HANASHI_IS_MESSAGE_ROW (root) && hanashi_message_row_get_message (HANASHI_MESSAGE_ROW (root)) == message)
-    return HANASHI_MESSAGE_ROW (root);
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      HanashiMessageRow *found = row_for (child, message);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
 
 typedef struct {
   HanashiWindow *window;
@@ -1279,7 +1336,7 @@ test_thinking (void)
   g_assert_cmpstr (hanashi_message_get_thinking (reply), ==, "Let me add 2 and 2.");
   HanashiStore *store = hanashi_window_get_store (window);
   gint64 conversation = hanashi_window_get_conversation_id (window);
-  g_autoptr (HanashiStoredMessage) stored = hanashi_store_get_message (store, hanashi_message_get_id (reply), NULL);
+  g_autoptr (HanashiStoredMessage) stored = hanashi_store_dup_message (store, hanashi_message_get_id (reply), NULL);
   g_assert_cmpstr (stored->text, ==, "The answer is **4**.");
   g_assert_cmpstr (stored->thinking, ==, "Let me add 2 and 2.");
   g_assert_cmpfloat (stored->thinking_seconds, ==, hanashi_message_get_thinking_seconds (reply));
@@ -1287,7 +1344,7 @@ test_thinking (void)
 
   /* Copy and export carry the answer only. */
   g_autofree char *copied = NULL;
-  hanashi_chat_view_message_action (get_chat_view (window), "copy", reply);
+  click_message_button (window, "chat.copy", reply);
   gdk_clipboard_read_text_async (gtk_widget_get_clipboard (GTK_WIDGET (window)), NULL, text_read, &copied);
   wait_until (pointer_set, &copied);
   g_assert_cmpstr (copied, ==, "The answer is **4**.");
@@ -1315,7 +1372,7 @@ test_thinking (void)
 
   /* Switched off, the chat remembers it and the template gets enable_thinking = false. */
   gtk_toggle_button_set_active (think, FALSE);
-  g_autoptr (HanashiStoredConversation) c = hanashi_store_get_conversation (store, conversation, NULL);
+  g_autoptr (HanashiStoredConversation) c = hanashi_store_dup_conversation (store, conversation, NULL);
   g_assert_true (c->thinking_off);
   send_text (window, "Thanks");
   wait_until (reply_done, window);

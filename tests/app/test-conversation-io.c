@@ -82,7 +82,7 @@ test_round_trip (void)
   g_assert_true (m[0]->shown && m[1]->shown && !m[2]->shown && m[3]->shown);
   g_autoptr(GPtrArray) alternatives = hanashi_store_list_alternatives (b, m[2]->id, &error);
   g_assert_cmpuint (alternatives->len, ==, 2);
-  g_autoptr(HanashiStoredConversation) c = hanashi_store_get_conversation (b, second, &error);
+  g_autoptr(HanashiStoredConversation) c = hanashi_store_dup_conversation (b, second, &error);
   g_assert_cmpstr (c->title, ==, "Ramen \"tips\"");
   g_assert_cmpstr (c->system_prompt, ==, "Be brief.\nAnswer in English.");
   g_assert_cmpstr (c->params_json, ==, "{\"temperature\":0.5,\"top_k\":40}");

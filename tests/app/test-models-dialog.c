@@ -8,8 +8,10 @@
 #include <libsoup/soup.h>
 
 #include "hanashi-catalog.h"
+#include "hanashi-model-file.h"
 #include "hanashi-model-scan.h"
 #include "hanashi-models-dialog.h"
+#include "hn-quantize.h"
 #include "test-xdg.h"
 #include "test-screenshot.h"
 
@@ -142,6 +144,32 @@ test_lists_local_models (void)
   g_assert_cmpuint (model->file_size, ==, 3643904);
   g_assert_cmpuint (model->n_ctx_train, >, 0);
   g_assert_true (model->in_app_folder);
+
+  /* Mixed files are listed with the weight type the engine reports for them once loaded.
+   * The 32000-token model in Q4_K keeps its output matrix in Q6_K, and with so large a
+   * vocabulary that matrix alone holds more bytes than all Q4_K tensors together: the
+   * file is still a Q4_K model, as the engine says, not a Q6_K one. */
+  g_autofree char *mixed_path = g_build_filename (testdata_models (), "quant-llama-v512-q4_k_m.gguf", NULL);
+  g_autoptr (HanashiLocalModel) mixed = hanashi_model_scan_file (mixed_path);
+  g_assert_null (mixed->error);
+  g_autofree char *engine_type = hanashi_model_file_weight_type (mixed_path, NULL);
+  g_assert_cmpstr (mixed->weight_type, ==, engine_type);
+  g_assert_cmpstr (mixed->weight_type, ==, "Q4_K");
+
+  g_autofree char *quant_dir = g_dir_make_tmp ("hanashi-quant-XXXXXX", NULL);
+  g_assert_nonnull (quant_dir);
+  g_autofree char *source = g_build_filename (testdata_models (), "tiny-llama-spm-q8_0.gguf", NULL);
+  g_autofree char *q4_k = g_build_filename (quant_dir, "tiny-llama-q4_k.gguf", NULL);
+  HnError err = { 0 };
+  if (!hn_quantize_model (source, q4_k, hn_quantize_target_find ("Q4_K"), 2, NULL, NULL, &err))
+    g_error ("%s", err.message);
+  g_autoptr (HanashiLocalModel) large_vocab = hanashi_model_scan_file (q4_k);
+  g_assert_null (large_vocab->error);
+  g_autofree char *large_vocab_type = hanashi_model_file_weight_type (q4_k, NULL);
+  g_assert_cmpstr (large_vocab->weight_type, ==, large_vocab_type);
+  g_assert_cmpstr (large_vocab->weight_type, ==, "Q4_K");
+  g_unlink (q4_k);
+  g_rmdir (quant_dir);
 
   AdwActionRow *row = find_row_for_path (dialog, app_model);
   g_assert_nonnull (row);

@@ -6,7 +6,10 @@
 #include <glib/gstdio.h>
 #include <math.h>
 
+#include <json-glib/json-glib.h>
+
 #include "hanashi-params.h"
+#include "hanashi-presets.h"
 
 static double
 range_max (const char *key)
@@ -36,12 +39,15 @@ number (const HanashiParams *p, const char *key)
 static void
 test_json_absurd_numbers (void)
 {
-  const char *keys[] = {
-    "temperature", "top_k", "top_p", "min_p", "typical_p", "repeat_penalty", "repeat_last_n",
-    "frequency_penalty", "presence_penalty", "mirostat", "mirostat_tau", "mirostat_eta",
-    "seed", "max_new_tokens", "cfg_scale",
-  };
-  for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
+  /* every parameter of the engine's table, and guidance's scale */
+  size_t n_table = 0;
+  const HnParamDesc *table = hn_params_table (&n_table);
+  g_autoptr (GPtrArray) key_list = g_ptr_array_new ();
+  for (size_t i = 0; i < n_table; i++)
+    g_ptr_array_add (key_list, (gpointer) table[i].key);
+  g_ptr_array_add (key_list, (gpointer) "cfg_scale");
+  const char *const *keys = (const char *const *) key_list->pdata;
+  for (guint i = 0; i < key_list->len; i++)
     {
       g_auto (HanashiParams) p;
       hanashi_params_init_default (&p);
@@ -66,8 +72,8 @@ test_json_absurd_numbers (void)
     " \"cfg_scale\": 1e300, \"repeat_last_n\": 1e300, \"top_p\": -1}", NULL));
   g_assert_cmpfloat (p.sampling.temperature, ==, 5.0);
   g_assert_cmpint (p.sampling.top_k, ==, 1000);
-  g_assert_cmpint (p.max_tokens, ==, 131072);
-  g_assert_cmpint (p.sampling.seed, ==, G_GINT64_CONSTANT (4294967295));
+  g_assert_cmpint (p.sampling.max_new_tokens, ==, 131072);
+  g_assert_cmpuint (p.sampling.seed, ==, G_GUINT64_CONSTANT (4294967295));
   g_assert_cmpfloat (p.cfg_scale, ==, 10.0);
   g_assert_cmpint (p.sampling.repeat_last_n, ==, 8192);
   g_assert_cmpfloat (p.sampling.top_p, ==, 0.0);
@@ -132,7 +138,7 @@ test_non_finite (void)
   double min, max, def;
   g_assert_true (hanashi_params_get_range ("temperature", &min, &max, &def));
   g_assert_true (hanashi_params_set_number (&p, "temperature", NAN));
-  g_assert_cmpfloat (p.sampling.temperature, ==, def);
+  g_assert_cmpfloat (p.sampling.temperature, ==, (float) def);
   g_assert_true (hanashi_params_set_number (&p, "temperature", INFINITY));
   g_assert_cmpfloat (p.sampling.temperature, ==, max);
   g_assert_true (hanashi_params_set_number (&p, "top_k", -INFINITY));
@@ -141,7 +147,7 @@ test_non_finite (void)
   p.grammar_mode = (HanashiGrammarMode) 77;
   hanashi_params_clamp (&p);
   g_assert_true (hanashi_params_get_range ("top_p", &min, &max, &def));
-  g_assert_cmpfloat (p.sampling.top_p, ==, def);
+  g_assert_cmpfloat (p.sampling.top_p, ==, (float) def);
   g_assert_cmpint (p.grammar_mode, ==, HANASHI_GRAMMAR_MODE_NONE);
 }
 
@@ -171,11 +177,92 @@ test_hand_edited_settings (void)
   hanashi_params_load_defaults (&p, settings);
   g_assert_cmpfloat (p.sampling.temperature, ==, 5.0);
   g_assert_cmpint (p.sampling.top_k, ==, 0);
-  g_assert_cmpint (p.max_tokens, ==, 131072);
-  g_assert_cmpint (p.sampling.seed, ==, -1);
+  g_assert_cmpint (p.sampling.max_new_tokens, ==, 131072);
+  g_assert_cmpuint (p.sampling.seed, ==, HN_SAMPLER_SEED_RANDOM);
 
   g_remove (path);
   g_rmdir (dir);
+}
+
+/* The GSettings default of "default-params" holds no numbers of its own: with nothing
+ * stored, the app's defaults are the engine table's, every one. */
+static void
+test_settings_default_is_the_table (void)
+{
+  g_autoptr (GSettingsBackend) backend = g_memory_settings_backend_new ();
+  g_autoptr (GSettings) settings = g_settings_new_with_backend ("io.github.hanashi.Hanashi", backend);
+  g_auto (HanashiParams) p;
+  hanashi_params_load_defaults (&p, settings);
+  HnSamplerParams table_defaults;
+  hn_sampler_params_init (&table_defaults);
+  size_t n = 0;
+  const HnParamDesc *table = hn_params_table (&n);
+  for (size_t i = 0; i < n; i++)
+    {
+      if (hn_param_get (&table[i], &p.sampling) != hn_param_get (&table[i], &table_defaults))
+        g_error ("the settings' default %s is %g, the table's %g", table[i].key,
+                 hn_param_get (&table[i], &p.sampling), hn_param_get (&table[i], &table_defaults));
+      /* the JSON form keeps the table's default too */
+      g_autofree char *json = hanashi_params_to_json (&p);
+      g_auto (HanashiParams) back;
+      hanashi_params_init_default (&back);
+      hn_param_set (&table[i], &back.sampling, table[i].max);
+      g_assert_true (hanashi_params_update_from_json (&back, json, NULL));
+      g_assert_cmpfloat (hn_param_get (&table[i], &back.sampling), ==, hn_param_get (&table[i], &table_defaults));
+    }
+}
+
+/* The shipped presets are overrides of the table: each sets every row outside the
+ * output group (Balanced: to the table's defaults), names only table keys, and stays
+ * inside the app's ranges; the seed and the length are never touched. */
+static void
+test_shipped_presets_follow_the_table (void)
+{
+  const char *names[] = { "Precise", "Balanced", "Creative" };
+  G_STATIC_ASSERT (G_N_ELEMENTS (names) == HANASHI_N_SHIPPED_PRESETS);
+  size_t n = 0;
+  const HnParamDesc *table = hn_params_table (&n);
+  HnSamplerParams defaults;
+  hn_sampler_params_init (&defaults);
+  for (guint k = 0; k < G_N_ELEMENTS (names); k++)
+    {
+      g_autofree char *json = hanashi_presets_lookup (names[k]);
+      g_assert_nonnull (json);
+      g_autoptr (JsonNode) root = json_from_string (json, NULL);
+      g_assert_true (JSON_NODE_HOLDS_OBJECT (root));
+      JsonObject *object = json_node_get_object (root);
+      g_autoptr (GList) members = json_object_get_members (object);
+      for (GList *m = members; m; m = m->next)
+        {
+          const HnParamDesc *d = hn_params_find (m->data);
+          if (d == NULL)
+            g_error ("preset %s sets %s, which is not in the table", names[k], (const char *) m->data);
+          g_assert_cmpint (d->group, !=, HN_PARAM_GROUP_OUTPUT);
+          double v = json_object_get_double_member (object, m->data);
+          g_assert_cmpfloat (v, >=, d->ui_min);
+          g_assert_cmpfloat (v, <=, d->ui_max);
+        }
+      for (size_t i = 0; i < n; i++)
+        g_assert_true (json_object_has_member (object, table[i].key) == (table[i].group != HN_PARAM_GROUP_OUTPUT));
+
+      /* applied over a set with every row moved, it leaves the output rows alone */
+      g_auto (HanashiParams) p;
+      hanashi_params_init_default (&p);
+      for (size_t i = 0; i < n; i++)
+        hanashi_params_set_number (&p, table[i].key, table[i].ui_max);
+      g_assert_true (hanashi_params_update_from_json (&p, json, NULL));
+      for (size_t i = 0; i < n; i++)
+        if (table[i].group == HN_PARAM_GROUP_OUTPUT)
+          g_assert_cmpfloat (hn_param_get (&table[i], &p.sampling), ==, table[i].ui_max);
+        else if (k == 1)
+          g_assert_cmpfloat (hn_param_get (&table[i], &p.sampling), ==, hn_param_get (&table[i], &defaults));
+    }
+  /* Precise is colder than Balanced, Creative warmer */
+  g_auto (HanashiParams) precise;
+  hanashi_params_init_default (&precise);
+  g_autofree char *precise_json = hanashi_presets_lookup ("Precise");
+  g_assert_true (hanashi_params_update_from_json (&precise, precise_json, NULL));
+  g_assert_cmpfloat (precise.sampling.temperature, <, defaults.temperature);
 }
 
 int
@@ -187,5 +274,7 @@ main (int argc, char **argv)
   g_test_add_func ("/params-limits/json-stop-strings", test_json_stop_strings);
   g_test_add_func ("/params-limits/non-finite", test_non_finite);
   g_test_add_func ("/params-limits/hand-edited-settings", test_hand_edited_settings);
+  g_test_add_func ("/params-limits/settings-default-is-the-table", test_settings_default_is_the_table);
+  g_test_add_func ("/params-limits/shipped-presets-follow-the-table", test_shipped_presets_follow_the_table);
   return g_test_run ();
 }

@@ -77,6 +77,11 @@ test_preferences (void)
       g_autofree char *path = g_build_filename (sessions, name, NULL);
       g_assert_true (g_file_set_contents (path, "session", -1, NULL));
     }
+  /* A save cut short leaves a temporary file, which goes too; a file that is not ours stays. */
+  g_autofree char *leftover = g_build_filename (sessions, "conv-9.hnsession.tmp.00000000deadbeef", NULL);
+  g_autofree char *foreign = g_build_filename (sessions, "notes.txt", NULL);
+  g_assert_true (g_file_set_contents (leftover, "partial", -1, NULL));
+  g_assert_true (g_file_set_contents (foreign, "not a session", -1, NULL));
   GtkWidget *clear = find_named (GTK_WIDGET (window), "clear-session-cache");
   g_signal_emit_by_name (clear, "clicked");
   gint64 deadline = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
@@ -84,7 +89,9 @@ test_preferences (void)
     g_main_context_iteration (NULL, TRUE);
   g_autoptr (GDir) dir = g_dir_open (sessions, 0, NULL);
   g_assert_nonnull (dir);
+  g_assert_cmpstr (g_dir_read_name (dir), ==, "notes.txt");
   g_assert_null (g_dir_read_name (dir));
+  g_assert_cmpint (g_unlink (foreign), ==, 0);
 
   gtk_window_destroy (GTK_WINDOW (window));
   g_settings_reset (settings, "default-params");

@@ -265,7 +265,7 @@ test_rename (Fixture *f, gconstpointer data)
   test_screenshot_settle ();
   g_assert_null (find_dialog ());
   g_autoptr(GError) error = NULL;
-  g_autoptr(HanashiStoredConversation) c = hanashi_store_get_conversation (f->store, id, &error);
+  g_autoptr(HanashiStoredConversation) c = hanashi_store_dup_conversation (f->store, id, &error);
   g_assert_cmpstr (c->title, ==, "Boiled eggs");
   g_autofree char *order = titles (f->sidebar);
   g_assert_cmpstr (order, ==, "Sale||Boiled eggs");
@@ -287,7 +287,7 @@ test_delete_undo (Fixture *f, gconstpointer data)
   g_autofree char *order = titles (f->sidebar);
   g_assert_cmpstr (order, ==, "Sale|");
   g_assert_cmpint (hanashi_sidebar_get_selected_id (f->sidebar), ==, 0);
-  g_assert_null (hanashi_store_get_conversation (f->store, id, &error));
+  g_assert_null (hanashi_store_dup_conversation (f->store, id, &error));
   g_assert_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND);
   g_clear_error (&error);
   g_autoptr(GPtrArray) gone = hanashi_store_list_messages (f->store, id, &error);

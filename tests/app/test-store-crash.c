@@ -19,7 +19,7 @@
 #include <sqlite3.h>
 
 #include "hanashi-store.h"
-#include "hanashi-store-faults.h"
+#include "store-faults-vfs.h"
 
 #define N_CHUNKS 400
 #define QUESTION "Tell me a long story about a lighthouse."
@@ -142,7 +142,7 @@ verify_database (const char *path, gint64 conversation, gint64 question, gint64 
         return;
       conversation = ((HanashiStoredConversation *) all->pdata[0])->id;
     }
-  g_autoptr(HanashiStoredConversation) conv = hanashi_store_get_conversation (store, conversation, &error);
+  g_autoptr(HanashiStoredConversation) conv = hanashi_store_dup_conversation (store, conversation, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (conv->title, ==, "Lighthouse");
   g_autoptr(GPtrArray) messages = hanashi_store_list_messages (store, conversation, &error);

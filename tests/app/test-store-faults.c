@@ -8,7 +8,7 @@
 #include <sqlite3.h>
 
 #include "hanashi-store.h"
-#include "hanashi-store-faults.h"
+#include "store-faults-vfs.h"
 
 typedef struct {
   char *dir;
@@ -224,7 +224,7 @@ test_garbage_reads (Fixture *f, gconstpointer data)
   g_assert_cmpstr (after, ==, before);
   store = hanashi_store_new (f->path, &error);
   g_assert_no_error (error);
-  g_autoptr(HanashiStoredMessage) m = hanashi_store_get_message (store, f->answer, &error);
+  g_autoptr(HanashiStoredMessage) m = hanashi_store_dup_message (store, f->answer, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (m->text, ==, "Yes, it");
   g_assert_false (m->complete);

@@ -73,20 +73,20 @@ test_migrations (Fixture *f, gconstpointer data)
   g_autoptr(HanashiStore) store = hanashi_store_new (f->path, &error);
   g_assert_no_error (error);
   g_assert_cmpint (hanashi_store_get_schema_version (store), ==, HANASHI_STORE_SCHEMA_VERSION);
-  g_autoptr(HanashiStoredMessage) m = hanashi_store_get_message (store, 1, &error);
+  g_autoptr(HanashiStoredMessage) m = hanashi_store_dup_message (store, 1, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (m->text, ==, "hello");
   g_assert_true (m->complete);
   g_assert_true (m->shown);
   /* v3: of an existing group of alternatives, the newest is the one shown. */
-  g_autoptr(HanashiStoredMessage) first = hanashi_store_get_message (store, 2, &error);
-  g_autoptr(HanashiStoredMessage) second = hanashi_store_get_message (store, 3, &error);
+  g_autoptr(HanashiStoredMessage) first = hanashi_store_dup_message (store, 2, &error);
+  g_autoptr(HanashiStoredMessage) second = hanashi_store_dup_message (store, 3, &error);
   g_assert_false (first->shown);
   g_assert_true (second->shown);
   /* v4: no thinking in older replies, and older chats keep the Think switch on. */
   g_assert_cmpstr (second->thinking, ==, "");
   g_assert_cmpfloat (second->thinking_seconds, ==, 0);
-  g_autoptr(HanashiStoredConversation) old_chat = hanashi_store_get_conversation (store, 1, &error);
+  g_autoptr(HanashiStoredConversation) old_chat = hanashi_store_dup_conversation (store, 1, &error);
   g_assert_no_error (error);
   g_assert_false (old_chat->thinking_off);
   g_clear_object (&store);
@@ -125,7 +125,7 @@ test_crud_and_search (Fixture *f, gconstpointer data)
   g_assert_true (hanashi_store_update_message (store, m2, "About nine minutes.", 5, 0.5, "{\"temperature\":0.7}", TRUE, &error));
   g_assert_no_error (error);
 
-  g_autoptr(HanashiStoredMessage) reply = hanashi_store_get_message (store, m2, &error);
+  g_autoptr(HanashiStoredMessage) reply = hanashi_store_dup_message (store, m2, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (reply->text, ==, "About nine minutes.");
   g_assert_cmpint (reply->token_count, ==, 5);
@@ -138,7 +138,7 @@ test_crud_and_search (Fixture *f, gconstpointer data)
   g_assert_true (hanashi_store_set_system_prompt (store, b, "Be brief.", &error));
   g_assert_true (hanashi_store_set_conversation_params (store, b, "{\"top_k\":40}", &error));
   g_assert_no_error (error);
-  g_autoptr(HanashiStoredConversation) conv = hanashi_store_get_conversation (store, b, &error);
+  g_autoptr(HanashiStoredConversation) conv = hanashi_store_dup_conversation (store, b, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (conv->title, ==, "Trip to Kyoto");
   g_assert_cmpstr (conv->system_prompt, ==, "Be brief.");
@@ -213,7 +213,7 @@ test_alternatives_and_incomplete (Fixture *f, gconstpointer data)
   g_assert_cmpstr (m->text, ==, "Hey");
   g_assert_false (m->complete);
 
-  g_assert_null (hanashi_store_get_message (store, 12345, &error));
+  g_assert_null (hanashi_store_dup_message (store, 12345, &error));
   g_assert_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND);
 }
 
@@ -234,15 +234,15 @@ test_branches (Fixture *f, gconstpointer data)
   g_assert_no_error (error);
 
   /* A new alternative is shown and hides the others; showing one back works both ways. */
-  g_autoptr(HanashiStoredMessage) m1 = hanashi_store_get_message (store, a1, NULL);
-  g_autoptr(HanashiStoredMessage) m2 = hanashi_store_get_message (store, a2, NULL);
+  g_autoptr(HanashiStoredMessage) m1 = hanashi_store_dup_message (store, a1, NULL);
+  g_autoptr(HanashiStoredMessage) m2 = hanashi_store_dup_message (store, a2, NULL);
   g_assert_false (m1->shown);
   g_assert_true (m2->shown);
   g_assert_true (hanashi_store_show_alternative (store, a1, &error));
   g_clear_pointer (&m1, hanashi_stored_message_free);
   g_clear_pointer (&m2, hanashi_stored_message_free);
-  m1 = hanashi_store_get_message (store, a1, NULL);
-  m2 = hanashi_store_get_message (store, a2, NULL);
+  m1 = hanashi_store_dup_message (store, a1, NULL);
+  m2 = hanashi_store_dup_message (store, a2, NULL);
   g_assert_true (m1->shown);
   g_assert_false (m2->shown);
   g_assert_false (hanashi_store_show_alternative (store, 9999, &error));
@@ -256,7 +256,7 @@ test_branches (Fixture *f, gconstpointer data)
   g_assert_cmpuint (left->len, ==, 2);
   g_assert_cmpint (((HanashiStoredMessage *) g_ptr_array_index (left, 0))->id, ==, q);
   g_assert_cmpint (((HanashiStoredMessage *) g_ptr_array_index (left, 1))->id, ==, a2);
-  g_assert_null (hanashi_store_get_message (store, reply, &error));
+  g_assert_null (hanashi_store_dup_message (store, reply, &error));
   g_assert_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND);
   g_clear_error (&error);
   (void) follow;
@@ -264,7 +264,7 @@ test_branches (Fixture *f, gconstpointer data)
   /* Reparenting moves a2's follow-up under the question. */
   gint64 next = hanashi_store_add_message (store, c, a2, 0, "user", "on a2", TRUE, &error);
   g_assert_true (hanashi_store_reparent_children (store, a2, q, c, &error));
-  g_autoptr(HanashiStoredMessage) moved = hanashi_store_get_message (store, next, NULL);
+  g_autoptr(HanashiStoredMessage) moved = hanashi_store_dup_message (store, next, NULL);
   g_assert_cmpint (moved->parent_id, ==, q);
 
   /* A damaged tree with a cycle (next becomes its own parent, a2 its child) does not hang
@@ -293,14 +293,14 @@ test_thinking (Fixture *f, gconstpointer data)
   g_assert_no_error (error);
   g_assert_true (hanashi_store_update_reply (store, a, "", "Adding", 0, 2, 0.1, NULL, FALSE, &error));
   g_assert_true (hanashi_store_update_reply (store, a, "4", "Adding two and two.", 3.5, 9, 1.0, "{}", TRUE, &error));
-  g_autoptr(HanashiStoredMessage) m = hanashi_store_get_message (store, a, &error);
+  g_autoptr(HanashiStoredMessage) m = hanashi_store_dup_message (store, a, &error);
   g_assert_cmpstr (m->text, ==, "4");
   g_assert_cmpstr (m->thinking, ==, "Adding two and two.");
   g_assert_cmpfloat (m->thinking_seconds, ==, 3.5);
   g_assert_true (m->complete);
   g_assert_true (hanashi_store_update_message (store, a, "4!", 10, 1.1, NULL, TRUE, &error));
   g_clear_pointer (&m, hanashi_stored_message_free);
-  m = hanashi_store_get_message (store, a, &error);
+  m = hanashi_store_dup_message (store, a, &error);
   g_assert_cmpstr (m->text, ==, "4!");
   g_assert_cmpstr (m->thinking, ==, "Adding two and two.");
   g_assert_cmpfloat (m->thinking_seconds, ==, 3.5);
@@ -309,11 +309,11 @@ test_thinking (Fixture *f, gconstpointer data)
   g_clear_error (&error);
 
   /* The Think switch per chat. */
-  g_autoptr(HanashiStoredConversation) conv = hanashi_store_get_conversation (store, c, &error);
+  g_autoptr(HanashiStoredConversation) conv = hanashi_store_dup_conversation (store, c, &error);
   g_assert_false (conv->thinking_off);
   g_assert_true (hanashi_store_set_conversation_thinking (store, c, FALSE, &error));
   g_clear_pointer (&conv, hanashi_stored_conversation_free);
-  conv = hanashi_store_get_conversation (store, c, &error);
+  conv = hanashi_store_dup_conversation (store, c, &error);
   g_assert_true (conv->thinking_off);
 
   /* Undo of a deletion and a copy of the chat keep thinking, time and switch. */
@@ -321,7 +321,7 @@ test_thinking (Fixture *f, gconstpointer data)
   g_assert_true (hanashi_store_delete_message (store, a, &error));
   g_assert_true (hanashi_store_replace_messages (store, c, before, &error));
   g_clear_pointer (&m, hanashi_stored_message_free);
-  m = hanashi_store_get_message (store, a, &error);
+  m = hanashi_store_dup_message (store, a, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (m->thinking, ==, "Adding two and two.");
   g_assert_cmpfloat (m->thinking_seconds, ==, 3.5);
@@ -329,7 +329,7 @@ test_thinking (Fixture *f, gconstpointer data)
   g_assert_no_error (error);
   g_autoptr(GPtrArray) copied = hanashi_store_list_messages (store, copy, &error);
   g_assert_cmpstr (((HanashiStoredMessage *) g_ptr_array_index (copied, 1))->thinking, ==, "Adding two and two.");
-  g_autoptr(HanashiStoredConversation) copy_conv = hanashi_store_get_conversation (store, copy, &error);
+  g_autoptr(HanashiStoredConversation) copy_conv = hanashi_store_dup_conversation (store, copy, &error);
   g_assert_true (copy_conv->thinking_off);
 }
 

@@ -58,8 +58,8 @@ conversation (const char *id, int turns, gboolean use_session)
     "She cut it, took it to the mill, and baked a fine loaf of bread all by herself.",
   };
   HanashiGenerateRequest *req = hanashi_generate_request_new (id);
-  HanashiSamplingParams sp;
-  hanashi_sampling_params_init_default (&sp);
+  HnSamplerParams sp;
+  hn_sampler_params_init (&sp);
   sp.temperature = 0;
   hanashi_generate_request_set_sampling (req, &sp);
   hanashi_generate_request_set_system_prompt (req, "You are a patient storyteller.");

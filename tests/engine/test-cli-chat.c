@@ -192,16 +192,19 @@ engine_generate (Engine *e, HanashiGenerateRequest *req)
   g_assert_cmpuint (e->n_errors, ==, 0);
 }
 
-/* The tokens a session file holds (format: docs/sessions.md; they follow the header). */
+/* The tokens a session file holds (format: docs/sessions.md): the header says its own
+ * size, and the token count sits at offset 52. */
 static GArray *
 session_tokens (const char *path)
 {
   g_autofree char *data = NULL;
   gsize len = 0;
   g_assert_true (g_file_get_contents (path, &data, &len, NULL));
+  g_assert_cmpuint (len, >=, 16);
   guint32 header = 0, n = 0;
-  g_assert_cmpuint (len, >=, 56);
   memcpy (&header, data + 12, 4);
+  g_assert_cmpuint (header, >=, 56);
+  g_assert_cmpuint (len, >=, header);
   memcpy (&n, data + 52, 4);
   g_assert_cmpuint (len, >=, header + (gsize) n * 4);
   GArray *tokens = g_array_new (FALSE, FALSE, sizeof (gint32));
@@ -279,8 +282,8 @@ compare_with_engine (const Case *c)
   Engine e;
   engine_start (&e, path, c->n_ctx);
   g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("proof");
-  HanashiSamplingParams sp;
-  hanashi_sampling_params_init_default (&sp);
+  HnSamplerParams sp;
+  hn_sampler_params_init (&sp);
   sp.temperature = 0.9;
   sp.seed = 1234;
   sp.repeat_penalty = 1.3;
@@ -431,8 +434,8 @@ test_messages_json (void)
   Engine e;
   engine_start (&e, path, 256);
   g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("json");
-  HanashiSamplingParams sp;
-  hanashi_sampling_params_init_default (&sp);
+  HnSamplerParams sp;
+  hn_sampler_params_init (&sp);
   sp.temperature = 0;
   hanashi_generate_request_set_sampling (req, &sp);
   hanashi_generate_request_set_max_tokens (req, 10);

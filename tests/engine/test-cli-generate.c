@@ -2,10 +2,13 @@
  * spelling, is listed by --help, is accepted with a valid value, and an out-of-range value is
  * refused with a message that names it. */
 #include <glib.h>
+#include <math.h>
 #include <glib/gstdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+
+#include "hn-params.h"
 
 static const struct {
   const char *option, *good, *bad;
@@ -95,6 +98,119 @@ test_options (void)
   g_assert_nonnull (strstr (uerr, "--temperature"));
   g_unlink (schema);
   g_rmdir (dir);
+}
+
+/* The value a table parameter has after --print-params printed "key=value". */
+static double
+printed_value (const char *line, const char *key)
+{
+  g_autofree char *needle = g_strdup_printf (" %s=", key);
+  const char *at = strstr (line, needle);
+  if (at == NULL)
+    g_error ("%s is not in '%s'", key, line);
+  return g_ascii_strtod (at + strlen (needle), NULL);
+}
+
+/* The line of stderr that --print-params writes. */
+static char *
+sampling_line (const char *err)
+{
+  const char *at = strstr (err, "sampling:");
+  g_assert_nonnull (at);
+  const char *end = strchr (at, '\n');
+  return g_strndup (at, end ? (gsize) (end - at) : strlen (at));
+}
+
+static gboolean
+same_value (const HnParamDesc *d, double a, double b)
+{
+  return d->type == HN_PARAM_FLOAT ? (float) a == (float) b : a == b;
+}
+
+/* --help shows, for every parameter of the engine's table, the default of the table; the
+ * only exception is the documented one (generate is greedy: temperature 0).  And what the
+ * help says is what the sampler gets when no option is given. */
+static void
+test_help_shows_schema_defaults (void)
+{
+  g_autofree char *help = NULL, *help_err = NULL;
+  const char *help_args[] = { "--help", NULL };
+  g_assert_cmpint (run (help_args, &help, &help_err), ==, 0);
+  g_autofree char *help_text = g_strconcat (help, help_err, NULL);
+
+  const char *plain_args[] = { "--print-params", NULL };
+  g_autofree char *out = NULL, *err = NULL;
+  g_assert_cmpint (run (plain_args, &out, &err), ==, 0);
+  g_autofree char *used = sampling_line (err);
+
+  size_t n;
+  const HnParamDesc *table = hn_params_table (&n);
+  guint listed = 0;
+  for (size_t i = 0; i < n; i++)
+    {
+      const HnParamDesc *d = &table[i];
+      if (d->option == NULL)
+        continue;
+      g_autofree char *pattern = g_strdup_printf ("^  %s( [A-Z]+)? +[^\\n]*\\(default ([^)]+)\\)$", d->option);
+      g_autoptr (GRegex) regex = g_regex_new (pattern, G_REGEX_MULTILINE, 0, NULL);
+      g_autoptr (GMatchInfo) match = NULL;
+      if (!g_regex_match (regex, help_text, 0, &match))
+        g_error ("no help line with a default for %s in:\n%s", d->option, help_text);
+      g_autofree char *shown = g_match_info_fetch (match, 2);
+      double value = d->type == HN_PARAM_BOOL ? (g_str_equal (shown, "on") ? 1 : g_str_equal (shown, "off") ? 0 : NAN)
+                                              : g_ascii_strtod (shown, NULL);
+      double expected = g_str_equal (d->key, "temperature") ? 0.0 : d->def;
+      if (!same_value (d, value, expected))
+        g_error ("--help says the default of %s is %s, the schema %g", d->option, shown, expected);
+      if (!same_value (d, printed_value (used, d->key), value))
+        g_error ("--help says %s defaults to %s, but the sampler got '%s'", d->option, shown, used);
+      listed++;
+    }
+  g_assert_cmpuint (listed, >=, 14);
+}
+
+/* Every parameter of the table, set on the command line to a value other than its default,
+ * reaches the sampler exactly (max_new_tokens through -n). */
+static void
+test_params_reach_sampler (void)
+{
+  size_t n;
+  const HnParamDesc *table = hn_params_table (&n);
+  g_autoptr (GPtrArray) args = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GArray) expected = g_array_new (FALSE, FALSE, sizeof (double));
+  for (size_t i = 0; i < n; i++)
+    {
+      const HnParamDesc *d = &table[i];
+      double value = d->def + d->step <= d->max ? d->def + d->step : d->def - d->step;
+      if (d->type == HN_PARAM_SEED)
+        value = 4242;
+      if (d->option == NULL)
+        {
+          g_assert_cmpstr (d->key, ==, "max_new_tokens");
+          value = 2; /* run() passes -n 2 */
+        }
+      else if (d->type == HN_PARAM_BOOL)
+        {
+          g_assert_cmpfloat (value, ==, 1);
+          g_ptr_array_add (args, g_strdup (d->option));
+        }
+      else
+        {
+          char text[G_ASCII_DTOSTR_BUF_SIZE];
+          g_ptr_array_add (args, g_strdup (d->option));
+          g_ptr_array_add (args, g_strdup (g_ascii_dtostr (text, sizeof text, value)));
+        }
+      g_array_append_val (expected, value);
+    }
+  g_ptr_array_add (args, g_strdup ("--print-params"));
+  g_ptr_array_add (args, NULL);
+  g_autofree char *out = NULL, *err = NULL;
+  if (run ((const char *const *) args->pdata, &out, &err) != 0)
+    g_error ("refused: %s", err);
+  g_autofree char *used = sampling_line (err);
+  for (size_t i = 0; i < n; i++)
+    if (!same_value (&table[i], printed_value (used, table[i].key), g_array_index (expected, double, i)))
+      g_error ("%s should be %g: %s", table[i].key, g_array_index (expected, double, i), used);
 }
 
 /* A grammar too ambiguous to follow in full gets a notice on stderr; an ordinary one none. */
@@ -313,6 +429,8 @@ main (int argc, char **argv)
     return 77;
   }
   g_test_add_func ("/cli/generate-options", test_options);
+  g_test_add_func ("/cli/generate-help-defaults", test_help_shows_schema_defaults);
+  g_test_add_func ("/cli/generate-params-reach-sampler", test_params_reach_sampler);
   g_test_add_func ("/cli/generate-grammar-notice", test_truncated_grammar_notice);
   g_test_add_func ("/cli/generate-prompt-file", test_prompt_file);
   g_test_add_func ("/cli/generate-long-prompt", test_long_prompt);

@@ -1,8 +1,11 @@
-/* Tests for hn-common: half/bfloat16 conversions and error helpers. */
+/* Tests for hn-common: half/bfloat16 conversions and error helpers; and hn-array. */
+#include "hn-array.h"
 #include "hn-common.h"
 
 #include <glib.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void
@@ -68,6 +71,47 @@ test_error_helpers (void)
   g_assert_cmpuint (out, ==, 3);
 }
 
+static void
+test_array_growth (void)
+{
+  /* capacity doubles from the first capacity until the wanted count fits */
+  size_t cap = 0;
+  g_assert_true (hn_array_grown_cap (0, 1, 4, 16, &cap));
+  g_assert_cmpuint (cap, ==, 16);
+  g_assert_true (hn_array_grown_cap (16, 17, 4, 16, &cap));
+  g_assert_cmpuint (cap, ==, 32);
+  g_assert_true (hn_array_grown_cap (16, 100, 4, 16, &cap));
+  g_assert_cmpuint (cap, ==, 128);
+  g_assert_true (hn_array_grown_cap (16, 10, 4, 16, &cap));
+  g_assert_cmpuint (cap, ==, 16);
+  /* the count or the byte size would overflow size_t */
+  g_assert_false (hn_array_grown_cap (16, SIZE_MAX, 1, 16, &cap));
+  g_assert_false (hn_array_grown_cap (16, SIZE_MAX / 4, 8, 16, &cap));
+
+  int32_t *items = NULL;
+  size_t n = 0, capacity = 0;
+  for (int32_t i = 0; i < 1000; i++) {
+    g_assert_true (HN_ARRAY_RESERVE (items, capacity, n + 1, 8));
+    g_assert_cmpuint (capacity, >=, n + 1);
+    items[n++] = i;
+  }
+  g_assert_cmpuint (capacity, ==, 1024);
+  for (int32_t i = 0; i < 1000; i++)
+    g_assert_cmpint (items[i], ==, i);
+  /* a failure leaves the array and its capacity as they were */
+  int32_t *before = items;
+  g_assert_false (HN_ARRAY_RESERVE (items, capacity, SIZE_MAX / 2, 8));
+  g_assert_true (items == before);
+  g_assert_cmpuint (capacity, ==, 1024);
+  g_assert_false (HN_ARRAY_RESIZE (items, SIZE_MAX / 2));
+  g_assert_true (items == before);
+  g_assert_cmpint (items[999], ==, 999);
+  /* an exact resize keeps the contents */
+  g_assert_true (HN_ARRAY_RESIZE (items, 10));
+  g_assert_cmpint (items[9], ==, 9);
+  free (items);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -76,5 +120,6 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/common/fp16-rounding", test_fp16_rounding);
   g_test_add_func ("/engine/common/bf16", test_bf16);
   g_test_add_func ("/engine/common/errors", test_error_helpers);
+  g_test_add_func ("/engine/common/array-growth", test_array_growth);
   return g_test_run ();
 }

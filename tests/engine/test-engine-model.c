@@ -5,6 +5,7 @@
  * token counter, and a random command storm (also run under ASan and TSan). */
 #include "hanashi-engine.h"
 #include "hanashi-engine-backend.h"
+#include "hanashi-model-file.h"
 
 #include <glib/gstdio.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "damaged-models.h"
 #include "hn-generate-model.h"
 #include "hn-gguf-writer.h"
+#include "hn-quantize.h"
 
 #define LLAMA "tiny-llama-spm-q8_0.gguf"
 #define QWEN "tiny-qwen2-gpt2-q8_0.gguf"
@@ -240,8 +242,8 @@ static HanashiGenerateRequest *
 make_request (const char *conversation, int max_tokens)
 {
   HanashiGenerateRequest *req = hanashi_generate_request_new (conversation);
-  HanashiSamplingParams sp;
-  hanashi_sampling_params_init_default (&sp);
+  HnSamplerParams sp;
+  hn_sampler_params_init (&sp);
   sp.temperature = 0;
   hanashi_generate_request_set_sampling (req, &sp);
   hanashi_generate_request_set_system_prompt (req, "You are terse.");
@@ -383,6 +385,60 @@ model_with_template (const char *model_name, const char *tmpl, const char *dir)
 }
 
 /* ---- tests ------------------------------------------------------------------------------ */
+
+/* The weight type the app lists a file with (read without loading it) is the one the
+ * engine reports once the file is loaded, for mixed files too. */
+static void
+test_file_weight_type (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  const char *files[] = {
+    "quant-llama-v512-q4_k_m.gguf", "quant-llama-v512-q3_k_m.gguf", "quant-llama-v512-q5_k_m.gguf",
+    "quant-llama-v512-q2_k.gguf", "quant-llama-v512-f16.gguf", LLAMA, STORIES,
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
+    {
+      g_autofree char *path = model_path (files[i]);
+      g_autoptr (GError) error = NULL;
+      g_autofree char *from_file = hanashi_model_file_weight_type (path, &error);
+      g_assert_no_error (error);
+      g_assert_nonnull (from_file);
+      load_and_wait (f, files[i], 64);
+      g_assert_cmpstr (hanashi_engine_get_model_info (f->engine)->weight_type, ==, from_file);
+      g_test_message ("%s: %s", files[i], from_file);
+    }
+  g_autofree char *q4_k_m = model_path ("quant-llama-v512-q4_k_m.gguf");
+  g_autofree char *type = hanashi_model_file_weight_type (q4_k_m, NULL);
+  g_assert_cmpstr (type, ==, "Q4_K");
+
+  /* Q4_K keeps output.weight in Q6_K; with a 32000-token vocabulary that one matrix holds
+   * more bytes than every Q4_K tensor together, and the model is still a Q4_K model. */
+  g_autofree char *source = model_path (LLAMA);
+  g_autofree char *q4_k = g_build_filename (f->session_dir, "tiny-llama-q4_k.gguf", NULL);
+  HnError err = { 0 };
+  if (!hn_quantize_model (source, q4_k, hn_quantize_target_find ("Q4_K"), 2, NULL, NULL, &err))
+    g_error ("%s", err.message);
+  g_autofree char *large_vocab = hanashi_model_file_weight_type (q4_k, NULL);
+  g_assert_cmpstr (large_vocab, ==, "Q4_K");
+  f->load_finished = FALSE;
+  hanashi_engine_load_model_async (f->engine, q4_k, 64, 1, NULL, load_done, f);
+  while (!f->load_finished)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_no_error (f->load_error);
+  g_assert_cmpstr (hanashi_engine_get_model_info (f->engine)->weight_type, ==, large_vocab);
+  g_unlink (q4_k);
+
+  /* the same errors as a load of the file */
+  g_autoptr (GError) error = NULL;
+  g_autofree char *missing = model_path ("no-such-model.gguf");
+  g_assert_null (hanashi_model_file_weight_type (missing, &error));
+  g_assert_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_MODEL_UNREADABLE);
+  g_clear_error (&error);
+  g_autofree char *junk = g_build_filename (f->session_dir, "junk.gguf", NULL);
+  g_assert_true (g_file_set_contents (junk, "this is not a model", -1, NULL));
+  g_assert_null (hanashi_model_file_weight_type (junk, &error));
+  g_assert_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NOT_GGUF);
+}
 
 static void
 test_load_info (Fixture *f, gconstpointer data)
@@ -578,8 +634,8 @@ test_template (Fixture *f, gconstpointer data)
   g_assert_no_error (f->load_error);
 
   g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("t");
-  HanashiSamplingParams sp;
-  hanashi_sampling_params_init_default (&sp);
+  HnSamplerParams sp;
+  hn_sampler_params_init (&sp);
   sp.temperature = 0;
   hanashi_generate_request_set_sampling (req, &sp);
   hanashi_generate_request_add_message (req, HANASHI_ROLE_USER, "  Say </s> please ");
@@ -876,6 +932,24 @@ test_grammar (Fixture *f, gconstpointer data)
   generate_and_wait (f, req);
   g_assert_cmpuint (f->n_errors, ==, 0);
   g_assert_true (g_str_equal (f->text->str, "\"red\"") || g_str_equal (f->text->str, "\"green\""));
+
+  /* A grammar compiled by the sender (the app's check) is used as it is: the engine
+   * thread parses nothing, and the output follows it. */
+  const char *schema = "{\"enum\": [\"up\", \"down\"]}";
+  g_autoptr (GError) compile_error = NULL;
+  g_autoptr (HanashiGrammar) compiled = hanashi_grammar_new_json_schema (schema, &compile_error);
+  g_assert_no_error (compile_error);
+  hanashi_generate_request_set_json_schema (req, schema);
+  hanashi_generate_request_set_compiled_grammar (req, compiled);
+  guint parsed_before = hanashi_grammar_get_n_parsed ();
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_true (g_str_equal (f->text->str, "\"up\"") || g_str_equal (f->text->str, "\"down\""));
+  g_assert_cmpuint (hanashi_grammar_get_n_parsed (), ==, parsed_before);
+  /* without it, the text is parsed on the engine thread */
+  hanashi_generate_request_set_json_schema (req, schema);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (hanashi_grammar_get_n_parsed (), ==, parsed_before + 1);
 }
 
 static void
@@ -1362,6 +1436,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add ("/engine-model/load-info", Fixture, NULL, fixture_setup, test_load_info, fixture_teardown);
+  g_test_add ("/engine-model/file-weight-type", Fixture, NULL, fixture_setup, test_file_weight_type, fixture_teardown);
   g_test_add ("/engine-model/greedy/llama", Fixture, NULL, fixture_setup, test_greedy_llama, fixture_teardown);
   g_test_add ("/engine-model/greedy/qwen2", Fixture, NULL, fixture_setup, test_greedy_qwen, fixture_teardown);
   g_test_add ("/engine-model/greedy/stories", Fixture, NULL, fixture_setup, test_greedy_stories, fixture_teardown);

@@ -295,6 +295,62 @@ test_stress (Fixture *f, gconstpointer data)
   g_rand_free (rand);
 }
 
+/* What test_commands_in_order saw, in the order the main thread saw it. */
+typedef struct {
+  GString *log;
+  guint pending;
+} OrderLog;
+
+static void
+order_count_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  OrderLog *order = data;
+  g_autoptr (GError) error = NULL;
+  gint n = hanashi_engine_count_tokens_finish (HANASHI_ENGINE (source), result, &error);
+  g_assert_no_error (error);
+  g_string_append_printf (order->log, "count %d;", n);
+  order->pending--;
+}
+
+static void
+order_generation_done (HanashiEngine *engine, guint id, HanashiGenerationStats *stats, OrderLog *order)
+{
+  (void) engine; (void) stats;
+  g_string_append_printf (order->log, "generate %u;", id);
+  order->pending--;
+}
+
+/* The engine thread runs commands in the order they were given, whatever their kind: four
+ * commands queued back to back (the main loop does not run in between) complete in that
+ * order, a generation between two token counts included. */
+static void
+test_commands_in_order (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f);
+  OrderLog order = { g_string_new (NULL), 4 };
+  g_signal_connect (f->engine, "generation-done", G_CALLBACK (order_generation_done), &order);
+  g_autoptr (HanashiGenerateRequest) one = make_request (3);
+  g_autoptr (HanashiGenerateRequest) two = make_request (3);
+  hanashi_generate_request_add_message (two, HANASHI_ROLE_ASSISTANT, "Hi there");
+  /* the scripted count: the system prompt's bytes plus 4 and the text's bytes per message */
+  gint n_one = (gint) strlen ("You are terse.") + 4 + 5;
+  gint n_two = n_one + 4 + 8;
+
+  hanashi_engine_count_tokens_async (f->engine, two, NULL, order_count_done, &order);
+  guint first = hanashi_engine_generate (f->engine, one);
+  hanashi_engine_count_tokens_async (f->engine, one, NULL, order_count_done, &order);
+  guint second = hanashi_engine_generate (f->engine, two);
+  while (order.pending > 0)
+    g_main_context_iteration (NULL, TRUE);
+
+  g_autofree char *expected = g_strdup_printf ("count %d;generate %u;count %d;generate %u;",
+                                               n_two, first, n_one, second);
+  g_assert_cmpstr (order.log->str, ==, expected);
+  g_signal_handlers_disconnect_by_data (f->engine, &order);
+  g_string_free (order.log, TRUE);
+}
+
 static void
 wait_for_load (Fixture *f)
 {
@@ -467,6 +523,7 @@ main (int argc, char **argv)
   g_test_add ("/engine-thread/load-refused-for-memory", Fixture, &one_model_backend, fixture_setup, test_load_refused_for_memory, fixture_teardown);
   g_test_add ("/engine-thread/model-switch", Fixture, NULL, fixture_setup, test_model_switch, fixture_teardown);
   g_test_add ("/engine-thread/dispose-while-generating", Fixture, NULL, fixture_setup, test_dispose_while_generating, fixture_teardown);
+  g_test_add ("/engine-thread/commands-in-order", Fixture, NULL, fixture_setup, test_commands_in_order, fixture_teardown);
   g_test_add ("/engine-thread/stress", Fixture, NULL, fixture_setup, test_stress, fixture_teardown);
   return g_test_run ();
 }

@@ -1,6 +1,8 @@
 /* Tests for the GGUF reader: real files from the test data, and hostile files built
  * here byte by byte (truncations, bad magic, absurd counts, bad offsets, unknown types). */
 #include "hn-gguf.h"
+#include "hn-gguf-writer.h"
+#include "hn-model.h"
 #include "hn-quants.h"
 
 #include <glib.h>
@@ -402,6 +404,18 @@ test_real_files (void)
         g_assert_cmpint (hn_gguf_n_tensors (g), >, 0);
         g_assert_nonnull (hn_gguf_find_tensor (g, "token_embd.weight"));
         g_assert_nonnull (hn_gguf_find_tensor (g, "blk.0.attn_q.weight"));
+        /* the loaded model reports the type its file's tensor table gives */
+        HnModel *model = hn_model_load (path, NULL, &err);
+        if (model == NULL)
+          g_error ("%s: %s", name, err.message);
+        uint32_t main_type = hn_gguf_main_weight_type (g);
+        g_assert_cmpuint (main_type, <, HN_TYPE_COUNT);
+        g_assert_cmpuint (hn_model_main_type (model), ==, main_type);
+        g_test_message ("%s: main weight type %s", name, hn_type_name (main_type));
+        /* the mixes are named after their main type: q4_k_m is mostly Q4_K */
+        if (g_str_has_suffix (name, "-q4_k_m.gguf"))
+          g_assert_cmpstr (hn_type_name (main_type), ==, "Q4_K");
+        hn_model_free (model);
       }
       hn_gguf_close (g);
       n_files++;
@@ -409,6 +423,117 @@ test_real_files (void)
   }
   g_assert_cmpint (n_files, >, 0);
   g_test_message ("opened %d real GGUF files", n_files);
+}
+
+/* ---- the main weight type ---- */
+
+typedef struct {
+  const char *name;
+  HnType type;
+  int64_t ne0, ne1; /* ne1 == 0: a vector */
+} TensorSpec;
+
+/* Writes a GGUF holding just these tensors (zero bytes) and opens it. */
+static HnGguf *
+open_tensors (const TensorSpec *specs, size_t n)
+{
+  g_autofree char *dir = g_dir_make_tmp ("hanashi-gguf-XXXXXX", NULL);
+  g_assert_nonnull (dir);
+  g_autofree char *path = g_build_filename (dir, "weights.gguf", NULL);
+  HnError err = { 0 };
+  HnGgufWriter *w = hn_gguf_writer_new (&err);
+  g_assert_nonnull (w);
+  g_assert_true (hn_gguf_writer_set_str (w, "general.architecture", "llama", &err));
+  for (size_t i = 0; i < n; i++) {
+    int64_t ne[2] = { specs[i].ne0, specs[i].ne1 };
+    g_assert_true (hn_gguf_writer_add_tensor (w, specs[i].name, specs[i].type, specs[i].ne1 ? 2 : 1, ne, &err));
+  }
+  g_assert_true (hn_gguf_writer_begin (w, path, &err));
+  static const uint8_t zeros[4096];
+  for (int64_t i = 0;; i++) {
+    size_t nbytes = hn_gguf_writer_tensor_nbytes (w, i);
+    if (nbytes == 0)
+      break;
+    for (size_t done = 0; done < nbytes;) {
+      size_t chunk = MIN (sizeof zeros, nbytes - done);
+      g_assert_true (hn_gguf_writer_write (w, zeros, chunk, &err));
+      done += chunk;
+    }
+  }
+  if (!hn_gguf_writer_finish (w, &err))
+    g_error ("%s", err.message);
+  hn_gguf_writer_free (w);
+  HnGguf *g = hn_gguf_open (path, &err);
+  if (g == NULL)
+    g_error ("%s", err.message);
+  /* the mapping stays valid after the name is gone */
+  g_unlink (path);
+  g_rmdir (dir);
+  return g;
+}
+
+static uint32_t
+main_type_of (const TensorSpec *specs, size_t n)
+{
+  HnGguf *g = open_tensors (specs, n);
+  uint32_t type = hn_gguf_main_weight_type (g);
+  hn_gguf_close (g);
+  return type;
+}
+
+static void
+test_main_weight_type (void)
+{
+  /* The layer matrices decide by bytes: not the bigger Q8_0 embedding, not the output
+   * head, not the F32 norm vectors, and not layer 0's attn_q alone (Q6_K). */
+  const TensorSpec mixed[] = {
+    { "token_embd.weight", HN_TYPE_Q8_0, 256, 4096 },
+    { "output.weight", HN_TYPE_Q6_K, 256, 4096 },
+    { "output_norm.weight", HN_TYPE_F32, 256, 0 },
+    { "blk.0.attn_norm.weight", HN_TYPE_F32, 256, 0 },
+    { "blk.0.attn_q.weight", HN_TYPE_Q6_K, 256, 256 },
+    { "blk.0.ffn_up.weight", HN_TYPE_Q4_K, 256, 768 },
+    { "blk.1.ffn_down.weight", HN_TYPE_Q4_K, 768, 256 },
+    { "blk.12.ffn_gate.weight", HN_TYPE_Q5_K, 256, 768 },
+  };
+  g_assert_cmpuint (main_type_of (mixed, G_N_ELEMENTS (mixed)), ==, HN_TYPE_Q4_K);
+
+  /* Bytes, not tensor counts: one large Q5_K matrix outweighs two small Q4_K ones. */
+  const TensorSpec by_bytes[] = {
+    { "blk.0.attn_k.weight", HN_TYPE_Q4_K, 256, 64 },
+    { "blk.0.attn_v.weight", HN_TYPE_Q4_K, 256, 64 },
+    { "blk.0.ffn_up.weight", HN_TYPE_Q5_K, 256, 768 },
+  };
+  g_assert_cmpuint (main_type_of (by_bytes, G_N_ELEMENTS (by_bytes)), ==, HN_TYPE_Q5_K);
+
+  /* Only "blk.<number>." names are layers. */
+  const TensorSpec not_layers[] = {
+    { "blkx.0.weight", HN_TYPE_Q8_0, 256, 1024 },
+    { "blk.a.weight", HN_TYPE_Q8_0, 256, 1024 },
+    { "blk..weight", HN_TYPE_Q8_0, 256, 1024 },
+    { "blk.3.attn_q.weight", HN_TYPE_Q4_0, 256, 32 },
+  };
+  g_assert_cmpuint (main_type_of (not_layers, G_N_ELEMENTS (not_layers)), ==, HN_TYPE_Q4_0);
+
+  /* Without layer matrices every matrix counts; vectors never do. */
+  const TensorSpec no_layers[] = {
+    { "token_embd.weight", HN_TYPE_Q8_0, 256, 512 },
+    { "output.weight", HN_TYPE_F16, 256, 64 },
+    { "blk.0.attn_norm.weight", HN_TYPE_F32, 65536, 0 },
+  };
+  g_assert_cmpuint (main_type_of (no_layers, G_N_ELEMENTS (no_layers)), ==, HN_TYPE_Q8_0);
+
+  /* Equal bytes: the lower type id (F16 before BF16). */
+  const TensorSpec tie[] = {
+    { "blk.0.attn_q.weight", HN_TYPE_BF16, 256, 8 },
+    { "blk.0.attn_k.weight", HN_TYPE_F16, 256, 8 },
+  };
+  g_assert_cmpuint (main_type_of (tie, G_N_ELEMENTS (tie)), ==, HN_TYPE_F16);
+
+  const TensorSpec vectors_only[] = {
+    { "blk.0.attn_norm.weight", HN_TYPE_F32, 256, 0 },
+  };
+  g_assert_cmpuint (main_type_of (vectors_only, G_N_ELEMENTS (vectors_only)), ==, HN_TYPE_COUNT);
 }
 
 int
@@ -421,5 +546,6 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/gguf/random-corruption", test_random_corruption);
   g_test_add_func ("/engine/gguf/open-errors", test_open_errors);
   g_test_add_func ("/engine/gguf/real-files", test_real_files);
+  g_test_add_func ("/engine/gguf/main-weight-type", test_main_weight_type);
   return g_test_run ();
 }

@@ -21,10 +21,13 @@ test_route(void)
   float logits[2][5] = { { 0.5f, 2.0f, -1.0f, 1.0f, 2.0f }, { 3.0f, 0.0f, 0.0f, 0.0f, 0.0f } };
   float copy[2][5];
   int32_t choice[2][3];
-  float weight[2][3];
+  float weight[2][3], lead[2];
   for (int norm = 0; norm < 2; norm++) {
     memcpy(copy, logits, sizeof copy);
-    hn_moe_route(&copy[0][0], 2, 5, 3, norm, &choice[0][0], &weight[0][0]);
+    hn_moe_route(&copy[0][0], 2, 5, 3, norm, &choice[0][0], &weight[0][0], lead);
+    /* the third choice against the best expert left out, in router logits */
+    g_assert_cmpfloat_with_epsilon(lead[0], 1.0 - 0.5, 1e-5);
+    g_assert_cmpfloat_with_epsilon(lead[1], 0.0, 1e-6);
     for (int t = 0; t < 2; t++) {
       double z = 0.0;
       for (int e = 0; e < 5; e++)
@@ -45,9 +48,19 @@ test_route(void)
   float one[4] = { 0.1f, 0.7f, 0.3f, -2.0f };
   int32_t c1;
   float w1;
-  hn_moe_route(one, 1, 4, 1, true, &c1, &w1);
+  float lead1;
+  hn_moe_route(one, 1, 4, 1, true, &c1, &w1, &lead1);
   g_assert_cmpint(c1, ==, 1);
   g_assert_cmpfloat(w1, ==, 1.0f);
+  g_assert_cmpfloat_with_epsilon(lead1, 0.7 - 0.3, 1e-5);
+  /* every expert used: nothing was left out */
+  float all[2] = { 0.0f, 1.0f };
+  int32_t c2[2];
+  float w2[2], lead2;
+  hn_moe_route(all, 1, 2, 2, false, c2, w2, &lead2);
+  g_assert_cmpfloat(lead2, ==, INFINITY);
+  hn_moe_route(all, 1, 2, 2, false, c2, w2, NULL);
+  g_assert_cmpint(c2[0], ==, 1);
 }
 
 /* ---- tiny models ---- */
@@ -242,9 +255,10 @@ silu(double g)
 }
 
 /* The logits of token v, in double, from the weights: attention adds nothing, so the
- * layer is x + MoE(rmsnorm(x)).  Also returns the two experts chosen. */
+ * layer is x + MoE(rmsnorm(x)).  Also returns the two experts chosen and by how much the
+ * second one's router logit beat the best expert left out. */
 static void
-reference_logits(const Arch *a, const Weights *w, int v, double *logits, int chosen[K])
+reference_logits(const Arch *a, const Weights *w, int v, double *logits, int chosen[K], double *lead)
 {
   double x[E], xn[E], h[E];
   for (int i = 0; i < E; i++)
@@ -270,6 +284,11 @@ reference_logits(const Arch *a, const Weights *w, int v, double *logits, int cho
     chosen[j] = best;
     wsum += p[best] / z;
   }
+  double best_left = 0.0;
+  for (int e = 0; e < X; e++)
+    if (!used[e])
+      best_left = fmax(best_left, p[e]);
+  *lead = log(p[chosen[K - 1]] / best_left);
   for (int j = 0; j < K; j++) {
     int e = chosen[j];
     double weight = p[e] / z / (a->norm_weights ? wsum : 1.0), act[F];
@@ -319,9 +338,10 @@ reference_logits(const Arch *a, const Weights *w, int v, double *logits, int cho
 
 static const int32_t tokens[N_TOK] = { 3, 0, 5, 1, 7, 2, 6, 4 };
 
-/* Logits of the N_TOK tokens: in one batch, or one decode call per token. */
+/* Logits of the N_TOK tokens: in one batch, or one decode call per token; and each
+ * token's routing lead. */
 static void
-run_model(const char *path, bool one_by_one, float out[N_TOK][V])
+run_model(const char *path, bool one_by_one, float out[N_TOK][V], float lead[N_TOK])
 {
   HnError err = { 0 };
   HnModel *m = hn_model_load(path, NULL, &err);
@@ -345,12 +365,16 @@ run_model(const char *path, bool one_by_one, float out[N_TOK][V])
       HnBatch b = { .n_tokens = 1, .token = tokens + i, .pos = pos + i };
       g_assert_true(hn_context_decode(c, &b, &err));
       memcpy(out[i], hn_context_get_logits(c, 0), sizeof out[i]);
+      lead[i] = hn_context_routing_lead(c, 0);
     }
   } else {
     HnBatch b = { .n_tokens = N_TOK, .token = tokens, .pos = pos, .want_logits = want };
     g_assert_true(hn_context_decode(c, &b, &err));
-    for (int i = 0; i < N_TOK; i++)
+    for (int i = 0; i < N_TOK; i++) {
       memcpy(out[i], hn_context_get_logits(c, i), sizeof out[i]);
+      lead[i] = hn_context_routing_lead(c, i);
+    }
+    g_assert_true(isnan(hn_context_routing_lead(c, N_TOK)));
   }
   hn_context_free(c);
   hn_model_free(m);
@@ -379,12 +403,13 @@ test_model(gconstpointer data)
 
   /* the logits follow the weights through the chosen experts, with the router weights
    * this architecture defines */
-  float batch[N_TOK][V], single[N_TOK][V];
-  run_model(base, false, batch);
+  float batch[N_TOK][V], single[N_TOK][V], lead[N_TOK], lead_single[N_TOK];
+  run_model(base, false, batch, lead);
   for (int i = 0; i < N_TOK; i++) {
-    double ref[V];
+    double ref[V], ref_lead;
     int chosen[K];
-    reference_logits(a, w, tokens[i], ref, chosen);
+    reference_logits(a, w, tokens[i], ref, chosen, &ref_lead);
+    g_assert_cmpfloat_with_epsilon(lead[i], ref_lead, 1e-4);
     /* the router picks the experts the embedding points at */
     g_assert_cmpint(chosen[0], ==, pair[tokens[i]][0]);
     g_assert_cmpint(chosen[1], ==, pair[tokens[i]][1]);
@@ -397,15 +422,17 @@ test_model(gconstpointer data)
   }
 
   /* the batch, grouped by expert, gives what each token gives alone */
-  run_model(base, true, single);
-  for (int i = 0; i < N_TOK; i++)
+  run_model(base, true, single, lead_single);
+  for (int i = 0; i < N_TOK; i++) {
     g_assert_cmpfloat(max_rel_diff(single[i], batch[i], V), <, 1e-5);
+    g_assert_cmpfloat_with_epsilon(lead_single[i], lead[i], 1e-5);
+  }
 
   /* doubling expert x's down matrix changes the tokens routed to x and no other */
   for (int x = 0; x < X; x++) {
     g_autofree char *path = write_model(a, w, x, dir);
-    float boosted[N_TOK][V];
-    run_model(path, false, boosted);
+    float boosted[N_TOK][V], boosted_lead[N_TOK];
+    run_model(path, false, boosted, boosted_lead);
     for (int i = 0; i < N_TOK; i++) {
       bool routed = pair[tokens[i]][0] == x || pair[tokens[i]][1] == x;
       if (routed)

@@ -72,6 +72,15 @@ test_reference(gconstpointer data)
   bool quantized = !exact && type != HN_TYPE_BF16;
   double kl_bound = exact ? 1e-4 : quantized ? 5e-3 : 5e-4;
   double margin = quantized ? 0.3 : 0.1;
+  /* A mixture of experts picks its experts by comparing router logits.  Where a token's
+   * last chosen expert led the best one left out by no more than rounding moves router
+   * logits, an engine that rounds otherwise may have routed the token elsewhere, and the
+   * logits there are no fixed target, just as where the reference's own top two are
+   * close: such a position is left out of top-1 and ends the greedy comparison (the KL
+   * mean still takes every position).  The bounds are a little above the largest change
+   * of a router-logit difference between this engine's fast and scalar kernels on the
+   * qwen2moe/qwen3moe references: 0.032 with 8-bit activations, 0.003 with F16 weights. */
+  double routing_noise = quantized ? 0.04 : 0.004;
 
   HnContextParams params = hn_context_default_params();
   params.n_ctx = n + 8;
@@ -111,19 +120,24 @@ test_reference(gconstpointer data)
   }
   double kl_mean = kl_sum / n_full;
 
-  /* top-1 agreement where the reference is decisive */
-  int counted = 0, agreed = 0;
+  /* top-1 agreement where the reference is decisive (and the routing was) */
+  int counted = 0, agreed = 0, near_routing = 0;
   for (int i = 0; i < n; i++) {
     JsonArray *top = json_object_get_array_member(json_array_get_object_element(positions, i), "top");
     JsonArray *t0 = json_array_get_array_element(top, 0), *t1 = json_array_get_array_element(top, 1);
     if (json_array_get_double_element(t0, 1) - json_array_get_double_element(t1, 1) < margin)
       continue;
+    if (hn_context_routing_lead(ctx, i) < routing_noise) {
+      near_routing++;
+      continue;
+    }
     counted++;
     agreed += argmax(hn_context_get_logits(ctx, i), nv) == (int) json_array_get_int_element(t0, 0);
   }
   double agreement = counted ? (double) agreed / counted : 1.0;
 
-  /* greedy: prompt in one batch, then one token per step, until the reference is unsure */
+  /* greedy: prompt in one batch, then one token per step, until the reference (or the
+   * routing) is unsure */
   hn_kv_cache_clear(hn_context_kv(ctx));
   int n_prompt = (int) json_array_get_length(prompt), n_greedy = (int) json_array_get_length(greedy);
   for (int i = 0; i < n_prompt; i++)
@@ -136,7 +150,7 @@ test_reference(gconstpointer data)
         json_array_get_object_element(positions, n_prompt - 1 + s), "top");
     double m = json_array_get_double_element(json_array_get_array_element(top, 0), 1) -
                json_array_get_double_element(json_array_get_array_element(top, 1), 1);
-    if (m < margin)
+    if (m < margin || hn_context_routing_lead(ctx, 0) < routing_noise)
       break;
     int32_t next = argmax(hn_context_get_logits(ctx, 0), nv);
     g_assert_cmpint(next, ==, (int) json_array_get_int_element(greedy, s));
@@ -146,9 +160,11 @@ test_reference(gconstpointer data)
     g_assert_true(hn_context_decode(ctx, &one, &err));
   }
 
-  g_test_message("%s %s: mean KL %.3g, max KL %.3g, top-1 %d/%d (%.1f%%), greedy %d/%d steps",
+  g_autofree char *routing_note = near_routing ? g_strdup_printf(", %d near-tied routings left out", near_routing)
+                                                : g_strdup("");
+  g_test_message("%s %s: mean KL %.3g, max KL %.3g, top-1 %d/%d (%.1f%%), greedy %d/%d steps%s",
                  stem, hn_type_name(type), kl_mean, kl_max, agreed, counted, 100.0 * agreement,
-                 matched, n_greedy);
+                 matched, n_greedy, routing_note);
   g_assert_cmpfloat(kl_mean, <=, kl_bound);
   g_assert_cmpfloat(agreement, >=, 0.98);
   hn_context_free(ctx);

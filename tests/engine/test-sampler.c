@@ -1,6 +1,7 @@
 /* Tests for hn-sampler: every stage against its definition on hand-made logits, the draw
  * against the expected distribution, penalties, mirostat, seeds and stop strings. */
 #include "hn-grammar.h"
+#include "hn-params.h"
 #include "hn-sampler.h"
 
 #include <glib.h>
@@ -504,24 +505,97 @@ test_params (void)
   g_assert_cmpint(p.top_k, ==, 0);
   g_assert_cmpint(p.mirostat, ==, 2);
   g_assert_true(hn_sampler_params_validate(&p, 100, &err));
-  /* the spec table agrees with init, validate and set/get */
-  size_t n_specs;
-  const HnSamplerParamSpec *specs = hn_sampler_param_specs(&n_specs);
-  g_assert_cmpuint(n_specs, ==, 14);
+  /* every row of the parameter table agrees with init, validate, clamp and set/get */
+  size_t n_desc;
+  const HnParamDesc *table = hn_params_table(&n_desc);
+  g_assert_cmpuint(n_desc, >=, 15);
   HnSamplerParams d;
   hn_sampler_params_init(&d);
-  for (size_t i = 0; i < n_specs; i++) {
+  for (size_t i = 0; i < n_desc; i++) {
+    const HnParamDesc *desc = &table[i];
+    g_test_message("%s", desc->key);
+    g_assert_true(hn_params_find(desc->key) == desc);
+    if (desc->option)
+      g_assert_true(hn_params_find_option(desc->option) == desc);
     double v;
-    g_assert_true(hn_sampler_params_get(&d, specs[i].key, &v));
-    g_assert_cmpfloat_with_epsilon(v, specs[i].def, 1e-6);
+    g_assert_true(hn_sampler_params_get(&d, desc->key, &v));
+    g_assert_cmpfloat(v, ==, hn_param_get(desc, &d));
+    g_assert_cmpfloat_with_epsilon(v, desc->def, 1e-6);
+    /* the default, the off value and the app's range lie inside the engine's range */
+    g_assert_cmpfloat(desc->min, <=, desc->def);
+    g_assert_cmpfloat(desc->def, <=, desc->max);
+    g_assert_cmpfloat(desc->min, <=, desc->ui_min);
+    g_assert_cmpfloat(desc->ui_min, <, desc->ui_max);
+    g_assert_cmpfloat(desc->ui_max, <=, desc->max);
+    g_assert_cmpfloat(desc->ui_min, <=, desc->def);
+    g_assert_cmpfloat(desc->def, <=, desc->ui_max);
+    g_assert_cmpfloat(desc->step, >, 0);
+    g_assert_nonnull(desc->label);
+    g_assert_nonnull(desc->help);
+    if (desc->has_off) {
+      g_assert_cmpfloat(desc->min, <=, desc->off);
+      g_assert_cmpfloat(desc->off, <=, desc->max);
+    }
+    /* a field of its own: setting it changes only that field */
     HnSamplerParams q = d;
-    g_assert_true(hn_sampler_params_set(&q, specs[i].key, specs[i].max, &err));
+    double other = desc->def + desc->step <= desc->max ? desc->def + desc->step : desc->def - desc->step;
+    hn_param_set(desc, &q, other);
+    g_assert_cmpfloat(hn_param_get(desc, &q), ==, desc->type == HN_PARAM_FLOAT ? (double) (float) other : other);
+    for (size_t j = 0; j < n_desc; j++)
+      if (j != i)
+        g_assert_cmpfloat(hn_param_get(&table[j], &q), ==, hn_param_get(&table[j], &d));
+    q = d;
+    g_assert_true(hn_sampler_params_set(&q, desc->key, desc->ui_max, &err));
     g_assert_true(hn_sampler_params_validate(&q, 0, &err));
-    g_assert_true(hn_sampler_params_set(&q, specs[i].key, specs[i].min, &err));
+    g_assert_true(hn_sampler_params_set(&q, desc->key, desc->min, &err));
     g_assert_true(hn_sampler_params_validate(&q, 0, &err));
-    g_assert_false(hn_sampler_params_set(&q, specs[i].key, specs[i].max + 1, &err));
-    g_assert_nonnull(strstr(err.message, specs[i].key));
+    /* (the seed's maximum is near 2^64, where + 1 is lost in a double) */
+    g_assert_false(hn_sampler_params_set(&q, desc->key, desc->max + fmax(1, desc->max * 1e-9), &err));
+    g_assert_nonnull(strstr(err.message, desc->key));
+    g_assert_false(hn_sampler_params_set(&q, desc->key, desc->min - 1, &err));
+    g_assert_nonnull(strstr(err.message, desc->key));
+    if (desc->type == HN_PARAM_FLOAT || desc->type == HN_PARAM_INT) {
+      /* validate refuses what the table refuses; clamp brings it back to the edge, NaN
+       * to the default */
+      q = d;
+      hn_param_set(desc, &q, desc->max + 1);
+      g_assert_false(hn_sampler_params_validate(&q, 0, &err));
+      g_assert_nonnull(strstr(err.message, desc->key));
+      hn_sampler_params_clamp(&q, 0);
+      g_assert_cmpfloat(hn_param_get(desc, &q), ==, desc->type == HN_PARAM_FLOAT ? (double) (float) desc->max : desc->max);
+      hn_param_set(desc, &q, desc->min - 1);
+      g_assert_false(hn_sampler_params_validate(&q, 0, &err));
+      hn_sampler_params_clamp(&q, 0);
+      g_assert_cmpfloat(hn_param_get(desc, &q), ==, desc->type == HN_PARAM_FLOAT ? (double) (float) desc->min : desc->min);
+      /* far beyond the range: saturates (never wraps around), then clamps to the edge */
+      hn_param_set(desc, &q, 1e300);
+      g_assert_false(hn_sampler_params_validate(&q, 0, &err));
+      hn_sampler_params_clamp(&q, 0);
+      g_assert_cmpfloat(hn_param_get(desc, &q), ==, desc->type == HN_PARAM_FLOAT ? (double) (float) desc->max : desc->max);
+      hn_param_set(desc, &q, -1e300);
+      g_assert_false(hn_sampler_params_validate(&q, 0, &err));
+      hn_sampler_params_clamp(&q, 0);
+      g_assert_cmpfloat(hn_param_get(desc, &q), ==, desc->type == HN_PARAM_FLOAT ? (double) (float) desc->min : desc->min);
+      if (desc->type == HN_PARAM_FLOAT) {
+        hn_param_set(desc, &q, NAN);
+        hn_sampler_params_clamp(&q, 0);
+        g_assert_cmpfloat(hn_param_get(desc, &q), ==, (double) (float) desc->def);
+      }
+    }
   }
+  /* keys, options and offsets are unique */
+  for (size_t i = 0; i < n_desc; i++)
+    for (size_t j = i + 1; j < n_desc; j++) {
+      g_assert_cmpstr(table[i].key, !=, table[j].key);
+      g_assert_cmpuint(table[i].offset, !=, table[j].offset);
+      if (table[i].option && table[j].option)
+        g_assert_cmpstr(table[i].option, !=, table[j].option);
+    }
+  /* -1 is the random seed, any other seed is kept */
+  g_assert_true(hn_sampler_params_set(&d, "seed", 42, &err));
+  g_assert_cmpuint(d.seed, ==, 42);
+  g_assert_true(hn_sampler_params_set(&d, "seed", -1, &err));
+  g_assert_cmpuint(d.seed, ==, HN_SAMPLER_SEED_RANDOM);
   g_assert_false(hn_sampler_params_set(&d, "warmth", 1, &err));
   HnLogitBias b = { 100, 1.0f };
   p.logit_bias = &b;

@@ -305,6 +305,73 @@ test_matmul_paths (void)
   g_rand_free (rand);
 }
 
+/* hn_matvec_many (several one-token products in one parallel section, the chosen
+ * experts of a decode step) gives every item bit for bit what hn_matmul gives it alone:
+ * items of every weight type and of several lengths, some sharing their input, at every
+ * level. */
+static void
+test_matvec_many (void)
+{
+  GRand *rand = g_rand_new_with_seed (4321);
+  HnError err = { 0 };
+  HnThreadPool *pool = hn_threadpool_new (3, &err);
+  g_assert_nonnull (pool);
+  const char *levels[] = { "scalar", "avx2", "avx512" };
+  enum { N_ITEMS = 2 * G_N_ELEMENTS (weight_types) };
+  int checked = 0;
+  for (gsize li = 0; li < G_N_ELEMENTS (levels); li++) {
+    g_setenv ("HANASHI_SIMD", levels[li], TRUE);
+    HnGgufTensor tensors[N_ITEMS];
+    HnMatvec items[N_ITEMS];
+    float *inputs[3];
+    int64_t lengths[3] = { 256 * 3, 256 * 2, 256 * 3 }; /* two inputs of one length */
+    for (int i = 0; i < 3; i++) {
+      inputs[i] = g_new (float, lengths[i]);
+      fill_random (rand, inputs[i], lengths[i]);
+    }
+    size_t scratch_bytes = 0;
+    for (int i = 0; i < N_ITEMS; i++) {
+      HnType type = weight_types[i % G_N_ELEMENTS (weight_types)];
+      int which = i % 3;
+      int64_t n = lengths[which], rows = 5 + 11 * (i % 4); /* tails of the 8-row tiles */
+      size_t row_bytes = hn_type_row_bytes (type, n);
+      float *wf = g_new (float, n * rows);
+      guint8 *w = g_malloc0 (row_bytes * rows);
+      fill_random (rand, wf, n * rows);
+      for (int r = 0; r < rows; r++)
+        hn_quantize_row (type, wf + r * n, w + r * row_bytes, n);
+      g_free (wf);
+      tensors[i] = (HnGgufTensor) { .name = "w", .type = type, .n_dims = 2, .ne = { n, rows, 1, 1 },
+                                    .data = w, .nbytes = row_bytes * rows };
+      items[i] = (HnMatvec) { &tensors[i], inputs[which], g_new0 (float, rows) };
+      scratch_bytes = MAX (scratch_bytes, hn_matmul_scratch_bytes (n, 1, 3));
+    }
+    void *scratch = g_malloc (MAX (scratch_bytes, hn_matvec_many_scratch_bytes (256 * 3, 3)));
+    hn_matvec_many (pool, items, N_ITEMS, scratch);
+    for (int i = 0; i < N_ITEMS; i++) {
+      int64_t rows = tensors[i].ne[1];
+      float *alone = g_new (float, rows);
+      hn_matmul (pool, &tensors[i], items[i].x, 1, scratch, alone, rows);
+      for (int64_t r = 0; r < rows; r++) {
+        if (memcmp (&alone[r], &items[i].y[r], sizeof (float)) != 0)
+          g_error ("matvec-many (%s) item %d (%s) row %d: %g, alone %g", levels[li], i,
+                   hn_type_name (tensors[i].type), (int) r, items[i].y[r], alone[r]);
+        checked++;
+      }
+      g_free (alone);
+      g_free ((void *) tensors[i].data);
+      g_free (items[i].y);
+    }
+    g_free (scratch);
+    for (int i = 0; i < 3; i++)
+      g_free (inputs[i]);
+  }
+  g_unsetenv ("HANASHI_SIMD");
+  g_test_message ("%d products compared", checked);
+  hn_threadpool_free (pool);
+  g_rand_free (rand);
+}
+
 /* The SIMD attention kernels against a double-precision softmax over the same F16 keys
  * and values with the probabilities rounded to F16 (the rounding HnAttnArgs asks for):
  * several head sizes, grouped query heads, cell lists longer than one chunk and out of
@@ -398,6 +465,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/simd/quantize", test_quantize_levels);
   g_test_add_func ("/engine/simd/gemm-tiles", test_gemm_tiles);
   g_test_add_func ("/engine/simd/matmul", test_matmul_paths);
+  g_test_add_func ("/engine/simd/matvec-many", test_matvec_many);
   g_test_add_func ("/engine/simd/attention", test_attention);
   return g_test_run ();
 }

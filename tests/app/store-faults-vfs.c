@@ -1,9 +1,16 @@
-/* hanashi-store-faults.c — fault-injecting SQLite VFS for the store tests.
+/* store-faults-vfs.c — fault-injecting SQLite VFS for the store tests.
  *
  * Each file is the real VFS's file placed right after our header; every method passes
  * through, except that writes, truncates and syncs fail once the armed fault is due and
- * reads are overwritten with garbage in that mode. */
-#include "hanashi-store-faults.h"
+ * reads are overwritten with garbage in that mode.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-test"
+
+#include "config.h"
+
+#include "store-faults-vfs.h"
 
 #include <signal.h>
 #include <sqlite3.h>

@@ -1,8 +1,11 @@
-/* hanashi-store-faults.h — a SQLite VFS that wraps the real one and fails on request.
+/* store-faults-vfs.h — a SQLite VFS that wraps the real one and fails on request.
  *
  * Tests only: it is linked into the test programs, never into the app.  Once installed it
  * is SQLite's default VFS, so every HanashiStore opened afterwards goes through it with no
- * change to the store itself. */
+ * change to the store itself.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <glib.h>

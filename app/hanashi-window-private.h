@@ -1,0 +1,92 @@
+/* hanashi-window-private.h — the window's instance struct and the functions its files
+ * share: hanashi-window.c (the class, layout, status and chats pane),
+ * hanashi-window-chat.c (the view of its HanashiChat), hanashi-window-store.c (the database
+ * and its recovery) and hanashi-window-models.c (loading models).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#pragma once
+
+#include <adwaita.h>
+
+#include "hanashi-chat.h"
+#include "hanashi-chat-view.h"
+#include "hanashi-composer.h"
+#include "hanashi-params-panel.h"
+#include "hanashi-sidebar.h"
+#include "hanashi-store-recovery.h"
+#include "hanashi-window.h"
+
+G_BEGIN_DECLS
+
+struct _HanashiWindow
+{
+  AdwApplicationWindow parent_instance;
+
+  /* Template widgets */
+  AdwToastOverlay    *toast_overlay;
+  AdwLeaflet         *leaflet;
+  HanashiSidebar     *sidebar;
+  GtkWidget          *chat_pane;
+  GtkLabel           *model_label;
+  GtkWidget          *status_box;
+  GtkLevelBar        *context_bar;
+  GtkLabel           *status_label;
+  GtkProgressBar     *load_progress;
+  AdwFlap            *flap;
+  GtkStack           *main_stack;
+  AdwStatusPage      *empty_page;
+  GtkWidget          *recent_group;
+  GtkListBox         *recent_list;
+  HanashiChatView    *chat_view;
+  HanashiComposer    *composer;
+  HanashiParamsPanel *params_panel;
+
+  /* Owned */
+  GSettings          *settings;
+  HanashiStore       *store;
+  char               *store_path;
+  GError             *store_problem;     /* why the store is missing or read-only, or NULL */
+  HanashiStoreBanner *store_banner;
+  GCancellable       *store_cancellable; /* the reopen running on a worker thread */
+  guint               store_retry_source;
+  gboolean            store_fresh_offer_pending; /* damaged: ask once the window is shown */
+  HanashiEngine      *engine;
+  HanashiChat        *chat;              /* the conversation shown */
+  GCancellable       *count_cancellable;
+  GCancellable       *load_cancellable;
+  guint               draft_count_source; /* recount the context shortly after typing */
+  int                 context_used;      /* -1 while unknown */
+  AdwToast           *undo_toast;        /* weak; the toast offering Undo, while shown */
+};
+
+/* hanashi-window.c */
+void  _hanashi_window_toast_error            (HanashiWindow *self,
+                                              const char    *what,
+                                              const GError  *error);
+void  _hanashi_window_update_main_page       (HanashiWindow *self);
+void  _hanashi_window_update_thinking_switch (HanashiWindow *self);
+void  _hanashi_window_update_status          (HanashiWindow *self);
+void  _hanashi_window_update_context_meter   (HanashiWindow *self);
+void  _hanashi_window_update_actions         (HanashiWindow *self);
+char *_hanashi_window_conversation_key       (gint64         id);
+void  _hanashi_window_notify_conversation_id (HanashiWindow *self);
+void  _hanashi_window_emit_conversations_changed (HanashiWindow *self);
+
+/* hanashi-window-chat.c */
+void  _hanashi_window_class_init_chat        (GtkWidgetClass *widget_class);
+void  _hanashi_window_bind_chat              (HanashiWindow  *self);
+
+/* hanashi-window-store.c */
+void     _hanashi_window_open_store            (HanashiWindow *self);
+gboolean _hanashi_window_ensure_writable_store (HanashiWindow *self);
+
+/* hanashi-window-models.c */
+void  _hanashi_window_class_init_models      (GtkWidgetClass *widget_class);
+void  _hanashi_window_bind_models            (HanashiWindow  *self);
+void  _hanashi_window_update_recent_models   (HanashiWindow  *self);
+void  _hanashi_window_on_engine_state        (HanashiEngine  *engine,
+                                              GParamSpec     *pspec,
+                                              HanashiWindow  *self);
+
+G_END_DECLS
