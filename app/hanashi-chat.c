@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "hanashi-chat.h"
+#include "hanashi-conversation-io.h"
 #include "hanashi-message.h"
 
 /* A streaming reply is written to the database at most this often (µs). */
@@ -101,12 +102,14 @@ emit_changed (HanashiChat *self)
 static void
 set_conversation (HanashiChat *self,
                   gint64       id,
-                  const char  *title)
+                  const char  *stored_title)
 {
+  /* Titles stored before they were made from plain text may still hold Markdown. */
+  g_autofree char *title = hanashi_conversation_title_strip_markdown (stored_title);
   if (g_strcmp0 (self->title, title) != 0)
     {
       g_free (self->title);
-      self->title = g_strdup (title);
+      self->title = g_steal_pointer (&title);
       g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_TITLE]);
     }
   if (self->conversation_id != id)
@@ -572,8 +575,15 @@ make_title (const char *text)
   const char *end = strchr (text, '\n');
   g_autofree char *stripped = NULL;
 
+  /* The first line as plain text: "**Bold** question" is titled "Bold question".  A first
+   * line with no text of its own (a code fence) gives way to the whole message. */
   first_line = end ? g_strndup (text, end - text) : g_strdup (text);
-  stripped = g_strstrip (g_strdup (first_line));
+  stripped = hanashi_conversation_title_strip_markdown (first_line);
+  if (!*stripped)
+    {
+      g_free (stripped);
+      stripped = hanashi_conversation_title_strip_markdown (text);
+    }
   if (g_utf8_strlen (stripped, -1) <= TITLE_MAX_CHARS)
     return g_steal_pointer (&stripped);
   g_autofree char *cut = g_utf8_substring (stripped, 0, TITLE_MAX_CHARS - 1);

@@ -10,6 +10,7 @@
 #include <json-glib/json-glib.h>
 
 #include "hanashi-conversation-io.h"
+#include "hanashi-markdown.h"
 
 G_DEFINE_QUARK (hanashi-conversation-io-error-quark, hanashi_conversation_io_error)
 
@@ -423,6 +424,64 @@ hanashi_conversation_import_json (HanashiStore *store, const char *data, gsize l
 }
 
 /* ---- titles ---- */
+
+static gboolean
+is_markdown_delimiter (gunichar c)
+{
+  return c == '*' || c == '_' || c == '~' || c == '`';
+}
+
+/* Whether @p (NULL at either end of the text) counts as a space around a delimiter run. */
+static gboolean
+is_space_or_edge (const char *p, const char *text_end)
+{
+  if (!p || p >= text_end)
+    return TRUE;
+  return g_unichar_isspace (g_utf8_get_char (p));
+}
+
+char *
+hanashi_conversation_title_strip_markdown (const char *text)
+{
+  if (!text || !g_utf8_validate (text, -1, NULL))
+    return g_strdup ("");
+  /* md4c removes the delimiters it can pair and the block markers; what it leaves is
+   * literal text, including the unpaired delimiters of a title cut before its end. */
+  g_autofree char *plain = hanashi_markdown_to_plain (text, -1);
+  const char *end = plain + strlen (plain);
+  GString *out = g_string_sized_new (strlen (plain));
+  const char *p = plain;
+  while (p < end) {
+    gunichar c = g_utf8_get_char (p);
+    if (!is_markdown_delimiter (c)) {
+      const char *next = g_utf8_next_char (p);
+      g_string_append_len (out, p, next - p);
+      p = next;
+      continue;
+    }
+    const char *run_end = p;
+    while (run_end < end && (gunichar) *run_end == c)
+      run_end++;
+    gsize run = run_end - p;
+    const char *before = p > plain ? g_utf8_prev_char (p) : NULL;
+    /* A run that touches a word on exactly one side opens or closes emphasis or code. */
+    gboolean opens = !is_space_or_edge (run_end, end);
+    gboolean closes = before && !is_space_or_edge (before, end);
+    gboolean markup;
+    if (c == '`')
+      markup = opens || closes;
+    else if (c == '~')
+      markup = run >= 2 && (opens || closes);
+    else
+      markup = opens != closes;
+    if (!markup)
+      g_string_append_len (out, p, run);
+    p = run_end;
+  }
+  /* One line, as a title is shown. */
+  g_autofree char *joined = g_string_free (out, FALSE);
+  return hanashi_conversation_title_from_text (joined, G_MAXUINT);
+}
 
 static gboolean
 is_cjk_break (gunichar c)

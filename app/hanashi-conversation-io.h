@@ -55,4 +55,12 @@ gint64 hanashi_conversation_import_json (HanashiStore *store, const char *data, 
  * with "…" when shortened.  Returns "" for blank text. */
 char *hanashi_conversation_title_from_text (const char *text, guint max_chars);
 
+/* A title or file name without Markdown syntax: @text is read as Markdown (emphasis,
+ * code spans, links, headings, list and quote markers go, their text stays), every line
+ * break becomes a space, and emphasis or code delimiters left unpaired (a title cut
+ * short in the middle of "**bold**") are dropped where they open or close a word.
+ * Delimiters inside a word ("snake_case", "2*3") or standing alone ("a * b") stay.
+ * Returns "" for NULL or invalid UTF-8. */
+char *hanashi_conversation_title_strip_markdown (const char *text);
+
 G_END_DECLS

@@ -49,7 +49,8 @@ hanashi_conversation_item_new (const HanashiConversationSummary *summary)
 {
   HanashiConversationItem *self = g_object_new (HANASHI_TYPE_CONVERSATION_ITEM, NULL);
   self->id = summary->id;
-  self->title = g_strdup (summary->title ? summary->title : "");
+  /* Plain text: titles stored by older versions may hold Markdown ("**Recipe**"). */
+  self->title = hanashi_conversation_title_strip_markdown (summary->title);
   /* The snippet is one line of plain text (replies are Markdown), so rows keep one height. */
   g_autofree char *plain = hanashi_markdown_to_plain (summary->snippet, -1);
   self->snippet = hanashi_conversation_title_from_text (plain, 80);

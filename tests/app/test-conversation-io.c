@@ -381,6 +381,44 @@ test_title_from_text (void)
   g_assert_cmpstr (bad_utf8, ==, "");
 }
 
+static void
+test_title_strip_markdown (void)
+{
+  const struct { const char *text; const char *plain; } cases[] = {
+    { "Plain words", "Plain words" },
+    { "**Bold** question", "Bold question" },
+    { "Why is *this* __so__ ~~very~~ hard?", "Why is this so very hard?" },
+    { "Run `make install` now", "Run make install now" },
+    { "# A heading", "A heading" },
+    { "> quoted text", "quoted text" },
+    { "- list item", "list item" },
+    { "1. first step", "first step" },
+    { "See [the docs](https://example.org) and ![a chart](c.png)", "See the docs and a chart" },
+    { "Line one\nline **two**", "Line one line two" },
+    /* A title stored cut short keeps an unpaired delimiter; it goes too. */
+    { "**How do I write a very long…", "How do I write a very long…" },
+    { "Explain `std::vector…", "Explain std::vector…" },
+    { "ends in bold**", "ends in bold" },
+    { "~~struck", "struck" },
+    /* Inside a word or standing alone it is text, not markup. */
+    { "snake_case_name and 2*3 = 6", "snake_case_name and 2*3 = 6" },
+    { "a * b and c _ d", "a * b and c _ d" },
+    { "~/notes and ~5 minutes", "~/notes and ~5 minutes" },
+    { "C# and C++ tips", "C# and C++ tips" },
+    { "日本語の**太字**タイトル", "日本語の太字タイトル" },
+    { "", "" },
+    { "`code` **", "code **" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_autofree char *plain = hanashi_conversation_title_strip_markdown (cases[i].text);
+    g_assert_cmpstr (plain, ==, cases[i].plain);
+  }
+  g_autofree char *null_plain = hanashi_conversation_title_strip_markdown (NULL);
+  g_assert_cmpstr (null_plain, ==, "");
+  g_autofree char *bad_utf8 = hanashi_conversation_title_strip_markdown ("\xff**x**");
+  g_assert_cmpstr (bad_utf8, ==, "");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -392,5 +430,6 @@ main (int argc, char **argv)
   g_test_add_func ("/conversation-io/store-insert-atomic", test_store_insert_atomic);
   g_test_add_func ("/conversation-io/store-summaries", test_store_summaries);
   g_test_add_func ("/conversation-io/title-from-text", test_title_from_text);
+  g_test_add_func ("/conversation-io/title-strip-markdown", test_title_strip_markdown);
   return g_test_run ();
 }
