@@ -93,18 +93,29 @@ about_action (GSimpleAction *action,
   HanashiApplication *self = user_data;
   const char *developers[] = { "The Hanashi developers", NULL };
 
-  adw_show_about_window (gtk_application_get_active_window (GTK_APPLICATION (self)),
-                         "application-name", _("Hanashi"),
-                         "application-icon", APP_ID,
-                         "developer-name", _("The Hanashi developers"),
-                         "version", VERSION,
-                         "developers", developers,
-                         "copyright", "© 2026 The Hanashi developers",
-                         "license-type", GTK_LICENSE_GPL_3_0,
-                         "comments", _("Chat with language models that run on your own computer"),
-                         /* Translators: replace with your names, one per line */
-                         "translator-credits", _("translator-credits"),
-                         NULL);
+  GtkWindow *parent = gtk_application_get_active_window (GTK_APPLICATION (self));
+
+  /* libadwaita 1.5 replaced the about window with an adaptive dialog; Debian 12's 1.2
+   * (the tested build) keeps the window.  Both take the same properties. */
+#define HANASHI_ABOUT_PROPERTIES \
+                         "application-name", _("Hanashi"), \
+                         "application-icon", APP_ID, \
+                         "developer-name", _("The Hanashi developers"), \
+                         "version", VERSION, \
+                         "developers", developers, \
+                         "copyright", "© 2026 The Hanashi developers", \
+                         "license-type", GTK_LICENSE_GPL_3_0, \
+                         "comments", _("Chat with language models that run on your own computer"), \
+                         "website", "https://github.com/hanashi/hanashi", \
+                         "issue-url", "https://github.com/hanashi/hanashi/issues", \
+                         /* Translators: replace with your names, one per line */ \
+                         "translator-credits", _("translator-credits")
+#if ADW_CHECK_VERSION (1, 5, 0)
+  adw_show_about_dialog (parent ? GTK_WIDGET (parent) : NULL, HANASHI_ABOUT_PROPERTIES, NULL);
+#else
+  adw_show_about_window (parent, HANASHI_ABOUT_PROPERTIES, NULL);
+#endif
+#undef HANASHI_ABOUT_PROPERTIES
 }
 
 static void

@@ -42,6 +42,7 @@ struct _HanashiModelsDialog
   GPtrArray           *catalog;          /* HanashiCatalogEntry*, the recommended models */
   GCancellable        *cancellable;
   GSettings           *settings;
+  char                *loaded_model;     /* the engine's model file, or NULL */
 };
 
 G_DEFINE_FINAL_TYPE (HanashiModelsDialog, hanashi_models_dialog, ADW_TYPE_WINDOW)
@@ -175,13 +176,47 @@ on_delete_done (GObject *source, GAsyncResult *result, gpointer user_data)
   delete_data_free (data);
 }
 
+/* Whether @path is the loaded model, under this name or another (a link, another spelling
+ * of the same folder): the same file on the same device. */
+static gboolean
+is_loaded_model (HanashiModelsDialog *self, const char *path)
+{
+  if (!self->loaded_model)
+    return FALSE;
+  g_autofree char *a = g_canonicalize_filename (path, NULL);
+  g_autofree char *b = g_canonicalize_filename (self->loaded_model, NULL);
+  if (g_str_equal (a, b))
+    return TRUE;
+  GStatBuf sa, sb;
+  return g_stat (a, &sa) == 0 && g_stat (b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static void
+refuse_loaded_delete (HanashiModelsDialog *self, const char *name)
+{
+  /* Translators: %s is a model's name */
+  g_autofree char *text = g_strdup_printf (_("“%s” is in use. Open another model before deleting it."), name);
+  show_toast (self, text);
+}
+
 static void
 on_delete_response (GtkWidget *dialog, const char *response, DeleteData *data)
 {
   g_autofree char *app_folder = hanashi_model_scan_app_folder ();
   g_autofree char *folder = g_path_get_dirname (data->path);
-  /* Only the app's own downloads are deleted, whatever the caller passed. */
-  if (g_strcmp0 (response, "delete") == 0 && g_strcmp0 (folder, app_folder) == 0)
+  g_autofree char *canonical_folder = g_canonicalize_filename (folder, NULL);
+  g_autofree char *canonical_app_folder = g_canonicalize_filename (app_folder, NULL);
+  if (g_strcmp0 (response, "delete") == 0 && is_loaded_model (data->self, data->path))
+    {
+      /* Loaded while the question was open. */
+      g_autofree char *name = g_path_get_basename (data->path);
+      refuse_loaded_delete (data->self, name);
+      delete_data_free (data);
+      return;
+    }
+  /* Only the app's own downloads are deleted, whatever the caller passed: the file must sit
+   * directly in the app's models folder ("models/../x" is not in it). */
+  if (g_strcmp0 (response, "delete") == 0 && g_strcmp0 (canonical_folder, canonical_app_folder) == 0)
     {
       g_autoptr (GFile) file = g_file_new_for_path (data->path);
       g_file_delete_async (file, G_PRIORITY_DEFAULT, NULL, on_delete_done, data);
@@ -197,6 +232,11 @@ on_delete_clicked (GtkButton *button, HanashiModelsDialog *self)
 {
   const char *path = g_object_get_data (G_OBJECT (button), "path");
   const char *name = g_object_get_data (G_OBJECT (button), "name");
+  if (is_loaded_model (self, path))
+    {
+      refuse_loaded_delete (self, name);
+      return;
+    }
   g_autofree char *body = g_strdup_printf (_("“%s” will be removed from this computer. You can download it again later."), name);
   GtkWidget *dialog = adw_message_dialog_new (GTK_WINDOW (self), _("Delete Model?"), body);
   adw_message_dialog_add_responses (ADW_MESSAGE_DIALOG (dialog), "cancel", _("_Cancel"), "delete", _("_Delete"), NULL);
@@ -247,6 +287,65 @@ describe_model (const HanashiLocalModel *model)
   return g_strjoinv (" · ", (char **) parts->pdata);
 }
 
+static char *
+weight_type_and_size (const HanashiLocalModel *model)
+{
+  g_autofree char *size = format_size (model->file_size);
+  if (!model->weight_type)
+    return g_steal_pointer (&size);
+  /* Translators: a model's weight type and file size, e.g. "Q4_K, 638 MB" */
+  return g_strdup_printf (_("%s, %s"), model->weight_type, size);
+}
+
+static guint
+count_in (GHashTable *counts, const char *key)
+{
+  return GPOINTER_TO_UINT (g_hash_table_lookup (counts, key));
+}
+
+static void
+count_one (GHashTable *counts, const char *key)
+{
+  g_hash_table_insert (counts, g_strdup (key), GUINT_TO_POINTER (count_in (counts, key) + 1));
+}
+
+/* The row titles: a model's name, and where two models share a name (two quantizations of
+ * one model), its weight type and size after it; where even those are the same, its file
+ * name.  Returns one string per model, in order. */
+static GPtrArray *
+model_titles (GPtrArray *models)
+{
+  g_autoptr (GHashTable) name_counts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GHashTable) label_counts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  GPtrArray *titles = g_ptr_array_new_with_free_func (g_free);
+  for (guint i = 0; i < models->len; i++)
+    count_one (name_counts, ((HanashiLocalModel *) models->pdata[i])->name);
+  for (guint i = 0; i < models->len; i++)
+    {
+      HanashiLocalModel *model = models->pdata[i];
+      if (count_in (name_counts, model->name) < 2)
+        {
+          g_ptr_array_add (titles, g_strdup (model->name));
+          continue;
+        }
+      g_autofree char *detail = weight_type_and_size (model);
+      /* Translators: a model's name, then what tells it from another model of that name */
+      g_ptr_array_add (titles, g_strdup_printf (_("%s (%s)"), model->name, detail));
+      count_one (label_counts, titles->pdata[i]);
+    }
+  for (guint i = 0; i < models->len; i++)
+    if (count_in (label_counts, titles->pdata[i]) > 1)
+      {
+        HanashiLocalModel *model = models->pdata[i];
+        g_autofree char *detail = weight_type_and_size (model);
+        g_autofree char *file = g_path_get_basename (model->path);
+        g_free (titles->pdata[i]);
+        /* Translators: a model's name, its weight type and size, and its file name */
+        titles->pdata[i] = g_strdup_printf (_("%s (%s, %s)"), model->name, detail, file);
+      }
+  return titles;
+}
+
 static void
 add_installed_row (HanashiModelsDialog *self, GtkWidget *row)
 {
@@ -270,11 +369,12 @@ show_models (HanashiModelsDialog *self)
       return;
     }
 
+  g_autoptr (GPtrArray) titles = model_titles (self->models);
   for (guint i = 0; i < self->models->len; i++)
     {
       HanashiLocalModel *model = g_ptr_array_index (self->models, i);
       GtkWidget *row = adw_action_row_new ();
-      g_autofree char *title = g_markup_escape_text (model->name, -1);
+      g_autofree char *title = g_markup_escape_text (titles->pdata[i], -1);
       g_autofree char *description = describe_model (model);
       g_autofree char *subtitle = g_markup_escape_text (description, -1);
       adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), title);
@@ -319,6 +419,15 @@ on_scan_done (GObject *source, GAsyncResult *result, gpointer user_data)
   self->models = models;
   show_models (self);
   g_signal_emit (self, signals[SIGNAL_MODELS_CHANGED], 0);
+}
+
+void
+hanashi_models_dialog_set_loaded_model (HanashiModelsDialog *self,
+                                        const char          *path)
+{
+  g_return_if_fail (HANASHI_IS_MODELS_DIALOG (self));
+  g_free (self->loaded_model);
+  self->loaded_model = g_strdup (path);
 }
 
 void
@@ -810,6 +919,7 @@ hanashi_models_dialog_dispose (GObject *object)
   g_clear_pointer (&self->installed_rows, g_ptr_array_unref);
   g_clear_pointer (&self->models, g_ptr_array_unref);
   g_clear_pointer (&self->catalog, g_ptr_array_unref);
+  g_clear_pointer (&self->loaded_model, g_free);
   g_clear_object (&self->settings);
   gtk_widget_dispose_template (GTK_WIDGET (self), HANASHI_TYPE_MODELS_DIALOG);
   G_OBJECT_CLASS (hanashi_models_dialog_parent_class)->dispose (object);

@@ -15,6 +15,11 @@ G_DECLARE_FINAL_TYPE (HanashiModelsDialog, hanashi_models_dialog, HANASHI, MODEL
 
 HanashiModelsDialog *hanashi_models_dialog_new (GtkWindow *parent);
 
+/* The file the engine has loaded (NULL for none): it cannot be deleted from the page until
+ * another model is loaded, since its weights are memory-mapped from it. */
+void             hanashi_models_dialog_set_loaded_model (HanashiModelsDialog *self,
+                                                         const char          *path);
+
 /* Rescans the model folders (in a worker thread). */
 void             hanashi_models_dialog_refresh  (HanashiModelsDialog *self);
 /* Starts a download into the app's models folder, as the Download buttons do: `repo_or_url`

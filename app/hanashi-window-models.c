@@ -260,12 +260,25 @@ on_model_activated (HanashiModelsDialog *dialog,
 }
 
 static void
+on_model_loaded_for_dialog (HanashiEngine       *engine,
+                            HanashiModelInfo    *info,
+                            HanashiModelsDialog *dialog)
+{
+  hanashi_models_dialog_set_loaded_model (dialog, info->path);
+}
+
+static void
 choose_model_action (GtkWidget  *widget,
                      const char *action_name,
                      GVariant   *parameter)
 {
   HanashiWindow *self = HANASHI_WINDOW (widget);
   HanashiModelsDialog *dialog = hanashi_models_dialog_new (GTK_WINDOW (self));
+  const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
+
+  /* The loaded model's file stays while it is loaded (its weights are mapped from it). */
+  hanashi_models_dialog_set_loaded_model (dialog, info ? info->path : NULL);
+  g_signal_connect_object (self->engine, "model-loaded", G_CALLBACK (on_model_loaded_for_dialog), dialog, 0);
 
   g_signal_connect_object (dialog, "model-activated", G_CALLBACK (on_model_activated), self, 0);
   gtk_window_present (GTK_WINDOW (dialog));

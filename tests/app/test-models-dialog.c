@@ -1092,6 +1092,133 @@ test_resume_keeps_checksum (void)
   g_clear_pointer (&served_model, g_bytes_unref);
 }
 
+static AdwMessageDialog *
+find_message_dialog (void)
+{
+  AdwMessageDialog *found = NULL;
+  g_autoptr (GListModel) toplevels = g_object_ref (gtk_window_get_toplevels ());
+  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
+    {
+      g_autoptr (GObject) window = g_list_model_get_item (toplevels, i);
+      if (ADW_IS_MESSAGE_DIALOG (window) && gtk_widget_get_visible (GTK_WIDGET (window)))
+        found = ADW_MESSAGE_DIALOG (window);
+    }
+  return found;
+}
+
+/* Two quantizations of one model have one general.name: their rows say which is which
+ * (weight type and size), and two copies of one file say their file names. */
+static void
+test_same_name_models (void)
+{
+  g_autofree char *source = g_build_filename (testdata_models (), "tiny-llama-spm-q8_0.gguf", NULL);
+  if (!g_file_test (source, G_FILE_TEST_EXISTS))
+    {
+      g_test_skip ("no test models");
+      return;
+    }
+  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_assert_cmpint (g_mkdir_with_parents (app_folder, 0755), ==, 0);
+  g_autofree char *q8 = link_model (app_folder, "tiny-llama-spm-q8_0.gguf");
+  g_autofree char *q4 = g_build_filename (app_folder, "tiny-llama-spm-q4_k.gguf", NULL);
+  HnError err = { 0 };
+  if (!hn_quantize_model (source, q4, hn_quantize_target_find ("Q4_K"), 2, NULL, NULL, &err))
+    g_error ("%s", err.message);
+  g_autoptr (HanashiLocalModel) q8_info = hanashi_model_scan_file (q8);
+  g_autoptr (HanashiLocalModel) q4_info = hanashi_model_scan_file (q4);
+  g_assert_cmpstr (q8_info->name, ==, q4_info->name);
+
+  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
+  int scans = 0;
+  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
+  gtk_window_present (GTK_WINDOW (dialog));
+  wait_for_scan (dialog, &scans);
+
+  g_autofree char *q8_size = g_format_size (q8_info->file_size);
+  g_autofree char *q4_size = g_format_size (q4_info->file_size);
+  g_autofree char *q8_title = g_strdup_printf ("%s (Q8_0, %s)", q8_info->name, q8_size);
+  g_autofree char *q4_title = g_strdup_printf ("%s (Q4_K, %s)", q4_info->name, q4_size);
+  g_assert_cmpstr (adw_preferences_row_get_title (ADW_PREFERENCES_ROW (find_row_for_path (dialog, q8))), ==, q8_title);
+  g_assert_cmpstr (adw_preferences_row_get_title (ADW_PREFERENCES_ROW (find_row_for_path (dialog, q4))), ==, q4_title);
+
+  /* A second copy of the Q8_0 file: weight type and size no longer tell them apart. */
+  g_autofree char *copy = g_build_filename (app_folder, "copy-of-tiny.gguf", NULL);
+  g_assert_cmpint (symlink (source, copy), ==, 0);
+  hanashi_models_dialog_refresh (dialog);
+  wait_for_scan (dialog, &scans);
+  g_autofree char *copy_title = g_strdup_printf ("%s (Q8_0, %s, copy-of-tiny.gguf)", q8_info->name, q8_size);
+  g_autofree char *q8_file_title = g_strdup_printf ("%s (Q8_0, %s, tiny-llama-spm-q8_0.gguf)", q8_info->name, q8_size);
+  g_assert_cmpstr (adw_preferences_row_get_title (ADW_PREFERENCES_ROW (find_row_for_path (dialog, copy))), ==, copy_title);
+  g_assert_cmpstr (adw_preferences_row_get_title (ADW_PREFERENCES_ROW (find_row_for_path (dialog, q8))), ==, q8_file_title);
+  g_assert_cmpstr (adw_preferences_row_get_title (ADW_PREFERENCES_ROW (find_row_for_path (dialog, q4))), ==, q4_title);
+
+  gtk_window_destroy (GTK_WINDOW (dialog));
+  g_unlink (copy);
+  g_unlink (q4);
+  g_unlink (q8);
+}
+
+/* The loaded model is refused (its weights are mapped from the file); once another model
+ * is loaded, the same button asks and deletes. */
+static void
+test_delete_loaded_model (void)
+{
+  g_autofree char *source = g_build_filename (testdata_models (), "tiny-llama-spm-q8_0.gguf", NULL);
+  if (!g_file_test (source, G_FILE_TEST_EXISTS))
+    {
+      g_test_skip ("no test models");
+      return;
+    }
+  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *model = link_model (app_folder, "tiny-llama-spm-q8_0.gguf");
+  /* Loaded under another name for the same file: a link outside the app's folder. */
+  g_autofree char *elsewhere = g_build_filename (g_get_user_data_dir (), "loaded-through-link", NULL);
+  g_autofree char *loaded_link = link_model (elsewhere, "tiny-llama-spm-q8_0.gguf");
+
+  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
+  int scans = 0;
+  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
+  hanashi_models_dialog_set_loaded_model (dialog, loaded_link);
+  gtk_window_present (GTK_WINDOW (dialog));
+  wait_for_scan (dialog, &scans);
+
+  GtkWidget *row = GTK_WIDGET (find_row_for_path (dialog, model));
+  g_assert_nonnull (row);
+  GtkWidget *delete_button = find_button_with_tooltip (row, "Delete Model");
+  g_assert_nonnull (delete_button);
+  g_signal_emit_by_name (delete_button, "clicked");
+  for (int i = 0; i < 20; i++)
+    g_main_context_iteration (NULL, FALSE);
+  g_assert_null (find_message_dialog ());
+  g_assert_true (g_file_test (model, G_FILE_TEST_EXISTS));
+
+  /* Asked while another model is loaded, confirmed after this one was loaded: refused. */
+  hanashi_models_dialog_set_loaded_model (dialog, NULL);
+  g_signal_emit_by_name (delete_button, "clicked");
+  AdwMessageDialog *confirm = find_message_dialog ();
+  g_assert_nonnull (confirm);
+  hanashi_models_dialog_set_loaded_model (dialog, model);
+  adw_message_dialog_response (confirm, "delete");
+  for (int i = 0; i < 20; i++)
+    g_main_context_iteration (NULL, FALSE);
+  g_assert_true (g_file_test (model, G_FILE_TEST_EXISTS));
+
+  /* Another model loaded: asked and deleted, the row gone. */
+  hanashi_models_dialog_set_loaded_model (dialog, "/nonexistent/other.gguf");
+  g_signal_emit_by_name (delete_button, "clicked");
+  confirm = find_message_dialog ();
+  g_assert_nonnull (confirm);
+  adw_message_dialog_response (confirm, "delete");
+  wait_for_scan (dialog, &scans);
+  g_assert_false (g_file_test (model, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (source, G_FILE_TEST_EXISTS));
+  g_assert_null (find_row_for_path (dialog, model));
+
+  gtk_window_destroy (GTK_WINDOW (dialog));
+  g_unlink (loaded_link);
+  g_rmdir (elsewhere);
+}
+
 static gboolean
 heartbeat (gpointer data)
 {
@@ -1111,6 +1238,8 @@ main (int argc, char **argv)
   adw_init ();
 
   g_test_add_func ("/models-dialog/local-models", test_lists_local_models);
+  g_test_add_func ("/models-dialog/same-name-models", test_same_name_models);
+  g_test_add_func ("/models-dialog/delete-loaded-model", test_delete_loaded_model);
   g_test_add_func ("/models-dialog/download", test_download_appears_in_list);
   g_test_add_func ("/models-dialog/resume-after-restart", test_resume_after_restart);
   g_test_add_func ("/models-dialog/pause-resume-cancel", test_pause_resume_cancel);

@@ -21,7 +21,7 @@ check(manifest.get("command") == "hanashi", "command is not hanashi (the binary 
 check(manifest.get("runtime") == "org.gnome.Platform", "runtime is not org.gnome.Platform")
 check(manifest.get("sdk") == "org.gnome.Sdk", "sdk is not org.gnome.Sdk")
 try:
-    check(int(str(manifest.get("runtime-version"))) >= 49, "runtime-version is older than 49")
+    check(int(str(manifest.get("runtime-version"))) >= 50, "runtime-version is older than 50 (the current GNOME runtime)")
 except ValueError:
     errors.append("runtime-version is not a number")
 
