@@ -514,10 +514,13 @@ update_download_row (DownloadRow *dr)
       can_cancel = FALSE;
       break;
     }
-  /* Progress means nothing once a download has failed for good: the sentence stands alone. */
-  gboolean failed_for_good = hanashi_download_get_state (download) == HANASHI_DOWNLOAD_STATE_FAILED && !can_resume;
-  if (failed_for_good)
+  /* A failure's sentence stands alone ("…try again. — 0 bytes" read as one broken
+   * sentence); the bar still shows how much a resumable download has kept.  Before the
+   * first byte, "0 bytes" says nothing either. */
+  if (hanashi_download_get_state (download) == HANASHI_DOWNLOAD_STATE_FAILED || received == 0)
     g_clear_pointer (&progress, g_free);
+  if (!state_text && !progress)
+    state_text = _("Connecting…");
   g_autofree char *text = state_text ? (progress && *progress ? g_strdup_printf ("%s — %s", state_text, progress)
                                                                : g_strdup (state_text))
                                      : g_strdup (progress);

@@ -893,6 +893,29 @@ wait_for_error_row (HanashiModelsDialog *dialog, const char *dest)
     }
 }
 
+/* A download that fails before its first byte (nothing listens on the port) says why in
+ * one sentence: no " — 0 bytes" after it. */
+static void
+test_failed_row_is_one_sentence (void)
+{
+  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
+  gtk_window_present (GTK_WINDOW (dialog));
+  /* Port 1 on the loopback: refused at once, nothing received. */
+  g_autoptr (GError) error = NULL;
+  HanashiDownload *download = hanashi_models_dialog_download (dialog, "http://127.0.0.1:1/unreachable.gguf", NULL, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (download);
+  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *dest = g_build_filename (app_folder, "unreachable.gguf", NULL);
+  GtkLabel *status = wait_for_error_row (dialog, dest);
+  const GError *failure = hanashi_download_get_error (download);
+  g_assert_nonnull (failure);
+  g_assert_cmpstr (gtk_label_get_text (status), ==, failure->message);
+  g_assert_null (strstr (gtk_label_get_text (status), " — "));
+  hanashi_download_cancel (download);
+  gtk_window_destroy (GTK_WINDOW (dialog));
+}
+
 /* A recommended model's Download button fetches the catalog's file at its pinned revision
  * and holds it to the catalog's size: served by a stand-in hub whose file is not the
  * expected one, the download stops with an error row and keeps nothing. */
@@ -1247,6 +1270,7 @@ main (int argc, char **argv)
   g_test_add_func ("/models-dialog/catalog-memory-fit", test_catalog_memory_fit);
   g_test_add_func ("/models-dialog/catalog-download-is-pinned", test_catalog_download_is_pinned);
   g_test_add_func ("/models-dialog/checksum-mismatch-row", test_checksum_mismatch_row);
+  g_test_add_func ("/models-dialog/failed-row-is-one-sentence", test_failed_row_is_one_sentence);
   g_test_add_func ("/models-dialog/resume-keeps-checksum", test_resume_keeps_checksum);
   return g_test_run ();
 }
