@@ -274,6 +274,15 @@ find_message (HanashiWindow *self,
 }
 
 static void
+show_copied_toast (HanashiWindow *self)
+{
+  AdwToast *toast = adw_toast_new (_("Copied to clipboard"));
+  /* Feedback, not news: gone after two seconds. */
+  adw_toast_set_timeout (toast, 2);
+  adw_toast_overlay_add_toast (_hanashi_window_get_toast_overlay (self), toast);
+}
+
+static void
 copy_message_action (GSimpleAction *action,
                      GVariant      *parameter,
                      gpointer       user_data)
@@ -281,8 +290,19 @@ copy_message_action (GSimpleAction *action,
   HanashiWindow *self = user_data;
   HanashiMessage *message = find_message (self, g_variant_get_int64 (parameter));
 
-  if (message != NULL)
-    gdk_clipboard_set_text (gtk_widget_get_clipboard (GTK_WIDGET (self)), hanashi_message_get_text (message));
+  if (message == NULL)
+    return;
+  gdk_clipboard_set_text (gtk_widget_get_clipboard (GTK_WIDGET (self)), hanashi_message_get_text (message));
+  show_copied_toast (self);
+}
+
+/* A code block's own copy button puts its text on the clipboard and says so here. */
+static void
+copied_action (GSimpleAction *action,
+               GVariant      *parameter,
+               gpointer       user_data)
+{
+  show_copied_toast (user_data);
 }
 
 static void
@@ -350,6 +370,7 @@ undo_delete_action (GSimpleAction *action,
 
 static const GActionEntry chat_actions[] = {
   { "copy", copy_message_action, "x" },
+  { "copied", copied_action },
   { "edit", edit_message_action, "x" },
   { "regenerate", regenerate_message_action, "x" },
   { "delete", delete_message_action, "x" },
@@ -387,7 +408,7 @@ on_message_deleted (HanashiChat   *chat,
   adw_toast_set_priority (toast, ADW_TOAST_PRIORITY_HIGH);
   g_signal_connect_object (toast, "dismissed", G_CALLBACK (on_message_undo_dismissed), self, 0);
   g_set_weak_pointer (&self->undo_toast, toast);
-  adw_toast_overlay_add_toast (self->toast_overlay, toast);
+  adw_toast_overlay_add_toast (_hanashi_window_get_toast_overlay (self), toast);
 }
 
 static void

@@ -25,6 +25,7 @@ struct _HanashiWindow
 
   /* Template widgets */
   AdwToastOverlay    *toast_overlay;
+  AdwToastOverlay    *chat_toast_overlay;  /* over the messages only, above the composer */
   AdwLeaflet         *leaflet;
   HanashiSidebar     *sidebar;
   GtkWidget          *chat_pane;
@@ -64,6 +65,7 @@ struct _HanashiWindow
 void  _hanashi_window_toast_error            (HanashiWindow *self,
                                               const char    *what,
                                               const GError  *error);
+AdwToastOverlay *_hanashi_window_get_toast_overlay (HanashiWindow *self);
 void  _hanashi_window_update_main_page       (HanashiWindow *self);
 void  _hanashi_window_update_thinking_switch (HanashiWindow *self);
 void  _hanashi_window_update_status          (HanashiWindow *self);

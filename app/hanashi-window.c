@@ -69,12 +69,23 @@ hanashi_window_get_conversation_id (HanashiWindow *self)
   return hanashi_chat_get_conversation_id (self->chat);
 }
 
+/* While the chat is on screen, toasts appear over its messages, so that they never hide
+ * the composer and the text a toast is about; elsewhere (the empty page, the folded
+ * sidebar) over the whole window. */
+AdwToastOverlay *
+_hanashi_window_get_toast_overlay (HanashiWindow *self)
+{
+  if (gtk_widget_get_mapped (GTK_WIDGET (self->chat_toast_overlay)))
+    return self->chat_toast_overlay;
+  return self->toast_overlay;
+}
+
 void
 hanashi_window_add_toast (HanashiWindow *self,
                           const char    *message)
 {
   g_return_if_fail (HANASHI_IS_WINDOW (self));
-  adw_toast_overlay_add_toast (self->toast_overlay, adw_toast_new (message));
+  adw_toast_overlay_add_toast (_hanashi_window_get_toast_overlay (self), adw_toast_new (message));
 }
 
 void
@@ -402,6 +413,7 @@ hanashi_window_class_init (HanashiWindowClass *klass)
 
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hanashi/Hanashi/ui/hanashi-window.ui");
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, toast_overlay);
+  gtk_widget_class_bind_template_child (widget_class, HanashiWindow, chat_toast_overlay);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, leaflet);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, sidebar);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, chat_pane);

@@ -64,6 +64,20 @@ has_label_containing (GtkWidget *root, const char *needle)
   return FALSE;
 }
 
+static GtkWidget *
+find_label_containing (GtkWidget *root, const char *needle)
+{
+  if (GTK_IS_LABEL (root) && strstr (gtk_label_get_label (GTK_LABEL (root)), needle) != NULL)
+    return root;
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    {
+      GtkWidget *found = find_label_containing (child, needle);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
 /* Runs the main loop until a label under @window (a toast, say) contains @needle. */
 static void
 wait_for_text (HanashiWindow *window, const char *needle)
@@ -665,6 +679,16 @@ test_copy (void)
   wait_until (pointer_set, &text);
   g_assert_cmpstr (text, ==, "Copy **this**");
   g_clear_pointer (&text, g_free);
+  /* It says so, in a toast above the composer: the text being written stays visible. */
+  hanashi_composer_set_text (get_composer (window), "A draft the toast must not hide");
+  wait_for_text (window, "Copied to clipboard");
+  settle ();
+  GtkWidget *copied = find_label_containing (GTK_WIDGET (window), "Copied to clipboard");
+  g_assert_nonnull (copied);
+  graphene_rect_t toast_bounds, composer_bounds;
+  g_assert_true (gtk_widget_compute_bounds (copied, GTK_WIDGET (window), &toast_bounds));
+  g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (get_composer (window)), GTK_WIDGET (window), &composer_bounds));
+  g_assert_cmpfloat (toast_bounds.origin.y + toast_bounds.size.height, <=, composer_bounds.origin.y);
   click_message_button (window, "chat.copy", message_at (window, 1));
   gdk_clipboard_read_text_async (clipboard, NULL, text_read, &text);
   wait_until (pointer_set, &text);
