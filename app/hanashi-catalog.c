@@ -14,6 +14,25 @@
 #include "hanashi-download.h"
 #include "hn-memory.h"
 
+/* The descriptions in data/models.json, repeated for translation: xgettext cannot read
+ * JSON, so they are marked here, and the Models page shows each through gettext.  The
+ * data suite's models-json test fails when a description in the file is missing here. */
+static const char *const catalog_descriptions[] G_GNUC_UNUSED = {
+  N_("A tiny English chat model: the quickest download to try Hanashi."),
+  N_("The smallest Qwen2.5 chat model: quick on any laptop, good at short answers and simple structured output."),
+  N_("The smallest Qwen3, from Qwen's own repository: thinks before it answers, or answers directly with /no_think."),
+  N_("Google's smallest Gemma 3: fluent in many languages for its size."),
+  N_("Meta's small Llama 3.2 chat model, tuned for dialogue and summaries."),
+  N_("The largest SmolLM2: better reasoning and writing, still light enough for a laptop."),
+  N_("A capable multilingual assistant that still runs comfortably on a CPU."),
+  N_("A small Qwen3 with thinking and non-thinking modes; a good everyday model for a laptop."),
+  N_("The larger Llama 3.2: noticeably better answers, at about twice the memory of the 1B."),
+  N_("A strong multilingual Gemma 3 for chat and writing (text only in Hanashi)."),
+  N_("Microsoft's compact model, good at reasoning, maths and code."),
+  N_("Qwen3 at 4B parameters: clearly stronger reasoning, for computers with 8 GB of memory or more."),
+  N_("A mixture of experts: the knowledge of a 30B model at the speed of a 3B one, for computers with 32 GB of memory."),
+};
+
 void
 hanashi_catalog_entry_free (HanashiCatalogEntry *entry)
 {

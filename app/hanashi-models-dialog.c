@@ -881,7 +881,10 @@ load_curated (HanashiModelsDialog *self)
       g_autofree char *size = format_size (entry->size_bytes);
       /* Translators: "1.7B parameters · 1.3 GB · Apache-2.0" */
       g_autofree char *details = g_strdup_printf (_("%s parameters · %s · %s"), entry->parameters, size, entry->license);
-      g_autofree char *subtitle_raw = g_strdup_printf ("%s\n%s\n%s", entry->description, details, fit_text);
+      /* The descriptions are translated (marked in hanashi-catalog.c); gettext ("") would
+       * return the catalogue's header. */
+      const char *description = *entry->description ? _(entry->description) : "";
+      g_autofree char *subtitle_raw = g_strdup_printf ("%s\n%s\n%s", description, details, fit_text);
       g_autofree char *title = g_markup_escape_text (entry->name, -1);
       g_autofree char *subtitle = g_markup_escape_text (subtitle_raw, -1);
 

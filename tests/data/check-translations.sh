@@ -33,4 +33,13 @@ while read -r lang; do
     status=1
   fi
 done < "$srcdir/po/LINGUAS"
+
+# Japanese labels have no "(_A)"-style mnemonics: Latin letters in parentheses after
+# Japanese words read as clutter, and the input method makes them awkward to type.
+mnemonics=$(msggrep --no-wrap --msgstr -E -e '\(_[[:alnum:]]\)' "$work/ja.po" | grep '^msgstr "..*"' || true)
+if [ -n "$mnemonics" ]; then
+  echo "ja: mnemonics in parentheses:"
+  printf '%s\n' "$mnemonics" | sed 's/^/  ja: /'
+  status=1
+fi
 exit $status
