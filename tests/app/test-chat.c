@@ -661,6 +661,45 @@ pointer_set (gpointer data)
   return *(char **) data != NULL;
 }
 
+/* Whether the part of @row under @child is drawn in one colour (the child invisible):
+ * the row is rendered as the screen shows it, CSS opacity included. */
+static gboolean
+child_is_blank (GtkWidget *row, GtkWidget *child)
+{
+  /* Past the CSS transition (150 ms). */
+  for (int i = 0; i < 20; i++)
+    {
+      while (g_main_context_iteration (NULL, FALSE))
+        ;
+      g_usleep (20000);
+    }
+  int width = gtk_widget_get_width (row), height = gtk_widget_get_height (row);
+  g_assert_cmpint (width, >, 0);
+  g_autoptr (GdkPaintable) paintable = gtk_widget_paintable_new (row);
+  GtkSnapshot *snapshot = gtk_snapshot_new ();
+  gdk_paintable_snapshot (paintable, snapshot, width, height);
+  g_autoptr (GskRenderNode) node = gtk_snapshot_free_to_node (snapshot);
+  g_assert_nonnull (node);
+  GskRenderer *renderer = gtk_native_get_renderer (gtk_widget_get_native (row));
+  g_autoptr (GdkTexture) texture = gsk_renderer_render_texture (renderer, node, &GRAPHENE_RECT_INIT (0, 0, width, height));
+  int tw = gdk_texture_get_width (texture), th = gdk_texture_get_height (texture);
+  g_autofree guint32 *pixels = g_new (guint32, (gsize) tw * th);
+  gdk_texture_download (texture, (guchar *) pixels, tw * sizeof (guint32));
+  graphene_rect_t bounds;
+  g_assert_true (gtk_widget_compute_bounds (child, row, &bounds));
+  int x0 = MAX (0, (int) bounds.origin.x), y0 = MAX (0, (int) bounds.origin.y);
+  int x1 = MIN (tw, (int) (bounds.origin.x + bounds.size.width));
+  int y1 = MIN (th, (int) (bounds.origin.y + bounds.size.height));
+  g_assert_cmpint (x1, >, x0);
+  g_assert_cmpint (y1, >, y0);
+  guint32 first = pixels[y0 * tw + x0];
+  for (int y = y0; y < y1; y++)
+    for (int x = x0; x < x1; x++)
+      if (pixels[y * tw + x] != first)
+        return FALSE;
+  return TRUE;
+}
+
 /* Copy puts the message's raw text (the Markdown source for replies) on the clipboard. */
 static void
 test_copy (void)
@@ -679,6 +718,8 @@ test_copy (void)
   wait_until (pointer_set, &text);
   g_assert_cmpstr (text, ==, "Copy **this**");
   g_clear_pointer (&text, g_free);
+  /* The chat's title is plain text, the Markdown source only on the clipboard. */
+  g_assert_cmpstr (gtk_window_get_title (GTK_WINDOW (window)), ==, "Copy this");
   /* It says so, in a toast above the composer: the text being written stays visible. */
   hanashi_composer_set_text (get_composer (window), "A draft the toast must not hide");
   wait_for_text (window, "Copied to clipboard");
@@ -689,6 +730,21 @@ test_copy (void)
   g_assert_true (gtk_widget_compute_bounds (copied, GTK_WIDGET (window), &toast_bounds));
   g_assert_true (gtk_widget_compute_bounds (GTK_WIDGET (get_composer (window)), GTK_WIDGET (window), &composer_bounds));
   g_assert_cmpfloat (toast_bounds.origin.y + toast_bounds.size.height, <=, composer_bounds.origin.y);
+
+  /* A message's actions are hidden until the pointer is on it or the keyboard focus is in
+   * it (the pointer of the virtual display may rest on a row; then only focus is checked). */
+  GtkWidget *reply_row = GTK_WIDGET (row_for (GTK_WIDGET (window), message_at (window, 1)));
+  g_assert_nonnull (reply_row);
+  GtkWidget *copy_button = find_action_button (reply_row, "chat.copy");
+  g_assert_nonnull (copy_button);
+  gtk_widget_grab_focus (GTK_WIDGET (hanashi_composer_get_text_view (get_composer (window))));
+  if (!(gtk_widget_get_state_flags (reply_row) & GTK_STATE_FLAG_PRELIGHT))
+    g_assert_true (child_is_blank (reply_row, copy_button));
+  else
+    g_test_message ("the pointer is on the reply; its hidden state is not checked");
+  g_assert_true (gtk_widget_grab_focus (copy_button));
+  g_assert_true (gtk_widget_get_state_flags (reply_row) & GTK_STATE_FLAG_FOCUS_WITHIN);
+  g_assert_false (child_is_blank (reply_row, copy_button));
   click_message_button (window, "chat.copy", message_at (window, 1));
   gdk_clipboard_read_text_async (clipboard, NULL, text_read, &text);
   wait_until (pointer_set, &text);
