@@ -13,6 +13,10 @@ cp "$mime_file" "$tmp/data/mime/packages/"
 update-mime-database "$tmp/data/mime"
 [ -s "$tmp/data/mime/mime.cache" ] || { echo "update-mime-database wrote no cache"; exit 1; }
 grep -qx 'application/x-gguf' "$tmp/data/mime/types" || { echo "application/x-gguf is not registered"; exit 1; }
+# The comment is translated (msgfmt with shared-mime-info's ITS rules).
+for lang in ja zh_CN; do
+  grep -q "<comment xml:lang=\"$lang\">" "$mime_file" || { echo "the MIME comment has no $lang translation"; exit 1; }
+done
 
 # A GGUF header: magic, version 3, no tensors, no metadata.
 printf 'GGUF\003\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000\000' > "$tmp/files/model.gguf"
