@@ -425,6 +425,26 @@ hanashi_conversation_import_json (HanashiStore *store, const char *data, gsize l
 
 /* ---- titles ---- */
 
+char *
+hanashi_conversation_export_file_name (const char *title, const char *extension)
+{
+  g_autofree char *plain = hanashi_conversation_title_strip_markdown (title);
+  GString *name = g_string_new (NULL);
+  for (const char *p = plain; *p; p = g_utf8_next_char (p)) {
+    gunichar c = g_utf8_get_char (p);
+    if (c == '/' || c == '\\' || g_unichar_iscntrl (c))
+      g_string_append_c (name, '-');
+    else if (c == '.' && name->len == 0)
+      continue;
+    else
+      g_string_append_unichar (name, c);
+  }
+  if (name->len == 0)
+    g_string_append (name, _("New Chat"));
+  g_string_append (name, extension);
+  return g_string_free (name, FALSE);
+}
+
 static gboolean
 is_markdown_delimiter (gunichar c)
 {

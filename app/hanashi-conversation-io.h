@@ -63,4 +63,10 @@ char *hanashi_conversation_title_from_text (const char *text, guint max_chars);
  * Returns "" for NULL or invalid UTF-8. */
 char *hanashi_conversation_title_strip_markdown (const char *text);
 
+/* The file name offered when a chat is exported: its title as plain text (as above),
+ * with characters that cannot or should not be in a file name ("/", "\\", control
+ * characters) replaced by "-", a leading "." dropped (no hidden file), "New Chat" for a
+ * blank title, then @extension (".md", ".json"). */
+char *hanashi_conversation_export_file_name (const char *title, const char *extension);
+
 G_END_DECLS

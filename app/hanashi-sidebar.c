@@ -480,10 +480,8 @@ export_action (GtkWidget *widget, const char *action_name, GVariant *parameter)
     format == HANASHI_EXPORT_JSON ? _("Export Chat as JSON") : _("Export Chat as Markdown"),
     GTK_IS_WINDOW (root) ? GTK_WINDOW (root) : NULL, GTK_FILE_CHOOSER_ACTION_SAVE, _("_Export"), _("_Cancel"));
   gtk_native_dialog_set_modal (GTK_NATIVE_DIALOG (chooser), TRUE);
-  const char *title = hanashi_conversation_item_get_title (item);
-  /* A title may hold slashes; they cannot be in a file name. */
-  g_autofree char *base = g_strdelimit (g_strdup (*title ? title : _("New Chat")), "/\\", '-');
-  g_autofree char *name = g_strconcat (base, format == HANASHI_EXPORT_JSON ? ".json" : ".md", NULL);
+  g_autofree char *name = hanashi_conversation_export_file_name (hanashi_conversation_item_get_title (item),
+                                                                  format == HANASHI_EXPORT_JSON ? ".json" : ".md");
   gtk_file_chooser_set_current_name (GTK_FILE_CHOOSER (chooser), name);
   g_object_set_data_full (G_OBJECT (chooser), "conversation-id", g_memdup2 (&id, sizeof id), g_free);
   g_object_set_data (G_OBJECT (chooser), "format", GINT_TO_POINTER (format));

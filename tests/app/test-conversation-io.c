@@ -419,6 +419,27 @@ test_title_strip_markdown (void)
   g_assert_cmpstr (bad_utf8, ==, "");
 }
 
+static void
+test_export_file_name (void)
+{
+  const struct { const char *title; const char *extension; const char *name; } cases[] = {
+    { "Ramen tips", ".md", "Ramen tips.md" },
+    { "**Bold** plans for `main.c`", ".json", "Bold plans for main.c.json" },
+    { "Windows \\ and unix / paths", ".md", "Windows - and unix - paths.md" },
+    { "# .hidden notes", ".md", "hidden notes.md" },
+    { "...dots", ".md", "dots.md" },
+    { "", ".md", "New Chat.md" },
+    { "**", ".json", "**.json" },
+    { "東京の**ラーメン**", ".md", "東京のラーメン.md" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_autofree char *name = hanashi_conversation_export_file_name (cases[i].title, cases[i].extension);
+    g_assert_cmpstr (name, ==, cases[i].name);
+  }
+  g_autofree char *none = hanashi_conversation_export_file_name (NULL, ".md");
+  g_assert_cmpstr (none, ==, "New Chat.md");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -431,5 +452,6 @@ main (int argc, char **argv)
   g_test_add_func ("/conversation-io/store-summaries", test_store_summaries);
   g_test_add_func ("/conversation-io/title-from-text", test_title_from_text);
   g_test_add_func ("/conversation-io/title-strip-markdown", test_title_strip_markdown);
+  g_test_add_func ("/conversation-io/export-file-name", test_export_file_name);
   return g_test_run ();
 }
