@@ -95,6 +95,7 @@ struct _HanashiServer {
   guint n_slots;
   GQueue waiting;            /* Job* that wait for a slot */
   guint64 next_id;
+  guint64 n_finished, n_cancelled; /* generations that ended, and of those the cancelled */
   gboolean stopping;
 };
 
@@ -579,6 +580,10 @@ usage_json(const HnChatStats *stats)
   hn_json_object_set(usage, "prompt_tokens", hn_json_new_int((int64_t) stats->n_prompt));
   hn_json_object_set(usage, "completion_tokens", hn_json_new_int((int64_t) stats->n_generated));
   hn_json_object_set(usage, "total_tokens", hn_json_new_int((int64_t) (stats->n_prompt + stats->n_generated)));
+  /* OpenAI's name for the prompt tokens whose KV cells were reused */
+  HnJson *details = hn_json_new_object();
+  hn_json_object_set(details, "cached_tokens", hn_json_new_int((int64_t) stats->n_reused));
+  hn_json_object_set(usage, "prompt_tokens_details", details);
   return usage;
 }
 
@@ -770,6 +775,9 @@ job_flush(gpointer data)
   if (done && job->slot) {
     Slot *slot = job->slot;
     job->slot = NULL;
+    self->n_finished++;
+    if (job->stats.stop_reason == HN_GEN_STOP_CANCELLED)
+      self->n_cancelled++;
     slot->job = NULL;
     g_free(slot->prefix_key);
     slot->prefix_key = g_strdup(job->prefix_key);
@@ -1036,6 +1044,8 @@ handle_health(HanashiServer *self, SoupServerMessage *msg)
   hn_json_object_set(root, "slots_idle", hn_json_new_int(idle));
   hn_json_object_set(root, "slots_total", hn_json_new_int(self->n_slots));
   hn_json_object_set(root, "requests_waiting", hn_json_new_int(g_queue_get_length(&self->waiting)));
+  hn_json_object_set(root, "generations_finished", hn_json_new_int((int64_t) self->n_finished));
+  hn_json_object_set(root, "generations_cancelled", hn_json_new_int((int64_t) self->n_cancelled));
   set_json_response(msg, SOUP_STATUS_OK, root);
 }
 
