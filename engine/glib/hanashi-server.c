@@ -18,6 +18,7 @@
 #include <libsoup/soup.h>
 #include <math.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "hn-chat.h"
 #include "hn-json.h"
@@ -89,8 +90,7 @@ struct _HanashiServer {
   HnChatModel *chat_model;
   GMainContext *context;
   SoupServer *soup;
-  GSocketService *service;
-  GHashTable *connections;   /* GSocketConnection* open (weak references) */
+  GHashTable *connections;   /* GSocket* of the open connections (a reference each) */
   Slot *slots;
   guint n_slots;
   GQueue waiting;            /* Job* that wait for a slot */
@@ -1094,6 +1094,15 @@ static void
 on_got_headers(SoupServerMessage *msg, gpointer data)
 {
   HanashiServer *self = data;
+  if (g_object_get_data(G_OBJECT(msg), "hanashi-over-limit")) {
+    SoupMessageHeaders *response = soup_server_message_get_response_headers(msg);
+    soup_message_headers_replace(response, "Connection", "close");
+    soup_message_headers_replace(response, "Retry-After", "1");
+    send_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, NULL, "server_busy",
+               "%u connections are open, the most this server takes: try again shortly",
+               self->options.max_connections);
+    return;
+  }
   SoupMessageHeaders *headers = soup_server_message_get_request_headers(msg);
   goffset length = soup_message_headers_get_content_length(headers);
   if (soup_message_headers_get_encoding(headers) == SOUP_ENCODING_CONTENT_LENGTH &&
@@ -1114,51 +1123,53 @@ on_got_chunk(SoupServerMessage *msg, GBytes *chunk, gpointer data)
     soup_message_body_set_accumulate(body, FALSE);
 }
 
+static void forget_closed_connections(HanashiServer *self);
+
 static void
 on_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data)
 {
+  HanashiServer *self = data;
+  GSocket *socket = soup_server_message_get_socket(msg);
+  if (socket && !g_hash_table_contains(self->connections, socket)) {
+    forget_closed_connections(self);
+    if (g_hash_table_size(self->connections) >= self->options.max_connections)
+      g_object_set_data(G_OBJECT(msg), "hanashi-over-limit", GINT_TO_POINTER(1));
+    else
+      g_hash_table_add(self->connections, g_object_ref(socket));
+  }
   g_signal_connect(msg, "got-headers", G_CALLBACK(on_got_headers), data);
   g_signal_connect(msg, "got-chunk", G_CALLBACK(on_got_chunk), data);
 }
 
 /* ---- connections ------------------------------------------------------------------------ */
 
-static void
-connection_gone(gpointer data, GObject *where_the_object_was)
+/* Connections are counted by their socket from the first request on it (request-started);
+ * the table holds a reference to each and forgets the ones libsoup has closed whenever a
+ * new connection is counted.  A request on a connection over the limit is answered 503
+ * and the connection closed (see on_got_headers). */
+/* Closed by libsoup, or by the peer: an idle connection whose client hung up reads as
+ * the end of the stream, which a peek sees without taking anything from libsoup. */
+static gboolean
+connection_closed(GSocket *socket)
 {
-  HanashiServer *self = data;
-  g_hash_table_remove(self->connections, where_the_object_was);
+  if (g_socket_is_closed(socket) || (g_socket_condition_check(socket, G_IO_HUP | G_IO_ERR) != 0))
+    return TRUE;
+  if (!(g_socket_condition_check(socket, G_IO_IN) & G_IO_IN))
+    return FALSE;
+  char byte;
+  ssize_t n = recv(g_socket_get_fd(socket), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0;
 }
 
-static gboolean
-on_incoming(GSocketService *service, GSocketConnection *connection, GObject *source, gpointer data)
+static void
+forget_closed_connections(HanashiServer *self)
 {
-  HanashiServer *self = data;
-  if (g_hash_table_size(self->connections) >= self->options.max_connections) {
-    /* answered in one small write and closed: nothing is read */
-    HnJson *json = error_json("too many connections are open: try again shortly", "server_error", NULL, "server_busy");
-    size_t len = 0;
-    char *body = hn_json_write(json, &HN_JSON_WRITE_COMPACT, &len);
-    hn_json_free(json);
-    g_autofree char *reply = g_strdup_printf("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                                             "Content-Length: %zu\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s",
-                                             len, body ? body : "");
-    free(body);
-    GOutputStream *out = g_io_stream_get_output_stream(G_IO_STREAM(connection));
-    g_output_stream_write_all(out, reply, strlen(reply), NULL, NULL, NULL);
-    g_io_stream_close(G_IO_STREAM(connection), NULL, NULL);
-    return TRUE;
-  }
-  g_autoptr(GError) error = NULL;
-  GSocketAddress *local = g_socket_connection_get_local_address(connection, NULL);
-  GSocketAddress *remote = g_socket_connection_get_remote_address(connection, NULL);
-  g_hash_table_add(self->connections, connection);
-  g_object_weak_ref(G_OBJECT(connection), connection_gone, self);
-  if (!soup_server_accept_iostream(self->soup, G_IO_STREAM(connection), local, remote, &error))
-    g_io_stream_close(G_IO_STREAM(connection), NULL, NULL);
-  g_clear_object(&local);
-  g_clear_object(&remote);
-  return TRUE;
+  GHashTableIter iter;
+  gpointer socket;
+  g_hash_table_iter_init(&iter, self->connections);
+  while (g_hash_table_iter_next(&iter, &socket, NULL))
+    if (connection_closed(socket))
+      g_hash_table_iter_remove(&iter);
 }
 
 /* ---- life cycle ------------------------------------------------------------------------- */
@@ -1218,7 +1229,7 @@ hanashi_server_new(const HnModel *model, const HnVocab *vocab, const HanashiServ
 guint
 hanashi_server_listen(HanashiServer *self, const char *host, guint port, GError **error)
 {
-  g_return_val_if_fail(HANASHI_IS_SERVER(self) && !self->service, 0);
+  g_return_val_if_fail(HANASHI_IS_SERVER(self), 0);
   g_autoptr(GInetAddress) address = NULL;
   if (!host || strcmp(host, "localhost") == 0)
     address = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
@@ -1230,29 +1241,27 @@ hanashi_server_listen(HanashiServer *self, const char *host, guint port, GError 
     return 0;
   }
   g_autoptr(GSocketAddress) wanted = g_inet_socket_address_new(address, (guint16) port);
-  g_autoptr(GSocketAddress) bound = NULL;
-  GSocketService *service = g_socket_service_new();
-  if (!g_socket_listener_add_address(G_SOCKET_LISTENER(service), wanted, G_SOCKET_TYPE_STREAM,
-                                     G_SOCKET_PROTOCOL_TCP, NULL, &bound, error)) {
-    g_object_unref(service);
+  if (!soup_server_listen(self->soup, wanted, 0, error))
     return 0;
+  /* the last listener is the one just added: its port (the one chosen for port 0) */
+  GSList *listeners = soup_server_get_listeners(self->soup);
+  guint bound = 0;
+  GSList *last = g_slist_last(listeners);
+  if (last) {
+    g_autoptr(GSocketAddress) local = g_socket_get_local_address(last->data, error);
+    if (local)
+      bound = g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(local));
   }
-  self->service = service;
-  g_signal_connect(service, "incoming", G_CALLBACK(on_incoming), self);
-  g_socket_service_start(service);
-  return g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(bound));
+  g_slist_free(listeners);
+  return bound;
 }
 
 void
 hanashi_server_stop(HanashiServer *self)
 {
   g_return_if_fail(HANASHI_IS_SERVER(self));
-  if (self->service) {
-    g_socket_service_stop(self->service);
-    g_socket_listener_close(G_SOCKET_LISTENER(self->service));
-    g_signal_handlers_disconnect_by_data(self->service, self);
-    g_clear_object(&self->service);
-  }
+  if (self->soup)
+    soup_server_disconnect(self->soup);
   self->stopping = TRUE;
   for (guint i = 0; i < self->n_slots; i++)
     if (self->slots[i].job)
@@ -1263,7 +1272,7 @@ static void
 hanashi_server_dispose(GObject *object)
 {
   HanashiServer *self = HANASHI_SERVER(object);
-  if (self->soup || self->service)
+  if (!self->stopping)
     hanashi_server_stop(self);
   /* the workers finish their job (cancelled) and stop */
   for (guint i = 0; i < self->n_slots; i++) {
@@ -1290,14 +1299,6 @@ hanashi_server_dispose(GObject *object)
     job_release_message(job);
     job_unref(job);
   }
-  if (self->connections) {
-    GHashTableIter iter;
-    gpointer connection;
-    g_hash_table_iter_init(&iter, self->connections);
-    while (g_hash_table_iter_next(&iter, &connection, NULL))
-      g_object_weak_unref(connection, connection_gone, self);
-    g_clear_pointer(&self->connections, g_hash_table_unref);
-  }
   if (self->soup) {
     soup_server_disconnect(self->soup);
     g_signal_handlers_disconnect_by_data(self->soup, self);
@@ -1320,6 +1321,7 @@ hanashi_server_finalize(GObject *object)
   hn_chat_model_free(self->chat_model);
   g_free(self->model_id);
   g_free(self->api_key);
+  g_clear_pointer(&self->connections, g_hash_table_unref);
   g_clear_pointer(&self->context, g_main_context_unref);
   G_OBJECT_CLASS(hanashi_server_parent_class)->finalize(object);
 }
@@ -1336,5 +1338,5 @@ static void
 hanashi_server_init(HanashiServer *self)
 {
   g_queue_init(&self->waiting);
-  self->connections = g_hash_table_new(NULL, NULL);
+  self->connections = g_hash_table_new_full(NULL, NULL, g_object_unref, NULL);
 }
