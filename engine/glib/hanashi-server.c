@@ -23,6 +23,7 @@
 #include "hn-chat.h"
 #include "hn-json.h"
 #include "hn-params.h"
+#include "hn-threadpool.h"
 
 G_DEFINE_QUARK(hanashi-server-error-quark, hanashi_server_error)
 
@@ -1201,7 +1202,7 @@ hanashi_server_new(const HnModel *model, const HnVocab *vocab, const HanashiServ
   }
   self->n_slots = self->options.n_parallel;
   self->slots = g_new0(Slot, self->n_slots);
-  int threads = options->n_threads > 0 ? options->n_threads : 0;
+  int threads = options->n_threads > 0 ? options->n_threads : hn_physical_cores();
   for (guint i = 0; i < self->n_slots; i++) {
     Slot *slot = &self->slots[i];
     slot->server = self;
@@ -1209,7 +1210,7 @@ hanashi_server_new(const HnModel *model, const HnVocab *vocab, const HanashiServ
     HnContextParams cp = hn_context_default_params();
     cp.n_ctx = options->n_ctx;
     /* the threads are shared out: N slots decoding at once each get 1/N of them */
-    cp.n_threads = threads > 0 ? MAX(1, threads / (int) self->n_slots) : 0;
+    cp.n_threads = MAX(1, threads / (int) self->n_slots);
     if (!(slot->chat = hn_chat_new(self->chat_model, &cp, &err))) {
       g_set_error(error, HANASHI_SERVER_ERROR, HANASHI_SERVER_ERROR_FAILED, "slot %u: %s", i, err.message);
       g_object_unref(self);
