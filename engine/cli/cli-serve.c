@@ -92,6 +92,7 @@ cli_serve(int argc, char **argv)
   GMainLoop *loop = NULL;
   char *basename = NULL;
   HnError err = { 0 };
+  GError *error = NULL;
 
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -173,7 +174,6 @@ cli_serve(int argc, char **argv)
   options.model_id = model_id;
   options.api_key = api_key;
 
-  g_autoptr(GError) error = NULL;
   if (!(server = hanashi_server_new(model, vocab, &options, &error))) {
     cli_fail("%s", error->message);
     goto out;
@@ -200,6 +200,7 @@ cli_serve(int argc, char **argv)
   hanashi_server_stop(server);
   status = 0;
 out:
+  g_clear_error(&error);
   g_clear_object(&server);
   g_clear_pointer(&loop, g_main_loop_unref);
   g_free(basename);
