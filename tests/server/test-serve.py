@@ -106,6 +106,15 @@ def stream_text(events):
     return "".join(e["choices"][0]["delta"].get("content", "") for e in events)
 
 
+# ---- the command line: bad options are one error line and status 1 -----------------------
+for args, name in ((["--port", "70000"], "a port out of range"), (["--host", "not-an-address"], "a host that is no address"),
+                   (["--parallel", "0"], "--parallel 0"), (["--bogus", "1"], "an unknown option")):
+    out = subprocess.run([os.environ["HANASHI_CLI"], "serve", "-m", SMALL, "--port", "0", *args], capture_output=True,
+                         timeout=120)
+    lines = out.stderr.decode().splitlines()
+    tap.ok(out.returncode == 1 and len(lines) == 1 and lines[0].startswith("hanashi-cli: error: "),
+           f"serve with {name}: one error line, status 1", out.stderr)
+
 # ---- one server, four slots --------------------------------------------------------------
 with Server(SMALL, "--parallel", "4", "-c", "128", "-t", "2", "--api-key", KEY, "--model-id", "tiny") as srv:
     status, health = srv.json("GET", "/health")
