@@ -14,9 +14,11 @@
  * slot is free again as soon as the worker notices.
  */
 #include "hanashi-server.h"
+#include "hanashi-tsan.h"
 
 #include <libsoup/soup.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -56,8 +58,8 @@ typedef struct {
   char *json_schema, *gbnf, *cfg_negative;
   float cfg_scale;
 
-  /* shared with the worker: lock */
-  GMutex lock;
+  /* shared with the worker: lock (a pthread mutex, which ThreadSanitizer sees) */
+  pthread_mutex_t lock;
   GPtrArray *pieces;         /* char* not yet written (streaming), or every piece */
   gboolean flush_scheduled;
   gboolean done;
@@ -148,7 +150,7 @@ job_unref(Job *job)
   g_free(job->json_schema);
   g_free(job->gbnf);
   g_free(job->cfg_negative);
-  g_mutex_clear(&job->lock);
+  pthread_mutex_destroy(&job->lock);
   g_ptr_array_unref(job->pieces);
   g_free(job->error_message);
   g_free(job);
@@ -523,7 +525,7 @@ job_new(HanashiServer *self, JobKind kind)
   job->ref_count = 1;
   job->server = self;
   job->kind = kind;
-  g_mutex_init(&job->lock);
+  pthread_mutex_init(&job->lock, NULL);
   job->pieces = g_ptr_array_new_with_free_func(g_free);
   job->created = g_get_real_time() / G_USEC_PER_SEC;
   job->id = g_strdup_printf("%s-%" G_GUINT64_FORMAT, kind == JOB_CHAT ? "chatcmpl" : "cmpl", ++self->next_id);
@@ -725,7 +727,9 @@ job_flush(gpointer data)
 {
   Job *job = data;
   HanashiServer *self = job->server;
-  g_mutex_lock(&job->lock);
+  /* pairs with the release in schedule_flush_locked (the source crossed threads) */
+  hanashi_tsan_acquire(g_main_current_source());
+  pthread_mutex_lock(&job->lock);
   job->flush_scheduled = FALSE;
   GPtrArray *pieces = job->pieces;
   gboolean done = job->done;
@@ -733,7 +737,7 @@ job_flush(gpointer data)
     job->pieces = g_ptr_array_new_with_free_func(g_free);
   else
     pieces = NULL; /* non-streaming: keep collecting */
-  g_mutex_unlock(&job->lock);
+  pthread_mutex_unlock(&job->lock);
 
   if (job->msg && !self->stopping) {
     SoupMessageBody *body = soup_server_message_get_response_body(job->msg);
@@ -801,7 +805,12 @@ schedule_flush_locked(Job *job)
   GSource *source = g_idle_source_new();
   g_source_set_priority(source, G_PRIORITY_DEFAULT);
   g_source_set_callback(source, job_flush, job_ref(job), (GDestroyNotify) job_unref);
+  /* pairs with the acquire in job_flush; attaching allocates the context's bookkeeping,
+   * which the main thread frees, ordered only by GLib's own mutex (hanashi-tsan.h) */
+  hanashi_tsan_release(source);
+  hanashi_tsan_ignore_writes_begin();
   g_source_attach(source, job->server->context);
+  hanashi_tsan_ignore_writes_end();
   g_source_unref(source);
 }
 
@@ -814,11 +823,11 @@ on_text(void *user_data, const char *text, size_t len, int32_t token)
   (void) token;
   if (len == 0)
     return true;
-  g_mutex_lock(&job->lock);
+  pthread_mutex_lock(&job->lock);
   g_ptr_array_add(job->pieces, g_strndup(text, len));
   if (job->stream)
     schedule_flush_locked(job);
-  g_mutex_unlock(&job->lock);
+  pthread_mutex_unlock(&job->lock);
   return true;
 }
 
@@ -856,7 +865,7 @@ run_job(Slot *slot, Job *job)
   memset(&stats, 0, sizeof stats);
   HnError err = { 0 };
   gboolean ok = hn_chat_generate(slot->chat, &req, &callbacks, &stats, &err);
-  g_mutex_lock(&job->lock);
+  pthread_mutex_lock(&job->lock);
   job->stats = stats;
   job->done = TRUE;
   if (!ok) {
@@ -865,7 +874,7 @@ run_job(Slot *slot, Job *job)
     job->error_message = g_strdup(err.message[0] ? err.message : "the generation failed");
   }
   schedule_flush_locked(job);
-  g_mutex_unlock(&job->lock);
+  pthread_mutex_unlock(&job->lock);
 }
 
 static gpointer
@@ -873,7 +882,12 @@ slot_thread(gpointer data)
 {
   Slot *slot = data;
   for (;;) {
+    /* the pop frees the list node the pushing thread allocated (hanashi-tsan.h) */
+    hanashi_tsan_ignore_writes_begin();
     gpointer item = g_async_queue_pop(slot->jobs);
+    hanashi_tsan_ignore_writes_end();
+    /* pairs with the release in push_to_slot: the job was written by the main thread */
+    hanashi_tsan_acquire(slot->jobs);
     if (item == slot->server)
       break;
     Job *job = item;
@@ -916,12 +930,22 @@ choose_slot(HanashiServer *self, Job *job)
   return best;
 }
 
+/* The release is inside the queue's lock, so the worker cannot pop (and acquire) first. */
+static void
+push_to_slot(Slot *slot, gpointer item)
+{
+  g_async_queue_lock(slot->jobs);
+  g_async_queue_push_unlocked(slot->jobs, item);
+  hanashi_tsan_release(slot->jobs);
+  g_async_queue_unlock(slot->jobs);
+}
+
 static void
 start_job(Slot *slot, Job *job)
 {
   slot->job = job_ref(job);
   job->slot = slot;
-  g_async_queue_push(slot->jobs, job_ref(job));
+  push_to_slot(slot, job_ref(job));
 }
 
 /* Hands waiting jobs to idle slots, first come first served. */
@@ -1279,7 +1303,7 @@ hanashi_server_dispose(GObject *object)
   for (guint i = 0; i < self->n_slots; i++) {
     Slot *slot = &self->slots[i];
     if (slot->thread) {
-      g_async_queue_push(slot->jobs, self);
+      push_to_slot(slot, self);
       g_thread_join(slot->thread);
       slot->thread = NULL;
     }
