@@ -22,6 +22,7 @@ int cli_chat(int argc, char **argv);
 int cli_tokenize(int argc, char **argv);
 int cli_detokenize(int argc, char **argv);
 int cli_bench(int argc, char **argv);
+int cli_serve(int argc, char **argv);
 
 static const CliCommand commands[] = {
 #ifndef HN_CLI_NO_PULL /* a cross build without libsoup (engine/download/meson.build) */
@@ -35,6 +36,9 @@ static const CliCommand commands[] = {
   { "chat", cli_chat, "chat with a model: user turns in, replies out, through the app's conversation core" },
   { "logits", cli_logits, "evaluate token ids in one batch and write every position's logits" },
   { "bench", cli_bench, "measure prompt processing and generation speed (tokens per second)" },
+#ifndef HN_CLI_NO_SERVE /* needs GIO and libsoup, like pull */
+  { "serve", cli_serve, "serve a model over an OpenAI-compatible HTTP API (loopback by default)" },
+#endif
   { "tokenize", cli_tokenize, "print the token ids of a text as a JSON array" },
   { "detokenize", cli_detokenize, "print the text of a list of token ids" },
   { NULL, NULL, NULL },
