@@ -534,32 +534,46 @@ static GtkDropDown *make_dropdown (const char *const *items);
 /* The wheel over a slider or a spin button scrolls the panel, as it does everywhere else
  * in it: GtkRange and GtkSpinButton would change their value instead, and a user scrolling
  * down the panel changed the sliders they passed (Top-P from 0.95 to 0 unnoticed).  This
- * runs in the capture phase, before the control's own handler, moves the panel's
- * scrolled window and stops the event there.  Values change by drag, click and keys. */
+ * runs in the capture phase, before the control's own handler, moves the nearest scrolled
+ * window around the control that can move that way (the panel's own, or the Preferences
+ * page the panel sits in at its full height) and stops the event there.  Values change by
+ * drag, click and keys. */
 static gboolean
 on_control_scroll (GtkEventControllerScroll *controller,
                    double                    dx,
                    double                    dy,
-                   HanashiParamsPanel       *self)
+                   gpointer                  user_data)
 {
   (void) dx;
-  GtkAdjustment *vadjustment = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (self->scroller));
-  double page = gtk_adjustment_get_page_size (vadjustment);
-  /* A wheel notch moves as far as GtkScrolledWindow moves for one; smooth (touchpad)
-   * scrolling comes in pixels already. */
-  double step = gtk_event_controller_scroll_get_unit (controller) == GDK_SCROLL_UNIT_WHEEL
-                  ? pow (MAX (page, 1.0), 2.0 / 3.0) : 1.0;
-  gtk_adjustment_set_value (vadjustment, gtk_adjustment_get_value (vadjustment) + dy * step);
+  (void) user_data;
+  GtkWidget *control = gtk_event_controller_get_widget (GTK_EVENT_CONTROLLER (controller));
+  for (GtkWidget *w = gtk_widget_get_parent (control); w != NULL; w = gtk_widget_get_parent (w))
+    {
+      if (!GTK_IS_SCROLLED_WINDOW (w))
+        continue;
+      GtkAdjustment *vadjustment = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (w));
+      double value = gtk_adjustment_get_value (vadjustment);
+      double page = gtk_adjustment_get_page_size (vadjustment);
+      double top = gtk_adjustment_get_upper (vadjustment) - page;
+      if (!((dy > 0 && value < top) || (dy < 0 && value > gtk_adjustment_get_lower (vadjustment))))
+        continue;
+      /* A wheel notch moves as far as GtkScrolledWindow moves for one; smooth (touchpad)
+       * scrolling comes in pixels already. */
+      double step = gtk_event_controller_scroll_get_unit (controller) == GDK_SCROLL_UNIT_WHEEL
+                      ? pow (MAX (page, 1.0), 2.0 / 3.0) : 1.0;
+      gtk_adjustment_set_value (vadjustment, value + dy * step);
+      break;
+    }
   return GDK_EVENT_STOP;
 }
 
 static void
-scroll_panel_not_value (HanashiParamsPanel *self, GtkWidget *control)
+scroll_panel_not_value (GtkWidget *control)
 {
   GtkEventController *scroll = gtk_event_controller_scroll_new (GTK_EVENT_CONTROLLER_SCROLL_BOTH_AXES);
   gtk_event_controller_set_propagation_phase (scroll, GTK_PHASE_CAPTURE);
   gtk_event_controller_set_name (scroll, "hanashi-scroll-panel");
-  g_signal_connect (scroll, "scroll", G_CALLBACK (on_control_scroll), self);
+  g_signal_connect (scroll, "scroll", G_CALLBACK (on_control_scroll), NULL);
   gtk_widget_add_controller (control, scroll);
 }
 
@@ -603,7 +617,7 @@ build_knob (HanashiParamsPanel *self, Knob *knob)
       gtk_widget_set_name (control, spin_name);
       gtk_spin_button_set_numeric (GTK_SPIN_BUTTON (control), TRUE);
       gtk_editable_set_width_chars (GTK_EDITABLE (control), seed ? 10 : 6);
-      scroll_panel_not_value (self, control);
+      scroll_panel_not_value (control);
       g_signal_connect_swapped (knob->adjustment, "value-changed", G_CALLBACK (on_user_changed), self);
     }
   if (knob->kind != KNOB_NUMBER)
@@ -635,7 +649,7 @@ build_knob (HanashiParamsPanel *self, Knob *knob)
       gtk_widget_set_hexpand (scale, TRUE);
       g_autofree char *scale_name = g_strconcat ("scale-", knob->key, NULL);
       gtk_widget_set_name (scale, scale_name);
-      scroll_panel_not_value (self, scale);
+      scroll_panel_not_value (scale);
       gtk_accessible_update_property (GTK_ACCESSIBLE (scale), GTK_ACCESSIBLE_PROPERTY_LABEL, label, -1);
       if (g_str_equal (knob->key, "cfg_scale"))
         gtk_scale_add_mark (GTK_SCALE (scale), 1.0, GTK_POS_BOTTOM, _("Off"));

@@ -646,9 +646,10 @@ test_wheel_scrolls_panel (void)
   gtk_window_present (GTK_WINDOW (window));
   GtkWidget *scroller = gtk_widget_get_first_child (GTK_WIDGET (panel));
   GtkAdjustment *vadj = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (scroller));
-  while (!gtk_widget_get_mapped (window)
-         || gtk_adjustment_get_upper (vadj) <= gtk_adjustment_get_page_size (vadj) + 100)
+  while (!gtk_widget_get_mapped (window))
     g_main_context_iteration (NULL, TRUE);
+  test_screenshot_settle ();
+  g_assert_cmpfloat (gtk_adjustment_get_upper (vadj), >, gtk_adjustment_get_page_size (vadj) + 100);
 
   const char *controls[] = { "scale-top_p", "spin-top_p", "scale-temperature", "spin-max_new_tokens" };
   for (gsize i = 0; i < G_N_ELEMENTS (controls); i++)
@@ -668,6 +669,30 @@ test_wheel_scrolls_panel (void)
       g_assert_cmpfloat (gtk_adjustment_get_value (value), ==, before);
       g_assert_cmpfloat (gtk_adjustment_get_value (vadj), <, scrolled);
     }
+  gtk_window_destroy (GTK_WINDOW (window));
+
+  /* In Preferences the panel sits in a page that scrolls: whichever of the two can move
+   * moves, and the value stays. */
+  window = gtk_window_new ();
+  gtk_window_set_default_size (GTK_WINDOW (window), 380, 500);
+  GtkWidget *page = gtk_scrolled_window_new ();
+  gtk_scrolled_window_set_policy (GTK_SCROLLED_WINDOW (page), GTK_POLICY_NEVER, GTK_POLICY_AUTOMATIC);
+  panel = hanashi_params_panel_new_for_defaults ();
+  gtk_scrolled_window_set_child (GTK_SCROLLED_WINDOW (page), GTK_WIDGET (panel));
+  gtk_window_set_child (GTK_WINDOW (window), page);
+  gtk_window_present (GTK_WINDOW (window));
+  while (!gtk_widget_get_mapped (window))
+    g_main_context_iteration (NULL, TRUE);
+  test_screenshot_settle ();
+  GtkAdjustment *inner = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (gtk_widget_get_first_child (GTK_WIDGET (panel))));
+  GtkAdjustment *outer = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (page));
+  g_assert_cmpfloat (gtk_adjustment_get_upper (inner) - gtk_adjustment_get_page_size (inner)
+                     + gtk_adjustment_get_upper (outer) - gtk_adjustment_get_page_size (outer), >, 0);
+  GtkWidget *scale = find_named (GTK_WIDGET (panel), "scale-top_p");
+  double before = gtk_range_get_value (GTK_RANGE (scale));
+  g_assert_true (deliver_scroll (scale, 1.0));
+  g_assert_cmpfloat (gtk_range_get_value (GTK_RANGE (scale)), ==, before);
+  g_assert_cmpfloat (gtk_adjustment_get_value (inner) + gtk_adjustment_get_value (outer), >, 0);
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
