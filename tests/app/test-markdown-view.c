@@ -6,6 +6,7 @@
 #include <adwaita.h>
 
 #include "hanashi-message-row.h"
+#include "test-screenshot.h"
 
 static void
 collect_widgets (GtkWidget *root, GType type, const char *css_class, GPtrArray *found)
@@ -154,6 +155,43 @@ test_streaming_table (void)
   g_object_remove_weak_pointer (G_OBJECT (grid), (gpointer *) &grid);
 }
 
+/* A reply with everything this renders, in a window with the app's style sheet: also the
+ * screenshot (markdown-light.png, markdown-dark.png) for the docs.  The style sheet must
+ * parse without a warning (warnings are fatal here). */
+static void
+test_screenshot_reply (void)
+{
+  g_autoptr (GtkCssProvider) css = gtk_css_provider_new ();
+  gtk_css_provider_load_from_resource (css, "/io/github/hanashi/Hanashi/style.css");
+  gtk_style_context_add_provider_for_display (gdk_display_get_default (), GTK_STYLE_PROVIDER (css),
+                                              GTK_STYLE_PROVIDER_PRIORITY_APPLICATION);
+  g_autoptr (HanashiMessage) message = hanashi_message_new (4, "assistant",
+    "Three languages compared:\n\n"
+    "| Language | Typing | First release |\n"
+    "|:---------|:------:|--------------:|\n"
+    "| C | static | 1972 |\n"
+    "| Python | dynamic | 1991 |\n"
+    "| OCaml | static, *inferred* | 1996 |\n\n"
+    "> Premature optimization is the root of all evil.\n\n"
+    "- [x] ~~compare syntax~~\n- [ ] compare speed\n\n"
+    "The area is $\\pi r^2$, and in general\n\n$$\\int_a^b f(x)\\,dx = F(b) - F(a)$$\n");
+  GtkWidget *window = gtk_window_new ();
+  gtk_window_set_default_size (GTK_WINDOW (window), 560, 520);
+  HanashiMessageRow *row = hanashi_message_row_new ();
+  hanashi_message_row_set_message (row, message);
+  gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (row));
+  gtk_window_present (GTK_WINDOW (window));
+  while (!gtk_widget_get_mapped (window))
+    g_main_context_iteration (NULL, TRUE);
+  test_screenshot_settle ();
+  GtkWidget *grid = find_only (GTK_WIDGET (row), GTK_TYPE_GRID, "markdown-table");
+  /* the grid is as wide as its columns need, not the whole reply */
+  g_assert_cmpint (gtk_widget_get_width (grid), <, gtk_widget_get_width (GTK_WIDGET (row)));
+  test_screenshot (window, "markdown");
+  gtk_window_destroy (GTK_WINDOW (window));
+  gtk_style_context_remove_provider_for_display (gdk_display_get_default (), GTK_STYLE_PROVIDER (css));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -163,5 +201,6 @@ main (int argc, char **argv)
   g_test_add_func ("/markdown-view/table-grid", test_table_grid);
   g_test_add_func ("/markdown-view/quote-style", test_quote_style);
   g_test_add_func ("/markdown-view/streaming-table", test_streaming_table);
+  g_test_add_func ("/markdown-view/screenshot", test_screenshot_reply);
   return g_test_run ();
 }
