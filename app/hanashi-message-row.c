@@ -11,6 +11,7 @@
 #include <gtksourceview/gtksource.h>
 
 #include "hanashi-markdown.h"
+#include "hanashi-markdown-table.h"
 #include "hanashi-message-row.h"
 
 struct _HanashiMessageRow
@@ -198,7 +199,6 @@ update_content (HanashiMessageRow *self)
   for (i = 0; i < blocks->len; i++)
     {
       HanashiMarkdownBlock *block = g_ptr_array_index (blocks, i);
-      gboolean is_code = block->kind == HANASHI_MARKDOWN_BLOCK_CODE;
 
       if (child != NULL && GPOINTER_TO_INT (g_ptr_array_index (self->blocks, i)) != (int) block->kind)
         {
@@ -213,14 +213,19 @@ update_content (HanashiMessageRow *self)
         }
       if (child == NULL)
         {
-          child = is_code ? create_code_block () : create_text_block ();
+          child = block->kind == HANASHI_MARKDOWN_BLOCK_CODE    ? create_code_block ()
+                : block->kind == HANASHI_MARKDOWN_BLOCK_TABLE ? hanashi_markdown_table_new ()
+                                                              : create_text_block ();
           gtk_box_append (GTK_BOX (self->content), child);
           g_ptr_array_add (self->blocks, GINT_TO_POINTER (block->kind));
         }
-      if (is_code)
+      if (block->kind == HANASHI_MARKDOWN_BLOCK_CODE)
         set_code_block (child, block->code, block->language);
+      else if (block->kind == HANASHI_MARKDOWN_BLOCK_TABLE)
+        hanashi_markdown_table_update (child, block);
       else if (g_strcmp0 (gtk_label_get_label (GTK_LABEL (child)), block->markup) != 0)
         gtk_label_set_markup (GTK_LABEL (child), block->markup);
+      hanashi_markdown_set_quote_depth (child, block->quote_depth);
       child = gtk_widget_get_next_sibling (child);
     }
   while (child != NULL)

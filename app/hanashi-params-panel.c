@@ -55,7 +55,6 @@ struct _HanashiParamsPanel
   AdwPreferencesGroup *grammar_group;
   GtkButton           *reset_all_button;
   GtkDropDown         *preset_dropdown;
-  GtkButton           *preset_apply_button;
   GtkButton           *preset_delete_button;
   GtkEntry            *preset_name_entry;
   GtkButton           *preset_save_button;
@@ -81,6 +80,12 @@ struct _HanashiParamsPanel
   GError              *checked_error; /* what it found; NULL = valid */
   HanashiGrammar      *checked_grammar; /* what it compiled (NULL for none): sent as it is */
 
+  /* The presets in the drop-down, and their parameters (JSON), read once per change of
+   * the list; the drop-down has one more item, "Custom", while the values match none. */
+  GStrv                preset_names;
+  GStrv                preset_params;
+  guint                showing_preset;  /* > 0 while the panel sets the drop-down itself */
+
   GStrv                shipped_grammars;
   GSettings           *settings;
   HanashiParams        defaults;     /* what the reset buttons go back to */
@@ -92,6 +97,8 @@ G_DEFINE_FINAL_TYPE (HanashiParamsPanel, hanashi_params_panel, GTK_TYPE_WIDGET)
 
 enum { SIGNAL_CHANGED, N_SIGNALS };
 static guint signals[N_SIGNALS];
+
+static void show_matching_preset (HanashiParamsPanel *self);
 
 /* ---- stop strings: one per line, with \n \t \\ escapes --------------------------------- */
 
@@ -450,6 +457,7 @@ fill_widgets (HanashiParamsPanel *self, const HanashiParams *params)
   update_visibility (self);
   update_reset_buttons (self);
   validate_grammar (self);
+  show_matching_preset (self);
 }
 
 static void
@@ -460,6 +468,7 @@ on_user_changed (HanashiParamsPanel *self)
   update_visibility (self);
   update_reset_buttons (self);
   validate_grammar (self);
+  show_matching_preset (self);
   if (self->defaults_mode && self->settings)
     {
       g_autofree char *json = hanashi_params_panel_dup_params_json (self);
@@ -522,6 +531,52 @@ make_label_box (const char *label, const char *hint, GtkWidget *mnemonic_widget)
 
 static GtkDropDown *make_dropdown (const char *const *items);
 
+/* The wheel over a slider or a spin button scrolls the panel, as it does everywhere else
+ * in it: GtkRange and GtkSpinButton would change their value instead, and a user scrolling
+ * down the panel changed the sliders they passed (Top-P from 0.95 to 0 unnoticed).  This
+ * runs in the capture phase, before the control's own handler, moves the nearest scrolled
+ * window around the control that can move that way (the panel's own, or the Preferences
+ * page the panel sits in at its full height) and stops the event there.  Values change by
+ * drag, click and keys. */
+static gboolean
+on_control_scroll (GtkEventControllerScroll *controller,
+                   double                    dx,
+                   double                    dy,
+                   gpointer                  user_data)
+{
+  (void) dx;
+  (void) user_data;
+  GtkWidget *control = gtk_event_controller_get_widget (GTK_EVENT_CONTROLLER (controller));
+  for (GtkWidget *w = gtk_widget_get_parent (control); w != NULL; w = gtk_widget_get_parent (w))
+    {
+      if (!GTK_IS_SCROLLED_WINDOW (w))
+        continue;
+      GtkAdjustment *vadjustment = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (w));
+      double value = gtk_adjustment_get_value (vadjustment);
+      double page = gtk_adjustment_get_page_size (vadjustment);
+      double top = gtk_adjustment_get_upper (vadjustment) - page;
+      if (!((dy > 0 && value < top) || (dy < 0 && value > gtk_adjustment_get_lower (vadjustment))))
+        continue;
+      /* A wheel notch moves as far as GtkScrolledWindow moves for one; smooth (touchpad)
+       * scrolling comes in pixels already. */
+      double step = gtk_event_controller_scroll_get_unit (controller) == GDK_SCROLL_UNIT_WHEEL
+                      ? pow (MAX (page, 1.0), 2.0 / 3.0) : 1.0;
+      gtk_adjustment_set_value (vadjustment, value + dy * step);
+      break;
+    }
+  return GDK_EVENT_STOP;
+}
+
+static void
+scroll_panel_not_value (GtkWidget *control)
+{
+  GtkEventController *scroll = gtk_event_controller_scroll_new (GTK_EVENT_CONTROLLER_SCROLL_BOTH_AXES);
+  gtk_event_controller_set_propagation_phase (scroll, GTK_PHASE_CAPTURE);
+  gtk_event_controller_set_name (scroll, "hanashi-scroll-panel");
+  g_signal_connect (scroll, "scroll", G_CALLBACK (on_control_scroll), NULL);
+  gtk_widget_add_controller (control, scroll);
+}
+
 /* The row for one knob: label and hint, its control, a reset button; numbers get a slider
  * under them (except the seed, where a slider means nothing). */
 static void
@@ -562,6 +617,7 @@ build_knob (HanashiParamsPanel *self, Knob *knob)
       gtk_widget_set_name (control, spin_name);
       gtk_spin_button_set_numeric (GTK_SPIN_BUTTON (control), TRUE);
       gtk_editable_set_width_chars (GTK_EDITABLE (control), seed ? 10 : 6);
+      scroll_panel_not_value (control);
       g_signal_connect_swapped (knob->adjustment, "value-changed", G_CALLBACK (on_user_changed), self);
     }
   if (knob->kind != KNOB_NUMBER)
@@ -591,6 +647,9 @@ build_knob (HanashiParamsPanel *self, Knob *knob)
       gtk_scale_set_digits (GTK_SCALE (scale), knob->digits);
       gtk_scale_set_draw_value (GTK_SCALE (scale), FALSE);
       gtk_widget_set_hexpand (scale, TRUE);
+      g_autofree char *scale_name = g_strconcat ("scale-", knob->key, NULL);
+      gtk_widget_set_name (scale, scale_name);
+      scroll_panel_not_value (scale);
       gtk_accessible_update_property (GTK_ACCESSIBLE (scale), GTK_ACCESSIBLE_PROPERTY_LABEL, label, -1);
       if (g_str_equal (knob->key, "cfg_scale"))
         gtk_scale_add_mark (GTK_SCALE (scale), 1.0, GTK_POS_BOTTOM, _("Off"));
@@ -631,6 +690,29 @@ labelled_box (const char *label, const char *hint, GtkWidget *child)
   gtk_box_append (GTK_BOX (box), make_label_box (label, hint, NULL));
   gtk_box_append (GTK_BOX (box), child);
   return make_row (box);
+}
+
+/* What the shipped grammars (data/grammars, by file name) are called in the panel.  A
+ * grammar file without a name here (one a packager added) shows its file name. */
+static const struct {
+  const char *file_name;
+  const char *title;   /* untranslated */
+} grammar_titles[] = {
+  { "arithmetic", N_("Arithmetic Expression") },
+  { "json", N_("Any JSON Value") },
+  { "json-object", N_("JSON Object") },
+  { "list", N_("Bulleted List") },
+  /* Translators: a grammar that lets the model answer only with the English word "yes" or "no" */
+  { "yes-no", N_("Yes or No") },
+};
+
+static const char *
+grammar_title (const char *file_name)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS (grammar_titles); i++)
+    if (g_str_equal (grammar_titles[i].file_name, file_name))
+      return _(grammar_titles[i].title);
+  return file_name;
 }
 
 static GtkDropDown *
@@ -710,8 +792,13 @@ build_rows (HanashiParamsPanel *self)
   adw_preferences_group_add (self->grammar_group, make_row (mode_box));
   g_signal_connect_swapped (self->grammar_mode_dropdown, "notify::selected", G_CALLBACK (on_user_changed), self);
 
+  /* The drop-down shows names; the params keep the file name, which the engine loads. */
   self->shipped_grammars = hanashi_params_list_shipped_grammars ();
-  self->shipped_dropdown = make_dropdown ((const char *const *) self->shipped_grammars);
+  g_autoptr (GStrvBuilder) titles = g_strv_builder_new ();
+  for (char **name = self->shipped_grammars; name && *name; name++)
+    g_strv_builder_add (titles, grammar_title (*name));
+  g_auto (GStrv) grammar_names = g_strv_builder_end (titles);
+  self->shipped_dropdown = make_dropdown ((const char *const *) grammar_names);
   gtk_widget_set_name (GTK_WIDGET (self->shipped_dropdown), "shipped-grammar");
   gtk_widget_set_valign (GTK_WIDGET (self->shipped_dropdown), GTK_ALIGN_CENTER);
   GtkWidget *shipped_box = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
@@ -768,33 +855,120 @@ update_editor_scheme (HanashiParamsPanel *self)
 
 /* ---- presets ------------------------------------------------------------------------------ */
 
+/* Whether two sets of parameters are the same to the engine: numbers to within rounding
+ * (spin buttons keep a few digits), texts exactly. */
+static gboolean
+same_params (HanashiParamsPanel *self, const HanashiParams *a, const HanashiParams *b)
+{
+  for (guint i = 0; i < self->n_knobs; i++)
+    {
+      double x = 0, y = 0;
+      hanashi_params_get_number (a, self->knobs[i].key, &x);
+      hanashi_params_get_number (b, self->knobs[i].key, &y);
+      if (fabs (x - y) > 1e-6 * MAX (1.0, fabs (x)))
+        return FALSE;
+    }
+  return g_strv_equal ((const char *const *) a->stop, (const char *const *) b->stop)
+         && g_strcmp0 (a->cfg_negative, b->cfg_negative) == 0
+         && a->grammar_mode == b->grammar_mode
+         && g_strcmp0 (a->grammar_name, b->grammar_name) == 0
+         && g_strcmp0 (a->grammar, b->grammar) == 0
+         && g_strcmp0 (a->json_schema, b->json_schema) == 0;
+}
+
+/* A preset matches when applying it would change nothing: it may set only some values
+ * (the shipped ones leave seed, length, stop strings and grammar alone). */
+static gboolean
+preset_matches (HanashiParamsPanel *self, guint index, const HanashiParams *current)
+{
+  g_auto (HanashiParams) applied;
+  hanashi_params_copy (&applied, current);
+  return self->preset_params[index] != NULL
+         && hanashi_params_update_from_json (&applied, self->preset_params[index], NULL)
+         && same_params (self, &applied, current);
+}
+
+static void
+update_preset_delete (HanashiParamsPanel *self)
+{
+  /* Only the user's own presets can be deleted. */
+  guint selected = gtk_drop_down_get_selected (self->preset_dropdown);
+  guint n = self->preset_names ? g_strv_length (self->preset_names) : 0;
+  gtk_widget_set_sensitive (GTK_WIDGET (self->preset_delete_button),
+                            selected >= HANASHI_N_SHIPPED_PRESETS && selected < n);
+}
+
+/* The drop-down names the preset the values are now (the one chosen last when several
+ * are alike), or says "Custom" when they are none of them, and names it again when the
+ * values come back to it. */
+static void
+show_matching_preset (HanashiParamsPanel *self)
+{
+  if (self->preset_names == NULL || self->showing_preset)
+    return;
+  g_auto (HanashiParams) current;
+  collect_params (self, &current);
+  guint n = g_strv_length (self->preset_names);
+  guint selected = gtk_drop_down_get_selected (self->preset_dropdown);
+  guint match = GTK_INVALID_LIST_POSITION;
+  if (selected < n && preset_matches (self, selected, &current))
+    match = selected;
+  for (guint i = 0; i < n && match == GTK_INVALID_LIST_POSITION; i++)
+    if (preset_matches (self, i, &current))
+      match = i;
+
+  GtkStringList *model = GTK_STRING_LIST (gtk_drop_down_get_model (self->preset_dropdown));
+  gboolean has_custom = g_list_model_get_n_items (G_LIST_MODEL (model)) > n;
+  self->showing_preset++;
+  if (match == GTK_INVALID_LIST_POSITION)
+    {
+      if (!has_custom)
+        /* Translators: the preset menu when the parameters match none of the presets */
+        gtk_string_list_append (model, _("Custom"));
+      gtk_drop_down_set_selected (self->preset_dropdown, n);
+    }
+  else
+    {
+      gtk_drop_down_set_selected (self->preset_dropdown, match);
+      if (has_custom)
+        gtk_string_list_remove (model, n);
+    }
+  self->showing_preset--;
+  update_preset_delete (self);
+}
+
 static void on_preset_selected (HanashiParamsPanel *self);
 
 static void
 reload_presets (HanashiParamsPanel *self, const char *select)
 {
-  g_auto (GStrv) names = hanashi_presets_list ();
-  GtkStringList *model = gtk_string_list_new ((const char *const *) names);
+  g_clear_pointer (&self->preset_names, g_strfreev);
+  g_clear_pointer (&self->preset_params, g_strfreev);
+  self->preset_names = hanashi_presets_list ();
+  guint n = g_strv_length (self->preset_names);
+  self->preset_params = g_new0 (char *, n + 1);
+  for (guint i = 0; i < n; i++)
+    self->preset_params[i] = hanashi_presets_lookup (self->preset_names[i]);
+
+  self->showing_preset++;
+  GtkStringList *model = gtk_string_list_new ((const char *const *) self->preset_names);
   gtk_drop_down_set_model (self->preset_dropdown, G_LIST_MODEL (model));
-  for (guint i = 0; select && names[i]; i++)
-    if (g_str_equal (names[i], select))
-      gtk_drop_down_set_selected (self->preset_dropdown, i);
   g_object_unref (model);
-  on_preset_selected (self);
+  gtk_drop_down_set_selected (self->preset_dropdown, GTK_INVALID_LIST_POSITION);
+  for (guint i = 0; select && i < n; i++)
+    if (g_str_equal (self->preset_names[i], select))
+      gtk_drop_down_set_selected (self->preset_dropdown, i);
+  self->showing_preset--;
+  show_matching_preset (self);
 }
 
+/* Choosing a preset applies it: the drop-down always names what the values are. */
 static void
-on_preset_apply (HanashiParamsPanel *self)
+apply_preset (HanashiParamsPanel *self, guint index)
 {
-  GtkStringObject *item = gtk_drop_down_get_selected_item (self->preset_dropdown);
-  if (!item)
-    return;
-  g_autofree char *json = hanashi_presets_lookup (gtk_string_object_get_string (item));
-  if (!json)
-    return;
   g_auto (HanashiParams) params;
   collect_params (self, &params);
-  if (hanashi_params_update_from_json (&params, json, NULL))
+  if (self->preset_params[index] && hanashi_params_update_from_json (&params, self->preset_params[index], NULL))
     {
       fill_widgets (self, &params);
       on_user_changed (self);
@@ -804,20 +978,22 @@ on_preset_apply (HanashiParamsPanel *self)
 static void
 on_preset_selected (HanashiParamsPanel *self)
 {
-  /* Only the user's own presets can be deleted. */
   guint selected = gtk_drop_down_get_selected (self->preset_dropdown);
-  gtk_widget_set_sensitive (GTK_WIDGET (self->preset_delete_button),
-                            selected != GTK_INVALID_LIST_POSITION && selected >= HANASHI_N_SHIPPED_PRESETS);
+  guint n = self->preset_names ? g_strv_length (self->preset_names) : 0;
+  if (!self->showing_preset && selected < n)
+    apply_preset (self, selected);
+  /* "Custom" chosen by hand changes nothing; the values stay as they are. */
+  update_preset_delete (self);
 }
 
 static void
 on_preset_delete (HanashiParamsPanel *self)
 {
-  GtkStringObject *item = gtk_drop_down_get_selected_item (self->preset_dropdown);
-  if (!item || gtk_drop_down_get_selected (self->preset_dropdown) < HANASHI_N_SHIPPED_PRESETS)
+  guint selected = gtk_drop_down_get_selected (self->preset_dropdown);
+  if (selected < HANASHI_N_SHIPPED_PRESETS || selected >= g_strv_length (self->preset_names))
     return;
   g_autoptr (GError) error = NULL;
-  if (!hanashi_presets_delete (gtk_string_object_get_string (item), &error))
+  if (!hanashi_presets_delete (self->preset_names[selected], &error))
     g_message ("Could not delete the preset: %s", error->message);
   reload_presets (self, NULL);
 }
@@ -877,6 +1053,8 @@ hanashi_params_panel_finalize (GObject *object)
 {
   HanashiParamsPanel *self = HANASHI_PARAMS_PANEL (object);
   g_clear_pointer (&self->shipped_grammars, g_strfreev);
+  g_clear_pointer (&self->preset_names, g_strfreev);
+  g_clear_pointer (&self->preset_params, g_strfreev);
   g_clear_pointer (&self->knobs, g_free);
   g_clear_pointer (&self->checked_key, g_free);
   g_clear_error (&self->checked_error);
@@ -909,7 +1087,6 @@ hanashi_params_panel_class_init (HanashiParamsPanelClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, grammar_group);
   gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, reset_all_button);
   gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, preset_dropdown);
-  gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, preset_apply_button);
   gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, preset_delete_button);
   gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, preset_name_entry);
   gtk_widget_class_bind_template_child (widget_class, HanashiParamsPanel, preset_save_button);
@@ -934,7 +1111,6 @@ hanashi_params_panel_init (HanashiParamsPanel *self)
                            G_CALLBACK (update_editor_scheme), self, G_CONNECT_SWAPPED);
   reload_presets (self, NULL);
   g_signal_connect_swapped (self->reset_all_button, "clicked", G_CALLBACK (on_reset_all), self);
-  g_signal_connect_swapped (self->preset_apply_button, "clicked", G_CALLBACK (on_preset_apply), self);
   g_signal_connect_swapped (self->preset_save_button, "clicked", G_CALLBACK (on_preset_save), self);
   g_signal_connect_swapped (self->preset_delete_button, "clicked", G_CALLBACK (on_preset_delete), self);
   gtk_accessible_update_property (GTK_ACCESSIBLE (self->preset_delete_button), GTK_ACCESSIBLE_PROPERTY_LABEL,

@@ -3,6 +3,8 @@
 #include "config.h"
 
 #include <adwaita.h>
+#include <glib/gi18n.h>
+#include <locale.h>
 #include <stdlib.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -176,12 +178,11 @@ test_every_knob_reaches_request (void)
   GtkWidget *shipped = find_named (GTK_WIDGET (panel), "shipped-grammar");
   GListModel *names = gtk_drop_down_get_model (GTK_DROP_DOWN (shipped));
   g_assert_cmpuint (g_list_model_get_n_items (names), ==, 5);
-  for (guint i = 0; i < g_list_model_get_n_items (names); i++)
-    {
-      g_autoptr (GtkStringObject) item = g_list_model_get_item (names, i);
-      if (g_str_equal (gtk_string_object_get_string (item), "yes-no"))
-        gtk_drop_down_set_selected (GTK_DROP_DOWN (shipped), i);
-    }
+  /* the drop-down lists them by name, in the order of their files */
+  g_auto (GStrv) files = hanashi_params_list_shipped_grammars ();
+  for (guint i = 0; files[i]; i++)
+    if (g_str_equal (files[i], "yes-no"))
+      gtk_drop_down_set_selected (GTK_DROP_DOWN (shipped), i);
   g_autoptr (HanashiGenerateRequest) req4 = hanashi_generate_request_new ("c1");
   g_assert_true (hanashi_params_panel_apply_to_request (panel, req4, &error));
   g_autofree char *yes_no = hanashi_params_dup_shipped_grammar ("yes-no");
@@ -471,13 +472,12 @@ test_presets (void)
   g_assert_cmpuint (g_strv_length (after), ==, HANASHI_N_SHIPPED_PRESETS + 1);
   g_assert_cmpstr (after[HANASHI_N_SHIPPED_PRESETS], ==, "Mine");
 
-  /* Apply "Precise" through the panel's own controls. */
+  /* Apply "Precise" through the panel's own controls: choosing it applies it. */
   g_autoptr (HanashiParamsPanel) panel = new_panel ();
   set_spin (panel, "max_new_tokens", 99);
   GtkWidget *presets_row = find_named (GTK_WIDGET (panel), "preset-dropdown");
   g_assert_nonnull (presets_row);
   gtk_drop_down_set_selected (GTK_DROP_DOWN (presets_row), 0);
-  g_signal_emit_by_name (find_named (GTK_WIDGET (panel), "preset-apply"), "clicked");
   g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new ("c1");
   g_assert_true (hanashi_params_panel_apply_to_request (panel, req, NULL));
   HnSamplerParams s;
@@ -508,6 +508,255 @@ test_presets (void)
   g_assert_true (hanashi_presets_delete ("Mine", NULL));
   g_auto (GStrv) final = hanashi_presets_list ();
   g_assert_cmpuint (g_strv_length (final), ==, HANASHI_N_SHIPPED_PRESETS);
+}
+
+static const char *
+selected_preset (HanashiParamsPanel *panel)
+{
+  GtkDropDown *dropdown = GTK_DROP_DOWN (find_named (GTK_WIDGET (panel), "preset-dropdown"));
+  GtkStringObject *item = gtk_drop_down_get_selected_item (dropdown);
+  g_assert_nonnull (item);
+  return gtk_string_object_get_string (item);
+}
+
+static guint
+n_preset_items (HanashiParamsPanel *panel)
+{
+  GtkDropDown *dropdown = GTK_DROP_DOWN (find_named (GTK_WIDGET (panel), "preset-dropdown"));
+  return g_list_model_get_n_items (gtk_drop_down_get_model (dropdown));
+}
+
+static double
+default_of (const char *key)
+{
+  double min = 0, max = 0, def = 0;
+  g_assert_true (hanashi_params_get_range (key, &min, &max, &def));
+  return def;
+}
+
+/* The preset menu names the preset the values are, says "Custom" as soon as they are not,
+ * and names the preset again when they come back to it. */
+static void
+test_preset_shows_custom (void)
+{
+  g_autoptr (HanashiParamsPanel) panel = new_panel ();
+  GtkDropDown *dropdown = GTK_DROP_DOWN (find_named (GTK_WIDGET (panel), "preset-dropdown"));
+  GtkWidget *delete_button = find_named (GTK_WIDGET (panel), "preset-delete");
+
+  /* The defaults are the engine's chain: Balanced. */
+  g_assert_cmpstr (selected_preset (panel), ==, "Balanced");
+  g_assert_cmpuint (n_preset_items (panel), ==, HANASHI_N_SHIPPED_PRESETS);
+  set_spin (panel, "temperature", 0.33);
+  g_assert_cmpstr (selected_preset (panel), ==, "Custom");
+  g_assert_cmpuint (n_preset_items (panel), ==, HANASHI_N_SHIPPED_PRESETS + 1);
+  g_assert_false (gtk_widget_get_sensitive (delete_button));
+  set_spin (panel, "temperature", default_of ("temperature"));
+  g_assert_cmpstr (selected_preset (panel), ==, "Balanced");
+  g_assert_cmpuint (n_preset_items (panel), ==, HANASHI_N_SHIPPED_PRESETS);
+
+  /* Precise, then a knob moved off and back. */
+  gtk_drop_down_set_selected (dropdown, 0);
+  g_assert_cmpstr (selected_preset (panel), ==, "Precise");
+  set_spin (panel, "top_k", 21);
+  g_assert_cmpstr (selected_preset (panel), ==, "Custom");
+  /* choosing "Custom" itself changes nothing */
+  gtk_drop_down_set_selected (dropdown, HANASHI_N_SHIPPED_PRESETS);
+  g_assert_cmpstr (selected_preset (panel), ==, "Custom");
+  g_autofree char *json = hanashi_params_panel_dup_params_json (panel);
+  g_auto (HanashiParams) params;
+  hanashi_params_init_default (&params);
+  g_assert_true (hanashi_params_update_from_json (&params, json, NULL));
+  g_assert_cmpint (params.sampling.top_k, ==, 21);
+  g_assert_cmpfloat_with_epsilon (params.sampling.temperature, 0.2, 1e-6);
+  set_spin (panel, "top_k", 20);
+  g_assert_cmpstr (selected_preset (panel), ==, "Precise");
+  /* A shipped preset leaves length and seed alone: changing them keeps it. */
+  set_spin (panel, "max_new_tokens", 77);
+  g_assert_cmpstr (selected_preset (panel), ==, "Precise");
+  /* … but any sampling knob counts, also one the preset does not name. */
+  set_spin (panel, "typical_p", 0.5);
+  g_assert_cmpstr (selected_preset (panel), ==, "Custom");
+
+  /* A conversation's stored values show their preset; Reset All goes back to Balanced. */
+  g_autofree char *creative = hanashi_presets_lookup ("Creative");
+  hanashi_params_panel_set_params_json (panel, creative);
+  g_assert_cmpstr (selected_preset (panel), ==, "Creative");
+  g_signal_emit_by_name (find_named (GTK_WIDGET (panel), "reset-all"), "clicked");
+  g_assert_cmpstr (selected_preset (panel), ==, "Balanced");
+
+  /* A user's preset is named when the values are its values. */
+  g_assert_true (hanashi_presets_save ("Cold", "{\"temperature\":0.05}", NULL));
+  gtk_editable_set_text (GTK_EDITABLE (find_named (GTK_WIDGET (panel), "preset-name")), "Warm");
+  set_spin (panel, "temperature", 1.4);
+  g_signal_emit_by_name (find_named (GTK_WIDGET (panel), "preset-save"), "clicked");
+  g_assert_cmpstr (selected_preset (panel), ==, "Warm");
+  g_assert_true (gtk_widget_get_sensitive (delete_button));
+  set_spin (panel, "temperature", 1.5);
+  g_assert_cmpstr (selected_preset (panel), ==, "Custom");
+  set_spin (panel, "temperature", 1.4);
+  g_assert_cmpstr (selected_preset (panel), ==, "Warm");
+  g_assert_true (hanashi_presets_delete ("Cold", NULL));
+  g_assert_true (hanashi_presets_delete ("Warm", NULL));
+}
+
+/* Delivers a scroll to @target the way GTK does: capture phase from the window down, then
+ * the target, then bubbling up; the first controller that handles it ends it.  Returns
+ * whether one did. */
+static gboolean
+deliver_scroll (GtkWidget *target, double dy)
+{
+  g_autoptr (GPtrArray) chain = g_ptr_array_new ();
+  for (GtkWidget *w = target; w; w = gtk_widget_get_parent (w))
+    g_ptr_array_insert (chain, 0, w);
+  for (int pass = 0; pass < 3; pass++)
+    for (guint k = 0; k < chain->len; k++)
+      {
+        GtkWidget *widget = pass == 2 ? chain->pdata[chain->len - 1 - k] : chain->pdata[k];
+        if (pass == 1 && widget != target)
+          continue;
+        g_autoptr (GListModel) controllers = gtk_widget_observe_controllers (widget);
+        for (guint i = 0; i < g_list_model_get_n_items (controllers); i++)
+          {
+            g_autoptr (GtkEventController) controller = g_list_model_get_item (controllers, i);
+            if (!GTK_IS_EVENT_CONTROLLER_SCROLL (controller))
+              continue;
+            GtkPropagationPhase phase = gtk_event_controller_get_propagation_phase (controller);
+            gboolean runs = (pass == 0 && phase == GTK_PHASE_CAPTURE)
+                            || (pass == 1 && (phase == GTK_PHASE_TARGET || phase == GTK_PHASE_BUBBLE))
+                            || (pass == 2 && widget != target && phase == GTK_PHASE_BUBBLE);
+            if (!runs)
+              continue;
+            gboolean handled = FALSE;
+            g_signal_emit_by_name (controller, "scroll", 0.0, dy, &handled);
+            if (handled)
+              return TRUE;
+          }
+      }
+  return FALSE;
+}
+
+/* The mouse wheel over a slider or a spin button scrolls the panel; the value stays. */
+static void
+test_wheel_scrolls_panel (void)
+{
+  GtkWidget *window = gtk_window_new ();
+  gtk_window_set_default_size (GTK_WINDOW (window), 380, 500);
+  HanashiParamsPanel *panel = hanashi_params_panel_new ();
+  gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (panel));
+  gtk_window_present (GTK_WINDOW (window));
+  GtkWidget *scroller = gtk_widget_get_first_child (GTK_WIDGET (panel));
+  GtkAdjustment *vadj = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (scroller));
+  while (!gtk_widget_get_mapped (window))
+    g_main_context_iteration (NULL, TRUE);
+  test_screenshot_settle ();
+  g_assert_cmpfloat (gtk_adjustment_get_upper (vadj), >, gtk_adjustment_get_page_size (vadj) + 100);
+
+  const char *controls[] = { "scale-top_p", "spin-top_p", "scale-temperature", "spin-max_new_tokens" };
+  for (gsize i = 0; i < G_N_ELEMENTS (controls); i++)
+    {
+      GtkWidget *control = find_named (GTK_WIDGET (panel), controls[i]);
+      g_assert_nonnull (control);
+      GtkAdjustment *value = GTK_IS_RANGE (control) ? gtk_range_get_adjustment (GTK_RANGE (control))
+                                                    : gtk_spin_button_get_adjustment (GTK_SPIN_BUTTON (control));
+      double before = gtk_adjustment_get_value (value);
+      gtk_adjustment_set_value (vadj, 0);
+      g_assert_true (deliver_scroll (control, 1.0));
+      g_assert_cmpfloat (gtk_adjustment_get_value (value), ==, before);
+      double scrolled = gtk_adjustment_get_value (vadj);
+      g_assert_cmpfloat (scrolled, >, 0);
+      /* and back up */
+      g_assert_true (deliver_scroll (control, -1.0));
+      g_assert_cmpfloat (gtk_adjustment_get_value (value), ==, before);
+      g_assert_cmpfloat (gtk_adjustment_get_value (vadj), <, scrolled);
+    }
+  gtk_window_destroy (GTK_WINDOW (window));
+
+  /* In Preferences the panel sits in a page that scrolls: whichever of the two can move
+   * moves, and the value stays. */
+  window = gtk_window_new ();
+  gtk_window_set_default_size (GTK_WINDOW (window), 380, 500);
+  GtkWidget *page = gtk_scrolled_window_new ();
+  gtk_scrolled_window_set_policy (GTK_SCROLLED_WINDOW (page), GTK_POLICY_NEVER, GTK_POLICY_AUTOMATIC);
+  panel = hanashi_params_panel_new_for_defaults ();
+  gtk_scrolled_window_set_child (GTK_SCROLLED_WINDOW (page), GTK_WIDGET (panel));
+  gtk_window_set_child (GTK_WINDOW (window), page);
+  gtk_window_present (GTK_WINDOW (window));
+  while (!gtk_widget_get_mapped (window))
+    g_main_context_iteration (NULL, TRUE);
+  test_screenshot_settle ();
+  GtkAdjustment *inner = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (gtk_widget_get_first_child (GTK_WIDGET (panel))));
+  GtkAdjustment *outer = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (page));
+  g_assert_cmpfloat (gtk_adjustment_get_upper (inner) - gtk_adjustment_get_page_size (inner)
+                     + gtk_adjustment_get_upper (outer) - gtk_adjustment_get_page_size (outer), >, 0);
+  GtkWidget *scale = find_named (GTK_WIDGET (panel), "scale-top_p");
+  double before = gtk_range_get_value (GTK_RANGE (scale));
+  g_assert_true (deliver_scroll (scale, 1.0));
+  g_assert_cmpfloat (gtk_range_get_value (GTK_RANGE (scale)), ==, before);
+  g_assert_cmpfloat (gtk_adjustment_get_value (inner) + gtk_adjustment_get_value (outer), >, 0);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+static GtkDropDown *
+shipped_grammar_dropdown (HanashiParamsPanel *panel, guint *yes_no)
+{
+  g_auto (GStrv) files = hanashi_params_list_shipped_grammars ();
+  *yes_no = G_MAXUINT;
+  for (guint i = 0; files[i]; i++)
+    if (g_str_equal (files[i], "yes-no"))
+      *yes_no = i;
+  g_assert_cmpuint (*yes_no, !=, G_MAXUINT);
+  return GTK_DROP_DOWN (find_named (GTK_WIDGET (panel), "shipped-grammar"));
+}
+
+static const char *
+dropdown_item (GtkDropDown *dropdown, guint i)
+{
+  g_autoptr (GtkStringObject) item = g_list_model_get_item (gtk_drop_down_get_model (dropdown), i);
+  return gtk_string_object_get_string (item);
+}
+
+/* The shipped grammars have names, not file names; choosing one still sends its file. */
+static void
+test_grammar_names (void)
+{
+  g_autoptr (HanashiParamsPanel) panel = new_panel ();
+  guint yes_no = 0;
+  GtkDropDown *dropdown = shipped_grammar_dropdown (panel, &yes_no);
+  g_auto (GStrv) files = hanashi_params_list_shipped_grammars ();
+  g_assert_cmpuint (g_list_model_get_n_items (gtk_drop_down_get_model (dropdown)), ==, g_strv_length (files));
+  for (guint i = 0; files[i]; i++)
+    g_assert_cmpstr (dropdown_item (dropdown, i), !=, files[i]);
+  g_assert_cmpstr (dropdown_item (dropdown, yes_no), ==, "Yes or No");
+
+  set_dropdown (panel, "grammar-mode", HANASHI_GRAMMAR_MODE_SHIPPED);
+  gtk_drop_down_set_selected (dropdown, yes_no);
+  g_autofree char *json = hanashi_params_panel_dup_params_json (panel);
+  g_auto (HanashiParams) params;
+  hanashi_params_init_default (&params);
+  g_assert_true (hanashi_params_update_from_json (&params, json, NULL));
+  g_assert_cmpstr (params.grammar_name, ==, "yes-no");
+
+  /* In Japanese (the catalogue built in this tree), in a process of its own. */
+  if (g_test_subprocess ())
+    {
+      g_assert_nonnull (setlocale (LC_ALL, "C.UTF-8"));
+      g_setenv ("LANGUAGE", "ja", TRUE);
+      bindtextdomain (GETTEXT_PACKAGE, g_getenv ("HANASHI_TEST_LOCALEDIR"));
+      bind_textdomain_codeset (GETTEXT_PACKAGE, "UTF-8");
+      textdomain (GETTEXT_PACKAGE);
+      g_autoptr (HanashiParamsPanel) ja = new_panel ();
+      GtkDropDown *ja_dropdown = shipped_grammar_dropdown (ja, &yes_no);
+      g_print ("%s\n", dropdown_item (ja_dropdown, yes_no));
+      g_print ("%s\n", selected_preset (ja));
+      return;
+    }
+  const char *localedir = g_getenv ("HANASHI_TEST_LOCALEDIR");
+  g_assert_nonnull (localedir);
+  g_autofree char *catalog = g_build_filename (localedir, "ja", "LC_MESSAGES", GETTEXT_PACKAGE ".mo", NULL);
+  g_assert_true (g_file_test (catalog, G_FILE_TEST_EXISTS));
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stdout ("yes / no の二択\nバランス\n");
 }
 
 /* A schema large enough that checking it takes a while: objects nested in objects. */
@@ -632,6 +881,9 @@ main (int argc, char **argv)
   g_test_add_func ("/params-panel/settings-clamped", test_settings_are_clamped);
   g_test_add_func ("/params-panel/defaults-mode", test_defaults_mode_writes_settings);
   g_test_add_func ("/params-panel/presets", test_presets);
+  g_test_add_func ("/params-panel/preset-shows-custom", test_preset_shows_custom);
+  g_test_add_func ("/params-panel/wheel-scrolls-panel", test_wheel_scrolls_panel);
+  g_test_add_func ("/params-panel/grammar-names", test_grammar_names);
   g_test_add_func ("/params-panel/screenshots", test_screenshots);
   return g_test_run ();
 }
