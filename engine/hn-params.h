@@ -16,6 +16,8 @@
  * Labels and hints are English; they are marked with N_() so that the app's translation
  * template picks them up (po/POTFILES.in lists hn-params.c) and the app shows them through
  * gettext.  The engine itself never translates.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

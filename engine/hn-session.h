@@ -17,6 +17,8 @@
  *            V rows [n_tokens][n_embd_v] F16.  payload hash = FNV-1a 64 of the payload.
  *   Rows of tokens before rows_from may be zeros instead: a sliding-window layer's cache
  *   had already handed them on (version 2; version 1 had no rows_from and is not read).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

@@ -17,6 +17,8 @@
  * "session: reused N of M prompt tokens" (N prompt tokens were already in the KV cache),
  * preceded on the first one by "session: file not used (why)" when the file is missing or
  * unusable; notices when turns were left out, the template failed or the context filled up.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include <stdio.h>
 #include <stdlib.h>

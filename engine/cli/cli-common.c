@@ -1,4 +1,7 @@
-/* cli-common.c — argument and error helpers shared by the hanashi-cli subcommands. */
+/* cli-common.c — argument and error helpers shared by the hanashi-cli subcommands.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "cli-common.h"
 #include "hn-array.h"
 

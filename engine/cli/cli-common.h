@@ -2,6 +2,8 @@
  *
  * Contract for every subcommand: exit status 0 on success; on bad input, exactly one line
  * "hanashi-cli: error: <message>" on stderr and exit status 1.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

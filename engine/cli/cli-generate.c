@@ -4,7 +4,10 @@
  *   fits the context is accepted; a longer one is refused with its length and the context's.  With --session, the KV state of an earlier run is reused for the common
  *   prefix of its tokens and this prompt, and the new state is saved after.  The prompt
  *   runs through the conversation core (hn-chat.h) as tokens, so reuse and what the saved
- *   session holds are the core's, the same as for `chat` and the app. */
+ *   session holds are the core's, the same as for `chat` and the app.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,10 @@
  * The transfer runs in a worker thread with libsoup's blocking API (one SoupSession per
  * transfer, created and used only on that thread).  The worker publishes progress under
  * a mutex and keeps at most one idle callback pending on the owner's main context, so a
- * fast connection cannot flood the GUI with notifications. */
+ * fast connection cannot flood the GUI with notifications.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #define G_LOG_DOMAIN "hanashi-download"
 
 #include "hanashi-download.h"
