@@ -1,5 +1,8 @@
 /* hanashi-model-scan.h: finds GGUF files in the model folders and reads their metadata
- * (in a worker thread; the header is memory-mapped, so a scan costs little I/O). */
+ * (in a worker thread; the header is memory-mapped, so a scan costs little I/O).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gio/gio.h>

@@ -3,6 +3,8 @@
  * The thread protocol (queue, events, cancel, coalescing) is independent of the model code;
  * the real backend (hn-model/hn-context/hn-generate) and the scripted test backend both fill
  * in this table.  All functions run on the engine thread only.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

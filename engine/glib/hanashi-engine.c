@@ -8,7 +8,11 @@
  * merged there, so a fast stream costs one main-loop wakeup per frame rather than one per
  * token.  Hand-overs that ThreadSanitizer cannot see through GLib are annotated
  * (hanashi-tsan.h).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
+#define G_LOG_DOMAIN "hanashi-engine"
+
 #include "hanashi-engine.h"
 #include "hanashi-engine-backend.h"
 #include "hanashi-tsan.h"
@@ -16,6 +20,7 @@
 #include "hn-chat-template.h"
 #include "hn-grammar.h"
 #include "hn-json-schema.h"
+#include "hn-memory.h"
 #include "hn-reasoning.h"
 
 #include <errno.h>
@@ -1098,6 +1103,17 @@ thread_run_count (EngineCore *core, Cmd *cmd)
     }
   gint n = core->backend->count_tokens (core->model, cmd->req, &error);
   post_task_done (core, cmd, n, n < 0 ? error : NULL);
+}
+
+gboolean
+hanashi_memory_available (guint64 *bytes)
+{
+  uint64_t available = 0;
+  g_return_val_if_fail (bytes != NULL, FALSE);
+  if (!hn_memory_available (&available))
+    return FALSE;
+  *bytes = available;
+  return TRUE;
 }
 
 char *

@@ -1,6 +1,9 @@
 /* The chat window end to end with the engine's scripted backend: sending, streaming into
  * the list and the database, stop, store failures, alternatives, the narrow layout, a long
- * conversation and screenshots. */
+ * conversation and screenshots.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>

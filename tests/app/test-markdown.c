@@ -1,4 +1,7 @@
-/* test-markdown.c — Markdown to Pango markup and code blocks (no display) */
+/* test-markdown.c — Markdown to Pango markup and code blocks (no display)
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <pango/pango.h>
 #include <string.h>
 

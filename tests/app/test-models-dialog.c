@@ -1,5 +1,8 @@
 /* The Models page: local models with their metadata, and a download from a local HTTP
- * server (127.0.0.1) through the dialog that then shows up in the list. */
+ * server (127.0.0.1) through the dialog that then shows up in the list.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>

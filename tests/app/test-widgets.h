@@ -1,4 +1,7 @@
-/* Finding widgets the way a user sees them, for the GUI tests. */
+/* Finding widgets the way a user sees them, for the GUI tests.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gtk/gtk.h>

@@ -1,6 +1,9 @@
 /* The window when things go wrong around it: a conversation database locked by another
  * process, in a folder that cannot be written, or damaged; and a model file that cannot be
- * loaded while another model works.  The engine's scripted backend stands in for a model. */
+ * loaded while another model works.  The engine's scripted backend stands in for a model.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>

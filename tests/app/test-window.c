@@ -1,5 +1,8 @@
 /* GUI smoke test: the real window opens under a virtual display and shows the
- * no-model status page with its Open Model File button. */
+ * no-model status page with its Open Model File button.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>

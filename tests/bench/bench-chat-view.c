@@ -1,6 +1,9 @@
 /* Chat window costs: opening a long conversation, and one streamed token into a long
  * Markdown reply (parse + update of the row's widgets + layout).  Needs a display
- * (xvfb-run -a meson test -C build --benchmark --suite bench chat-view --verbose). */
+ * (xvfb-run -a meson test -C build --benchmark --suite bench chat-view --verbose).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>

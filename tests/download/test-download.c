@@ -1,6 +1,9 @@
 /* Tests for model downloads against a small HTTP server on 127.0.0.1 that serves a test
  * model with Range support, an interrupted connection, a 404, a wrong file, a slow body
- * and redirects.  No test touches the internet. */
+ * and redirects.  No test touches the internet.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hanashi-download.h"
 #include "hn-context.h"
 #include "hn-gguf.h"

@@ -1,7 +1,10 @@
 /* The engine-thread protocol, driven through the scripted backend (the real inference
  * backend plugs into the same table): events arrive on the main context in order, cancel
  * stops within one step, a model switch cancels cleanly, dispose joins the thread, and a
- * random command storm never deadlocks, leaks or crashes (run under ASan and TSan). */
+ * random command storm never deadlocks, leaks or crashes (run under ASan and TSan).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib/gstdio.h>
 #include <string.h>
 #include <unistd.h>
