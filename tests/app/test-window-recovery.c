@@ -452,6 +452,69 @@ test_store_damaged (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+/* The application owns the database: every window shows the same store, one question
+ * about a damaged file is asked for all of them (over the active window), and what one
+ * window's banner does, the other window shows. */
+static guint
+count_message_dialogs (void)
+{
+  GListModel *toplevels = gtk_window_get_toplevels ();   /* not ours */
+  guint n = 0;
+  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
+    {
+      g_autoptr (GObject) window = g_list_model_get_item (toplevels, i);
+      n += ADW_IS_MESSAGE_DIALOG (window) && gtk_widget_get_visible (GTK_WIDGET (window));
+    }
+  return n;
+}
+
+static void
+test_store_shared (void)
+{
+  g_autofree char *path = database_path ();
+  g_autofree char *dir = g_path_get_dirname (path);
+  remove_database_folder ();
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0700), ==, 0);
+  g_assert_true (g_file_set_contents (path, "not a database, not at all, not even close", -1, NULL));
+
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *first = make_window (app);
+  HanashiWindow *second = make_window (app);
+  g_assert_null (hanashi_application_get_store (app));
+  g_assert_nonnull (hanashi_application_get_store_problem (app));
+  g_assert_cmpstr (hanashi_store_banner_get_text (get_banner (first)), ==, hanashi_store_banner_get_text (get_banner (second)));
+
+  /* Both windows were shown; the offer came once. */
+  wait_until (has_message_dialog, NULL);
+  settle ();
+  g_assert_cmpuint (count_message_dialogs (), ==, 1);
+  /* Asking again from a banner brings back the same question, not a second one. */
+  gtk_widget_activate (find_button (GTK_WIDGET (get_banner (second)), "Start Fresh…"));
+  settle ();
+  g_assert_cmpuint (count_message_dialogs (), ==, 1);
+  AdwMessageDialog *dialog = find_message_dialog ();
+  GtkWindow *parent = gtk_window_get_transient_for (GTK_WINDOW (dialog));
+  g_assert_true (parent == GTK_WINDOW (first) || parent == GTK_WINDOW (second));
+  adw_message_dialog_response (dialog, "fresh");
+
+  HanashiStore *store = hanashi_application_get_store (app);
+  g_assert_nonnull (store);
+  g_assert_null (hanashi_application_get_store_problem (app));
+  g_assert_true (hanashi_window_get_store (first) == store);
+  g_assert_true (hanashi_window_get_store (second) == store);
+  g_assert_true (store_writable (first));
+  g_assert_true (store_writable (second));
+
+  /* A conversation written through one window is in the other's list at once. */
+  load_model (first, model_path);
+  send_and_finish (first, "Written in the first window");
+  g_autoptr (GPtrArray) conversations = hanashi_store_list_conversations (hanashi_window_get_store (second), NULL, NULL);
+  g_assert_nonnull (conversations);
+  g_assert_cmpuint (conversations->len, ==, 1);
+  gtk_window_destroy (GTK_WINDOW (second));
+  gtk_window_destroy (GTK_WINDOW (first));
+}
+
 /* ---- a model file that cannot be loaded --------------------------------------------------- */
 
 static void
@@ -546,6 +609,7 @@ main (int argc, char **argv)
   g_test_add_func ("/window-recovery/store-locked", test_store_locked);
   g_test_add_func ("/window-recovery/store-read-only", test_store_read_only);
   g_test_add_func ("/window-recovery/store-damaged", test_store_damaged);
+  g_test_add_func ("/window-recovery/store-shared", test_store_shared);
   g_test_add_func ("/window-recovery/failed-load-keeps-model", test_failed_load_keeps_model);
   g_test_add_func ("/window-recovery/open-best-sentences", test_open_best_sentences);
   int status = g_test_run ();
