@@ -11,7 +11,7 @@
 #include "hn-params.h"
 #include "hn-sampler.h"
 
-typedef struct {
+typedef struct CliSamplingOptions {
   HnSamplerParams params;
   HnLogitBias *bias;
   size_t n_bias;
