@@ -97,6 +97,7 @@ typedef struct {
   int     (*fstat) (int fd, struct stat *st);  /* the size of the file being read */
 } HnSessionIO;
 
-/* NULL restores the real calls.  Process-global: for tests only. */
+/* NULL restores the real calls.  Process-global: for tests only (a test seam, listed with
+ * the others in tests/support/hanashi-test-seams.h). */
 void hn_session_set_io (const HnSessionIO *io);
 const HnSessionIO *hn_session_default_io (void);

@@ -17,6 +17,7 @@
 #include "hn-quantize.h"
 #include "test-xdg.h"
 #include "test-screenshot.h"
+#include "hanashi-test-seams.h"
 
 static const char *
 testdata_models (void)
@@ -725,7 +726,7 @@ show_download_page (HanashiModelsDialog *dialog)
 static void
 check_memory_fit (const char *available_mb)
 {
-  g_setenv ("HANASHI_MEM_AVAILABLE_MB", available_mb, TRUE);
+  hanashi_test_set_memory_available_mb (available_mb);
   guint64 available = g_ascii_strtoull (available_mb, NULL, 10) * 1000000;
   g_autoptr (GPtrArray) catalog = hanashi_catalog_load_default ();
   g_assert_cmpuint (catalog->len, >=, 10);
@@ -777,7 +778,7 @@ check_memory_fit (const char *available_mb)
       g_assert_true (seen_too_large);
     }
   gtk_window_destroy (GTK_WINDOW (dialog));
-  g_unsetenv ("HANASHI_MEM_AVAILABLE_MB");
+  hanashi_test_set_memory_available_mb (NULL);
 }
 
 static void
@@ -913,8 +914,8 @@ test_catalog_download_is_pinned (void)
   guint port = 0;
   g_autoptr (SoupServer) server = start_server (&port);
   g_autofree char *hub = g_strdup_printf ("http://127.0.0.1:%u/hub", port);
-  g_setenv ("HANASHI_HUB_URL", hub, TRUE);
-  g_setenv ("HANASHI_MEM_AVAILABLE_MB", "1000000", TRUE);
+  hanashi_test_set_hub_url (hub);
+  hanashi_test_set_memory_available_mb ("1000000");
 
   HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
   int scans = 0;
@@ -966,8 +967,8 @@ test_catalog_download_is_pinned (void)
   test_screenshot (GTK_WIDGET (dialog), "models-download-error");
 
   gtk_window_destroy (GTK_WINDOW (dialog));
-  g_unsetenv ("HANASHI_HUB_URL");
-  g_unsetenv ("HANASHI_MEM_AVAILABLE_MB");
+  hanashi_test_set_hub_url (NULL);
+  hanashi_test_set_memory_available_mb (NULL);
   g_clear_pointer (&served_model, g_bytes_unref);
 }
 

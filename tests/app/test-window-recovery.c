@@ -19,85 +19,11 @@
 #include "hanashi-store-recovery.h"
 #include "hanashi-window.h"
 #include "test-widgets.h"
+#include "test-window-helpers.h"
 #include "test-xdg.h"
+#include "hanashi-test-seams.h"
 
 static char *model_path;
-
-static GtkWidget *
-find_by_type (GtkWidget *root, GType type)
-{
-  if (G_TYPE_CHECK_INSTANCE_TYPE (root, type))
-    return root;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      GtkWidget *found = find_by_type (child, type);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
-
-typedef gboolean (*Condition) (gpointer data);
-
-/* Runs the main loop until @condition holds; the deadline only keeps a broken build from
- * hanging the suite. */
-static void
-wait_until (Condition condition, gpointer data)
-{
-  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
-  while (!condition (data))
-    {
-      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
-      g_main_context_iteration (NULL, FALSE);
-      g_usleep (1000);
-    }
-}
-
-static gboolean
-has_label_containing (GtkWidget *root, const char *needle)
-{
-  if (GTK_IS_LABEL (root) && strstr (gtk_label_get_label (GTK_LABEL (root)), needle) != NULL)
-    return TRUE;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    if (has_label_containing (child, needle))
-      return TRUE;
-  return FALSE;
-}
-
-static void
-wait_for_text (HanashiWindow *window, const char *needle)
-{
-  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
-  while (!has_label_containing (GTK_WIDGET (window), needle))
-    {
-      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
-      g_main_context_iteration (NULL, FALSE);
-      g_usleep (1000);
-    }
-}
-
-static void
-settle (void)
-{
-  for (int i = 0; i < 5; i++)
-    {
-      while (g_main_context_iteration (NULL, FALSE))
-        ;
-      g_usleep (20000);
-    }
-}
-
-static gboolean
-is_mapped (gpointer data)
-{
-  return gtk_widget_get_mapped (data);
-}
-
-static gboolean
-model_loaded (gpointer data)
-{
-  return hanashi_engine_get_model_info (hanashi_window_get_engine (data)) != NULL;
-}
 
 static gboolean
 engine_idle (gpointer data)
@@ -106,31 +32,10 @@ engine_idle (gpointer data)
   return state == HANASHI_ENGINE_STATE_READY || state == HANASHI_ENGINE_STATE_NO_MODEL;
 }
 
-static HanashiComposer *
-get_composer (HanashiWindow *window)
-{
-  return HANASHI_COMPOSER (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_COMPOSER));
-}
-
 static HanashiStoreBanner *
 get_banner (HanashiWindow *window)
 {
   return HANASHI_STORE_BANNER (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_STORE_BANNER));
-}
-
-static gboolean
-reply_done (gpointer data)
-{
-  HanashiWindow *window = data;
-  return !hanashi_composer_get_generating (get_composer (window));
-}
-
-static HanashiApplication *
-make_app (void)
-{
-  HanashiApplication *app = hanashi_application_new ();
-  g_assert_true (g_application_register (G_APPLICATION (app), NULL, NULL));
-  return app;
 }
 
 static HanashiWindow *
@@ -597,7 +502,7 @@ int
 main (int argc, char **argv)
 {
   test_xdg_setup ();
-  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
+  hanashi_test_use_scripted_backend ();
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
 

@@ -13,6 +13,7 @@
 #include "hanashi-message.h"
 #include "hanashi-window.h"
 #include "../app/test-xdg.h"
+#include "hanashi-test-seams.h"
 
 #define ROUNDS 5
 
@@ -128,7 +129,7 @@ int
 main (int argc, char **argv)
 {
   test_xdg_setup ();
-  g_setenv ("HANASHI_ENGINE_BACKEND", "scripted", TRUE);
+  hanashi_test_use_scripted_backend ();
   g_setenv ("GSETTINGS_BACKEND", "memory", TRUE);
   gtk_init ();
   adw_init ();

@@ -5,6 +5,9 @@
   header of the GLib-free engine (engine/*.h, engine/jinja/*.h) or of the CLI.
 - Every C file starts the same way: its first comment carries the licence line.
 - Every app .c file names its log domain (G_LOG_DOMAIN) before its first #include.
+- Test seams: the product reads no environment variable of ours but the ones named below,
+  each in its one place; those that are test seams are listed in
+  tests/support/hanashi-test-seams.h, and no product file carries a scripted backend.
 
 Usage: check-sources.py SOURCE_ROOT
 """
@@ -44,6 +47,33 @@ for path in sorted((root / "app").glob("*.c")):
     first_include = INCLUDE.search(text)
     if not domain or (first_include and domain.start() > first_include.start()):
         problems.append(f"{path.relative_to(root)}: no #define G_LOG_DOMAIN before the first #include")
+
+# The environment variables the product reads, and where.  Test seams must also be in the
+# seams header; the others are settings for people (documented in docs/).
+PRODUCT_ENV = {
+    "HANASHI_MEM_AVAILABLE_MB": ("engine/hn-memory.c", True),
+    "HANASHI_HUB_URL": ("engine/download/hanashi-download.c", True),
+    "HANASHI_SIMD": (("engine/hn-cpu.c", "engine/hn-simd.c"), False),
+    "HANASHI_DECODE": ("engine/hn-decode-choice.c", False),
+    "HANASHI_NOW": ("engine/cli/cli-chat-template.c", False),
+}
+GETENV = re.compile(r'\b(?:g_)?getenv\s*\(\s*"(HANASHI_[A-Z0-9_]+)"')
+seams_header = (root / "tests/support/hanashi-test-seams.h").read_text(encoding="utf-8")
+for folder in ("app", "engine"):
+    for path in sorted((root / folder).rglob("*.[ch]")):
+        rel = str(path.relative_to(root))
+        text = path.read_text(encoding="utf-8")
+        for name in GETENV.findall(text):
+            where, seam = PRODUCT_ENV.get(name, ((), False))
+            places = (where,) if isinstance(where, str) else where
+            if rel not in places:
+                problems.append(f"{rel}: reads {name}, which is not one of the product's documented variables "
+                                "(tests/data/check-sources.py) or not read here")
+        if re.search(r"\w*scripted_\w+", text):
+            problems.append(f"{rel}: has code of a scripted backend; test fakes live in tests/support")
+for name, (where, seam) in PRODUCT_ENV.items():
+    if seam and name not in seams_header:
+        problems.append(f"tests/support/hanashi-test-seams.h: does not list the test seam {name}")
 
 for p in problems:
     print(p)
