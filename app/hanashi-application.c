@@ -179,7 +179,7 @@ open_store_once (HanashiApplication *self)
   if (self->store_opened)
     return;
   self->store_opened = TRUE;
-  self->store_path = hanashi_store_default_path ();
+  self->store_path = hanashi_store_dup_default_path ();
   self->store = hanashi_store_open_best (self->store_path, &problem);
   set_store_problem (self, problem);
 }

@@ -27,7 +27,7 @@ hanashi_local_model_free (HanashiLocalModel *model)
 }
 
 char *
-hanashi_model_scan_app_folder (void)
+hanashi_model_scan_dup_app_folder (void)
 {
   return g_build_filename (g_get_user_data_dir (), "hanashi", "models", NULL);
 }
@@ -42,7 +42,7 @@ hanashi_model_scan_file (const char *path)
   if (info)
     model->file_size = (guint64) g_file_info_get_size (info);
 
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_autofree char *dir = g_path_get_dirname (path);
   model->in_app_folder = g_strcmp0 (dir, app_folder) == 0;
 
@@ -100,7 +100,7 @@ scan_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *can
   char **extra = task_data;
   g_autoptr (GPtrArray) models = g_ptr_array_new_with_free_func ((GDestroyNotify) hanashi_local_model_free);
   g_autoptr (GHashTable) seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   scan_folder (app_folder, seen, models, cancellable);
   for (char **folder = extra; folder && *folder; folder++)
     scan_folder (*folder, seen, models, cancellable);

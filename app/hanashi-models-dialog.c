@@ -178,7 +178,7 @@ on_delete_done (GObject *source, GAsyncResult *result, gpointer user_data)
 static void
 on_delete_response (GtkWidget *dialog, const char *response, DeleteData *data)
 {
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_autofree char *folder = g_path_get_dirname (data->path);
   /* Only the app's own downloads are deleted, whatever the caller passed. */
   if (g_strcmp0 (response, "delete") == 0 && g_strcmp0 (folder, app_folder) == 0)
@@ -635,7 +635,7 @@ hanashi_models_dialog_download_verified (HanashiModelsDialog *self, const char *
   g_autofree char *name = destination_name (uri, file, error);
   if (!name)
     return NULL;
-  g_autofree char *folder = hanashi_model_scan_app_folder ();
+  g_autofree char *folder = hanashi_model_scan_dup_app_folder ();
   if (g_mkdir_with_parents (folder, 0755) != 0)
     {
       int saved = errno;
@@ -680,7 +680,7 @@ hanashi_models_dialog_download_verified (HanashiModelsDialog *self, const char *
 static void
 adopt_unfinished_downloads (void)
 {
-  g_autofree char *folder = hanashi_model_scan_app_folder ();
+  g_autofree char *folder = hanashi_model_scan_dup_app_folder ();
   g_autoptr (GDir) dir = g_dir_open (folder, 0, NULL);
   if (!dir)
     return;

@@ -38,7 +38,7 @@ dup_weight_type (const HnGguf *gguf)
 }
 
 char *
-hanashi_model_file_weight_type (const char *path, GError **error)
+hanashi_model_file_dup_weight_type (const char *path, GError **error)
 {
   g_return_val_if_fail (path != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);

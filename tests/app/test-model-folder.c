@@ -55,7 +55,7 @@ test_scan_writes_nothing (void)
 {
   g_autofree char *folder = g_build_filename (g_getenv ("HANASHI_TESTDATA"), "models", NULL);
   g_autofree char *before = snapshot_dir (folder);
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
 
   const char *folders[] = { folder, NULL };
   g_autoptr (GPtrArray) models = NULL;

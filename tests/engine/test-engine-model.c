@@ -406,7 +406,7 @@ test_file_weight_type (Fixture *f, gconstpointer data)
     {
       g_autofree char *path = model_path (files[i]);
       g_autoptr (GError) error = NULL;
-      g_autofree char *from_file = hanashi_model_file_weight_type (path, &error);
+      g_autofree char *from_file = hanashi_model_file_dup_weight_type (path, &error);
       g_assert_no_error (error);
       g_assert_nonnull (from_file);
       load_and_wait (f, files[i], 64);
@@ -414,7 +414,7 @@ test_file_weight_type (Fixture *f, gconstpointer data)
       g_test_message ("%s: %s", files[i], from_file);
     }
   g_autofree char *q4_k_m = model_path ("quant-llama-v512-q4_k_m.gguf");
-  g_autofree char *type = hanashi_model_file_weight_type (q4_k_m, NULL);
+  g_autofree char *type = hanashi_model_file_dup_weight_type (q4_k_m, NULL);
   g_assert_cmpstr (type, ==, "Q4_K");
 
   /* Q4_K keeps output.weight in Q6_K; with a 32000-token vocabulary that one matrix holds
@@ -424,7 +424,7 @@ test_file_weight_type (Fixture *f, gconstpointer data)
   HnError err = { 0 };
   if (!hn_quantize_model (source, q4_k, hn_quantize_target_find ("Q4_K"), 2, NULL, NULL, &err))
     g_error ("%s", err.message);
-  g_autofree char *large_vocab = hanashi_model_file_weight_type (q4_k, NULL);
+  g_autofree char *large_vocab = hanashi_model_file_dup_weight_type (q4_k, NULL);
   g_assert_cmpstr (large_vocab, ==, "Q4_K");
   f->load_finished = FALSE;
   hanashi_engine_load_model_async (f->engine, q4_k, 64, 1, NULL, load_done, f);
@@ -437,12 +437,12 @@ test_file_weight_type (Fixture *f, gconstpointer data)
   /* the same errors as a load of the file */
   g_autoptr (GError) error = NULL;
   g_autofree char *missing = model_path ("no-such-model.gguf");
-  g_assert_null (hanashi_model_file_weight_type (missing, &error));
+  g_assert_null (hanashi_model_file_dup_weight_type (missing, &error));
   g_assert_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_MODEL_UNREADABLE);
   g_clear_error (&error);
   g_autofree char *junk = g_build_filename (f->session_dir, "junk.gguf", NULL);
   g_assert_true (g_file_set_contents (junk, "this is not a model", -1, NULL));
-  g_assert_null (hanashi_model_file_weight_type (junk, &error));
+  g_assert_null (hanashi_model_file_dup_weight_type (junk, &error));
   g_assert_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NOT_GGUF);
 }
 
