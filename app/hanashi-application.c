@@ -10,16 +10,37 @@
 
 #include "hanashi-application.h"
 #include "hanashi-preferences-window.h"
+#include "hanashi-store-recovery.h"
 #include "hanashi-window.h"
+
+/* Another program's lock on the database goes away by itself: try again this often (s). */
+#define STORE_RETRY_INTERVAL_S 3
 
 struct _HanashiApplication
 {
   AdwApplication parent_instance;
 
   /* Owned */
-  HanashiEngine *engine;
-  GSettings     *settings;
+  HanashiEngine    *engine;
+  GSettings        *settings;
+
+  /* The conversation database, shared by every window; see hanashi-application.h. */
+  gboolean          store_opened;      /* the first open has happened */
+  char             *store_path;
+  HanashiStore     *store;             /* NULL while it cannot be opened at all */
+  GError           *store_problem;     /* why it is missing or read-only, or NULL */
+  GCancellable     *store_cancellable; /* the reopen running on a worker thread */
+  guint             store_retry_source;
+  gboolean          store_fresh_offer_pending; /* damaged: ask once a window is shown */
+  AdwMessageDialog *fresh_dialog;      /* weak: the one "Start fresh?" question, while open */
 };
+
+enum {
+  SIGNAL_STORE_CHANGED,
+  N_SIGNALS
+};
+
+static guint signals[N_SIGNALS];
 
 G_DEFINE_FINAL_TYPE (HanashiApplication, hanashi_application, ADW_TYPE_APPLICATION)
 
@@ -56,6 +77,253 @@ hanashi_application_get_engine (HanashiApplication *self)
     }
   return self->engine;
 }
+
+/* ---- the conversation database ------------------------------------------------------------ */
+
+static void reopen_store_async (HanashiApplication *self);
+
+static gboolean
+retry_store_timeout (gpointer data)
+{
+  HanashiApplication *self = data;
+  self->store_retry_source = 0;
+  reopen_store_async (self);
+  return G_SOURCE_REMOVE;
+}
+
+/* Takes @problem (NULL: the store is writable).  A lock held by another program is retried
+ * on its own; the other problems wait for the user (Try Again, sending, Start Fresh). */
+static void
+set_store_problem (HanashiApplication *self,
+                   GError             *problem)
+{
+  g_clear_error (&self->store_problem);
+  self->store_problem = problem;
+  if (g_error_matches (problem, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_BUSY) &&
+      self->store_retry_source == 0 && self->store_cancellable == NULL)
+    self->store_retry_source = g_timeout_add_seconds (STORE_RETRY_INTERVAL_S, retry_store_timeout, self);
+  self->store_fresh_offer_pending =
+    self->store == NULL && g_error_matches (problem, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_CORRUPT);
+}
+
+/* A store opened again replaces the one the windows show (same file, so their chats stay). */
+static void
+replace_store (HanashiApplication *self,
+               HanashiStore       *store,
+               GError             *problem)
+{
+  if (store == NULL && self->store != NULL && problem != NULL)
+    {
+      /* Still not writable: keep showing what could be read. */
+      g_error_free (problem);
+      return;
+    }
+  g_set_object (&self->store, store);
+  set_store_problem (self, problem);
+  g_signal_emit (self, signals[SIGNAL_STORE_CHANGED], 0);
+}
+
+static void
+store_reopened (GObject      *source,
+                GAsyncResult *result,
+                gpointer      user_data)
+{
+  g_autoptr (HanashiApplication) self = user_data;
+  GError *problem = NULL;
+  g_autoptr (HanashiStore) store = hanashi_store_open_best_finish (result, &problem);
+
+  if (g_error_matches (problem, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    {
+      g_error_free (problem);
+      return;
+    }
+  g_clear_object (&self->store_cancellable);
+  replace_store (self, store, problem);
+}
+
+/* On a worker thread: a locked database makes SQLite wait up to its busy timeout. */
+static void
+reopen_store_async (HanashiApplication *self)
+{
+  if (self->store_cancellable != NULL)
+    return;
+  g_clear_handle_id (&self->store_retry_source, g_source_remove);
+  self->store_cancellable = g_cancellable_new ();
+  hanashi_store_open_best_async (self->store_path, self->store_cancellable, store_reopened, g_object_ref (self));
+}
+
+/* Closes what is open and opens the database again, here and now.  The read-only
+ * connection goes first, from every window too: while it is open, SQLite hands a new
+ * connection to the same file the read-only descriptor it keeps for its locks, and the new
+ * one is read-only too. */
+static void
+reopen_store_now (HanashiApplication *self)
+{
+  GError *problem = NULL;
+  g_autoptr (HanashiStore) store = NULL;
+
+  if (self->store != NULL)
+    {
+      g_clear_object (&self->store);
+      g_signal_emit (self, signals[SIGNAL_STORE_CHANGED], 0);
+    }
+  store = hanashi_store_open_best (self->store_path, &problem);
+  replace_store (self, store, problem);
+}
+
+static void
+open_store_once (HanashiApplication *self)
+{
+  GError *problem = NULL;
+
+  if (self->store_opened)
+    return;
+  self->store_opened = TRUE;
+  self->store_path = hanashi_store_dup_default_path ();
+  self->store = hanashi_store_open_best (self->store_path, &problem);
+  set_store_problem (self, problem);
+}
+
+HanashiStore *
+hanashi_application_get_store (HanashiApplication *self)
+{
+  g_return_val_if_fail (HANASHI_IS_APPLICATION (self), NULL);
+  open_store_once (self);
+  return self->store;
+}
+
+const GError *
+hanashi_application_get_store_problem (HanashiApplication *self)
+{
+  g_return_val_if_fail (HANASHI_IS_APPLICATION (self), NULL);
+  open_store_once (self);
+  return self->store_problem;
+}
+
+void
+hanashi_application_retry_store (HanashiApplication *self)
+{
+  g_return_if_fail (HANASHI_IS_APPLICATION (self));
+  open_store_once (self);
+  /* A read-only database is reopened at once (nothing waits for a lock there); a missing
+   * one on a worker thread, as it may be locked. */
+  if (self->store != NULL)
+    reopen_store_now (self);
+  else
+    reopen_store_async (self);
+}
+
+gboolean
+hanashi_application_ensure_writable_store (HanashiApplication *self)
+{
+  g_return_val_if_fail (HANASHI_IS_APPLICATION (self), FALSE);
+  open_store_once (self);
+  if (self->store != NULL && self->store_problem == NULL)
+    return TRUE;
+  /* A lock is already being retried in the background; opening here would wait for it. */
+  if (self->store_cancellable == NULL &&
+      !g_error_matches (self->store_problem, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_BUSY))
+    reopen_store_now (self);
+  return self->store != NULL && self->store_problem == NULL;
+}
+
+/* Says @message on @window when it is one of ours (toasts live in the window). */
+static void
+tell (GtkWindow  *window,
+      const char *message)
+{
+  if (HANASHI_IS_WINDOW (window))
+    hanashi_window_add_toast (HANASHI_WINDOW (window), message);
+  else
+    g_message ("%s", message);
+}
+
+static void
+start_fresh_store (HanashiApplication *self,
+                   GtkWindow          *window)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *aside = NULL;
+  g_autofree char *aside_name = NULL;
+  g_autofree char *text = NULL;
+  GError *problem = NULL;
+  g_autoptr (HanashiStore) store = NULL;
+
+  /* Only a database that could not be opened at all is replaced. */
+  if (self->store != NULL)
+    return;
+  g_clear_handle_id (&self->store_retry_source, g_source_remove);
+  aside = hanashi_store_set_aside (self->store_path, &error);
+  if (aside == NULL)
+    {
+      tell (window, error->message);
+      return;
+    }
+  store = hanashi_store_open_best (self->store_path, &problem);
+  replace_store (self, store, problem);
+  aside_name = g_path_get_basename (aside);
+  /* Translators: %s is the file name the damaged database was given */
+  text = g_strdup_printf (_("A fresh conversation database was started. The damaged one was kept as “%s”."), aside_name);
+  tell (window, text);
+}
+
+static void
+on_fresh_store_response (AdwMessageDialog   *dialog,
+                         const char         *response,
+                         HanashiApplication *self)
+{
+  if (g_strcmp0 (response, "fresh") == 0)
+    start_fresh_store (self, gtk_window_get_transient_for (GTK_WINDOW (dialog)));
+}
+
+void
+hanashi_application_offer_fresh_store (HanashiApplication *self)
+{
+  AdwMessageDialog *dialog;
+  GtkWindow *window;
+
+  g_return_if_fail (HANASHI_IS_APPLICATION (self));
+  self->store_fresh_offer_pending = FALSE;
+  if (self->store != NULL || self->store_problem == NULL)
+    return;
+  /* One question for the whole application, however many windows ask it. */
+  if (self->fresh_dialog != NULL)
+    {
+      gtk_window_present (GTK_WINDOW (self->fresh_dialog));
+      return;
+    }
+  window = gtk_application_get_active_window (GTK_APPLICATION (self));
+  dialog = ADW_MESSAGE_DIALOG (adw_message_dialog_new (window, _("Start a Fresh Conversation Database?"), NULL));
+  /* Translators: %s says which file is damaged and how */
+  adw_message_dialog_format_body (dialog, _("%s\n\nThe damaged file is kept beside it under a new name, so nothing in it is deleted, and a new, empty database takes its place."),
+                                  self->store_problem->message);
+  adw_message_dialog_add_responses (dialog, "cancel", _("_Not Now"), "fresh", _("_Start Fresh"), NULL);
+  adw_message_dialog_set_response_appearance (dialog, "fresh", ADW_RESPONSE_SUGGESTED);
+  adw_message_dialog_set_default_response (dialog, "fresh");
+  adw_message_dialog_set_close_response (dialog, "cancel");
+  g_signal_connect_object (dialog, "response", G_CALLBACK (on_fresh_store_response), self, 0);
+  g_set_weak_pointer (&self->fresh_dialog, dialog);
+  gtk_window_present (GTK_WINDOW (dialog));
+}
+
+/* The offer waits for a window: a dialog for a window not on screen yet has nowhere to go. */
+static void
+on_window_mapped (HanashiApplication *self)
+{
+  if (self->store_fresh_offer_pending)
+    hanashi_application_offer_fresh_store (self);
+}
+
+static void
+hanashi_application_window_added (GtkApplication *app,
+                                  GtkWindow      *window)
+{
+  GTK_APPLICATION_CLASS (hanashi_application_parent_class)->window_added (app, window);
+  if (HANASHI_IS_WINDOW (window))
+    g_signal_connect_object (window, "map", G_CALLBACK (on_window_mapped), app, G_CONNECT_SWAPPED);
+}
+
+/* ---- windows and actions ------------------------------------------------------------------ */
 
 static HanashiWindow *
 get_or_create_window (HanashiApplication *self)
@@ -185,6 +453,13 @@ hanashi_application_dispose (GObject *object)
 
   g_clear_object (&self->settings);
   g_clear_object (&self->engine);
+  g_clear_handle_id (&self->store_retry_source, g_source_remove);
+  g_cancellable_cancel (self->store_cancellable);
+  g_clear_object (&self->store_cancellable);
+  g_clear_weak_pointer (&self->fresh_dialog);
+  g_clear_object (&self->store);
+  g_clear_error (&self->store_problem);
+  g_clear_pointer (&self->store_path, g_free);
   G_OBJECT_CLASS (hanashi_application_parent_class)->dispose (object);
 }
 
@@ -193,11 +468,16 @@ hanashi_application_class_init (HanashiApplicationClass *klass)
 {
   GObjectClass *object_class = G_OBJECT_CLASS (klass);
   GApplicationClass *app_class = G_APPLICATION_CLASS (klass);
+  GtkApplicationClass *gtk_app_class = GTK_APPLICATION_CLASS (klass);
 
   object_class->dispose = hanashi_application_dispose;
   app_class->activate = hanashi_application_activate;
   app_class->open = hanashi_application_open;
   app_class->startup = hanashi_application_startup;
+  gtk_app_class->window_added = hanashi_application_window_added;
+
+  signals[SIGNAL_STORE_CHANGED] = g_signal_new ("store-changed", G_TYPE_FROM_CLASS (klass),
+                                                G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE, 0);
 }
 
 static void

@@ -12,7 +12,7 @@
 
 #include "hanashi-catalog.h"
 #include "hanashi-download.h"
-#include "hn-memory.h"
+#include "hanashi-engine.h"
 
 /* The descriptions in data/models.json, repeated for translation: xgettext cannot read
  * JSON, so they are marked here, and the Models page shows each through gettext.  The
@@ -177,9 +177,9 @@ hanashi_catalog_entry_uri (const HanashiCatalogEntry *entry, GError **error)
 gboolean
 hanashi_catalog_fits_memory (guint64 need, char **text)
 {
-  uint64_t available = 0;
+  guint64 available = 0;
   g_autofree char *need_text = g_format_size (need);
-  if (!hn_memory_available (&available))
+  if (!hanashi_memory_available (&available))
     {
       /* Unknown: say what it needs rather than guess. */
       if (text)

@@ -297,15 +297,15 @@ thinking_switch_shown (HanashiChat *self)
 /* Where a reply starts: inside the thinking when the template's generation prompt opened it
  * (DeepSeek-R1) and the user did not switch thinking off; otherwise a leading marker opens
  * it, and, for templates that know thinking, a lone end marker closes one. */
-static HnThinkStart
+static HanashiThinkStart
 reply_start (HanashiChat *self)
 {
   const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
   if (info == NULL)
-    return HN_THINK_START_ANSWER;
+    return HANASHI_THINK_START_ANSWER;
   if (info->reply_opens_thinking && !(info->thinking_switch && !current_thinking (self)))
-    return HN_THINK_START_INSIDE;
-  return info->thinking_aware ? HN_THINK_START_AUTO : HN_THINK_START_ANSWER;
+    return HANASHI_THINK_START_INSIDE;
+  return info->thinking_aware ? HANASHI_THINK_START_AUTO : HANASHI_THINK_START_ANSWER;
 }
 
 /* The first @n_messages of the visible thread as an engine request, plus @extra_user. */

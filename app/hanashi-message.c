@@ -19,7 +19,7 @@ struct _HanashiMessage {
   GString *thinking;
   double thinking_seconds;
   /* While a reply streams: its output is split into thinking and answer. */
-  HnThinkSplitter *splitter;
+  HanashiThinkSplitter *splitter;
   gint64 output_started;      /* monotonic time of the first output, 0 before */
   gboolean thinking_active;
   gboolean complete;
@@ -90,7 +90,7 @@ hanashi_message_finalize (GObject *object)
   g_free (self->role);
   g_string_free (self->text, TRUE);
   g_string_free (self->thinking, TRUE);
-  g_free (self->splitter);
+  g_clear_pointer (&self->splitter, hanashi_think_splitter_free);
   G_OBJECT_CLASS (hanashi_message_parent_class)->finalize (object);
 }
 
@@ -290,21 +290,21 @@ typedef struct {
 } Output;
 
 static void
-receive_part (void *data, HnThinkPart part, const char *text, size_t len)
+receive_part (gpointer data, HanashiThinkPart part, const char *text, gsize len)
 {
   Output *out = data;
   HanashiMessage *self = out->self;
   switch (part)
     {
-    case HN_THINK_PART_THINKING:
+    case HANASHI_THINK_PART_THINKING:
       g_string_append_len (self->thinking, text, (gssize) len);
       out->thinking_changed = TRUE;
       break;
-    case HN_THINK_PART_ANSWER:
+    case HANASHI_THINK_PART_ANSWER:
       g_string_append_len (self->text, text, (gssize) len);
       out->text_changed = TRUE;
       break;
-    case HN_THINK_PART_ANSWER_WAS_THINKING:
+    case HANASHI_THINK_PART_ANSWER_WAS_THINKING:
       /* Only the end marker came (the prompt had opened the thinking): what looked like
        * the answer was thinking. */
       g_string_append (self->thinking, self->text->str);
@@ -315,12 +315,11 @@ receive_part (void *data, HnThinkPart part, const char *text, size_t len)
 }
 
 void
-hanashi_message_begin_output (HanashiMessage *self, HnThinkStart start)
+hanashi_message_begin_output (HanashiMessage *self, HanashiThinkStart start)
 {
   g_return_if_fail (HANASHI_IS_MESSAGE (self));
-  g_free (self->splitter);
-  self->splitter = g_new0 (HnThinkSplitter, 1);
-  hn_think_splitter_init (self->splitter, start);
+  g_clear_pointer (&self->splitter, hanashi_think_splitter_free);
+  self->splitter = hanashi_think_splitter_new (start);
   self->output_started = 0;
 }
 
@@ -330,7 +329,7 @@ after_output (HanashiMessage *self, Output *out)
   g_object_freeze_notify (G_OBJECT (self));
   if (out->thinking_changed)
     g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_THINKING]);
-  if (hn_think_splitter_thinking (self->splitter))
+  if (hanashi_think_splitter_is_thinking (self->splitter))
     set_thinking_active (self, TRUE);
   else if (self->thinking_active || (out->thinking_changed && self->thinking_seconds == 0))
     {
@@ -356,7 +355,7 @@ hanashi_message_append_output (HanashiMessage *self, const char *piece)
   if (self->output_started == 0)
     self->output_started = g_get_monotonic_time ();
   Output out = { self, FALSE, FALSE };
-  hn_think_splitter_feed (self->splitter, piece, strlen (piece), receive_part, &out);
+  hanashi_think_splitter_feed (self->splitter, piece, strlen (piece), receive_part, &out);
   after_output (self, &out);
 }
 
@@ -367,8 +366,8 @@ hanashi_message_end_output (HanashiMessage *self)
   if (self->splitter == NULL)
     return;
   Output out = { self, FALSE, FALSE };
-  hn_think_splitter_finish (self->splitter, receive_part, &out);
-  g_clear_pointer (&self->splitter, g_free);
+  hanashi_think_splitter_finish (self->splitter, receive_part, &out);
+  g_clear_pointer (&self->splitter, hanashi_think_splitter_free);
   g_object_freeze_notify (G_OBJECT (self));
   if (out.thinking_changed)
     g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_THINKING]);

@@ -7,7 +7,7 @@
 #include <glib-object.h>
 
 #include "hanashi-store.h"
-#include "hn-reasoning.h"
+#include "hanashi-think-splitter.h"
 
 G_BEGIN_DECLS
 
@@ -50,8 +50,8 @@ gboolean hanashi_message_get_thinking_active (HanashiMessage *self);
 /* Streaming a model's output: between begin and end, append_output splits each piece into
  * thinking and answer (markers may be cut across pieces) and times the thinking.
  * @start: INSIDE when the prompt opened the thinking (HanashiModelInfo.reply_opens_thinking),
- * AUTO when the template knows thinking (thinking_aware), else ANSWER (see hn-reasoning.h). */
-void hanashi_message_begin_output (HanashiMessage *self, HnThinkStart start);
+ * AUTO when the template knows thinking (thinking_aware), else ANSWER (see hanashi-think-splitter.h). */
+void hanashi_message_begin_output (HanashiMessage *self, HanashiThinkStart start);
 void hanashi_message_append_output (HanashiMessage *self, const char *piece);
 void hanashi_message_end_output (HanashiMessage *self);
 

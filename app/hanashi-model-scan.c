@@ -1,4 +1,9 @@
-/* hanashi-model-scan.c: metadata of local GGUF files. */
+/* hanashi-model-scan.c: metadata of local GGUF files.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-model-scan"
+
 #include "config.h"
 
 #include <glib/gi18n.h>
@@ -6,7 +11,6 @@
 
 #include "hanashi-model-file.h"
 #include "hanashi-model-scan.h"
-#include "hn-gguf.h"
 
 void
 hanashi_local_model_free (HanashiLocalModel *model)
@@ -23,20 +27,9 @@ hanashi_local_model_free (HanashiLocalModel *model)
 }
 
 char *
-hanashi_model_scan_app_folder (void)
+hanashi_model_scan_dup_app_folder (void)
 {
   return g_build_filename (g_get_user_data_dir (), "hanashi", "models", NULL);
-}
-
-static char *
-dup_meta_string (const HnGguf *gguf, const char *key)
-{
-  HnStr value;
-  if (hn_gguf_find_key (gguf, key) < 0 || !hn_gguf_get_str (gguf, key, &value, NULL))
-    return NULL;
-  /* Metadata is untrusted bytes: keep it printable UTF-8 of sane length. */
-  char *text = g_utf8_make_valid (value.data, (gssize) MIN (value.len, 256));
-  return g_strstrip (text);
 }
 
 HanashiLocalModel *
@@ -49,46 +42,26 @@ hanashi_model_scan_file (const char *path)
   if (info)
     model->file_size = (guint64) g_file_info_get_size (info);
 
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_autofree char *dir = g_path_get_dirname (path);
   model->in_app_folder = g_strcmp0 (dir, app_folder) == 0;
 
-  HnError err = { 0 };
-  HnGguf *gguf = hn_gguf_open (path, &err);
-  if (!gguf)
+  /* The engine's own answers (one read of the header), so that the list and the loaded
+   * model never disagree. */
+  g_autoptr (GError) error = NULL;
+  g_autoptr (HanashiModelFileFacts) facts = hanashi_model_file_read_facts (path, &error);
+  if (!facts)
     {
       model->name = g_path_get_basename (path);
-      model->error = g_strdup (err.message);
+      model->error = g_strdup (error->message);
       return model;
     }
-
-  model->name = dup_meta_string (gguf, "general.name");
-  if (!model->name || !*model->name)
-    {
-      g_free (model->name);
-      model->name = g_path_get_basename (path);
-    }
-  model->arch = dup_meta_string (gguf, "general.architecture");
-  model->license = dup_meta_string (gguf, "general.license");
-  if (model->arch)
-    {
-      g_autofree char *ctx_key = g_strconcat (model->arch, ".context_length", NULL);
-      uint32_t n_ctx = 0;
-      if (hn_gguf_get_u32_or (gguf, ctx_key, 0, &n_ctx, NULL))
-        model->n_ctx_train = n_ctx;
-    }
-
-  for (int64_t i = 0; i < hn_gguf_n_tensors (gguf); i++)
-    {
-      const HnGgufTensor *t = hn_gguf_tensor (gguf, i);
-      guint64 n = 1;
-      for (uint32_t d = 0; d < t->n_dims; d++)
-        n *= (guint64) t->ne[d];
-      model->n_params += n;
-    }
-  hn_gguf_close (gguf);
-  /* The engine's own answer, so that the list and the loaded model never disagree. */
-  model->weight_type = hanashi_model_file_weight_type (path, NULL);
+  model->name = (facts->name && *facts->name) ? g_steal_pointer (&facts->name) : g_path_get_basename (path);
+  model->arch = g_steal_pointer (&facts->arch);
+  model->license = g_steal_pointer (&facts->license);
+  model->weight_type = g_steal_pointer (&facts->weight_type);
+  model->n_ctx_train = facts->n_ctx_train;
+  model->n_params = facts->n_params;
   return model;
 }
 
@@ -127,7 +100,7 @@ scan_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *can
   char **extra = task_data;
   g_autoptr (GPtrArray) models = g_ptr_array_new_with_free_func ((GDestroyNotify) hanashi_local_model_free);
   g_autoptr (GHashTable) seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   scan_folder (app_folder, seen, models, cancellable);
   for (char **folder = extra; folder && *folder; folder++)
     scan_folder (*folder, seen, models, cancellable);

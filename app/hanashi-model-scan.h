@@ -1,5 +1,8 @@
 /* hanashi-model-scan.h: finds GGUF files in the model folders and reads their metadata
- * (in a worker thread; the header is memory-mapped, so a scan costs little I/O). */
+ * (in a worker thread; the header is memory-mapped, so a scan costs little I/O).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gio/gio.h>
@@ -10,7 +13,7 @@ typedef struct {
   char    *path;
   char    *name;          /* general.name, or the file name */
   char    *arch;          /* general.architecture, or NULL */
-  char    *weight_type;   /* main weight type, e.g. "Q4_K" (hanashi_model_file_weight_type), or NULL */
+  char    *weight_type;   /* main weight type, e.g. "Q4_K" (hanashi_model_file_dup_weight_type), or NULL */
   char    *license;       /* general.license, or NULL */
   char    *error;         /* non-NULL when the file could not be read as a model */
   guint64  n_params;
@@ -23,7 +26,7 @@ void hanashi_local_model_free (HanashiLocalModel *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (HanashiLocalModel, hanashi_local_model_free)
 
 /* $XDG_DATA_HOME/hanashi/models */
-char              *hanashi_model_scan_app_folder (void);
+char              *hanashi_model_scan_dup_app_folder (void);
 /* Reads one file's metadata (blocking). */
 HanashiLocalModel *hanashi_model_scan_file       (const char *path);
 

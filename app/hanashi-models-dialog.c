@@ -202,7 +202,7 @@ refuse_loaded_delete (HanashiModelsDialog *self, const char *name)
 static void
 on_delete_response (GtkWidget *dialog, const char *response, DeleteData *data)
 {
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_autofree char *folder = g_path_get_dirname (data->path);
   g_autofree char *canonical_folder = g_canonicalize_filename (folder, NULL);
   g_autofree char *canonical_app_folder = g_canonicalize_filename (app_folder, NULL);
@@ -747,7 +747,7 @@ hanashi_models_dialog_download_verified (HanashiModelsDialog *self, const char *
   g_autofree char *name = destination_name (uri, file, error);
   if (!name)
     return NULL;
-  g_autofree char *folder = hanashi_model_scan_app_folder ();
+  g_autofree char *folder = hanashi_model_scan_dup_app_folder ();
   if (g_mkdir_with_parents (folder, 0755) != 0)
     {
       int saved = errno;
@@ -792,7 +792,7 @@ hanashi_models_dialog_download_verified (HanashiModelsDialog *self, const char *
 static void
 adopt_unfinished_downloads (void)
 {
-  g_autofree char *folder = hanashi_model_scan_app_folder ();
+  g_autofree char *folder = hanashi_model_scan_dup_app_folder ();
   g_autoptr (GDir) dir = g_dir_open (folder, 0, NULL);
   if (!dir)
     return;

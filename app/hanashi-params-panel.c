@@ -1,7 +1,12 @@
-/* hanashi-params-panel.c: one row per parameter of the engine's table (hn-params.h) —
+/* hanashi-params-panel.c: one row per parameter of the engine's table (hanashi-param-table.h) —
  * slider and spin button, switch or drop-down by the row's type — plus CFG, grammar and
  * presets.  The widgets are the only state: values are read back from them when the
- * window asks, so what the user sees is exactly what the engine receives. */
+ * window asks, so what the user sees is exactly what the engine receives.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-params-panel"
+
 #include "config.h"
 
 #include <adwaita.h>
@@ -12,7 +17,6 @@
 #include "hanashi-params-panel.h"
 #include "hanashi-params.h"
 #include "hanashi-presets.h"
-#include "hn-params.h"
 
 /* A large JSON schema takes long to convert and check (hundreds of milliseconds): checking
  * it at every keystroke on the main thread froze the window.  The check waits until typing
@@ -25,7 +29,7 @@ typedef enum {
   KNOB_CHOICE,  /* integers with named values */
 } KnobKind;
 
-/* One row per parameter of the engine's table (hn-params.h), in its order, plus the
+/* One row per parameter of the engine's table (hanashi-param-table.h), in its order, plus the
  * guidance scale, which belongs to the request rather than the sampler. */
 typedef struct {
   const char        *key;
@@ -33,7 +37,7 @@ typedef struct {
   const char        *hint;        /* untranslated, may be NULL */
   double             step;
   int                digits;
-  const HnParamDesc *desc;        /* NULL for the guidance scale */
+  const HanashiParamInfo *desc;        /* NULL for the guidance scale */
   KnobKind           kind;
   GtkAdjustment     *adjustment;  /* KNOB_NUMBER */
   GtkSwitch         *toggle;      /* KNOB_SWITCH */
@@ -164,7 +168,7 @@ knob_get_value (HanashiParamsPanel *self, const Knob *knob)
       return gtk_drop_down_get_selected (knob->choice);
     case KNOB_NUMBER:
     default:
-      if (knob->desc && knob->desc->type == HN_PARAM_SEED && gtk_switch_get_active (self->random_seed_switch))
+      if (knob->desc && knob->desc->type == HANASHI_PARAM_SEED && gtk_switch_get_active (self->random_seed_switch))
         return -1;
       return gtk_adjustment_get_value (knob->adjustment);
     }
@@ -182,7 +186,7 @@ knob_set_value (HanashiParamsPanel *self, Knob *knob, double value)
       gtk_drop_down_set_selected (knob->choice, (guint) MAX (value, 0));
       break;
     case KNOB_NUMBER:
-      if (knob->desc && knob->desc->type == HN_PARAM_SEED)
+      if (knob->desc && knob->desc->type == HANASHI_PARAM_SEED)
         {
           gtk_switch_set_active (self->random_seed_switch, value < 0);
           if (value < 0)
@@ -243,7 +247,7 @@ update_visibility (HanashiParamsPanel *self)
    * own knobs matter only while it is on. */
   gboolean mirostat = FALSE;
   for (guint i = 0; i < self->n_knobs; i++)
-    if (self->knobs[i].desc && self->knobs[i].desc->group == HN_PARAM_GROUP_MIROSTAT
+    if (self->knobs[i].desc && self->knobs[i].desc->group == HANASHI_PARAM_GROUP_MIROSTAT
         && self->knobs[i].kind == KNOB_CHOICE)
       mirostat = mirostat || knob_get_value (self, &self->knobs[i]) != 0;
   for (guint i = 0; i < self->n_knobs; i++)
@@ -251,11 +255,11 @@ update_visibility (HanashiParamsPanel *self)
       const Knob *knob = &self->knobs[i];
       if (!knob->desc)
         continue;
-      if (knob->desc->group == HN_PARAM_GROUP_TRUNCATION)
+      if (knob->desc->group == HANASHI_PARAM_GROUP_TRUNCATION)
         gtk_widget_set_sensitive (knob->row, !mirostat);
-      else if (knob->desc->group == HN_PARAM_GROUP_MIROSTAT && knob->kind != KNOB_CHOICE)
+      else if (knob->desc->group == HANASHI_PARAM_GROUP_MIROSTAT && knob->kind != KNOB_CHOICE)
         gtk_widget_set_sensitive (knob->row, mirostat);
-      else if (knob->desc->type == HN_PARAM_SEED)
+      else if (knob->desc->type == HANASHI_PARAM_SEED)
         gtk_widget_set_sensitive (knob->row, !gtk_switch_get_active (self->random_seed_switch));
     }
 }
@@ -584,7 +588,7 @@ build_knob (HanashiParamsPanel *self, Knob *knob)
 {
   const char *label = _(knob->label);
   GtkWidget *control;
-  if (knob->desc && knob->desc->type == HN_PARAM_BOOL)
+  if (knob->desc && knob->desc->type == HANASHI_PARAM_BOOL)
     {
       knob->kind = KNOB_SWITCH;
       knob->toggle = GTK_SWITCH (gtk_switch_new ());
@@ -606,7 +610,7 @@ build_knob (HanashiParamsPanel *self, Knob *knob)
     {
       double min = 0, max = 1, def = 0;
       hanashi_params_get_range (knob->key, &min, &max, &def);
-      gboolean seed = knob->desc && knob->desc->type == HN_PARAM_SEED;
+      gboolean seed = knob->desc && knob->desc->type == HANASHI_PARAM_SEED;
       if (seed)
         min = 0;   /* −1 (random) is the switch */
       knob->kind = KNOB_NUMBER;
@@ -641,7 +645,7 @@ build_knob (HanashiParamsPanel *self, Knob *knob)
   gtk_box_append (GTK_BOX (top), knob->reset_button);
   gtk_box_append (GTK_BOX (box), top);
 
-  if (knob->kind == KNOB_NUMBER && !(knob->desc && knob->desc->type == HN_PARAM_SEED))
+  if (knob->kind == KNOB_NUMBER && !(knob->desc && knob->desc->type == HANASHI_PARAM_SEED))
     {
       GtkWidget *scale = gtk_scale_new (GTK_ORIENTATION_HORIZONTAL, knob->adjustment);
       gtk_scale_set_digits (GTK_SCALE (scale), knob->digits);
@@ -725,11 +729,11 @@ static void
 build_rows (HanashiParamsPanel *self)
 {
   /* One knob per row of the engine's table, then the guidance scale. */
-  size_t n = 0;
-  const HnParamDesc *table = hn_params_table (&n);
-  self->n_knobs = (guint) n + 1;
+  guint n = 0;
+  const HanashiParamInfo *table = hanashi_param_table (&n);
+  self->n_knobs = n + 1;
   self->knobs = g_new0 (Knob, self->n_knobs);
-  for (size_t i = 0; i < n; i++)
+  for (guint i = 0; i < n; i++)
     self->knobs[i] = (Knob) { .key = table[i].key, .label = table[i].label, .hint = table[i].hint,
                               .step = table[i].step, .digits = table[i].digits, .desc = &table[i] };
   self->knobs[n] = (Knob) { .key = "cfg_scale", .label = N_("Guidance Scale"), .step = 0.05, .digits = 2 };
@@ -749,12 +753,12 @@ build_rows (HanashiParamsPanel *self)
       build_knob (self, knob);
       if (!knob->desc)
         continue;
-      if (knob->desc->group != HN_PARAM_GROUP_OUTPUT)
+      if (knob->desc->group != HANASHI_PARAM_GROUP_OUTPUT)
         {
           adw_preferences_group_add (self->sampling_group, knob->row);
           continue;
         }
-      if (knob->desc->type == HN_PARAM_SEED)
+      if (knob->desc->type == HANASHI_PARAM_SEED)
         {
           GtkWidget *seed_box = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
           gtk_box_append (GTK_BOX (seed_box), make_label_box (_("Random Seed"), _("Off repeats the same answer for the same prompt"), NULL));

@@ -2,7 +2,10 @@
  *
  * The panel edits one set of generation parameters.  Per conversation the window feeds it
  * the conversation's stored JSON; in "defaults" mode (the Preferences window) it edits the
- * app's default parameters in GSettings instead. */
+ * app's default parameters in GSettings instead.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gtk/gtk.h>

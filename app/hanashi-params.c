@@ -1,4 +1,9 @@
-/* hanashi-params.c: generation parameters as data, JSON and clamping. */
+/* hanashi-params.c: generation parameters as data, JSON and clamping.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-params"
+
 #include "config.h"
 
 #include <glib/gi18n.h>
@@ -7,29 +12,26 @@
 #include <string.h>
 
 #include "hanashi-params.h"
-#include "hn-cfg.h"
-#include "hn-params.h"
-#include "hn-sampler.h"
 
 #define GRAMMAR_RESOURCE_DIR "/io/github/hanashi/Hanashi/grammars"
 
 /* The one knob that is not a sampler parameter: guidance belongs to the request.  Its
- * range is the engine's (hn-cfg.h), as for `hanashi-cli generate --cfg-scale`. */
+ * range is the engine's (hanashi-param-table.h), as for `hanashi-cli generate --cfg-scale`. */
 #define CFG_SCALE_KEY "cfg_scale"
 #define CFG_SCALE_DEFAULT 1.0
 
 gboolean
 hanashi_params_get_range (const char *key, double *min, double *max, double *def)
 {
-  const HnParamDesc *desc = hn_params_find (key);
-  if (desc)
+  const HanashiParamInfo *param = hanashi_param_find (key);
+  if (param)
     {
-      *min = desc->ui_min, *max = desc->ui_max, *def = desc->def;
+      *min = param->ui_min, *max = param->ui_max, *def = param->def;
       return TRUE;
     }
   if (g_strcmp0 (key, CFG_SCALE_KEY) == 0)
     {
-      *min = HN_CFG_SCALE_MIN, *max = HN_CFG_SCALE_MAX, *def = CFG_SCALE_DEFAULT;
+      *min = HANASHI_CFG_SCALE_MIN, *max = HANASHI_CFG_SCALE_MAX, *def = CFG_SCALE_DEFAULT;
       return TRUE;
     }
   return FALSE;
@@ -38,9 +40,9 @@ hanashi_params_get_range (const char *key, double *min, double *max, double *def
 gboolean
 hanashi_params_get_number (const HanashiParams *params, const char *key, double *value)
 {
-  const HnParamDesc *desc = hn_params_find (key);
-  if (desc)
-    *value = hn_param_get (desc, &params->sampling);
+  const HanashiParamInfo *param = hanashi_param_find (key);
+  if (param)
+    *value = hanashi_param_get_value (param, &params->sampling);
   else if (g_strcmp0 (key, CFG_SCALE_KEY) == 0)
     *value = params->cfg_scale;
   else
@@ -53,15 +55,15 @@ hanashi_params_get_number (const HanashiParams *params, const char *key, double 
 gboolean
 hanashi_params_set_number (HanashiParams *params, const char *key, double value)
 {
-  const HnParamDesc *desc = hn_params_find (key);
-  if (desc)
+  const HanashiParamInfo *param = hanashi_param_find (key);
+  if (param)
     {
-      hn_param_set (desc, &params->sampling, hn_param_clamp_to (desc, value, desc->ui_min, desc->ui_max));
+      hanashi_param_set_value (param, &params->sampling, value);
       return TRUE;
     }
   if (g_strcmp0 (key, CFG_SCALE_KEY) == 0)
     {
-      params->cfg_scale = isnan (value) ? CFG_SCALE_DEFAULT : CLAMP (value, HN_CFG_SCALE_MIN, HN_CFG_SCALE_MAX);
+      params->cfg_scale = isnan (value) ? CFG_SCALE_DEFAULT : CLAMP (value, HANASHI_CFG_SCALE_MIN, HANASHI_CFG_SCALE_MAX);
       return TRUE;
     }
   return FALSE;
@@ -71,16 +73,16 @@ hanashi_params_set_number (HanashiParams *params, const char *key, double value)
 static guint
 n_number_keys (void)
 {
-  size_t n = 0;
-  hn_params_table (&n);
-  return (guint) n + 1;
+  guint n = 0;
+  hanashi_param_table (&n);
+  return n + 1;
 }
 
 static const char *
 number_key (guint i)
 {
-  size_t n = 0;
-  const HnParamDesc *table = hn_params_table (&n);
+  guint n = 0;
+  const HanashiParamInfo *table = hanashi_param_table (&n);
   return i < n ? table[i].key : CFG_SCALE_KEY;
 }
 
@@ -102,7 +104,7 @@ void
 hanashi_params_init_default (HanashiParams *params)
 {
   memset (params, 0, sizeof *params);
-  hn_sampler_params_init (&params->sampling);
+  hanashi_sampling_init (&params->sampling);
   params->stop = g_new0 (char *, 1);
   params->cfg_negative = g_strdup ("");
   params->cfg_scale = 1.0;
@@ -145,10 +147,10 @@ hanashi_params_clamp (HanashiParams *params)
   if ((guint) params->grammar_mode > HANASHI_GRAMMAR_MODE_JSON_SCHEMA)
     params->grammar_mode = HANASHI_GRAMMAR_MODE_NONE;
 
-  /* The engine takes at most HN_SAMPLER_MAX_STOP non-empty stop strings of bounded length. */
+  /* The engine takes at most HANASHI_SAMPLING_MAX_STOP non-empty stop strings of bounded length. */
   g_autoptr (GPtrArray) stops = g_ptr_array_new ();
   for (char **s = params->stop; s && *s; s++)
-    if (**s && strlen (*s) <= HN_SAMPLER_MAX_STOP_LEN && g_utf8_validate (*s, -1, NULL)
+    if (**s && strlen (*s) <= HANASHI_SAMPLING_MAX_STOP_LEN && g_utf8_validate (*s, -1, NULL)
         && stops->len < HANASHI_PARAMS_MAX_STOP)
       g_ptr_array_add (stops, g_strdup (*s));
   g_ptr_array_add (stops, NULL);
@@ -199,7 +201,7 @@ hanashi_params_update_from_json (HanashiParams *params, const char *json, GError
         hanashi_params_set_number (params, key, (double) json_node_get_int (node));
       else if (type == G_TYPE_DOUBLE)
         hanashi_params_set_number (params, key, json_node_get_double (node));
-      else if (type == G_TYPE_BOOLEAN && hn_params_find (key) && hn_params_find (key)->type == HN_PARAM_BOOL)
+      else if (type == G_TYPE_BOOLEAN && hanashi_param_find (key) && hanashi_param_find (key)->type == HANASHI_PARAM_BOOL)
         hanashi_params_set_number (params, key, json_node_get_boolean (node) ? 1 : 0);
     }
 
@@ -237,18 +239,18 @@ hanashi_params_to_json (const HanashiParams *params)
 {
   g_autoptr (JsonBuilder) builder = json_builder_new ();
   json_builder_begin_object (builder);
-  size_t n = 0;
-  const HnParamDesc *table = hn_params_table (&n);
-  for (size_t i = 0; i < n; i++)
+  guint n = 0;
+  const HanashiParamInfo *table = hanashi_param_table (&n);
+  for (guint i = 0; i < n; i++)
     {
-      double value = hn_param_get (&table[i], &params->sampling);
+      double value = hanashi_param_get_value (&table[i], &params->sampling);
       json_builder_set_member_name (builder, table[i].key);
       switch (table[i].type)
         {
-        case HN_PARAM_FLOAT: json_builder_add_double_value (builder, short_decimal ((float) value)); break;
-        case HN_PARAM_BOOL: json_builder_add_boolean_value (builder, value != 0); break;
-        case HN_PARAM_INT:
-        case HN_PARAM_SEED: json_builder_add_int_value (builder, (gint64) value); break;
+        case HANASHI_PARAM_FLOAT: json_builder_add_double_value (builder, short_decimal ((float) value)); break;
+        case HANASHI_PARAM_BOOL: json_builder_add_boolean_value (builder, value != 0); break;
+        case HANASHI_PARAM_INT:
+        case HANASHI_PARAM_SEED: json_builder_add_int_value (builder, (gint64) value); break;
         }
     }
   json_builder_set_member_name (builder, CFG_SCALE_KEY);

@@ -1,17 +1,20 @@
 /* hanashi-params.h: one complete set of generation parameters as plain data, with its JSON
  * form (stored per conversation, in presets and in GSettings) and range clamping.
  *
- * JSON keys are the keys of the engine's parameter table (hn-params.h: temperature …
+ * JSON keys are the keys of the engine's parameter table (hanashi-param-table.h: temperature …
  * seed, max_new_tokens) plus "stop", "cfg_negative_prompt", "cfg_scale", "grammar_mode",
  * "grammar_name", "grammar" and "json_schema".  Input is never trusted: a missing or
  * malformed value keeps its default and a numeric one is pulled into the table's app
- * range (ui_min … ui_max). */
+ * range (ui_min … ui_max).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gio/gio.h>
 
 #include "hanashi-engine.h"
-#include "hn-params.h"
+#include "hanashi-param-table.h"
 
 G_BEGIN_DECLS
 
@@ -22,7 +25,7 @@ typedef enum {
   HANASHI_GRAMMAR_MODE_JSON_SCHEMA,
 } HanashiGrammarMode;
 
-#define HANASHI_PARAMS_MAX_STOP HN_SAMPLER_MAX_STOP
+#define HANASHI_PARAMS_MAX_STOP HANASHI_SAMPLING_MAX_STOP
 
 typedef struct {
   HnSamplerParams       sampling;          /* every table parameter, max_new_tokens included;

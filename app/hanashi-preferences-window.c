@@ -132,7 +132,7 @@ rebuild_folders (HanashiPreferencesWindow *self)
     adw_preferences_group_remove (self->folders_group, g_ptr_array_index (self->folder_rows, i));
   g_ptr_array_set_size (self->folder_rows, 0);
 
-  g_autofree char *own = hanashi_model_scan_app_folder ();
+  g_autofree char *own = hanashi_model_scan_dup_app_folder ();
   g_autofree char *own_escaped = g_markup_escape_text (own, -1);
   GtkWidget *own_row = adw_action_row_new ();
   adw_preferences_row_set_title (ADW_PREFERENCES_ROW (own_row), own_escaped);

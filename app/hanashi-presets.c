@@ -1,15 +1,20 @@
-/* hanashi-presets.c: shipped and user presets. */
+/* hanashi-presets.c: shipped and user presets.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-presets"
+
 #include "config.h"
 
 #include <errno.h>
 #include <glib/gi18n.h>
 #include <json-glib/json-glib.h>
 
+#include "hanashi-param-table.h"
 #include "hanashi-presets.h"
-#include "hn-params.h"
 
 typedef struct {
-  const char *key;    /* a key of the engine's parameter table (hn-params.h) */
+  const char *key;    /* a key of the engine's parameter table (hanashi-param-table.h) */
   double      value;
 } PresetOverride;
 
@@ -38,15 +43,15 @@ static char *
 shipped_json (const ShippedPreset *preset)
 {
   g_autoptr (JsonObject) object = json_object_new ();
-  size_t n = 0;
-  const HnParamDesc *table = hn_params_table (&n);
-  for (size_t i = 0; i < n; i++)
-    if (table[i].group != HN_PARAM_GROUP_OUTPUT)
+  guint n = 0;
+  const HanashiParamInfo *table = hanashi_param_table (&n);
+  for (guint i = 0; i < n; i++)
+    if (table[i].group != HANASHI_PARAM_GROUP_OUTPUT)
       json_object_set_double_member (object, table[i].key, table[i].def);
   for (guint i = 0; i < MAX_OVERRIDES && preset->overrides[i].key; i++)
     {
       /* A key that is not in the table is a programming error: tests list every preset. */
-      g_return_val_if_fail (hn_params_find (preset->overrides[i].key) != NULL, NULL);
+      g_return_val_if_fail (hanashi_param_find (preset->overrides[i].key) != NULL, NULL);
       json_object_set_double_member (object, preset->overrides[i].key, preset->overrides[i].value);
     }
   g_autoptr (JsonNode) node = json_node_init_object (json_node_alloc (), object);

@@ -1,6 +1,9 @@
 /* hanashi-presets.h: named parameter presets.  Three are shipped (Precise, Balanced,
  * Creative); the user's own live in $XDG_CONFIG_HOME/hanashi/presets.json as
- * {"presets": [{"name": …, "params": {…}}]}, where params is the HanashiParams JSON. */
+ * {"presets": [{"name": …, "params": {…}}]}, where params is the HanashiParams JSON.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gio/gio.h>

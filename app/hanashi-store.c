@@ -248,7 +248,7 @@ hanashi_store_init (HanashiStore *self)
 }
 
 char *
-hanashi_store_default_path (void)
+hanashi_store_dup_default_path (void)
 {
   return g_build_filename (g_get_user_data_dir (), "hanashi", "hanashi.db", NULL);
 }

@@ -70,7 +70,7 @@ HanashiStore *hanashi_store_new (const char *path, GError **error);
 HanashiStore *hanashi_store_new_read_only (const char *path, GError **error);
 gboolean hanashi_store_is_read_only (HanashiStore *self);
 /* The default location, $XDG_DATA_HOME/hanashi/hanashi.db. */
-char *hanashi_store_default_path (void);
+char *hanashi_store_dup_default_path (void);
 int hanashi_store_get_schema_version (HanashiStore *self);
 
 gint64 hanashi_store_create_conversation (HanashiStore *self, const char *title, GError **error);

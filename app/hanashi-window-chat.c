@@ -493,7 +493,6 @@ _hanashi_window_bind_chat (HanashiWindow *self)
   g_autoptr (GSimpleActionGroup) chat_group = g_simple_action_group_new ();
 
   self->chat = hanashi_chat_new (self->engine);
-  hanashi_chat_set_store (self->chat, self->store);
   hanashi_chat_set_settings_source (self->chat, &window_settings, self);
   g_signal_connect_swapped (hanashi_chat_get_messages (self->chat), "items-changed",
                             G_CALLBACK (_hanashi_window_update_main_page), self);

@@ -1,7 +1,7 @@
 /* hanashi-window-private.h — the window's instance struct and the functions its files
  * share: hanashi-window.c (the class, layout, status and chats pane),
- * hanashi-window-chat.c (the view of its HanashiChat), hanashi-window-store.c (the database
- * and its recovery) and hanashi-window-models.c (loading models).
+ * hanashi-window-chat.c (the view of its HanashiChat), hanashi-window-store.c (the view
+ * of the application's database) and hanashi-window-models.c (loading models).
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -45,13 +45,8 @@ struct _HanashiWindow
 
   /* Owned */
   GSettings          *settings;
-  HanashiStore       *store;
-  char               *store_path;
-  GError             *store_problem;     /* why the store is missing or read-only, or NULL */
+  HanashiStore       *store;             /* the application's store, as shown (a view) */
   HanashiStoreBanner *store_banner;
-  GCancellable       *store_cancellable; /* the reopen running on a worker thread */
-  guint               store_retry_source;
-  gboolean            store_fresh_offer_pending; /* damaged: ask once the window is shown */
   HanashiEngine      *engine;
   HanashiChat        *chat;              /* the conversation shown */
   GCancellable       *count_cancellable;
@@ -80,7 +75,7 @@ void  _hanashi_window_class_init_chat        (GtkWidgetClass *widget_class);
 void  _hanashi_window_bind_chat              (HanashiWindow  *self);
 
 /* hanashi-window-store.c */
-void     _hanashi_window_open_store            (HanashiWindow *self);
+void     _hanashi_window_bind_store            (HanashiWindow *self);
 gboolean _hanashi_window_ensure_writable_store (HanashiWindow *self);
 
 /* hanashi-window-models.c */

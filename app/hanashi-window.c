@@ -35,10 +35,17 @@ static void hanashi_window_constructed (GObject *object);
 HanashiWindow *
 hanashi_window_new (HanashiApplication *application)
 {
-  return g_object_new (HANASHI_TYPE_WINDOW,
+  HanashiWindow *self;
+
+  g_return_val_if_fail (HANASHI_IS_APPLICATION (application), NULL);
+  self = g_object_new (HANASHI_TYPE_WINDOW,
                        "application", application,
-                       "engine", application != NULL ? hanashi_application_get_engine (application) : NULL,
+                       "engine", hanashi_application_get_engine (application),
                        NULL);
+  /* "application" is set after construction (GtkWindow's property is not construct-only),
+   * so the store is bound here.  Last: showing the store opens the latest conversation. */
+  _hanashi_window_bind_store (self);
+  return self;
 }
 
 HanashiStore *
@@ -374,11 +381,6 @@ hanashi_window_dispose (GObject *object)
     g_signal_handlers_disconnect_by_data (self->engine, self);
   g_clear_object (&self->engine);
   g_clear_object (&self->store);
-  g_clear_handle_id (&self->store_retry_source, g_source_remove);
-  g_cancellable_cancel (self->store_cancellable);
-  g_clear_object (&self->store_cancellable);
-  g_clear_error (&self->store_problem);
-  g_clear_pointer (&self->store_path, g_free);
   g_clear_object (&self->settings);
   g_clear_weak_pointer (&self->undo_toast);
   G_OBJECT_CLASS (hanashi_window_parent_class)->dispose (object);
@@ -450,8 +452,6 @@ hanashi_window_init (HanashiWindow *self)
   g_settings_bind (self->settings, "window-height", self, "default-height", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (self->settings, "window-maximized", self, "maximized", G_SETTINGS_BIND_DEFAULT);
 
-  _hanashi_window_open_store (self);
-
 }
 
 /* The rest needs the engine, a construct property set after init. */
@@ -462,14 +462,11 @@ hanashi_window_constructed (GObject *object)
 
   G_OBJECT_CLASS (hanashi_window_parent_class)->constructed (object);
 
-  /* Without an application to lend one (never in the app itself), the window has its own. */
-  if (self->engine == NULL)
-    self->engine = hanashi_engine_new ();
+  /* The window is a view of what its application owns: the engine and the store. */
+  g_return_if_fail (self->engine != NULL);
 
   _hanashi_window_bind_chat (self);
   _hanashi_window_bind_models (self);
-
-  hanashi_sidebar_set_store (self->sidebar, self->store);
   /* Folded, the chats pane is the whole window and its header needs the window buttons. */
   g_object_bind_property (self->leaflet, "folded", self->sidebar, "show-window-buttons", G_BINDING_SYNC_CREATE);
   g_signal_connect (self->sidebar, "conversation-activated", G_CALLBACK (on_conversation_activated), self);
@@ -483,12 +480,4 @@ hanashi_window_constructed (GObject *object)
   /* A narrow window opens on the chat, not on the list of chats. */
   adw_leaflet_set_visible_child (self->leaflet, self->chat_pane);
   on_folded (self->leaflet, NULL, self);
-
-  /* Pick up where the user left off: the most recently active conversation. */
-  if (self->store != NULL)
-    {
-      g_autoptr (GPtrArray) conversations = hanashi_store_list_conversations (self->store, NULL, NULL);
-      if (conversations != NULL && conversations->len > 0)
-        hanashi_window_load_conversation (self, ((HanashiStoredConversation *) g_ptr_array_index (conversations, 0))->id);
-    }
 }

@@ -1,6 +1,7 @@
 /* hanashi-window.h: the main window: conversations, the chat, the composer and the
- * parameter panel.  The application owns the engine (the window's construct-only
- * "engine" property); the window opens the conversation store and shows one HanashiChat.
+ * parameter panel.  A view: the application owns the engine (the window's construct-only
+ * "engine" property) and the conversation store (hanashi_application_get_store, followed
+ * through "store-changed"); the window shows one HanashiChat over them.
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -25,7 +26,8 @@ void           hanashi_window_open_model       (HanashiWindow      *self,
 void           hanashi_window_load_conversation (HanashiWindow     *self,
                                                  gint64             conversation_id);
 gint64         hanashi_window_get_conversation_id (HanashiWindow   *self);
-/* NULL when the database could not be opened (a toast said why). */
+/* The application's store as this window shows it; NULL when the database could not be
+ * opened (the banner says why).  Borrowed. */
 HanashiStore  *hanashi_window_get_store        (HanashiWindow      *self);
 HanashiEngine *hanashi_window_get_engine       (HanashiWindow      *self);
 /* The visible thread: HanashiMessage items, oldest first. */

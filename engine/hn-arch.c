@@ -1,4 +1,7 @@
-/* hn-arch.c — the architecture table (see hn-arch.h). */
+/* hn-arch.c — the architecture table (see hn-arch.h).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-arch.h"
 
 static const HnArch arches[] = {

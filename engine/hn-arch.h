@@ -2,7 +2,10 @@
  *
  * The loader (hn-model.c) reads the tensors and keys a row asks for and the forward pass
  * (hn-context.c) branches on the traits, never on the architecture's name, so a new
- * architecture is a row here plus whatever genuinely new computation it brings. */
+ * architecture is a row here plus whatever genuinely new computation it brings.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,7 @@
-/* hn-array.c — growth of the engine's plain arrays (see hn-array.h). */
+/* hn-array.c — growth of the engine's plain arrays (see hn-array.h).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-array.h"
 #include "hn-common.h"
 

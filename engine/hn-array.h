@@ -10,6 +10,8 @@
  *   if (!HN_ARRAY_RESERVE(v->items, v->cap, v->n + 1, 16))
  *     return false;
  *   v->items[v->n++] = item;
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

@@ -1,4 +1,7 @@
-/* hn-cfg.c — classifier-free guidance arithmetic. */
+/* hn-cfg.c — classifier-free guidance arithmetic.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-cfg.h"
 
 #include <math.h>

@@ -7,6 +7,8 @@
  * logits.  scale 1 is exactly the positive row (the generation loop then skips the
  * negative sequence altogether); scale 0 is the negative row; scale > 1 pushes away from
  * what the negative prompt would say.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

@@ -2,6 +2,8 @@
  * render a conversation with it (the variables HF's apply_chat_template passes,
  * enable_thinking included), ask which variables it reads, and the ChatML fallback.
  * The interpreter itself lives in engine/jinja/ (see jinja-private.h).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "hn-chat-template.h"
 #include "jinja/jinja-private.h"

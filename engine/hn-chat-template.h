@@ -9,6 +9,8 @@
  *
  * Errors are HN_ERR_TEMPLATE.  Syntax and runtime errors carry "line L, column C: ...";
  * an error raised by the template with raise_exception(msg) carries exactly msg.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

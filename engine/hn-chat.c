@@ -1,6 +1,9 @@
 /* hn-chat.c — the conversation core (see hn-chat.h): template rendering with the
  * special-token guards, fitting to the context, prefix reuse from the KV cache or a session
- * file, generation, and saving the session. */
+ * file, generation, and saving the session.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-chat.h"
 
 #include <errno.h>

@@ -27,6 +27,8 @@
  *
  * Nothing here allocates per generated token: the token lists are sized by the context at
  * hn_chat_new.  See docs/engine-thread.md ("The model backend") for the rules in detail.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

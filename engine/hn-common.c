@@ -1,4 +1,7 @@
-/* hn-common.c — error reporting and numeric conversions for the engine core. */
+/* hn-common.c — error reporting and numeric conversions for the engine core.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-common.h"
 
 #include <stdio.h>

@@ -4,6 +4,8 @@
  * argument and returns false / NULL / a negative count on failure.  The message is a
  * complete sentence fragment meant for people, e.g.
  *   "tensor 'blk.3.ffn_up.weight' extends past end of file".
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

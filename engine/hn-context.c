@@ -6,7 +6,10 @@
  * micro-batch.  Attention reads the F16 cache once per (token, KV head): the keys in a
  * first pass that keeps one row of scores per query head (per thread, n_ctx long), the
  * values in a second, so the probabilities can be rounded as the reference engine
- * rounds them (see HnAttnArgs). */
+ * rounds them (see HnAttnArgs).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-context.h"
 
 #include <math.h>

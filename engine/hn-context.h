@@ -2,7 +2,10 @@
  *
  * One code path for prompt processing (many tokens per decode call) and generation
  * (one token): every matrix product quantizes the batch's activations once and streams
- * each weight row once for all tokens of the batch. */
+ * each weight row once for all tokens of the batch.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include "hn-common.h"

@@ -1,4 +1,7 @@
-/* hn-cpu.c — feature detection: CPUID/XGETBV on x86-64, the kernel's HWCAP bits on ARM64. */
+/* hn-cpu.c — feature detection: CPUID/XGETBV on x86-64, the kernel's HWCAP bits on ARM64.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-cpu.h"
 
 #include <stdlib.h>

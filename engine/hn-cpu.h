@@ -3,7 +3,10 @@
  * One binary runs on every x86-64 (or every ARM64) machine: SIMD kernels are compiled per
  * instruction set and chosen here.  HANASHI_SIMD=scalar|avx2|avx2-novnni|avx512|neon|neon-dotprod
  * in the environment caps the choice (tests use it to run the reference path and each fast
- * path on the same machine); a level the processor lacks leaves the choice alone. */
+ * path on the same machine); a level the processor lacks leaves the choice alone.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include "hn-common.h"

@@ -1,4 +1,7 @@
-/* hn-decode-choice.c — measured choice of the decode kernel per weight type. */
+/* hn-decode-choice.c — measured choice of the decode kernel per weight type.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-decode-choice.h"
 
 #include "hn-kernels.h"

@@ -8,7 +8,10 @@
  * model load times both on a matrix larger than the caches, interleaved, and keeps the
  * faster by median.  The result is cached per processor model in
  * $XDG_CACHE_HOME/hanashi/decode-kernels (~/.cache/… without it), so later loads cost
- * nothing.  HANASHI_DECODE=tile|dot forces one; HANASHI_SIMD still caps the level. */
+ * nothing.  HANASHI_DECODE=tile|dot forces one; HANASHI_SIMD still caps the level.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include "hn-quants.h"

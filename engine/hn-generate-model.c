@@ -1,4 +1,7 @@
-/* hn-generate-model.c — HnGenBackend over HnContext + HnVocab. */
+/* hn-generate-model.c — HnGenBackend over HnContext + HnVocab.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-generate-model.h"
 
 #include <stdlib.h>

@@ -1,5 +1,8 @@
 /* hn-generate-model.h — drives the generation loop (hn-generate.h) with a real model:
- * an HnGenBackend over an HnContext and its vocabulary. */
+ * an HnGenBackend over an HnContext and its vocabulary.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include "hn-context.h"

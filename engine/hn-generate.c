@@ -1,4 +1,7 @@
-/* hn-generate.c — the generation loop. */
+/* hn-generate.c — the generation loop.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-generate.h"
 
 #include "hn-cfg.h"

@@ -8,6 +8,8 @@
  *
  * The loop talks to the model through HnGenBackend (a few function pointers), so that it
  * can be driven by the real model (see hn-generate-model.h) or by a scripted one in tests.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

@@ -1,4 +1,7 @@
-/* hn-gguf-writer.c — GGUF v3 writer (see hn-gguf-writer.h). */
+/* hn-gguf-writer.c — GGUF v3 writer (see hn-gguf-writer.h).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-gguf-writer.h"
 #include "hn-array.h"
 

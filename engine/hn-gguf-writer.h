@@ -10,6 +10,8 @@
  * file, so a failed or interrupted write never leaves a half-written model in place.
  *
  * Memory use is independent of the tensor data size: nothing but metadata is buffered.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

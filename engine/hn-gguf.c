@@ -2,7 +2,10 @@
  *
  * All validation happens once, in parse_file(): afterwards every offset in the
  * HnGguf structures is known to lie inside the mapping, which is what lets the
- * accessors be infallible and the rest of the engine trust tensor pointers. */
+ * accessors be infallible and the rest of the engine trust tensor pointers.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-gguf.h"
 
 #include "hn-quants.h"

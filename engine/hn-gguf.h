@@ -4,6 +4,8 @@
  * size before returning, so every accessor below is infallible on an opened file: string
  * lengths, array counts, tensor shapes, types, offsets and sizes are known to be in range.
  * Strings are views into the mapping (not NUL-terminated) except tensor names.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

@@ -6,6 +6,8 @@
  * top matches it and expands rule references at the new top, which may fork the stack
  * into one per alternative.  Token masks walk the vocabulary sorted by bytes, so a prefix
  * shared by many tokens is matched once, within per-byte and per-mask work budgets.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "hn-grammar-private.h"
 #include "hn-array.h"

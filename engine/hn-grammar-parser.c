@@ -1,6 +1,8 @@
 /* hn-grammar-parser.c — GBNF text to the flattened rule table: lexing and parsing the
  * rules, rewriting repetition and groups into generated rules, the size limits, and the
  * structural checks (undefined rules, left recursion) done before a grammar is accepted.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "hn-grammar-private.h"
 #include "hn-array.h"

@@ -6,6 +6,8 @@
  * a run of elements closed by EL_END; an element is a literal code point, a character
  * class or a reference to a rule.  Repetition and grouping are rewritten into generated
  * rules while parsing (x* becomes R ::= x R | ε), so the matcher only knows these three.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #ifndef HN_GRAMMAR_PRIVATE_H
 #define HN_GRAMMAR_PRIVATE_H

@@ -15,6 +15,8 @@
  * Matching works on Unicode code points; bytes are decoded as UTF-8 on the way, so a
  * token may end inside a multi-byte character.  The state is a set of stacks (one per
  * live parse), bounded by HN_GRAMMAR_MAX_STACKS and HN_GRAMMAR_MAX_DEPTH.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

@@ -3,6 +3,8 @@
  * The schema is read with hn-json (which keeps the written order of object members, the
  * order properties are emitted in); every schema node becomes a GBNF expression, and
  * objects, arrays, references and integer ranges get rules of their own.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "hn-json-schema.h"
 

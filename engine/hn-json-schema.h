@@ -13,6 +13,8 @@
  *
  * The grammar emits compact JSON (no whitespace between tokens), which keeps bounded
  * schemas bounded.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

@@ -1,4 +1,7 @@
-/* hn-json.c — JSON value tree, strict parser and Python-compatible writer. */
+/* hn-json.c — JSON value tree, strict parser and Python-compatible writer.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-json.h"
 #include "hn-unicode.h"
 #include "hn-array.h"

@@ -6,6 +6,8 @@
  * an exact int64 when the text is an integer that fits, and a double always.  Object keys
  * keep insertion order (duplicate keys in parsed text: the last one wins, at the position
  * of the first).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

@@ -10,7 +10,10 @@
  *  - tiles, for decode and small batches when the level has them: a few rows against
  *    one to four tokens, rows dealt in 16-row units from a shared counter;
  *  - otherwise one dot product per (row, token), rows dealt the same way.
- * Every weight row is read once per call. */
+ * Every weight row is read once per call.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-kernels.h"
 
 #include "hn-decode-choice.h"

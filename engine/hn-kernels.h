@@ -1,7 +1,10 @@
 /* hn-kernels.h — matrix products of memory-mapped weights with f32 activations.
  *
  * The one place that picks the dot-product kernel per weight type (SIMD table from
- * hn-simd.h, scalar reference otherwise). */
+ * hn-simd.h, scalar reference otherwise).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include "hn-gguf.h"

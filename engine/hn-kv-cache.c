@@ -1,3 +1,7 @@
+/* hn-kv-cache.c
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-kv-cache.h"
 
 #include <math.h>

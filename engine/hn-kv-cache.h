@@ -13,7 +13,10 @@
  * before the sequence's next position) are handed to new tokens.  The cell itself stays
  * in the table for the global layers (and for positions and sequences), but its sliding
  * rows are gone: evaluation can no longer go back to before such a cell plus a window
- * (hn_kv_cache_seq_resume_min). */
+ * (hn_kv_cache_seq_resume_min).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,7 @@
-/* hn-memory.c — memory estimates against MemAvailable. */
+/* hn-memory.c — memory estimates against MemAvailable.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-memory.h"
 
 #include <errno.h>

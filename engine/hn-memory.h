@@ -3,7 +3,11 @@
  * The engine refuses a context it cannot fit before allocating anything large, so a model
  * that is too big gets a sentence instead of the OOM killer.  "Available" is the kernel's
  * MemAvailable (what can be allocated without swapping), which the HANASHI_MEM_AVAILABLE_MB
- * environment variable replaces for tests (1 MB = 1,000,000 bytes, as in the messages). */
+ * environment variable replaces for tests (1 MB = 1,000,000 bytes, as in the messages): a
+ * test seam, listed with the others in tests/support/hanashi-test-seams.h.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <stdbool.h>

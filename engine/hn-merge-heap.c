@@ -1,4 +1,7 @@
-/* hn-merge-heap.c — binary min-heap of merge candidates (see hn-merge-heap.h). */
+/* hn-merge-heap.c — binary min-heap of merge candidates (see hn-merge-heap.h).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-merge-heap.h"
 #include "hn-array.h"
 

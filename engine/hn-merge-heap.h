@@ -2,7 +2,10 @@
  * symbol pairs, best first, leftmost on ties.  Byte-level BPE ranks by merge rank (lower
  * first), SentencePiece by token score (higher first, so its priority is the negated score).
  * Entries go stale when a neighbour merges; callers skip those when popped (the pair's
- * combined size no longer matches), which keeps every operation O(log n). */
+ * combined size no longer matches), which keeps every operation O(log n).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <stdbool.h>

@@ -1,4 +1,7 @@
-/* hn-model-internal.h — the model struct, shared by hn-model.c and hn-context.c only. */
+/* hn-model-internal.h — the model struct, shared by hn-model.c and hn-context.c only.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include "hn-arch.h"

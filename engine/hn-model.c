@@ -1,4 +1,7 @@
-/* hn-model.c — hyper-parameters from GGUF metadata and validation of the weight tensors. */
+/* hn-model.c — hyper-parameters from GGUF metadata and validation of the weight tensors.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-model-internal.h"
 
 #include <math.h>

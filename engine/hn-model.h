@@ -1,7 +1,10 @@
 /* hn-model.h — a loaded model: hyper-parameters and memory-mapped weights.
  *
  * Weights stay in the GGUF mapping in their quantized blocks; nothing is dequantized
- * ahead of time except the small norm vectors and biases. */
+ * ahead of time except the small norm vectors and biases.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include "hn-common.h"

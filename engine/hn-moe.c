@@ -1,4 +1,7 @@
-/* hn-moe.c — routing and the grouped expert feed-forward. */
+/* hn-moe.c — routing and the grouped expert feed-forward.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-moe.h"
 
 #include <math.h>

@@ -9,7 +9,10 @@
  * in place.  A batch is grouped by expert — the rows routed to expert e are gathered, go
  * through one matrix product per weight, and are scattered back with their weights — so
  * each chosen expert's weights are read once per batch, and experts no token chose are
- * not read at all. */
+ * not read at all.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include "hn-gguf.h"

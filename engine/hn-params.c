@@ -1,5 +1,8 @@
 /* hn-params.c — the sampler parameter table and everything derived from it in the engine:
- * defaults, validation, clamping and access by key. */
+ * defaults, validation, clamping and access by key.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-params.h"
 
 #include <float.h>

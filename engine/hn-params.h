@@ -8,14 +8,18 @@
  *   - hn_sampler_params_init / _validate / _clamp / _set / _get (hn-params.c);
  *   - the options of `hanashi-cli generate` and their --help lines (cli-sampling.c);
  *   - the GLib layer, which carries HnSamplerParams itself (hanashi-engine.h);
- *   - the app's JSON keys, stored-value ranges, panel rows and presets (app/hanashi-params.c,
- *     hanashi-params-panel.c, hanashi-presets.c); the GSettings default is "use the table".
+ *   - the app's view of the rows, in GLib types (engine/glib/hanashi-param-table.h), and
+ *     through it the app's JSON keys, stored-value ranges, panel rows and presets
+ *     (app/hanashi-params.c, hanashi-params-panel.c, hanashi-presets.c); the GSettings
+ *     default is "use the table".
  *
  * Adding a sampler parameter is one row here plus its field and sampler code.
  *
  * Labels and hints are English; they are marked with N_() so that the app's translation
  * template picks them up (po/POTFILES.in lists hn-params.c) and the app shows them through
  * gettext.  The engine itself never translates.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

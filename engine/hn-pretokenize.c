@@ -2,7 +2,10 @@
  * hand-made matchers over code points (no regex engine).  A split is a sequence of stages;
  * each stage cuts every piece of the previous stage into its matches and the gaps between
  * them, exactly like applying the vocabulary's regexes one after another.  Invalid UTF-8
- * bytes are single code points of class "other". */
+ * bytes are single code points of class "other".
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-vocab-private.h"
 #include "hn-unicode.h"
 

@@ -1,4 +1,7 @@
-/* hn-prompt-cache.c — see hn-prompt-cache.h. */
+/* hn-prompt-cache.c — see hn-prompt-cache.h.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-prompt-cache.h"
 
 #include "hn-gguf.h"

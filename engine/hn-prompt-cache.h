@@ -13,7 +13,10 @@
  * past the missing rows, and the ring is filled a batch at a time as evaluation fills it.
  *
  * A file that is missing, stale, truncated, corrupt, from another model or from other
- * context settings never restores anything: the caller re-evaluates from text. */
+ * context settings never restores anything: the caller re-evaluates from text.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <stdbool.h>

@@ -4,6 +4,8 @@
  * models, so that a file we produce matches the one people would download.  Rows are
  * quantized in chunks, split over threads, and streamed to the writer: memory stays a
  * few megabytes whatever the model size.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "hn-quantize.h"
 

@@ -12,6 +12,8 @@
  * block fall back to a 32-element type of similar size (Q4_0, Q5_0, Q5_1, Q8_0), and to
  * F16 when not even that fits.  The result is byte-identical to the reference tool's
  * output for the same input (no importance matrix).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

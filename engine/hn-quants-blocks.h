@@ -7,6 +7,8 @@
  *
  * Every struct has alignment 2 (or 4 for Q8_K, which is only ever built in memory), so a
  * row of blocks that starts on an even address can be indexed directly.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

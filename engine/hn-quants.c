@@ -6,6 +6,8 @@
  * weight row with an activation row that was quantized to the matching 8-bit format and
  * accumulate in integers within a block, as the reference engine does; this is what
  * makes our logits follow the reference's rounding rather than an exact product.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "hn-quants-blocks.h"
 

@@ -7,6 +7,8 @@
  *
  * Everything here is the portable reference implementation.  Fast kernels (hn-kernels*)
  * must agree with it and are tested against it.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

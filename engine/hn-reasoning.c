@@ -1,4 +1,7 @@
-/* hn-reasoning.c — the thinking/answer splitter (see hn-reasoning.h). */
+/* hn-reasoning.c — the thinking/answer splitter (see hn-reasoning.h).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-reasoning.h"
 
 #include <string.h>

@@ -13,6 +13,8 @@
  * this (hn_think_prompt_opens on the rendered prompt) starts the splitter inside; in AUTO
  * mode a closing marker seen before any opening one turns everything written so far into
  * thinking (the HN_THINK_PART_ANSWER_WAS_THINKING event), once.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

@@ -1,4 +1,7 @@
-/* hn-sampler.c — the sampler chain, penalties, mirostat, RNG and stop strings. */
+/* hn-sampler.c — the sampler chain, penalties, mirostat, RNG and stop strings.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-sampler.h"
 #include "hn-grammar.h"
 #include "hn-array.h"

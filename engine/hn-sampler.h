@@ -12,6 +12,8 @@
  * A sampler owns every buffer it needs (allocated once for n_vocab), its own random
  * state (xoshiro256**, seeded from `seed`) and the token history used by the penalties.
  * Nothing is allocated per token.  See docs/sampling.md for the definitions.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

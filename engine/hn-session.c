@@ -1,4 +1,7 @@
-/* hn-session.c: session file write (atomic, through the I/O seam) and validated read. */
+/* hn-session.c: session file write (atomic, through the I/O seam) and validated read.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-session.h"
 #include "hn-array.h"
 

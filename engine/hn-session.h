@@ -17,6 +17,8 @@
  *            V rows [n_tokens][n_embd_v] F16.  payload hash = FNV-1a 64 of the payload.
  *   Rows of tokens before rows_from may be zeros instead: a sliding-window layer's cache
  *   had already handed them on (version 2; version 1 had no rows_from and is not read).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 
@@ -95,6 +97,7 @@ typedef struct {
   int     (*fstat) (int fd, struct stat *st);  /* the size of the file being read */
 } HnSessionIO;
 
-/* NULL restores the real calls.  Process-global: for tests only. */
+/* NULL restores the real calls.  Process-global: for tests only (a test seam, listed with
+ * the others in tests/support/hanashi-test-seams.h). */
 void hn_session_set_io (const HnSessionIO *io);
 const HnSessionIO *hn_session_default_io (void);

@@ -8,7 +8,10 @@
  * caller) meets the F16 keys, the softmax is taken over every visible cell, and each
  * probability is rounded to F16 before it weights its value.  So two passes: the first
  * converts the keys CHUNK cells at a time — once for all the query heads that share the
- * KV head — and keeps the scores, the second does the same with the values. */
+ * KV head — and keeps the scores, the second does the same with the values.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <math.h>
 
 #define CHUNK HN_ATTN_CHUNK

@@ -1,7 +1,10 @@
 /* hn-simd-avx2.c — AVX2 + FMA + F16C kernels (compiled with those flags only; chosen at
  * run time by hn-cpu.c).  Integer products use the maddubs sign trick: |a| (unsigned)
  * times sign(a)·b (signed) equals a·b, which lets signed 8-bit operands use the
- * unsigned×signed instruction. */
+ * unsigned×signed instruction.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-simd.h"
 #include "hn-quants-blocks.h"
 

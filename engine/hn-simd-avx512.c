@@ -6,7 +6,10 @@
  * 8-bit codes plus per-lane scales, then used for every column with VPDPBUSD (unsigned ×
  * signed bytes, four products per 32-bit lane).  The codes' zero point is corrected with
  * the activation lane sums that the packer precomputed, so the inner loop is four
- * instructions per 64 multiply-adds: dot, convert, scale, accumulate. */
+ * instructions per 64 multiply-adds: dot, convert, scale, accumulate.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-simd.h"
 #include "hn-quants-blocks.h"
 

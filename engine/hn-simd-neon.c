@@ -5,7 +5,10 @@
  * the table from the kernel's HWCAP bits, so one binary runs on every ARM64 machine.
  *
  * The weights are decoded to signed 8-bit values (the zero point already taken off), so
- * every integer product is signed × signed and both variants compute the same sums. */
+ * every integer product is signed × signed and both variants compute the same sums.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-simd.h"
 #include "hn-quants-blocks.h"
 

@@ -9,7 +9,10 @@
  *
  * Codes are unsigned with a zero point (Q4_0: 8, Q6_K: 32, Q8_0: 128), which the GEMM
  * removes with the activation's precomputed -offset · Σq, except Q8_0 packed signed
- * (pack_panel_q8_0_signed) for kernels whose byte products saturate on 255 × 127. */
+ * (pack_panel_q8_0_signed) for kernels whose byte products saturate on 255 × 127.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include "hn-quants-blocks.h"

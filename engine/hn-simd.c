@@ -1,4 +1,7 @@
-/* hn-simd.c — picks the kernel table for the machine once. */
+/* hn-simd.c — picks the kernel table for the machine once.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-simd.h"
 
 #include <pthread.h>

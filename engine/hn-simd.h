@@ -3,7 +3,10 @@
  * Every entry computes exactly what the scalar reference in hn-quants.c computes (up to
  * float summation order) and is tested against it.  A NULL entry means "use the
  * reference".  Weight rows are in their GGUF block format; activation rows are in
- * hn_type_vec_dot_type() of the weight type. */
+ * hn_type_vec_dot_type() of the weight type.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include "hn-cpu.h"

@@ -1,3 +1,7 @@
+/* hn-threadpool.c
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-threadpool.h"
 
 #include <pthread.h>

@@ -1,4 +1,7 @@
-/* Persistent worker threads running one parallel-for at a time. */
+/* Persistent worker threads running one parallel-for at a time.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <stdbool.h>

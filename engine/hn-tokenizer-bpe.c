@@ -1,6 +1,9 @@
 /* hn-tokenizer-bpe.c — byte-level BPE: each pre-tokenizer piece starts as one symbol per
  * byte (the byte's GPT-2 printable character); adjacent pairs are merged lowest merge rank
- * first (leftmost on ties) using a hash map from (left id, right id) to rank. */
+ * first (leftmost on ties) using a hash map from (left id, right id) to rank.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-merge-heap.h"
 #include "hn-vocab-private.h"
 

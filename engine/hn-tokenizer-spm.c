@@ -2,7 +2,10 @@
  * U+2581) starts as one symbol per UTF-8 character; adjacent pairs whose concatenation is
  * a token are merged, highest score first (leftmost on ties), until no pair is a token.
  * Leftover symbols that are not tokens become byte tokens <0xXX> (or UNK).
- * A binary heap of candidate pairs keeps this O(n log n). */
+ * A binary heap of candidate pairs keeps this O(n log n).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-merge-heap.h"
 #include "hn-vocab-private.h"
 

@@ -1,7 +1,10 @@
 /* hn-type-traits.c — names and block geometry of every ggml type id.
  *
  * Unknown and unsupported ids still get a name so that an error can say
- * "tensor 'x' has type IQ2_XXS, which Hanashi does not support". */
+ * "tensor 'x' has type IQ2_XXS, which Hanashi does not support".
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-quants.h"
 
 typedef struct {

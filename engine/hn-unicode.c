@@ -1,4 +1,7 @@
-/* hn-unicode.c — UTF-8 and code point classes (tables in hn-unicode-tables.c). */
+/* hn-unicode.c — UTF-8 and code point classes (tables in hn-unicode-tables.c).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-unicode.h"
 
 #include <stdlib.h>

@@ -1,5 +1,8 @@
 /* hn-unicode.h — code point classes for the tokenizers' pre-tokenizer rules, and UTF-8
- * decoding that never fails (invalid bytes come back one at a time, flagged). */
+ * decoding that never fails (invalid bytes come back one at a time, flagged).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include "hn-common.h"

@@ -1,4 +1,7 @@
-/* hn-vocab-private.h — the HnVocab layout shared by the loader and the tokenizers. */
+/* hn-vocab-private.h — the HnVocab layout shared by the loader and the tokenizers.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include "hn-vocab.h"

@@ -1,6 +1,9 @@
 /* hn-vocab.c — loading tokenizer.ggml.* metadata, lookups, special-token splitting,
  * detokenization and the streaming decoder.  The tokenizers themselves live in
- * hn-tokenizer-spm.c and hn-tokenizer-bpe.c. */
+ * hn-tokenizer-spm.c and hn-tokenizer-bpe.c.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-vocab-private.h"
 #include "hn-unicode.h"
 #include "hn-array.h"

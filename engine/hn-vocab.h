@@ -4,6 +4,8 @@
  *
  * An HnVocab is immutable after hn_vocab_load() and may be shared between threads; it
  * copies everything it needs, so the HnGguf may be closed afterwards.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

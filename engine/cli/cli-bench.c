@@ -5,7 +5,10 @@
  * way the reference engine's benchmark does, so the two can be compared side by side.
  * Token ids are pseudo-random: the cost of a forward pass does not depend on them.
  * -d DEPTH fills the cache with DEPTH tokens (untimed) before each run, to measure
- * speed deep into a conversation. */
+ * speed deep into a conversation.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>

@@ -9,6 +9,8 @@
  * variable enable_thinking (Qwen3 switches its thinking with it); without it, it is undefined.  Hidden options for tests:
  * --now YYYY-MM-DD fixes the date strftime_now() sees (also env HANASHI_NOW), and
  * --extra FILE.json passes further variables (tools, documents, ...).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "cli-common.h"
 #include "hn-chat-template.h"

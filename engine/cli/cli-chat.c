@@ -17,6 +17,8 @@
  * "session: reused N of M prompt tokens" (N prompt tokens were already in the KV cache),
  * preceded on the first one by "session: file not used (why)" when the file is missing or
  * unusable; notices when turns were left out, the template failed or the context filled up.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,10 +284,7 @@ out:
 }
 
 enum { OPT_MODEL, OPT_FILE, OPT_MESSAGES, OPT_SYSTEM, OPT_N, OPT_THREADS, OPT_CTX, OPT_SESSION, OPT_THINKING };
-static const struct {
-  const char *short_name, *long_name;
-  int id;
-} value_options[] = {
+static const CliValueOption value_options[] = {
   { "-m", "--model", OPT_MODEL },
   { "-f", "--file", OPT_FILE },
   { NULL, "--messages", OPT_MESSAGES },
@@ -329,10 +328,7 @@ cli_chat(int argc, char **argv)
   CliSamplingOptions sopts;
   cli_sampling_init(&sopts); /* greedy unless --temp is given (see cli-sampling.c) */
   int status = 1;
-  HnModel *model = NULL;
-  HnVocab *vocab = NULL;
-  HnChatModel *chat_model = NULL;
-  HnGrammar *grammar = NULL;
+  CliChatModel cm = { 0 };
   char *system_owned = NULL, *turns = NULL, *line = NULL;
   Chat c = { 0 };
   HnError err = { 0 };
@@ -347,27 +343,12 @@ cli_chat(int argc, char **argv)
       status = 0;
       goto out;
     }
-    int found = -1;
-    for (size_t k = 0; k < HN_ARRAY_LEN(value_options); k++)
-      if ((value_options[k].short_name && strcmp(argv[i], value_options[k].short_name) == 0) ||
-          strcmp(argv[i], value_options[k].long_name) == 0)
-        found = value_options[k].id;
-    if (found < 0) {
-      int r = cli_sampling_parse_arg(&sopts, argc, argv, &i);
-      if (r < 0)
-        goto out;
-      if (r == 0) {
-        cli_fail("unknown option '%s' (try 'hanashi-cli chat --help')", argv[i]);
-        goto out;
-      }
-      i--; /* the sampling parser moved past its option */
-      continue;
-    }
-    if (i + 1 >= argc) {
-      cli_fail("option '%s' needs a value", argv[i]);
+    const char *val = NULL;
+    int found = cli_next_option(argc, argv, &i, value_options, HN_ARRAY_LEN(value_options), &sopts, "chat", &val);
+    if (found == CLI_OPTION_ERROR)
       goto out;
-    }
-    const char *val = argv[++i];
+    if (found == CLI_OPTION_SAMPLING)
+      continue;
     switch (found) {
     case OPT_MODEL: model_path = val; break;
     case OPT_FILE: turns_path = val; break;
@@ -418,24 +399,9 @@ cli_chat(int argc, char **argv)
     goto out;
   if (system_owned)
     system = system_owned;
-  if (!(model = hn_model_load(model_path, NULL, &err)) || !(vocab = hn_vocab_load(hn_model_gguf(model), &err))) {
-    cli_fail_error(&err);
+  if (!cli_chat_model_load(&cm, model_path) || !cli_chat_model_start(&cm, &sopts, n_predict, n_ctx, threads, false))
     goto out;
-  }
-  cli_notice(hn_vocab_notice(vocab));
-  sopts.params.max_new_tokens = (int32_t) n_predict;
-  if (!cli_sampling_finish(&sopts, hn_model_n_vocab(model)) || !cli_sampling_load_grammar(&sopts, &grammar))
-    goto out;
-  HnContextParams cp = hn_context_default_params();
-  cp.n_ctx = (int) n_ctx;
-  cp.n_threads = (int) threads;
-  cp.n_seq_max = 2;
-  if (!(chat_model = hn_chat_model_new(model, vocab, &err)) || !(c.chat = hn_chat_new(chat_model, &cp, &err)) ||
-      (grammar && !hn_chat_model_grammar_vocab(chat_model, &err))) {
-    cli_fail_error(&err);
-    goto out;
-  }
-  cli_notice(hn_context_notice(hn_chat_context(c.chat)));
+  c.chat = cm.chat;
 
   c.ids = ids;
   c.session = session_path != NULL;
@@ -443,7 +409,7 @@ cli_chat(int argc, char **argv)
   c.req.system = system;
   c.req.thinking = thinking;
   c.req.sampler = &sopts.params;
-  c.req.grammar = grammar;
+  c.req.grammar = cm.grammar;
   c.req.cfg_negative = sopts.cfg_negative_prompt;
   c.req.cfg_scale = sopts.cfg_scale;
   c.req.conversation = "chat"; /* a new chat holds none: the session file is read */
@@ -472,11 +438,7 @@ out:
   free(turns);
   free(system_owned);
   conversation_clear(&c.conv);
-  hn_chat_free(c.chat);
-  hn_chat_model_free(chat_model);
-  hn_grammar_free(grammar);
-  hn_vocab_free(vocab);
-  hn_model_free(model);
+  cli_chat_model_clear(&cm);
   cli_sampling_clear(&sopts);
   return status;
 }

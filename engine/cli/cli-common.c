@@ -1,6 +1,11 @@
-/* cli-common.c — argument and error helpers shared by the hanashi-cli subcommands. */
+/* cli-common.c — argument and error helpers shared by the hanashi-cli subcommands.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "cli-common.h"
+#include "cli-sampling.h"
 #include "hn-array.h"
+#include "hn-context.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -173,4 +178,78 @@ cli_tokenize_all(const HnVocab *vocab, const char *text, size_t len, int32_t **i
   *ids_out = ids;
   *n_out = (size_t) got;
   return true;
+}
+
+int
+cli_next_option(int argc, char **argv, int *i, const CliValueOption *options, size_t n_options,
+                CliSamplingOptions *sampling, const char *command, const char **value)
+{
+  int found = -1;
+  for (size_t k = 0; k < n_options; k++)
+    if ((options[k].short_name && strcmp(argv[*i], options[k].short_name) == 0) ||
+        strcmp(argv[*i], options[k].long_name) == 0)
+      found = options[k].id;
+  if (found < 0) {
+    int r = cli_sampling_parse_arg(sampling, argc, argv, i);
+    if (r < 0)
+      return CLI_OPTION_ERROR;
+    if (r == 0) {
+      cli_fail("unknown option '%s' (try 'hanashi-cli %s --help')", argv[*i], command);
+      return CLI_OPTION_ERROR;
+    }
+    (*i)--; /* the sampling parser moved past its option; the caller's loop moves on */
+    return CLI_OPTION_SAMPLING;
+  }
+  if (*i + 1 >= argc) {
+    cli_fail("option '%s' needs a value", argv[*i]);
+    return CLI_OPTION_ERROR;
+  }
+  *value = argv[++*i];
+  return found;
+}
+
+bool
+cli_chat_model_load(CliChatModel *cm, const char *path)
+{
+  HnError err = { 0 };
+  if (!(cm->model = hn_model_load(path, NULL, &err)) || !(cm->vocab = hn_vocab_load(hn_model_gguf(cm->model), &err))) {
+    cli_fail_error(&err);
+    return false;
+  }
+  cli_notice(hn_vocab_notice(cm->vocab));
+  return true;
+}
+
+bool
+cli_chat_model_start(CliChatModel *cm, CliSamplingOptions *sampling, long long n_predict, long long n_ctx,
+                     long long threads, bool print_params)
+{
+  HnError err = { 0 };
+  sampling->params.max_new_tokens = (int32_t) n_predict;
+  if (!cli_sampling_finish(sampling, hn_model_n_vocab(cm->model)) || !cli_sampling_load_grammar(sampling, &cm->grammar))
+    return false;
+  if (print_params)
+    cli_sampling_print_params(stderr, sampling);
+  HnContextParams cp = hn_context_default_params();
+  cp.n_ctx = (int) n_ctx;
+  cp.n_threads = (int) threads;
+  if (!(cm->chat_model = hn_chat_model_new(cm->model, cm->vocab, &err)) ||
+      !(cm->chat = hn_chat_new(cm->chat_model, &cp, &err)) ||
+      (cm->grammar && !hn_chat_model_grammar_vocab(cm->chat_model, &err))) {
+    cli_fail_error(&err);
+    return false;
+  }
+  cli_notice(hn_context_notice(hn_chat_context(cm->chat)));
+  return true;
+}
+
+void
+cli_chat_model_clear(CliChatModel *cm)
+{
+  hn_chat_free(cm->chat);
+  hn_chat_model_free(cm->chat_model);
+  hn_grammar_free(cm->grammar);
+  hn_vocab_free(cm->vocab);
+  hn_model_free(cm->model);
+  *cm = (CliChatModel) { 0 };
 }

@@ -2,10 +2,15 @@
  *
  * Contract for every subcommand: exit status 0 on success; on bad input, exactly one line
  * "hanashi-cli: error: <message>" on stderr and exit status 1.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 
+#include "hn-chat.h"
 #include "hn-common.h"
+#include "hn-grammar.h"
+#include "hn-model.h"
 #include "hn-vocab.h"
 
 #include <stdio.h>
@@ -33,6 +38,49 @@ char *cli_read_file(const char *path, size_t *len_out, HnError *err);
 /* Parses a decimal integer / float option value strictly (whole string, in range). */
 bool cli_parse_int(const char *text, long long min, long long max, long long *out);
 bool cli_parse_float(const char *text, double *out);
+
+/* ---- options of the subcommands that take a value --------------------------------------- */
+
+typedef struct CliSamplingOptions CliSamplingOptions; /* cli-sampling.h */
+
+typedef struct {
+  const char *short_name; /* "-m", or NULL */
+  const char *long_name;  /* "--model" */
+  int id;                 /* >= 0 */
+} CliValueOption;
+
+enum {
+  CLI_OPTION_ERROR = -1,    /* the error line was printed */
+  CLI_OPTION_SAMPLING = -2, /* a sampling option, consumed into the sampling options */
+};
+
+/* Reads the option at argv[*i]: one of `options` (its id, with *value the next argument and
+ * *i moved onto it), a sampling option (CLI_OPTION_SAMPLING, *i left on its last argument),
+ * or neither (CLI_OPTION_ERROR after "unknown option … (try 'hanashi-cli COMMAND --help')").
+ * Flags without a value are the caller's to look at first. */
+int cli_next_option(int argc, char **argv, int *i, const CliValueOption *options, size_t n_options,
+                    CliSamplingOptions *sampling, const char *command, const char **value);
+
+/* ---- a model opened for chat and generate ------------------------------------------------- */
+
+typedef struct {
+  HnModel *model;
+  HnVocab *vocab;
+  HnGrammar *grammar;       /* from --grammar-file / --json-schema, or NULL */
+  HnChatModel *chat_model;
+  HnChat *chat;
+} CliChatModel;
+
+/* Loads the model and its vocabulary (printing the vocabulary's notice, if any).  False
+ * after printing the error line. */
+bool cli_chat_model_load(CliChatModel *cm, const char *path);
+/* Finishes the sampling options against the vocabulary (max_new_tokens = n_predict), loads
+ * the grammar, prints the parameters when print_params, and makes the conversation core with
+ * a context of n_ctx tokens (0: the model's) on `threads` threads (0: the physical cores),
+ * printing the context's notice, if any.  False after printing the error line. */
+bool cli_chat_model_start(CliChatModel *cm, CliSamplingOptions *sampling, long long n_predict, long long n_ctx,
+                          long long threads, bool print_params);
+void cli_chat_model_clear(CliChatModel *cm);
 
 /* Subcommand entry points: argv[0] is the subcommand name. */
 typedef int (*CliCommandFunc)(int argc, char **argv);

@@ -4,7 +4,10 @@
  *   fits the context is accepted; a longer one is refused with its length and the context's.  With --session, the KV state of an earlier run is reused for the common
  *   prefix of its tokens and this prompt, and the new state is saved after.  The prompt
  *   runs through the conversation core (hn-chat.h) as tokens, so reuse and what the saved
- *   session holds are the core's, the same as for `chat` and the app. */
+ *   session holds are the core's, the same as for `chat` and the app.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,10 +66,7 @@ on_reuse(void *user_data, const HnChatReuse *reuse)
 
 /* Options taking a value; the sampling options are parsed by cli-sampling.c. */
 enum { OPT_MODEL, OPT_PROMPT, OPT_FILE, OPT_N, OPT_TOKENS, OPT_THREADS, OPT_CTX, OPT_SESSION };
-static const struct {
-  const char *short_name, *long_name;
-  int id;
-} value_options[] = {
+static const CliValueOption value_options[] = {
   { "-m", "--model", OPT_MODEL },
   { "-p", "--prompt", OPT_PROMPT },
   { "-f", "--file", OPT_FILE },
@@ -118,11 +118,7 @@ cli_generate(int argc, char **argv)
   cli_sampling_init(&sopts); /* greedy unless --temp is given (see cli-sampling.c) */
   bool print_params = false;
   int status = 1;
-  HnModel *model = NULL;
-  HnVocab *vocab = NULL;
-  HnChatModel *chat_model = NULL;
-  HnChat *chat = NULL;
-  HnGrammar *grammar = NULL;
+  CliChatModel cm = { 0 };
   int32_t *prompt_ids = NULL, *negative = NULL;
   size_t n_prompt = 0;
   Output out = { 0 };
@@ -142,27 +138,12 @@ cli_generate(int argc, char **argv)
       status = 0;
       goto out;
     }
-    int found = -1;
-    for (size_t k = 0; k < HN_ARRAY_LEN(value_options); k++)
-      if ((value_options[k].short_name && strcmp(argv[i], value_options[k].short_name) == 0) ||
-          strcmp(argv[i], value_options[k].long_name) == 0)
-        found = value_options[k].id;
-    if (found < 0) {
-      int r = cli_sampling_parse_arg(&sopts, argc, argv, &i);
-      if (r < 0)
-        goto out;
-      if (r == 0) {
-        cli_fail("unknown option '%s' (try 'hanashi-cli generate --help')", argv[i]);
-        goto out;
-      }
-      i--; /* the sampling parser moved past its option */
-      continue;
-    }
-    if (i + 1 >= argc) {
-      cli_fail("option '%s' needs a value", argv[i]);
+    const char *val = NULL;
+    int found = cli_next_option(argc, argv, &i, value_options, HN_ARRAY_LEN(value_options), &sopts, "generate", &val);
+    if (found == CLI_OPTION_ERROR)
       goto out;
-    }
-    const char *val = argv[++i];
+    if (found == CLI_OPTION_SAMPLING)
+      continue;
     switch (found) {
     case OPT_MODEL: model_path = val; break;
     case OPT_PROMPT: prompt = val; break;
@@ -203,12 +184,10 @@ cli_generate(int argc, char **argv)
   } else if (prompt) {
     prompt_len = strlen(prompt);
   }
-  if (!(model = hn_model_load(model_path, NULL, &err)) ||
-      !(vocab = hn_vocab_load(hn_model_gguf(model), &err))) {
-    cli_fail_error(&err);
+  if (!cli_chat_model_load(&cm, model_path))
     goto out;
-  }
-  cli_notice(hn_vocab_notice(vocab));
+  const HnModel *model = cm.model;
+  const HnVocab *vocab = cm.vocab;
   if (tokens) {
     if (!cli_parse_ids(tokens, &prompt_ids, &n_prompt) || n_prompt == 0) {
       cli_fail("invalid token list '%s'", tokens);
@@ -229,22 +208,10 @@ cli_generate(int argc, char **argv)
       goto out;
     }
   }
-  sopts.params.max_new_tokens = (int32_t) n_predict;
-  if (!cli_sampling_finish(&sopts, hn_model_n_vocab(model)) || !cli_sampling_load_grammar(&sopts, &grammar))
+  if (!cli_chat_model_start(&cm, &sopts, n_predict, n_ctx, threads, print_params))
     goto out;
-  if (print_params)
-    cli_sampling_print_params(stderr, &sopts);
-  HnContextParams cp = hn_context_default_params();
-  cp.n_ctx = (int) n_ctx;
-  cp.n_threads = (int) threads;
-  cp.n_seq_max = 2;
-  if (!(chat_model = hn_chat_model_new(model, vocab, &err)) || !(chat = hn_chat_new(chat_model, &cp, &err)) ||
-      (grammar && !hn_chat_model_grammar_vocab(chat_model, &err))) {
-    cli_fail_error(&err);
-    goto out;
-  }
+  HnChat *chat = cm.chat;
   const HnContext *ctx = hn_chat_context(chat);
-  cli_notice(hn_context_notice(ctx));
   if (!prompt_fits(n_prompt, "prompt", ctx, model))
     goto out;
   size_t n_negative = 0;
@@ -267,7 +234,7 @@ cli_generate(int argc, char **argv)
   req.n_negative_tokens = n_negative;
   req.cfg_scale = sopts.cfg_scale;
   req.sampler = &sopts.params;
-  req.grammar = grammar;
+  req.grammar = cm.grammar;
   req.conversation = "generate"; /* a new chat holds none: the session file is read */
   req.session_path = session_path;
   HnChatCallbacks callbacks = { .on_text = on_text, .on_warning = on_warning, .on_reuse = on_reuse,
@@ -305,11 +272,7 @@ out:
   free(prompt_ids);
   free(negative);
   free(file_text);
-  hn_chat_free(chat);
-  hn_chat_model_free(chat_model);
-  hn_grammar_free(grammar);
-  hn_vocab_free(vocab);
-  hn_model_free(model);
+  cli_chat_model_clear(&cm);
   cli_sampling_clear(&sopts);
   return status;
 }

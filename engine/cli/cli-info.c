@@ -1,4 +1,7 @@
-/* hanashi-cli info MODEL — what a model file is, one "key: value" line each. */
+/* hanashi-cli info MODEL — what a model file is, one "key: value" line each.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <stdio.h>
 #include <string.h>
 

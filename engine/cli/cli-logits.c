@@ -1,7 +1,10 @@
 /* hanashi-cli logits -m MODEL (--tokens 1,2,3 | -p TEXT | -f FILE) -o OUT.f32 [-t THREADS] —
  * evaluates the tokens in one batch at positions 0..n-1 and writes every position's logits
  * (n × n_vocab LE f32).  A text (-p, or -f: a file's exact bytes) is tokenized as generate
- * does it: BOS/EOS as the vocabulary asks, special tokens parsed. */
+ * does it: BOS/EOS as the vocabulary asks, special tokens parsed.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

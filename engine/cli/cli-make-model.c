@@ -7,7 +7,10 @@
  * The weights are generated as F16 into a temporary file next to FILE and then converted
  * with the same code as `hanashi-cli quantize`, so every type and mix it knows works.
  * --layers N keeps the first N layers of the shape (every layer has the same shape), for
- * shapes whose full file is larger than the machine at hand. */
+ * shapes whose full file is larger than the machine at hand.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "cli-common.h"
 
 #include "hn-gguf-writer.h"

@@ -1,7 +1,10 @@
 /* hanashi-cli pull URL -o FILE — downloads a model with the app's download code:
  * progress on stderr, resumes FILE.part when it exists, verifies before renaming.
  * --sha256 HEX and --size BYTES are checked while the file arrives (a mismatch deletes
- * it); --revision pins an "owner/repo" download to a commit; only https is fetched. */
+ * it); --revision pins an "owner/repo" download to a commit; only https is fetched.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "cli-common.h"
 
 #include "hanashi-download.h"

@@ -1,5 +1,8 @@
 /* hanashi-cli quantize IN.gguf OUT.gguf TYPE [-t THREADS] — converts a model to a weight
- * type or one of the common mixes (see hn-quantize.h for the rules). */
+ * type or one of the common mixes (see hn-quantize.h for the rules).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "cli-common.h"
 
 #include "hn-quantize.h"

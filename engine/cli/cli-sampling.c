@@ -1,4 +1,7 @@
-/* cli-sampling.c — parses the sampling options of `hanashi-cli generate`. */
+/* cli-sampling.c — parses the sampling options of `hanashi-cli generate`.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "cli-sampling.h"
 #include "hn-array.h"
 

@@ -1,6 +1,9 @@
 /* cli-sampling.h — the sampling, grammar and guidance options that `hanashi-cli generate`
  * accepts, parsed into engine parameters.  Kept apart from cli-generate.c so that the
- * option set has one home. */
+ * option set has one home.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include "cli-common.h"
@@ -8,7 +11,7 @@
 #include "hn-params.h"
 #include "hn-sampler.h"
 
-typedef struct {
+typedef struct CliSamplingOptions {
   HnSamplerParams params;
   HnLogitBias *bias;
   size_t n_bias;

@@ -7,6 +7,8 @@
  *     prints the text exactly (no added newline); control tokens are not printed.
  *
  * MODEL may hold only a vocabulary: only the GGUF metadata is read, never the weights.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "cli-common.h"
 #include "hn-gguf.h"

@@ -1,6 +1,9 @@
 /* hanashi-cli — drives the engine without a GUI.  Each subcommand lives in its own
  * cli-<name>.c; their names, options and output formats are stable contracts used by
- * tests and benchmarks. */
+ * tests and benchmarks.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "cli-common.h"
 
 #include <string.h>

@@ -3,7 +3,10 @@
  * The transfer runs in a worker thread with libsoup's blocking API (one SoupSession per
  * transfer, created and used only on that thread).  The worker publishes progress under
  * a mutex and keeps at most one idle callback pending on the owner's main context, so a
- * fast connection cannot flood the GUI with notifications. */
+ * fast connection cannot flood the GUI with notifications.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #define G_LOG_DOMAIN "hanashi-download"
 
 #include "hanashi-download.h"
@@ -815,7 +818,8 @@ hanashi_download_resolve_uri_at (const char *repo_or_url, const char *file, cons
                  _("“%s” is not a repository revision."), rev);
     return NULL;
   }
-  /* A mirror of the hub (or, in tests, a server on this computer) may stand in for it. */
+  /* A mirror of the hub (or, in tests, a server on this computer) may stand in for it:
+   * a test seam, listed with the others in tests/support/hanashi-test-seams.h. */
   const char *hub = g_getenv ("HANASHI_HUB_URL");
   g_autofree char *base = g_strdup (hub != NULL && *hub != '\0' ? hub : "https://huggingface.co");
   while (g_str_has_suffix (base, "/"))

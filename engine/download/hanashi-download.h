@@ -9,7 +9,10 @@
  *
  * Only https addresses are fetched, and redirects are followed only to https; plain
  * http is accepted for an address of this computer given directly (127.0.0.0/8, ::1,
- * localhost), which the tests use. */
+ * localhost), which the tests use.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gio/gio.h>

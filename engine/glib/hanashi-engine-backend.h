@@ -1,8 +1,10 @@
 /* hanashi-engine-backend.h: what the engine thread needs from an inference engine.
  *
  * The thread protocol (queue, events, cancel, coalescing) is independent of the model code;
- * the real backend (hn-model/hn-context/hn-generate) and the scripted test backend both fill
- * in this table.  All functions run on the engine thread only.
+ * the real backend (hn-model/hn-context/hn-generate) and the tests' scripted backend
+ * (tests/support/) both fill in this table.  All functions run on the engine thread only.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 
@@ -47,26 +49,12 @@ typedef struct {
   gint     (*count_tokens) (gpointer model, HanashiGenerateRequest *req, GError **error);
 } HanashiEngineBackend;
 
-/* Replaces the backend used by engines created afterwards (tests).  Without a call, the
- * environment variable HANASHI_ENGINE_BACKEND=scripted selects the scripted backend (for
- * GUI tests); otherwise the real engine backend is used. */
+/* Replaces the backend used by engines created afterwards; NULL: the real one.  The one
+ * seam of the engine thread for tests: the scripted backend they use lives under tests/
+ * (tests/support/hanashi-test-seams.h), not in the product. */
 void hanashi_engine_set_default_backend (const HanashiEngineBackend *backend);
 /* The real engine (hn-model, hn-context, hn-generate, session files); the default. */
 const HanashiEngineBackend *hanashi_engine_model_backend (void);
-/* Scripted backend: "models" are any readable file; generation produces "tok0 tok1 ..."
- * (max_tokens, default 16) with a small sleep per token so cancels land mid-stream. */
-const HanashiEngineBackend *hanashi_engine_scripted_backend (void);
-/* Test hooks of the scripted backend (process-wide, thread-safe):
- * - the pieces the next generations produce instead of "tokN " (NULL: back to those);
- * - a chat template for models loaded from now on (NULL: none, ChatML), which sets the
- *   model info's thinking flags as the real backend does and renders every request;
- * - the prompt the last generation rendered (template or ChatML; free with g_free);
- * - a pause: generations wait before their token @index until it is set to -1 (or they
- *   are cancelled), so a test can look at a reply half written. */
-void  hanashi_engine_scripted_set_reply    (const char * const *pieces);
-void  hanashi_engine_scripted_hold_at      (int index);
-void  hanashi_engine_scripted_set_template (const char *source);
-char *hanashi_engine_scripted_dup_last_prompt (void);
 
 /* Fills info->thinking_switch, reply_opens_thinking and thinking_aware from a parsed chat
  * template and its source (NULL: all FALSE). */

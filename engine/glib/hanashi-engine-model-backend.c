@@ -5,7 +5,11 @@
  * the context, reuses what the KV cache or the session file holds, generates and saves the
  * session; this file loads the model, translates the request, the sink and the statistics,
  * and maps the core's errors and warnings onto HanashiEngineError.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
+#define G_LOG_DOMAIN "hanashi-engine"
+
 #include "hanashi-engine-backend.h"
 
 #include <string.h>

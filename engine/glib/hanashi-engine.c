@@ -8,7 +8,11 @@
  * merged there, so a fast stream costs one main-loop wakeup per frame rather than one per
  * token.  Hand-overs that ThreadSanitizer cannot see through GLib are annotated
  * (hanashi-tsan.h).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
+#define G_LOG_DOMAIN "hanashi-engine"
+
 #include "hanashi-engine.h"
 #include "hanashi-engine-backend.h"
 #include "hanashi-tsan.h"
@@ -16,6 +20,7 @@
 #include "hn-chat-template.h"
 #include "hn-grammar.h"
 #include "hn-json-schema.h"
+#include "hn-memory.h"
 #include "hn-reasoning.h"
 
 #include <errno.h>
@@ -338,70 +343,6 @@ HanashiThinking hanashi_generate_request_get_thinking (HanashiGenerateRequest *r
 
 /* ---- backends --------------------------------------------------------------------------- */
 
-/* Scripted backend: deterministic, cheap, with the same control flow as a real one. */
-
-typedef struct {
-  char *path;
-  HnChatTemplate *tmpl;   /* NULL: ChatML */
-} ScriptedModel;
-
-/* The test hooks (hanashi_engine_scripted_set_reply and friends). */
-static pthread_mutex_t scripted_lock = PTHREAD_MUTEX_INITIALIZER;
-static char **scripted_reply;
-static char *scripted_template;
-static char *scripted_last_prompt;
-static int scripted_hold = -1;
-
-void
-hanashi_engine_scripted_set_reply (const char * const *pieces)
-{
-  pthread_mutex_lock (&scripted_lock);
-  g_strfreev (scripted_reply);
-  scripted_reply = g_strdupv ((char **) pieces);
-  pthread_mutex_unlock (&scripted_lock);
-}
-
-void
-hanashi_engine_scripted_hold_at (int index)
-{
-  pthread_mutex_lock (&scripted_lock);
-  scripted_hold = index;
-  pthread_mutex_unlock (&scripted_lock);
-}
-
-/* Blocks before token @index while the test holds the generation there (cancel still
- * ends the wait). */
-static void
-scripted_wait_at (int index, HanashiBackendSink *sink)
-{
-  pthread_mutex_lock (&scripted_lock);
-  while (scripted_hold == index && !sink->is_cancelled (sink->data))
-    {
-      pthread_mutex_unlock (&scripted_lock);
-      g_usleep (1000);
-      pthread_mutex_lock (&scripted_lock);
-    }
-  pthread_mutex_unlock (&scripted_lock);
-}
-
-void
-hanashi_engine_scripted_set_template (const char *source)
-{
-  pthread_mutex_lock (&scripted_lock);
-  g_free (scripted_template);
-  scripted_template = g_strdup (source);
-  pthread_mutex_unlock (&scripted_lock);
-}
-
-char *
-hanashi_engine_scripted_dup_last_prompt (void)
-{
-  pthread_mutex_lock (&scripted_lock);
-  char *prompt = g_strdup (scripted_last_prompt);
-  pthread_mutex_unlock (&scripted_lock);
-  return prompt;
-}
-
 void
 hanashi_engine_template_traits (const HnChatTemplate *tmpl, const char *source, const char *bos,
                                 const char *eos, HanashiModelInfo *info)
@@ -426,161 +367,6 @@ hanashi_engine_template_traits (const HnChatTemplate *tmpl, const char *source, 
   hn_json_free (messages);
 }
 
-/* The request as the scripted model's template (or ChatML) writes it. */
-static char *
-scripted_render (ScriptedModel *m, HanashiGenerateRequest *req)
-{
-  static const char *const roles[] = { "system", "user", "assistant" };
-  HnJson *messages = hn_json_new_array ();
-  if (req->system_prompt != NULL && *req->system_prompt != '\0')
-    {
-      HnJson *o = hn_json_new_object ();
-      hn_json_object_set (o, "role", hn_json_new_string ("system"));
-      hn_json_object_set (o, "content", hn_json_new_string (req->system_prompt));
-      hn_json_array_append (messages, o);
-    }
-  for (guint i = 0; i < req->messages->len; i++)
-    {
-      Message *msg = &g_array_index (req->messages, Message, i);
-      HnJson *o = hn_json_new_object ();
-      hn_json_object_set (o, "role", hn_json_new_string (roles[msg->role]));
-      hn_json_object_set (o, "content", hn_json_new_string (msg->text));
-      hn_json_array_append (messages, o);
-    }
-  char *prompt = NULL;
-  if (m->tmpl != NULL)
-    {
-      HnChatRenderOptions o = { .messages = messages, .add_generation_prompt = true,
-                                .enable_thinking = req->thinking == HANASHI_THINKING_ON ? HN_CHAT_THINKING_ON
-                                                   : req->thinking == HANASHI_THINKING_OFF ? HN_CHAT_THINKING_OFF
-                                                   : HN_CHAT_THINKING_UNSET };
-      prompt = hn_chat_template_render (m->tmpl, &o, NULL, NULL);
-    }
-  if (prompt == NULL)
-    prompt = hn_chat_render_fallback (messages, true, NULL, NULL);
-  hn_json_free (messages);
-  char *copy = g_strdup (prompt);
-  free (prompt);
-  return copy;
-}
-
-static gpointer
-scripted_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, HanashiBackendSink *sink,
-               void (*progress) (gpointer, double), HanashiModelInfo **info_out, GError **error)
-{
-  GStatBuf st;
-  (void) n_threads;
-  if (g_stat (path, &st) != 0 || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
-    {
-      g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_MODEL_UNREADABLE,
-                   "Cannot read the model file “%s”", path);
-      return NULL;
-    }
-  for (int i = 1; i <= 4; i++)
-    {
-      if (sink->is_cancelled (sink->data))
-        {
-          g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED, "Loading was cancelled");
-          return NULL;
-        }
-      g_usleep (500);
-      progress (sink->data, i / 4.0);
-    }
-  ScriptedModel *m = g_new0 (ScriptedModel, 1);
-  m->path = g_strdup (path);
-  pthread_mutex_lock (&scripted_lock);
-  g_autofree char *source = g_strdup (scripted_template);
-  pthread_mutex_unlock (&scripted_lock);
-  if (source != NULL)
-    m->tmpl = hn_chat_template_new (source, strlen (source), NULL);
-  guint ctx = n_ctx ? n_ctx : 512;
-  HanashiModelInfo info = {
-    .name = g_path_get_basename (path), .arch = g_strdup ("scripted"),
-    .weight_type = g_strdup ("F32"), .path = g_strdup (path), .n_params = 1000,
-    .file_size = (guint64) st.st_size, .n_ctx = ctx, .n_batch = MIN (n_batch ? n_batch : 512, ctx), .n_ctx_train = 512,
-    .n_vocab = 256,
-  };
-  hanashi_engine_template_traits (m->tmpl, source, NULL, NULL, &info);
-  *info_out = hanashi_model_info_copy (&info);
-  g_free (info.name); g_free (info.arch); g_free (info.weight_type); g_free (info.path);
-  return m;
-}
-
-static void
-scripted_unload (gpointer model)
-{
-  ScriptedModel *m = model;
-  hn_chat_template_free (m->tmpl);
-  g_free (m->path);
-  g_free (m);
-}
-
-static gint
-scripted_count (gpointer model, HanashiGenerateRequest *req, GError **error)
-{
-  (void) model; (void) error;
-  gint n = req->system_prompt ? (gint) strlen (req->system_prompt) : 0;
-  for (guint i = 0; i < req->messages->len; i++)
-    n += 4 + (gint) strlen (g_array_index (req->messages, Message, i).text);
-  return n;
-}
-
-static gboolean
-scripted_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBackendSession *session,
-                   HanashiBackendSink *sink, HanashiGenerationStats *stats, GError **error)
-{
-  (void) session;
-  if (req->grammar != NULL && strstr (req->grammar, "::=") == NULL)
-    {
-      g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
-                   "1:1: expected a rule definition");
-      return FALSE;
-    }
-  char *prompt = scripted_render (model, req);
-  pthread_mutex_lock (&scripted_lock);
-  g_free (scripted_last_prompt);
-  scripted_last_prompt = prompt;
-  g_auto (GStrv) script = g_strdupv (scripted_reply);
-  pthread_mutex_unlock (&scripted_lock);
-  guint n_prompt = (guint) scripted_count (model, req, NULL);
-  for (guint done = 0; done < n_prompt; done += 64)
-    {
-      if (sink->is_cancelled (sink->data))
-        break;
-      sink->on_prompt_progress (sink->data, MIN (done + 64, n_prompt), n_prompt);
-    }
-  stats->n_prompt = n_prompt;
-  int max = req->sampling.max_new_tokens > 0 ? req->sampling.max_new_tokens : 16;
-  if (script != NULL)
-    max = req->sampling.max_new_tokens > 0 ? MIN (req->sampling.max_new_tokens, (int) g_strv_length (script)) : (int) g_strv_length (script);
-  stats->stop_reason = HANASHI_STOP_REASON_MAX_TOKENS;
-  for (int i = 0; i < max; i++)
-    {
-      if (sink->is_cancelled (sink->data))
-        {
-          stats->stop_reason = HANASHI_STOP_REASON_CANCELLED;
-          break;
-        }
-      char text[32];
-      g_snprintf (text, sizeof text, "tok%d ", i);
-      g_usleep (200);
-      scripted_wait_at (i, sink);
-      stats->n_generated++;
-      if (!sink->on_token (sink->data, script != NULL ? script[i] : text, i))
-        {
-          stats->stop_reason = HANASHI_STOP_REASON_CANCELLED;
-          break;
-        }
-    }
-  return TRUE;
-}
-
-static const HanashiEngineBackend scripted_backend = {
-  scripted_load, scripted_unload, scripted_generate, scripted_count,
-};
-
-const HanashiEngineBackend *hanashi_engine_scripted_backend (void) { return &scripted_backend; }
-
 static const HanashiEngineBackend *default_backend = NULL;
 static pthread_mutex_t default_backend_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -601,8 +387,6 @@ pick_backend (void)
   pthread_mutex_unlock (&default_backend_lock);
   if (b != NULL)
     return b;
-  if (g_strcmp0 (g_getenv ("HANASHI_ENGINE_BACKEND"), "scripted") == 0)
-    return &scripted_backend;
   return hanashi_engine_model_backend ();
 }
 
@@ -1098,6 +882,17 @@ thread_run_count (EngineCore *core, Cmd *cmd)
     }
   gint n = core->backend->count_tokens (core->model, cmd->req, &error);
   post_task_done (core, cmd, n, n < 0 ? error : NULL);
+}
+
+gboolean
+hanashi_memory_available (guint64 *bytes)
+{
+  uint64_t available = 0;
+  g_return_val_if_fail (bytes != NULL, FALSE);
+  if (!hn_memory_available (&available))
+    return FALSE;
+  *bytes = available;
+  return TRUE;
 }
 
 char *

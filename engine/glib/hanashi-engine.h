@@ -3,6 +3,8 @@
  * One engine thread owns the model and its context.  Every method here returns at once;
  * results arrive as signals emitted on the GMainContext that was the thread-default when
  * hanashi_engine_new() was called.  The command queue protocol is private to the .c file.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 
@@ -268,6 +270,10 @@ char    *hanashi_session_cache_dup_default_dir (void);
 gboolean hanashi_session_cache_clear           (const char    *dir,
                                                 GCancellable  *cancellable,
                                                 GError       **error);
+
+/* Memory the system can give a model now, in bytes (MemAvailable, as the engine reads it
+ * before it makes a context); FALSE when it cannot be known. */
+gboolean hanashi_memory_available (guint64 *bytes);
 
 /* Signals (all emitted on the main context captured in hanashi_engine_new()):
  *   "load-progress"     (double fraction)

@@ -11,6 +11,8 @@
  * Without -fsanitize=thread the annotations compile to nothing.  Defining
  * HANASHI_TSAN_NO_ANNOTATIONS in a TSan build turns them off, to check that TSan then
  * reports the hand-overs (i.e. that the annotations, not luck, keep the tests clean).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

@@ -1,5 +1,7 @@
 /* jinja-eval.c — the tree-walking evaluator: scopes, attribute and item access, operators,
  * calls and macros, expressions and statements.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "jinja-private.h"
 

@@ -1,5 +1,7 @@
 /* jinja-filters.c — the builtins: string helpers, tests, tojson, filters and the methods of
  * str, list and dict.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "jinja-private.h"
 

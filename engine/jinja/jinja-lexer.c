@@ -1,5 +1,7 @@
 /* jinja-lexer.c — turns template source into tokens, applying Jinja's whitespace rules
  * ({%- -%}, trim_blocks, lstrip_blocks) and {% raw %}.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "jinja-private.h"
 

@@ -1,4 +1,6 @@
 /* jinja-parser.c — recursive-descent parser from tokens to the AST.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "jinja-private.h"
 

@@ -7,6 +7,8 @@
  * tree-walking evaluator.  Everything a parse or a render allocates lives in an arena
  * freed in one go, and errors unwind with longjmp to the entry point: no partial
  * ownership to track in a tree walker that can fail anywhere.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #ifndef HN_JINJA_PRIVATE_H
 #define HN_JINJA_PRIVATE_H

@@ -1,5 +1,7 @@
 /* jinja-values.c — the value type, strings, lists, dicts, the arena they live in, and
  * the conversions between them (truth, str(), repr(), equality, ordering, iteration).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "jinja-private.h"
 

@@ -11,26 +11,12 @@
 #include "hanashi-chat.h"
 #include "hanashi-engine-backend.h"
 #include "hanashi-message.h"
+#include "test-widgets.h"
 #include "test-xdg.h"
+#include "hanashi-test-seams.h"
 
 static const char *full_reply =
   "tok0 tok1 tok2 tok3 tok4 tok5 tok6 tok7 tok8 tok9 tok10 tok11 tok12 tok13 tok14 tok15 ";
-
-typedef gboolean (*Condition) (gpointer data);
-
-/* Runs the main loop until @condition holds; the deadline only keeps a broken build from
- * hanging the suite. */
-static void
-wait_until (Condition condition, gpointer data)
-{
-  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
-  while (!condition (data))
-    {
-      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
-      g_main_context_iteration (NULL, FALSE);
-      g_usleep (1000);
-    }
-}
 
 typedef struct {
   char          *dir;
@@ -117,8 +103,8 @@ fixture_tear_down (Fixture *f, gconstpointer data)
   g_ptr_array_unref (f->problems);
   test_xdg_remove_tree (dir);
   g_free (f->dir);
-  hanashi_engine_scripted_set_reply (NULL);
-  hanashi_engine_scripted_hold_at (-1);
+  hanashi_test_scripted_set_reply (NULL);
+  hanashi_test_scripted_hold_at (-1);
 }
 
 static HanashiMessage *
@@ -252,7 +238,7 @@ test_settings_source (Fixture *f, gconstpointer data)
     hanashi_store_dup_message (f->store, hanashi_message_get_id (message_at (f->chat, 1)), NULL);
   g_assert_cmpstr (reply->params_json, ==, "{\"max_new_tokens\": 3}");
   /* The system prompt reached the engine. */
-  g_autofree char *prompt = hanashi_engine_scripted_dup_last_prompt ();
+  g_autofree char *prompt = hanashi_test_scripted_dup_last_prompt ();
   g_assert_nonnull (strstr (prompt, "Be brief."));
 }
 
@@ -291,7 +277,7 @@ test_periodic_commit (Fixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
 
-  hanashi_engine_scripted_hold_at (5);
+  hanashi_test_scripted_hold_at (5);
   g_assert_true (hanashi_chat_send (f->chat, "Take your time", &error));
   TextWanted wanted = { f->chat, "tok4 " };
   wait_until (reply_contains, &wanted);
@@ -299,7 +285,7 @@ test_periodic_commit (Fixture *f, gconstpointer data)
   gint64 id = hanashi_message_get_id (reply);
   /* The pause is longer than the commit interval: the next token is committed with it. */
   spin_for (300);
-  hanashi_engine_scripted_hold_at (8);
+  hanashi_test_scripted_hold_at (8);
   wanted.needle = "tok7 ";
   wait_until (reply_contains, &wanted);
   g_autoptr (HanashiStoredMessage) partial = hanashi_store_dup_message (f->store, id, NULL);
@@ -307,7 +293,7 @@ test_periodic_commit (Fixture *f, gconstpointer data)
   g_assert_true (g_str_has_prefix (partial->text, "tok0 tok1 tok2 tok3 tok4 tok5 "));
   g_assert_true (g_str_has_prefix (hanashi_message_get_text (reply), partial->text));
 
-  hanashi_engine_scripted_hold_at (-1);
+  hanashi_test_scripted_hold_at (-1);
   wait_until (not_generating, f->chat);
   g_autoptr (HanashiStoredMessage) final = hanashi_store_dup_message (f->store, id, NULL);
   g_assert_true (final->complete);
@@ -318,13 +304,13 @@ test_periodic_commit (Fixture *f, gconstpointer data)
 static void
 test_dispose_keeps_reply (Fixture *f, gconstpointer data)
 {
-  hanashi_engine_scripted_hold_at (5);
+  hanashi_test_scripted_hold_at (5);
   g_assert_true (hanashi_chat_send (f->chat, "Interrupted", NULL));
   TextWanted wanted = { f->chat, "tok4 " };
   wait_until (reply_contains, &wanted);
   gint64 reply_id = hanashi_message_get_id (message_at (f->chat, 1));
   g_assert_finalize_object (g_steal_pointer (&f->chat));
-  hanashi_engine_scripted_hold_at (-1);
+  hanashi_test_scripted_hold_at (-1);
 
   g_autoptr (HanashiStoredMessage) stored = hanashi_store_dup_message (f->store, reply_id, NULL);
   g_assert_cmpstr (stored->text, ==, "tok0 tok1 tok2 tok3 tok4 ");
@@ -428,7 +414,7 @@ int
 main (int argc, char **argv)
 {
   test_xdg_setup ();
-  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
+  hanashi_test_use_scripted_backend ();
   g_test_init (&argc, &argv, NULL);
 
 #define ADD(path, func) g_test_add ("/Hanashi/ChatObject/" path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)

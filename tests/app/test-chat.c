@@ -1,6 +1,9 @@
 /* The chat window end to end with the engine's scripted backend: sending, streaming into
  * the list and the database, stop, store failures, alternatives, the narrow layout, a long
- * conversation and screenshots. */
+ * conversation and screenshots.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>
@@ -19,50 +22,11 @@
 #include "hanashi-window.h"
 #include "test-screenshot.h"
 #include "test-widgets.h"
+#include "test-window-helpers.h"
 #include "test-xdg.h"
+#include "hanashi-test-seams.h"
 
 static char *model_path;
-
-static GtkWidget *
-find_by_type (GtkWidget *root, GType type)
-{
-  if (G_TYPE_CHECK_INSTANCE_TYPE (root, type))
-    return root;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      GtkWidget *found = find_by_type (child, type);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
-
-typedef gboolean (*Condition) (gpointer data);
-
-/* Runs the main loop until @condition holds; the deadline only keeps a broken build from
- * hanging the suite. */
-static void
-wait_until (Condition condition, gpointer data)
-{
-  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
-  while (!condition (data))
-    {
-      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
-      g_main_context_iteration (NULL, FALSE);
-      g_usleep (1000);
-    }
-}
-
-static gboolean
-has_label_containing (GtkWidget *root, const char *needle)
-{
-  if (GTK_IS_LABEL (root) && strstr (gtk_label_get_label (GTK_LABEL (root)), needle) != NULL)
-    return TRUE;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    if (has_label_containing (child, needle))
-      return TRUE;
-  return FALSE;
-}
 
 static GtkWidget *
 find_label_containing (GtkWidget *root, const char *needle)
@@ -76,36 +40,6 @@ find_label_containing (GtkWidget *root, const char *needle)
         return found;
     }
   return NULL;
-}
-
-/* Runs the main loop until a label under @window (a toast, say) contains @needle. */
-static void
-wait_for_text (HanashiWindow *window, const char *needle)
-{
-  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
-  while (!has_label_containing (GTK_WIDGET (window), needle))
-    {
-      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
-      g_main_context_iteration (NULL, FALSE);
-      g_usleep (1000);
-    }
-}
-
-static void
-settle (void)
-{
-  for (int i = 0; i < 5; i++)
-    {
-      while (g_main_context_iteration (NULL, FALSE))
-        ;
-      g_usleep (20000);
-    }
-}
-
-static gboolean
-model_loaded (gpointer data)
-{
-  return hanashi_engine_get_model_info (hanashi_window_get_engine (data)) != NULL;
 }
 
 static GtkLabel *
@@ -123,28 +57,10 @@ find_status_label (GtkWidget *root)
   return NULL;
 }
 
-static HanashiComposer *
-get_composer (HanashiWindow *window)
-{
-  return HANASHI_COMPOSER (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_COMPOSER));
-}
-
 static HanashiChatView *
 get_chat_view (HanashiWindow *window)
 {
   return HANASHI_CHAT_VIEW (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_CHAT_VIEW));
-}
-
-static gboolean
-reply_done (gpointer data)
-{
-  return !hanashi_composer_get_generating (get_composer (data));
-}
-
-static gboolean
-is_mapped (gpointer data)
-{
-  return gtk_widget_get_mapped (data);
 }
 
 static HanashiWindow *
@@ -161,14 +77,6 @@ make_window (HanashiApplication *app, int width, int height, gboolean load_model
       wait_until (model_loaded, window);
     }
   return window;
-}
-
-static HanashiApplication *
-make_app (void)
-{
-  HanashiApplication *app = hanashi_application_new ();
-  g_assert_true (g_application_register (G_APPLICATION (app), NULL, NULL));
-  return app;
 }
 
 static gboolean
@@ -1141,7 +1049,7 @@ test_real_model (void)
   HanashiMessage *second = message_at (window, 3);
   g_assert_true (hanashi_message_get_complete (second));
   g_assert_cmpint (hanashi_message_get_token_count (second), >=, 1);
-  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
+  hanashi_test_use_scripted_backend ();
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
@@ -1197,7 +1105,7 @@ test_context_overflow (void)
   gtk_window_destroy (GTK_WINDOW (window));
   g_settings_reset (settings, "context-size");
   g_settings_reset (settings, "batch-size");
-  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
+  hanashi_test_use_scripted_backend ();
 }
 
 /* ---- a reasoning model's thinking ---------------------------------------------------------- */
@@ -1299,7 +1207,7 @@ test_screenshots (void)
   gtk_widget_activate_action (GTK_WIDGET (window), "win.toggle-panel", NULL);
 
   /* A reasoning model: its thinking opened above the answer, the Think switch by the entry. */
-  hanashi_engine_scripted_set_template (thinking_template);
+  hanashi_test_scripted_set_template (thinking_template);
   g_autoptr (GFile) file = g_file_new_for_path (model_path);
   hanashi_window_open_model (window, file);
   wait_until (model_loaded, window);
@@ -1315,7 +1223,7 @@ test_screenshots (void)
   gtk_expander_set_expanded (GTK_EXPANDER (find_by_type (GTK_WIDGET (row_for (GTK_WIDGET (window), message_at (window, 1))),
                                                          GTK_TYPE_EXPANDER)), TRUE);
   test_screenshot (GTK_WIDGET (window), "window-thinking");
-  hanashi_engine_scripted_set_template (NULL);
+  hanashi_test_scripted_set_template (NULL);
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
@@ -1364,16 +1272,16 @@ test_context_clamped (void)
   g_assert_cmpuint (hanashi_engine_get_model_info (hanashi_window_get_engine (window))->n_ctx, ==, trained);
   gtk_window_destroy (GTK_WINDOW (window));
   g_settings_reset (settings, "context-size");
-  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
+  hanashi_test_use_scripted_backend ();
 }
 
 static void
 test_thinking (void)
 {
-  hanashi_engine_scripted_set_template (thinking_template);
-  hanashi_engine_scripted_set_reply (thinking_reply);
+  hanashi_test_scripted_set_template (thinking_template);
+  hanashi_test_scripted_set_reply (thinking_reply);
   /* The reply waits before its closing marker, then before the end of the answer. */
-  hanashi_engine_scripted_hold_at (3);
+  hanashi_test_scripted_hold_at (3);
   g_autoptr (HanashiApplication) app = make_app ();
   HanashiWindow *window = make_window (app, 1100, 760, TRUE);
   HanashiComposer *composer = get_composer (window);
@@ -1396,7 +1304,7 @@ test_thinking (void)
   g_assert_true (has_label_containing (GTK_WIDGET (section), "Let me add 2 and 2."));
 
   /* The answer starts: the section folds and says how long the thinking took. */
-  hanashi_engine_scripted_hold_at (6);
+  hanashi_test_scripted_hold_at (6);
   st.text = "The answer ";
   wait_until (reply_reached, &st);
   section = thinking_section (window, 1);
@@ -1406,7 +1314,7 @@ test_thinking (void)
   g_assert_cmpfloat (hanashi_message_get_thinking_seconds (message_at (window, 1)), >, 0);
   /* The user may open it again. */
   gtk_expander_set_expanded (section, TRUE);
-  hanashi_engine_scripted_hold_at (-1);
+  hanashi_test_scripted_hold_at (-1);
   wait_until (reply_done, window);
   g_assert_true (gtk_expander_get_expanded (thinking_section (window, 1)));
 
@@ -1437,10 +1345,10 @@ test_thinking (void)
 
   /* The next request sends the answer back without the thinking; with the switch on the
    * template leaves the generation prompt open for the model to think. */
-  hanashi_engine_scripted_set_reply (NULL);
+  hanashi_test_scripted_set_reply (NULL);
   send_text (window, "And 3+3?");
   wait_until (reply_done, window);
-  g_autofree char *prompt = hanashi_engine_scripted_dup_last_prompt ();
+  g_autofree char *prompt = hanashi_test_scripted_dup_last_prompt ();
   g_assert_cmpstr (prompt, ==,
                    "<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
                    "<|im_start|>assistant\nThe answer is **4**.<|im_end|>\n"
@@ -1457,7 +1365,7 @@ test_thinking (void)
   send_text (window, "Thanks");
   wait_until (reply_done, window);
   g_free (prompt);
-  prompt = hanashi_engine_scripted_dup_last_prompt ();
+  prompt = hanashi_test_scripted_dup_last_prompt ();
   g_assert_true (g_str_has_suffix (prompt, "<|im_start|>user\nThanks<|im_end|>\n"
                                            "<|im_start|>assistant\n<think>\n\n</think>\n\n"));
   g_assert_null (strstr (prompt, "Let me add"));
@@ -1481,7 +1389,7 @@ test_thinking (void)
 
   /* A model whose template has no enable_thinking: no switch, and the request leaves the
    * variable alone. */
-  hanashi_engine_scripted_set_template (NULL);
+  hanashi_test_scripted_set_template (NULL);
   g_autoptr (GFile) file = g_file_new_for_path (model_path);
   hanashi_window_open_model (window, file);
   wait_until (model_loaded, window);
@@ -1496,11 +1404,11 @@ static void
 test_thinking_opened_by_prompt (void)
 {
   static const char *const reply[] = { "Hmm, ", "greetings.", "\n</think>", "\n\nHello!", NULL };
-  hanashi_engine_scripted_set_template (
+  hanashi_test_scripted_set_template (
     "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|><think>\n{% endif %}");
-  hanashi_engine_scripted_set_reply (reply);
-  hanashi_engine_scripted_hold_at (2);
+  hanashi_test_scripted_set_reply (reply);
+  hanashi_test_scripted_hold_at (2);
   g_autoptr (HanashiApplication) app = make_app ();
   HanashiWindow *window = make_window (app, 1100, 760, TRUE);
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
@@ -1511,21 +1419,21 @@ test_thinking_opened_by_prompt (void)
   GtkExpander *section = thinking_section (window, 1);
   g_assert_true (gtk_expander_get_expanded (section));
   g_assert_cmpstr (gtk_expander_get_label (section), ==, "Thinking…");
-  hanashi_engine_scripted_hold_at (-1);
+  hanashi_test_scripted_hold_at (-1);
   wait_until (reply_done, window);
   g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, "Hello!");
   g_assert_cmpstr (hanashi_message_get_thinking (message_at (window, 1)), ==, "Hmm, greetings.");
   g_assert_false (gtk_expander_get_expanded (thinking_section (window, 1)));
   gtk_window_destroy (GTK_WINDOW (window));
-  hanashi_engine_scripted_set_template (NULL);
-  hanashi_engine_scripted_set_reply (NULL);
+  hanashi_test_scripted_set_template (NULL);
+  hanashi_test_scripted_set_reply (NULL);
 }
 
 int
 main (int argc, char **argv)
 {
   test_xdg_setup ();
-  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
+  hanashi_test_use_scripted_backend ();
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
 

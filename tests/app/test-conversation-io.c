@@ -1,5 +1,8 @@
 /* test-conversation-io.c — JSON round trip, Markdown snapshot, every malformed import
- * rejected without touching the store, titles from the first message (no display) */
+ * rejected without touching the store, titles from the first message (no display)
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <glib/gstdio.h>

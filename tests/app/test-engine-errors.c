@@ -1,4 +1,7 @@
-/* test-engine-errors.c — every engine error the person can meet has a sentence of its own */
+/* test-engine-errors.c — every engine error the person can meet has a sentence of its own
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <gio/gio.h>
 #include <string.h>
 

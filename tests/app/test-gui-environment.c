@@ -1,7 +1,10 @@
 /* The GUI tests draw with cairo and never load the machine's OpenGL driver (tests/app/
  * meson.build pins GSK_RENDERER=cairo and GDK_DEBUG=gl-disable).  A driver loaded into the
  * process (Mesa's on every desktop) brings its own allocations, and under LeakSanitizer
- * those made the GUI tests fail or pass depending on the machine they ran on. */
+ * those made the GUI tests fail or pass depending on the machine they ran on.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <gtk/gtk.h>
 
 static gboolean

@@ -1,4 +1,7 @@
-/* test-markdown.c — Markdown to Pango markup, code blocks and tables (no display) */
+/* test-markdown.c — Markdown to Pango markup, code blocks and tables (no display)
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <pango/pango.h>
 #include <string.h>
 

@@ -1,4 +1,7 @@
-/* test-message.c — HanashiMessage properties and notifications (no display) */
+/* test-message.c — HanashiMessage properties and notifications (no display)
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hanashi-message.h"
 
 static void
@@ -54,7 +57,7 @@ test_thinking_output (void)
   g_autoptr(HanashiMessage) m = hanashi_message_new (8, "assistant", "");
   int active_notifies = 0;
   g_signal_connect (m, "notify::thinking-active", G_CALLBACK (count_notify), &active_notifies);
-  hanashi_message_begin_output (m, HN_THINK_START_ANSWER);
+  hanashi_message_begin_output (m, HANASHI_THINK_START_ANSWER);
   hanashi_message_append_output (m, "<think>\nstep one");
   g_assert_true (hanashi_message_get_thinking_active (m));
   g_assert_cmpstr (hanashi_message_get_thinking (m), ==, "step one");
@@ -75,13 +78,13 @@ test_thinking_output (void)
   /* Only the end marker (the prompt opened the thinking, unknown to us), with a template
    * that knows thinking: it moves over.  Without one it stays text. */
   g_autoptr(HanashiMessage) plain = hanashi_message_new (11, "assistant", "");
-  hanashi_message_begin_output (plain, HN_THINK_START_ANSWER);
+  hanashi_message_begin_output (plain, HANASHI_THINK_START_ANSWER);
   hanashi_message_append_output (plain, "Close it with </think>.");
   hanashi_message_end_output (plain);
   g_assert_cmpstr (hanashi_message_get_text (plain), ==, "Close it with </think>.");
   g_assert_cmpstr (hanashi_message_get_thinking (plain), ==, "");
   g_autoptr(HanashiMessage) r1 = hanashi_message_new (9, "assistant", "");
-  hanashi_message_begin_output (r1, HN_THINK_START_AUTO);
+  hanashi_message_begin_output (r1, HANASHI_THINK_START_AUTO);
   hanashi_message_append_output (r1, "pondering");
   g_assert_cmpstr (hanashi_message_get_text (r1), ==, "pondering");
   hanashi_message_append_output (r1, "</think>Answer");
@@ -92,7 +95,7 @@ test_thinking_output (void)
 
   /* Stopped while thinking: it ends there, no answer. */
   g_autoptr(HanashiMessage) cut = hanashi_message_new (10, "assistant", "");
-  hanashi_message_begin_output (cut, HN_THINK_START_INSIDE);
+  hanashi_message_begin_output (cut, HANASHI_THINK_START_INSIDE);
   /* Nothing yet: the section appears with the first words. */
   g_assert_false (hanashi_message_get_thinking_active (cut));
   hanashi_message_append_output (cut, "half a thou");

@@ -1,7 +1,10 @@
 /* test-model-folder.c — scanning a person's model folder only reads it (no display).
  * The folder is the read-only test data, used in place (0555, files 0444); root ignores
  * those bits, so the folder's listing and every file's size, mode, mtime and ctime are
- * compared before and after a scan. */
+ * compared before and after a scan.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <string.h>
 #include <sys/stat.h>
 
@@ -52,7 +55,7 @@ test_scan_writes_nothing (void)
 {
   g_autofree char *folder = g_build_filename (g_getenv ("HANASHI_TESTDATA"), "models", NULL);
   g_autofree char *before = snapshot_dir (folder);
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
 
   const char *folders[] = { folder, NULL };
   g_autoptr (GPtrArray) models = NULL;

@@ -1,5 +1,8 @@
 /* The Models page: local models with their metadata, and a download from a local HTTP
- * server (127.0.0.1) through the dialog that then shows up in the list. */
+ * server (127.0.0.1) through the dialog that then shows up in the list.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>
@@ -14,6 +17,7 @@
 #include "hn-quantize.h"
 #include "test-xdg.h"
 #include "test-screenshot.h"
+#include "hanashi-test-seams.h"
 
 static const char *
 testdata_models (void)
@@ -115,7 +119,7 @@ test_lists_local_models (void)
       g_test_skip ("no test models");
       return;
     }
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_autofree char *app_model = link_model (app_folder, "quant-llama-v512-q8_0.gguf");
   g_autofree char *extra = g_build_filename (g_get_user_data_dir (), "elsewhere", NULL);
   g_autofree char *extra_model = link_model (extra, "tiny-qwen2-gpt2-q8_0.gguf");
@@ -152,7 +156,7 @@ test_lists_local_models (void)
   g_autofree char *mixed_path = g_build_filename (testdata_models (), "quant-llama-v512-q4_k_m.gguf", NULL);
   g_autoptr (HanashiLocalModel) mixed = hanashi_model_scan_file (mixed_path);
   g_assert_null (mixed->error);
-  g_autofree char *engine_type = hanashi_model_file_weight_type (mixed_path, NULL);
+  g_autofree char *engine_type = hanashi_model_file_dup_weight_type (mixed_path, NULL);
   g_assert_cmpstr (mixed->weight_type, ==, engine_type);
   g_assert_cmpstr (mixed->weight_type, ==, "Q4_K");
 
@@ -165,7 +169,7 @@ test_lists_local_models (void)
     g_error ("%s", err.message);
   g_autoptr (HanashiLocalModel) large_vocab = hanashi_model_scan_file (q4_k);
   g_assert_null (large_vocab->error);
-  g_autofree char *large_vocab_type = hanashi_model_file_weight_type (q4_k, NULL);
+  g_autofree char *large_vocab_type = hanashi_model_file_dup_weight_type (q4_k, NULL);
   g_assert_cmpstr (large_vocab->weight_type, ==, large_vocab_type);
   g_assert_cmpstr (large_vocab->weight_type, ==, "Q4_K");
   g_unlink (q4_k);
@@ -484,7 +488,7 @@ test_download_appears_in_list (void)
   g_assert_cmpint (scans, >, before);
   g_assert_cmpfloat (gtk_progress_bar_get_fraction (GTK_PROGRESS_BAR (progress)), ==, 1.0);
 
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_autofree char *dest = g_build_filename (app_folder, "stories260K-f32.gguf", NULL);
   g_autofree char *part = g_strconcat (dest, ".part", NULL);
   g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
@@ -540,7 +544,7 @@ test_resume_after_restart (void)
   guint port = 0;
   g_autoptr (SoupServer) server = start_server (&port);
 
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_assert_cmpint (g_mkdir_with_parents (app_folder, 0755), ==, 0);
   g_autofree char *dest = g_build_filename (app_folder, "resumed.gguf", NULL);
   g_autofree char *part = g_strconcat (dest, ".part", NULL);
@@ -630,7 +634,7 @@ test_pause_resume_cancel (void)
   g_autoptr (GError) error = NULL;
   HanashiDownload *download = hanashi_models_dialog_download (dialog, url, NULL, &error);
   g_assert_no_error (error);
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_autofree char *dest = g_build_filename (app_folder, "slow-model.gguf", NULL);
   g_autofree char *part = g_strconcat (dest, ".part", NULL);
   g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
@@ -722,7 +726,7 @@ show_download_page (HanashiModelsDialog *dialog)
 static void
 check_memory_fit (const char *available_mb)
 {
-  g_setenv ("HANASHI_MEM_AVAILABLE_MB", available_mb, TRUE);
+  hanashi_test_set_memory_available_mb (available_mb);
   guint64 available = g_ascii_strtoull (available_mb, NULL, 10) * 1000000;
   g_autoptr (GPtrArray) catalog = hanashi_catalog_load_default ();
   g_assert_cmpuint (catalog->len, >=, 10);
@@ -774,7 +778,7 @@ check_memory_fit (const char *available_mb)
       g_assert_true (seen_too_large);
     }
   gtk_window_destroy (GTK_WINDOW (dialog));
-  g_unsetenv ("HANASHI_MEM_AVAILABLE_MB");
+  hanashi_test_set_memory_available_mb (NULL);
 }
 
 static void
@@ -933,8 +937,8 @@ test_catalog_download_is_pinned (void)
   guint port = 0;
   g_autoptr (SoupServer) server = start_server (&port);
   g_autofree char *hub = g_strdup_printf ("http://127.0.0.1:%u/hub", port);
-  g_setenv ("HANASHI_HUB_URL", hub, TRUE);
-  g_setenv ("HANASHI_MEM_AVAILABLE_MB", "1000000", TRUE);
+  hanashi_test_set_hub_url (hub);
+  hanashi_test_set_memory_available_mb ("1000000");
 
   HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
   int scans = 0;
@@ -954,7 +958,7 @@ test_catalog_download_is_pinned (void)
   g_clear_pointer (&last_hub_path, g_free);
   g_signal_emit_by_name (button, "clicked");
 
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_autofree char *dest = g_build_filename (app_folder, entry->file, NULL);
   g_autofree char *part = g_strconcat (dest, ".part", NULL);
   g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
@@ -986,8 +990,8 @@ test_catalog_download_is_pinned (void)
   test_screenshot (GTK_WIDGET (dialog), "models-download-error");
 
   gtk_window_destroy (GTK_WINDOW (dialog));
-  g_unsetenv ("HANASHI_HUB_URL");
-  g_unsetenv ("HANASHI_MEM_AVAILABLE_MB");
+  hanashi_test_set_hub_url (NULL);
+  hanashi_test_set_memory_available_mb (NULL);
   g_clear_pointer (&served_model, g_bytes_unref);
 }
 
@@ -1014,7 +1018,7 @@ test_checksum_mismatch_row (void)
   gtk_window_present (GTK_WINDOW (dialog));
   wait_for_scan (dialog, &scans);
 
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_autofree char *dest = g_build_filename (app_folder, "checked.gguf", NULL);
   g_autofree char *part = g_strconcat (dest, ".part", NULL);
   g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
@@ -1080,7 +1084,7 @@ test_resume_keeps_checksum (void)
   guint port = 0;
   g_autoptr (SoupServer) server = start_server (&port);
 
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_assert_cmpint (g_mkdir_with_parents (app_folder, 0755), ==, 0);
   g_autofree char *dest = g_build_filename (app_folder, "kept.gguf", NULL);
   g_autofree char *part = g_strconcat (dest, ".part", NULL);

@@ -1,6 +1,9 @@
 /* test-params-limits.c — hand-edited settings and stored parameters are clamped, never
  * trusted (no display).  Values come from a settings keyfile as a person might edit it, and
- * from the per-conversation JSON in the database. */
+ * from the per-conversation JSON in the database.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #define G_SETTINGS_ENABLE_BACKEND
 #include <gio/gsettingsbackend.h>
 #include <glib/gstdio.h>
@@ -10,6 +13,8 @@
 
 #include "hanashi-params.h"
 #include "hanashi-presets.h"
+/* The engine's own table, to check the app against it. */
+#include "hn-params.h"
 
 static double
 range_max (const char *key)

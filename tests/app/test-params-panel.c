@@ -1,5 +1,8 @@
 /* The parameter panel: every knob set through its widget reaches the engine request,
- * grammar errors name line and column, JSON round-trips, settings are clamped, presets. */
+ * grammar errors name line and column, JSON round-trips, settings are clamped, presets.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>

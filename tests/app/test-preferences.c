@@ -1,5 +1,8 @@
 /* The Preferences window: settings are written through its widgets, the session cache is
- * cleared on disk without an engine, the default-parameters panel writes GSettings. */
+ * cleared on disk without an engine, the default-parameters panel writes GSettings.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>

@@ -1,5 +1,8 @@
 /* Saves PNG screenshots of a window in the light and the dark style when
- * HANASHI_SCREENSHOT_DIR is set (tests/app/meson.build points it into the build tree). */
+ * HANASHI_SCREENSHOT_DIR is set (tests/app/meson.build points it into the build tree).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <adwaita.h>

@@ -1,5 +1,8 @@
 /* test-sidebar.c — the conversations sidebar under Xvfb: order by activity, search as you
- * type, rename through the dialog, delete and undo, activation, export and import */
+ * type, rename through the dialog, delete and undo, activation, export and import
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>

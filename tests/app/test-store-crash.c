@@ -8,7 +8,10 @@
  * being written.  A second mode makes the kill exact: the child runs on the fault VFS and
  * kills itself inside its n-th write, after half the buffer reached the file, for every n.
  * Either way the database must open, pass integrity_check, hold everything the child
- * reported committed, and show the half answer as incomplete. */
+ * reported committed, and show the half answer as incomplete.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>

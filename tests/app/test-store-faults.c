@@ -3,7 +3,10 @@
  * For each fault and each write a store operation makes, the fault is armed to hit that
  * write: the call must fail with the fault's error code and a sentence for people, the
  * caller's text must be left alone, and after the fault clears the database must hold
- * exactly what it held before, pass integrity_check and open again. */
+ * exactly what it held before, pass integrity_check and open again.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib/gstdio.h>
 #include <sqlite3.h>
 

@@ -1,4 +1,7 @@
-/* test-store.c — HanashiStore: migrations, CRUD, search, alternatives, incomplete flag (no display) */
+/* test-store.c — HanashiStore: migrations, CRUD, search, alternatives, incomplete flag (no display)
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib/gstdio.h>
 #include <sqlite3.h>
 

@@ -1,7 +1,11 @@
-/* Finding widgets the way a user sees them, for the GUI tests. */
+/* Finding widgets the way a user sees them, and waiting for them, for the GUI tests.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gtk/gtk.h>
+#include <string.h>
 
 /* The first button under @widget whose label reads @label (mnemonic underscores ignored),
  * e.g. a toast's "Undo". */
@@ -44,4 +48,71 @@ count_buttons (GtkWidget *widget, const char *label)
   for (GtkWidget *child = gtk_widget_get_first_child (widget); child; child = gtk_widget_get_next_sibling (child))
     n += count_buttons (child, label);
   return n;
+}
+
+/* The first widget under @root (or @root itself) of @type. */
+static inline GtkWidget *
+find_by_type (GtkWidget *root, GType type)
+{
+  if (G_TYPE_CHECK_INSTANCE_TYPE (root, type))
+    return root;
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    {
+      GtkWidget *found = find_by_type (child, type);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
+static inline gboolean
+has_label_containing (GtkWidget *root, const char *needle)
+{
+  if (GTK_IS_LABEL (root) && strstr (gtk_label_get_label (GTK_LABEL (root)), needle) != NULL)
+    return TRUE;
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    if (has_label_containing (child, needle))
+      return TRUE;
+  return FALSE;
+}
+
+typedef gboolean (*Condition) (gpointer data);
+
+/* Runs the main loop until @condition holds; the deadline only keeps a broken build from
+ * hanging the suite. */
+static inline void
+wait_until (Condition condition, gpointer data)
+{
+  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (!condition (data))
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_main_context_iteration (NULL, FALSE);
+      g_usleep (1000);
+    }
+}
+
+/* Runs the main loop until a label under @root (a window: a toast, say) contains @needle. */
+static inline void
+wait_for_text (gpointer root, const char *needle)
+{
+  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (!has_label_containing (GTK_WIDGET (root), needle))
+    {
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_main_context_iteration (NULL, FALSE);
+      g_usleep (1000);
+    }
+}
+
+/* Lets pending idles, timeouts and redraws run. */
+static inline void
+settle (void)
+{
+  for (int i = 0; i < 5; i++)
+    {
+      while (g_main_context_iteration (NULL, FALSE))
+        ;
+      g_usleep (20000);
+    }
 }

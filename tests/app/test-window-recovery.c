@@ -1,6 +1,9 @@
 /* The window when things go wrong around it: a conversation database locked by another
  * process, in a folder that cannot be written, or damaged; and a model file that cannot be
- * loaded while another model works.  The engine's scripted backend stands in for a model. */
+ * loaded while another model works.  The engine's scripted backend stands in for a model.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>
@@ -16,85 +19,11 @@
 #include "hanashi-store-recovery.h"
 #include "hanashi-window.h"
 #include "test-widgets.h"
+#include "test-window-helpers.h"
 #include "test-xdg.h"
+#include "hanashi-test-seams.h"
 
 static char *model_path;
-
-static GtkWidget *
-find_by_type (GtkWidget *root, GType type)
-{
-  if (G_TYPE_CHECK_INSTANCE_TYPE (root, type))
-    return root;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      GtkWidget *found = find_by_type (child, type);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
-
-typedef gboolean (*Condition) (gpointer data);
-
-/* Runs the main loop until @condition holds; the deadline only keeps a broken build from
- * hanging the suite. */
-static void
-wait_until (Condition condition, gpointer data)
-{
-  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
-  while (!condition (data))
-    {
-      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
-      g_main_context_iteration (NULL, FALSE);
-      g_usleep (1000);
-    }
-}
-
-static gboolean
-has_label_containing (GtkWidget *root, const char *needle)
-{
-  if (GTK_IS_LABEL (root) && strstr (gtk_label_get_label (GTK_LABEL (root)), needle) != NULL)
-    return TRUE;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    if (has_label_containing (child, needle))
-      return TRUE;
-  return FALSE;
-}
-
-static void
-wait_for_text (HanashiWindow *window, const char *needle)
-{
-  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
-  while (!has_label_containing (GTK_WIDGET (window), needle))
-    {
-      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
-      g_main_context_iteration (NULL, FALSE);
-      g_usleep (1000);
-    }
-}
-
-static void
-settle (void)
-{
-  for (int i = 0; i < 5; i++)
-    {
-      while (g_main_context_iteration (NULL, FALSE))
-        ;
-      g_usleep (20000);
-    }
-}
-
-static gboolean
-is_mapped (gpointer data)
-{
-  return gtk_widget_get_mapped (data);
-}
-
-static gboolean
-model_loaded (gpointer data)
-{
-  return hanashi_engine_get_model_info (hanashi_window_get_engine (data)) != NULL;
-}
 
 static gboolean
 engine_idle (gpointer data)
@@ -103,31 +32,10 @@ engine_idle (gpointer data)
   return state == HANASHI_ENGINE_STATE_READY || state == HANASHI_ENGINE_STATE_NO_MODEL;
 }
 
-static HanashiComposer *
-get_composer (HanashiWindow *window)
-{
-  return HANASHI_COMPOSER (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_COMPOSER));
-}
-
 static HanashiStoreBanner *
 get_banner (HanashiWindow *window)
 {
   return HANASHI_STORE_BANNER (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_STORE_BANNER));
-}
-
-static gboolean
-reply_done (gpointer data)
-{
-  HanashiWindow *window = data;
-  return !hanashi_composer_get_generating (get_composer (window));
-}
-
-static HanashiApplication *
-make_app (void)
-{
-  HanashiApplication *app = hanashi_application_new ();
-  g_assert_true (g_application_register (G_APPLICATION (app), NULL, NULL));
-  return app;
 }
 
 static HanashiWindow *
@@ -449,6 +357,69 @@ test_store_damaged (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+/* The application owns the database: every window shows the same store, one question
+ * about a damaged file is asked for all of them (over the active window), and what one
+ * window's banner does, the other window shows. */
+static guint
+count_message_dialogs (void)
+{
+  GListModel *toplevels = gtk_window_get_toplevels ();   /* not ours */
+  guint n = 0;
+  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
+    {
+      g_autoptr (GObject) window = g_list_model_get_item (toplevels, i);
+      n += ADW_IS_MESSAGE_DIALOG (window) && gtk_widget_get_visible (GTK_WIDGET (window));
+    }
+  return n;
+}
+
+static void
+test_store_shared (void)
+{
+  g_autofree char *path = database_path ();
+  g_autofree char *dir = g_path_get_dirname (path);
+  remove_database_folder ();
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0700), ==, 0);
+  g_assert_true (g_file_set_contents (path, "not a database, not at all, not even close", -1, NULL));
+
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *first = make_window (app);
+  HanashiWindow *second = make_window (app);
+  g_assert_null (hanashi_application_get_store (app));
+  g_assert_nonnull (hanashi_application_get_store_problem (app));
+  g_assert_cmpstr (hanashi_store_banner_get_text (get_banner (first)), ==, hanashi_store_banner_get_text (get_banner (second)));
+
+  /* Both windows were shown; the offer came once. */
+  wait_until (has_message_dialog, NULL);
+  settle ();
+  g_assert_cmpuint (count_message_dialogs (), ==, 1);
+  /* Asking again from a banner brings back the same question, not a second one. */
+  gtk_widget_activate (find_button (GTK_WIDGET (get_banner (second)), "Start Fresh…"));
+  settle ();
+  g_assert_cmpuint (count_message_dialogs (), ==, 1);
+  AdwMessageDialog *dialog = find_message_dialog ();
+  GtkWindow *parent = gtk_window_get_transient_for (GTK_WINDOW (dialog));
+  g_assert_true (parent == GTK_WINDOW (first) || parent == GTK_WINDOW (second));
+  adw_message_dialog_response (dialog, "fresh");
+
+  HanashiStore *store = hanashi_application_get_store (app);
+  g_assert_nonnull (store);
+  g_assert_null (hanashi_application_get_store_problem (app));
+  g_assert_true (hanashi_window_get_store (first) == store);
+  g_assert_true (hanashi_window_get_store (second) == store);
+  g_assert_true (store_writable (first));
+  g_assert_true (store_writable (second));
+
+  /* A conversation written through one window is in the other's list at once. */
+  load_model (first, model_path);
+  send_and_finish (first, "Written in the first window");
+  g_autoptr (GPtrArray) conversations = hanashi_store_list_conversations (hanashi_window_get_store (second), NULL, NULL);
+  g_assert_nonnull (conversations);
+  g_assert_cmpuint (conversations->len, ==, 1);
+  gtk_window_destroy (GTK_WINDOW (second));
+  gtk_window_destroy (GTK_WINDOW (first));
+}
+
 /* ---- a model file that cannot be loaded --------------------------------------------------- */
 
 static void
@@ -531,7 +502,7 @@ int
 main (int argc, char **argv)
 {
   test_xdg_setup ();
-  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
+  hanashi_test_use_scripted_backend ();
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
 
@@ -543,6 +514,7 @@ main (int argc, char **argv)
   g_test_add_func ("/window-recovery/store-locked", test_store_locked);
   g_test_add_func ("/window-recovery/store-read-only", test_store_read_only);
   g_test_add_func ("/window-recovery/store-damaged", test_store_damaged);
+  g_test_add_func ("/window-recovery/store-shared", test_store_shared);
   g_test_add_func ("/window-recovery/failed-load-keeps-model", test_failed_load_keeps_model);
   g_test_add_func ("/window-recovery/open-best-sentences", test_open_best_sentences);
   int status = g_test_run ();

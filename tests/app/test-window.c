@@ -1,5 +1,8 @@
 /* GUI smoke test: the real window opens under a virtual display and shows the
- * no-model status page with its Open Model File button. */
+ * no-model status page with its Open Model File button.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>
@@ -7,21 +10,8 @@
 #include "hanashi-application.h"
 #include "hanashi-preferences-window.h"
 #include "hanashi-window.h"
+#include "test-widgets.h"
 #include "test-xdg.h"
-
-static GtkWidget *
-find_by_type (GtkWidget *root, GType type)
-{
-  if (G_TYPE_CHECK_INSTANCE_TYPE (root, type))
-    return root;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      GtkWidget *found = find_by_type (child, type);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
 
 static void
 test_window_shows_empty_state (void)

@@ -1,6 +1,9 @@
 /* Temporary XDG folders for a GUI test.  G_TEST_OPTION_ISOLATE_DIRS would also replace
  * XDG_DATA_DIRS, which hides shared-mime-info and so breaks GTK's SVG icon loading;
- * only the user's own folders are redirected here. */
+ * only the user's own folders are redirected here.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <gio/gio.h>

@@ -1,6 +1,9 @@
 /* Chat window costs: opening a long conversation, and one streamed token into a long
  * Markdown reply (parse + update of the row's widgets + layout).  Needs a display
- * (xvfb-run -a meson test -C build --benchmark --suite bench chat-view --verbose). */
+ * (xvfb-run -a meson test -C build --benchmark --suite bench chat-view --verbose).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>
@@ -10,6 +13,7 @@
 #include "hanashi-message.h"
 #include "hanashi-window.h"
 #include "../app/test-xdg.h"
+#include "hanashi-test-seams.h"
 
 #define ROUNDS 5
 
@@ -125,7 +129,7 @@ int
 main (int argc, char **argv)
 {
   test_xdg_setup ();
-  g_setenv ("HANASHI_ENGINE_BACKEND", "scripted", TRUE);
+  hanashi_test_use_scripted_backend ();
   g_setenv ("GSETTINGS_BACKEND", "memory", TRUE);
   gtk_init ();
   adw_init ();

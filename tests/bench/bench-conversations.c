@@ -1,5 +1,8 @@
 /* bench-conversations.c — sidebar reload and search over 1000 conversations, export and
- * import of one 10 000-message conversation.  Prints medians; nothing is asserted. */
+ * import of one 10 000-message conversation.  Prints medians; nothing is asserted.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>

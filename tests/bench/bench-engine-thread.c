@@ -5,7 +5,10 @@
  *
  * HANASHI_BENCH_MODEL=FILE picks another model (default: testdata tiny-llama-spm-q8_0);
  * HANASHI_BENCH_TURNS=N the conversation length in turns (default 12);
- * HANASHI_BENCH_REPS=N the repetitions (default 7, at most 15). */
+ * HANASHI_BENCH_REPS=N the repetitions (default 7, at most 15).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hanashi-engine.h"
 
 #include <glib/gstdio.h>

@@ -14,7 +14,10 @@
  *   mask json           hn_grammar_mask_logits for the shipped json.gbnf over the LLaMA
  *                       vocabulary (32,000 tokens), at every step of a JSON document
  *   mask ambiguous      the same for a grammar that stands for "any line" in many ways
- *                       (found by fuzz-gbnf): the per-mask work budget bounds it */
+ *                       (found by fuzz-gbnf): the per-mask work budget bounds it
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-generate-model.h"
 #include "hn-gguf.h"
 #include "hn-grammar.h"

@@ -3,7 +3,10 @@
  * numbers and only fails if something errors.
  *
  * The vocabulary mixes what real BPE vocabularies hold: single bytes, words with and
- * without a leading space, digit runs, JSON punctuation and multi-byte UTF-8 pieces. */
+ * without a leading space, digit runs, JSON punctuation and multi-byte UTF-8 pieces.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-grammar.h"
 #include "hn-sampler.h"
 

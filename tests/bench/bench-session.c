@@ -4,6 +4,8 @@
  *
  *   HANASHI_BENCH_MODEL=FILE.gguf   the model (default: the tiny LLaMA test model)
  *   HANASHI_BENCH_THREADS=N         threads (default 2)
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include <stdio.h>
 #include <stdlib.h>

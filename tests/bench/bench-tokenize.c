@@ -4,7 +4,10 @@
  * SentencePiece vocabulary of Gemma's size (262 144 tokens), built here: Gemma's control
  * and user-defined tokens, the LLaMA pieces with their scores, and filler pieces (CJK,
  * Hangul, random Latin, Cyrillic and Devanagari words) — plus the size of its tables.
- * A benchmark, not a test: it prints numbers and fails only on errors. */
+ * A benchmark, not a test: it prints numbers and fails only on errors.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-gguf-writer.h"
 #include "hn-gguf.h"
 #include "hn-unicode.h"

@@ -1,10 +1,14 @@
 /* Tests for model downloads against a small HTTP server on 127.0.0.1 that serves a test
  * model with Range support, an interrupted connection, a 404, a wrong file, a slow body
- * and redirects.  No test touches the internet. */
+ * and redirects.  No test touches the internet.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hanashi-download.h"
 #include "hn-context.h"
 #include "hn-gguf.h"
 #include "hn-model.h"
+#include "hanashi-test-seams.h"
 
 #include <glib/gstdio.h>
 #include <string.h>
@@ -743,15 +747,15 @@ test_resolve_uri (void)
   g_clear_error (&error);
 
   /* A mirror stands in for the hub; an insecure one is refused. */
-  g_setenv ("HANASHI_HUB_URL", "https://mirror.example.org/hf/", TRUE);
+  hanashi_test_set_hub_url ("https://mirror.example.org/hf/");
   g_autofree char *j = hanashi_download_resolve_uri_at ("o/r", "m.gguf", commit, &error);
   g_assert_cmpstr (j, ==, "https://mirror.example.org/hf/o/r/resolve/23749fefcc72300e3a2ad315e1317431b06b590a/m.gguf");
-  g_setenv ("HANASHI_HUB_URL", "http://mirror.example.org", TRUE);
+  hanashi_test_set_hub_url ("http://mirror.example.org");
   g_autofree char *k = hanashi_download_resolve_uri_at ("o/r", "m.gguf", commit, &error);
   g_assert_null (k);
   g_assert_error (error, HANASHI_DOWNLOAD_ERROR, HANASHI_DOWNLOAD_ERROR_INSECURE);
   g_clear_error (&error);
-  g_unsetenv ("HANASHI_HUB_URL");
+  hanashi_test_set_hub_url (NULL);
 }
 
 /* A symbolic link planted at the .part name is never written through: the file it points

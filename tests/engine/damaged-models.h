@@ -1,7 +1,10 @@
 /* damaged-models.h — copies of a test model damaged the way real files get damaged: cut
  * short (an interrupted download) or holding NaN weights (a broken conversion or a bad
  * disk).  The copies go into a directory the test owns; the test data is only read.
- * Header-only (static functions) so that the CLI and the engine-thread tests share it. */
+ * Header-only (static functions) so that the CLI and the engine-thread tests share it.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <glib.h>

@@ -3,7 +3,10 @@
  * and tensors that real models carry and the small test models lack are read: expert
  * counts, and Phi-3's long/short rope factors, chosen by the context size.  Models with
  * those are written by the test as copies of testdata/arch models with keys and tensors
- * added. */
+ * added.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <math.h>

@@ -2,7 +2,10 @@
  * keys and tensors, wrong shapes, unsupported weight types; and files damaged the way real
  * ones get damaged: cut short by an interrupted download, NaN weights.  Each one must give exit
  * status 1 and one "hanashi-cli: error: ..." line naming the problem.  The files are
- * written by the test itself into a temporary directory. */
+ * written by the test itself into a temporary directory.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>

@@ -1,5 +1,8 @@
 /* Tests for hn-chat-template: every reference render in the test data, unit tests for the
- * Jinja subset, whitespace control, errors with positions, limits, and fuzzing. */
+ * Jinja subset, whitespace control, errors with positions, limits, and fuzzing.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-chat-template.h"
 
 #include <glib.h>

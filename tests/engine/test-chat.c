@@ -1,7 +1,10 @@
 /* The conversation core (hn-chat.h) on its own, on the tiny LLaMA test model: ChatML with
  * message ranges from the one ChatML writer; what a chat holds after a reply; two chats over
  * one chat model kept apart (the server's case); prefix reuse in token mode; session files;
- * stop reasons from the callbacks; errors with their codes. */
+ * stop reasons from the callbacks; errors with their codes.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>

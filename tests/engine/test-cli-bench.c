@@ -1,6 +1,9 @@
 /* hanashi-cli bench on a tiny test model: the --json object has the contract's keys with
  * sane values, the human output has the pp/tg lines, and bad options fail cleanly.
- * (No timing is asserted beyond "positive": the machines running tests are shared.) */
+ * (No timing is asserted beyond "positive": the machines running tests are shared.)
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <math.h>
 #include <json-glib/json-glib.h>

@@ -1,5 +1,8 @@
 /* Tests for `hanashi-cli chat-template`: exact stdout (no added newline), options, the
- * template and special tokens read from a GGUF, and errors (exit 1, one line on stderr). */
+ * template and special tokens read from a GGUF, and errors (exit 1, one line on stderr).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-json.h"
 
 #include <glib.h>

@@ -3,7 +3,10 @@
  * text and byte-identical session files, also when old turns are dropped to fit the
  * context, with a chat template that reads enable_thinking, and for a whole conversation
  * given as JSON.  Also: turns from stdin equal turns from -f, the session file is reused on
- * the next run, and bad input fails with one error line. */
+ * the next run, and bad input fails with one error line.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hanashi-engine.h"
 
 #include <gio/gio.h>

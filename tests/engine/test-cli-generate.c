@@ -1,6 +1,9 @@
 /* Every sampling option of `hanashi-cli generate` that issue 5 names exists with exactly that
  * spelling, is listed by --help, is accepted with a valid value, and an out-of-range value is
- * refused with a message that names it. */
+ * refused with a message that names it.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <math.h>
 #include <glib/gstdio.h>

@@ -1,6 +1,9 @@
 /* hanashi-cli make-model with the mixture-of-experts shapes: the files load, hold 3-D
  * expert tensors in the asked type next to F32 routers, --layers keeps that many layers,
- * `info` names the experts, and a decode runs. */
+ * `info` names the experts, and a decode runs.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <math.h>

@@ -1,6 +1,9 @@
 /* hanashi-cli generate --session FILE: the first run saves, the next reuses the common
  * prefix and prints how much; the output is what a run without a session prints; a damaged
- * file is reported, not reused, and replaced by a good one. */
+ * file is reported, not reused, and replaced by a good one.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>

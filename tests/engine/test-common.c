@@ -1,4 +1,7 @@
-/* Tests for hn-common: half/bfloat16 conversions and error helpers; and hn-array. */
+/* Tests for hn-common: half/bfloat16 conversions and error helpers; and hn-array.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-array.h"
 #include "hn-common.h"
 

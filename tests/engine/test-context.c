@@ -1,5 +1,8 @@
 /* Forward pass through the KV cache: incremental decode, several sequences in one batch,
- * position shift, cancellation, bad batches.  Uses the test models (2 threads). */
+ * position shift, cancellation, bad batches.  Uses the test models (2 threads).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <math.h>
 #include <string.h>

@@ -2,17 +2,23 @@
  * loading and model info, greedy generation equal to hn-generate on the same prompt,
  * streaming, cancel (through the thread, and deterministically through the backend table),
  * model switch, grammars, the context overflow policy, prefix reuse, session files, the
- * token counter, and a random command storm (also run under ASan and TSan). */
+ * token counter, and a random command storm (also run under ASan and TSan).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hanashi-engine.h"
 #include "hanashi-engine-backend.h"
 #include "hanashi-model-file.h"
+#include "hanashi-param-table.h"
 
 #include <glib/gstdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "damaged-models.h"
 #include "hn-generate-model.h"
 #include "hn-gguf-writer.h"
+#include "hn-params.h"
 #include "hn-quantize.h"
 
 #define LLAMA "tiny-llama-spm-q8_0.gguf"
@@ -400,7 +406,7 @@ test_file_weight_type (Fixture *f, gconstpointer data)
     {
       g_autofree char *path = model_path (files[i]);
       g_autoptr (GError) error = NULL;
-      g_autofree char *from_file = hanashi_model_file_weight_type (path, &error);
+      g_autofree char *from_file = hanashi_model_file_dup_weight_type (path, &error);
       g_assert_no_error (error);
       g_assert_nonnull (from_file);
       load_and_wait (f, files[i], 64);
@@ -408,7 +414,7 @@ test_file_weight_type (Fixture *f, gconstpointer data)
       g_test_message ("%s: %s", files[i], from_file);
     }
   g_autofree char *q4_k_m = model_path ("quant-llama-v512-q4_k_m.gguf");
-  g_autofree char *type = hanashi_model_file_weight_type (q4_k_m, NULL);
+  g_autofree char *type = hanashi_model_file_dup_weight_type (q4_k_m, NULL);
   g_assert_cmpstr (type, ==, "Q4_K");
 
   /* Q4_K keeps output.weight in Q6_K; with a 32000-token vocabulary that one matrix holds
@@ -418,7 +424,7 @@ test_file_weight_type (Fixture *f, gconstpointer data)
   HnError err = { 0 };
   if (!hn_quantize_model (source, q4_k, hn_quantize_target_find ("Q4_K"), 2, NULL, NULL, &err))
     g_error ("%s", err.message);
-  g_autofree char *large_vocab = hanashi_model_file_weight_type (q4_k, NULL);
+  g_autofree char *large_vocab = hanashi_model_file_dup_weight_type (q4_k, NULL);
   g_assert_cmpstr (large_vocab, ==, "Q4_K");
   f->load_finished = FALSE;
   hanashi_engine_load_model_async (f->engine, q4_k, 64, 1, NULL, load_done, f);
@@ -431,13 +437,81 @@ test_file_weight_type (Fixture *f, gconstpointer data)
   /* the same errors as a load of the file */
   g_autoptr (GError) error = NULL;
   g_autofree char *missing = model_path ("no-such-model.gguf");
-  g_assert_null (hanashi_model_file_weight_type (missing, &error));
+  g_assert_null (hanashi_model_file_dup_weight_type (missing, &error));
   g_assert_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_MODEL_UNREADABLE);
   g_clear_error (&error);
   g_autofree char *junk = g_build_filename (f->session_dir, "junk.gguf", NULL);
   g_assert_true (g_file_set_contents (junk, "this is not a model", -1, NULL));
-  g_assert_null (hanashi_model_file_weight_type (junk, &error));
+  g_assert_null (hanashi_model_file_dup_weight_type (junk, &error));
   g_assert_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NOT_GGUF);
+}
+
+/* The model list's facts, read from the header alone, are the engine's own once the file
+ * is loaded; a file that is not a model fails as its load would. */
+static void
+test_file_facts (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  const char *files[] = { LLAMA, QWEN, STORIES, "quant-llama-v512-q4_k_m.gguf" };
+  for (gsize i = 0; i < G_N_ELEMENTS (files); i++)
+    {
+      g_autofree char *path = model_path (files[i]);
+      g_autoptr (GError) error = NULL;
+      g_autoptr (HanashiModelFileFacts) facts = hanashi_model_file_read_facts (path, &error);
+      g_assert_no_error (error);
+      load_and_wait (f, files[i], 64);
+      const HanashiModelInfo *info = hanashi_engine_get_model_info (f->engine);
+      g_assert_cmpstr (facts->arch, ==, info->arch);
+      g_assert_cmpstr (facts->weight_type, ==, info->weight_type);
+      g_assert_cmpuint (facts->n_ctx_train, ==, info->n_ctx_train);
+      g_assert_cmpuint (facts->n_params, ==, info->n_params);
+      if (facts->name != NULL)
+        g_assert_cmpstr (facts->name, ==, info->name);
+    }
+
+  g_autoptr (GError) error = NULL;
+  g_autofree char *junk = g_build_filename (f->session_dir, "junk.gguf", NULL);
+  g_assert_true (g_file_set_contents (junk, "this is not a model", -1, NULL));
+  g_assert_null (hanashi_model_file_read_facts (junk, &error));
+  g_assert_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NOT_GGUF);
+}
+
+/* The GLib view of the parameter table is the engine's table, row for row, and its
+ * setter keeps a value inside the app's range as the engine clamps it. */
+static void
+test_param_table (void)
+{
+  size_t n_engine = 0;
+  const HnParamDesc *rows = hn_params_table (&n_engine);
+  guint n = 0;
+  const HanashiParamInfo *table = hanashi_param_table (&n);
+  g_assert_cmpuint (n, ==, n_engine);
+  HnSamplerParams sampling, expected;
+  hanashi_sampling_init (&sampling);
+  hn_sampler_params_init (&expected);
+  g_assert_cmpmem (&sampling, sizeof sampling, &expected, sizeof expected);
+  const double tries[] = { -1e9, 1e9, NAN, 0.5, 3 };
+  for (guint i = 0; i < n; i++)
+    {
+      g_assert_cmpstr (table[i].key, ==, rows[i].key);
+      g_assert_cmpstr (table[i].label, ==, rows[i].label);
+      g_assert_cmpint (table[i].type, ==, rows[i].type);
+      g_assert_cmpint (table[i].group, ==, rows[i].group);
+      g_assert_cmpfloat (table[i].def, ==, rows[i].def);
+      g_assert_cmpfloat (table[i].ui_min, ==, rows[i].ui_min);
+      g_assert_cmpfloat (table[i].ui_max, ==, rows[i].ui_max);
+      g_assert_true (hanashi_param_find (rows[i].key) == &table[i]);
+      for (gsize t = 0; t < G_N_ELEMENTS (tries); t++)
+        {
+          hanashi_param_set_value (&table[i], &sampling, tries[t]);
+          hn_param_set (&rows[i], &expected, hn_param_clamp_to (&rows[i], tries[t], rows[i].ui_min, rows[i].ui_max));
+          g_assert_cmpfloat (hanashi_param_get_value (&table[i], &sampling), ==, hn_param_get (&rows[i], &expected));
+          g_assert_cmpfloat (hanashi_param_get_value (&table[i], &sampling), >=, table[i].ui_min);
+          g_assert_cmpfloat (hanashi_param_get_value (&table[i], &sampling), <=, table[i].ui_max);
+        }
+    }
+  g_assert_null (hanashi_param_find ("no_such_parameter"));
+  g_assert_null (hanashi_param_find (NULL));
 }
 
 static void
@@ -1436,6 +1510,8 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add ("/engine-model/load-info", Fixture, NULL, fixture_setup, test_load_info, fixture_teardown);
+  g_test_add ("/engine-model/file-facts", Fixture, NULL, fixture_setup, test_file_facts, fixture_teardown);
+  g_test_add_func ("/engine-model/param-table", test_param_table);
   g_test_add ("/engine-model/file-weight-type", Fixture, NULL, fixture_setup, test_file_weight_type, fixture_teardown);
   g_test_add ("/engine-model/greedy/llama", Fixture, NULL, fixture_setup, test_greedy_llama, fixture_teardown);
   g_test_add ("/engine-model/greedy/qwen2", Fixture, NULL, fixture_setup, test_greedy_qwen, fixture_teardown);

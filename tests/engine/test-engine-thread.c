@@ -1,13 +1,17 @@
 /* The engine-thread protocol, driven through the scripted backend (the real inference
  * backend plugs into the same table): events arrive on the main context in order, cancel
  * stops within one step, a model switch cancels cleanly, dispose joins the thread, and a
- * random command storm never deadlocks, leaks or crashes (run under ASan and TSan). */
+ * random command storm never deadlocks, leaks or crashes (run under ASan and TSan).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib/gstdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "hanashi-engine.h"
 #include "hanashi-engine-backend.h"
+#include "hanashi-test-seams.h"
 
 typedef struct {
   GThread *main_thread;
@@ -89,7 +93,7 @@ fixture_setup (Fixture *f, gconstpointer data)
   if (data != NULL)
     hanashi_engine_set_default_backend (data);
   f->engine = hanashi_engine_new ();
-  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
+  hanashi_test_use_scripted_backend ();
   /* Never created: the scripted backend writes no sessions. */
   hanashi_engine_set_session_dir (f->engine, "/nonexistent/hanashi-sessions");
   g_signal_connect (f->engine, "token", G_CALLBACK (on_token), f);
@@ -428,7 +432,7 @@ one_model_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, H
                    "This model needs about 30 MB of memory but only 29 MB is available.");
       return NULL;
     }
-  gpointer model = hanashi_engine_scripted_backend ()->load (path, n_ctx, n_threads, n_batch, sink, progress,
+  gpointer model = hanashi_test_scripted_backend ()->load (path, n_ctx, n_threads, n_batch, sink, progress,
                                                              info_out, error);
   if (model != NULL)
     {
@@ -441,7 +445,7 @@ one_model_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, H
 static void
 one_model_unload (gpointer model)
 {
-  hanashi_engine_scripted_backend ()->unload (model);
+  hanashi_test_scripted_backend ()->unload (model);
   g_atomic_int_add (&live_models, -1);
 }
 
@@ -449,13 +453,13 @@ static gboolean
 one_model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBackendSession *session,
                     HanashiBackendSink *sink, HanashiGenerationStats *stats, GError **error)
 {
-  return hanashi_engine_scripted_backend ()->generate (model, req, session, sink, stats, error);
+  return hanashi_test_scripted_backend ()->generate (model, req, session, sink, stats, error);
 }
 
 static gint
 one_model_count (gpointer model, HanashiGenerateRequest *req, GError **error)
 {
-  return hanashi_engine_scripted_backend ()->count_tokens (model, req, error);
+  return hanashi_test_scripted_backend ()->count_tokens (model, req, error);
 }
 
 static const HanashiEngineBackend one_model_backend = {
@@ -515,7 +519,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
+  hanashi_test_use_scripted_backend ();
   g_test_add ("/engine-thread/load-generate", Fixture, NULL, fixture_setup, test_load_generate, fixture_teardown);
   g_test_add ("/engine-thread/no-model", Fixture, NULL, fixture_setup, test_no_model_error, fixture_teardown);
   g_test_add ("/engine-thread/cancel", Fixture, NULL, fixture_setup, test_cancel, fixture_teardown);

@@ -1,7 +1,10 @@
 /* The generation loop on the real test models (the fake-backend tests are in
  * test-generate.c): shipped grammars constrain real token vocabularies, a seed gives the same
  * output whatever the thread count, guidance follows its formula, and penalize_nl = false
- * really exempts the vocabulary's newline token. */
+ * really exempts the vocabulary's newline token.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <json-glib/json-glib.h>
 #include <math.h>

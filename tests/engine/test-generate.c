@@ -3,7 +3,10 @@
  * generation from random logits under every shipped grammar and JSON schemas (never a
  * forbidden byte; bounded grammars finish and parse as JSON with json-glib), and
  * classifier-free guidance (scale 1 bit-identical, the combined row equal to the formula
- * over two separate evaluations). */
+ * over two separate evaluations).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-cfg.h"
 #include "hn-generate.h"
 #include "hn-json-schema.h"

@@ -1,5 +1,8 @@
 /* Tests for the GGUF reader: real files from the test data, and hostile files built
- * here byte by byte (truncations, bad magic, absurd counts, bad offsets, unknown types). */
+ * here byte by byte (truncations, bad magic, absurd counts, bad offsets, unknown types).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-gguf.h"
 #include "hn-gguf-writer.h"
 #include "hn-model.h"

@@ -1,6 +1,9 @@
 /* Tests for hn-grammar: the GBNF parser (valid and broken grammars, error positions), the
  * matcher (strings, repetition, UTF-8 split across tokens) and vocabulary masking against
- * a brute-force check, and the grammars shipped in data/grammars. */
+ * a brute-force check, and the grammars shipped in data/grammars.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-generate-model.h"
 #include "hn-gguf.h"
 #include "hn-grammar.h"

@@ -1,6 +1,9 @@
 /* Tests for hn-json-schema: every supported keyword produces a grammar (valid for our own
  * parser) that accepts the documents the schema allows and rejects the others; bounded
- * schemas produce bounded languages; unsupported keywords are refused by name. */
+ * schemas produce bounded languages; unsupported keywords are refused by name.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-grammar.h"
 #include "hn-json-schema.h"
 

@@ -1,5 +1,8 @@
 /* Tests for hn-json: parsing (valid and invalid, with positions), escapes, numbers,
- * writer options compatible with Python's json.dumps, round trips, depth limit. */
+ * writer options compatible with Python's json.dumps, round trips, depth limit.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-json.h"
 
 #include <glib.h>

@@ -1,3 +1,7 @@
+/* test-kv-cache.c
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <math.h>
 #include "hn-kv-cache.h"

@@ -1,6 +1,9 @@
 /* Resource limits: MemAvailable parsing and its test override, the refusal sentence, the
  * estimate for a real (tiny) model, refusal exactly at the boundary, the clamped context
- * with its notice, and both as hanashi-cli prints them. */
+ * with its notice, and both as hanashi-cli prints them.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,10 @@
  * never be made writable), the descriptor closed after mapping, and nothing written beside
  * the file.  The test data directory is itself read-only (0555, files 0444), as a user's
  * model folder may be; root ignores those bits, so the test also compares the directory
- * and the file's status before and after. */
+ * and the file's status before and after.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <errno.h>
 #include <glib.h>
 #include <glib/gstdio.h>

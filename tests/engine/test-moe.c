@@ -2,7 +2,10 @@
  * written here whose router is built to pick known experts.  The logits are checked
  * against a forward pass computed in this file from the same weights, changing one
  * expert's weights must change exactly the tokens routed to it, and a batch (grouped by
- * expert) must give what the tokens give one at a time. */
+ * expert) must give what the tokens give one at a time.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <math.h>

@@ -1,6 +1,9 @@
 /* Parity with the reference engine: every reference file in testdata/reference (and
  * testdata/arch/reference, the further architectures) against the model it was made from
- * (KL divergence, top-1 agreement, greedy continuation). */
+ * (KL divergence, top-1 agreement, greedy continuation).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <json-glib/json-glib.h>
 #include <math.h>

@@ -1,7 +1,10 @@
 /* Prompt cache on a real model: a conversation continued from its session file gives the same
  * logits, bit for bit, as one that never stopped; an edit reuses exactly the tokens before it
  * and evaluates only the rest; every damaged, foreign or missing file restores nothing and
- * re-evaluation gives the same result; a failed save leaves the previous file as it was. */
+ * re-evaluation gives the same result; a failed save leaves the previous file as it was.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>

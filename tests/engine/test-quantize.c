@@ -1,5 +1,8 @@
 /* Tests for the GGUF writer and model quantization (hn-gguf-writer, hn-quantize and
- * `hanashi-cli quantize`). */
+ * `hanashi-cli quantize`).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-gguf-writer.h"
 #include "hn-gguf.h"
 #include "hn-quantize.h"

@@ -1,5 +1,8 @@
 /* Tests for hn-quants: block layouts, decoders (hand-built blocks and the reference
- * decoder's output in the shared test data), encoders and reference dot products. */
+ * decoder's output in the shared test data), encoders and reference dot products.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-gguf.h"
 #include "hn-quants-blocks.h"
 

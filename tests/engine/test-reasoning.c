@@ -1,5 +1,8 @@
 /* Tests for hn-reasoning: splitting a reasoning model's output into thinking and answer,
- * however the output is cut into pieces. */
+ * however the output is cut into pieces.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-reasoning.h"
 #include "hn-chat-template.h"
 #include "hn-json.h"

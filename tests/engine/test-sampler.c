@@ -1,5 +1,8 @@
 /* Tests for hn-sampler: every stage against its definition on hand-made logits, the draw
- * against the expected distribution, penalties, mirostat, seeds and stop strings. */
+ * against the expected distribution, penalties, mirostat, seeds and stop strings.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-grammar.h"
 #include "hn-params.h"
 #include "hn-sampler.h"

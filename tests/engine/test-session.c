@@ -1,6 +1,9 @@
 /* Session files: exact round trip of tokens and F16 rows, every corruption rejected (so the
  * caller re-evaluates), failed writes keep the previous file, LRU eviction, common prefix.
- * Rows are synthetic here; the logits-level tests need the forward pass (see docs/sessions.md). */
+ * Rows are synthetic here; the logits-level tests need the forward pass (see docs/sessions.md).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>

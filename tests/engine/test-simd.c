@@ -1,6 +1,9 @@
 /* SIMD kernels against the scalar reference: every dot product on random blocks of
  * every type (odd block counts and tails included), activation packing, and the GEMM
- * tiles against a float computation from the dequantized operands. */
+ * tiles against a float computation from the dequantized operands.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-decode-choice.h"
 #include "hn-kernels.h"
 #include "hn-quants.h"

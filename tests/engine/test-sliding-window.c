@@ -5,7 +5,10 @@
  *    (a pure mask), and logits close to one batch over the whole sequence;
  *  - evaluation cannot go back before a window past reused rows; from there on it can;
  *  - a session saved after rows were reused restores a prefix that reaches far enough, bit
- *    for bit, and refuses one that does not. */
+ *    for bit, and refuses one that does not.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <math.h>

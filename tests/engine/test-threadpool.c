@@ -1,3 +1,7 @@
+/* test-threadpool.c
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <glib.h>
 #include <stdatomic.h>
 #include "hn-threadpool.h"

@@ -1,4 +1,7 @@
-/* Tests for the generated Unicode tables and the UTF-8 decoder. */
+/* Tests for the generated Unicode tables and the UTF-8 decoder.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-unicode.h"
 
 #include <glib.h>

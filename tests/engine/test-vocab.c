@@ -1,6 +1,9 @@
 /* Tokenizer tests: every vocabulary in testdata/vocab against its reference ids, the
  * reference prompts of the test models, special tokens, the streaming decoder and random
- * bytes into every tokenizer. */
+ * bytes into every tokenizer.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "hn-gguf.h"
 #include "hn-gguf-writer.h"
 #include <glib/gstdio.h>

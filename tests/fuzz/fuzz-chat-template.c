@@ -1,5 +1,8 @@
 /* libFuzzer target: the chat-template parser and renderer over a fixed conversation, with
- * tight limits so that a template looping for long is cut off, not timed out. */
+ * tight limits so that a template looping for long is cut off, not timed out.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <stdlib.h>
 #include <stddef.h>
 #include <stdint.h>

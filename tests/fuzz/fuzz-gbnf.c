@@ -1,5 +1,8 @@
 /* libFuzzer target: the GBNF parser; an accepted grammar is then driven with the input's
- * own bytes through the matcher and masked over a small vocabulary. */
+ * own bytes through the matcher and masked over a small vocabulary.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <stddef.h>
 #include <stdint.h>
 

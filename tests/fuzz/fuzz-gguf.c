@@ -1,6 +1,9 @@
 /* libFuzzer target: the GGUF reader (header, metadata, tensor table) over arbitrary bytes,
  * then everything that reads metadata from an accepted file: the vocabulary loader and the
- * chat-template parser. */
+ * chat-template parser.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <stddef.h>
 #include <stdint.h>
 

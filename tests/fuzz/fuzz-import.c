@@ -1,6 +1,9 @@
 /* libFuzzer target: the conversation JSON importer (the sidebar's Import).  Whatever it
  * accepts must export again, and that export must import to the same export (a fixed
- * point), and render as Markdown. */
+ * point), and render as Markdown.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,8 @@
 /* libFuzzer target: JSON Schema → GBNF.  Whatever the converter accepts must be a grammar
- * the GBNF parser accepts too. */
+ * the GBNF parser accepts too.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <stddef.h>

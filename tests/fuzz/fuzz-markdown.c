@@ -1,7 +1,10 @@
 /* libFuzzer target: the Markdown renderer of the chat view (md4c → blocks).  Every text
  * block and table cell must be markup that a GtkLabel accepts, or the label would show
  * nothing: Pango markup plus GtkLabel's own <a href="..." title="..."> links, which are
- * checked here by turning them into spans first. */
+ * checked here by turning them into spans first.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <pango/pango.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,10 @@
 /* libFuzzer target: the thinking/answer splitter (hn-reasoning).  The first byte picks the
  * start mode, the second how the rest is cut into pieces.  Checks: any cut gives the same
  * split as the whole; pieces cut at character boundaries of valid UTF-8 leave both parts
- * valid UTF-8 after every piece (what the window shows while streaming); nothing grows. */
+ * valid UTF-8 after every piece (what the window shows while streaming); nothing grows.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

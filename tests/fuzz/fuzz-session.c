@@ -1,5 +1,8 @@
 /* libFuzzer target: the session-file loader.  The input is served as the file's bytes
- * through the session I/O seam, so no file is written per run. */
+ * through the session I/O seam, so no file is written per run.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>

@@ -2,7 +2,10 @@
  * byte-level BPE vocabulary of the test data), both detokenizers and every pre-tokenizer
  * split.  Checked properties: byte-level BPE without special parsing gives back the exact
  * input bytes; the streaming decoder's output, once flushed, is valid UTF-8; every split's
- * pieces are non-empty and tile the input in order. */
+ * pieces are non-empty and tile the input in order.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <stddef.h>

@@ -1,0 +1,272 @@
+/* hanashi-test-seams.c — the fakes behind hanashi-test-seams.h: the scripted engine
+ * backend and the environment's seams.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#define G_LOG_DOMAIN "hanashi-test"
+
+#include "hanashi-test-seams.h"
+
+#include <glib/gstdio.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "hn-chat-template.h"
+#include "hn-json.h"
+
+/* ---- the scripted engine backend ---------------------------------------------------------- */
+
+typedef struct {
+  char *path;
+  HnChatTemplate *tmpl;   /* NULL: ChatML */
+} ScriptedModel;
+
+/* The test hooks (hanashi_test_scripted_set_reply and friends). */
+static pthread_mutex_t scripted_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **scripted_reply;
+static char *scripted_template;
+static char *scripted_last_prompt;
+static int scripted_hold = -1;
+
+void
+hanashi_test_scripted_set_reply (const char * const *pieces)
+{
+  pthread_mutex_lock (&scripted_lock);
+  g_strfreev (scripted_reply);
+  scripted_reply = g_strdupv ((char **) pieces);
+  pthread_mutex_unlock (&scripted_lock);
+}
+
+void
+hanashi_test_scripted_hold_at (int index)
+{
+  pthread_mutex_lock (&scripted_lock);
+  scripted_hold = index;
+  pthread_mutex_unlock (&scripted_lock);
+}
+
+/* Blocks before token @index while the test holds the generation there (cancel still
+ * ends the wait). */
+static void
+scripted_wait_at (int index, HanashiBackendSink *sink)
+{
+  pthread_mutex_lock (&scripted_lock);
+  while (scripted_hold == index && !sink->is_cancelled (sink->data))
+    {
+      pthread_mutex_unlock (&scripted_lock);
+      g_usleep (1000);
+      pthread_mutex_lock (&scripted_lock);
+    }
+  pthread_mutex_unlock (&scripted_lock);
+}
+
+void
+hanashi_test_scripted_set_template (const char *source)
+{
+  pthread_mutex_lock (&scripted_lock);
+  g_free (scripted_template);
+  scripted_template = g_strdup (source);
+  pthread_mutex_unlock (&scripted_lock);
+}
+
+char *
+hanashi_test_scripted_dup_last_prompt (void)
+{
+  pthread_mutex_lock (&scripted_lock);
+  char *prompt = g_strdup (scripted_last_prompt);
+  pthread_mutex_unlock (&scripted_lock);
+  return prompt;
+}
+
+/* The request as the scripted model's template (or ChatML) writes it. */
+static char *
+scripted_render (ScriptedModel *m, HanashiGenerateRequest *req)
+{
+  static const char *const roles[] = { "system", "user", "assistant" };
+  HnJson *messages = hn_json_new_array ();
+  const char *system = hanashi_generate_request_get_system_prompt (req);
+  if (system != NULL && *system != '\0')
+    {
+      HnJson *o = hn_json_new_object ();
+      hn_json_object_set (o, "role", hn_json_new_string ("system"));
+      hn_json_object_set (o, "content", hn_json_new_string (system));
+      hn_json_array_append (messages, o);
+    }
+  for (guint i = 0; i < hanashi_generate_request_get_n_messages (req); i++)
+    {
+      HnJson *o = hn_json_new_object ();
+      hn_json_object_set (o, "role", hn_json_new_string (roles[hanashi_generate_request_get_message_role (req, i)]));
+      hn_json_object_set (o, "content", hn_json_new_string (hanashi_generate_request_get_message_text (req, i)));
+      hn_json_array_append (messages, o);
+    }
+  char *prompt = NULL;
+  if (m->tmpl != NULL)
+    {
+      HanashiThinking thinking = hanashi_generate_request_get_thinking (req);
+      HnChatRenderOptions o = { .messages = messages, .add_generation_prompt = true,
+                                .enable_thinking = thinking == HANASHI_THINKING_ON ? HN_CHAT_THINKING_ON
+                                                   : thinking == HANASHI_THINKING_OFF ? HN_CHAT_THINKING_OFF
+                                                   : HN_CHAT_THINKING_UNSET };
+      prompt = hn_chat_template_render (m->tmpl, &o, NULL, NULL);
+    }
+  if (prompt == NULL)
+    prompt = hn_chat_render_fallback (messages, true, NULL, NULL);
+  hn_json_free (messages);
+  char *copy = g_strdup (prompt);
+  free (prompt);
+  return copy;
+}
+
+static gpointer
+scripted_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, HanashiBackendSink *sink,
+               void (*progress) (gpointer, double), HanashiModelInfo **info_out, GError **error)
+{
+  GStatBuf st;
+  (void) n_threads;
+  if (g_stat (path, &st) != 0 || !g_file_test (path, G_FILE_TEST_IS_REGULAR))
+    {
+      g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_MODEL_UNREADABLE,
+                   "Cannot read the model file “%s”", path);
+      return NULL;
+    }
+  for (int i = 1; i <= 4; i++)
+    {
+      if (sink->is_cancelled (sink->data))
+        {
+          g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED, "Loading was cancelled");
+          return NULL;
+        }
+      g_usleep (500);
+      progress (sink->data, i / 4.0);
+    }
+  ScriptedModel *m = g_new0 (ScriptedModel, 1);
+  m->path = g_strdup (path);
+  pthread_mutex_lock (&scripted_lock);
+  g_autofree char *source = g_strdup (scripted_template);
+  pthread_mutex_unlock (&scripted_lock);
+  if (source != NULL)
+    m->tmpl = hn_chat_template_new (source, strlen (source), NULL);
+  guint ctx = n_ctx ? n_ctx : 512;
+  HanashiModelInfo info = {
+    .name = g_path_get_basename (path), .arch = g_strdup ("scripted"),
+    .weight_type = g_strdup ("F32"), .path = g_strdup (path), .n_params = 1000,
+    .file_size = (guint64) st.st_size, .n_ctx = ctx, .n_batch = MIN (n_batch ? n_batch : 512, ctx), .n_ctx_train = 512,
+    .n_vocab = 256,
+  };
+  hanashi_engine_template_traits (m->tmpl, source, NULL, NULL, &info);
+  *info_out = hanashi_model_info_copy (&info);
+  g_free (info.name); g_free (info.arch); g_free (info.weight_type); g_free (info.path);
+  return m;
+}
+
+static void
+scripted_unload (gpointer model)
+{
+  ScriptedModel *m = model;
+  hn_chat_template_free (m->tmpl);
+  g_free (m->path);
+  g_free (m);
+}
+
+static gint
+scripted_count (gpointer model, HanashiGenerateRequest *req, GError **error)
+{
+  (void) model; (void) error;
+  const char *system = hanashi_generate_request_get_system_prompt (req);
+  gint n = system ? (gint) strlen (system) : 0;
+  for (guint i = 0; i < hanashi_generate_request_get_n_messages (req); i++)
+    n += 4 + (gint) strlen (hanashi_generate_request_get_message_text (req, i));
+  return n;
+}
+
+static gboolean
+scripted_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBackendSession *session,
+                   HanashiBackendSink *sink, HanashiGenerationStats *stats, GError **error)
+{
+  (void) session;
+  const char *grammar = hanashi_generate_request_get_grammar (req);
+  if (grammar != NULL && strstr (grammar, "::=") == NULL)
+    {
+      g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID,
+                   "1:1: expected a rule definition");
+      return FALSE;
+    }
+  char *prompt = scripted_render (model, req);
+  pthread_mutex_lock (&scripted_lock);
+  g_free (scripted_last_prompt);
+  scripted_last_prompt = prompt;
+  g_auto (GStrv) script = g_strdupv (scripted_reply);
+  pthread_mutex_unlock (&scripted_lock);
+  guint n_prompt = (guint) scripted_count (model, req, NULL);
+  for (guint done = 0; done < n_prompt; done += 64)
+    {
+      if (sink->is_cancelled (sink->data))
+        break;
+      sink->on_prompt_progress (sink->data, MIN (done + 64, n_prompt), n_prompt);
+    }
+  stats->n_prompt = n_prompt;
+  int limit = hanashi_generate_request_get_max_tokens (req);
+  int max = limit > 0 ? limit : 16;
+  if (script != NULL)
+    max = limit > 0 ? MIN (limit, (int) g_strv_length (script)) : (int) g_strv_length (script);
+  stats->stop_reason = HANASHI_STOP_REASON_MAX_TOKENS;
+  for (int i = 0; i < max; i++)
+    {
+      if (sink->is_cancelled (sink->data))
+        {
+          stats->stop_reason = HANASHI_STOP_REASON_CANCELLED;
+          break;
+        }
+      char text[32];
+      g_snprintf (text, sizeof text, "tok%d ", i);
+      g_usleep (200);
+      scripted_wait_at (i, sink);
+      stats->n_generated++;
+      if (!sink->on_token (sink->data, script != NULL ? script[i] : text, i))
+        {
+          stats->stop_reason = HANASHI_STOP_REASON_CANCELLED;
+          break;
+        }
+    }
+  return TRUE;
+}
+
+static const HanashiEngineBackend scripted_backend = {
+  scripted_load, scripted_unload, scripted_generate, scripted_count,
+};
+
+const HanashiEngineBackend *
+hanashi_test_scripted_backend (void)
+{
+  return &scripted_backend;
+}
+
+void
+hanashi_test_use_scripted_backend (void)
+{
+  hanashi_engine_set_default_backend (&scripted_backend);
+}
+
+/* ---- the environment's seams -------------------------------------------------------------- */
+
+static void
+set_or_unset (const char *name, const char *value)
+{
+  if (value != NULL)
+    g_setenv (name, value, TRUE);
+  else
+    g_unsetenv (name);
+}
+
+void
+hanashi_test_set_memory_available_mb (const char *megabytes)
+{
+  set_or_unset ("HANASHI_MEM_AVAILABLE_MB", megabytes);
+}
+
+void
+hanashi_test_set_hub_url (const char *url)
+{
+  set_or_unset ("HANASHI_HUB_URL", url);
+}
+

@@ -1,0 +1,60 @@
+/* hanashi-test-seams.h — every seam through which the tests reach into Hanashi, in one
+ * place.  The product offers a hook for each and nothing more; the fakes live here, in the
+ * test-support library (tests/support/, linked only by tests and benchmarks).
+ *
+ *   seam                 product hook                                     fake / helper
+ *   -------------------  -----------------------------------------------  ------------------------------
+ *   engine backend       hanashi_engine_set_default_backend()              hanashi_test_scripted_backend()
+ *                        (engine/glib/hanashi-engine-backend.h)            and its hooks below
+ *   available memory     HANASHI_MEM_AVAILABLE_MB, read by                 hanashi_test_set_memory_available_mb()
+ *                        hn_memory_available() (engine/hn-memory.c)
+ *   session file I/O     hn_session_set_io() (engine/hn-session.h)         the failing HnSessionIO tables of
+ *                                                                          tests/engine/test-session.c
+ *   SQLite I/O faults    none: SQLite's own sqlite3_vfs_register()         tests/app/store-faults-vfs.h
+ *   model hub address    HANASHI_HUB_URL, read by                          hanashi_test_set_hub_url()
+ *                        hanashi_download_resolve_uri_at()
+ *                        (engine/download/hanashi-download.c)
+ *
+ * docs/testing.md lists the same table.  A new seam is added here, to that table and to
+ * the product hook's own comment, or not at all.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "hanashi-engine-backend.h"
+
+G_BEGIN_DECLS
+
+/* ---- the scripted engine backend ---------------------------------------------------------
+ * Deterministic and cheap, with the control flow of the real one: "models" are any
+ * readable file; a generation renders the request (with the template set below, else
+ * ChatML) and produces "tok0 tok1 ..." (max_new_tokens of them, default 16) with a small
+ * sleep per token so that cancels land mid-stream.  Install it with
+ * hanashi_test_use_scripted_backend() (engines made afterwards use it). */
+const HanashiEngineBackend *hanashi_test_scripted_backend     (void);
+void                        hanashi_test_use_scripted_backend (void);
+/* Its hooks (process-wide, thread-safe):
+ * - the pieces the next generations produce instead of "tokN " (NULL: back to those);
+ * - a chat template for models loaded from now on (NULL: none, ChatML), which sets the
+ *   model info's thinking flags as the real backend does and renders every request;
+ * - the prompt the last generation rendered (template or ChatML; free with g_free);
+ * - a pause: generations wait before their token @index until it is set to -1 (or they
+ *   are cancelled), so a test can look at a reply half written. */
+void  hanashi_test_scripted_set_reply        (const char * const *pieces);
+void  hanashi_test_scripted_set_template     (const char *source);
+char *hanashi_test_scripted_dup_last_prompt  (void);
+void  hanashi_test_scripted_hold_at          (int index);
+
+/* ---- the environment's seams -------------------------------------------------------------- */
+
+/* What hn_memory_available() reports, in megabytes (10^6 bytes); NULL: the system's own
+ * figure again.  A text that is not a whole number is ignored by the engine, as on a
+ * user's machine. */
+void  hanashi_test_set_memory_available_mb   (const char *megabytes);
+/* The model hub the downloads resolve against (e.g. a local server); NULL: the real one. */
+void  hanashi_test_set_hub_url               (const char *url);
+
+G_END_DECLS
