@@ -12,6 +12,8 @@
  * It runs until SIGINT or SIGTERM, then cancels what is in flight and exits with status 0.
  * The key may also come from the environment (HANASHI_API_KEY), which keeps it out of the
  * process list.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include <glib-unix.h>
 #include <stdio.h>

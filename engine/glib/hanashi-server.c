@@ -12,6 +12,8 @@
  * A client that goes away makes libsoup finish the message ("finished" after a failed
  * write); the job is then cancelled, which hn_chat_generate polls between layers, and the
  * slot is free again as soon as the worker notices.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "hanashi-server.h"
 #include "hanashi-tsan.h"

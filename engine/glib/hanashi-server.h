@@ -13,6 +13,8 @@
  * joins the threads and closes the listening socket.
  *
  * The request fields, the limits and the error codes are described in docs/server.md.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #pragma once
 

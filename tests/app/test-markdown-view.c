@@ -1,6 +1,9 @@
 /* test-markdown-view.c — what a reply's Markdown becomes in its message row: tables as a
  * grid of cells aligned as the separator row says, quotes set off by their style class, and
- * a table that streams in row by row keeping its grid. */
+ * a table that streams in row by row keeping its grid.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>
