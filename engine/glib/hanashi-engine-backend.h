@@ -45,12 +45,19 @@ typedef struct {
                         const HanashiBackendSession *session, HanashiBackendSink *sink,
                         HanashiGenerationStats *stats, GError **error);
   gint     (*count_tokens) (gpointer model, HanashiGenerateRequest *req, GError **error);
+  /* Backends whose models are not files (the remote one): loads model @name from @source
+   * (a HanashiRemote) instead of `load`.  NULL for the others. */
+  gpointer (*load_from) (gpointer source, const char *name, HanashiBackendSink *sink,
+                         HanashiModelInfo **info_out, GError **error);
 } HanashiEngineBackend;
 
 /* Replaces the backend used by engines created afterwards (tests).  Without a call, the
  * environment variable HANASHI_ENGINE_BACKEND=scripted selects the scripted backend (for
  * GUI tests); otherwise the real engine backend is used. */
 void hanashi_engine_set_default_backend (const HanashiEngineBackend *backend);
+/* Models on an OpenAI-compatible server (hanashi-engine-remote-backend.c; builds with
+ * libsoup only, HANASHI_HAVE_REMOTE): chosen per load by hanashi_engine_load_remote_async. */
+const HanashiEngineBackend *hanashi_engine_remote_backend (void);
 /* The real engine (hn-model, hn-context, hn-generate, session files); the default. */
 const HanashiEngineBackend *hanashi_engine_model_backend (void);
 /* Scripted backend: "models" are any readable file; generation produces "tok0 tok1 ..."
