@@ -331,6 +331,7 @@ on_model_loaded (HanashiEngine    *engine,
 {
   if (info->path != NULL)
     remember_model (self, info->path);
+  hanashi_params_panel_set_remote (self->params_panel, info->remote_url != NULL, info->remote_is_hanashi);
   _hanashi_window_update_thinking_switch (self);
   self->context_used = -1;
   _hanashi_window_update_context_meter (self);

@@ -213,6 +213,16 @@ test_remote_chat (void)
   wait_until (model_is, &split);
   g_assert_cmpstr (hanashi_engine_get_model_info (hanashi_window_get_engine (window))->remote_url, ==, api_url);
 
+  /* The panel shows what this server (not a Hanashi one) does not take, and why. */
+  GtkWidget *top_k = find_by_name (GTK_WIDGET (window), "spin-top_k", NULL);
+  GtkWidget *temperature = find_by_name (GTK_WIDGET (window), "spin-temperature", NULL);
+  g_assert_nonnull (top_k);
+  g_assert_nonnull (temperature);
+  GtkWidget *top_k_row = gtk_widget_get_ancestor (top_k, ADW_TYPE_PREFERENCES_ROW);
+  g_assert_false (gtk_widget_get_sensitive (top_k_row));
+  g_assert_nonnull (strstr (gtk_widget_get_tooltip_text (top_k_row), "Only Hanashi servers"));
+  g_assert_true (gtk_widget_get_sensitive (gtk_widget_get_ancestor (temperature, ADW_TYPE_PREFERENCES_ROW)));
+
   /* A reply streams into the list and the database. */
   send (window, "Hello over there");
   GListModel *messages = hanashi_window_get_messages (window);
