@@ -16,6 +16,7 @@ typedef struct {
   HanashiRemote *remote;
   char *model_id;
   gboolean is_hanashi;
+  GHashTable *reported;   /* "left out" messages already given as warnings for this model */
 } RemoteModel;
 
 /* ---- cancel watcher ----------------------------------------------------------------------- */
@@ -108,6 +109,7 @@ remote_load_from (gpointer source, const char *name, HanashiBackendSink *sink, H
   model->remote = hanashi_remote_ref (remote);
   model->model_id = g_strdup (chosen);
   model->is_hanashi = is_hanashi;
+  model->reported = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_strfreev (ids);
 
   HanashiModelInfo *info = g_new0 (HanashiModelInfo, 1);
@@ -125,6 +127,7 @@ remote_unload (gpointer data)
   RemoteModel *model = data;
   hanashi_remote_unref (model->remote);
   g_free (model->model_id);
+  g_hash_table_unref (model->reported);
   g_free (model);
 }
 
@@ -132,7 +135,19 @@ typedef struct {
   HanashiBackendSink *sink;
   GCancellable *cancellable;
   gboolean stopped;   /* on_token asked to stop */
+  RemoteModel *model;
+  GString *left_out;  /* parameters not sent, not reported for this model before */
 } Relay;
+
+/* One warning per generation for what was left out, and each thing only once per model:
+ * the same reply settings would otherwise repeat it on every reply. */
+static void
+relay_flush_left_out (Relay *relay)
+{
+  if (relay->left_out->len > 0 && relay->sink->on_warning)
+    relay->sink->on_warning (relay->sink->data, HANASHI_ENGINE_ERROR_PARAM_UNAVAILABLE, relay->left_out->str);
+  g_string_truncate (relay->left_out, 0);
+}
 
 static void
 relay_delta (gpointer data, const char *text)
@@ -140,6 +155,7 @@ relay_delta (gpointer data, const char *text)
   Relay *relay = data;
   if (relay->stopped)
     return;
+  relay_flush_left_out (relay);
   /* The server's token ids are not ours: -1. */
   if (!relay->sink->on_token (relay->sink->data, text, -1))
     {
@@ -152,8 +168,11 @@ static void
 relay_left_out (gpointer data, const char *message)
 {
   Relay *relay = data;
-  if (relay->sink->on_warning)
-    relay->sink->on_warning (relay->sink->data, HANASHI_ENGINE_ERROR_PARAM_UNAVAILABLE, message);
+  if (!g_hash_table_add (relay->model->reported, g_strdup (message)))
+    return;
+  if (relay->left_out->len > 0)
+    g_string_append (relay->left_out, "; ");
+  g_string_append (relay->left_out, message);
 }
 
 static gboolean
@@ -164,13 +183,15 @@ remote_generate (gpointer data, HanashiGenerateRequest *req, const HanashiBacken
   (void) session;   /* the server keeps its own cache; there is no session file */
   Watcher w;
   watcher_start (&w, sink);
-  Relay relay = { sink, w.cancellable, FALSE };
+  Relay relay = { sink, w.cancellable, FALSE, model, g_string_new (NULL) };
   HanashiRemoteChat chat = { .model = model->model_id, .request = req, .is_hanashi = model->is_hanashi };
   HanashiRemoteCallbacks callbacks = { relay_delta, relay_left_out, &relay };
   HanashiRemoteResult result;
   g_autoptr (GError) local = NULL;
   gboolean ok = hanashi_remote_chat_stream (model->remote, &chat, &callbacks, &result, w.cancellable, &local);
   watcher_stop (&w);
+  relay_flush_left_out (&relay);
+  g_string_free (relay.left_out, TRUE);
 
   memset (stats, 0, sizeof *stats);
   stats->n_prompt = result.n_prompt;

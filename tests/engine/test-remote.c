@@ -432,6 +432,8 @@ on_warning (HanashiEngine *engine, guint id, GError *warning, EngineRun *run)
 {
   (void) engine; (void) id;
   g_assert_error (warning, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_PARAM_UNAVAILABLE);
+  if (run->n_warnings == 0 && strstr (warning->message, "Min-P"))
+    g_assert_nonnull (strstr (warning->message, "Typical-P"));
   run->n_warnings++;
 }
 
@@ -496,6 +498,19 @@ test_engine (void)
   g_assert_cmpuint (run.stats.n_prompt, ==, REMOTE_TEST_PROMPT_TOKENS);
   g_assert_cmpint (run.stats.stop_reason, ==, HANASHI_STOP_REASON_MAX_TOKENS);
   g_assert_cmpuint (run.n_warnings, ==, 1);   /* top_k was not sent */
+
+  /* Said once per model, not on every reply; a new setting is said again. */
+  engine_run_reset (&run);
+  hanashi_engine_generate (engine, req);
+  wait_for (&run.done);
+  g_assert_cmpuint (run.n_warnings, ==, 0);
+  p.min_p = 0.2f;
+  p.typical_p = 0.5f;
+  hanashi_generate_request_set_sampling (req, &p);
+  engine_run_reset (&run);
+  hanashi_engine_generate (engine, req);
+  wait_for (&run.done);
+  g_assert_cmpuint (run.n_warnings, ==, 1);   /* one warning naming both */
 
   /* A model the server does not list is refused, and the loaded one stays. */
   engine_run_reset (&run);
