@@ -745,8 +745,9 @@ hanashi_remote_chat_stream (HanashiRemote *remote, const HanashiRemoteChat *chat
   g_autoptr (SoupMessage) msg = new_message (remote, "POST", "/chat/completions", error);
   if (msg == NULL)
     return FALSE;
-  g_autofree char *json = hanashi_remote_build_chat_body (chat, callbacks);
-  g_autoptr (GBytes) body = g_bytes_new_take (g_steal_pointer (&json), strlen (json));
+  char *json = hanashi_remote_build_chat_body (chat, callbacks);
+  gsize json_len = strlen (json);
+  g_autoptr (GBytes) body = g_bytes_new_take (json, json_len);
   soup_message_set_request_body_from_bytes (msg, "application/json", body);
   soup_message_headers_replace (soup_message_get_request_headers (msg), "Accept", "text/event-stream");
 
@@ -783,6 +784,13 @@ hanashi_remote_chat_stream (HanashiRemote *remote, const HanashiRemoteChat *chat
           if (n <= 0)
             break;
           hanashi_sse_parser_feed (parser, buf, (gsize) n);
+          if (parser->line->len + parser->data->len > PLAIN_BODY_LIMIT)
+            {
+              g_set_error (&st.error, HANASHI_REMOTE_ERROR, HANASHI_REMOTE_ERROR_PROTOCOL,
+                           "The server at %s sent an event larger than %d MB", remote->base_url,
+                           PLAIN_BODY_LIMIT >> 20);
+              break;
+            }
         }
       if (read_error == NULL && !st.done && st.error == NULL)
         hanashi_sse_parser_end (parser);
