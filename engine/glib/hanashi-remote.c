@@ -625,6 +625,7 @@ typedef struct {
   gboolean done;            /* [DONE] seen */
   gboolean finished;        /* a finish_reason seen */
   GError *error;            /* the first error the stream reported */
+  GCancellable *cancellable;
 } StreamState;
 
 static HanashiStopReason
@@ -700,7 +701,8 @@ static void
 on_sse_event (gpointer data, const char *payload)
 {
   StreamState *st = data;
-  if (st->done || st->error)
+  /* Events already read when the call was cancelled are not delivered. */
+  if (st->done || st->error || g_cancellable_is_cancelled (st->cancellable))
     return;
   if (strcmp (payload, "[DONE]") == 0)
     {
@@ -752,7 +754,7 @@ hanashi_remote_chat_stream (HanashiRemote *remote, const HanashiRemoteChat *chat
   soup_message_headers_replace (soup_message_get_request_headers (msg), "Accept", "text/event-stream");
 
   StreamState st = { .remote = remote, .callbacks = callbacks, .result = result,
-                     .started = g_get_monotonic_time () };
+                     .started = g_get_monotonic_time (), .cancellable = cancellable };
   g_autoptr (GInputStream) stream = send_checked (remote, session, msg, cancellable, error);
   if (stream == NULL)
     return FALSE;
