@@ -712,7 +712,9 @@ cmd_free (Cmd *cmd)
   g_free (cmd->dir);
   if (cmd->req)
     hanashi_generate_request_unref (cmd->req);
+#ifdef HANASHI_HAVE_REMOTE
   g_clear_pointer (&cmd->remote, hanashi_remote_unref);
+#endif
   g_clear_object (&cmd->task);
   g_free (cmd);
 }
@@ -1363,6 +1365,14 @@ hanashi_engine_load_remote_async (HanashiEngine *self, HanashiRemote *remote, co
 {
   g_return_if_fail (HANASHI_IS_ENGINE (self));
   g_return_if_fail (remote != NULL);
+#ifndef HANASHI_HAVE_REMOTE
+  /* Without libsoup there is no HanashiRemote to pass (hanashi-remote.c is not built). */
+  g_task_report_new_error (self, callback, user_data, hanashi_engine_load_model_async, HANASHI_ENGINE_ERROR,
+                           HANASHI_ENGINE_ERROR_FAILED,
+                           "This build of Hanashi cannot use remote servers (it was built without libsoup)");
+  (void) model_id; (void) cancellable;
+  return;
+#else
   Cmd *cmd = g_new0 (Cmd, 1);
   cmd->type = CMD_LOAD;
   cmd->id = next_id (self);
@@ -1374,6 +1384,7 @@ hanashi_engine_load_remote_async (HanashiEngine *self, HanashiRemote *remote, co
   raise_to (&self->core->gen_cancel_upto, cmd->id);
   raise_to (&self->core->load_cancel_upto, cmd->id - 1);
   push_command (self, cmd);
+#endif
 }
 
 gboolean

@@ -115,7 +115,7 @@ void              hanashi_sse_parser_feed (HanashiSseParser *parser, const char 
 void              hanashi_sse_parser_end  (HanashiSseParser *parser);
 void              hanashi_sse_parser_free (HanashiSseParser *parser);
 
-/* ---- the engine-thread backend -----------------------------------------------------------
- * The remote backend plugs a server into HanashiEngine (hanashi_engine_load_remote_async):
- * "loading" checks that the server lists the model; generating streams from it. */
+/* The engine-thread side (a server's model behind HanashiEngine) is
+ * hanashi_engine_load_remote_async() in hanashi-engine.h. */
+
 G_END_DECLS
