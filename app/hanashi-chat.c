@@ -554,7 +554,12 @@ on_engine_error (HanashiEngine *engine,
       reload_thread (self);
       return;
     }
-  finish_reply (self);
+  /* What arrived is kept, marked as cut off (a server that failed or went away midway). */
+  hanashi_message_end_output (self->reply);
+  hanashi_message_set_complete (self->reply, FALSE);
+  commit_reply (self, FALSE);
+  clear_reply (self);
+  emit_changed (self);
 }
 
 /* The speed of another model's replies says nothing about this one. */

@@ -13,11 +13,15 @@
 
 #include "hanashi-engine-errors.h"
 #include "hanashi-engine.h"
+#include "hanashi-remote-endpoints.h"
 
 char *
 hanashi_describe_engine_error (const GError *error)
 {
   g_return_val_if_fail (error != NULL, NULL);
+
+  if (error->domain == HANASHI_REMOTE_ERROR)
+    return hanashi_describe_remote_error (error);
 
   if (error->domain == HANASHI_ENGINE_ERROR)
     switch ((HanashiEngineError) error->code)
@@ -45,6 +49,8 @@ hanashi_describe_engine_error (const GError *error)
         return g_strdup (_("The message is too long for this model’s context. Shorten it, or choose a larger context size in Preferences."));
       case HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX:
         return g_strdup (_("The grammar or JSON Schema is too complex to follow. Simplify it."));
+      case HANASHI_ENGINE_ERROR_PARAM_UNAVAILABLE:
+        return g_strdup (_("Some settings were not sent: this server is not a Hanashi server, so it takes only OpenAI’s parameters."));
       case HANASHI_ENGINE_ERROR_FAILED:
       case HANASHI_ENGINE_ERROR_CANCELLED:
       case HANASHI_ENGINE_ERROR_INVALID_ARGUMENT:

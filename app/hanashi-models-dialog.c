@@ -19,6 +19,7 @@
 #include "hanashi-catalog.h"
 #include "hanashi-model-scan.h"
 #include "hanashi-models-dialog.h"
+#include "hanashi-remote-endpoints.h"
 
 struct _HanashiModelsDialog
 {
@@ -35,6 +36,12 @@ struct _HanashiModelsDialog
   AdwEntryRow         *sha256_row;
   GtkButton           *custom_download_button;
   GtkButton           *refresh_button;
+  AdwPreferencesGroup *server_models_group;
+  AdwEntryRow         *server_url_row;
+  AdwEntryRow         *server_key_row;
+  GtkButton           *add_server_button;
+  GPtrArray           *server_rows;      /* GtkWidget* in server_models_group */
+  GCancellable        *servers_cancellable;
 
   GPtrArray           *installed_rows;   /* GtkWidget*, to remove on refresh */
   GPtrArray           *download_rows;    /* DownloadRow* */
@@ -47,7 +54,7 @@ struct _HanashiModelsDialog
 
 G_DEFINE_FINAL_TYPE (HanashiModelsDialog, hanashi_models_dialog, ADW_TYPE_WINDOW)
 
-enum { SIGNAL_MODEL_ACTIVATED, SIGNAL_MODELS_CHANGED, N_SIGNALS };
+enum { SIGNAL_MODEL_ACTIVATED, SIGNAL_MODELS_CHANGED, SIGNAL_REMOTE_MODEL_ACTIVATED, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
 /* Every download of this process, newest last. */
@@ -913,6 +920,181 @@ load_curated (HanashiModelsDialog *self)
     }
 }
 
+/* ---- servers ------------------------------------------------------------------------------- */
+
+static void
+on_remote_model_chat (GtkButton *button, HanashiModelsDialog *self)
+{
+  const char *url = g_object_get_data (G_OBJECT (button), "url");
+  const char *model = g_object_get_data (G_OBJECT (button), "model");
+  g_signal_emit (self, signals[SIGNAL_REMOTE_MODEL_ACTIVATED], 0, url, model);
+}
+
+static void refresh_servers (HanashiModelsDialog *self);
+
+static void
+on_remove_server (GtkButton *button, HanashiModelsDialog *self)
+{
+  const char *url = g_object_get_data (G_OBJECT (button), "url");
+  if (self->settings)
+    hanashi_remote_endpoints_forget (self->settings, url);
+  refresh_servers (self);
+}
+
+static void
+add_server_row (HanashiModelsDialog *self, GtkWidget *row)
+{
+  adw_preferences_group_add (self->server_models_group, row);
+  g_ptr_array_add (self->server_rows, row);
+  gtk_widget_set_visible (GTK_WIDGET (self->server_models_group), TRUE);
+}
+
+/* The server's row (its address, how many models or why none), then one row per model. */
+static void
+show_server (HanashiModelsDialog *self, const char *url, char **models, const GError *error)
+{
+  GtkWidget *row = adw_action_row_new ();
+  adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (row), FALSE);
+  adw_preferences_row_set_title (ADW_PREFERENCES_ROW (row), url);
+  gtk_widget_add_css_class (row, "property");
+  if (error)
+    {
+      g_autofree char *why = hanashi_describe_remote_error (error);
+      adw_action_row_set_subtitle (ADW_ACTION_ROW (row), why ? why : error->message);
+    }
+  else
+    {
+      guint n = g_strv_length (models);
+      g_autofree char *count = g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%u model", "%u models", n), n);
+      adw_action_row_set_subtitle (ADW_ACTION_ROW (row), count);
+    }
+  GtkWidget *remove = gtk_button_new_from_icon_name ("user-trash-symbolic");
+  gtk_widget_set_valign (remove, GTK_ALIGN_CENTER);
+  gtk_widget_add_css_class (remove, "flat");
+  /* Translators: %s is a server's address */
+  g_autofree char *remove_label = g_strdup_printf (_("Remove %s"), url);
+  gtk_widget_set_tooltip_text (remove, _("Remove Server"));
+  gtk_accessible_update_property (GTK_ACCESSIBLE (remove), GTK_ACCESSIBLE_PROPERTY_LABEL, remove_label, -1);
+  g_object_set_data_full (G_OBJECT (remove), "url", g_strdup (url), g_free);
+  g_signal_connect (remove, "clicked", G_CALLBACK (on_remove_server), self);
+  adw_action_row_add_suffix (ADW_ACTION_ROW (row), remove);
+  add_server_row (self, row);
+
+  for (guint i = 0; models && models[i]; i++)
+    {
+      GtkWidget *model_row = adw_action_row_new ();
+      adw_preferences_row_set_use_markup (ADW_PREFERENCES_ROW (model_row), FALSE);
+      adw_preferences_row_set_title (ADW_PREFERENCES_ROW (model_row), models[i]);
+      adw_action_row_set_subtitle (ADW_ACTION_ROW (model_row), url);
+      GtkWidget *chat = gtk_button_new_with_mnemonic (_("_Chat"));
+      gtk_widget_set_valign (chat, GTK_ALIGN_CENTER);
+      gtk_widget_set_name (chat, "remote-model-chat");
+      /* Translators: %s is a model's name on a server */
+      g_autofree char *chat_label = g_strdup_printf (_("Chat with %s"), models[i]);
+      gtk_accessible_update_property (GTK_ACCESSIBLE (chat), GTK_ACCESSIBLE_PROPERTY_LABEL, chat_label, -1);
+      g_object_set_data_full (G_OBJECT (chat), "url", g_strdup (url), g_free);
+      g_object_set_data_full (G_OBJECT (chat), "model", g_strdup (models[i]), g_free);
+      g_signal_connect (chat, "clicked", G_CALLBACK (on_remote_model_chat), self);
+      adw_action_row_add_suffix (ADW_ACTION_ROW (model_row), chat);
+      add_server_row (self, model_row);
+    }
+}
+
+typedef struct {
+  HanashiModelsDialog *self;
+  char *url;
+  gboolean adding;    /* from the Add Server button: toast errors, remember the address */
+} ServerQuery;
+
+static void
+server_query_free (ServerQuery *q)
+{
+  g_object_unref (q->self);
+  g_free (q->url);
+  g_free (q);
+}
+
+static void
+on_server_connected (GObject *source, GAsyncResult *result, gpointer data)
+{
+  ServerQuery *q = data;
+  HanashiModelsDialog *self = q->self;
+  g_autoptr (GError) error = NULL;
+  g_auto (GStrv) models = NULL;
+  (void) source;
+  HanashiRemote *remote = hanashi_remote_connect_finish (result, &models, NULL, &error);
+  if (self->server_rows == NULL   /* disposed */
+      || g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED)
+      || g_error_matches (error, HANASHI_REMOTE_ERROR, HANASHI_REMOTE_ERROR_CANCELLED))
+    {
+      if (remote)
+        hanashi_remote_unref (remote);
+      server_query_free (q);
+      return;
+    }
+  if (q->adding)
+    {
+      gtk_widget_set_sensitive (GTK_WIDGET (self->add_server_button), TRUE);
+      if (remote == NULL)
+        {
+          g_autofree char *why = hanashi_describe_remote_error (error);
+          adw_toast_overlay_add_toast (self->toast_overlay, adw_toast_new (why ? why : error->message));
+          server_query_free (q);
+          return;
+        }
+      if (self->settings)
+        hanashi_remote_endpoints_add (self->settings, hanashi_remote_get_api_url (remote));
+      gtk_editable_set_text (GTK_EDITABLE (self->server_url_row), "");
+      gtk_editable_set_text (GTK_EDITABLE (self->server_key_row), "");
+      hanashi_remote_unref (remote);
+      refresh_servers (self);
+      server_query_free (q);
+      return;
+    }
+  show_server (self, remote ? hanashi_remote_get_api_url (remote) : q->url, models, error);
+  if (remote)
+    hanashi_remote_unref (remote);
+  server_query_free (q);
+}
+
+static void
+query_server (HanashiModelsDialog *self, const char *url, const char *key, gboolean adding)
+{
+  ServerQuery *q = g_new0 (ServerQuery, 1);
+  q->self = g_object_ref (self);
+  q->url = g_strdup (url);
+  q->adding = adding;
+  hanashi_remote_connect_async (url, key, adding ? NULL : self->servers_cancellable, on_server_connected, q);
+}
+
+static void
+refresh_servers (HanashiModelsDialog *self)
+{
+  g_cancellable_cancel (self->servers_cancellable);
+  g_clear_object (&self->servers_cancellable);
+  self->servers_cancellable = g_cancellable_new ();
+  for (guint i = 0; i < self->server_rows->len; i++)
+    adw_preferences_group_remove (self->server_models_group, g_ptr_array_index (self->server_rows, i));
+  g_ptr_array_set_size (self->server_rows, 0);
+  gtk_widget_set_visible (GTK_WIDGET (self->server_models_group), FALSE);
+  if (self->settings == NULL)
+    return;
+  g_auto (GStrv) urls = hanashi_remote_endpoints_dup_urls (self->settings);
+  for (char **url = urls; *url; url++)
+    query_server (self, *url, NULL, FALSE);
+}
+
+static void
+on_add_server (HanashiModelsDialog *self)
+{
+  const char *url = gtk_editable_get_text (GTK_EDITABLE (self->server_url_row));
+  const char *key = gtk_editable_get_text (GTK_EDITABLE (self->server_key_row));
+  if (*url == '\0' || !gtk_widget_get_sensitive (GTK_WIDGET (self->add_server_button)))
+    return;
+  gtk_widget_set_sensitive (GTK_WIDGET (self->add_server_button), FALSE);
+  query_server (self, url, key, TRUE);
+}
+
 /* ---- GObject ------------------------------------------------------------------------------ */
 
 static void
@@ -920,6 +1102,9 @@ hanashi_models_dialog_dispose (GObject *object)
 {
   HanashiModelsDialog *self = HANASHI_MODELS_DIALOG (object);
   g_cancellable_cancel (self->cancellable);
+  g_cancellable_cancel (self->servers_cancellable);
+  g_clear_object (&self->servers_cancellable);
+  g_clear_pointer (&self->server_rows, g_ptr_array_unref);
   g_clear_object (&self->cancellable);
   g_clear_pointer (&self->download_rows, g_ptr_array_unref);
   g_clear_pointer (&self->installed_rows, g_ptr_array_unref);
@@ -941,6 +1126,9 @@ hanashi_models_dialog_class_init (HanashiModelsDialogClass *klass)
   signals[SIGNAL_MODEL_ACTIVATED] = g_signal_new ("model-activated", G_TYPE_FROM_CLASS (klass),
                                                   G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                                   G_TYPE_NONE, 1, G_TYPE_STRING);
+  signals[SIGNAL_REMOTE_MODEL_ACTIVATED] = g_signal_new ("remote-model-activated", G_TYPE_FROM_CLASS (klass),
+                                                         G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                                                         G_TYPE_NONE, 2, G_TYPE_STRING, G_TYPE_STRING);
   signals[SIGNAL_MODELS_CHANGED] = g_signal_new ("models-changed", G_TYPE_FROM_CLASS (klass),
                                                  G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                                  G_TYPE_NONE, 0);
@@ -957,6 +1145,10 @@ hanashi_models_dialog_class_init (HanashiModelsDialogClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HanashiModelsDialog, sha256_row);
   gtk_widget_class_bind_template_child (widget_class, HanashiModelsDialog, custom_download_button);
   gtk_widget_class_bind_template_child (widget_class, HanashiModelsDialog, refresh_button);
+  gtk_widget_class_bind_template_child (widget_class, HanashiModelsDialog, server_models_group);
+  gtk_widget_class_bind_template_child (widget_class, HanashiModelsDialog, server_url_row);
+  gtk_widget_class_bind_template_child (widget_class, HanashiModelsDialog, server_key_row);
+  gtk_widget_class_bind_template_child (widget_class, HanashiModelsDialog, add_server_button);
   gtk_widget_class_add_binding_action (widget_class, GDK_KEY_Escape, 0, "window.close", NULL);
 }
 
@@ -981,6 +1173,12 @@ hanashi_models_dialog_init (HanashiModelsDialog *self)
   g_signal_connect_swapped (self->address_row, "entry-activated", G_CALLBACK (on_custom_download), self);
   g_signal_connect_swapped (self->file_row, "entry-activated", G_CALLBACK (on_custom_download), self);
   g_signal_connect_swapped (self->sha256_row, "entry-activated", G_CALLBACK (on_custom_download), self);
+
+  self->server_rows = g_ptr_array_new ();
+  g_signal_connect_swapped (self->add_server_button, "clicked", G_CALLBACK (on_add_server), self);
+  g_signal_connect_swapped (self->server_url_row, "entry-activated", G_CALLBACK (on_add_server), self);
+  g_signal_connect_swapped (self->server_key_row, "entry-activated", G_CALLBACK (on_add_server), self);
+  refresh_servers (self);
 
   load_curated (self);
   adopt_unfinished_downloads ();

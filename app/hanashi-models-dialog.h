@@ -42,6 +42,9 @@ HanashiDownload *hanashi_models_dialog_download_verified (HanashiModelsDialog *s
 
 /* Signals:
  *   "model-activated" (const char *path)  the user chose to open a model
+ *   "remote-model-activated" (const char *url, const char *model)  the user chose to chat
+ *                                         with a model of an OpenAI-compatible server (url:
+ *                                         its API root, hanashi-remote-endpoints.h)
  *   "models-changed"  ()                  the list was rescanned (e.g. a download finished) */
 
 G_END_DECLS

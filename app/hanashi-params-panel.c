@@ -99,6 +99,10 @@ struct _HanashiParamsPanel
 
 G_DEFINE_FINAL_TYPE (HanashiParamsPanel, hanashi_params_panel, GTK_TYPE_WIDGET)
 
+#ifdef HANASHI_HAVE_REMOTE
+#include "hanashi-remote.h"
+#endif
+
 enum { SIGNAL_CHANGED, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
@@ -1036,6 +1040,30 @@ on_reset_all (HanashiParamsPanel *self)
 }
 
 /* ---- GObject ------------------------------------------------------------------------------ */
+
+void
+hanashi_params_panel_set_remote (HanashiParamsPanel *self, gboolean remote, gboolean is_hanashi)
+{
+  g_return_if_fail (HANASHI_IS_PARAMS_PANEL (self));
+  const char *why = _("Only Hanashi servers take this parameter: the model in use is on another OpenAI-compatible server.");
+  gboolean others = !remote || is_hanashi;
+  for (guint i = 0; i < self->n_knobs; i++)
+    {
+      Knob *knob = &self->knobs[i];
+#ifdef HANASHI_HAVE_REMOTE
+      gboolean available = !remote || hanashi_remote_param_unavailable_reason (knob->key, is_hanashi) == NULL;
+#else
+      gboolean available = TRUE;
+#endif
+      gtk_widget_set_sensitive (knob->row, available);
+      gtk_widget_set_tooltip_text (knob->row, available ? NULL : why);
+    }
+  /* Guidance is Hanashi's own; of the grammars, a JSON Schema goes as response_format. */
+  gtk_widget_set_sensitive (GTK_WIDGET (self->cfg_group), others);
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->cfg_group), others ? NULL : why);
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->grammar_group), others ? NULL
+                               : _("This server takes a JSON Schema, but not a GBNF grammar: only Hanashi servers do."));
+}
 
 static void
 hanashi_params_panel_dispose (GObject *object)

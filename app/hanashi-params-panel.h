@@ -32,6 +32,13 @@ gboolean  hanashi_params_panel_apply_to_request (HanashiParamsPanel      *self,
                                                  HanashiGenerateRequest  *req,
                                                  GError                 **error);
 
+/* The model in use is on a server (@remote) that is or is not a Hanashi server: the
+ * parameters such a server does not take are shown unavailable, with the reason as their
+ * tooltip (hanashi-remote.h).  FALSE, FALSE: a local model, everything available. */
+void      hanashi_params_panel_set_remote       (HanashiParamsPanel *self,
+                                                 gboolean            remote,
+                                                 gboolean            is_hanashi);
+
 /* Signal "changed" (no arguments): the user changed a value. */
 
 G_END_DECLS

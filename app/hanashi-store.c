@@ -58,6 +58,9 @@ static const char *const migrations[] = {
   "ALTER TABLE messages ADD COLUMN thinking TEXT NOT NULL DEFAULT '';"
   "ALTER TABLE messages ADD COLUMN thinking_seconds REAL NOT NULL DEFAULT 0;"
   "ALTER TABLE conversations ADD COLUMN thinking_off INTEGER NOT NULL DEFAULT 0;",
+  /* v5: the engine a conversation talks to ('' = the local model; see
+   * hanashi_stored_conversation's engine) */
+  "ALTER TABLE conversations ADD COLUMN engine TEXT NOT NULL DEFAULT '';",
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (migrations) == HANASHI_STORE_SCHEMA_VERSION);
 
@@ -424,6 +427,13 @@ hanashi_store_set_conversation_thinking (HanashiStore *self, gint64 id, gboolean
 }
 
 gboolean
+hanashi_store_set_conversation_engine (HanashiStore *self, gint64 id, const char *engine, GError **error)
+{
+  return update_conversation_text (self, "UPDATE conversations SET engine = ? WHERE id = ?;", id,
+                                   engine ? engine : "", error);
+}
+
+gboolean
 hanashi_store_delete_conversation (HanashiStore *self, gint64 id, GError **error)
 {
   sqlite3_stmt *stmt = prepare (self, "DELETE FROM conversations WHERE id = ?;", error);
@@ -441,6 +451,7 @@ hanashi_stored_conversation_free (HanashiStoredConversation *c)
   g_free (c->title);
   g_free (c->system_prompt);
   g_free (c->params_json);
+  g_free (c->engine);
   g_free (c);
 }
 
@@ -456,7 +467,7 @@ hanashi_stored_message_free (HanashiStoredMessage *m)
   g_free (m);
 }
 
-#define CONVERSATION_COLUMNS "c.id, c.title, c.created, c.updated, c.system_prompt, c.params, c.thinking_off"
+#define CONVERSATION_COLUMNS "c.id, c.title, c.created, c.updated, c.system_prompt, c.params, c.thinking_off, c.engine"
 
 static HanashiStoredConversation *
 read_conversation (sqlite3_stmt *stmt)
@@ -469,6 +480,7 @@ read_conversation (sqlite3_stmt *stmt)
   c->system_prompt = g_strdup ((const char *) sqlite3_column_text (stmt, 4));
   c->params_json = g_strdup ((const char *) sqlite3_column_text (stmt, 5));
   c->thinking_off = sqlite3_column_int (stmt, 6) != 0;
+  c->engine = g_strdup ((const char *) sqlite3_column_text (stmt, 7));
   return c;
 }
 
@@ -874,8 +886,8 @@ insert_conversation_rows (HanashiStore *self, const HanashiStoredConversation *c
                           GPtrArray *messages, gboolean keep_ids, GError **error)
 {
   sqlite3_stmt *stmt = prepare (self,
-    "INSERT INTO conversations (id, title, created, updated, system_prompt, params, thinking_off)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?);", error);
+    "INSERT INTO conversations (id, title, created, updated, system_prompt, params, thinking_off, engine)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?);", error);
   if (!stmt)
     return 0;
   if (keep_ids)
@@ -888,6 +900,7 @@ insert_conversation_rows (HanashiStore *self, const HanashiStoredConversation *c
   sqlite3_bind_text (stmt, 5, c->system_prompt ? c->system_prompt : "", -1, SQLITE_TRANSIENT);
   sqlite3_bind_text (stmt, 6, c->params_json ? c->params_json : "{}", -1, SQLITE_TRANSIENT);
   sqlite3_bind_int (stmt, 7, c->thinking_off ? 1 : 0);
+  sqlite3_bind_text (stmt, 8, c->engine ? c->engine : "", -1, SQLITE_TRANSIENT);
   if (!step_done (self, stmt, error))
     return 0;
   gint64 conversation_id = sqlite3_last_insert_rowid (self->db);

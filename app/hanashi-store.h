@@ -24,7 +24,7 @@ typedef enum {
   HANASHI_STORE_ERROR_BUSY,       /* another program holds the database */
 } HanashiStoreError;
 
-#define HANASHI_STORE_SCHEMA_VERSION 4
+#define HANASHI_STORE_SCHEMA_VERSION 5
 
 #define HANASHI_TYPE_STORE (hanashi_store_get_type ())
 G_DECLARE_FINAL_TYPE (HanashiStore, hanashi_store, HANASHI, STORE, GObject)
@@ -58,6 +58,8 @@ typedef struct {
   char *system_prompt;
   char *params_json;
   gboolean thinking_off;     /* the Think switch of the chat is off (on by default) */
+  char *engine;              /* "" = the local model; a remote model as written by
+                              * hanashi_remote_engine_id() (hanashi-remote-endpoints.h) */
 } HanashiStoredConversation;
 
 void hanashi_stored_conversation_free (HanashiStoredConversation *conversation);
@@ -79,6 +81,7 @@ gboolean hanashi_store_set_system_prompt (HanashiStore *self, gint64 id, const c
 gboolean hanashi_store_set_conversation_params (HanashiStore *self, gint64 id, const char *params_json, GError **error);
 /* The chat's Think switch (for models whose template has one). */
 gboolean hanashi_store_set_conversation_thinking (HanashiStore *self, gint64 id, gboolean enabled, GError **error);
+gboolean hanashi_store_set_conversation_engine (HanashiStore *self, gint64 id, const char *engine, GError **error);
 gboolean hanashi_store_delete_conversation (HanashiStore *self, gint64 id, GError **error);
 /* A copy the caller owns (hanashi_stored_conversation_free). */
 HanashiStoredConversation *hanashi_store_dup_conversation (HanashiStore *self, gint64 id, GError **error);

@@ -57,6 +57,9 @@ on_chat_generating (HanashiChat   *chat,
 {
   hanashi_composer_set_generating (self->composer, hanashi_chat_get_generating (chat));
   _hanashi_window_update_actions (self);
+  /* The conversation remembers the engine its replies come from. */
+  if (hanashi_chat_get_generating (chat))
+    _hanashi_window_remember_engine (self);
   if (!hanashi_chat_get_generating (chat))
     {
       _hanashi_window_update_context_meter (self);
@@ -439,6 +442,8 @@ hanashi_window_load_conversation (HanashiWindow *self,
   hanashi_composer_set_thinking (self->composer, hanashi_chat_get_thinking (self->chat));
   /* "{}" and NULL both mean: the defaults from Preferences. */
   hanashi_params_panel_set_params_json (self->params_panel, hanashi_chat_get_params_json (self->chat));
+  /* A chat with a server's model goes back to that model. */
+  _hanashi_window_restore_engine (self);
   _hanashi_window_update_context_meter (self);
   hanashi_chat_view_scroll_to_bottom (self->chat_view);
   adw_leaflet_set_visible_child (self->leaflet, self->chat_pane);

@@ -13,6 +13,7 @@
 #include "hanashi-composer.h"
 #include "hanashi-engine-errors.h"
 #include "hanashi-models-dialog.h"
+#include "hanashi-remote-endpoints.h"
 #include "hanashi-window-private.h"
 
 #define MAX_RECENT_MODELS 8
@@ -166,6 +167,155 @@ hanashi_window_open_model (HanashiWindow *self,
                                    self->load_cancellable, load_done, load);
 }
 
+/* ---- remote models ---------------------------------------------------------------------- */
+
+typedef struct {
+  HanashiWindow *window;
+  char          *url;
+  char          *model;
+  GCancellable  *cancellable;   /* the window's load_cancellable when this started */
+} RemoteLoad;
+
+static void
+remote_load_free (RemoteLoad *load)
+{
+  g_object_unref (load->window);
+  g_free (load->url);
+  g_free (load->model);
+  g_clear_object (&load->cancellable);
+  g_free (load);
+}
+
+/* Names the model and its server and says why, and what stays loaded. */
+static void
+toast_remote_failure (HanashiWindow *self, RemoteLoad *load, const GError *error)
+{
+  const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
+  g_autofree char *reason = hanashi_describe_engine_error (error);
+  /* Translators: the first %s is a model's name, the second its server's address */
+  g_autofree char *what = g_strdup_printf (_("“%s” on %s could not be used."), load->model, load->url);
+  g_autofree char *kept = info ? g_strdup_printf (_("“%s” is still loaded."), info->name) : NULL;
+  g_autofree char *text = g_strjoin (" ", what, reason, kept, NULL);
+  g_message ("Remote model %s at %s not loaded: %s", load->model, load->url, error->message);
+  hanashi_window_add_toast (self, text);
+}
+
+static gboolean
+load_is_current (HanashiWindow *self, RemoteLoad *load)
+{
+  return load->cancellable == self->load_cancellable && !g_cancellable_is_cancelled (load->cancellable);
+}
+
+static void
+remote_load_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  RemoteLoad *load = user_data;
+  HanashiWindow *self = load->window;
+  g_autoptr (GError) error = NULL;
+
+  if (!hanashi_engine_load_model_finish (HANASHI_ENGINE (source), result, &error))
+    {
+      if (!g_error_matches (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED) &&
+          !g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+        toast_remote_failure (self, load, error);
+    }
+  else
+    _hanashi_window_remember_engine (self);
+  if (load->cancellable == self->load_cancellable)
+    {
+      gtk_widget_set_visible (GTK_WIDGET (self->load_progress), FALSE);
+      g_clear_object (&self->load_cancellable);
+    }
+  remote_load_free (load);
+}
+
+static void
+remote_connected (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  RemoteLoad *load = user_data;
+  HanashiWindow *self = load->window;
+  g_autoptr (GError) error = NULL;
+  (void) source;
+  HanashiRemote *remote = hanashi_remote_connect_finish (result, NULL, NULL, &error);
+  if (remote == NULL || !load_is_current (self, load))
+    {
+      if (remote == NULL && load_is_current (self, load))
+        toast_remote_failure (self, load, error);
+      if (load->cancellable == self->load_cancellable)
+        {
+          gtk_widget_set_visible (GTK_WIDGET (self->load_progress), FALSE);
+          g_clear_object (&self->load_cancellable);
+        }
+      if (remote)
+        hanashi_remote_unref (remote);
+      remote_load_free (load);
+      return;
+    }
+  hanashi_engine_load_remote_async (self->engine, remote, load->model, load->cancellable, remote_load_done, load);
+  hanashi_remote_unref (remote);
+}
+
+void
+hanashi_window_use_remote_model (HanashiWindow *self,
+                                 const char    *url,
+                                 const char    *model)
+{
+  g_return_if_fail (HANASHI_IS_WINDOW (self));
+  g_return_if_fail (url != NULL && model != NULL);
+
+  hanashi_chat_end_reply (self->chat);
+  g_cancellable_cancel (self->load_cancellable);
+  g_clear_object (&self->load_cancellable);
+  self->load_cancellable = g_cancellable_new ();
+  gtk_progress_bar_set_fraction (self->load_progress, 0);
+  gtk_widget_set_visible (GTK_WIDGET (self->load_progress), TRUE);
+  gtk_progress_bar_pulse (self->load_progress);
+  RemoteLoad *load = g_new0 (RemoteLoad, 1);
+  load->window = g_object_ref (self);
+  load->url = g_strdup (url);
+  load->model = g_strdup (model);
+  load->cancellable = g_object_ref (self->load_cancellable);
+  /* The key comes from the keyring on a worker thread, then the engine checks the model. */
+  hanashi_remote_connect_async (url, NULL, load->cancellable, remote_connected, load);
+}
+
+/* The engine id of the model in use: a remote one's, or "" for a model file. */
+static char *
+current_engine_id (HanashiWindow *self)
+{
+  const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
+  if (info == NULL || info->remote_url == NULL)
+    return g_strdup ("");
+  return hanashi_remote_engine_id (info->remote_url, info->name);
+}
+
+void
+_hanashi_window_remember_engine (HanashiWindow *self)
+{
+  gint64 id = hanashi_chat_get_conversation_id (self->chat);
+  if (self->store == NULL || id <= 0 || hanashi_engine_get_model_info (self->engine) == NULL)
+    return;
+  g_autofree char *engine = current_engine_id (self);
+  g_autoptr (GError) error = NULL;
+  if (!hanashi_store_set_conversation_engine (self->store, id, engine, &error))
+    g_debug ("The conversation's engine was not saved: %s", error->message);
+}
+
+void
+_hanashi_window_restore_engine (HanashiWindow *self)
+{
+  gint64 id = hanashi_chat_get_conversation_id (self->chat);
+  if (self->store == NULL || id <= 0)
+    return;
+  g_autoptr (HanashiStoredConversation) conversation = hanashi_store_dup_conversation (self->store, id, NULL);
+  g_autofree char *url = NULL, *model = NULL;
+  if (conversation == NULL || !hanashi_remote_engine_id_parse (conversation->engine, &url, &model))
+    return;
+  g_autofree char *current = current_engine_id (self);
+  if (g_strcmp0 (current, conversation->engine) != 0)
+    hanashi_window_use_remote_model (self, url, model);
+}
+
 static void
 on_load_progress (HanashiEngine *engine,
                   double         fraction,
@@ -179,7 +329,9 @@ on_model_loaded (HanashiEngine    *engine,
                  HanashiModelInfo *info,
                  HanashiWindow    *self)
 {
-  remember_model (self, info->path);
+  if (info->path != NULL)
+    remember_model (self, info->path);
+  hanashi_params_panel_set_remote (self->params_panel, info->remote_url != NULL, info->remote_is_hanashi);
   _hanashi_window_update_thinking_switch (self);
   self->context_used = -1;
   _hanashi_window_update_context_meter (self);
@@ -268,6 +420,16 @@ on_model_loaded_for_dialog (HanashiEngine       *engine,
 }
 
 static void
+on_remote_model_activated (HanashiModelsDialog *dialog,
+                           const char          *url,
+                           const char          *model,
+                           HanashiWindow       *self)
+{
+  hanashi_window_use_remote_model (self, url, model);
+  gtk_window_close (GTK_WINDOW (dialog));
+}
+
+static void
 choose_model_action (GtkWidget  *widget,
                      const char *action_name,
                      GVariant   *parameter)
@@ -281,6 +443,7 @@ choose_model_action (GtkWidget  *widget,
   g_signal_connect_object (self->engine, "model-loaded", G_CALLBACK (on_model_loaded_for_dialog), dialog, 0);
 
   g_signal_connect_object (dialog, "model-activated", G_CALLBACK (on_model_activated), self, 0);
+  g_signal_connect_object (dialog, "remote-model-activated", G_CALLBACK (on_remote_model_activated), self, 0);
   gtk_window_present (GTK_WINDOW (dialog));
 }
 

@@ -70,6 +70,12 @@ char *_hanashi_window_conversation_key       (gint64         id);
 void  _hanashi_window_notify_conversation_id (HanashiWindow *self);
 void  _hanashi_window_emit_conversations_changed (HanashiWindow *self);
 
+/* hanashi-window-models.c: a conversation's engine ("" or a remote model's id) is saved
+ * when a reply starts and when a remote model is chosen, and a remote one is used again
+ * when the conversation is shown */
+void  _hanashi_window_remember_engine        (HanashiWindow *self);
+void  _hanashi_window_restore_engine         (HanashiWindow *self);
+
 /* hanashi-window-chat.c */
 void  _hanashi_window_class_init_chat        (GtkWidgetClass *widget_class);
 void  _hanashi_window_bind_chat              (HanashiWindow  *self);

@@ -20,6 +20,11 @@ G_DECLARE_FINAL_TYPE (HanashiWindow, hanashi_window, HANASHI, WINDOW, AdwApplica
 
 HanashiWindow *hanashi_window_new              (HanashiApplication *application);
 /* Loads a model (asynchronously, with a progress bar; errors become toasts). */
+/* Chats with @model of the OpenAI-compatible server at @url (its API root, as the Models
+ * window lists it; the key comes from the secret store), in place of the model in use. */
+void           hanashi_window_use_remote_model (HanashiWindow      *self,
+                                                const char         *url,
+                                                const char         *model);
 void           hanashi_window_open_model       (HanashiWindow      *self,
                                                 GFile              *file);
 /* Shows a stored conversation; 0 starts a new, not yet stored one. */

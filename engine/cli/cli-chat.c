@@ -28,6 +28,9 @@
 #include "cli-sampling.h"
 #include "hn-chat.h"
 #include "hn-json.h"
+#ifdef HN_CLI_REMOTE
+#include "cli-remote.h"
+#endif
 
 int cli_chat(int argc, char **argv);
 
@@ -151,13 +154,38 @@ typedef struct {
   HnChatRequest req;
   Conversation conv;
   bool ids, session;
+#ifdef HN_CLI_REMOTE
+  CliRemote *remote;                   /* --remote: replies come from the server */
+  const CliSamplingOptions *sopts;
+#endif
 } Chat;
+
+#ifdef HN_CLI_REMOTE
+static bool
+reply_remote(Chat *c)
+{
+  char *text = NULL;
+  if (!cli_remote_reply(c->remote, c->req.system, c->conv.items, c->conv.n, c->req.thinking, c->sopts, &text))
+    return false;
+  putchar('\n');
+  fflush(stdout);
+  bool ok = conversation_add(&c->conv, "assistant", text, strlen(text));
+  free(text);
+  if (!ok)
+    cli_fail("out of memory");
+  return ok;
+}
+#endif
 
 /* Answers the conversation as it stands and appends the reply.  False after printing the
  * error line. */
 static bool
 reply(Chat *c)
 {
+#ifdef HN_CLI_REMOTE
+  if (c->remote)
+    return reply_remote(c);
+#endif
   Turn turn = { .ids = c->ids, .session = c->session };
   HnChatCallbacks callbacks = { .on_text = on_text, .on_warning = on_warning, .on_context_dropped = on_context_dropped,
                                 .on_reuse = on_reuse, .user_data = &turn };
@@ -283,7 +311,8 @@ out:
   return ok;
 }
 
-enum { OPT_MODEL, OPT_FILE, OPT_MESSAGES, OPT_SYSTEM, OPT_N, OPT_THREADS, OPT_CTX, OPT_SESSION, OPT_THINKING };
+enum { OPT_MODEL, OPT_FILE, OPT_MESSAGES, OPT_SYSTEM, OPT_N, OPT_THREADS, OPT_CTX, OPT_SESSION, OPT_THINKING,
+       OPT_REMOTE, OPT_API_KEY };
 static const CliValueOption value_options[] = {
   { "-m", "--model", OPT_MODEL },
   { "-f", "--file", OPT_FILE },
@@ -294,6 +323,8 @@ static const CliValueOption value_options[] = {
   { "-c", "--ctx-size", OPT_CTX },
   { NULL, "--session", OPT_SESSION },
   { NULL, "--enable-thinking", OPT_THINKING },
+  { NULL, "--remote", OPT_REMOTE },
+  { NULL, "--api-key", OPT_API_KEY },
 };
 
 static void
@@ -313,6 +344,9 @@ usage(const CliSamplingOptions *defaults)
           "  -t, --threads N       threads (default: the physical cores)\n"
           "  -c, --ctx-size N      context size in tokens (default: the model's)\n"
           "  --enable-thinking B   true or false: the template's enable_thinking (default: unset)\n"
+          "  --remote URL          chat with an OpenAI-compatible server instead (-m is the server's\n"
+          "                        model, default its first; not with --ids or --session)\n"
+          "  --api-key KEY         the server's API key (with --remote)\n"
           "  sampling (greedy unless --temp says otherwise, as for generate):\n");
   cli_sampling_print_help(stderr, defaults);
 }
@@ -321,7 +355,7 @@ int
 cli_chat(int argc, char **argv)
 {
   const char *model_path = NULL, *turns_path = NULL, *messages_path = NULL, *system = NULL;
-  const char *session_path = NULL;
+  const char *session_path = NULL, *remote_url = NULL, *api_key = NULL;
   long long n_predict = -1, threads = 0, n_ctx = 0;
   HnChatThinking thinking = HN_CHAT_THINKING_UNSET;
   bool ids = false;
@@ -355,6 +389,8 @@ cli_chat(int argc, char **argv)
     case OPT_MESSAGES: messages_path = val; break;
     case OPT_SYSTEM: system = val; break;
     case OPT_SESSION: session_path = val; break;
+    case OPT_REMOTE: remote_url = val; break;
+    case OPT_API_KEY: api_key = val; break;
     case OPT_N:
       if (!cli_parse_int(val, -1, 1 << 24, &n_predict)) {
         cli_fail("invalid token count '%s'", val);
@@ -386,7 +422,22 @@ cli_chat(int argc, char **argv)
     default: break;
     }
   }
-  if (!model_path) {
+  if (api_key && !remote_url) {
+    cli_fail("--api-key needs --remote URL");
+    goto out;
+  }
+  if (remote_url && (ids || session_path)) {
+    cli_fail("%s is not available with --remote: a server's tokens and cache are its own",
+             ids ? "--ids" : "--session");
+    goto out;
+  }
+#ifndef HN_CLI_REMOTE
+  if (remote_url) {
+    cli_fail("this hanashi-cli was built without libsoup: --remote is not available");
+    goto out;
+  }
+#endif
+  if (!model_path && !remote_url) {
     cli_fail("usage: hanashi-cli chat -m MODEL [--system TEXT] [--messages FILE.json] [-f FILE] [--session FILE]");
     goto out;
   }
@@ -399,6 +450,18 @@ cli_chat(int argc, char **argv)
     goto out;
   if (system_owned)
     system = system_owned;
+#ifdef HN_CLI_REMOTE
+  if (remote_url) {
+    sopts.params.max_new_tokens = (int32_t) n_predict;
+    if (!(c.remote = cli_remote_open(remote_url, api_key, model_path)) || !cli_remote_prepare(c.remote, &sopts))
+      goto out;
+    c.sopts = &sopts;
+    hn_chat_request_init(&c.req);
+    c.req.system = system;
+    c.req.thinking = thinking;
+    goto converse;
+  }
+#endif
   if (!cli_chat_model_load(&cm, model_path) || !cli_chat_model_start(&cm, &sopts, n_predict, n_ctx, threads, false))
     goto out;
   c.chat = cm.chat;
@@ -415,6 +478,9 @@ cli_chat(int argc, char **argv)
   c.req.conversation = "chat"; /* a new chat holds none: the session file is read */
   c.req.session_path = session_path;
 
+#ifdef HN_CLI_REMOTE
+converse:
+#endif
   if (c.conv.n > 0 && strcmp(c.conv.items[c.conv.n - 1].role, "user") == 0 && !reply(&c))
     goto out;
   if (turns) {
@@ -438,6 +504,9 @@ out:
   free(turns);
   free(system_owned);
   conversation_clear(&c.conv);
+#ifdef HN_CLI_REMOTE
+  cli_remote_close(c.remote);
+#endif
   cli_chat_model_clear(&cm);
   cli_sampling_clear(&sopts);
   return status;

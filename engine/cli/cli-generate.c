@@ -15,6 +15,9 @@
 #include "cli-common.h"
 #include "cli-sampling.h"
 #include "hn-chat.h"
+#ifdef HN_CLI_REMOTE
+#include "cli-remote.h"
+#endif
 
 int cli_generate(int argc, char **argv);
 
@@ -65,7 +68,7 @@ on_reuse(void *user_data, const HnChatReuse *reuse)
 }
 
 /* Options taking a value; the sampling options are parsed by cli-sampling.c. */
-enum { OPT_MODEL, OPT_PROMPT, OPT_FILE, OPT_N, OPT_TOKENS, OPT_THREADS, OPT_CTX, OPT_SESSION };
+enum { OPT_MODEL, OPT_PROMPT, OPT_FILE, OPT_N, OPT_TOKENS, OPT_THREADS, OPT_CTX, OPT_SESSION, OPT_REMOTE, OPT_API_KEY };
 static const CliValueOption value_options[] = {
   { "-m", "--model", OPT_MODEL },
   { "-p", "--prompt", OPT_PROMPT },
@@ -75,6 +78,8 @@ static const CliValueOption value_options[] = {
   { "-t", "--threads", OPT_THREADS },
   { "-c", "--ctx-size", OPT_CTX },
   { NULL, "--session", OPT_SESSION },
+  { NULL, "--remote", OPT_REMOTE },
+  { NULL, "--api-key", OPT_API_KEY },
 };
 
 static void
@@ -83,7 +88,11 @@ usage(const CliSamplingOptions *defaults)
   fprintf(stderr, "usage: hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N [--ids] "
                   "[-t THREADS] [-c CTX] [--session FILE] [--print-params] [sampling options]\n"
                   "  -f, --file FILE              read the prompt from FILE (exactly its bytes)\n"
-                  "  --print-params               print the sampling parameters in use to stderr first\n");
+                  "  --print-params               print the sampling parameters in use to stderr first\n"
+                  "  --remote URL                 generate on an OpenAI-compatible server instead (the prompt is\n"
+                  "                               sent as one user message; -m is the server's model, default its\n"
+                  "                               first; not with --tokens, --ids or --session)\n"
+                  "  --api-key KEY                the server's API key (with --remote)\n");
   cli_sampling_print_help(stderr, defaults);
 }
 
@@ -106,10 +115,54 @@ prompt_fits(size_t n_tokens, const char *what, const HnContext *ctx, const HnMod
   return false;
 }
 
+/* generate --remote: the prompt as one user message to the server's chat completions. */
+static int
+generate_remote(const char *url, const char *api_key, const char *model, const char *prompt, const char *prompt_file,
+                const char *tokens, bool ids, const char *session_path, int32_t n_predict, CliSamplingOptions *sopts,
+                bool print_params)
+{
+#ifdef HN_CLI_REMOTE
+  if (!url)
+    return cli_fail("--api-key needs --remote URL");
+  if (tokens || ids || session_path)
+    return cli_fail("%s is not available with --remote: a server's tokens and cache are its own",
+                    tokens ? "--tokens" : ids ? "--ids" : "--session");
+  if ((!!prompt + !!prompt_file) != 1 || n_predict < 0)
+    return cli_fail("usage: hanashi-cli generate --remote URL [--api-key KEY] [-m MODEL] (-p PROMPT | -f FILE) -n N");
+  char *file_text = NULL;
+  if (prompt_file) {
+    HnError err = { 0 };
+    if (!(file_text = cli_read_file(prompt_file, NULL, &err)))
+      return cli_fail_error(&err);
+    prompt = file_text;
+  }
+  int status = 1;
+  sopts->params.max_new_tokens = n_predict;
+  CliRemote *remote = cli_remote_open(url, api_key, model);
+  if (remote && cli_remote_prepare(remote, sopts)) {
+    if (print_params)
+      cli_sampling_print_params(stderr, sopts);
+    HnChatMessage message = { "user", prompt };
+    if (cli_remote_reply(remote, NULL, &message, 1, HN_CHAT_THINKING_UNSET, sopts, NULL)) {
+      putchar('\n');
+      status = 0;
+    }
+  }
+  cli_remote_close(remote);
+  free(file_text);
+  return status;
+#else
+  (void) url; (void) api_key; (void) model; (void) prompt; (void) prompt_file; (void) tokens; (void) ids;
+  (void) session_path; (void) n_predict; (void) sopts; (void) print_params;
+  return cli_fail("this hanashi-cli was built without libsoup: --remote is not available");
+#endif
+}
+
 int
 cli_generate(int argc, char **argv)
 {
   const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *tokens = NULL, *session_path = NULL;
+  const char *remote_url = NULL, *api_key = NULL;
   char *file_text = NULL;
   size_t prompt_len = 0;
   long long n_predict = -1, threads = 0, n_ctx = 0;
@@ -150,6 +203,8 @@ cli_generate(int argc, char **argv)
     case OPT_FILE: prompt_file = val; break;
     case OPT_TOKENS: tokens = val; break;
     case OPT_SESSION: session_path = val; break;
+    case OPT_REMOTE: remote_url = val; break;
+    case OPT_API_KEY: api_key = val; break;
     case OPT_N:
       if (!cli_parse_int(val, 0, 1 << 24, &n_predict)) {
         cli_fail("invalid token count '%s'", val);
@@ -170,6 +225,11 @@ cli_generate(int argc, char **argv)
       break;
     default: break;
     }
+  }
+  if (remote_url || api_key) {
+    status = generate_remote(remote_url, api_key, model_path, prompt, prompt_file, tokens, ids, session_path,
+                             (int32_t) n_predict, &sopts, print_params);
+    goto out;
   }
   if (!model_path || (!!prompt + !!prompt_file + !!tokens) != 1 || n_predict < 0) {
     cli_fail("usage: hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N [--ids]");

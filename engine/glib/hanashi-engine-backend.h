@@ -47,12 +47,19 @@ typedef struct {
                         const HanashiBackendSession *session, HanashiBackendSink *sink,
                         HanashiGenerationStats *stats, GError **error);
   gint     (*count_tokens) (gpointer model, HanashiGenerateRequest *req, GError **error);
+  /* Backends whose models are not files (the remote one): loads model @name from @source
+   * (a HanashiRemote) instead of `load`.  NULL for the others. */
+  gpointer (*load_from) (gpointer source, const char *name, HanashiBackendSink *sink,
+                         HanashiModelInfo **info_out, GError **error);
 } HanashiEngineBackend;
 
 /* Replaces the backend used by engines created afterwards; NULL: the real one.  The one
  * seam of the engine thread for tests: the scripted backend they use lives under tests/
  * (tests/support/hanashi-test-seams.h), not in the product. */
 void hanashi_engine_set_default_backend (const HanashiEngineBackend *backend);
+/* Models on an OpenAI-compatible server (hanashi-engine-remote-backend.c; builds with
+ * libsoup only, HANASHI_HAVE_REMOTE): chosen per load by hanashi_engine_load_remote_async. */
+const HanashiEngineBackend *hanashi_engine_remote_backend (void);
 /* The real engine (hn-model, hn-context, hn-generate, session files); the default. */
 const HanashiEngineBackend *hanashi_engine_model_backend (void);
 

@@ -16,6 +16,7 @@
 #include "hanashi-engine.h"
 #include "hanashi-engine-backend.h"
 #include "hanashi-tsan.h"
+#include "hanashi-remote.h"
 
 #include "hn-chat-template.h"
 #include "hn-grammar.h"
@@ -79,6 +80,7 @@ hanashi_model_info_copy (const HanashiModelInfo *info)
   copy->arch = g_strdup (info->arch);
   copy->weight_type = g_strdup (info->weight_type);
   copy->path = g_strdup (info->path);
+  copy->remote_url = g_strdup (info->remote_url);
   return copy;
 }
 
@@ -91,6 +93,7 @@ hanashi_model_info_free (HanashiModelInfo *info)
   g_free (info->arch);
   g_free (info->weight_type);
   g_free (info->path);
+  g_free (info->remote_url);
   g_free (info);
 }
 
@@ -405,6 +408,7 @@ typedef struct {
   guint n_ctx, n_threads, n_batch;
   HanashiGenerateRequest *req;
   GTask *task;
+  HanashiRemote *remote;  /* load: the server of a remote model (path is then its id) */
 } Cmd;
 
 typedef enum {
@@ -436,7 +440,8 @@ typedef struct {
    * before it still complete their tasks (as cancelled).  Every push and pop is annotated
    * for ThreadSanitizer (push_command, engine_thread_main; hanashi-tsan.h). */
   GAsyncQueue *commands;
-  const HanashiEngineBackend *backend;
+  const HanashiEngineBackend *backend;          /* for model files */
+  const HanashiEngineBackend *model_backend;    /* the loaded model's: backend or the remote one */
 
   atomic_bool quitting;
   atomic_uint last_id;
@@ -491,6 +496,9 @@ cmd_free (Cmd *cmd)
   g_free (cmd->dir);
   if (cmd->req)
     hanashi_generate_request_unref (cmd->req);
+#ifdef HANASHI_HAVE_REMOTE
+  g_clear_pointer (&cmd->remote, hanashi_remote_unref);
+#endif
   g_clear_object (&cmd->task);
   g_free (cmd);
 }
@@ -720,7 +728,7 @@ thread_unload (EngineCore *core)
 {
   if (core->model != NULL)
     {
-      core->backend->unload (core->model);
+      core->model_backend->unload (core->model);
       core->model = NULL;
     }
   g_clear_pointer (&core->model_path, g_free);
@@ -732,9 +740,22 @@ thread_no_progress (gpointer data, double fraction)
   (void) data; (void) fraction;
 }
 
+/* The backend that loads @cmd's model: the remote one for a model on a server. */
+static const HanashiEngineBackend *
+backend_for (EngineCore *core, Cmd *cmd)
+{
+#ifdef HANASHI_HAVE_REMOTE
+  if (cmd->remote != NULL)
+    return hanashi_engine_remote_backend ();
+#else
+  (void) cmd;
+#endif
+  return core->backend;
+}
+
 static gpointer
-thread_try_load (EngineCore *core, const char *path, guint n_ctx, guint n_threads, guint n_batch,
-                 void (*progress) (gpointer, double), HanashiModelInfo **info, GError **error)
+thread_try_load (EngineCore *core, Cmd *cmd, void (*progress) (gpointer, double), HanashiModelInfo **info,
+                 GError **error)
 {
   HanashiBackendSink sink = SINK_INIT (core);
   if (thread_is_cancelled (core))
@@ -742,7 +763,18 @@ thread_try_load (EngineCore *core, const char *path, guint n_ctx, guint n_thread
       g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED, "Loading was cancelled");
       return NULL;
     }
-  return core->backend->load (path, n_ctx, n_threads, n_batch, &sink, progress, info, error);
+  const HanashiEngineBackend *backend = backend_for (core, cmd);
+  if (cmd->remote != NULL)
+    {
+      if (backend->load_from == NULL)
+        {
+          g_set_error_literal (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_FAILED,
+                               "This build of Hanashi cannot use remote servers (it was built without libsoup)");
+          return NULL;
+        }
+      return backend->load_from (cmd->remote, cmd->path, &sink, info, error);
+    }
+  return backend->load (cmd->path, cmd->n_ctx, cmd->n_threads, cmd->n_batch, &sink, progress, info, error);
 }
 
 static void
@@ -771,9 +803,9 @@ thread_run_load (EngineCore *core, Cmd *cmd)
   core->current_id = cmd->id;
   core->current_is_load = TRUE;
   post_state (core, HANASHI_ENGINE_STATE_LOADING);
-  model = thread_try_load (core, cmd->path, cmd->n_ctx, cmd->n_threads, cmd->n_batch,
-                           thread_load_progress, &info, &error);
-  if (model == NULL && core->model != NULL
+  model = thread_try_load (core, cmd, thread_load_progress, &info, &error);
+  /* (A remote model holds no memory worth freeing, and is not loaded again from a path.) */
+  if (model == NULL && core->model != NULL && core->model_backend == core->backend && cmd->remote == NULL
       && g_error_matches (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_OUT_OF_MEMORY))
     {
       g_autofree char *previous_path = g_steal_pointer (&core->model_path);
@@ -782,8 +814,7 @@ thread_run_load (EngineCore *core, Cmd *cmd)
 
       g_clear_error (&error);
       thread_unload (core);
-      model = thread_try_load (core, cmd->path, cmd->n_ctx, cmd->n_threads, cmd->n_batch,
-                               thread_load_progress, &info, &error);
+      model = thread_try_load (core, cmd, thread_load_progress, &info, &error);
       if (model == NULL && !atomic_load (&core->quitting))
         {
           HanashiModelInfo *previous_info = NULL;
@@ -798,6 +829,7 @@ thread_run_load (EngineCore *core, Cmd *cmd)
           core->restoring_model = FALSE;
           if (core->model != NULL)
             {
+              core->model_backend = core->backend;
               core->model_path = g_steal_pointer (&previous_path);
               core->model_n_ctx = previous_n_ctx;
               core->model_n_threads = previous_n_threads;
@@ -813,6 +845,7 @@ thread_run_load (EngineCore *core, Cmd *cmd)
     {
       thread_unload (core);
       core->model = model;
+      core->model_backend = backend_for (core, cmd);
       core->model_path = g_strdup (cmd->path);
       core->model_n_ctx = cmd->n_ctx;
       core->model_n_threads = cmd->n_threads;
@@ -857,7 +890,7 @@ thread_run_generate (EngineCore *core, Cmd *cmd)
     }
   post_state (core, HANASHI_ENGINE_STATE_GENERATING);
   core->current_session = cmd->path;
-  gboolean ok = core->backend->generate (core->model, cmd->req, &session, &sink, &done->stats, &error);
+  gboolean ok = core->model_backend->generate (core->model, cmd->req, &session, &sink, &done->stats, &error);
   core->current_session = NULL;
   if (ok)
     done->type = EV_DONE;
@@ -880,7 +913,7 @@ thread_run_count (EngineCore *core, Cmd *cmd)
       post_task_done (core, cmd, -1, error);
       return;
     }
-  gint n = core->backend->count_tokens (core->model, cmd->req, &error);
+  gint n = core->model_backend->count_tokens (core->model, cmd->req, &error);
   post_task_done (core, cmd, n, n < 0 ? error : NULL);
 }
 
@@ -1121,6 +1154,34 @@ hanashi_engine_load_model_async (HanashiEngine *self, const char *path, guint n_
   push_command (self, cmd);
 }
 
+void
+hanashi_engine_load_remote_async (HanashiEngine *self, HanashiRemote *remote, const char *model_id,
+                                  GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_return_if_fail (HANASHI_IS_ENGINE (self));
+  g_return_if_fail (remote != NULL);
+#ifndef HANASHI_HAVE_REMOTE
+  /* Without libsoup there is no HanashiRemote to pass (hanashi-remote.c is not built). */
+  g_task_report_new_error (self, callback, user_data, hanashi_engine_load_model_async, HANASHI_ENGINE_ERROR,
+                           HANASHI_ENGINE_ERROR_FAILED,
+                           "This build of Hanashi cannot use remote servers (it was built without libsoup)");
+  (void) model_id; (void) cancellable;
+  return;
+#else
+  Cmd *cmd = g_new0 (Cmd, 1);
+  cmd->type = CMD_LOAD;
+  cmd->id = next_id (self);
+  cmd->path = g_strdup (model_id ? model_id : "");
+  cmd->remote = hanashi_remote_ref (remote);
+  cmd->task = g_task_new (self, cancellable, callback, user_data);
+  g_task_set_source_tag (cmd->task, hanashi_engine_load_model_async);
+  g_task_set_check_cancellable (cmd->task, TRUE);
+  raise_to (&self->core->gen_cancel_upto, cmd->id);
+  raise_to (&self->core->load_cancel_upto, cmd->id - 1);
+  push_command (self, cmd);
+#endif
+}
+
 gboolean
 hanashi_engine_load_model_finish (HanashiEngine *self, GAsyncResult *result, GError **error)
 {
@@ -1349,6 +1410,7 @@ hanashi_engine_init (HanashiEngine *self)
   core->main_ctx = g_main_context_ref_thread_default ();
   core->commands = g_async_queue_new_full ((GDestroyNotify) cmd_free);
   core->backend = pick_backend ();
+  core->model_backend = core->backend;
   core->write_failed = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   pthread_mutex_init (&core->lock, NULL);
   g_queue_init (&core->events);

@@ -42,6 +42,8 @@ typedef enum {
   HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX, /* the grammar or JSON schema is valid but too large
                                             * or too ambiguous to follow within the work bounds
                                             * (HN_ERR_LIMIT) */
+  HANASHI_ENGINE_ERROR_PARAM_UNAVAILABLE,  /* (a warning) a remote server does not take a parameter
+                                            * the request set: it was not sent */
 } HanashiEngineError;
 
 /* ---- enums ----------------------------------------------------------------------------- */
@@ -95,6 +97,12 @@ typedef struct {
   /* The template mentions a closing thinking marker (it strips old thinking, as R1's and
    * Qwen3's do): a reply's lone "</think>" ends a thinking whose start the prompt wrote. */
   gboolean thinking_aware;
+  /* A model on an OpenAI-compatible server (hanashi_engine_load_remote_async): the API root
+   * ("http://host:8080/v1"), and whether the server is a Hanashi server (it takes Hanashi's
+   * own parameters).  NULL/FALSE for a model file; name is then the model's id, path NULL
+   * and the context sizes 0 (the server does not say). */
+  char    *remote_url;
+  gboolean remote_is_hanashi;
 } HanashiModelInfo;
 
 GType hanashi_model_info_get_type (void) G_GNUC_CONST;
@@ -230,6 +238,20 @@ gboolean hanashi_engine_load_model_finish (HanashiEngine  *self,
                                            GAsyncResult   *result,
                                            GError        **error);
 void     hanashi_engine_unload            (HanashiEngine *self);
+
+/* Loads a model that an OpenAI-compatible server serves (its id as GET /v1/models lists
+ * it; NULL or "" = the first listed) in place of the current one, the same way as a file:
+ * "model-loaded" and the other signals follow, generations stream from the server, and
+ * hanashi_engine_load_model_finish() completes it.  "Loading" checks that the server answers
+ * and lists the model (errors of HANASHI_REMOTE_ERROR, hanashi-remote.h).  Counting tokens is
+ * not available for a remote model (HANASHI_ENGINE_ERROR_FAILED). */
+typedef struct _HanashiRemote HanashiRemote;
+void     hanashi_engine_load_remote_async (HanashiEngine       *self,
+                                           HanashiRemote       *remote,
+                                           const char          *model_id,
+                                           GCancellable        *cancellable,
+                                           GAsyncReadyCallback  callback,
+                                           gpointer             user_data);
 
 /* Queues a generation; returns its id (> 0) used by signals and cancel.  A generate while
  * another runs cancels the running one first. */

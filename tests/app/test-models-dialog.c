@@ -909,7 +909,7 @@ test_failed_row_is_one_sentence (void)
   HanashiDownload *download = hanashi_models_dialog_download (dialog, "http://127.0.0.1:1/unreachable.gguf", NULL, &error);
   g_assert_no_error (error);
   g_assert_nonnull (download);
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_autofree char *dest = g_build_filename (app_folder, "unreachable.gguf", NULL);
   GtkLabel *status = wait_for_error_row (dialog, dest);
   const GError *failure = hanashi_download_get_error (download);
@@ -1144,7 +1144,7 @@ test_same_name_models (void)
       g_test_skip ("no test models");
       return;
     }
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_assert_cmpint (g_mkdir_with_parents (app_folder, 0755), ==, 0);
   g_autofree char *q8 = link_model (app_folder, "tiny-llama-spm-q8_0.gguf");
   g_autofree char *q4 = g_build_filename (app_folder, "tiny-llama-spm-q4_k.gguf", NULL);
@@ -1196,7 +1196,7 @@ test_delete_loaded_model (void)
       g_test_skip ("no test models");
       return;
     }
-  g_autofree char *app_folder = hanashi_model_scan_app_folder ();
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_autofree char *model = link_model (app_folder, "tiny-llama-spm-q8_0.gguf");
   /* Loaded under another name for the same file: a link outside the app's folder. */
   g_autofree char *elsewhere = g_build_filename (g_get_user_data_dir (), "loaded-through-link", NULL);

@@ -14,6 +14,8 @@
  *   model hub address    HANASHI_HUB_URL, read by                          hanashi_test_set_hub_url()
  *                        hanashi_download_resolve_uri_at()
  *                        (engine/download/hanashi-download.c)
+ *   API-key store        hanashi_secret_store_set_default()                hanashi_secret_store_memory()
+ *                        (app/hanashi-remote-endpoints.h)                  (in memory, no keyring needed)
  *
  * docs/testing.md lists the same table.  A new seam is added here, to that table and to
  * the product hook's own comment, or not at all.
