@@ -10,6 +10,7 @@
 #include "hanashi-engine.h"
 #include "hn-chat-template.h"
 #include "hn-grammar.h"
+#include "hn-sampler.h"
 
 typedef struct {
   /* Called per token produced; returns FALSE to stop. */
@@ -27,6 +28,8 @@ typedef struct {
   void     (*on_context_dropped) (gpointer data, guint n_messages, guint n_tokens);
   /* Writing the session file failed (the previous file is intact). */
   void     (*on_session_write_failed) (gpointer data, const char *message);
+  /* With probs_k > 0: the record of each sampled token, before its text (if any). */
+  void     (*on_probs) (gpointer data, const HnTokenProbs *probs);
 } HanashiBackendSink;
 
 /* Where the generation's session file lives; path NULL = no session for this request. */
@@ -54,7 +57,9 @@ void hanashi_engine_set_default_backend (const HanashiEngineBackend *backend);
 /* The real engine (hn-model, hn-context, hn-generate, session files); the default. */
 const HanashiEngineBackend *hanashi_engine_model_backend (void);
 /* Scripted backend: "models" are any readable file; generation produces "tok0 tok1 ..."
- * (max_tokens, default 16) with a small sleep per token so cancels land mid-stream. */
+ * (max_tokens, default 16) with a small sleep per token so cancels land mid-stream.  With
+ * probs_k > 0, token i comes with a made-up record: id i, candidates i, 1000 + i, 2000 + i,
+ * … with raw probabilities 0.5, 0.25, …, the last of them removed by "top_k". */
 const HanashiEngineBackend *hanashi_engine_scripted_backend (void);
 /* Test hooks of the scripted backend (process-wide, thread-safe):
  * - the pieces the next generations produce instead of "tokN " (NULL: back to those);
