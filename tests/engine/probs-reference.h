@@ -42,12 +42,14 @@ static inline void
 ref_init (RefChain *r, int32_t n_vocab)
 {
   memset (r, 0, sizeof *r);
+  g_assert_cmpint (n_vocab, >, 0);
+  gsize n = (guint32) n_vocab; /* (a sanitizer build warns about negative sizes otherwise) */
   r->n_vocab = n_vocab;
-  r->p = g_new0 (double, n_vocab);
-  r->removed_by = g_new0 (uint8_t, n_vocab);
-  r->logprob = g_new0 (double, n_vocab);
-  r->cands = g_new0 (RefCand, n_vocab);
-  r->counts = g_new0 (int32_t, n_vocab);
+  r->p = g_new0 (double, n);
+  r->removed_by = g_new0 (uint8_t, n);
+  r->logprob = g_new0 (double, n);
+  r->cands = g_new0 (RefCand, n);
+  r->counts = g_new0 (int32_t, n);
 }
 
 static inline void
@@ -142,7 +144,7 @@ ref_chain (RefChain *r, const float *raw, const HnSamplerParams *sp, const int32
       sum += exp ((double) raw[i] - mx);
   double lse = mx + log (sum);
 
-  double *l = g_new (double, nv);
+  double *l = g_new (double, (guint32) nv);
   for (int32_t i = 0; i < nv; i++) {
     l[i] = isnan (raw[i]) ? -INFINITY : raw[i];
     r->logprob[i] = l[i] - lse;
@@ -291,7 +293,7 @@ ref_chain (RefChain *r, const float *raw, const HnSamplerParams *sp, const int32
 static inline size_t
 ref_top_raw (const float *raw, int32_t nv, size_t k, int32_t *ids)
 {
-  RefCand *c = g_new (RefCand, nv);
+  RefCand *c = g_new (RefCand, (guint32) nv);
   size_t n = 0;
   for (int32_t i = 0; i < nv; i++)
     if (raw[i] > -INFINITY)

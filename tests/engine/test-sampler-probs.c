@@ -295,8 +295,8 @@ test_model (void)
       m.history = g_array_new (FALSE, FALSE, sizeof (int32_t));
       g_array_append_vals (m.history, prompt, G_N_ELEMENTS (prompt));
       ref_init (&m.ref, backend.backend.n_vocab);
-      m.row = g_new (float, backend.backend.n_vocab);
-      m.allowed = g_new (gboolean, backend.backend.n_vocab);
+      m.row = g_new (float, (guint32) backend.backend.n_vocab);
+      m.allowed = g_new (gboolean, (guint32) backend.backend.n_vocab);
       if (use_grammar)
         m.grammar = hn_grammar_state_new (grammar, gvocab, &err);
       HnGenRequest req;
