@@ -13,6 +13,9 @@
 #include "hanashi-conversation-io.h"
 #include "hanashi-message.h"
 
+/* Candidates recorded per token of a reply (see hn-sampler.h: cheap, so always on). */
+#define REPLY_PROBS_K 10
+
 /* A streaming reply is written to the database at most this often (µs). */
 #define COMMIT_INTERVAL_US (250 * 1000)
 #define TITLE_MAX_CHARS 40
@@ -451,6 +454,10 @@ finish_reply (HanashiChat *self)
   hanashi_message_end_output (self->reply);
   hanashi_message_set_complete (self->reply, TRUE);
   commit_reply (self, TRUE);
+  /* the records once, with the finished reply (a lost record costs the shading only) */
+  g_autoptr (GBytes) probs = hanashi_message_dup_token_probs_blob (self->reply);
+  if (probs != NULL && self->store != NULL)
+    hanashi_store_set_token_probs (self->store, hanashi_message_get_id (self->reply), probs, NULL);
   clear_reply (self);
   emit_changed (self);
 }
@@ -498,6 +505,7 @@ start_reply (HanashiChat  *self,
   self->reply_params = dup_params_json (self);
   self->reply_committed = g_get_monotonic_time ();
   self->reply_save_failed = FALSE;
+  hanashi_generate_request_set_probs_k (req, REPLY_PROBS_K);
   self->reply_id = hanashi_engine_generate (self->engine, req);
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_GENERATING]);
   g_signal_emit (self, signals[SIGNAL_REPLY_STARTED], 0);
@@ -516,6 +524,17 @@ on_token (HanashiEngine *engine,
   hanashi_message_append_output (self->reply, text);
   if (g_get_monotonic_time () - self->reply_committed >= COMMIT_INTERVAL_US)
     commit_reply (self, FALSE);
+}
+
+static void
+on_token_probs (HanashiEngine *engine,
+                guint          id,
+                GBytes        *records,
+                HanashiChat   *self)
+{
+  if (id == 0 || id != self->reply_id || self->reply == NULL)
+    return;
+  hanashi_message_append_token_probs (self->reply, records);
 }
 
 static void
@@ -1132,6 +1151,7 @@ hanashi_chat_new (HanashiEngine *engine)
   self = g_object_new (HANASHI_TYPE_CHAT, NULL);
   self->engine = g_object_ref (engine);
   g_signal_connect (engine, "token", G_CALLBACK (on_token), self);
+  g_signal_connect (engine, "token-probs", G_CALLBACK (on_token_probs), self);
   g_signal_connect (engine, "generation-done", G_CALLBACK (on_generation_done), self);
   g_signal_connect (engine, "error", G_CALLBACK (on_engine_error), self);
   g_signal_connect (engine, "model-loaded", G_CALLBACK (on_model_loaded), self);

@@ -11,6 +11,7 @@
 
 #include "hanashi-conversation-io.h"
 #include "hanashi-markdown.h"
+#include "hanashi-token-probs.h"
 
 G_DEFINE_QUARK (hanashi-conversation-io-error-quark, hanashi_conversation_io_error)
 
@@ -144,6 +145,11 @@ hanashi_conversation_data_to_json (const HanashiConversationData *data)
     json_builder_add_boolean_value (b, m->shown);
     json_builder_set_member_name (b, "parameters");
     json_builder_add_value (b, params_node (m->params_json));
+    if (m->token_probs != NULL && g_bytes_get_size (m->token_probs) > 0) {
+      /* what the sampler saw for each token, as hanashi-cli generate --probs prints it */
+      json_builder_set_member_name (b, "token_probs");
+      json_builder_add_value (b, hanashi_token_probs_to_json (m->token_probs));
+    }
     json_builder_end_object (b);
   }
   json_builder_end_array (b);
@@ -303,6 +309,15 @@ parse_message (JsonNode *node, guint index, GHashTable *seen, GError **error)
   if (!get_bool (o, "complete", TRUE, &m->complete, where, error)
       || !get_bool (o, "shown", FALSE, &m->shown, where, error))
     return NULL;
+  JsonNode *probs = json_object_get_member (o, "token_probs");
+  if (probs != NULL && !JSON_NODE_HOLDS_NULL (probs)) {
+    g_autoptr(GError) probs_error = NULL;
+    m->token_probs = hanashi_token_probs_from_json (probs, &probs_error);
+    if (m->token_probs == NULL) {
+      invalid (error, _("The field “%s” in %s is not a list of token probabilities."), "token_probs", where);
+      return NULL;
+    }
+  }
 
   if (g_strcmp0 (m->role, "user") != 0 && g_strcmp0 (m->role, "assistant") != 0
       && g_strcmp0 (m->role, "system") != 0) {

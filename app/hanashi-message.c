@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include "hanashi-message.h"
+#include "hanashi-token-probs.h"
 
 #include <string.h>
 
@@ -28,6 +29,7 @@ struct _HanashiMessage {
   gint64 parent_id;
   guint alternative_index;
   guint n_alternatives;
+  GArray *token_probs;        /* HnTokenProbs, or NULL */
 };
 
 G_DEFINE_FINAL_TYPE (HanashiMessage, hanashi_message, G_TYPE_OBJECT)
@@ -91,6 +93,7 @@ hanashi_message_finalize (GObject *object)
   g_string_free (self->text, TRUE);
   g_string_free (self->thinking, TRUE);
   g_clear_pointer (&self->splitter, hanashi_think_splitter_free);
+  g_clear_pointer (&self->token_probs, g_array_unref);
   G_OBJECT_CLASS (hanashi_message_parent_class)->finalize (object);
 }
 
@@ -152,7 +155,43 @@ hanashi_message_new_from_stored (const HanashiStoredMessage *stored)
   self->parent_id = stored->parent_id;
   g_string_assign (self->thinking, stored->thinking ? stored->thinking : "");
   self->thinking_seconds = stored->thinking_seconds;
+  if (stored->token_probs != NULL)
+    {
+      /* a damaged blob costs the shading, not the message */
+      self->token_probs = hanashi_token_probs_unpack (stored->token_probs, NULL);
+      if (self->token_probs != NULL && self->token_probs->len == 0)
+        g_clear_pointer (&self->token_probs, g_array_unref);
+    }
   return self;
+}
+
+void
+hanashi_message_append_token_probs (HanashiMessage *self, GBytes *records)
+{
+  g_return_if_fail (HANASHI_IS_MESSAGE (self));
+  gsize size = 0;
+  const HnTokenProbs *recs = g_bytes_get_data (records, &size);
+  if (size < sizeof *recs)
+    return;
+  if (self->token_probs == NULL)
+    self->token_probs = g_array_new (FALSE, FALSE, sizeof (HnTokenProbs));
+  g_array_append_vals (self->token_probs, recs, size / sizeof *recs);
+}
+
+GBytes *
+hanashi_message_dup_token_probs_blob (HanashiMessage *self)
+{
+  g_return_val_if_fail (HANASHI_IS_MESSAGE (self), NULL);
+  if (self->token_probs == NULL)
+    return NULL;
+  return hanashi_token_probs_pack ((const HnTokenProbs *) (void *) self->token_probs->data, self->token_probs->len);
+}
+
+GArray *
+hanashi_message_get_token_probs (HanashiMessage *self)
+{
+  g_return_val_if_fail (HANASHI_IS_MESSAGE (self), NULL);
+  return self->token_probs;
 }
 
 gint64 hanashi_message_get_id (HanashiMessage *self) { return self->id; }

@@ -55,4 +55,12 @@ void hanashi_message_begin_output (HanashiMessage *self, HanashiThinkStart start
 void hanashi_message_append_output (HanashiMessage *self, const char *piece);
 void hanashi_message_end_output (HanashiMessage *self);
 
+/* The sampler's records of the reply's tokens (HnTokenProbs, in order), as they streamed in
+ * or as stored (hanashi-token-probs.h); NULL when none were recorded. */
+void    hanashi_message_append_token_probs (HanashiMessage *self, GBytes *records);
+/* The records packed for the store (hanashi_token_probs_pack), or NULL. */
+GBytes *hanashi_message_dup_token_probs_blob (HanashiMessage *self);
+/* The records themselves; NULL when none. */
+GArray *hanashi_message_get_token_probs (HanashiMessage *self);
+
 G_END_DECLS

@@ -61,6 +61,9 @@ static const char *const migrations[] = {
   /* v5: the engine a conversation talks to ('' = the local model; see
    * hanashi_stored_conversation's engine) */
   "ALTER TABLE conversations ADD COLUMN engine TEXT NOT NULL DEFAULT '';",
+  /* v6: the sampler's record of each token of a reply (top candidates, their probabilities
+   * and what removed them), a compact blob (hanashi-token-probs.h); NULL = not recorded */
+  "ALTER TABLE messages ADD COLUMN token_probs BLOB;",
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (migrations) == HANASHI_STORE_SCHEMA_VERSION);
 
@@ -464,6 +467,7 @@ hanashi_stored_message_free (HanashiStoredMessage *m)
   g_free (m->text);
   g_free (m->thinking);
   g_free (m->params_json);
+  g_clear_pointer (&m->token_probs, g_bytes_unref);
   g_free (m);
 }
 
@@ -629,6 +633,28 @@ hanashi_store_update_reply (HanashiStore *self, gint64 id, const char *text,
   return step_changed (self, stmt, _("The message no longer exists."), error);
 }
 
+static void
+bind_token_probs (sqlite3_stmt *stmt, int index, GBytes *token_probs)
+{
+  gsize size = 0;
+  const void *data = token_probs ? g_bytes_get_data (token_probs, &size) : NULL;
+  if (size > 0)
+    sqlite3_bind_blob (stmt, index, data, (int) size, SQLITE_TRANSIENT);
+  else
+    sqlite3_bind_null (stmt, index);
+}
+
+gboolean
+hanashi_store_set_token_probs (HanashiStore *self, gint64 id, GBytes *token_probs, GError **error)
+{
+  sqlite3_stmt *stmt = prepare (self, "UPDATE messages SET token_probs = ? WHERE id = ?;", error);
+  if (!stmt)
+    return FALSE;
+  bind_token_probs (stmt, 1, token_probs);
+  sqlite3_bind_int64 (stmt, 2, id);
+  return step_changed (self, stmt, _("The message no longer exists."), error);
+}
+
 gboolean
 hanashi_store_delete_message (HanashiStore *self, gint64 id, GError **error)
 {
@@ -641,7 +667,7 @@ hanashi_store_delete_message (HanashiStore *self, gint64 id, GError **error)
 
 #define MESSAGE_COLUMNS "id, conversation, parent, alternative_group, role, text, created," \
                         " token_count, generation_seconds, params, complete, shown, thinking," \
-                        " thinking_seconds"
+                        " thinking_seconds, token_probs"
 
 static HanashiStoredMessage *
 read_message (sqlite3_stmt *stmt)
@@ -661,6 +687,8 @@ read_message (sqlite3_stmt *stmt)
   m->shown = sqlite3_column_int (stmt, 11) != 0;
   m->thinking = g_strdup ((const char *) sqlite3_column_text (stmt, 12));
   m->thinking_seconds = sqlite3_column_double (stmt, 13);
+  if (sqlite3_column_type (stmt, 14) == SQLITE_BLOB)
+    m->token_probs = g_bytes_new (sqlite3_column_blob (stmt, 14), (gsize) sqlite3_column_bytes (stmt, 14));
   return m;
 }
 
@@ -916,8 +944,8 @@ insert_message_rows (HanashiStore *self, gint64 conversation_id, GPtrArray *mess
   g_autoptr(GHashTable) ids = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
   sqlite3_stmt *stmt = prepare (self,
     "INSERT INTO messages (id, conversation, parent, alternative_group, role, text, created,"
-    " token_count, generation_seconds, params, complete, shown, thinking, thinking_seconds)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);", error);
+    " token_count, generation_seconds, params, complete, shown, thinking, thinking_seconds, token_probs)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);", error);
   if (!stmt)
     return FALSE;
   for (guint i = 0; messages && i < messages->len; i++) {
@@ -948,6 +976,7 @@ insert_message_rows (HanashiStore *self, gint64 conversation_id, GPtrArray *mess
     sqlite3_bind_int (stmt, 12, m->shown ? 1 : 0);
     sqlite3_bind_text (stmt, 13, m->thinking ? m->thinking : "", -1, SQLITE_TRANSIENT);
     sqlite3_bind_double (stmt, 14, m->thinking_seconds);
+    bind_token_probs (stmt, 15, m->token_probs);
     if (sqlite3_step (stmt) != SQLITE_DONE) {
       set_sqlite_error (self, error);
       goto fail;

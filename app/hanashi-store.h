@@ -24,7 +24,7 @@ typedef enum {
   HANASHI_STORE_ERROR_BUSY,       /* another program holds the database */
 } HanashiStoreError;
 
-#define HANASHI_STORE_SCHEMA_VERSION 5
+#define HANASHI_STORE_SCHEMA_VERSION 6
 
 #define HANASHI_TYPE_STORE (hanashi_store_get_type ())
 G_DECLARE_FINAL_TYPE (HanashiStore, hanashi_store, HANASHI, STORE, GObject)
@@ -45,6 +45,7 @@ typedef struct {
   gboolean shown;            /* the alternative of its group that the thread continues from */
   char *thinking;            /* a reasoning model's thinking before the answer ("" = none) */
   double thinking_seconds;   /* how long the thinking took */
+  GBytes *token_probs;       /* the sampler's record of each token (hanashi-token-probs.h), or NULL */
 } HanashiStoredMessage;
 
 void hanashi_stored_message_free (HanashiStoredMessage *message);
@@ -133,6 +134,8 @@ gboolean hanashi_store_update_reply (HanashiStore *self, gint64 id, const char *
                                      const char *thinking, double thinking_seconds,
                                      int token_count, double generation_seconds,
                                      const char *params_json, gboolean complete, GError **error);
+/* Keeps the sampler's records of a reply's tokens (hanashi_token_probs_pack; NULL clears). */
+gboolean hanashi_store_set_token_probs (HanashiStore *self, gint64 id, GBytes *token_probs, GError **error);
 gboolean hanashi_store_delete_message (HanashiStore *self, gint64 id, GError **error);
 /* A copy the caller owns (hanashi_stored_message_free). */
 HanashiStoredMessage *hanashi_store_dup_message (HanashiStore *self, gint64 id, GError **error);

@@ -648,6 +648,14 @@ run_on_token(int32_t token, const char *text, size_t len, void *user_data)
   return r->cb->on_text(r->cb->user_data, text, len, r->last_token);
 }
 
+static void
+run_on_probs(const HnTokenProbs *probs, void *user_data)
+{
+  Run *r = user_data;
+  if (r->cb->on_probs)
+    r->cb->on_probs(r->cb->user_data, probs);
+}
+
 static bool
 run_cancel(void *user_data)
 {
@@ -942,6 +950,8 @@ hn_chat_generate(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *
     gr.n_newline_tokens = cm->n_newline_tokens;
   }
   gr.on_token = run_on_token;
+  gr.probs_k = req->probs_k;
+  gr.on_probs = run_on_probs;
   gr.user_data = &run;
 
   HnGenResult res;

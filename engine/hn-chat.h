@@ -128,6 +128,9 @@ typedef struct {
    * place of the system prompt; with prompt tokens, negative_tokens.  1 = off. */
   const char *cfg_negative;
   float cfg_scale;
+  /* Record the probs_k (0 = off, at most HN_PROBS_MAX_K) most likely raw candidates of
+   * every sampled token with their fate in the sampler chain (see hn-sampler.h). */
+  int32_t probs_k;
 
   /* Which conversation this is: a request whose conversation differs from the one the KV
    * cache holds (compared as strings, NULL equal to NULL; a new chat holds NULL's empty
@@ -171,6 +174,8 @@ typedef struct {
    * to fit the context; sent before anything is evaluated. */
   void (*on_context_dropped)(void *user_data, size_t n_messages, size_t n_tokens);
   void (*on_reuse)(void *user_data, const HnChatReuse *reuse);
+  /* With probs_k > 0, once per sampled token (end-of-generation included), before its text. */
+  void (*on_probs)(void *user_data, const HnTokenProbs *probs);
   void *user_data;
 } HnChatCallbacks;
 

@@ -285,6 +285,8 @@ generate(Gen *g, HnError *err)
     if (t < 0)
       return fail(g, err);
     res->n_generated++;
+    if (req->on_probs && hn_sampler_last_probs(g->sampler))
+      req->on_probs(hn_sampler_last_probs(g->sampler), req->user_data);
     if (b->is_eog(b->self, t)) {
       reason = HN_GEN_STOP_EOG;
       break;
@@ -383,6 +385,8 @@ hn_generate_with_backend(const HnGenBackend *b, const HnGenRequest *req, HnGenRe
   if (!g.sampler)
     goto out;
   res->seed = hn_sampler_get_seed(g.sampler);
+  if (r.probs_k != 0 && !hn_sampler_set_probs(g.sampler, r.probs_k, err))
+    goto out;
   if (r.n_newline_tokens == 0) {
     r.newline_tokens = b->newline_tokens;
     r.n_newline_tokens = b->n_newline_tokens;

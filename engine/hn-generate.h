@@ -66,6 +66,10 @@ const char *hn_gen_stop_reason_name(HnGenStopReason reason);
  * Return false to stop. */
 typedef bool (*HnGenTokenFunc)(int32_t token, const char *text, size_t len, void *user_data);
 
+/* With probs_k > 0: what the sampler saw for each sampled token (the end-of-generation
+ * token included), right after the draw and before on_token; valid during the call. */
+typedef void (*HnGenProbsFunc)(const HnTokenProbs *probs, void *user_data);
+
 /* For tests and diagnostics: the row the sampler is about to see (after guidance). */
 typedef void (*HnGenLogitsFunc)(const float *logits, int32_t n_vocab, void *user_data);
 
@@ -85,6 +89,8 @@ typedef struct {
   size_t n_newline_tokens;
   HnGenTokenFunc on_token;
   HnGenLogitsFunc on_logits;
+  int32_t probs_k;            /* 0 = off; else 1..HN_PROBS_MAX_K candidates per token */
+  HnGenProbsFunc on_probs;
   void *user_data;
   const volatile bool *cancel; /* polled between tokens; may be NULL */
 } HnGenRequest;

@@ -503,6 +503,13 @@ struct HnSampler {
   const HnCandidate *last;
   float mu;
   HnSamplerGrammarStats grammar_stats;
+  /* probability recording (off while probs_k == 0) */
+  int32_t probs_k;
+  uint8_t *probs_slot;   /* per token: 0, or 1 + its index in probs.candidates */
+  HnTokenProbs probs;
+  float probs_lse;       /* log-sum-exp of the raw row being recorded */
+  bool probs_valid;
+  bool recording;        /* inside a sample that records */
 };
 
 HnSampler *
@@ -567,6 +574,7 @@ hn_sampler_free(HnSampler *s)
   free(s->cands);
   free(s->scratch);
   free(s->keys);
+  free(s->probs_slot);
   free(s);
 }
 
@@ -599,6 +607,7 @@ hn_sampler_reset(HnSampler *s)
   s->mu = 2.0f * s->params.mirostat_tau;
   s->n_last = 0;
   s->last = NULL;
+  s->probs_valid = false;
   hn_rng_seed(&s->rng, s->seed);
 }
 
@@ -622,6 +631,264 @@ hn_sampler_last_candidates(const HnSampler *s, size_t *n_out)
 {
   *n_out = s->n_last;
   return s->last;
+}
+
+
+/* ---- Probability recording ------------------------------------------------------ */
+
+static const char *const stage_names[HN_STAGE_COUNT] = {
+  [HN_STAGE_LOGIT_BIAS] = "logit_bias",
+  [HN_STAGE_REPETITION] = "repetition",
+  [HN_STAGE_GRAMMAR] = "grammar",
+  [HN_STAGE_TOP_K] = "top_k",
+  [HN_STAGE_TYPICAL] = "typical",
+  [HN_STAGE_TOP_P] = "top_p",
+  [HN_STAGE_MIN_P] = "min_p",
+  [HN_STAGE_TEMPERATURE] = "temperature",
+  [HN_STAGE_MIROSTAT] = "mirostat",
+};
+
+const char *
+hn_sampler_stage_name(HnSamplerStage stage)
+{
+  return stage > HN_STAGE_NONE && stage < HN_STAGE_COUNT ? stage_names[stage] : NULL;
+}
+
+HnSamplerStage
+hn_sampler_stage_from_name(const char *name)
+{
+  for (int i = HN_STAGE_NONE + 1; name && i < HN_STAGE_COUNT; i++)
+    if (strcmp(stage_names[i], name) == 0)
+      return (HnSamplerStage) i;
+  return HN_STAGE_NONE;
+}
+
+/* The raw distribution's top K and log-sum-exp, in GCC/Clang vector types (SSE2 on baseline
+ * x86-64, NEON on arm64; 16 bytes, so no wider ABI is involved): libm's expf stays scalar, and recording must cost a
+ * small part of a decode step on a 150k vocabulary.  exp by 2^f on [-0.5, 0.5] with its
+ * degree-6 Taylor polynomial: relative error below 3e-7, far below what a probability
+ * shown to a person needs. */
+typedef float HnV4f __attribute__((vector_size(16)));
+typedef int32_t HnV4i __attribute__((vector_size(16)));
+
+static inline HnV4f
+v4_load(const float *p)
+{
+  HnV4f x;
+  memcpy(&x, p, sizeof x);
+  return x;
+}
+
+static inline HnV4f
+v4_splat(float v)
+{
+  return (HnV4f){ v, v, v, v };
+}
+
+/* b where b > a, else a: NaN in b never wins */
+static inline HnV4f
+v4_max(HnV4f a, HnV4f b)
+{
+  HnV4i m = b > a;
+  return (HnV4f) (((HnV4i) a & ~m) | ((HnV4i) b & m));
+}
+
+static inline float
+v4_hmax(HnV4f v)
+{
+  float m = v[0];
+  for (int j = 1; j < 4; j++)
+    m = v[j] > m ? v[j] : m;
+  return m;
+}
+
+/* exp(x - mx) for x <= mx; NaN and -inf give 0 */
+static inline HnV4f
+v4_exp_shifted(HnV4f x, float mx)
+{
+  HnV4i keep = x > -INFINITY;
+  HnV4f d = x - mx;
+  HnV4i low = d < -87.0f;
+  d = (HnV4f) (((HnV4i) d & ~low) | ((HnV4i) v4_splat(-87.0f) & low));
+  HnV4f t = d * 1.44269504088896341f;
+  HnV4f n = (t + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5·2^23 drops the fraction */
+  HnV4f f = (t - n) * 0.693147180559945309f;  /* e^f = 2^(t-n) */
+  HnV4f poly = 1.0f + f * (1.0f + f * (0.5f + f * (0.166666672f + f * (0.0416666679f +
+               f * (0.00833333377f + f * 0.00138888892f)))));
+  HnV4i scale = (__builtin_convertvector(n, HnV4i) + 127) << 23;
+  return (HnV4f) ((HnV4i) (poly * (HnV4f) scale) & keep);
+}
+
+/* Puts (i, v) into the sorted list out[0..*n) of at most k if it belongs there; equal
+ * values keep id order (the newcomer, a higher id, goes after them). */
+static inline void
+top_insert(HnProbCandidate *out, uint32_t *n, uint32_t k, float *floor_value, int32_t i, float v)
+{
+  if (!(v > *floor_value))
+    return;
+  uint32_t at = *n < k ? *n : k - 1;
+  while (at > 0 && v > out[at - 1].logprob) {
+    out[at] = out[at - 1];
+    at--;
+  }
+  if (*n < k)
+    (*n)++;
+  out[at] = (HnProbCandidate){ .id = i, .logprob = v };
+  if (*n == k)
+    *floor_value = out[k - 1].logprob;
+}
+
+/* Pass 1 finds the maximum; pass 2 sums the exponentials and, per block of 64, looks at
+ * the block's values only when its maximum beats the k-th best so far (rarely, once the
+ * list is full), so the selection costs nearly nothing on top of the sum. */
+static uint32_t
+top_raw_lse(const float *l, int32_t nv, uint32_t k, HnProbCandidate *out, float *lse_out)
+{
+  enum { BLOCK = 64 };
+  if (k > HN_PROBS_MAX_K)
+    k = HN_PROBS_MAX_K;
+  int32_t n_blocked = nv / BLOCK * BLOCK;
+  HnV4f vmax = v4_splat(-INFINITY);
+  HnV4f vmax2 = vmax;
+  for (int32_t i = 0; i < n_blocked; i += 8) {
+    vmax = v4_max(vmax, v4_load(l + i));
+    vmax2 = v4_max(vmax2, v4_load(l + i + 4));
+  }
+  vmax = v4_max(vmax, vmax2);
+  float mx = v4_hmax(vmax);
+  for (int32_t i = n_blocked; i < nv; i++)
+    mx = l[i] > mx ? l[i] : mx;
+  bool finite = isfinite(mx);
+
+  uint32_t n = 0;
+  float floor_value = -INFINITY; /* what a value must beat to enter a full list */
+  double sum = 0.0;
+  for (int32_t b = 0; b < n_blocked; b += BLOCK) {
+    HnV4f acc = v4_splat(0.0f), acc2 = acc, bmax = v4_splat(-INFINITY);
+    for (int32_t i = b; i < b + BLOCK; i += 8) {
+      HnV4f x = v4_load(l + i), y = v4_load(l + i + 4);
+      if (finite) {
+        acc += v4_exp_shifted(x, mx);
+        acc2 += v4_exp_shifted(y, mx);
+      }
+      bmax = v4_max(bmax, v4_max(x, y));
+    }
+    HnV4f both = acc + acc2;
+    sum += (double) ((both[0] + both[1]) + (both[2] + both[3]));
+    if (k > 0 && v4_hmax(bmax) > floor_value)
+      for (int32_t i = b; i < b + BLOCK; i++)
+        top_insert(out, &n, k, &floor_value, i, l[i]);
+  }
+  for (int32_t i = n_blocked; i < nv; i++) {
+    if (finite && l[i] > -INFINITY) /* NaN and -inf add nothing */
+      sum += expf(l[i] - mx);
+    if (k > 0)
+      top_insert(out, &n, k, &floor_value, i, l[i]);
+  }
+  float lse = finite ? mx + (float) log(sum) : mx;
+  for (uint32_t i = 0; i < n; i++) {
+    out[i].logprob = finite ? out[i].logprob - lse : (out[i].logprob == mx ? 0.0f : -INFINITY);
+    out[i].p = 0.0f;
+    out[i].removed_by = HN_STAGE_NONE;
+  }
+  if (lse_out)
+    *lse_out = lse;
+  return n;
+}
+
+uint32_t
+hn_probs_top_raw(const float *logits, int32_t n_vocab, uint32_t k, HnProbCandidate *out)
+{
+  return top_raw_lse(logits, n_vocab, k, out, NULL);
+}
+
+bool
+hn_sampler_set_probs(HnSampler *s, int32_t k, HnError *err)
+{
+  if (k < 0 || k > HN_PROBS_MAX_K)
+    return hn_error_set(err, HN_ERR_INVALID_ARG,
+                        "the number of candidates to record must be between 0 and %d, not %d",
+                        HN_PROBS_MAX_K, k);
+  if (k > 0 && s->probs_slot == NULL) {
+    s->probs_slot = calloc((size_t) s->n_vocab, 1);
+    if (s->probs_slot == NULL)
+      return hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+  }
+  s->probs_k = k;
+  s->probs_valid = false;
+  return true;
+}
+
+int32_t
+hn_sampler_get_probs_k(const HnSampler *s)
+{
+  return s->probs_k;
+}
+
+const HnTokenProbs *
+hn_sampler_last_probs(const HnSampler *s)
+{
+  return s->probs_k > 0 && s->probs_valid ? &s->probs : NULL;
+}
+
+static void
+probs_begin(HnSampler *s, const float *raw)
+{
+  HnTokenProbs *r = &s->probs;
+  r->n_candidates = top_raw_lse(raw, s->n_vocab, (uint32_t) s->probs_k, r->candidates, &s->probs_lse);
+  r->token = -1;
+  r->p = 0.0f;
+  r->logprob = -INFINITY;
+  for (uint32_t i = 0; i < r->n_candidates; i++)
+    s->probs_slot[r->candidates[i].id] = (uint8_t) (i + 1);
+}
+
+/* After a stage that works on the logit row: what it set to -inf is removed. */
+static void
+probs_mark_row(HnSampler *s, const float *l, HnSamplerStage stage)
+{
+  HnTokenProbs *r = &s->probs;
+  for (uint32_t i = 0; i < r->n_candidates; i++)
+    if (r->candidates[i].removed_by == HN_STAGE_NONE && !(l[r->candidates[i].id] > -INFINITY))
+      r->candidates[i].removed_by = (uint8_t) stage;
+}
+
+/* After a stage that shrank the candidate set to c[0..n): whatever was alive and is not
+ * there any more was removed by it. */
+static void
+probs_mark_set(HnSampler *s, const HnCandidate *c, size_t n, HnSamplerStage stage)
+{
+  HnTokenProbs *r = &s->probs;
+  uint32_t seen = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint8_t slot = s->probs_slot[c[i].id];
+    if (slot)
+      seen |= 1u << (slot - 1);
+  }
+  for (uint32_t i = 0; i < r->n_candidates; i++)
+    if (r->candidates[i].removed_by == HN_STAGE_NONE && !(seen & (1u << i)))
+      r->candidates[i].removed_by = (uint8_t) stage;
+}
+
+/* The final probabilities from the set the draw used, and the drawn token's own. */
+static void
+probs_finish(HnSampler *s, const float *raw, int32_t token)
+{
+  HnTokenProbs *r = &s->probs;
+  r->token = token;
+  for (size_t i = 0; i < s->n_last; i++) {
+    const HnCandidate *c = &s->last[i];
+    uint8_t slot = s->probs_slot[c->id];
+    if (slot && r->candidates[slot - 1].removed_by == HN_STAGE_NONE)
+      r->candidates[slot - 1].p = c->p;
+    if (c->id == token)
+      r->p = c->p;
+  }
+  if (token >= 0 && token < s->n_vocab && raw[token] > -INFINITY)
+    r->logprob = raw[token] - s->probs_lse;
+  for (uint32_t i = 0; i < r->n_candidates; i++)
+    s->probs_slot[r->candidates[i].id] = 0;
+  s->probs_valid = token >= 0;
 }
 
 /* Draws from cands[0..n) whose p sum to 1 (up to rounding). */
@@ -801,6 +1068,7 @@ run_tail(HnSampler *s, const float *l)
   const HnSamplerParams *p = &s->params;
   int32_t nv = s->n_vocab;
   HnCandidate *c = s->cands;
+  bool rec = s->recording;
   s->last = c;
   s->n_last = 0;
   if (p->temperature <= 0.0f) {
@@ -809,6 +1077,8 @@ run_tail(HnSampler *s, const float *l)
       return -1;
     c[0] = (HnCandidate){ best, l[best], 1.0f };
     s->n_last = 1;
+    if (rec)
+      probs_mark_set(s, c, 1, HN_STAGE_TEMPERATURE);
     return best;
   }
   size_t n;
@@ -817,19 +1087,34 @@ run_tail(HnSampler *s, const float *l)
     if (n == 0)
       return -1;
     hn_sampler_apply_temperature(c, n, p->temperature);
-    return p->mirostat == 1 ? mirostat_v1(s, c, n) : mirostat_v2(s, c, n);
+    int32_t t = p->mirostat == 1 ? mirostat_v1(s, c, n) : mirostat_v2(s, c, n);
+    if (rec)
+      probs_mark_set(s, s->last, s->n_last, HN_STAGE_MIROSTAT);
+    return t;
   }
-  if (p->top_k > 0 && p->top_k < nv)
+  if (p->top_k > 0 && p->top_k < nv) {
     n = gather_top_k(l, nv, (size_t) p->top_k, c);
-  else
+    if (rec)
+      probs_mark_set(s, c, n, HN_STAGE_TOP_K);
+  } else {
     n = gather_all(l, nv, c);
+  }
   if (n == 0)
     return -1;
   hn_sampler_softmax(c, n);
+  size_t before = n;
   if (p->typical_p < 1.0f)
     apply_typical_with(c, &n, p->typical_p, s->keys, s->scratch);
+  if (rec && n < before)
+    probs_mark_set(s, c, n, HN_STAGE_TYPICAL);
+  before = n;
   top_p_core(c, &n, p->top_p);
+  if (rec && n < before)
+    probs_mark_set(s, c, n, HN_STAGE_TOP_P);
+  before = n;
   min_p_core(c, &n, p->min_p);
+  if (rec && n < before)
+    probs_mark_set(s, c, n, HN_STAGE_MIN_P);
   if (p->temperature != 1.0f)
     hn_sampler_apply_temperature(c, n, p->temperature);
   s->n_last = n;
@@ -842,15 +1127,22 @@ hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, Hn
   const HnSamplerParams *p = &s->params;
   int32_t nv = s->n_vocab;
   float *l = s->work_logits;
+  bool rec = s->probs_k > 0;
+  s->recording = rec;
+  s->probs_valid = false;
   bool any_nan = false;
   for (int32_t i = 0; i < nv; i++) {
     bool nan = isnan(logits[i]);
     any_nan |= nan;
     l[i] = nan ? -INFINITY : logits[i];
   }
+  if (rec)
+    probs_begin(s, l);
 
   for (size_t i = 0; i < p->n_logit_bias; i++)
     l[s->bias[i].token] += s->bias[i].bias;
+  if (rec && p->n_logit_bias > 0)
+    probs_mark_row(s, l, HN_STAGE_LOGIT_BIAS);
 
   if (p->repeat_last_n != 0 && s->history_len > 0) {
     size_t window = s->history_len;
@@ -863,23 +1155,31 @@ hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, Hn
                                p->presence_penalty, s->counts,
                                p->penalize_nl ? NULL : s->newline_ids,
                                p->penalize_nl ? 0 : s->n_newline);
+    if (rec)
+      probs_mark_row(s, l, HN_STAGE_REPETITION);
   }
 
+  int32_t t;
   if (grammar != NULL) {
-    /* Lazy check: run the chain on the unmasked row and keep its choice if the grammar
-     * allows it; only a rejection pays for masking the whole vocabulary (and the draw is
-     * then repeated with the same random number). */
-    HnRng saved = s->rng;
-    float saved_mu = s->mu;
-    int32_t t = run_tail(s, l);
-    if (t >= 0 && hn_grammar_accepts_token_bytes(grammar, t)) {
-      s->grammar_stats.lazy_accepted++;
-      return t;
+    if (!rec) {
+      /* Lazy check: run the chain on the unmasked row and keep its choice if the grammar
+       * allows it; only a rejection pays for masking the whole vocabulary (and the draw is
+       * then repeated with the same random number).  Recording skips it: the record must
+       * describe the distribution the token was really drawn from. */
+      HnRng saved = s->rng;
+      float saved_mu = s->mu;
+      t = run_tail(s, l);
+      if (t >= 0 && hn_grammar_accepts_token_bytes(grammar, t)) {
+        s->grammar_stats.lazy_accepted++;
+        return t;
+      }
+      s->rng = saved;
+      s->mu = saved_mu;
     }
     s->grammar_stats.full_masks++;
-    s->rng = saved;
-    s->mu = saved_mu;
     hn_grammar_mask_logits(grammar, l, nv);
+    if (rec)
+      probs_mark_row(s, l, HN_STAGE_GRAMMAR);
     t = run_tail(s, l);
     if (t < 0 && hn_grammar_state_incomplete(grammar))
       /* the mask (or the parse state) stopped at a work bound: nothing was found allowed in
@@ -889,16 +1189,34 @@ hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, Hn
                    "token was reached before any token was found allowed; simplify the grammar");
     else if (t < 0)
       hn_error_set(err, HN_ERR_GRAMMAR, "the grammar allows no token here");
-    return t;
+  } else {
+    t = run_tail(s, l);
+    if (t < 0 && any_nan)
+      /* NaN scores count as banned above; when nothing is left, they are the reason */
+      hn_error_set(err, HN_ERR_INVALID_NUMBERS,
+                   "the model produced invalid numbers (NaN) instead of token scores; its weights are "
+                   "probably damaged");
+    else if (t < 0)
+      hn_error_set(err, HN_ERR_INVALID_ARG, "every token is banned by the logit bias");
   }
-  int32_t t = run_tail(s, l);
-  if (t < 0 && any_nan)
-    /* NaN scores count as banned above; when nothing is left, they are the reason */
-    hn_error_set(err, HN_ERR_INVALID_NUMBERS,
-                 "the model produced invalid numbers (NaN) instead of token scores; its weights are "
-                 "probably damaged");
-  else if (t < 0)
-    hn_error_set(err, HN_ERR_INVALID_ARG, "every token is banned by the logit bias");
+  if (rec)
+    probs_finish(s, logits, t);
+  s->recording = false;
+  return t;
+}
+
+int32_t
+hn_sampler_probe(HnSampler *s, const float *logits, HnGrammarState *grammar, HnError *err)
+{
+  if (s->probs_k <= 0)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "probing needs probability recording on"), -1;
+  HnRng saved_rng = s->rng;
+  float saved_mu = s->mu;
+  HnSamplerGrammarStats saved_stats = s->grammar_stats;
+  int32_t t = hn_sampler_sample(s, logits, grammar, err);
+  s->rng = saved_rng;
+  s->mu = saved_mu;
+  s->grammar_stats = saved_stats;
   return t;
 }
 

@@ -121,6 +121,82 @@ int32_t hn_sampler_sample(HnSampler *sampler, const float *logits, HnGrammarStat
  * (after the whole chain, probabilities normalised), valid until the next call. */
 const HnCandidate *hn_sampler_last_candidates(const HnSampler *sampler, size_t *n_out);
 
+/* ---- What the sampler saw: token probabilities -------------------------------------
+ * With recording on (hn_sampler_set_probs), every hn_sampler_sample and hn_sampler_probe
+ * fills one HnTokenProbs in a buffer the sampler owns (no allocation per token):
+ *
+ *  - candidates: the K most likely tokens of the model's raw distribution (the logits as
+ *    given, before any stage; NaN counts as -inf), highest first, ties by lower id;
+ *  - logprob: the raw log-probability, log-softmax of the given logits;
+ *  - p: the probability after the whole chain (what the draw used), 0 when a stage
+ *    removed the token;
+ *  - removed_by: the first stage that removed it (HN_STAGE_NONE when it survived).
+ *
+ * The stages and their names (hn_sampler_stage_name), in chain order:
+ *   "logit_bias"   a -inf bias banned it
+ *   "repetition"   the penalties left it at -inf
+ *   "grammar"      the grammar does not allow it here
+ *   "top_k", "typical", "top_p", "min_p"   the truncations
+ *   "temperature"  temperature <= 0 (greedy) keeps only the argmax
+ *   "mirostat"     mirostat's truncation (replaces top_k … min_p)
+ * Temperature > 0 reshapes but never removes.
+ *
+ * With a grammar, recording masks the vocabulary for every token (no lazy check), so the
+ * recorded distribution is the one the token was drawn from; see docs/sampling.md. */
+typedef enum {
+  HN_STAGE_NONE = 0,
+  HN_STAGE_LOGIT_BIAS,
+  HN_STAGE_REPETITION,
+  HN_STAGE_GRAMMAR,
+  HN_STAGE_TOP_K,
+  HN_STAGE_TYPICAL,
+  HN_STAGE_TOP_P,
+  HN_STAGE_MIN_P,
+  HN_STAGE_TEMPERATURE,
+  HN_STAGE_MIROSTAT,
+  HN_STAGE_COUNT
+} HnSamplerStage;
+
+/* "top_k" etc.; NULL for HN_STAGE_NONE or an unknown value. */
+const char *hn_sampler_stage_name(HnSamplerStage stage);
+/* The stage with that name; HN_STAGE_NONE when there is none. */
+HnSamplerStage hn_sampler_stage_from_name(const char *name);
+
+#define HN_PROBS_MAX_K 20
+
+typedef struct {
+  int32_t id;
+  float logprob;   /* raw log-softmax */
+  float p;         /* after the whole chain; 0 if removed */
+  uint8_t removed_by; /* HnSamplerStage */
+} HnProbCandidate;
+
+typedef struct {
+  int32_t token;     /* the token drawn (for hn_sampler_probe: the one that would be) */
+  float logprob;     /* its raw log-probability */
+  float p;           /* its probability after the whole chain: how likely the choice was */
+  uint32_t n_candidates;
+  HnProbCandidate candidates[HN_PROBS_MAX_K];
+} HnTokenProbs;
+
+/* k = 0 turns recording off; 1..HN_PROBS_MAX_K turns it on for the k best raw candidates. */
+bool hn_sampler_set_probs(HnSampler *sampler, int32_t k, HnError *err);
+int32_t hn_sampler_get_probs_k(const HnSampler *sampler);
+/* The record of the last sample or probe, NULL when recording is off or nothing was sampled
+ * yet; valid until the next call. */
+const HnTokenProbs *hn_sampler_last_probs(const HnSampler *sampler);
+
+/* Runs the chain on one row exactly as hn_sampler_sample would (history, mirostat mu and
+ * the random state included) and records it, but changes no state: the random generator
+ * and mu are as before.  For showing what the settings do to a stored row.  Needs
+ * recording on.  Returns the token the draw would give, or -1 (err says why). */
+int32_t hn_sampler_probe(HnSampler *sampler, const float *logits, HnGrammarState *grammar,
+                         HnError *err);
+
+/* The raw part alone: the k (<= HN_PROBS_MAX_K) best tokens of a row by partial selection,
+ * highest first, with their log-softmax; p and removed_by are left 0.  Returns how many. */
+uint32_t hn_probs_top_raw(const float *logits, int32_t n_vocab, uint32_t k, HnProbCandidate *out);
+
 /* Current mirostat mu (2·tau after a reset). */
 float hn_sampler_mirostat_mu(const HnSampler *sampler);
 

@@ -1,10 +1,19 @@
-/* hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N [--ids]
+/* hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N [--ids | --probs K]
  *   [-t THREADS] [-c CTX] [--session FILE] [--print-params] [sampling options] — greedy
  *   unless --temp says otherwise.  -f reads the prompt from a file, byte for byte.  Any prompt that
  *   fits the context is accepted; a longer one is refused with its length and the context's.  With --session, the KV state of an earlier run is reused for the common
  *   prefix of its tokens and this prompt, and the new state is saved after.  The prompt
  *   runs through the conversation core (hn-chat.h) as tokens, so reuse and what the saved
  *   session holds are the core's, the same as for `chat` and the app.
+ *
+ * --probs K prints, instead of the text, one JSON object per sampled token and line (the
+ * end-of-generation token included):
+ *   {"token": ID, "text": "…", "candidates": [{"token": ID, "logprob": L, "p": P,
+ *    "removed_by": STAGE}, …]}
+ * the K most likely candidates of the model's raw distribution, highest first: logprob
+ * the raw log-softmax, p the probability after the whole sampler chain (0 when removed),
+ * removed_by the stage's name (hn_sampler_stage_name) or null.  A contract, like the
+ * other outputs: see docs/cli.md.
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -18,11 +27,14 @@
 #ifdef HN_CLI_REMOTE
 #include "cli-remote.h"
 #endif
+#include "hn-json.h"
 
 int cli_generate(int argc, char **argv);
 
 typedef struct {
   bool ids;
+  bool probs;
+  const HnVocab *vocab;
   bool session;
   char *save_error; /* why the session file could not be written */
 } Output;
@@ -32,11 +44,36 @@ on_text(void *user_data, const char *text, size_t len, int32_t token)
 {
   Output *o = user_data;
   (void) token;
-  if (!o->ids) {
+  if (!o->ids && !o->probs) {
     fwrite(text, 1, len, stdout);
     fflush(stdout);
   }
   return true;
+}
+
+/* One JSON line per sampled token; the token's own bytes, with whatever is not whole
+ * UTF-8 in them shown as U+FFFD (a JSON string cannot hold raw bytes). */
+static void
+on_probs(void *user_data, const HnTokenProbs *probs)
+{
+  Output *o = user_data;
+  size_t len = 0;
+  const char *bytes = hn_token_bytes(o->vocab, probs->token, &len);
+  char *text = hn_json_quote(bytes ? bytes : "", bytes ? len : 0, false, NULL);
+  printf("{\"token\": %d, \"text\": %s, \"candidates\": [", probs->token, text ? text : "\"\"");
+  free(text);
+  for (uint32_t i = 0; i < probs->n_candidates; i++) {
+    const HnProbCandidate *c = &probs->candidates[i];
+    const char *stage = hn_sampler_stage_name((HnSamplerStage) c->removed_by);
+    printf("%s{\"token\": %d, \"logprob\": %.9g, \"p\": %.9g, \"removed_by\": ", i ? ", " : "", c->id,
+           (double) c->logprob, (double) c->p);
+    if (stage)
+      printf("\"%s\"}", stage);
+    else
+      fputs("null}", stdout);
+  }
+  fputs("]}\n", stdout);
+  fflush(stdout);
 }
 
 static void
@@ -68,7 +105,8 @@ on_reuse(void *user_data, const HnChatReuse *reuse)
 }
 
 /* Options taking a value; the sampling options are parsed by cli-sampling.c. */
-enum { OPT_MODEL, OPT_PROMPT, OPT_FILE, OPT_N, OPT_TOKENS, OPT_THREADS, OPT_CTX, OPT_SESSION, OPT_REMOTE, OPT_API_KEY };
+enum { OPT_MODEL, OPT_PROMPT, OPT_FILE, OPT_N, OPT_TOKENS, OPT_THREADS, OPT_CTX, OPT_SESSION, OPT_REMOTE, OPT_API_KEY,
+       OPT_PROBS };
 static const CliValueOption value_options[] = {
   { "-m", "--model", OPT_MODEL },
   { "-p", "--prompt", OPT_PROMPT },
@@ -80,19 +118,23 @@ static const CliValueOption value_options[] = {
   { NULL, "--session", OPT_SESSION },
   { NULL, "--remote", OPT_REMOTE },
   { NULL, "--api-key", OPT_API_KEY },
+  { NULL, "--probs", OPT_PROBS },
 };
 
 static void
 usage(const CliSamplingOptions *defaults)
 {
-  fprintf(stderr, "usage: hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N [--ids] "
-                  "[-t THREADS] [-c CTX] [--session FILE] [--print-params] [sampling options]\n"
+  fprintf(stderr, "usage: hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N "
+                  "[--ids | --probs K] [-t THREADS] [-c CTX] [--session FILE] [--print-params] [sampling options]\n"
                   "  -f, --file FILE              read the prompt from FILE (exactly its bytes)\n"
+                  "  --probs K                    instead of the text, one JSON line per token with its K (1-%d) most\n"
+                  "                               likely candidates and what the sampler did to them\n"
                   "  --print-params               print the sampling parameters in use to stderr first\n"
                   "  --remote URL                 generate on an OpenAI-compatible server instead (the prompt is\n"
                   "                               sent as one user message; -m is the server's model, default its\n"
-                  "                               first; not with --tokens, --ids or --session)\n"
-                  "  --api-key KEY                the server's API key (with --remote)\n");
+                  "                               first; not with --tokens, --ids, --probs or --session)\n"
+                  "  --api-key KEY                the server's API key (with --remote)\n",
+          HN_PROBS_MAX_K);
   cli_sampling_print_help(stderr, defaults);
 }
 
@@ -165,7 +207,7 @@ cli_generate(int argc, char **argv)
   const char *remote_url = NULL, *api_key = NULL;
   char *file_text = NULL;
   size_t prompt_len = 0;
-  long long n_predict = -1, threads = 0, n_ctx = 0;
+  long long n_predict = -1, threads = 0, n_ctx = 0, probs_k = 0;
   bool ids = false;
   CliSamplingOptions sopts;
   cli_sampling_init(&sopts); /* greedy unless --temp is given (see cli-sampling.c) */
@@ -217,6 +259,12 @@ cli_generate(int argc, char **argv)
         goto out;
       }
       break;
+    case OPT_PROBS:
+      if (!cli_parse_int(val, 1, HN_PROBS_MAX_K, &probs_k)) {
+        cli_fail("invalid candidate count '%s' for --probs: give a number from 1 to %d", val, HN_PROBS_MAX_K);
+        goto out;
+      }
+      break;
     case OPT_CTX:
       if (!cli_parse_int(val, 1, 1 << 24, &n_ctx)) {
         cli_fail("invalid context size '%s'", val);
@@ -226,6 +274,10 @@ cli_generate(int argc, char **argv)
     default: break;
     }
   }
+  if ((remote_url || api_key) && probs_k > 0) {
+    cli_fail("--probs is not available with --remote: the sampler's record stays on the server");
+    goto out;
+  }
   if (remote_url || api_key) {
     status = generate_remote(remote_url, api_key, model_path, prompt, prompt_file, tokens, ids, session_path,
                              (int32_t) n_predict, &sopts, print_params);
@@ -233,6 +285,10 @@ cli_generate(int argc, char **argv)
   }
   if (!model_path || (!!prompt + !!prompt_file + !!tokens) != 1 || n_predict < 0) {
     cli_fail("usage: hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N [--ids]");
+    goto out;
+  }
+  if (ids && probs_k > 0) {
+    cli_fail("--ids and --probs cannot be combined: --probs already prints every token id");
     goto out;
   }
   if (prompt_file) {
@@ -285,6 +341,8 @@ cli_generate(int argc, char **argv)
       goto out;
   }
   out.ids = ids;
+  out.probs = probs_k > 0;
+  out.vocab = vocab;
   out.session = session_path != NULL;
   HnChatRequest req;
   hn_chat_request_init(&req);
@@ -297,8 +355,9 @@ cli_generate(int argc, char **argv)
   req.grammar = cm.grammar;
   req.conversation = "generate"; /* a new chat holds none: the session file is read */
   req.session_path = session_path;
+  req.probs_k = (int32_t) probs_k;
   HnChatCallbacks callbacks = { .on_text = on_text, .on_warning = on_warning, .on_reuse = on_reuse,
-                                .user_data = &out };
+                                .on_probs = probs_k > 0 ? on_probs : NULL, .user_data = &out };
   HnChatStats result;
   if (!hn_chat_generate(chat, &req, &callbacks, &result, &err)) {
     cli_fail_error(&err);
@@ -323,7 +382,7 @@ cli_generate(int argc, char **argv)
     for (size_t i = 0; i < n_reply; i++)
       printf(i ? ",%d" : "%d", reply[i]);
     printf("]\n");
-  } else {
+  } else if (!out.probs) {
     putchar('\n');
   }
   status = 0;

@@ -12,6 +12,7 @@
 #include "hanashi-engine.h"
 #include "hn-chat-template.h"
 #include "hn-grammar.h"
+#include "hn-sampler.h"
 
 typedef struct {
   /* Called per token produced; returns FALSE to stop. */
@@ -29,6 +30,8 @@ typedef struct {
   void     (*on_context_dropped) (gpointer data, guint n_messages, guint n_tokens);
   /* Writing the session file failed (the previous file is intact). */
   void     (*on_session_write_failed) (gpointer data, const char *message);
+  /* With probs_k > 0: the record of each sampled token, before its text (if any). */
+  void     (*on_probs) (gpointer data, const HnTokenProbs *probs);
 } HanashiBackendSink;
 
 /* Where the generation's session file lives; path NULL = no session for this request. */

@@ -251,6 +251,14 @@ typedef struct {
   const char *session_path;
 } Run;
 
+static void
+run_on_probs (void *data, const HnTokenProbs *probs)
+{
+  Run *r = data;
+  if (r->sink->on_probs != NULL)
+    r->sink->on_probs (r->sink->data, probs);
+}
+
 static bool
 run_on_text (void *data, const char *text, size_t len, int32_t token)
 {
@@ -375,6 +383,7 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
   cr.session_path = session->path;
   cr.session_cache_dir = session->dir;
   cr.session_cache_limit = session->limit;
+  cr.probs_k = hanashi_generate_request_get_probs_k (req);
 
   Run run = { mb, sink, session->path };
   HnChatCallbacks cb = {
@@ -383,6 +392,7 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
     .is_cancelled = run_is_cancelled,
     .on_warning = run_warning,
     .on_context_dropped = run_context_dropped,
+    .on_probs = run_on_probs,
     .user_data = &run,
   };
   HnChatStats cs;

@@ -205,6 +205,7 @@ struct _HanashiGenerateRequest {
   char *session_path;
   gboolean use_session;
   HanashiThinking thinking;
+  int probs_k;
 };
 
 static void
@@ -342,6 +343,8 @@ const char *hanashi_generate_request_get_session_path (HanashiGenerateRequest *r
 void hanashi_generate_request_set_use_session (HanashiGenerateRequest *req, gboolean use) { req->use_session = use; }
 gboolean hanashi_generate_request_get_use_session (HanashiGenerateRequest *req) { return req->use_session; }
 void hanashi_generate_request_set_thinking (HanashiGenerateRequest *req, HanashiThinking thinking) { req->thinking = thinking; }
+void hanashi_generate_request_set_probs_k (HanashiGenerateRequest *req, int k) { req->probs_k = CLAMP (k, 0, HN_PROBS_MAX_K); }
+int hanashi_generate_request_get_probs_k (HanashiGenerateRequest *req) { return req->probs_k; }
 HanashiThinking hanashi_generate_request_get_thinking (HanashiGenerateRequest *req) { return req->thinking; }
 
 /* ---- backends --------------------------------------------------------------------------- */
@@ -413,7 +416,7 @@ typedef struct {
 
 typedef enum {
   EV_STATE, EV_LOAD_PROGRESS, EV_MODEL_LOADED, EV_PROMPT_PROGRESS, EV_TOKEN, EV_DONE, EV_ERROR,
-  EV_CONTEXT_DROPPED, EV_TASK_DONE, EV_WARNING, EV_SESSION_WRITE_FAILED,
+  EV_CONTEXT_DROPPED, EV_TASK_DONE, EV_WARNING, EV_SESSION_WRITE_FAILED, EV_PROBS,
 } EvType;
 
 typedef struct {
@@ -424,6 +427,7 @@ typedef struct {
   guint a, b;
   GString *text;       /* token text, session write failure */
   gint token_id;
+  GByteArray *probs;   /* EV_TOKEN, EV_PROBS: HnTokenProbs records, or NULL */
   HanashiModelInfo *info;
   HanashiGenerationStats stats;
   GError *error;
@@ -464,6 +468,7 @@ typedef struct {
   guint current_id;
   gboolean current_is_load;
   const char *current_session;   /* session path of the running generation */
+  GByteArray *pending_probs;     /* records waiting for the next token text (or NULL) */
   GHashTable *write_failed;      /* session paths whose failed write was already reported */
 } EngineCore;
 
@@ -485,7 +490,7 @@ static GParamSpec *properties[N_PROPS];
 
 enum {
   SIG_LOAD_PROGRESS, SIG_MODEL_LOADED, SIG_PROMPT_PROGRESS, SIG_TOKEN, SIG_GENERATION_DONE,
-  SIG_CONTEXT_DROPPED, SIG_ERROR, SIG_SESSION_WRITE_FAILED, SIG_WARNING, N_SIGNALS,
+  SIG_CONTEXT_DROPPED, SIG_ERROR, SIG_SESSION_WRITE_FAILED, SIG_WARNING, SIG_TOKEN_PROBS, N_SIGNALS,
 };
 static guint signals[N_SIGNALS];
 
@@ -508,6 +513,8 @@ event_free (Event *ev)
 {
   if (ev->text)
     g_string_free (ev->text, TRUE);
+  if (ev->probs)
+    g_byte_array_unref (ev->probs);
   hanashi_model_info_free (ev->info);
   g_clear_error (&ev->error);
   g_clear_object (&ev->task);
@@ -527,6 +534,7 @@ core_unref (EngineCore *core)
   if (atomic_fetch_sub (&core->ref_count, 1) != 1)
     return;
   g_queue_clear_full (&core->events, (GDestroyNotify) event_free);
+  g_clear_pointer (&core->pending_probs, g_byte_array_unref);
   g_async_queue_unref (core->commands);   /* frees commands never run (cmd_free) */
   g_main_context_unref (core->main_ctx);
   g_clear_pointer (&core->write_failed, g_hash_table_unref);
@@ -576,6 +584,10 @@ post_event (EngineCore *core, Event *ev)
     {
       g_string_append_len (tail->text, ev->text->str, (gssize) ev->text->len);
       tail->token_id = ev->token_id;
+      if (ev->probs != NULL && tail->probs == NULL)
+        tail->probs = g_steal_pointer (&ev->probs);
+      else if (ev->probs != NULL)
+        g_byte_array_append (tail->probs, ev->probs->data, ev->probs->len);
       pthread_mutex_unlock (&core->lock);
       event_free (ev);
       return;
@@ -672,8 +684,30 @@ thread_on_token (gpointer data, const char *text, gint token_id)
   Event *ev = current_event (core, EV_TOKEN);
   ev->text = g_string_new (text);
   ev->token_id = token_id;
+  ev->probs = g_steal_pointer (&core->pending_probs);
   post_event (core, ev);
   return !thread_is_cancelled (core);
+}
+
+/* A record waits for the text it belongs to, so the app gets both in one go. */
+static void
+thread_on_probs (gpointer data, const HnTokenProbs *probs)
+{
+  EngineCore *core = data;
+  if (core->pending_probs == NULL)
+    core->pending_probs = g_byte_array_sized_new (sizeof *probs * 4);
+  g_byte_array_append (core->pending_probs, (const guint8 *) probs, sizeof *probs);
+}
+
+/* Records of tokens with no text left (end of generation) go out on their own. */
+static void
+thread_flush_probs (EngineCore *core)
+{
+  if (core->pending_probs == NULL)
+    return;
+  Event *ev = current_event (core, EV_PROBS);
+  ev->probs = g_steal_pointer (&core->pending_probs);
+  post_event (core, ev);
 }
 
 static void
@@ -721,7 +755,8 @@ thread_on_session_write_failed (gpointer data, const char *message)
 }
 
 #define SINK_INIT(core) { thread_on_token, thread_on_prompt_progress, core, thread_is_cancelled, \
-                          thread_on_warning, thread_on_context_dropped, thread_on_session_write_failed }
+                          thread_on_warning, thread_on_context_dropped, thread_on_session_write_failed, \
+                          thread_on_probs }
 
 static void
 thread_unload (EngineCore *core)
@@ -892,6 +927,7 @@ thread_run_generate (EngineCore *core, Cmd *cmd)
   core->current_session = cmd->path;
   gboolean ok = core->model_backend->generate (core->model, cmd->req, &session, &sink, &done->stats, &error);
   core->current_session = NULL;
+  thread_flush_probs (core);
   if (ok)
     done->type = EV_DONE;
   else
@@ -1068,7 +1104,18 @@ engine_dispatch (HanashiEngine *self, Event *ev)
       g_signal_emit (self, signals[SIG_PROMPT_PROGRESS], 0, ev->id, ev->a, ev->b);
       break;
     case EV_TOKEN:
+      if (ev->probs != NULL)
+        {
+          g_autoptr (GBytes) records = g_byte_array_free_to_bytes (g_steal_pointer (&ev->probs));
+          g_signal_emit (self, signals[SIG_TOKEN_PROBS], 0, ev->id, records);
+        }
       g_signal_emit (self, signals[SIG_TOKEN], 0, ev->id, ev->text->str, ev->token_id);
+      break;
+    case EV_PROBS:
+      {
+        g_autoptr (GBytes) records = g_byte_array_free_to_bytes (g_steal_pointer (&ev->probs));
+        g_signal_emit (self, signals[SIG_TOKEN_PROBS], 0, ev->id, records);
+      }
       break;
     case EV_DONE:
       g_signal_emit (self, signals[SIG_GENERATION_DONE], 0, ev->id, &ev->stats);
@@ -1395,6 +1442,8 @@ hanashi_engine_class_init (HanashiEngineClass *klass)
                                                G_TYPE_UINT, G_TYPE_UINT, G_TYPE_UINT);
   signals[SIG_ERROR] = g_signal_new ("error", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
                                      0, NULL, NULL, NULL, G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_ERROR);
+  signals[SIG_TOKEN_PROBS] = g_signal_new ("token-probs", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                           0, NULL, NULL, NULL, G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_BYTES);
   signals[SIG_SESSION_WRITE_FAILED] = g_signal_new ("session-write-failed", G_TYPE_FROM_CLASS (klass),
                                                     G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                                     G_TYPE_NONE, 1, G_TYPE_STRING);

@@ -187,6 +187,11 @@ void hanashi_generate_request_set_session_path   (HanashiGenerateRequest *req, c
 /* Passed to the chat template as enable_thinking (only templates that read it care). */
 void hanashi_generate_request_set_thinking       (HanashiGenerateRequest *req, HanashiThinking thinking);
 HanashiThinking hanashi_generate_request_get_thinking (HanashiGenerateRequest *req);
+/* Record, for every sampled token, its @k (0 = off, at most HN_PROBS_MAX_K = 20) most
+ * likely raw candidates and what the sampler chain did to them (HnTokenProbs, see
+ * hn-sampler.h); they arrive through the "token-probs" signal. */
+void hanashi_generate_request_set_probs_k        (HanashiGenerateRequest *req, int k);
+int  hanashi_generate_request_get_probs_k        (HanashiGenerateRequest *req);
 /* FALSE: neither load nor save a session file for this request. */
 void hanashi_generate_request_set_use_session    (HanashiGenerateRequest *req, gboolean use);
 
@@ -303,6 +308,11 @@ gboolean hanashi_memory_available (guint64 *bytes);
  *   "prompt-progress"   (guint id, guint done, guint total)
  *   "token"             (guint id, const char *text, gint token_id)   text may hold several
  *                        coalesced tokens; token_id is then the last one
+ *   "token-probs"       (guint id, GBytes *records)   with probs_k > 0: the HnTokenProbs
+ *                        records (packed, n = size / sizeof (HnTokenProbs)) of the tokens
+ *                        whose text the following "token" signal brings; the records of
+ *                        tokens with no text of their own (end of generation, text held
+ *                        back to the end) come alone before "generation-done"
  *   "generation-done"   (guint id, HanashiGenerationStats *stats)
  *   "context-dropped"   (guint id, guint n_messages, guint n_tokens)
  *   "error"             (guint id, GError *error)   id 0 for errors outside a generation

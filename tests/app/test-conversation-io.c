@@ -9,6 +9,7 @@
 
 #include "hanashi-conversation-io.h"
 #include "hanashi-store.h"
+#include "hanashi-token-probs.h"
 #include "test-xdg.h"
 
 static HanashiStore *
@@ -33,6 +34,16 @@ fill_store (HanashiStore *store)
   gint64 u1 = hanashi_store_add_message (store, c, 0, 0, "user", "Where is good ramen?", TRUE, &error);
   gint64 a1 = hanashi_store_add_message (store, c, u1, 0, "assistant", "Try **Ichiran**.", TRUE, &error);
   g_assert_true (hanashi_store_update_message (store, a1, "Try **Ichiran**.", 5, 0.25, "{\"seed\":7}", TRUE, &error));
+  /* what the sampler saw for the answer's first two tokens */
+  HnTokenProbs recs[2] = {
+    { .token = 21, .logprob = -0.25f, .p = 0.875f, .n_candidates = 2,
+      .candidates = { { 21, -0.25f, 0.875f, HN_STAGE_NONE }, { 7, -1.5f, 0.125f, HN_STAGE_NONE } } },
+    { .token = 9, .logprob = -2.0f, .p = 1.0f, .n_candidates = 3,
+      .candidates = { { 4, -0.5f, 0.0f, HN_STAGE_GRAMMAR }, { 9, -2.0f, 1.0f, HN_STAGE_NONE },
+                      { 11, -3.0f, 0.0f, HN_STAGE_MIN_P } } },
+  };
+  g_autoptr(GBytes) probs = hanashi_token_probs_pack (recs, 2);
+  g_assert_true (hanashi_store_set_token_probs (store, a1, probs, &error));
   gint64 a2 = hanashi_store_add_message (store, c, u1, a1, "assistant", "Try Fuunji — 日本語も。", FALSE, &error);
   g_assert_true (hanashi_store_update_message (store, a2, "Try Fuunji — 日本語も。", 9, 1.5, NULL, FALSE, &error));
   gint64 u2 = hanashi_store_add_message (store, c, a2, 0, "user", "Thanks!", TRUE, &error);
@@ -53,6 +64,11 @@ test_round_trip (void)
   g_autofree char *json = hanashi_conversation_export_json (a, id, &error);
   g_assert_no_error (error);
   g_assert_true (g_str_has_suffix (json, "}\n"));
+  /* the probabilities are in the file, with the stages by name */
+  g_assert_nonnull (strstr (json, "\"token_probs\""));
+  g_assert_nonnull (strstr (json, "\"removed_by\" : \"grammar\""));
+  g_assert_nonnull (strstr (json, "\"removed_by\" : \"min_p\""));
+  g_assert_nonnull (strstr (json, "\"removed_by\" : null"));
 
   gint64 imported = hanashi_conversation_import_json (b, json, strlen (json), &error);
   g_assert_no_error (error);
@@ -82,6 +98,12 @@ test_round_trip (void)
   g_assert_cmpfloat (m[2]->generation_seconds, ==, 1.5);
   g_assert_false (m[2]->complete);
   g_assert_cmpstr (m[1]->params_json, ==, "{\"seed\":7}");
+  g_assert_nonnull (m[1]->token_probs);
+  g_autoptr(GArray) back = hanashi_token_probs_unpack (m[1]->token_probs, &error);
+  g_assert_cmpuint (back->len, ==, 2);
+  g_assert_cmpint (g_array_index (back, HnTokenProbs, 1).candidates[2].removed_by, ==, HN_STAGE_MIN_P);
+  g_assert_cmpfloat (g_array_index (back, HnTokenProbs, 0).candidates[1].p, ==, 0.125f);
+  g_assert_null (m[2]->token_probs);
   g_assert_true (m[0]->shown && m[1]->shown && !m[2]->shown && m[3]->shown);
   g_autoptr(GPtrArray) alternatives = hanashi_store_list_alternatives (b, m[2]->id, &error);
   g_assert_cmpuint (alternatives->len, ==, 2);
@@ -215,6 +237,13 @@ static const BadCase bad_cases[] = {
     "The group of message 2 is neither its own id nor an earlier message." },
   { MSG ("{\"id\":1,\"role\":\"user\",\"text\":\"a\"},{\"id\":2,\"parent\":-1,\"role\":\"assistant\",\"text\":\"b\"}"), 0,
     "The field “parent” in message 2 is out of range (-1)." },
+  { MSG ("{\"id\":1,\"role\":\"assistant\",\"text\":\"a\",\"token_probs\":{}}"), 0,
+    "The field “token_probs” in message 1 is not a list of token probabilities." },
+  { MSG ("{\"id\":1,\"role\":\"assistant\",\"text\":\"a\",\"token_probs\":[{\"token\":1,\"logprob\":-1,\"p\":2,\"candidates\":[]}]}"), 0,
+    "The field “token_probs” in message 1 is not a list of token probabilities." },
+  { MSG ("{\"id\":1,\"role\":\"assistant\",\"text\":\"a\",\"token_probs\":[{\"token\":1,\"logprob\":-1,\"p\":0.5,\"candidates\":"
+         "[{\"token\":1,\"logprob\":-1,\"p\":0.5,\"removed_by\":\"magic\"}]}]}"), 0,
+    "The field “token_probs” in message 1 is not a list of token probabilities." },
 };
 
 static void

@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include "hanashi-store.h"
+#include "hanashi-token-probs.h"
 
 typedef struct {
   char *dir;
@@ -92,6 +93,8 @@ test_migrations (Fixture *f, gconstpointer data)
   g_autoptr(HanashiStoredConversation) old_chat = hanashi_store_dup_conversation (store, 1, &error);
   g_assert_no_error (error);
   g_assert_false (old_chat->thinking_off);
+  /* v6: older replies have no token probabilities */
+  g_assert_null (second->token_probs);
   g_clear_object (&store);
 
   /* Reopening is a no-op; a newer schema is refused with a clear error. */
@@ -283,6 +286,90 @@ test_branches (Fixture *f, gconstpointer data)
 
 /* A reply's thinking is stored beside its text; later plain updates leave it alone, and
  * Undo (replace_messages) and imports carry it. */
+static HnTokenProbs
+made_up_record (int i)
+{
+  HnTokenProbs r = { .token = 100 + i, .logprob = -0.5f - (float) i, .p = 0.75f, .n_candidates = 3 };
+  for (int k = 0; k < 3; k++)
+    r.candidates[k] = (HnProbCandidate){ .id = 100 + i + k, .logprob = -0.5f * (float) (k + 1),
+                                         .p = k == 2 ? 0.0f : 0.5f, .removed_by = k == 2 ? HN_STAGE_TOP_P : HN_STAGE_NONE };
+  return r;
+}
+
+/* A reply's token probabilities: stored as a compact blob, read back the same, carried by
+ * a conversation copied whole (undo, import), cleared with NULL; a damaged blob is refused. */
+static void
+test_token_probs (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(HanashiStore) store = hanashi_store_new (f->path, &error);
+  g_assert_no_error (error);
+  gint64 c = hanashi_store_create_conversation (store, "Probs", &error);
+  gint64 q = hanashi_store_add_message (store, c, 0, 0, "user", "hi", TRUE, &error);
+  gint64 a = hanashi_store_add_message (store, c, q, 0, "assistant", "ho ho", TRUE, &error);
+  g_assert_no_error (error);
+  HnTokenProbs recs[4];
+  for (int i = 0; i < 4; i++)
+    recs[i] = made_up_record (i);
+  g_autoptr(GBytes) blob = hanashi_token_probs_pack (recs, 4);
+  /* compact: 13 bytes per token header, 13 per candidate, plus the magic */
+  g_assert_cmpuint (g_bytes_get_size (blob), ==, 4 + 4 * (13 + 3 * 13));
+  g_assert_true (hanashi_store_set_token_probs (store, a, blob, &error));
+  g_assert_no_error (error);
+
+  g_autoptr(HanashiStoredMessage) m = hanashi_store_dup_message (store, a, &error);
+  g_assert_nonnull (m->token_probs);
+  g_assert_true (g_bytes_equal (m->token_probs, blob));
+  g_autoptr(GArray) back = hanashi_token_probs_unpack (m->token_probs, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (back->len, ==, 4);
+  for (int i = 0; i < 4; i++)
+    {
+      const HnTokenProbs *r = &g_array_index (back, HnTokenProbs, i);
+      g_assert_cmpint (r->token, ==, recs[i].token);
+      g_assert_cmpfloat (r->logprob, ==, recs[i].logprob);
+      g_assert_cmpfloat (r->p, ==, recs[i].p);
+      g_assert_cmpuint (r->n_candidates, ==, 3);
+      for (int k = 0; k < 3; k++)
+        {
+          g_assert_cmpint (r->candidates[k].id, ==, recs[i].candidates[k].id);
+          g_assert_cmpfloat (r->candidates[k].p, ==, recs[i].candidates[k].p);
+          g_assert_cmpint (r->candidates[k].removed_by, ==, recs[i].candidates[k].removed_by);
+        }
+    }
+  g_autoptr(HanashiStoredMessage) user = hanashi_store_dup_message (store, q, &error);
+  g_assert_null (user->token_probs);
+
+  /* a whole conversation copied keeps them */
+  g_autoptr(HanashiStoredConversation) conv = hanashi_store_dup_conversation (store, c, &error);
+  g_autoptr(GPtrArray) msgs = hanashi_store_list_messages (store, c, &error);
+  gint64 copy = hanashi_store_insert_conversation (store, conv, msgs, FALSE, &error);
+  g_assert_no_error (error);
+  g_autoptr(GPtrArray) copied = hanashi_store_list_messages (store, copy, &error);
+  const HanashiStoredMessage *copied_reply = g_ptr_array_index (copied, 1);
+  g_assert_true (g_bytes_equal (copied_reply->token_probs, blob));
+
+  g_assert_true (hanashi_store_set_token_probs (store, a, NULL, &error));
+  g_clear_pointer (&m, hanashi_stored_message_free);
+  m = hanashi_store_dup_message (store, a, &error);
+  g_assert_null (m->token_probs);
+  g_assert_false (hanashi_store_set_token_probs (store, 999, blob, &error));
+  g_assert_error (error, HANASHI_STORE_ERROR, HANASHI_STORE_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+
+  /* damaged: cut short, or not ours */
+  gsize size = 0;
+  const guint8 *data_bytes = g_bytes_get_data (blob, &size);
+  g_autoptr(GBytes) cut = g_bytes_new (data_bytes, size - 5);
+  g_assert_null (hanashi_token_probs_unpack (cut, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA);
+  g_clear_error (&error);
+  g_autoptr(GBytes) foreign = g_bytes_new_static ("JUNKJUNKJUNK", 12);
+  g_assert_null (hanashi_token_probs_unpack (foreign, &error));
+  g_clear_error (&error);
+}
+
 static void
 test_thinking (Fixture *f, gconstpointer data)
 {
@@ -342,6 +429,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add ("/store/migrations", Fixture, NULL, fixture_setup, test_migrations, fixture_teardown);
   g_test_add ("/store/crud-search", Fixture, NULL, fixture_setup, test_crud_and_search, fixture_teardown);
+  g_test_add ("/store/token-probs", Fixture, NULL, fixture_setup, test_token_probs, fixture_teardown);
   g_test_add ("/store/thinking", Fixture, NULL, fixture_setup, test_thinking, fixture_teardown);
   g_test_add ("/store/branches", Fixture, NULL, fixture_setup, test_branches, fixture_teardown);
   g_test_add ("/store/alternatives-incomplete", Fixture, NULL, fixture_setup, test_alternatives_and_incomplete, fixture_teardown);

@@ -633,6 +633,52 @@ static void test_greedy_qwen (Fixture *f, gconstpointer data) { (void) data; che
 static void test_greedy_stories (Fixture *f, gconstpointer data) { (void) data; check_greedy (f, STORIES); }
 
 static void
+collect_probs (HanashiEngine *engine, guint id, GBytes *records, GArray *out)
+{
+  (void) engine; (void) id;
+  gsize size = 0;
+  const HnTokenProbs *recs = g_bytes_get_data (records, &size);
+  g_array_append_vals (out, recs, size / sizeof (HnTokenProbs));
+}
+
+/* The real backend passes the sampler's records through: one per sampled token, greedy's
+ * choice first with p 1 and every other candidate removed by "temperature", and the text
+ * is what it is without them. */
+static void
+test_token_probs (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, STORIES, 256);
+  g_autoptr (HanashiGenerateRequest) plain = make_request (NULL, 12);
+  hanashi_generate_request_set_use_session (plain, FALSE);
+  generate_and_wait (f, plain);
+  g_autofree char *plain_text = g_strdup (f->text->str);
+
+  g_autoptr (GArray) records = g_array_new (FALSE, FALSE, sizeof (HnTokenProbs));
+  gulong handler = g_signal_connect (f->engine, "token-probs", G_CALLBACK (collect_probs), records);
+  g_autoptr (HanashiGenerateRequest) req = make_request (NULL, 12);
+  hanashi_generate_request_set_use_session (req, FALSE);
+  hanashi_generate_request_set_probs_k (req, 5);
+  generate_and_wait (f, req);
+  g_signal_handler_disconnect (f->engine, handler);
+  g_assert_cmpstr (f->text->str, ==, plain_text);
+  g_assert_cmpuint (records->len, ==, f->stats.n_generated);
+  for (guint i = 0; i < records->len; i++)
+    {
+      const HnTokenProbs *r = &g_array_index (records, HnTokenProbs, i);
+      g_assert_cmpuint (r->n_candidates, ==, 5);
+      g_assert_cmpint (r->candidates[0].id, ==, r->token);
+      g_assert_cmpfloat (r->candidates[0].p, ==, 1.0f);
+      g_assert_cmpfloat (r->p, ==, 1.0f);
+      for (guint k = 1; k < 5; k++)
+        {
+          g_assert_cmpint (r->candidates[k].removed_by, ==, HN_STAGE_TEMPERATURE);
+          g_assert_cmpfloat (r->candidates[k].logprob, <=, r->candidates[k - 1].logprob);
+        }
+    }
+}
+
+static void
 test_count_tokens_done (GObject *source, GAsyncResult *result, gpointer data)
 {
   gint *out = data;
@@ -1516,6 +1562,7 @@ main (int argc, char **argv)
   g_test_add ("/engine-model/greedy/llama", Fixture, NULL, fixture_setup, test_greedy_llama, fixture_teardown);
   g_test_add ("/engine-model/greedy/qwen2", Fixture, NULL, fixture_setup, test_greedy_qwen, fixture_teardown);
   g_test_add ("/engine-model/greedy/stories", Fixture, NULL, fixture_setup, test_greedy_stories, fixture_teardown);
+  g_test_add ("/engine-model/token-probs", Fixture, NULL, fixture_setup, test_token_probs, fixture_teardown);
   g_test_add ("/engine-model/count-tokens", Fixture, NULL, fixture_setup, test_count_tokens, fixture_teardown);
   g_test_add ("/engine-model/cfg", Fixture, NULL, fixture_setup, test_cfg, fixture_teardown);
   g_test_add ("/engine-model/template", Fixture, NULL, fixture_setup, test_template, fixture_teardown);

@@ -169,6 +169,71 @@ test_load_generate (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->n_errors, ==, 0);
 }
 
+typedef struct {
+  GArray *records;       /* HnTokenProbs */
+  guint n_signals;
+  gint last_token_seen;  /* by the "token" signal */
+} ProbsSink;
+
+static void
+on_token_probs (HanashiEngine *engine, guint id, GBytes *records, ProbsSink *ps)
+{
+  (void) engine; (void) id;
+  gsize size = 0;
+  const HnTokenProbs *recs = g_bytes_get_data (records, &size);
+  g_assert_cmpuint (size % sizeof (HnTokenProbs), ==, 0);
+  g_assert_cmpuint (size, >, 0);
+  g_array_append_vals (ps->records, recs, size / sizeof (HnTokenProbs));
+  ps->n_signals++;
+}
+
+static void
+on_token_after_probs (HanashiEngine *engine, guint id, const char *text, gint token_id, ProbsSink *ps)
+{
+  (void) engine; (void) id; (void) text;
+  /* the records of the tokens in this text came first */
+  g_assert_cmpuint (ps->records->len, >=, (guint) token_id + 1);
+  g_assert_cmpint (g_array_index (ps->records, HnTokenProbs, token_id).token, ==, token_id);
+  ps->last_token_seen = token_id;
+}
+
+/* With probs_k, every token's record arrives through "token-probs", before its text. */
+static void
+test_token_probs (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f);
+  ProbsSink ps = { g_array_new (FALSE, FALSE, sizeof (HnTokenProbs)), 0, -1 };
+  g_signal_connect (f->engine, "token-probs", G_CALLBACK (on_token_probs), &ps);
+  g_autoptr (HanashiGenerateRequest) plain = make_request (5);
+  hanashi_engine_generate (f->engine, plain);
+  while (f->n_done == 0)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpuint (ps.n_signals, ==, 0); /* off by default */
+  g_signal_connect (f->engine, "token", G_CALLBACK (on_token_after_probs), &ps);
+
+  g_autoptr (HanashiGenerateRequest) req = make_request (20);
+  hanashi_generate_request_set_probs_k (req, 4);
+  g_assert_cmpint (hanashi_generate_request_get_probs_k (req), ==, 4);
+  hanashi_engine_generate (f->engine, req);
+  while (f->n_done < 2)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpuint (ps.records->len, ==, 20);
+  g_assert_cmpuint (ps.n_signals, >=, 1);
+  g_assert_cmpint (ps.last_token_seen, ==, 19);
+  for (guint i = 0; i < 20; i++)
+    {
+      const HnTokenProbs *r = &g_array_index (ps.records, HnTokenProbs, i);
+      g_assert_cmpint (r->token, ==, (gint) i);
+      g_assert_cmpuint (r->n_candidates, ==, 4);
+      g_assert_cmpint (r->candidates[3].removed_by, ==, HN_STAGE_TOP_K);
+    }
+  hanashi_generate_request_set_probs_k (req, 99);
+  g_assert_cmpint (hanashi_generate_request_get_probs_k (req), ==, HN_PROBS_MAX_K);
+  g_signal_handlers_disconnect_by_data (f->engine, &ps);
+  g_array_unref (ps.records);
+}
+
 static void
 test_no_model_error (Fixture *f, gconstpointer data)
 {
@@ -521,6 +586,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   hanashi_test_use_scripted_backend ();
   g_test_add ("/engine-thread/load-generate", Fixture, NULL, fixture_setup, test_load_generate, fixture_teardown);
+  g_test_add ("/engine-thread/token-probs", Fixture, NULL, fixture_setup, test_token_probs, fixture_teardown);
   g_test_add ("/engine-thread/no-model", Fixture, NULL, fixture_setup, test_no_model_error, fixture_teardown);
   g_test_add ("/engine-thread/cancel", Fixture, NULL, fixture_setup, test_cancel, fixture_teardown);
   g_test_add ("/engine-thread/failed-load-keeps-model", Fixture, NULL, fixture_setup, test_failed_load_keeps_model, fixture_teardown);

@@ -206,6 +206,7 @@ scripted_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBac
     }
   stats->n_prompt = n_prompt;
   int limit = hanashi_generate_request_get_max_tokens (req);
+  int probs_k = hanashi_generate_request_get_probs_k (req);
   int max = limit > 0 ? limit : 16;
   if (script != NULL)
     max = limit > 0 ? MIN (limit, (int) g_strv_length (script)) : (int) g_strv_length (script);
@@ -222,6 +223,23 @@ scripted_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBac
       g_usleep (200);
       scripted_wait_at (i, sink);
       stats->n_generated++;
+      if (probs_k > 0 && sink->on_probs != NULL)
+        {
+          /* A made-up record: candidates i, 1000 + i, 2000 + i, … with raw probabilities
+           * 1/2, 1/4, …; the last of them removed by top-k. */
+          HnTokenProbs rec = { .token = i, .logprob = -(float) G_LN2, .p = 0.6f,
+                               .n_candidates = (uint32_t) probs_k };
+          for (int k = 0; k < probs_k; k++)
+            {
+              HnProbCandidate *c = &rec.candidates[k];
+              c->id = k * 1000 + i;
+              c->logprob = -(float) (k + 1) * (float) G_LN2;
+              gboolean last = k + 1 == probs_k && k > 0;
+              c->removed_by = last ? HN_STAGE_TOP_K : HN_STAGE_NONE;
+              c->p = last ? 0.0f : (k == 0 ? 0.6f : 0.4f / (float) MAX (1, probs_k - 2));
+            }
+          sink->on_probs (sink->data, &rec);
+        }
       if (!sink->on_token (sink->data, script != NULL ? script[i] : text, i))
         {
           stats->stop_reason = HANASHI_STOP_REASON_CANCELLED;

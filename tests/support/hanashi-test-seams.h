@@ -34,7 +34,9 @@ G_BEGIN_DECLS
  * Deterministic and cheap, with the control flow of the real one: "models" are any
  * readable file; a generation renders the request (with the template set below, else
  * ChatML) and produces "tok0 tok1 ..." (max_new_tokens of them, default 16) with a small
- * sleep per token so that cancels land mid-stream.  Install it with
+ * sleep per token so that cancels land mid-stream; with probs_k > 0, token i comes with a
+ * made-up record (candidates i, 1000 + i, …, raw probabilities 1/2, 1/4, …, the last
+ * removed by "top_k").  Install it with
  * hanashi_test_use_scripted_backend() (engines made afterwards use it). */
 const HanashiEngineBackend *hanashi_test_scripted_backend     (void);
 void                        hanashi_test_use_scripted_backend (void);
