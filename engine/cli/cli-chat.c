@@ -1,5 +1,5 @@
 /* hanashi-cli chat -m MODEL [--system TEXT] [--messages FILE.json] [-f FILE] [--session FILE]
- *   [-n N] [--ids] [-t THREADS] [-c CTX] [--enable-thinking true|false] [sampling options]
+ *   [-n N] [--ids] [-t THREADS] [-c CTX] [-ngl N] [--enable-thinking true|false] [sampling options]
  *
  * A conversation through the conversation core (hn-chat.h), the same code the app's engine
  * thread runs: the model's chat template (or ChatML), old turns dropped to fit the context,
@@ -281,7 +281,8 @@ out:
   return ok;
 }
 
-enum { OPT_MODEL, OPT_FILE, OPT_MESSAGES, OPT_SYSTEM, OPT_N, OPT_THREADS, OPT_CTX, OPT_SESSION, OPT_THINKING };
+enum { OPT_MODEL, OPT_FILE, OPT_MESSAGES, OPT_SYSTEM, OPT_N, OPT_THREADS, OPT_CTX, OPT_SESSION, OPT_THINKING,
+       OPT_GPU_LAYERS };
 static const struct {
   const char *short_name, *long_name;
   int id;
@@ -295,6 +296,7 @@ static const struct {
   { "-c", "--ctx-size", OPT_CTX },
   { NULL, "--session", OPT_SESSION },
   { NULL, "--enable-thinking", OPT_THINKING },
+  { "-ngl", "--gpu-layers", OPT_GPU_LAYERS },
 };
 
 static void
@@ -313,6 +315,7 @@ usage(const CliSamplingOptions *defaults)
           "  --session FILE        reuse and save the conversation's KV cache in FILE\n"
           "  -t, --threads N       threads (default: the physical cores)\n"
           "  -c, --ctx-size N      context size in tokens (default: the model's)\n"
+          "  -ngl, --gpu-layers N  run the last N layers on the Vulkan device (default 0)\n"
           "  --enable-thinking B   true or false: the template's enable_thinking (default: unset)\n"
           "  sampling (greedy unless --temp says otherwise, as for generate):\n");
   cli_sampling_print_help(stderr, defaults);
@@ -323,7 +326,7 @@ cli_chat(int argc, char **argv)
 {
   const char *model_path = NULL, *turns_path = NULL, *messages_path = NULL, *system = NULL;
   const char *session_path = NULL;
-  long long n_predict = -1, threads = 0, n_ctx = 0;
+  long long n_predict = -1, threads = 0, n_ctx = 0, gpu_layers = 0;
   HnChatThinking thinking = HN_CHAT_THINKING_UNSET;
   bool ids = false;
   CliSamplingOptions sopts;
@@ -386,6 +389,12 @@ cli_chat(int argc, char **argv)
         goto out;
       }
       break;
+    case OPT_GPU_LAYERS:
+      if (!cli_parse_int(val, 0, 1 << 20, &gpu_layers)) {
+        cli_fail("invalid layer count '%s'", val);
+        goto out;
+      }
+      break;
     case OPT_CTX:
       if (!cli_parse_int(val, 1, 1 << 24, &n_ctx)) {
         cli_fail("invalid context size '%s'", val);
@@ -430,6 +439,7 @@ cli_chat(int argc, char **argv)
   cp.n_ctx = (int) n_ctx;
   cp.n_threads = (int) threads;
   cp.n_seq_max = 2;
+  cp.n_gpu_layers = (int) gpu_layers;
   if (!(chat_model = hn_chat_model_new(model, vocab, &err)) || !(c.chat = hn_chat_new(chat_model, &cp, &err)) ||
       (grammar && !hn_chat_model_grammar_vocab(chat_model, &err))) {
     cli_fail_error(&err);

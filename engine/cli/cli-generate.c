@@ -62,7 +62,7 @@ on_reuse(void *user_data, const HnChatReuse *reuse)
 }
 
 /* Options taking a value; the sampling options are parsed by cli-sampling.c. */
-enum { OPT_MODEL, OPT_PROMPT, OPT_FILE, OPT_N, OPT_TOKENS, OPT_THREADS, OPT_CTX, OPT_SESSION };
+enum { OPT_MODEL, OPT_PROMPT, OPT_FILE, OPT_N, OPT_TOKENS, OPT_THREADS, OPT_CTX, OPT_SESSION, OPT_GPU_LAYERS };
 static const struct {
   const char *short_name, *long_name;
   int id;
@@ -75,13 +75,15 @@ static const struct {
   { "-t", "--threads", OPT_THREADS },
   { "-c", "--ctx-size", OPT_CTX },
   { NULL, "--session", OPT_SESSION },
+  { "-ngl", "--gpu-layers", OPT_GPU_LAYERS },
 };
 
 static void
 usage(const CliSamplingOptions *defaults)
 {
   fprintf(stderr, "usage: hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N [--ids] "
-                  "[-t THREADS] [-c CTX] [--session FILE] [--print-params] [sampling options]\n"
+                  "[-t THREADS] [-c CTX] [-ngl N] [--session FILE] [--print-params] [sampling options]\n"
+                  "  -ngl, --gpu-layers N         run the last N layers on the Vulkan device (default 0)\n"
                   "  -f, --file FILE              read the prompt from FILE (exactly its bytes)\n"
                   "  --print-params               print the sampling parameters in use to stderr first\n");
   cli_sampling_print_help(stderr, defaults);
@@ -112,7 +114,7 @@ cli_generate(int argc, char **argv)
   const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *tokens = NULL, *session_path = NULL;
   char *file_text = NULL;
   size_t prompt_len = 0;
-  long long n_predict = -1, threads = 0, n_ctx = 0;
+  long long n_predict = -1, threads = 0, n_ctx = 0, gpu_layers = 0;
   bool ids = false;
   CliSamplingOptions sopts;
   cli_sampling_init(&sopts); /* greedy unless --temp is given (see cli-sampling.c) */
@@ -181,6 +183,12 @@ cli_generate(int argc, char **argv)
         goto out;
       }
       break;
+    case OPT_GPU_LAYERS:
+      if (!cli_parse_int(val, 0, 1 << 20, &gpu_layers)) {
+        cli_fail("invalid layer count '%s'", val);
+        goto out;
+      }
+      break;
     case OPT_CTX:
       if (!cli_parse_int(val, 1, 1 << 24, &n_ctx)) {
         cli_fail("invalid context size '%s'", val);
@@ -238,6 +246,7 @@ cli_generate(int argc, char **argv)
   cp.n_ctx = (int) n_ctx;
   cp.n_threads = (int) threads;
   cp.n_seq_max = 2;
+  cp.n_gpu_layers = (int) gpu_layers;
   if (!(chat_model = hn_chat_model_new(model, vocab, &err)) || !(chat = hn_chat_new(chat_model, &cp, &err)) ||
       (grammar && !hn_chat_model_grammar_vocab(chat_model, &err))) {
     cli_fail_error(&err);
