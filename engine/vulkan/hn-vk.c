@@ -62,6 +62,7 @@ struct HnVkOffload {
   uint32_t queue_family;
   VkPhysicalDeviceMemoryProperties mem_props;
   VkDeviceSize align, max_range;
+  bool unified; /* integrated or software: device memory is the processor's memory */
   uint32_t max_groups;
   PFN_vkCmdPushDescriptorSetKHR push_descriptors;
   VkDescriptorSetLayout set_layout;
@@ -218,17 +219,38 @@ buf_new(HnVkOffload *o, VkBuf *b, VkDeviceSize size, bool host, const char *what
   vkGetBufferMemoryRequirements(o->device, b->buf, &req);
   const VkMemoryPropertyFlags local = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
   const VkMemoryPropertyFlags mapped = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  int type = memory_type(o, req.memoryTypeBits, local | mapped);
-  if (type < 0)
-    type = host ? memory_type(o, req.memoryTypeBits, mapped | VK_MEMORY_PROPERTY_HOST_CACHED_BIT) : -1;
-  if (type < 0)
-    type = memory_type(o, req.memoryTypeBits, host ? mapped : local);
-  if (type < 0)
+  /* In order of preference; a heap that is full (a discrete card's small mappable window)
+   * passes on to the next.  Weights and scratch on a discrete card go to plain device
+   * memory through staging, leaving the mappable window to the KV cache. */
+  VkMemoryPropertyFlags choices[3];
+  int n_choices = 0;
+  if (host) {
+    choices[n_choices++] = local | mapped;
+    choices[n_choices++] = mapped | VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+    choices[n_choices++] = mapped;
+  } else if (o->unified) {
+    choices[n_choices++] = local | mapped;
+    choices[n_choices++] = local;
+  } else {
+    choices[n_choices++] = local;
+  }
+  int type = -1;
+  r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+  for (int i = 0; i < n_choices && r != VK_SUCCESS; i++) {
+    int t = memory_type(o, req.memoryTypeBits, choices[i]);
+    if (t < 0)
+      continue;
+    VkMemoryAllocateInfo alloc = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = (uint32_t) t,
+    };
+    r = vkAllocateMemory(o->device, &alloc, NULL, &b->mem);
+    if (r == VK_SUCCESS)
+      type = t;
+    else if (r != VK_ERROR_OUT_OF_DEVICE_MEMORY && r != VK_ERROR_OUT_OF_HOST_MEMORY)
+      break;
+  }
+  if (type < 0 && r == VK_ERROR_OUT_OF_DEVICE_MEMORY && memory_type(o, req.memoryTypeBits, host ? mapped : local) < 0)
     return hn_error_set(err, HN_ERR_UNSUPPORTED, "The graphics device offers no memory for the %s.", what);
-  VkMemoryAllocateInfo alloc = {
-    .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size, .memoryTypeIndex = (uint32_t) type,
-  };
-  r = vkAllocateMemory(o->device, &alloc, NULL, &b->mem);
   if (r == VK_SUCCESS)
     r = vkBindBufferMemory(o->device, b->buf, b->mem, 0);
   if (r == VK_SUCCESS && (o->mem_props.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
@@ -474,6 +496,7 @@ create_device(HnVkOffload *o, HnError *err)
   VkPhysicalDeviceProperties props;
   vkGetPhysicalDeviceProperties(o->phys, &props);
   snprintf(o->device_name, sizeof o->device_name, "%s", props.deviceName);
+  o->unified = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU || props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   o->align = props.limits.minStorageBufferOffsetAlignment > 256 ? props.limits.minStorageBufferOffsetAlignment : 256;
   o->max_range = props.limits.maxStorageBufferRange;
   o->max_groups = props.limits.maxComputeWorkGroupCount[0] < props.limits.maxComputeWorkGroupCount[1]
