@@ -25,8 +25,9 @@
 #include "hn-moe.h"
 #include "hn-threadpool.h"
 #include "hn-decode-choice.h"
+#include "hn-vk.h"
 
-#define NOTICE_MAX 256
+#define NOTICE_MAX 512
 
 struct HnContext {
   const HnModel *model;
@@ -54,12 +55,17 @@ struct HnContext {
   float *routing_lead; /* per logits row, see hn_context_routing_lead */
   int n_logits, logits_cap;
   char notice[NOTICE_MAX]; /* empty: nothing was changed from what the caller asked */
+  /* Vulkan offload of layers first_gpu..n_layer-1 (first_gpu == n_layer: none); it owns
+   * the KV cache's storage, so it lives as long as the context even after a failure */
+  HnVkOffload *offload;
+  int first_gpu;
 };
 
 HnContextParams
 hn_context_default_params(void)
 {
-  return (HnContextParams) { .n_ctx = 0, .n_batch = 512, .n_threads = 0, .n_seq_max = 1 };
+  return (HnContextParams) { .n_ctx = 0, .n_batch = 512, .n_threads = 0, .n_seq_max = 1, .n_gpu_layers = 0,
+                             .gpu_device = -1 };
 }
 
 void
@@ -69,6 +75,7 @@ hn_context_free(HnContext *c)
     return;
   hn_threadpool_free(c->pool);
   hn_kv_cache_free(c->kv);
+  hn_vk_offload_free(c->offload); /* after the cache: it owns the cache's storage */
   free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->attn);
   free(c->gate); free(c->up); free(c->acc); free(c->act); free(c->cells); free(c->out_rows);
   free(c->attn_work); free(c->attn_cells); free(c->attn_scores);
@@ -101,6 +108,10 @@ clamp_params(const HnModel *m, const HnContextParams *params, char *notice, size
     p.n_batch = p.n_ctx;
   if (p.n_seq_max <= 0)
     p.n_seq_max = 1;
+  if (p.n_gpu_layers < 0)
+    p.n_gpu_layers = 0;
+  if (p.n_gpu_layers > m->n_layer)
+    p.n_gpu_layers = m->n_layer;
   return p;
 }
 
@@ -214,6 +225,33 @@ calibrate_decode(const HnModel *m, HnThreadPool *pool)
   hn_decode_calibrate(pool, types, n);
 }
 
+/* Adds a sentence to the context's notice. */
+static void
+add_notice(HnContext *c, const char *text)
+{
+  size_t len = strlen(c->notice);
+  snprintf(c->notice + len, sizeof c->notice - len, "%s%s", len ? " " : "", text);
+}
+
+/* Moves the last p->n_gpu_layers layers to the graphics device; when that fails, the
+ * notice says why and everything stays on the CPU. */
+static void
+start_offload(HnContext *c, const HnContextParams *p)
+{
+  const HnModel *m = c->model;
+  HnError err = { 0 };
+  HnVkOffloadParams vp = { .first_layer = m->n_layer - p->n_gpu_layers, .n_ctx = p->n_ctx, .n_batch = p->n_batch,
+                           .device = p->gpu_device };
+  c->offload = hn_vk_offload_new(m, &vp, &err);
+  if (c->offload) {
+    c->first_gpu = vp.first_layer;
+    return;
+  }
+  char text[sizeof err.message + 32];
+  snprintf(text, sizeof text, "%s Running on the CPU instead.", err.message);
+  add_notice(c, text);
+}
+
 HnContext *
 hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
 {
@@ -249,7 +287,14 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   }
   for (int il = 0; il < m->n_layer; il++)
     sliding[il] = m->layers[il].sliding;
-  c->kv = hn_kv_cache_new_windowed(m->n_layer, p.n_ctx, kv_dim, sliding, n_ring ? m->swa_window : 0, n_ring, err);
+  c->first_gpu = m->n_layer;
+  if (p.n_gpu_layers > 0)
+    start_offload(c, &p);
+  if (c->offload)
+    c->kv = hn_kv_cache_new_borrowed(m->n_layer, p.n_ctx, kv_dim, hn_vk_offload_k_storage(c->offload),
+                                     hn_vk_offload_v_storage(c->offload), err);
+  else
+    c->kv = hn_kv_cache_new_windowed(m->n_layer, p.n_ctx, kv_dim, sliding, n_ring ? m->swa_window : 0, n_ring, err);
   free(sliding);
   if (!c->kv)
     goto fail;
@@ -315,6 +360,14 @@ hn_context_rope_factor_set(const HnContext *c)
   return c->rope.freq_factors == c->model->rope_long ? 2u : 1u;
 }
 int hn_context_n_logits(const HnContext *c) { return c->n_logits; }
+
+int hn_context_gpu_layers(const HnContext *c) { return c->model->n_layer - c->first_gpu; }
+
+const char *
+hn_context_gpu_device(const HnContext *c)
+{
+  return c->first_gpu < c->model->n_layer ? hn_vk_offload_device_name(c->offload) : NULL;
+}
 
 void
 hn_context_set_cancel(HnContext *c, HnCancelFn fn, void *user_data)
@@ -546,6 +599,16 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
     if (c->cancel && c->cancel(c->cancel_data)) {
       hn_error_set(err, HN_ERR_CANCELLED, "cancelled");
       goto undo;
+    }
+    if (il == c->first_gpu) {
+      HnError gpu_err = { 0 };
+      if (hn_vk_offload_run(c->offload, c->x, nt, pos, seq, c->cells, c->kv, &c->rope, &gpu_err))
+        break;
+      /* the KV storage is shared, so the CPU simply takes over from this layer on */
+      char text[sizeof gpu_err.message + 40];
+      snprintf(text, sizeof text, "%s Running on the CPU from now on.", gpu_err.message);
+      add_notice(c, text);
+      c->first_gpu = m->n_layer;
     }
     const HnLayer *L = &m->layers[il];
     const HnRope *rope = L->sliding ? &c->rope_local : &c->rope;

@@ -24,6 +24,12 @@ typedef struct {
   int n_batch;    /* most tokens per decode call (default 512) */
   int n_threads;  /* <= 0: physical cores */
   int n_seq_max;  /* sequences used at once (1..HN_KV_MAX_SEQ) */
+  /* Layers evaluated on a Vulkan device (the last ones; more than the model has: all of
+   * them).  0: none, the CPU only.  When the device cannot take them (no device, an
+   * architecture the device path lacks, its memory runs out), the context runs on the CPU
+   * and hn_context_notice says why. */
+  int n_gpu_layers;
+  int gpu_device; /* index in hn_vk_list_devices' order; < 0: the best device */
 } HnContextParams;
 
 HnContextParams hn_context_default_params(void);
@@ -74,6 +80,10 @@ const HnRope *hn_context_rope(const HnContext *ctx);
  * ones, 1 Phi-3's short factors, 2 its long ones (chosen by the context size). */
 uint32_t hn_context_rope_factor_set(const HnContext *ctx);
 void hn_context_set_cancel(HnContext *ctx, HnCancelFn fn, void *user_data);
+/* Layers that run on the graphics device now (0 when everything runs on the CPU, also
+ * after the device failed during a decode), and the device's name (NULL then). */
+int hn_context_gpu_layers(const HnContext *ctx);
+const char *hn_context_gpu_device(const HnContext *ctx);
 
 #ifdef __cplusplus
 }

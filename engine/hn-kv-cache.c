@@ -22,6 +22,7 @@ struct HnKvCache {
   int32_t *cell_of_ring; /* per ring row: its cell, -1 free */
   int ring_start;        /* round-robin start of the next ring search */
   const HnRope **ropes;  /* per layer, for seq_shift; NULL entries: the caller's */
+  bool borrowed;         /* k and v belong to the caller (device-visible memory) */
 };
 
 HnKvCache *
@@ -30,9 +31,9 @@ hn_kv_cache_new (int n_layer, int n_cells, int kv_dim, HnError *err)
   return hn_kv_cache_new_windowed (n_layer, n_cells, kv_dim, NULL, 0, 0, err);
 }
 
-HnKvCache *
-hn_kv_cache_new_windowed (int n_layer, int n_cells, int kv_dim, const bool *sliding, int window,
-                          int n_ring, HnError *err)
+static HnKvCache *
+kv_cache_new (int n_layer, int n_cells, int kv_dim, const bool *sliding, int window, int n_ring,
+              uint16_t *k_storage, uint16_t *v_storage, HnError *err)
 {
   if (n_layer <= 0 || n_cells <= 0 || kv_dim <= 0 || n_layer > 4096 || kv_dim > (1 << 20) ||
       n_cells > (1 << 22) || window < 0 || (window > 0 && (n_ring <= 0 || !sliding))) {
@@ -59,8 +60,9 @@ hn_kv_cache_new_windowed (int n_layer, int n_cells, int kv_dim, const bool *slid
   bool ok = c != NULL;
   if (ok) {
     c->cells = malloc ((size_t) n_cells * sizeof *c->cells);
-    c->k = calloc (n ? n : 1, sizeof (uint16_t));
-    c->v = calloc (n ? n : 1, sizeof (uint16_t));
+    c->borrowed = k_storage != NULL;
+    c->k = k_storage ? k_storage : calloc (n ? n : 1, sizeof (uint16_t));
+    c->v = v_storage ? v_storage : calloc (n ? n : 1, sizeof (uint16_t));
     c->group_index = calloc ((size_t) n_layer, sizeof *c->group_index);
     c->sliding = calloc ((size_t) n_layer, sizeof *c->sliding);
     c->ropes = calloc ((size_t) n_layer, sizeof *c->ropes);
@@ -93,14 +95,33 @@ hn_kv_cache_new_windowed (int n_layer, int n_cells, int kv_dim, const bool *slid
   return c;
 }
 
+HnKvCache *
+hn_kv_cache_new_windowed (int n_layer, int n_cells, int kv_dim, const bool *sliding, int window,
+                          int n_ring, HnError *err)
+{
+  return kv_cache_new (n_layer, n_cells, kv_dim, sliding, window, n_ring, NULL, NULL, err);
+}
+
+HnKvCache *
+hn_kv_cache_new_borrowed (int n_layer, int n_cells, int kv_dim, uint16_t *k, uint16_t *v, HnError *err)
+{
+  if (!k || !v) {
+    hn_error_set (err, HN_ERR_INVALID_ARG, "a borrowed KV cache needs its key and value storage");
+    return NULL;
+  }
+  return kv_cache_new (n_layer, n_cells, kv_dim, NULL, 0, 0, k, v, err);
+}
+
 void
 hn_kv_cache_free (HnKvCache *c)
 {
   if (!c)
     return;
   free (c->cells);
-  free (c->k);
-  free (c->v);
+  if (!c->borrowed) {
+    free (c->k);
+    free (c->v);
+  }
   free (c->group_index);
   free (c->sliding);
   free (c->ropes);

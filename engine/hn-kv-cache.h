@@ -48,6 +48,12 @@ HnKvCache *hn_kv_cache_new (int n_layer, int n_cells, int kv_dim, HnError *err);
  * rows live in a ring of n_ring rows (n_ring >= n_cells: never reused, a pure mask). */
 HnKvCache *hn_kv_cache_new_windowed (int n_layer, int n_cells, int kv_dim, const bool *sliding,
                                      int window, int n_ring, HnError *err);
+/* Without a sliding window, over storage the caller owns and keeps alive until the cache
+ * is freed: k and v hold n_layer * n_cells * kv_dim half floats each, in the layout above
+ * (the Vulkan offload puts them in memory that both the processor and the device see).
+ * Their contents are not cleared. */
+HnKvCache *hn_kv_cache_new_borrowed (int n_layer, int n_cells, int kv_dim, uint16_t *k, uint16_t *v,
+                                     HnError *err);
 void hn_kv_cache_free (HnKvCache *cache);
 
 int hn_kv_cache_n_cells (const HnKvCache *cache);

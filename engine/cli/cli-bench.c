@@ -26,7 +26,7 @@
 
 int cli_bench(int argc, char **argv);
 
-#define USAGE "usage: hanashi-cli bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [-d DEPTH] [--json]"
+#define USAGE "usage: hanashi-cli bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [-d DEPTH] [-ngl N] [--json]"
 
 static double
 now_seconds(void)
@@ -250,7 +250,7 @@ int
 cli_bench(int argc, char **argv)
 {
   const char *model_path = NULL;
-  long long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, depth = 0;
+  long long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, depth = 0, gpu_layers = 0;
   bool json = false;
   for (int i = 1; i < argc; i++) {
     const char *opt = argv[i];
@@ -272,6 +272,9 @@ cli_bench(int argc, char **argv)
     } else if (strcmp(opt, "-t") == 0 || strcmp(opt, "--threads") == 0) {
       if (!cli_parse_int(val, 1, 512, &threads))
         return cli_fail("invalid thread count '%s'", val);
+    } else if (strcmp(opt, "-ngl") == 0 || strcmp(opt, "--gpu-layers") == 0) {
+      if (!cli_parse_int(val, 0, 1 << 20, &gpu_layers))
+        return cli_fail("invalid layer count '%s'", val);
     } else if (strcmp(opt, "-d") == 0 || strcmp(opt, "--depth") == 0) {
       if (!cli_parse_int(val, 0, 1 << 20, &depth))
         return cli_fail("invalid depth '%s'", val);
@@ -303,10 +306,12 @@ cli_bench(int argc, char **argv)
   long long widest = n_prompt > depth ? n_prompt : depth;
   params.n_batch = widest > 0 ? (int) (widest < 512 ? widest : 512) : 1;
   params.n_threads = (int) threads;
+  params.n_gpu_layers = (int) gpu_layers;
   if (!(b.ctx = hn_context_new(model, &params, &err))) {
     status = cli_fail_error(&err);
     goto out;
   }
+  cli_notice(hn_context_notice(b.ctx));
   b.n_batch = params.n_batch;
   size_t n_ids = (size_t) (widest > 0 ? widest : 1);
   b.tokens = malloc(n_ids * sizeof *b.tokens);
@@ -330,12 +335,17 @@ cli_bench(int argc, char **argv)
   double bandwidth = n_gen > 0 ? read_bandwidth() : 0, per_token = weight_bytes_per_token(model);
   double bound = per_token > 0 ? bandwidth / per_token : 0;
   double of_bound = bound > 0 && n_gen > 0 ? sg.mean / bound : 0;
+  /* where the layers ran (a device that failed during the runs has handed them back) */
+  int on_gpu = hn_context_gpu_layers(b.ctx);
+  const char *device = on_gpu > 0 ? hn_context_gpu_device(b.ctx) : "CPU";
   if (json) {
     printf("{\"model\": ");
     print_json_string(model_path);
     printf(", \"n_prompt\": %lld, \"n_gen\": %lld, \"depth\": %lld, \"threads\": %d, \"reps\": %lld, \"simd\": ",
            n_prompt, n_gen, depth, used_threads, reps);
     print_json_string(simd);
+    printf(", \"gpu_layers\": %d, \"device\": ", on_gpu);
+    print_json_string(device);
     printf(", \"pp_tps\": %.3f, \"pp_tps_stddev\": %.3f, \"tg_tps\": %.3f, \"tg_tps_stddev\": %.3f, "
            "\"peak_rss_mb\": %.1f, \"read_gbps\": %.2f, \"weight_mb_per_token\": %.1f, \"tg_bound_tps\": %.2f, "
            "\"tg_of_bound\": %.3f}\n",
@@ -345,6 +355,8 @@ cli_bench(int argc, char **argv)
     hn_model_type_summary(model, types, sizeof types);
     printf("model: %s (%s)\nthreads: %d, kernels: %s, repetitions: %lld\n", model_path, types,
            used_threads, simd, reps);
+    if (on_gpu > 0)
+      printf("device: %s, %d of %d layers offloaded\n", device, on_gpu, hn_model_n_layer(model));
     if (depth > 0)
       printf("depth: %lld tokens in the cache before each run\n", depth);
     if (n_prompt > 0)

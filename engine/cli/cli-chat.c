@@ -1,5 +1,5 @@
 /* hanashi-cli chat -m MODEL [--system TEXT] [--messages FILE.json] [-f FILE] [--session FILE]
- *   [-n N] [--ids] [-t THREADS] [-c CTX] [--enable-thinking true|false] [sampling options]
+ *   [-n N] [--ids] [-t THREADS] [-c CTX] [-ngl N] [--enable-thinking true|false] [sampling options]
  *
  * A conversation through the conversation core (hn-chat.h), the same code the app's engine
  * thread runs: the model's chat template (or ChatML), old turns dropped to fit the context,
@@ -312,7 +312,7 @@ out:
 }
 
 enum { OPT_MODEL, OPT_FILE, OPT_MESSAGES, OPT_SYSTEM, OPT_N, OPT_THREADS, OPT_CTX, OPT_SESSION, OPT_THINKING,
-       OPT_REMOTE, OPT_API_KEY };
+       OPT_REMOTE, OPT_API_KEY, OPT_GPU_LAYERS };
 static const CliValueOption value_options[] = {
   { "-m", "--model", OPT_MODEL },
   { "-f", "--file", OPT_FILE },
@@ -325,6 +325,7 @@ static const CliValueOption value_options[] = {
   { NULL, "--enable-thinking", OPT_THINKING },
   { NULL, "--remote", OPT_REMOTE },
   { NULL, "--api-key", OPT_API_KEY },
+  { "-ngl", "--gpu-layers", OPT_GPU_LAYERS },
 };
 
 static void
@@ -343,6 +344,7 @@ usage(const CliSamplingOptions *defaults)
           "  --session FILE        reuse and save the conversation's KV cache in FILE\n"
           "  -t, --threads N       threads (default: the physical cores)\n"
           "  -c, --ctx-size N      context size in tokens (default: the model's)\n"
+          "  -ngl, --gpu-layers N  run the last N layers on the Vulkan device (default 0)\n"
           "  --enable-thinking B   true or false: the template's enable_thinking (default: unset)\n"
           "  --remote URL          chat with an OpenAI-compatible server instead (-m is the server's\n"
           "                        model, default its first; not with --ids or --session)\n"
@@ -356,7 +358,7 @@ cli_chat(int argc, char **argv)
 {
   const char *model_path = NULL, *turns_path = NULL, *messages_path = NULL, *system = NULL;
   const char *session_path = NULL, *remote_url = NULL, *api_key = NULL;
-  long long n_predict = -1, threads = 0, n_ctx = 0;
+  long long n_predict = -1, threads = 0, n_ctx = 0, gpu_layers = 0;
   HnChatThinking thinking = HN_CHAT_THINKING_UNSET;
   bool ids = false;
   CliSamplingOptions sopts;
@@ -400,6 +402,12 @@ cli_chat(int argc, char **argv)
     case OPT_THREADS:
       if (!cli_parse_int(val, 1, 1024, &threads)) {
         cli_fail("invalid thread count '%s'", val);
+        goto out;
+      }
+      break;
+    case OPT_GPU_LAYERS:
+      if (!cli_parse_int(val, 0, 1 << 20, &gpu_layers)) {
+        cli_fail("invalid layer count '%s'", val);
         goto out;
       }
       break;
@@ -462,7 +470,7 @@ cli_chat(int argc, char **argv)
     goto converse;
   }
 #endif
-  if (!cli_chat_model_load(&cm, model_path) || !cli_chat_model_start(&cm, &sopts, n_predict, n_ctx, threads, false))
+  if (!cli_chat_model_load(&cm, model_path) || !cli_chat_model_start(&cm, &sopts, n_predict, n_ctx, threads, gpu_layers, false))
     goto out;
   c.chat = cm.chat;
 

@@ -222,7 +222,7 @@ cli_chat_model_load(CliChatModel *cm, const char *path)
 
 bool
 cli_chat_model_start(CliChatModel *cm, CliSamplingOptions *sampling, long long n_predict, long long n_ctx,
-                     long long threads, bool print_params)
+                     long long threads, long long gpu_layers, bool print_params)
 {
   HnError err = { 0 };
   sampling->params.max_new_tokens = (int32_t) n_predict;
@@ -233,6 +233,7 @@ cli_chat_model_start(CliChatModel *cm, CliSamplingOptions *sampling, long long n
   HnContextParams cp = hn_context_default_params();
   cp.n_ctx = (int) n_ctx;
   cp.n_threads = (int) threads;
+  cp.n_gpu_layers = (int) gpu_layers;
   if (!(cm->chat_model = hn_chat_model_new(cm->model, cm->vocab, &err)) ||
       !(cm->chat = hn_chat_new(cm->chat_model, &cp, &err)) ||
       (cm->grammar && !hn_chat_model_grammar_vocab(cm->chat_model, &err))) {

@@ -77,9 +77,10 @@ bool cli_chat_model_load(CliChatModel *cm, const char *path);
 /* Finishes the sampling options against the vocabulary (max_new_tokens = n_predict), loads
  * the grammar, prints the parameters when print_params, and makes the conversation core with
  * a context of n_ctx tokens (0: the model's) on `threads` threads (0: the physical cores),
- * printing the context's notice, if any.  False after printing the error line. */
+ * its last gpu_layers layers on the Vulkan device (0: none), printing the context's notice,
+ * if any.  False after printing the error line. */
 bool cli_chat_model_start(CliChatModel *cm, CliSamplingOptions *sampling, long long n_predict, long long n_ctx,
-                          long long threads, bool print_params);
+                          long long threads, long long gpu_layers, bool print_params);
 void cli_chat_model_clear(CliChatModel *cm);
 
 /* Subcommand entry points: argv[0] is the subcommand name. */

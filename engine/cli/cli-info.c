@@ -7,6 +7,7 @@
 
 #include "cli-common.h"
 #include "hn-model.h"
+#include "hn-vk.h"
 
 int cli_info(int argc, char **argv);
 
@@ -64,11 +65,37 @@ print_particulars(const HnModel *model)
     printf("experts: %d used of %d\n", d.n_expert_used, d.n_expert);
 }
 
+/* hanashi-cli info --devices: the Vulkan devices, numbered as --gpu-device and the
+ * preferences count them. */
+static int
+list_devices(void)
+{
+  HnVkDeviceInfo devs[16];
+  HnError err = { 0 };
+  int n = hn_vk_list_devices(devs, 16, &err);
+  if (n < 0) {
+    printf("no Vulkan devices: %s\n", err.message);
+    return 0;
+  }
+  if (n == 0)
+    printf("no Vulkan devices: the Vulkan driver reports none\n");
+  for (int i = 0; i < n && i < 16; i++) {
+    char mem[64];
+    human_size(devs[i].memory, mem, sizeof mem);
+    printf("device %d: %s\n  type: %s\n  memory: %s\n  driver: %s\n  vulkan: %u.%u.%u\n", i, devs[i].name,
+           devs[i].type, mem, devs[i].driver, devs[i].api_version >> 22, (devs[i].api_version >> 12) & 0x3ffu,
+           devs[i].api_version & 0xfffu);
+  }
+  return 0;
+}
+
 int
 cli_info(int argc, char **argv)
 {
+  if (argc == 2 && strcmp(argv[1], "--devices") == 0)
+    return list_devices();
   if (argc != 2 || argv[1][0] == '-')
-    return cli_fail("usage: hanashi-cli info MODEL");
+    return cli_fail("usage: hanashi-cli info MODEL | hanashi-cli info --devices");
   HnError err = { 0 };
   HnModel *model = hn_model_load(argv[1], NULL, &err);
   if (!model)

@@ -13,7 +13,7 @@
 #include "hn-context.h"
 #include "hn-vocab.h"
 
-#define LOGITS_USAGE "usage: hanashi-cli logits -m MODEL (--tokens 1,2,3 | -p TEXT | -f FILE) -o OUT.f32 [-t THREADS]"
+#define LOGITS_USAGE "usage: hanashi-cli logits -m MODEL (--tokens 1,2,3 | -p TEXT | -f FILE) -o OUT.f32 [-t THREADS] [-ngl N]"
 
 int cli_logits(int argc, char **argv);
 
@@ -21,7 +21,7 @@ int
 cli_logits(int argc, char **argv)
 {
   const char *model_path = NULL, *tokens = NULL, *text = NULL, *text_file = NULL, *out_path = NULL;
-  long long threads = 0;
+  long long threads = 0, gpu_layers = 0;
   for (int i = 1; i < argc; i++) {
     const char *opt = argv[i];
     if (i + 1 >= argc)
@@ -40,6 +40,9 @@ cli_logits(int argc, char **argv)
     else if (strcmp(opt, "-t") == 0 || strcmp(opt, "--threads") == 0) {
       if (!cli_parse_int(val, 1, 1024, &threads))
         return cli_fail("invalid thread count '%s'", val);
+    } else if (strcmp(opt, "-ngl") == 0 || strcmp(opt, "--gpu-layers") == 0) {
+      if (!cli_parse_int(val, 0, 1 << 20, &gpu_layers))
+        return cli_fail("invalid layer count '%s'", val);
     } else
       return cli_fail("unknown option '%s'", opt);
   }
@@ -95,10 +98,12 @@ cli_logits(int argc, char **argv)
   params.n_ctx = (int) n;
   params.n_batch = (int) n;
   params.n_threads = (int) threads;
+  params.n_gpu_layers = (int) gpu_layers;
   if (!(ctx = hn_context_new(model, &params, &err))) {
     status = cli_fail_error(&err);
     goto out;
   }
+  cli_notice(hn_context_notice(ctx));
   HnBatch batch = { .n_tokens = (int) n, .token = ids, .pos = pos, .want_logits = want };
   if (!hn_context_decode(ctx, &batch, &err)) {
     status = cli_fail_error(&err);

@@ -34,7 +34,7 @@ static const CliCommand commands[] = {
   { "make-model", cli_make_model, "write a random-weight model of a realistic shape (benchmarks)" },
   { "quantize", cli_quantize, "convert a model to another weight type or mix (Q4_K_M, ...)" },
   { "chat-template", cli_chat_template, "render a chat template for a conversation (prints the prompt)" },
-  { "info", cli_info, "show a model's architecture, size, weight types and context length" },
+  { "info", cli_info, "show a model's architecture, size, weight types and context length (--devices: the Vulkan devices)" },
   { "generate", cli_generate, "generate text from a prompt (greedy unless sampling options are given)" },
   { "chat", cli_chat, "chat with a model: user turns in, replies out, through the app's conversation core" },
   { "logits", cli_logits, "evaluate token ids in one batch and write every position's logits" },

@@ -13,8 +13,10 @@
 #include "hn-context.h"
 #include "hn-cpu.h"
 #include "hn-quants.h"
+#include "hn-vk.h"
 
 static const char *testdata;
+static int gpu_layers; /* HANASHI_GPU_LAYERS */
 
 static double
 log_sum_exp(const float *x, int n)
@@ -94,8 +96,22 @@ test_reference(gconstpointer data)
    * spinning workers crawl (one reference: 10 s with one thread, minutes with two) */
   const char *threads = g_getenv("HANASHI_TEST_THREADS");
   params.n_threads = threads ? CLAMP(atoi(threads), 1, 64) : 2;
+  params.n_gpu_layers = gpu_layers;
   HnContext *ctx = hn_context_new(model, &params, &err);
   g_assert_true(ctx != NULL);
+  /* the device path takes the llama family; every other architecture says why it stays
+   * on the CPU, and the reference must hold either way */
+  int n_layer = hn_model_n_layer(model), want_gpu = MIN(gpu_layers, n_layer);
+  const char *arch = hn_model_arch(model);
+  bool device_arch = strcmp(arch, "llama") == 0 || strcmp(arch, "qwen2") == 0 || strcmp(arch, "qwen3") == 0;
+  if (gpu_layers > 0 && device_arch) {
+    g_assert_cmpint(hn_context_gpu_layers(ctx), ==, want_gpu);
+    g_test_message("%d of %d layers on %s", want_gpu, n_layer, hn_context_gpu_device(ctx));
+  } else if (gpu_layers > 0) {
+    g_assert_cmpint(hn_context_gpu_layers(ctx), ==, 0);
+    g_assert_nonnull(hn_context_notice(ctx));
+    g_test_message("%s", hn_context_notice(ctx));
+  }
   g_autofree int32_t *tok = g_new(int32_t, n);
   g_autofree int32_t *pos = g_new(int32_t, n);
   g_autofree bool *want = g_new(bool, n);
@@ -175,6 +191,9 @@ test_reference(gconstpointer data)
                  matched, n_greedy, routing_note);
   g_assert_cmpfloat(kl_mean, <=, kl_bound);
   g_assert_cmpfloat(agreement, >=, 0.98);
+  /* the device did not fail and hand the layers back along the way */
+  if (gpu_layers > 0 && device_arch)
+    g_assert_cmpint(hn_context_gpu_layers(ctx), ==, want_gpu);
   hn_context_free(ctx);
   hn_model_free(model);
 }
@@ -208,6 +227,20 @@ main(int argc, char **argv)
   /* which kernel set is checked (HANASHI_SIMD caps it; a cross build shows its own) */
   g_test_message("kernels: %s", hn_simd_level_name(hn_cpu_simd_level()));
   testdata = g_getenv("HANASHI_TESTDATA");
+  /* HANASHI_GPU_LAYERS=N: the same references with the last N layers on the Vulkan device
+   * (lavapipe in CI); skipped only where there is no device to run them on */
+  const char *gpu = g_getenv("HANASHI_GPU_LAYERS");
+  gpu_layers = gpu ? CLAMP(atoi(gpu), 0, 1 << 20) : 0;
+  if (gpu_layers > 0) {
+    HnVkDeviceInfo dev;
+    HnError err = { 0 };
+    int n_dev = hn_vk_list_devices(&dev, 1, &err);
+    if (n_dev <= 0) {
+      g_test_skip(n_dev < 0 ? err.message : "no Vulkan device");
+      return g_test_run();
+    }
+    g_test_message("device: %s (%s)", dev.name, dev.driver);
+  }
   GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
   if (!testdata || !list_references("reference", names)) {
     g_ptr_array_unref(names);

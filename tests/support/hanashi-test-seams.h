@@ -14,6 +14,8 @@
  *   model hub address    HANASHI_HUB_URL, read by                          hanashi_test_set_hub_url()
  *                        hanashi_download_resolve_uri_at()
  *                        (engine/download/hanashi-download.c)
+ *   device memory        HANASHI_VULKAN_MEMORY_LIMIT (bytes), read by      set in tests/engine/test-cli-vulkan.c
+ *                        hn-vk.c's device choice (engine/vulkan)           (forces the out-of-memory fall-back)
  *   API-key store        hanashi_secret_store_set_default()                hanashi_secret_store_memory()
  *                        (app/hanashi-remote-endpoints.h)                  (in memory, no keyring needed)
  *

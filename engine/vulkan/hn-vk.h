@@ -1,0 +1,79 @@
+/* hn-vk.h — the Vulkan compute backend: device discovery and the offload of a model's last
+ * layers to a graphics device.
+ *
+ * Plain C11 without GLib, like the rest of the engine core.  When the build has Vulkan
+ * disabled (meson -Dvulkan=disabled, or auto without glslc/libvulkan) the same functions
+ * exist and report that no device can be used, so callers never need #ifdefs.
+ *
+ * What runs where (see docs/vulkan.md): the device evaluates layers first_layer..n_layer-1
+ * of a llama-family model (llama, qwen2, qwen3 traits) in one command buffer per
+ * micro-batch; embeddings, the CPU's layers, the output norm and the output matrix stay on
+ * the processor.  The KV cache of every layer lives in memory that both sides can see, so
+ * session files, sequence shifts and a fall back to the CPU need no copies.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hn-common.h"
+#include "hn-kv-cache.h"
+#include "hn-model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  char name[256];
+  char driver[256];  /* driver name and version text, or "unknown" */
+  const char *type;  /* "discrete", "integrated", "virtual", "cpu" or "other" */
+  uint64_t memory;   /* bytes of device-local memory */
+  uint32_t api_version;
+} HnVkDeviceInfo;
+
+/* Whether this build has the Vulkan backend. */
+bool hn_vk_built(void);
+
+/* Lists up to max devices into out; returns how many exist (may exceed max), or -1 with a
+ * sentence in err when there is no Vulkan driver at all. */
+int hn_vk_list_devices(HnVkDeviceInfo *out, int max, HnError *err);
+
+typedef struct HnVkOffload HnVkOffload;
+
+typedef struct {
+  int first_layer; /* layers first_layer..n_layer-1 run on the device */
+  int n_ctx;       /* KV cells */
+  int n_batch;     /* most tokens per run */
+  int device;      /* index in hn_vk_list_devices' order; < 0: the best one */
+} HnVkOffloadParams;
+
+/* Picks the device, builds the shaders, uploads the offloaded layers' weights once and
+ * allocates the shared KV storage.  Fails with a sentence for people (HN_ERR_UNSUPPORTED
+ * for no device or an architecture the device path lacks, HN_ERR_NOMEM when the device's
+ * memory runs out) and leaves nothing behind.
+ *
+ * Test seam: HANASHI_VULKAN_MEMORY_LIMIT=<bytes> makes the offload treat the device as
+ * having only that much memory, to exercise the out-of-memory path. */
+HnVkOffload *hn_vk_offload_new(const HnModel *model, const HnVkOffloadParams *params, HnError *err);
+void hn_vk_offload_free(HnVkOffload *offload);
+
+/* The KV storage (n_layer * n_ctx * kv_dim half floats each) for hn_kv_cache_new_borrowed;
+ * owned by the offload, which must outlive the cache. */
+uint16_t *hn_vk_offload_k_storage(HnVkOffload *offload);
+uint16_t *hn_vk_offload_v_storage(HnVkOffload *offload);
+const char *hn_vk_offload_device_name(const HnVkOffload *offload);
+/* Bytes of device memory the offload allocated. */
+uint64_t hn_vk_offload_device_bytes(const HnVkOffload *offload);
+
+/* Runs the offloaded layers over x[nt][n_embd] in place for tokens at positions pos of
+ * sequences seq, whose KV cells (already claimed in kv) are cells[t]; rope gives the
+ * rotation.  One submission, waited for with a time limit. */
+bool hn_vk_offload_run(HnVkOffload *offload, float *x, int nt, const int32_t *pos, const int32_t *seq,
+                       const int32_t *cells, const HnKvCache *kv, const HnRope *rope, HnError *err);
+
+#ifdef __cplusplus
+}
+#endif

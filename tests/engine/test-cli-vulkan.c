@@ -1,0 +1,171 @@
+/* hanashi-cli and the Vulkan backend: info --devices, bench -ngl naming its device, session
+ * files shared between device and CPU runs, and the out-of-memory path through the
+ * HANASHI_VULKAN_MEMORY_LIMIT test seam.  Needs a Vulkan device (lavapipe in CI); without
+ * one every test skips.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "hn-vk.h"
+
+#define MODEL "stories260K-f32.gguf"
+#define PROMPT "1,400,50,60,70,80,90,100"
+#define LONGER PROMPT ",110,120,130,140"
+
+static char *tmpdir;
+static char device_name[256];
+
+/* Runs hanashi-cli with the arguments (NULL-terminated) and extra environment entries;
+ * returns stdout, stderr in *err_out; fails the test on a non-zero exit. */
+static char *
+run (const char *const *env_extra, char **err_out, ...)
+{
+  GPtrArray *argv = g_ptr_array_new ();
+  g_ptr_array_add (argv, (gpointer) g_getenv ("HANASHI_CLI"));
+  va_list ap;
+  va_start (ap, err_out);
+  for (const char *a = va_arg (ap, const char *); a; a = va_arg (ap, const char *))
+    g_ptr_array_add (argv, (gpointer) a);
+  va_end (ap);
+  g_ptr_array_add (argv, NULL);
+  char **envp = g_get_environ ();
+  for (size_t i = 0; env_extra && env_extra[i]; i += 2)
+    envp = g_environ_setenv (envp, env_extra[i], env_extra[i + 1], TRUE);
+  char *out = NULL, *err = NULL;
+  int status = 0;
+  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, envp, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status, NULL));
+  g_strfreev (envp);
+  g_ptr_array_unref (argv);
+  if (!g_spawn_check_wait_status (status, NULL))
+    g_error ("hanashi-cli failed: %s", err);
+  if (err_out)
+    *err_out = err;
+  else
+    g_free (err);
+  return out;
+}
+
+static char *
+model_path (void)
+{
+  return g_build_filename (g_getenv ("HANASHI_TESTDATA"), "models", MODEL, NULL);
+}
+
+/* generate greedily from the token list, on the CPU (ngl "0") or the device */
+static char *
+generate (const char *tokens, const char *ngl, const char *session, char **err_out)
+{
+  g_autofree char *model = model_path ();
+  if (session)
+    return run (NULL, err_out, "generate", "-m", model, "--tokens", tokens, "-n", "8", "--ids", "-t", "2", "-ngl", ngl,
+                "--session", session, NULL);
+  return run (NULL, err_out, "generate", "-m", model, "--tokens", tokens, "-n", "8", "--ids", "-t", "2", "-ngl", ngl,
+              NULL);
+}
+
+static void
+test_devices (void)
+{
+  g_autofree char *out = run (NULL, NULL, "info", "--devices", NULL);
+  g_assert_true (g_str_has_prefix (out, "device 0: "));
+  g_assert_nonnull (strstr (out, device_name));
+  g_assert_nonnull (strstr (out, "\n  type: "));
+  g_assert_nonnull (strstr (out, "\n  memory: "));
+  g_assert_nonnull (strstr (out, "\n  driver: "));
+}
+
+static void
+test_bench_names_device (void)
+{
+  g_autofree char *model = model_path ();
+  g_autofree char *out = run (NULL, NULL, "bench", "-m", model, "-p", "16", "-n", "4", "-r", "1", "-t", "2", "-ngl", "99",
+                              NULL);
+  g_autofree char *line = g_strdup_printf ("device: %s, 5 of 5 layers offloaded\n", device_name);
+  g_assert_nonnull (strstr (out, line));
+  g_autofree char *partial = run (NULL, NULL, "bench", "-m", model, "-p", "16", "-n", "4", "-r", "1", "-t", "2", "-ngl",
+                                  "2", "--json", NULL);
+  g_assert_nonnull (strstr (partial, "\"gpu_layers\": 2, \"device\": \""));
+  g_autofree char *cpu = run (NULL, NULL, "bench", "-m", model, "-p", "16", "-n", "4", "-r", "1", "-t", "2", "--json", NULL);
+  g_assert_nonnull (strstr (cpu, "\"gpu_layers\": 0, \"device\": \"CPU\""));
+}
+
+/* A session written by one side is reused by the other: the reuse is reported and the
+ * tokens are those of a run without a session on the reading side. */
+static void
+session_between (const char *writer, const char *reader)
+{
+  g_autofree char *session = g_build_filename (tmpdir, "shared.hnsession", NULL);
+  g_remove (session);
+  g_autofree char *err1 = NULL;
+  g_autofree char *first = generate (PROMPT, writer, session, &err1);
+  g_assert_nonnull (strstr (err1, "session: reused 0 of "));
+  g_autofree char *err2 = NULL;
+  g_autofree char *reused = generate (LONGER, reader, session, &err2);
+  guint n_reused = 0, total = 0;
+  const char *line = strstr (err2, "session: reused ");
+  g_assert_nonnull (line);
+  g_assert_cmpint (sscanf (line, "session: reused %u of %u prompt tokens", &n_reused, &total), ==, 2);
+  g_assert_cmpuint (n_reused, >=, 8);
+  g_autofree char *plain = generate (LONGER, reader, NULL, NULL);
+  g_assert_cmpstr (reused, ==, plain);
+  g_assert_null (strstr (err2, "notice:"));
+}
+
+static void
+test_session_device_to_cpu (void)
+{
+  session_between ("99", "0");
+}
+
+static void
+test_session_cpu_to_device (void)
+{
+  session_between ("0", "99");
+}
+
+static void
+test_device_out_of_memory (void)
+{
+  g_autofree char *model = model_path ();
+  const char *limit[] = { "HANASHI_VULKAN_MEMORY_LIMIT", "4096", NULL };
+  g_autofree char *err = NULL;
+  g_autofree char *out = run (limit, &err, "generate", "-m", model, "--tokens", PROMPT, "-n", "8", "--ids", "-t", "2",
+                              "-ngl", "99", NULL);
+  g_assert_nonnull (strstr (err, "hanashi-cli: notice: The graphics device ran out of memory"));
+  g_assert_nonnull (strstr (err, "Running on the CPU instead."));
+  g_autofree char *cpu = generate (PROMPT, "0", NULL, NULL);
+  g_assert_cmpstr (out, ==, cpu);
+  /* the same limit in bench: the CPU is named as where it ran */
+  g_autofree char *bench = run (limit, NULL, "bench", "-m", model, "-p", "8", "-n", "2", "-r", "1", "-t", "2", "-ngl", "99",
+                                "--json", NULL);
+  g_assert_nonnull (strstr (bench, "\"gpu_layers\": 0, \"device\": \"CPU\""));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  HnVkDeviceInfo dev;
+  HnError err = { 0 };
+  int n = hn_vk_list_devices (&dev, 1, &err);
+  if (!g_getenv ("HANASHI_TESTDATA") || n <= 0) {
+    g_test_skip (n < 0 ? err.message : "no Vulkan device or no test data");
+    return g_test_run ();
+  }
+  g_strlcpy (device_name, dev.name, sizeof device_name);
+  tmpdir = g_dir_make_tmp ("hanashi-vulkan-XXXXXX", NULL);
+  g_test_add_func ("/cli-vulkan/devices", test_devices);
+  g_test_add_func ("/cli-vulkan/bench-names-device", test_bench_names_device);
+  g_test_add_func ("/cli-vulkan/session-device-to-cpu", test_session_device_to_cpu);
+  g_test_add_func ("/cli-vulkan/session-cpu-to-device", test_session_cpu_to_device);
+  g_test_add_func ("/cli-vulkan/out-of-memory", test_device_out_of_memory);
+  int status = g_test_run ();
+  g_autofree char *session = g_build_filename (tmpdir, "shared.hnsession", NULL);
+  g_remove (session);
+  g_rmdir (tmpdir);
+  g_free (tmpdir);
+  return status;
+}
