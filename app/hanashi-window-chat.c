@@ -171,6 +171,22 @@ on_token (HanashiEngine *engine,
     gtk_widget_set_visible (GTK_WIDGET (self->load_progress), FALSE);
 }
 
+/* The engine thread is busy writing, so nothing can be counted anew while a reply
+ * streams: the meter shows the request's count plus the tokens written, and the count
+ * after the reply settles it. */
+static void
+on_reply_context_tokens (HanashiChat   *chat,
+                         GParamSpec    *pspec,
+                         HanashiWindow *self)
+{
+  int in_context = hanashi_chat_get_reply_context_tokens (chat);
+
+  if (in_context < 0)
+    return;
+  self->context_used = in_context;
+  _hanashi_window_update_status (self);
+}
+
 static void
 on_engine_error (HanashiEngine *engine,
                  guint          id,
@@ -273,6 +289,19 @@ find_message (HanashiWindow *self,
   return NULL;
 }
 
+/* The actions below replace rows of the chat.  A click leaves the focus on the clicked
+ * button; were that row torn down with the focus in it, GTK 4.8 would log criticals
+ * (gtk_widget_is_ancestor) and hand the focus on to the next selectable label, which
+ * selects all of its text.  The composer takes it first, where typing goes on anyway. */
+static void
+move_focus_out_of_chat (HanashiWindow *self)
+{
+  GtkWidget *focus = gtk_root_get_focus (GTK_ROOT (self));
+
+  if (focus != NULL && gtk_widget_is_ancestor (focus, GTK_WIDGET (self->chat_view)))
+    gtk_widget_grab_focus (GTK_WIDGET (self->composer));
+}
+
 static void
 copy_message_action (GSimpleAction *action,
                      GVariant      *parameter,
@@ -309,6 +338,8 @@ regenerate_message_action (GSimpleAction *action,
                            gpointer       user_data)
 {
   HanashiWindow *self = user_data;
+
+  move_focus_out_of_chat (self);
   hanashi_chat_regenerate (self->chat, g_variant_get_int64 (parameter));
 }
 
@@ -318,6 +349,8 @@ delete_message_action (GSimpleAction *action,
                        gpointer       user_data)
 {
   HanashiWindow *self = user_data;
+
+  move_focus_out_of_chat (self);
   hanashi_chat_delete_message (self->chat, g_variant_get_int64 (parameter));
 }
 
@@ -327,6 +360,8 @@ previous_alternative_action (GSimpleAction *action,
                              gpointer       user_data)
 {
   HanashiWindow *self = user_data;
+
+  move_focus_out_of_chat (self);
   hanashi_chat_switch_alternative (self->chat, g_variant_get_int64 (parameter), -1);
 }
 
@@ -336,6 +371,8 @@ next_alternative_action (GSimpleAction *action,
                          gpointer       user_data)
 {
   HanashiWindow *self = user_data;
+
+  move_focus_out_of_chat (self);
   hanashi_chat_switch_alternative (self->chat, g_variant_get_int64 (parameter), +1);
 }
 
@@ -345,7 +382,27 @@ undo_delete_action (GSimpleAction *action,
                     gpointer       user_data)
 {
   HanashiWindow *self = user_data;
+
+  move_focus_out_of_chat (self);
   hanashi_chat_undo_delete (self->chat);
+}
+
+/* Undo (the toast's button, Ctrl+Z) is offered in the chat the deletion was made in, until
+ * the next change to it. */
+static void
+update_undo (HanashiWindow *self)
+{
+  gboolean can_undo = hanashi_chat_get_can_undo (self->chat) &&
+                      hanashi_chat_get_undo_conversation_id (self->chat) == hanashi_chat_get_conversation_id (self->chat);
+  GAction *action = g_action_map_lookup_action (G_ACTION_MAP (self->chat_actions), "undo-delete");
+
+  g_simple_action_set_enabled (G_SIMPLE_ACTION (action), can_undo);
+  if (!can_undo && self->undo_toast != NULL)
+    {
+      AdwToast *toast = self->undo_toast;
+      g_clear_weak_pointer (&self->undo_toast);
+      adw_toast_dismiss (toast);
+    }
 }
 
 static const GActionEntry chat_actions[] = {
@@ -362,13 +419,9 @@ static void
 on_message_undo_dismissed (AdwToast      *toast,
                            HanashiWindow *self)
 {
-  /* Undo runs before dismissal; after it, or once the toast is gone, there is nothing to
-   * undo any more. */
+  /* Closing the toast only hides it: Ctrl+Z still undoes until the chat changes. */
   if (self->undo_toast == toast)
-    {
-      g_clear_weak_pointer (&self->undo_toast);
-      hanashi_chat_forget_undo (self->chat);
-    }
+    g_clear_weak_pointer (&self->undo_toast);
 }
 
 static void
@@ -385,6 +438,9 @@ on_message_deleted (HanashiChat   *chat,
   adw_toast_set_button_label (toast, _("_Undo"));
   adw_toast_set_action_name (toast, "chat.undo-delete");
   adw_toast_set_priority (toast, ADW_TOAST_PRIORITY_HIGH);
+  /* A deleted reply can take minutes to write again: the offer stays until the chat
+   * changes (or the user closes it), not a few seconds. */
+  adw_toast_set_timeout (toast, 0);
   g_signal_connect_object (toast, "dismissed", G_CALLBACK (on_message_undo_dismissed), self, 0);
   g_set_weak_pointer (&self->undo_toast, toast);
   adw_toast_overlay_add_toast (self->toast_overlay, toast);
@@ -484,10 +540,15 @@ _hanashi_window_bind_chat (HanashiWindow *self)
   g_signal_connect (self->chat, "notify::editing-id", G_CALLBACK (on_chat_editing), self);
   g_signal_connect (self->chat, "notify::conversation-id", G_CALLBACK (on_chat_conversation_id), self);
   g_signal_connect (self->chat, "reply-started", G_CALLBACK (on_reply_started), self);
+  g_signal_connect (self->chat, "notify::reply-context-tokens", G_CALLBACK (on_reply_context_tokens), self);
   g_signal_connect (self->chat, "changed", G_CALLBACK (on_chat_changed), self);
   g_signal_connect (self->chat, "message-deleted", G_CALLBACK (on_message_deleted), self);
   g_action_map_add_action_entries (G_ACTION_MAP (chat_group), chat_actions, G_N_ELEMENTS (chat_actions), self);
   gtk_widget_insert_action_group (GTK_WIDGET (self), "chat", G_ACTION_GROUP (chat_group));
+  self->chat_actions = g_object_ref (chat_group);
+  g_signal_connect_swapped (self->chat, "notify::can-undo", G_CALLBACK (update_undo), self);
+  g_signal_connect_swapped (self->chat, "notify::conversation-id", G_CALLBACK (update_undo), self);
+  update_undo (self);
 
   g_signal_connect (self->engine, "token", G_CALLBACK (on_token), self);
   g_signal_connect (self->engine, "prompt-progress", G_CALLBACK (on_prompt_progress), self);

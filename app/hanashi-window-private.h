@@ -58,6 +58,7 @@ struct _HanashiWindow
   guint               draft_count_source; /* recount the context shortly after typing */
   int                 context_used;      /* -1 while unknown */
   AdwToast           *undo_toast;        /* weak; the toast offering Undo, while shown */
+  GSimpleActionGroup *chat_actions;      /* "chat.": the message actions and undo-delete */
 };
 
 /* hanashi-window.c */
