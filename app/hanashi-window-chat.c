@@ -389,20 +389,41 @@ undo_delete_action (GSimpleAction *action,
 
 /* Undo (the toast's button, Ctrl+Z) is offered in the chat the deletion was made in, until
  * the next change to it. */
-static void
-update_undo (HanashiWindow *self)
+static gboolean
+undo_offered (HanashiWindow *self)
 {
-  gboolean can_undo = hanashi_chat_get_can_undo (self->chat) &&
-                      hanashi_chat_get_undo_conversation_id (self->chat) == hanashi_chat_get_conversation_id (self->chat);
-  GAction *action = g_action_map_lookup_action (G_ACTION_MAP (self->chat_actions), "undo-delete");
+  return hanashi_chat_get_can_undo (self->chat) &&
+         hanashi_chat_get_undo_conversation_id (self->chat) == hanashi_chat_get_conversation_id (self->chat);
+}
 
-  g_simple_action_set_enabled (G_SIMPLE_ACTION (action), can_undo);
-  if (!can_undo && self->undo_toast != NULL)
+static gboolean
+dismiss_undo_toast_cb (gpointer data)
+{
+  HanashiWindow *self = data;
+
+  self->undo_dismiss_source = 0;
+  /* Gone already when its button was used (the "dismissed" handler clears it); a newer
+   * deletion may have made the offer good again. */
+  if (self->undo_toast != NULL && !undo_offered (self))
     {
       AdwToast *toast = self->undo_toast;
       g_clear_weak_pointer (&self->undo_toast);
       adw_toast_dismiss (toast);
     }
+  return G_SOURCE_REMOVE;
+}
+
+static void
+update_undo (HanashiWindow *self)
+{
+  gboolean can_undo = undo_offered (self);
+  GAction *action = g_action_map_lookup_action (G_ACTION_MAP (self->chat_actions), "undo-delete");
+
+  g_simple_action_set_enabled (G_SIMPLE_ACTION (action), can_undo);
+  /* Not from here: this may run inside the toast's own Undo button, which dismisses its
+   * toast right after (libadwaita 1.2 crashes on a toast dismissed twice). */
+  if (!can_undo && self->undo_toast != NULL && self->undo_dismiss_source == 0)
+    self->undo_dismiss_source = g_idle_add (dismiss_undo_toast_cb, self);
 }
 
 static const GActionEntry chat_actions[] = {

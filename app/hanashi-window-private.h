@@ -59,6 +59,7 @@ struct _HanashiWindow
   int                 context_used;      /* -1 while unknown */
   AdwToast           *undo_toast;        /* weak; the toast offering Undo, while shown */
   GSimpleActionGroup *chat_actions;      /* "chat.": the message actions and undo-delete */
+  guint               undo_dismiss_source; /* takes the Undo toast away once the offer ends */
 };
 
 /* hanashi-window.c */
