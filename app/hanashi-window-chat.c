@@ -443,19 +443,14 @@ on_message_undo_dismissed (AdwToast      *toast,
   /* Closing the toast only hides it: Ctrl+Z still undoes until the chat changes. */
   if (self->undo_toast == toast)
     g_clear_weak_pointer (&self->undo_toast);
+  self->undo_toast_gone = g_get_monotonic_time ();
 }
 
 static void
-on_message_deleted (HanashiChat   *chat,
-                    HanashiWindow *self)
+show_undo_toast (HanashiWindow *self)
 {
-  AdwToast *toast;
+  AdwToast *toast = adw_toast_new (_("Message deleted"));
 
-  /* One deletion can be undone at a time: a toast still on screen now undoes the newest
-   * (dismissing it and adding another while it animates crashes libadwaita 1.2). */
-  if (self->undo_toast != NULL)
-    return;
-  toast = adw_toast_new (_("Message deleted"));
   adw_toast_set_button_label (toast, _("_Undo"));
   adw_toast_set_action_name (toast, "chat.undo-delete");
   adw_toast_set_priority (toast, ADW_TOAST_PRIORITY_HIGH);
@@ -465,6 +460,38 @@ on_message_deleted (HanashiChat   *chat,
   g_signal_connect_object (toast, "dismissed", G_CALLBACK (on_message_undo_dismissed), self, 0);
   g_set_weak_pointer (&self->undo_toast, toast);
   adw_toast_overlay_add_toast (self->toast_overlay, toast);
+}
+
+static gboolean
+show_undo_toast_cb (gpointer data)
+{
+  HanashiWindow *self = data;
+
+  self->undo_toast_source = 0;
+  if (self->undo_toast == NULL && undo_offered (self))
+    show_undo_toast (self);
+  return G_SOURCE_REMOVE;
+}
+
+/* How long libadwaita 1.2 animates a toast out, with room to spare. */
+#define UNDO_TOAST_HIDE_US (500 * 1000)
+
+static void
+on_message_deleted (HanashiChat   *chat,
+                    HanashiWindow *self)
+{
+  gint64 since_gone = g_get_monotonic_time () - self->undo_toast_gone;
+
+  /* One deletion can be undone at a time: a toast still on screen now undoes the newest. */
+  if (self->undo_toast != NULL || self->undo_toast_source != 0)
+    return;
+  /* A toast added while the previous one animates out crashes libadwaita 1.2 (after Undo
+   * and another deletion at once, say): the new one waits for the old one to leave. */
+  if (self->undo_toast_gone != 0 && since_gone < UNDO_TOAST_HIDE_US)
+    self->undo_toast_source = g_timeout_add ((guint) ((UNDO_TOAST_HIDE_US - since_gone) / 1000) + 1,
+                                             show_undo_toast_cb, self);
+  else
+    show_undo_toast (self);
 }
 
 static void

@@ -379,6 +379,7 @@ hanashi_window_dispose (GObject *object)
   g_clear_weak_pointer (&self->undo_toast);
   g_clear_object (&self->chat_actions);
   g_clear_handle_id (&self->undo_dismiss_source, g_source_remove);
+  g_clear_handle_id (&self->undo_toast_source, g_source_remove);
   G_OBJECT_CLASS (hanashi_window_parent_class)->dispose (object);
 }
 
