@@ -421,7 +421,7 @@ update_undo (HanashiWindow *self)
 
   g_simple_action_set_enabled (G_SIMPLE_ACTION (action), can_undo);
   /* Not from here: this may run inside the toast's own Undo button, which dismisses its
-   * toast right after (libadwaita 1.2 crashes on a toast dismissed twice). */
+   * toast right after; a toast is dismissed once. */
   if (!can_undo && self->undo_toast != NULL && self->undo_dismiss_source == 0)
     self->undo_dismiss_source = g_idle_add (dismiss_undo_toast_cb, self);
 }
