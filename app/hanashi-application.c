@@ -441,6 +441,8 @@ hanashi_application_startup (GApplication *app)
     { "win.search", { "<primary>f", NULL } },
     { "win.toggle-panel", { "<primary><shift>p", NULL } },
     { "win.stop", { "Escape", NULL } },
+    /* The composer's own Ctrl+Z comes first while it has something to undo. */
+    { "chat.undo-delete", { "<primary>z", NULL } },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (accels); i++)
     gtk_application_set_accels_for_action (GTK_APPLICATION (app), accels[i].action, accels[i].accels);

@@ -88,9 +88,22 @@ queue_follow (HanashiChatView *self)
 void
 hanashi_chat_view_scroll_to_bottom (HanashiChatView *self)
 {
+  guint n;
+
   g_return_if_fail (HANASHI_IS_CHAT_VIEW (self));
   self->following = TRUE;
-  jump_to_bottom (self);
+  n = self->messages != NULL ? g_list_model_get_n_items (self->messages) : 0;
+  if (n == 0)
+    {
+      jump_to_bottom (self);
+      return;
+    }
+  /* The list view knows the heights of the rows it has made only, and estimates the
+   * others: a value set from its adjustment alone lands wherever the estimate says (the
+   * top of a chat just opened, typically, or "failed to scroll to given position").
+   * Anchoring it on the last message makes it build the rows at the end; after that
+   * layout the adjustment's end is the thread's end. */
+  gtk_widget_activate_action (GTK_WIDGET (self->list_view), "list.scroll-to-item", "u", n - 1);
   queue_follow (self);
 }
 

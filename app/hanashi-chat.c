@@ -45,7 +45,12 @@ struct _HanashiChat
   guint           reply_id;           /* the engine's request id, 0 when idle */
   gint64          reply_committed;    /* monotonic time of the last commit */
   gboolean        reply_save_failed;  /* said once per reply, not every 250 ms */
-  double          last_speed;
+  int             reply_prompt_tokens; /* the request's length as the engine counts it, -1 until known */
+  GCancellable   *reply_count_cancellable;
+  guint           reply_n_tokens;     /* tokens received so far */
+  gint64          reply_first_token;  /* monotonic times of the first and the latest token */
+  gint64          reply_last_token;
+  double          last_speed;         /* of the open chat's latest reply, 0 when unknown */
 
   GPtrArray      *unsaved;            /* finished replies waiting to be saved */
   guint           retry_source;
@@ -66,6 +71,7 @@ enum {
   PROP_GENERATING,
   PROP_EDITING_ID,
   PROP_CAN_UNDO,
+  PROP_REPLY_CONTEXT_TOKENS,
   N_PROPS
 };
 
@@ -442,7 +448,26 @@ clear_reply (HanashiChat *self)
   g_clear_object (&self->reply);
   g_clear_pointer (&self->reply_params, g_free);
   self->reply_id = 0;
+  g_cancellable_cancel (self->reply_count_cancellable);
+  g_clear_object (&self->reply_count_cancellable);
+  self->reply_prompt_tokens = -1;
+  self->reply_n_tokens = 0;
+  self->reply_first_token = self->reply_last_token = 0;
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_GENERATING]);
+}
+
+/* The time @n_tokens took as the main loop saw them arrive, for replies the engine gives
+ * no speed for (a stopped one, say): the pace between the first token and the last, the
+ * first one's wait being the prompt's.  0 when there are too few to tell. */
+static double
+measured_generation_seconds (HanashiChat *self,
+                             guint        n_tokens)
+{
+  gint64 span = self->reply_last_token - self->reply_first_token;
+
+  if (self->reply_n_tokens < 2 || span <= 0)
+    return 0;
+  return (double) span / G_USEC_PER_SEC * n_tokens / (self->reply_n_tokens - 1);
 }
 
 /* Ends the current reply on our side: whatever arrives later for it is ignored. */
@@ -451,6 +476,15 @@ finish_reply (HanashiChat *self)
 {
   if (self->reply == NULL)
     return;
+  /* A reply ended on our side (another action, another chat) gets no statistics from
+   * the engine: what arrived here says how long and how fast it was. */
+  if (hanashi_message_get_token_count (self->reply) == 0 && self->reply_n_tokens > 0)
+    {
+      double seconds = measured_generation_seconds (self, self->reply_n_tokens);
+      hanashi_message_set_stats (self->reply, (int) self->reply_n_tokens, seconds);
+      if (seconds > 0)
+        self->last_speed = self->reply_n_tokens / seconds;
+    }
   hanashi_message_end_output (self->reply);
   hanashi_message_set_complete (self->reply, TRUE);
   commit_reply (self, TRUE);
@@ -468,6 +502,35 @@ abandon_reply (HanashiChat *self)
   if (self->reply_id != 0)
     hanashi_engine_cancel (self->engine, self->reply_id);
   finish_reply (self);
+}
+
+/* Undo of a deletion lasts until the next change to the chat it was made in: after one,
+ * bringing the old messages back would overwrite it. */
+static void
+forget_undo_of_open_chat (HanashiChat *self)
+{
+  if (self->undo_messages != NULL && self->undo_conversation == self->conversation_id)
+    hanashi_chat_forget_undo (self);
+}
+
+static void
+reply_prompt_counted (GObject      *source,
+                      GAsyncResult *result,
+                      gpointer      user_data)
+{
+  g_autoptr (HanashiChat) self = user_data;
+  g_autoptr (GError) error = NULL;
+  int n = hanashi_engine_count_tokens_finish (HANASHI_ENGINE (source), result, &error);
+
+  /* Cancelled: that reply has ended, and the fields belong to the next one. */
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED) ||
+      g_error_matches (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED))
+    return;
+  if (self->reply != NULL && n >= 0)
+    {
+      self->reply_prompt_tokens = n;
+      g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_REPLY_CONTEXT_TOKENS]);
+    }
 }
 
 /* Starts a reply to the first @n_context messages of the thread, stored as a child of
@@ -506,6 +569,15 @@ start_reply (HanashiChat  *self,
   self->reply_committed = g_get_monotonic_time ();
   self->reply_save_failed = FALSE;
   hanashi_generate_request_set_probs_k (req, REPLY_PROBS_K);
+  forget_undo_of_open_chat (self);
+  /* Counted before the generation is queued (the engine thread takes commands in order),
+   * so the context meter can add each token to it while the reply streams. */
+  self->reply_count_cancellable = g_cancellable_new ();
+  {
+    g_autoptr (HanashiGenerateRequest) counted = build_request (self, n_context, NULL);
+    hanashi_engine_count_tokens_async (self->engine, counted, self->reply_count_cancellable,
+                                       reply_prompt_counted, g_object_ref (self));
+  }
   self->reply_id = hanashi_engine_generate (self->engine, req);
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_GENERATING]);
   g_signal_emit (self, signals[SIGNAL_REPLY_STARTED], 0);
@@ -521,7 +593,14 @@ on_token (HanashiEngine *engine,
 {
   if (id == 0 || id != self->reply_id || self->reply == NULL)
     return;
+  self->reply_last_token = g_get_monotonic_time ();
+  if (self->reply_n_tokens == 0)
+    self->reply_first_token = self->reply_last_token;
+  /* One signal can carry several tokens the main loop was too busy to take one by one. */
+  self->reply_n_tokens = hanashi_engine_get_streamed_tokens (engine, id);
   hanashi_message_append_output (self->reply, text);
+  if (self->reply_prompt_tokens >= 0)
+    g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_REPLY_CONTEXT_TOKENS]);
   if (g_get_monotonic_time () - self->reply_committed >= COMMIT_INTERVAL_US)
     commit_reply (self, FALSE);
 }
@@ -547,9 +626,10 @@ on_generation_done (HanashiEngine          *engine,
 
   if (id == 0 || id != self->reply_id || self->reply == NULL)
     return;
-  seconds = stats->gen_tokens_per_second > 0 ? stats->n_generated / stats->gen_tokens_per_second : 0;
+  seconds = stats->gen_tokens_per_second > 0 ? stats->n_generated / stats->gen_tokens_per_second
+                                             : measured_generation_seconds (self, stats->n_generated);
   hanashi_message_set_stats (self->reply, (int) stats->n_generated, seconds);
-  self->last_speed = stats->gen_tokens_per_second;
+  self->last_speed = seconds > 0 ? stats->n_generated / seconds : 0;
   if (stats->grammar_truncated_steps > 0)
     notice (self, _("The grammar is too ambiguous to follow in full: some text it allows may have been refused."));
   finish_reply (self);
@@ -639,6 +719,19 @@ ensure_conversation (HanashiChat  *self,
   return TRUE;
 }
 
+/* The speed of the visible thread's latest reply that has one: each chat shows its own. */
+static double
+latest_reply_speed (HanashiChat *self)
+{
+  for (guint i = g_list_model_get_n_items (G_LIST_MODEL (self->messages)); i > 0; i--)
+    {
+      g_autoptr (HanashiMessage) m = g_list_model_get_item (G_LIST_MODEL (self->messages), i - 1);
+      if (!hanashi_message_is_user (m))
+        return hanashi_message_get_tokens_per_second (m);
+    }
+  return 0;
+}
+
 gboolean
 hanashi_chat_load (HanashiChat  *self,
                    gint64        conversation_id,
@@ -666,6 +759,7 @@ hanashi_chat_load (HanashiChat  *self,
   set_conversation (self, conversation_id, conversation ? conversation->title : "");
   g_list_store_remove_all (self->messages);
   reload_thread (self);
+  self->last_speed = latest_reply_speed (self);
   return ok;
 }
 
@@ -769,6 +863,7 @@ hanashi_chat_send (HanashiChat  *self,
     return FALSE;
 
   set_editing (self, 0);
+  forget_undo_of_open_chat (self);
   emit_changed (self);
   message = hanashi_message_new (id, "user", text);
   hanashi_message_set_parent_id (message, parent_id);
@@ -886,6 +981,7 @@ hanashi_chat_switch_alternative (HanashiChat *self,
       report (self, _("Could not switch versions"), error);
       return;
     }
+  forget_undo_of_open_chat (self);
   reload_thread (self);
 }
 
@@ -909,6 +1005,13 @@ hanashi_chat_get_can_undo (HanashiChat *self)
 {
   g_return_val_if_fail (HANASHI_IS_CHAT (self), FALSE);
   return self->undo_messages != NULL;
+}
+
+gint64
+hanashi_chat_get_undo_conversation_id (HanashiChat *self)
+{
+  g_return_val_if_fail (HANASHI_IS_CHAT (self), 0);
+  return self->undo_messages != NULL ? self->undo_conversation : 0;
 }
 
 void
@@ -1139,6 +1242,15 @@ hanashi_chat_get_last_speed (HanashiChat *self)
   return self->last_speed;
 }
 
+int
+hanashi_chat_get_reply_context_tokens (HanashiChat *self)
+{
+  g_return_val_if_fail (HANASHI_IS_CHAT (self), -1);
+  if (self->reply == NULL || self->reply_prompt_tokens < 0)
+    return -1;
+  return self->reply_prompt_tokens + (int) self->reply_n_tokens;
+}
+
 /* ---- the object ------------------------------------------------------------------------------ */
 
 HanashiChat *
@@ -1183,6 +1295,9 @@ hanashi_chat_get_property (GObject    *object,
     case PROP_CAN_UNDO:
       g_value_set_boolean (value, self->undo_messages != NULL);
       break;
+    case PROP_REPLY_CONTEXT_TOKENS:
+      g_value_set_int (value, hanashi_chat_get_reply_context_tokens (self));
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
     }
@@ -1215,6 +1330,7 @@ hanashi_chat_dispose (GObject *object)
   g_clear_pointer (&self->undo_messages, g_ptr_array_unref);
   g_clear_pointer (&self->undo_after_ids, g_array_unref);
   g_clear_pointer (&self->reply_params, g_free);
+  g_clear_object (&self->reply_count_cancellable);
   G_OBJECT_CLASS (hanashi_chat_parent_class)->dispose (object);
 }
 
@@ -1249,6 +1365,8 @@ hanashi_chat_class_init (HanashiChatClass *klass)
                                                     G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
   properties[PROP_CAN_UNDO] = g_param_spec_boolean ("can-undo", NULL, NULL, FALSE,
                                                     G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_REPLY_CONTEXT_TOKENS] = g_param_spec_int ("reply-context-tokens", NULL, NULL, -1, G_MAXINT, -1,
+                                                            G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
   g_object_class_install_properties (object_class, N_PROPS, properties);
 
   signals[SIGNAL_CHANGED] = g_signal_new ("changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
@@ -1272,4 +1390,5 @@ hanashi_chat_init (HanashiChat *self)
   self->title = g_strdup ("");
   self->system_prompt = g_strdup ("");
   self->thinking = TRUE;
+  self->reply_prompt_tokens = -1;
 }

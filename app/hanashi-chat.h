@@ -66,6 +66,9 @@ guint          hanashi_chat_get_request_id       (HanashiChat   *self);
 gint64         hanashi_chat_get_editing_id       (HanashiChat   *self);
 /* Speed of the last finished reply in tokens per second, 0 when none yet. */
 double         hanashi_chat_get_last_speed       (HanashiChat   *self);
+/* While a reply streams: the tokens its request takes plus those written so far (what the
+ * context holds now), -1 before the request is counted and when no reply is written. */
+int            hanashi_chat_get_reply_context_tokens (HanashiChat *self);
 
 /* Shows a stored conversation (0: a new one).  A reply being written ends first.  FALSE
  * with @error when it cannot be read; the chat is then a new one. */
@@ -113,11 +116,14 @@ void           hanashi_chat_switch_alternative   (HanashiChat   *self,
                                                   int            delta);
 /* Undo of the last deletion, while "can-undo" is TRUE. */
 gboolean       hanashi_chat_get_can_undo         (HanashiChat   *self);
+/* The conversation the deletion that can be undone was made in (0: none). */
+gint64         hanashi_chat_get_undo_conversation_id (HanashiChat *self);
 void           hanashi_chat_undo_delete          (HanashiChat   *self);
 void           hanashi_chat_forget_undo          (HanashiChat   *self);
 
 /* Properties (read-only, notified): "conversation-id" (gint64), "title" (string),
- * "generating" (boolean), "editing-id" (gint64), "can-undo" (boolean).
+ * "generating" (boolean), "editing-id" (gint64), "can-undo" (boolean),
+ *   "reply-context-tokens" (int).
  * Signals:
  *   "changed" ()                  a conversation was created, or gained, lost or finished
  *                                 a message (the list of chats refreshes)

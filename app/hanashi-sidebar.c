@@ -631,11 +631,31 @@ focus_search_action (GtkWidget *widget, const char *action_name, GVariant *param
 
 /* ---- list factory ---- */
 
+/* A tap on the chat that is already selected changes no selection, so the list says
+ * nothing; in the folded layout the user still expects to be taken to that chat. */
+static void
+on_row_tapped (GtkGestureClick *gesture, int n_press, double x, double y, HanashiSidebar *self)
+{
+  (void) x; (void) y;
+  GtkWidget *row = gtk_event_controller_get_widget (GTK_EVENT_CONTROLLER (gesture));
+  HanashiConversationItem *item = hanashi_conversation_row_get_item (HANASHI_CONVERSATION_ROW (row));
+  if (n_press != 1 || item == NULL)
+    return;
+  gint64 id = hanashi_conversation_item_get_id (item);
+  if (id != 0 && id == hanashi_sidebar_get_selected_id (self))
+    g_signal_emit (self, signals[SIGNAL_CONVERSATION_ACTIVATED], 0, id);
+}
+
 static void
 setup_row (GtkSignalListItemFactory *factory, GtkListItem *list_item, gpointer user_data)
 {
-  (void) factory; (void) user_data;
-  gtk_list_item_set_child (list_item, hanashi_conversation_row_new ());
+  (void) factory;
+  GtkWidget *row = hanashi_conversation_row_new ();
+  GtkGesture *tap = gtk_gesture_click_new ();
+  gtk_gesture_single_set_button (GTK_GESTURE_SINGLE (tap), GDK_BUTTON_PRIMARY);
+  g_signal_connect (tap, "released", G_CALLBACK (on_row_tapped), user_data);
+  gtk_widget_add_controller (row, GTK_EVENT_CONTROLLER (tap));
+  gtk_list_item_set_child (list_item, row);
 }
 
 static void
@@ -781,7 +801,7 @@ hanashi_sidebar_init (HanashiSidebar *self)
   g_signal_connect_swapped (self->selection, "notify::selected", G_CALLBACK (on_selection_changed), self);
 
   GtkListItemFactory *factory = gtk_signal_list_item_factory_new ();
-  g_signal_connect (factory, "setup", G_CALLBACK (setup_row), NULL);
+  g_signal_connect (factory, "setup", G_CALLBACK (setup_row), self);
   g_signal_connect (factory, "bind", G_CALLBACK (bind_row), NULL);
   g_signal_connect (factory, "unbind", G_CALLBACK (unbind_row), NULL);
   gtk_list_view_set_factory (self->list_view, factory);

@@ -174,6 +174,22 @@ on_token (HanashiEngine *engine,
     gtk_widget_set_visible (GTK_WIDGET (self->load_progress), FALSE);
 }
 
+/* The engine thread is busy writing, so nothing can be counted anew while a reply
+ * streams: the meter shows the request's count plus the tokens written, and the count
+ * after the reply settles it. */
+static void
+on_reply_context_tokens (HanashiChat   *chat,
+                         GParamSpec    *pspec,
+                         HanashiWindow *self)
+{
+  int in_context = hanashi_chat_get_reply_context_tokens (chat);
+
+  if (in_context < 0)
+    return;
+  self->context_used = in_context;
+  _hanashi_window_update_status (self);
+}
+
 static void
 on_engine_error (HanashiEngine *engine,
                  guint          id,
@@ -276,6 +292,19 @@ find_message (HanashiWindow *self,
   return NULL;
 }
 
+/* The actions below replace rows of the chat.  A click leaves the focus on the clicked
+ * button; were that row torn down with the focus in it, GTK 4.8 would log criticals
+ * (gtk_widget_is_ancestor) and hand the focus on to the next selectable label, which
+ * selects all of its text.  The composer takes it first, where typing goes on anyway. */
+static void
+move_focus_out_of_chat (HanashiWindow *self)
+{
+  GtkWidget *focus = gtk_root_get_focus (GTK_ROOT (self));
+
+  if (focus != NULL && gtk_widget_is_ancestor (focus, GTK_WIDGET (self->chat_view)))
+    gtk_widget_grab_focus (GTK_WIDGET (self->composer));
+}
+
 static void
 show_copied_toast (HanashiWindow *self)
 {
@@ -332,6 +361,8 @@ regenerate_message_action (GSimpleAction *action,
                            gpointer       user_data)
 {
   HanashiWindow *self = user_data;
+
+  move_focus_out_of_chat (self);
   hanashi_chat_regenerate (self->chat, g_variant_get_int64 (parameter));
 }
 
@@ -341,6 +372,8 @@ delete_message_action (GSimpleAction *action,
                        gpointer       user_data)
 {
   HanashiWindow *self = user_data;
+
+  move_focus_out_of_chat (self);
   hanashi_chat_delete_message (self->chat, g_variant_get_int64 (parameter));
 }
 
@@ -350,6 +383,8 @@ previous_alternative_action (GSimpleAction *action,
                              gpointer       user_data)
 {
   HanashiWindow *self = user_data;
+
+  move_focus_out_of_chat (self);
   hanashi_chat_switch_alternative (self->chat, g_variant_get_int64 (parameter), -1);
 }
 
@@ -359,6 +394,8 @@ next_alternative_action (GSimpleAction *action,
                          gpointer       user_data)
 {
   HanashiWindow *self = user_data;
+
+  move_focus_out_of_chat (self);
   hanashi_chat_switch_alternative (self->chat, g_variant_get_int64 (parameter), +1);
 }
 
@@ -368,7 +405,48 @@ undo_delete_action (GSimpleAction *action,
                     gpointer       user_data)
 {
   HanashiWindow *self = user_data;
+
+  move_focus_out_of_chat (self);
   hanashi_chat_undo_delete (self->chat);
+}
+
+/* Undo (the toast's button, Ctrl+Z) is offered in the chat the deletion was made in, until
+ * the next change to it. */
+static gboolean
+undo_offered (HanashiWindow *self)
+{
+  return hanashi_chat_get_can_undo (self->chat) &&
+         hanashi_chat_get_undo_conversation_id (self->chat) == hanashi_chat_get_conversation_id (self->chat);
+}
+
+static gboolean
+dismiss_undo_toast_cb (gpointer data)
+{
+  HanashiWindow *self = data;
+
+  self->undo_dismiss_source = 0;
+  /* Gone already when its button was used (the "dismissed" handler clears it); a newer
+   * deletion may have made the offer good again. */
+  if (self->undo_toast != NULL && !undo_offered (self))
+    {
+      AdwToast *toast = self->undo_toast;
+      g_clear_weak_pointer (&self->undo_toast);
+      adw_toast_dismiss (toast);
+    }
+  return G_SOURCE_REMOVE;
+}
+
+static void
+update_undo (HanashiWindow *self)
+{
+  gboolean can_undo = undo_offered (self);
+  GAction *action = g_action_map_lookup_action (G_ACTION_MAP (self->chat_actions), "undo-delete");
+
+  g_simple_action_set_enabled (G_SIMPLE_ACTION (action), can_undo);
+  /* Not from here: this may run inside the toast's own Undo button, which dismisses its
+   * toast right after; a toast is dismissed once. */
+  if (!can_undo && self->undo_toast != NULL && self->undo_dismiss_source == 0)
+    self->undo_dismiss_source = g_idle_add (dismiss_undo_toast_cb, self);
 }
 
 static const GActionEntry chat_actions[] = {
@@ -386,32 +464,58 @@ static void
 on_message_undo_dismissed (AdwToast      *toast,
                            HanashiWindow *self)
 {
-  /* Undo runs before dismissal; after it, or once the toast is gone, there is nothing to
-   * undo any more. */
+  /* Closing the toast only hides it: Ctrl+Z still undoes until the chat changes. */
   if (self->undo_toast == toast)
-    {
-      g_clear_weak_pointer (&self->undo_toast);
-      hanashi_chat_forget_undo (self->chat);
-    }
+    g_clear_weak_pointer (&self->undo_toast);
+  self->undo_toast_gone = g_get_monotonic_time ();
 }
+
+static void
+show_undo_toast (HanashiWindow *self)
+{
+  AdwToast *toast = adw_toast_new (_("Message deleted"));
+
+  adw_toast_set_button_label (toast, _("_Undo"));
+  adw_toast_set_action_name (toast, "chat.undo-delete");
+  adw_toast_set_priority (toast, ADW_TOAST_PRIORITY_HIGH);
+  /* A deleted reply can take minutes to write again: the offer stays until the chat
+   * changes (or the user closes it), not a few seconds. */
+  adw_toast_set_timeout (toast, 0);
+  g_signal_connect_object (toast, "dismissed", G_CALLBACK (on_message_undo_dismissed), self, 0);
+  g_set_weak_pointer (&self->undo_toast, toast);
+  adw_toast_overlay_add_toast (_hanashi_window_get_toast_overlay (self), toast);
+}
+
+static gboolean
+show_undo_toast_cb (gpointer data)
+{
+  HanashiWindow *self = data;
+
+  self->undo_toast_source = 0;
+  if (self->undo_toast == NULL && undo_offered (self))
+    show_undo_toast (self);
+  return G_SOURCE_REMOVE;
+}
+
+/* How long libadwaita 1.2 animates a toast out, with room to spare. */
+#define UNDO_TOAST_HIDE_US (500 * 1000)
 
 static void
 on_message_deleted (HanashiChat   *chat,
                     HanashiWindow *self)
 {
-  AdwToast *toast;
+  gint64 since_gone = g_get_monotonic_time () - self->undo_toast_gone;
 
-  /* One deletion can be undone at a time: a toast still on screen now undoes the newest
-   * (dismissing it and adding another while it animates crashes libadwaita 1.2). */
-  if (self->undo_toast != NULL)
+  /* One deletion can be undone at a time: a toast still on screen now undoes the newest. */
+  if (self->undo_toast != NULL || self->undo_toast_source != 0)
     return;
-  toast = adw_toast_new (_("Message deleted"));
-  adw_toast_set_button_label (toast, _("_Undo"));
-  adw_toast_set_action_name (toast, "chat.undo-delete");
-  adw_toast_set_priority (toast, ADW_TOAST_PRIORITY_HIGH);
-  g_signal_connect_object (toast, "dismissed", G_CALLBACK (on_message_undo_dismissed), self, 0);
-  g_set_weak_pointer (&self->undo_toast, toast);
-  adw_toast_overlay_add_toast (_hanashi_window_get_toast_overlay (self), toast);
+  /* A toast added while the previous one animates out crashes libadwaita 1.2 (after Undo
+   * and another deletion at once, say): the new one waits for the old one to leave. */
+  if (self->undo_toast_gone != 0 && since_gone < UNDO_TOAST_HIDE_US)
+    self->undo_toast_source = g_timeout_add ((guint) ((UNDO_TOAST_HIDE_US - since_gone) / 1000) + 1,
+                                             show_undo_toast_cb, self);
+  else
+    show_undo_toast (self);
 }
 
 static void
@@ -509,10 +613,15 @@ _hanashi_window_bind_chat (HanashiWindow *self)
   g_signal_connect (self->chat, "notify::editing-id", G_CALLBACK (on_chat_editing), self);
   g_signal_connect (self->chat, "notify::conversation-id", G_CALLBACK (on_chat_conversation_id), self);
   g_signal_connect (self->chat, "reply-started", G_CALLBACK (on_reply_started), self);
+  g_signal_connect (self->chat, "notify::reply-context-tokens", G_CALLBACK (on_reply_context_tokens), self);
   g_signal_connect (self->chat, "changed", G_CALLBACK (on_chat_changed), self);
   g_signal_connect (self->chat, "message-deleted", G_CALLBACK (on_message_deleted), self);
   g_action_map_add_action_entries (G_ACTION_MAP (chat_group), chat_actions, G_N_ELEMENTS (chat_actions), self);
   gtk_widget_insert_action_group (GTK_WIDGET (self), "chat", G_ACTION_GROUP (chat_group));
+  self->chat_actions = g_object_ref (chat_group);
+  g_signal_connect_swapped (self->chat, "notify::can-undo", G_CALLBACK (update_undo), self);
+  g_signal_connect_swapped (self->chat, "notify::conversation-id", G_CALLBACK (update_undo), self);
+  update_undo (self);
 
   g_signal_connect (self->engine, "token", G_CALLBACK (on_token), self);
   g_signal_connect (self->engine, "prompt-progress", G_CALLBACK (on_prompt_progress), self);

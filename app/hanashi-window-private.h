@@ -54,6 +54,10 @@ struct _HanashiWindow
   guint               draft_count_source; /* recount the context shortly after typing */
   int                 context_used;      /* -1 while unknown */
   AdwToast           *undo_toast;        /* weak; the toast offering Undo, while shown */
+  GSimpleActionGroup *chat_actions;      /* "chat.": the message actions and undo-delete */
+  guint               undo_dismiss_source; /* takes the Undo toast away once the offer ends */
+  guint               undo_toast_source;   /* shows it once the previous one has left */
+  gint64              undo_toast_gone;     /* monotonic time an Undo toast last went away */
 };
 
 /* hanashi-window.c */

@@ -232,6 +232,13 @@ on_conversation_activated (HanashiSidebar *sidebar,
                            gint64          id,
                            HanashiWindow  *self)
 {
+  /* The chat already open is only brought into view (folded, the chats pane may cover
+   * it): reading it again would end a reply being written and an edit in progress. */
+  if (id != 0 && id == hanashi_chat_get_conversation_id (self->chat))
+    {
+      adw_leaflet_set_visible_child (self->leaflet, self->chat_pane);
+      return;
+    }
   hanashi_window_load_conversation (self, id);
 }
 
@@ -383,6 +390,9 @@ hanashi_window_dispose (GObject *object)
   g_clear_object (&self->store);
   g_clear_object (&self->settings);
   g_clear_weak_pointer (&self->undo_toast);
+  g_clear_object (&self->chat_actions);
+  g_clear_handle_id (&self->undo_dismiss_source, g_source_remove);
+  g_clear_handle_id (&self->undo_toast_source, g_source_remove);
   G_OBJECT_CLASS (hanashi_window_parent_class)->dispose (object);
 }
 

@@ -481,6 +481,8 @@ struct _HanashiEngine {
   char *session_dir;
   guint64 session_limit;
   guint n_batch;
+  guint streamed_id;      /* the generation whose tokens "token" delivered last */
+  guint streamed_tokens;  /* how many of them, coalesced events counted in full */
 };
 
 G_DEFINE_FINAL_TYPE (HanashiEngine, hanashi_engine, G_TYPE_OBJECT)
@@ -588,6 +590,7 @@ post_event (EngineCore *core, Event *ev)
         tail->probs = g_steal_pointer (&ev->probs);
       else if (ev->probs != NULL)
         g_byte_array_append (tail->probs, ev->probs->data, ev->probs->len);
+      tail->a += ev->a;
       pthread_mutex_unlock (&core->lock);
       event_free (ev);
       return;
@@ -685,6 +688,7 @@ thread_on_token (gpointer data, const char *text, gint token_id)
   ev->text = g_string_new (text);
   ev->token_id = token_id;
   ev->probs = g_steal_pointer (&core->pending_probs);
+  ev->a = 1;   /* tokens in the event, added up when events are coalesced */
   post_event (core, ev);
   return !thread_is_cancelled (core);
 }
@@ -1109,6 +1113,8 @@ engine_dispatch (HanashiEngine *self, Event *ev)
           g_autoptr (GBytes) records = g_byte_array_free_to_bytes (g_steal_pointer (&ev->probs));
           g_signal_emit (self, signals[SIG_TOKEN_PROBS], 0, ev->id, records);
         }
+      self->streamed_tokens = self->streamed_id == ev->id ? self->streamed_tokens + ev->a : ev->a;
+      self->streamed_id = ev->id;
       g_signal_emit (self, signals[SIG_TOKEN], 0, ev->id, ev->text->str, ev->token_id);
       break;
     case EV_PROBS:
@@ -1281,6 +1287,13 @@ hanashi_engine_generate (HanashiEngine *self, HanashiGenerateRequest *req)
   guint id = cmd->id;
   push_command (self, cmd);
   return id;
+}
+
+guint
+hanashi_engine_get_streamed_tokens (HanashiEngine *self, guint request_id)
+{
+  g_return_val_if_fail (HANASHI_IS_ENGINE (self), 0);
+  return request_id != 0 && request_id == self->streamed_id ? self->streamed_tokens : 0;
 }
 
 void

@@ -264,6 +264,9 @@ guint    hanashi_engine_generate          (HanashiEngine *self, HanashiGenerateR
 /* Cancels a generation (0 = whatever is running); it stops within one decode step and
  * still emits "generation-done" with HANASHI_STOP_REASON_CANCELLED. */
 void     hanashi_engine_cancel            (HanashiEngine *self, guint request_id);
+/* How many tokens of generation @request_id "token" has delivered so far (one signal can
+ * carry several); 0 for any other request than the latest one to stream. */
+guint    hanashi_engine_get_streamed_tokens (HanashiEngine *self, guint request_id);
 
 /* Context meter: tokens the request's conversation takes after templating. */
 void     hanashi_engine_count_tokens_async  (HanashiEngine          *self,

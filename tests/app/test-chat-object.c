@@ -366,14 +366,22 @@ test_alternatives_and_undo (Fixture *f, gconstpointer data)
   g_autoptr (GPtrArray) alternatives = hanashi_store_list_alternatives (f->store, second_reply, NULL);
   g_assert_cmpuint (alternatives->len, ==, 2);
 
-  /* Undo never overwrites what happened after the deletion. */
+  /* The offer lasts until the next change to the chat (switching versions is one), so
+   * Undo never overwrites what happened after the deletion. */
+  hanashi_chat_delete_message (f->chat, hanashi_message_get_id (message_at (f->chat, 1)));
+  g_assert_true (hanashi_chat_get_can_undo (f->chat));
+  g_assert_cmpint (hanashi_chat_get_undo_conversation_id (f->chat), ==, hanashi_chat_get_conversation_id (f->chat));
+  hanashi_chat_switch_alternative (f->chat, hanashi_message_get_id (message_at (f->chat, 0)), +1);
+  g_assert_false (hanashi_chat_get_can_undo (f->chat));
+  hanashi_chat_switch_alternative (f->chat, hanashi_message_get_id (message_at (f->chat, 0)), -1);
   hanashi_chat_delete_message (f->chat, hanashi_message_get_id (message_at (f->chat, 1)));
   g_assert_true (hanashi_chat_get_can_undo (f->chat));
   send_and_wait (f, "Meanwhile");
+  g_assert_false (hanashi_chat_get_can_undo (f->chat));
+  g_assert_cmpint (hanashi_chat_get_undo_conversation_id (f->chat), ==, 0);
   guint before = f->problems->len;
   hanashi_chat_undo_delete (f->chat);
-  g_assert_cmpuint (f->problems->len, ==, before + 1);
-  g_assert_false (hanashi_chat_get_can_undo (f->chat));
+  g_assert_cmpuint (f->problems->len, ==, before);
   g_assert_cmpstr (hanashi_message_get_text (message_at (f->chat, n_messages (f->chat) - 2)), ==, "Meanwhile");
 }
 

@@ -26,6 +26,7 @@ typedef struct {
   GError *load_error;
   double last_progress;
   guint cancel_after_tokens;
+  gboolean check_streamed;   /* each "token" signal: the engine's count matches the text */
   HanashiEngine *engine;
 } Fixture;
 
@@ -39,10 +40,18 @@ model_path (void)
 static void
 on_token (HanashiEngine *engine, guint id, const char *text, gint token_id, Fixture *f)
 {
-  (void) id; (void) token_id;
+  (void) token_id;
   g_assert_true (g_thread_self () == f->main_thread);
   g_string_append (f->text, text);
   f->n_token_signals++;
+  if (f->check_streamed)
+    {
+      /* The scripted tokens are "tokN ": one space each, however many a signal carries. */
+      guint n = 0;
+      for (const char *c = f->text->str; *c != '\0'; c++)
+        n += *c == ' ';
+      g_assert_cmpuint (hanashi_engine_get_streamed_tokens (engine, id), ==, n);
+    }
   if (f->cancel_after_tokens && f->n_token_signals == f->cancel_after_tokens)
     hanashi_engine_cancel (engine, 0);
 }
@@ -151,12 +160,17 @@ test_load_generate (Fixture *f, gconstpointer data)
   g_assert_cmpuint (hanashi_engine_get_model_info (f->engine)->n_ctx, ==, 256);
 
   g_autoptr (HanashiGenerateRequest) req = make_request (20);
+  f->check_streamed = TRUE;
   guint id = hanashi_engine_generate (f->engine, req);
   g_assert_cmpuint (id, >, 0);
   while (f->n_done == 0)
     g_main_context_iteration (NULL, TRUE);
   g_assert_cmpuint (f->last_done_id, ==, id);
   g_assert_cmpuint (f->last_stats.n_generated, ==, 20);
+  /* The tokens delivered, counted in full though signals coalesce them; for this
+   * generation only. */
+  g_assert_cmpuint (hanashi_engine_get_streamed_tokens (f->engine, id), ==, 20);
+  g_assert_cmpuint (hanashi_engine_get_streamed_tokens (f->engine, id + 1), ==, 0);
   g_assert_cmpint (f->last_stats.stop_reason, ==, HANASHI_STOP_REASON_MAX_TOKENS);
   /* Every token, in order, coalesced or not. */
   GString *expected = g_string_new (NULL);
