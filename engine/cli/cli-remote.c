@@ -98,11 +98,12 @@ cli_remote_prepare(CliRemote *r, CliSamplingOptions *opts)
 }
 
 static void
-on_delta(gpointer data, const char *text)
+on_delta(gpointer data, const char *text, gsize len)
 {
   GString *reply = data;
-  g_string_append(reply, text);
-  fputs(text, stdout);
+  g_string_append_len(reply, text, (gssize) len);
+  /* every byte, NUL included, as the local generate and chat write them */
+  fwrite(text, 1, len, stdout);
   fflush(stdout);
 }
 

@@ -666,8 +666,8 @@ deliver (StreamState *st, const HnJson *content)
   st->n_pieces++;
   if (st->callbacks && st->callbacks->on_delta)
     {
-      g_autofree char *text = g_strndup (hn_json_get_string (content), hn_json_get_string_len (content));
-      st->callbacks->on_delta (st->callbacks->data, text);
+      /* the JSON string's own bytes: already NUL-terminated, and NULs inside are kept */
+      st->callbacks->on_delta (st->callbacks->data, hn_json_get_string (content), hn_json_get_string_len (content));
     }
 }
 

@@ -69,8 +69,9 @@ char         **hanashi_remote_list_models_finish (GAsyncResult *result, gboolean
 const char    *hanashi_remote_param_unavailable_reason (const char *key, gboolean is_hanashi);
 
 typedef struct {
-  /* Each piece of the reply as it arrives (never empty). */
-  void (*on_delta)   (gpointer data, const char *text);
+  /* Each piece of the reply as it arrives (never empty): @len bytes, which may include NUL
+   * (a token can decode to one; JSON carries it as \u0000), then a terminating NUL. */
+  void (*on_delta)   (gpointer data, const char *text, gsize len);
   /* A parameter the request set that was not sent (the message says which and why). */
   void (*on_left_out) (gpointer data, const char *message);
   gpointer data;

@@ -62,7 +62,8 @@ typedef struct {
 
   /* shared with the worker: lock (a pthread mutex, which ThreadSanitizer sees) */
   pthread_mutex_t lock;
-  GPtrArray *pieces;         /* char* not yet written (streaming), or every piece */
+  GPtrArray *pieces;         /* GBytes not yet written (streaming), or every piece; bytes, not
+                              * C strings: a token can decode to a NUL, which JSON carries */
   gboolean flush_scheduled;
   gboolean done;
   gboolean failed;
@@ -528,7 +529,7 @@ job_new(HanashiServer *self, JobKind kind)
   job->server = self;
   job->kind = kind;
   pthread_mutex_init(&job->lock, NULL);
-  job->pieces = g_ptr_array_new_with_free_func(g_free);
+  job->pieces = g_ptr_array_new_with_free_func((GDestroyNotify) g_bytes_unref);
   job->created = g_get_real_time() / G_USEC_PER_SEC;
   job->id = g_strdup_printf("%s-%" G_GUINT64_FORMAT, kind == JOB_CHAT ? "chatcmpl" : "cmpl", ++self->next_id);
   return job;
@@ -697,8 +698,11 @@ static void
 write_complete(Job *job, GPtrArray *pieces)
 {
   GString *text = g_string_new(NULL);
-  for (guint i = 0; i < pieces->len; i++)
-    g_string_append(text, g_ptr_array_index(pieces, i));
+  for (guint i = 0; i < pieces->len; i++) {
+    gsize len = 0;
+    const char *piece = g_bytes_get_data(g_ptr_array_index(pieces, i), &len);
+    g_string_append_len(text, piece, (gssize) len);
+  }
   gboolean chat = job->kind == JOB_CHAT;
   HnJson *root = envelope(job, chat ? "chat.completion" : "text_completion");
   HnJson *choice = hn_json_new_object();
@@ -736,7 +740,7 @@ job_flush(gpointer data)
   GPtrArray *pieces = job->pieces;
   gboolean done = job->done;
   if (job->stream || done)
-    job->pieces = g_ptr_array_new_with_free_func(g_free);
+    job->pieces = g_ptr_array_new_with_free_func((GDestroyNotify) g_bytes_unref);
   else
     pieces = NULL; /* non-streaming: keep collecting */
   pthread_mutex_unlock(&job->lock);
@@ -750,8 +754,9 @@ job_flush(gpointer data)
       if (!job->started)
         start_stream(job);
       for (guint i = 0; pieces && i < pieces->len; i++) {
-        const char *piece = g_ptr_array_index(pieces, i);
-        append_event(body, chunk_json(job, piece, strlen(piece), FALSE, NULL));
+        gsize len = 0;
+        const char *piece = g_bytes_get_data(g_ptr_array_index(pieces, i), &len);
+        append_event(body, chunk_json(job, piece, len, FALSE, NULL));
       }
       if (done) {
         if (job->failed) {
@@ -826,7 +831,7 @@ on_text(void *user_data, const char *text, size_t len, int32_t token)
   if (len == 0)
     return true;
   pthread_mutex_lock(&job->lock);
-  g_ptr_array_add(job->pieces, g_strndup(text, len));
+  g_ptr_array_add(job->pieces, g_bytes_new(text, len));
   if (job->stream)
     schedule_flush_locked(job);
   pthread_mutex_unlock(&job->lock);

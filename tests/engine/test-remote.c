@@ -177,12 +177,13 @@ typedef struct {
 } Collect;
 
 static void
-collect_delta (gpointer data, const char *text)
+collect_delta (gpointer data, const char *text, gsize len)
 {
   Collect *c = data;
-  g_assert_cmpuint (strlen (text), >, 0);
-  g_assert_true (g_utf8_validate (text, -1, NULL));
-  g_string_append (c->text, text);
+  g_assert_cmpuint (len, >, 0);
+  g_assert_cmpint (text[len], ==, '\0');
+  g_assert_true (g_utf8_validate_len (text, len, NULL));
+  g_string_append_len (c->text, text, (gssize) len);
   if (++c->n_deltas == c->cancel_after)
     g_cancellable_cancel (c->cancellable);
 }
