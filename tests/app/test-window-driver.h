@@ -1,7 +1,10 @@
 /* Driving the real chat window in a GUI test the way a user would, with the engine's
  * scripted backend: find widgets, run the main loop until something holds, press Enter,
  * click a message's buttons.  The including test defines model_path (any readable file
- * is a model to the scripted backend). */
+ * is a model to the scripted backend).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #pragma once
 
 #include <adwaita.h>

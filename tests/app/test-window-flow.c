@@ -1,7 +1,10 @@
 /* The window as a user goes through it (issue 20): a chat opens at its end and a sent
  * message comes into view; code blocks keep their height; the numbers in the header and
  * under replies tell the truth; no text is selected by itself after an action; Undo of a
- * deletion lasts; the folded layout shows the chat that is tapped. */
+ * deletion lasts; the folded layout shows the chat that is tapped.
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
 #include "config.h"
 
 #include <adwaita.h>
