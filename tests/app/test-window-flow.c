@@ -12,7 +12,7 @@
 
 #include "hanashi-conversation-item.h"
 #include "hanashi-conversation-row.h"
-#include "hanashi-engine-backend.h"
+#include "hanashi-test-seams.h"
 #include "hanashi-sidebar.h"
 #include "test-widgets.h"
 #include "test-window-driver.h"
@@ -140,7 +140,7 @@ test_scrolling (void)
   hanashi_chat_view_stop_following (driver_chat_view (window));
   driver_settle ();
   g_assert_cmpfloat (gtk_adjustment_get_value (adj), ==, 0);
-  hanashi_engine_scripted_hold_at (0);
+  hanashi_test_scripted_hold_at (0);
   driver_send (window, "A question sent from the top of the chat");
   guint n = g_list_model_get_n_items (hanashi_window_get_messages (window));
   HanashiMessage *question = driver_message_at (window, n - 2);
@@ -148,7 +148,7 @@ test_scrolling (void)
   driver_wait_until (ends_in_view, window);
   g_assert_true (row_in_view (window, question));
   g_assert_cmpstr (hanashi_message_get_text (driver_message_at (window, n - 1)), ==, "");
-  hanashi_engine_scripted_hold_at (-1);
+  hanashi_test_scripted_hold_at (-1);
   driver_wait_until (driver_reply_done, window);
   driver_settle ();
   g_assert_true (at_end (adj));
@@ -221,15 +221,15 @@ test_code_block_heights (void)
   HanashiWindow *window = driver_make_window (app, 1100, 760, TRUE);
 
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
-  hanashi_engine_scripted_set_reply (code_reply);
+  hanashi_test_scripted_set_reply (code_reply);
   /* Token by token, with frames drawn in between as a model writes at reading speed. */
-  hanashi_engine_scripted_hold_at (1);
+  hanashi_test_scripted_hold_at (1);
   driver_send (window, "Show me a loop");
   HanashiMessage *reply = driver_message_at (window, 1);
   for (int token = 1; code_reply[token] != NULL; token++)
     {
       gsize before = strlen (hanashi_message_get_text (reply));
-      hanashi_engine_scripted_hold_at (token + 1);
+      hanashi_test_scripted_hold_at (token + 1);
       while (strlen (hanashi_message_get_text (reply)) == before)
         g_main_context_iteration (NULL, TRUE);
       driver_run_for (60);
@@ -237,13 +237,13 @@ test_code_block_heights (void)
       if (token == 5)
         assert_code_block_whole (window, reply, 4);
     }
-  hanashi_engine_scripted_hold_at (-1);
+  hanashi_test_scripted_hold_at (-1);
   driver_wait_until (driver_reply_done, window);
   driver_settle ();
   assert_code_block_whole (window, reply, CODE_LINES);
 
   /* A second version without code, then back to the first. */
-  hanashi_engine_scripted_set_reply (plain_reply);
+  hanashi_test_scripted_set_reply (plain_reply);
   driver_click_message_button (window, "chat.regenerate", reply);
   driver_wait_until (driver_reply_done, window);
   driver_settle ();
@@ -263,7 +263,7 @@ test_code_block_heights (void)
   driver_settle ();
   assert_code_block_whole (window, reply, CODE_LINES);
 
-  hanashi_engine_scripted_set_reply (NULL);
+  hanashi_test_scripted_set_reply (NULL);
   close_window (window);
 }
 
@@ -337,14 +337,14 @@ test_numbers (void)
   /* The scripted backend counts 4 tokens per message plus one per byte. */
   for (int held = 3; held <= 9; held += 3)
     {
-      hanashi_engine_scripted_hold_at (held);
+      hanashi_test_scripted_hold_at (held);
       if (held == 3)
         driver_send (window, question);
       g_autofree char *meter = g_strdup_printf ("%d / 512", (int) (4 + strlen (question)) + held);
       wait_for_label (status, meter);
       g_assert_true (hanashi_composer_get_generating (driver_composer (window)));
     }
-  hanashi_engine_scripted_hold_at (-1);
+  hanashi_test_scripted_hold_at (-1);
   driver_wait_until (driver_reply_done, window);
   HanashiMessage *reply = driver_message_at (window, 1);
   /* Done, the count of the whole conversation settles it. */
@@ -369,13 +369,13 @@ test_numbers (void)
   hanashi_window_load_conversation (window, other);
   wait_for_label (status, "15 / 512");
   hanashi_params_panel_set_params_json (driver_panel (window), "{\"max_new_tokens\": 100000}");
-  hanashi_engine_scripted_hold_at (40);
+  hanashi_test_scripted_hold_at (40);
   driver_send (window, "Go on and on");
   reply = driver_message_at (window, 3);
   while (hanashi_message_get_text (reply)[0] == '\0' || strstr (hanashi_message_get_text (reply), "tok39 ") == NULL)
     g_main_context_iteration (NULL, TRUE);
   gtk_widget_activate_action (GTK_WIDGET (window), "win.stop", NULL);
-  hanashi_engine_scripted_hold_at (-1);
+  hanashi_test_scripted_hold_at (-1);
   driver_wait_until (driver_reply_done, window);
   driver_settle ();
   /* (The scripted backend still hands over the token it was holding.) */
@@ -631,7 +631,7 @@ int
 main (int argc, char **argv)
 {
   test_xdg_setup ();
-  hanashi_engine_set_default_backend (hanashi_engine_scripted_backend ());
+  hanashi_test_use_scripted_backend ();
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
 
