@@ -419,6 +419,9 @@ undo_offered (HanashiWindow *self)
          hanashi_chat_get_undo_conversation_id (self->chat) == hanashi_chat_get_conversation_id (self->chat);
 }
 
+/* How long libadwaita 1.2 animates a toast in or out, with room to spare. */
+#define UNDO_TOAST_ANIMATION_US (500 * 1000)
+
 static gboolean
 dismiss_undo_toast_cb (gpointer data)
 {
@@ -429,6 +432,16 @@ dismiss_undo_toast_cb (gpointer data)
    * deletion may have made the offer good again. */
   if (self->undo_toast != NULL && !undo_offered (self))
     {
+      /* libadwaita 1.2 crashes when a toast is dismissed while it still animates in
+       * (a message deleted and a new one sent at once): wait until it is fully shown. */
+      gint64 shown_for = g_get_monotonic_time () - self->undo_toast_shown;
+      if (shown_for < UNDO_TOAST_ANIMATION_US)
+        {
+          self->undo_dismiss_source = g_timeout_add ((guint) ((UNDO_TOAST_ANIMATION_US - shown_for) / 1000) + 1,
+                                                     dismiss_undo_toast_cb, self);
+          return G_SOURCE_REMOVE;
+        }
+
       AdwToast *toast = self->undo_toast;
       g_clear_weak_pointer (&self->undo_toast);
       adw_toast_dismiss (toast);
@@ -483,7 +496,11 @@ show_undo_toast (HanashiWindow *self)
   adw_toast_set_timeout (toast, 0);
   g_signal_connect_object (toast, "dismissed", G_CALLBACK (on_message_undo_dismissed), self, 0);
   g_set_weak_pointer (&self->undo_toast, toast);
-  adw_toast_overlay_add_toast (_hanashi_window_get_toast_overlay (self), toast);
+  self->undo_toast_shown = g_get_monotonic_time ();
+  /* The window's own overlay, not the chat's (_hanashi_window_get_toast_overlay): this
+   * toast outlives a switch to another chat, and libadwaita 1.2 crashes when a toast's
+   * overlay is unmapped while the toast animates out. */
+  adw_toast_overlay_add_toast (self->toast_overlay, toast);
 }
 
 static gboolean
@@ -497,8 +514,6 @@ show_undo_toast_cb (gpointer data)
   return G_SOURCE_REMOVE;
 }
 
-/* How long libadwaita 1.2 animates a toast out, with room to spare. */
-#define UNDO_TOAST_HIDE_US (500 * 1000)
 
 static void
 on_message_deleted (HanashiChat   *chat,
@@ -511,8 +526,8 @@ on_message_deleted (HanashiChat   *chat,
     return;
   /* A toast added while the previous one animates out crashes libadwaita 1.2 (after Undo
    * and another deletion at once, say): the new one waits for the old one to leave. */
-  if (self->undo_toast_gone != 0 && since_gone < UNDO_TOAST_HIDE_US)
-    self->undo_toast_source = g_timeout_add ((guint) ((UNDO_TOAST_HIDE_US - since_gone) / 1000) + 1,
+  if (self->undo_toast_gone != 0 && since_gone < UNDO_TOAST_ANIMATION_US)
+    self->undo_toast_source = g_timeout_add ((guint) ((UNDO_TOAST_ANIMATION_US - since_gone) / 1000) + 1,
                                              show_undo_toast_cb, self);
   else
     show_undo_toast (self);

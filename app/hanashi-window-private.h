@@ -58,6 +58,7 @@ struct _HanashiWindow
   guint               undo_dismiss_source; /* takes the Undo toast away once the offer ends */
   guint               undo_toast_source;   /* shows it once the previous one has left */
   gint64              undo_toast_gone;     /* monotonic time an Undo toast last went away */
+  gint64              undo_toast_shown;    /* monotonic time the Undo toast was added */
 };
 
 /* hanashi-window.c */
