@@ -1323,9 +1323,7 @@ main (int argc, char **argv)
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
 
-  /* The scripted backend takes any readable file as a model. */
-  model_path = g_build_filename (g_get_user_data_dir (), "tiny-test.gguf", NULL);
-  g_assert_true (g_file_set_contents (model_path, "GGUF", 4, NULL));
+  write_scripted_model (g_get_user_data_dir ());
 
   g_test_add_func ("/Hanashi/Chat/send", test_send);
   g_test_add_func ("/Hanashi/Chat/no-model", test_send_disabled_without_model);

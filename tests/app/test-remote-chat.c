@@ -142,11 +142,7 @@ test_remote_chat (void)
 int
 main (int argc, char **argv)
 {
-  test_xdg_setup ();
-  /* No keyring in a test: the in-memory secret store. */
-  hanashi_secret_store_set_default (hanashi_secret_store_memory ());
-  gtk_test_init (&argc, &argv, NULL);
-  adw_init ();
+  remote_test_init (&argc, &argv);
   g_test_add_func ("/Hanashi/Remote/chat", test_remote_chat);
   int status = g_test_run ();
   test_xdg_cleanup ();

@@ -6,8 +6,23 @@
  */
 #pragma once
 
+#include <adwaita.h>
+
 #include "hanashi-models-dialog.h"
+#include "hanashi-remote-endpoints.h"
 #include "test-window-helpers.h"
+#include "test-xdg.h"
+
+/* The start of a remote test's main: a private XDG tree, GTK, and the in-memory secret
+ * store (no keyring in a test).  test_xdg_cleanup () after g_test_run. */
+static inline void
+remote_test_init (int *argc, char ***argv)
+{
+  test_xdg_setup ();
+  hanashi_secret_store_set_default (hanashi_secret_store_memory ());
+  gtk_test_init (argc, argv, NULL);
+  adw_init ();
+}
 
 /* The first widget under @root named @name (gtk_widget_set_name) and, when @model is not
  * NULL, made for that model (the rows of a server's models carry it as "model" data). */

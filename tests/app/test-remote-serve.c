@@ -315,11 +315,7 @@ test_chat_with_served_model (ServeFixture *f, gconstpointer data)
 int
 main (int argc, char **argv)
 {
-  test_xdg_setup ();
-  /* No keyring in a test: the in-memory secret store. */
-  hanashi_secret_store_set_default (hanashi_secret_store_memory ());
-  gtk_test_init (&argc, &argv, NULL);
-  adw_init ();
+  remote_test_init (&argc, &argv);
   g_test_add ("/Hanashi/RemoteServe/chat", ServeFixture, NULL, serve_fixture_set_up, test_chat_with_served_model,
               serve_fixture_tear_down);
   int status = g_test_run ();

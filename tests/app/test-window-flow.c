@@ -638,8 +638,7 @@ main (int argc, char **argv)
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
 
-  model_path = g_build_filename (g_get_user_data_dir (), "tiny-test.gguf", NULL);
-  g_assert_true (g_file_set_contents (model_path, "GGUF", 4, NULL));
+  write_scripted_model (g_get_user_data_dir ());
 
   g_test_add_func ("/Hanashi/WindowFlow/scrolling", test_scrolling);
   g_test_add_func ("/Hanashi/WindowFlow/code-block-heights", test_code_block_heights);

@@ -20,6 +20,15 @@
 
 static char *model_path;
 
+/* The scripted backend takes any readable file as a model: writes one in @dir and points
+ * model_path at it (the test frees model_path after g_test_run). */
+static inline void
+write_scripted_model (const char *dir)
+{
+  model_path = g_build_filename (dir, "tiny-test.gguf", NULL);
+  g_assert_true (g_file_set_contents (model_path, "GGUF", 4, NULL));
+}
+
 static inline HanashiApplication *
 make_app (void)
 {

@@ -495,9 +495,7 @@ main (int argc, char **argv)
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
 
-  /* The scripted backend takes any readable file as a model. */
-  model_path = g_build_filename (test_xdg_root, "tiny-test.gguf", NULL);
-  g_assert_true (g_file_set_contents (model_path, "GGUF", 4, NULL));
+  write_scripted_model (test_xdg_root);
   g_chmod (model_path, 0644);
 
   g_test_add_func ("/window-recovery/store-locked", test_store_locked);
