@@ -22,6 +22,7 @@
 #include "hanashi-window.h"
 #include "test-screenshot.h"
 #include "test-widgets.h"
+#include "test-scripted.h"
 #include "test-window-helpers.h"
 #include "test-xdg.h"
 #include "hanashi-test-seams.h"
@@ -343,18 +344,6 @@ test_store_failure_keeps_text (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
-static gboolean
-no_undo_button (gpointer data)
-{
-  return count_buttons (GTK_WIDGET (data), "Undo") == 0;
-}
-
-static gboolean
-one_undo_button (gpointer data)
-{
-  return count_buttons (GTK_WIDGET (data), "Undo") == 1;
-}
-
 static void
 test_alternatives (void)
 {
@@ -420,7 +409,7 @@ test_alternatives (void)
   /* The toast's Undo brings it back with its id, in the store and on screen (the toast of
    * the first deletion now undoes the second). */
   gint64 conversation = hanashi_window_get_conversation_id (window);
-  wait_until (one_undo_button, window);
+  wait_until (one_undo_toast, window);
   GtkWidget *undo = find_button (GTK_WIDGET (window), "Undo");
   g_assert_nonnull (undo);
   g_signal_emit_by_name (undo, "clicked");
@@ -431,7 +420,7 @@ test_alternatives (void)
 
   /* Undo never overwrites what happened after the deletion. */
   click_message_button (window, "chat.delete", message_at (window, 1));
-  wait_until (one_undo_button, window);
+  wait_until (one_undo_toast, window);
   undo = find_button (GTK_WIDGET (window), "Undo");
   g_assert_nonnull (undo);
   hanashi_composer_set_text (get_composer (window), "Third question");
@@ -445,7 +434,7 @@ test_alternatives (void)
   g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 3);
   g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, "Third question");
   /* With libadwaita 1.2, destroying the window while the toast animates out crashed. */
-  wait_until (no_undo_button, window);
+  wait_until (no_undo_toast, window);
   settle ();
   gtk_window_destroy (GTK_WINDOW (window));
 }
@@ -1318,10 +1307,7 @@ test_thinking_opened_by_prompt (void)
 int
 main (int argc, char **argv)
 {
-  test_xdg_setup ();
-  hanashi_test_use_scripted_backend ();
-  gtk_test_init (&argc, &argv, NULL);
-  adw_init ();
+  scripted_test_init (&argc, &argv);
 
   write_scripted_model (g_get_user_data_dir ());
 

@@ -15,29 +15,15 @@
 #include "hanashi-test-seams.h"
 #include "hanashi-sidebar.h"
 #include "test-widgets.h"
+#include "test-scripted.h"
 #include "test-window-helpers.h"
 #include "test-xdg.h"
 
-/* Closes @window once its toasts have left: with libadwaita 1.2, destroying a window
- * while a toast's hide animation runs crashed (in the "done" of the animation, which
- * unmapping skips to its end). */
-static gboolean
-toasts_gone (gpointer window)
-{
-  return count_buttons (GTK_WIDGET (window), "Undo") == 0;
-}
-
-/* One Undo toast (a new one waits for the previous one to leave). */
-static gboolean
-one_toast (gpointer window)
-{
-  return count_buttons (GTK_WIDGET (window), "Undo") == 1;
-}
-
+/* Closes @window once its toasts have left (see no_undo_toast). */
 static void
 close_window (HanashiWindow *window)
 {
-  wait_until (toasts_gone, window);
+  wait_until (no_undo_toast, window);
   run_for (400);
   gtk_window_destroy (GTK_WINDOW (window));
 }
@@ -495,12 +481,12 @@ test_undo_lasts (void)
   g_signal_emit_by_name (find_button (GTK_WIDGET (window), "Undo"), "clicked");
   g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 2);
   g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, answer);
-  wait_until (toasts_gone, window);
+  wait_until (no_undo_toast, window);
 
   /* Closing the toast leaves Ctrl+Z, even after another chat was looked at. */
   gint64 chat = hanashi_window_get_conversation_id (window);
   click_message_button (window, "chat.delete", message_at (window, 1));
-  wait_until (one_toast, window);
+  wait_until (one_undo_toast, window);
   /* Once it has finished coming in: libadwaita 1.2 crashes when a toast is closed while it
    * animates in (the window itself never dismisses one that early). */
   run_for (800);
@@ -512,7 +498,7 @@ test_undo_lasts (void)
         close = c;
   g_assert_nonnull (close);
   g_signal_emit_by_name (close, "clicked");
-  wait_until (toasts_gone, window);
+  wait_until (no_undo_toast, window);
   /* In another chat, Ctrl+Z does not reach back into this one. */
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
   press_ctrl_z (window);
@@ -524,9 +510,9 @@ test_undo_lasts (void)
 
   /* The next change to the chat ends the offer, and its toast. */
   click_message_button (window, "chat.delete", message_at (window, 1));
-  wait_until (one_toast, window);
+  wait_until (one_undo_toast, window);
   send_text (window, "Something new");
-  wait_until (toasts_gone, window);
+  wait_until (no_undo_toast, window);
   wait_until (reply_done, window);
   press_ctrl_z (window);
   g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 3);
@@ -633,10 +619,7 @@ test_folded_tap_open_chat (void)
 int
 main (int argc, char **argv)
 {
-  test_xdg_setup ();
-  hanashi_test_use_scripted_backend ();
-  gtk_test_init (&argc, &argv, NULL);
-  adw_init ();
+  scripted_test_init (&argc, &argv);
 
   write_scripted_model (g_get_user_data_dir ());
 

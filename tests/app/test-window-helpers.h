@@ -204,3 +204,19 @@ send_text (HanashiWindow *window, const char *text)
   hanashi_composer_set_text (get_composer (window), text);
   g_assert_true (press_enter (window, 0));
 }
+
+/* No Undo toast in @window: with libadwaita 1.2, destroying a window while a toast's hide
+ * animation runs crashed (in the "done" of the animation, which unmapping skips to its
+ * end), and a toast being dismissed keeps its button until its animation ends. */
+static inline gboolean
+no_undo_toast (gpointer window)
+{
+  return count_buttons (GTK_WIDGET (window), "Undo") == 0;
+}
+
+/* One Undo toast (a new one waits for the previous one to leave). */
+static inline gboolean
+one_undo_toast (gpointer window)
+{
+  return count_buttons (GTK_WIDGET (window), "Undo") == 1;
+}

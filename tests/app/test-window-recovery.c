@@ -19,6 +19,7 @@
 #include "hanashi-store-recovery.h"
 #include "hanashi-window.h"
 #include "test-widgets.h"
+#include "test-scripted.h"
 #include "test-window-helpers.h"
 #include "test-xdg.h"
 #include "hanashi-test-seams.h"
@@ -490,10 +491,7 @@ test_open_best_sentences (void)
 int
 main (int argc, char **argv)
 {
-  test_xdg_setup ();
-  hanashi_test_use_scripted_backend ();
-  gtk_test_init (&argc, &argv, NULL);
-  adw_init ();
+  scripted_test_init (&argc, &argv);
 
   write_scripted_model (test_xdg_root);
   g_chmod (model_path, 0644);
