@@ -50,6 +50,29 @@ cli_parse_int(const char *text, long long min, long long max, long long *out)
 }
 
 bool
+cli_parse_run_option(CliRunOption which, const char *value, long long *out)
+{
+  switch (which) {
+  case CLI_RUN_THREADS:
+    if (cli_parse_int(value, 1, 1024, out))
+      return true;
+    cli_fail("invalid thread count '%s'", value);
+    return false;
+  case CLI_RUN_CTX:
+    if (cli_parse_int(value, 1, 1 << 24, out))
+      return true;
+    cli_fail("invalid context size '%s'", value);
+    return false;
+  case CLI_RUN_GPU_LAYERS:
+    if (cli_parse_int(value, 0, 1 << 20, out))
+      return true;
+    cli_fail("invalid layer count '%s'", value);
+    return false;
+  }
+  return false;
+}
+
+bool
 cli_parse_float(const char *text, double *out)
 {
   if (text == NULL || *text == '\0')

@@ -39,6 +39,17 @@ char *cli_read_file(const char *path, size_t *len_out, HnError *err);
 bool cli_parse_int(const char *text, long long min, long long max, long long *out);
 bool cli_parse_float(const char *text, double *out);
 
+/* The options of a model run that generate, chat and serve share, each with one range and
+ * one error line everywhere. */
+typedef enum {
+  CLI_RUN_THREADS,    /* -t, --threads: 1 to 1024 */
+  CLI_RUN_CTX,        /* -c, --ctx-size: 1 to 2^24 tokens */
+  CLI_RUN_GPU_LAYERS, /* -ngl, --gpu-layers: 0 to 2^20 */
+} CliRunOption;
+
+/* Parses the value of @which into *out; false after printing the error line. */
+bool cli_parse_run_option(CliRunOption which, const char *value, long long *out);
+
 /* ---- options of the subcommands that take a value --------------------------------------- */
 
 typedef struct CliSamplingOptions CliSamplingOptions; /* cli-sampling.h */

@@ -256,10 +256,8 @@ cli_generate(int argc, char **argv)
       }
       break;
     case OPT_THREADS:
-      if (!cli_parse_int(val, 1, 1024, &threads)) {
-        cli_fail("invalid thread count '%s'", val);
+      if (!cli_parse_run_option(CLI_RUN_THREADS, val, &threads))
         goto out;
-      }
       break;
     case OPT_PROBS:
       if (!cli_parse_int(val, 1, HN_PROBS_MAX_K, &probs_k)) {
@@ -268,16 +266,12 @@ cli_generate(int argc, char **argv)
       }
       break;
     case OPT_GPU_LAYERS:
-      if (!cli_parse_int(val, 0, 1 << 20, &gpu_layers)) {
-        cli_fail("invalid layer count '%s'", val);
+      if (!cli_parse_run_option(CLI_RUN_GPU_LAYERS, val, &gpu_layers))
         goto out;
-      }
       break;
     case OPT_CTX:
-      if (!cli_parse_int(val, 1, 1 << 24, &n_ctx)) {
-        cli_fail("invalid context size '%s'", val);
+      if (!cli_parse_run_option(CLI_RUN_CTX, val, &n_ctx))
         goto out;
-      }
       break;
     default: break;
     }

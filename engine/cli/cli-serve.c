@@ -126,13 +126,13 @@ cli_serve(int argc, char **argv)
       options.n_parallel = (guint) value;
       break;
     case OPT_CTX:
-      if (!cli_parse_int(val, 1, 1 << 24, &value))
-        return cli_fail("invalid context size '%s'", val);
+      if (!cli_parse_run_option(CLI_RUN_CTX, val, &value))
+        return 1;
       options.n_ctx = (int) value;
       break;
     case OPT_THREADS:
-      if (!cli_parse_int(val, 1, 1024, &value))
-        return cli_fail("invalid thread count '%s'", val);
+      if (!cli_parse_run_option(CLI_RUN_THREADS, val, &value))
+        return 1;
       options.n_threads = (int) value;
       break;
     case OPT_MAX_TOKENS:

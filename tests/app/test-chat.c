@@ -22,11 +22,10 @@
 #include "hanashi-window.h"
 #include "test-screenshot.h"
 #include "test-widgets.h"
+#include "test-scripted.h"
 #include "test-window-helpers.h"
 #include "test-xdg.h"
 #include "hanashi-test-seams.h"
-
-static char *model_path;
 
 static GtkWidget *
 find_label_containing (GtkWidget *root, const char *needle)
@@ -40,132 +39,6 @@ find_label_containing (GtkWidget *root, const char *needle)
         return found;
     }
   return NULL;
-}
-
-static GtkLabel *
-find_status_label (GtkWidget *root)
-{
-  if (GTK_IS_LABEL (root) && gtk_widget_has_css_class (root, "status-meter") &&
-      gtk_widget_get_ancestor (root, ADW_TYPE_HEADER_BAR) != NULL)
-    return GTK_LABEL (root);
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      GtkLabel *found = find_status_label (child);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
-
-static HanashiChatView *
-get_chat_view (HanashiWindow *window)
-{
-  return HANASHI_CHAT_VIEW (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_CHAT_VIEW));
-}
-
-static HanashiWindow *
-make_window (HanashiApplication *app, int width, int height, gboolean load_model)
-{
-  HanashiWindow *window = hanashi_window_new (app);
-  gtk_window_set_default_size (GTK_WINDOW (window), width, height);
-  gtk_window_present (GTK_WINDOW (window));
-  wait_until (is_mapped, window);
-  if (load_model)
-    {
-      g_autoptr (GFile) file = g_file_new_for_path (model_path);
-      hanashi_window_open_model (window, file);
-      wait_until (model_loaded, window);
-    }
-  return window;
-}
-
-static gboolean
-press_enter (HanashiWindow *window, GdkModifierType state)
-{
-  GtkWidget *text_view = GTK_WIDGET (hanashi_composer_get_text_view (get_composer (window)));
-  g_autoptr (GListModel) controllers = gtk_widget_observe_controllers (text_view);
-  for (guint i = 0; i < g_list_model_get_n_items (controllers); i++)
-    {
-      g_autoptr (GtkEventController) controller = g_list_model_get_item (controllers, i);
-      if (GTK_IS_EVENT_CONTROLLER_KEY (controller) &&
-          gtk_event_controller_get_propagation_phase (controller) == GTK_PHASE_CAPTURE)
-        {
-          gboolean handled = FALSE;
-          g_signal_emit_by_name (controller, "key-pressed", GDK_KEY_Return, 36, state, &handled);
-          return handled;
-        }
-    }
-  g_assert_not_reached ();
-}
-
-static HanashiMessage *
-message_at (HanashiWindow *window, guint index)
-{
-  GListModel *messages = hanashi_window_get_messages (window);
-  g_assert_cmpuint (index, <, g_list_model_get_n_items (messages));
-  HanashiMessage *m = g_list_model_get_item (messages, index);
-  g_object_unref (m);   /* the list keeps it alive */
-  return m;
-}
-
-static HanashiMessageRow *
-row_for (GtkWidget *root, HanashiMessage *message)
-{
-  if (HANASHI_IS_MESSAGE_ROW (root) && hanashi_message_row_get_message (HANASHI_MESSAGE_ROW (root)) == message)
-    return HANASHI_MESSAGE_ROW (root);
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      HanashiMessageRow *found = row_for (child, message);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
-
-/* The button of a message row that activates @action_name ("chat.regenerate",
- * "row.previous-alternative", …), NULL while the row is not on screen yet. */
-static GtkWidget *
-find_action_button (GtkWidget *root, const char *action_name)
-{
-  if (GTK_IS_BUTTON (root) && g_strcmp0 (gtk_actionable_get_action_name (GTK_ACTIONABLE (root)), action_name) == 0)
-    return root;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      GtkWidget *found = find_action_button (child, action_name);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
-
-typedef struct {
-  HanashiWindow  *window;
-  HanashiMessage *message;
-} RowWanted;
-
-static gboolean
-row_shown (gpointer data)
-{
-  RowWanted *wanted = data;
-  return row_for (GTK_WIDGET (wanted->window), wanted->message) != NULL;
-}
-
-/* Clicks a button of @message's row, as the user would: the row's buttons carry the
- * message id to the window's "chat." actions. */
-static void
-click_message_button (HanashiWindow *window, const char *action_name, HanashiMessage *message)
-{
-  RowWanted wanted = { window, message };
-  wait_until (row_shown, &wanted);
-  GtkWidget *button = find_action_button (GTK_WIDGET (row_for (GTK_WIDGET (window), message)), action_name);
-  g_assert_nonnull (button);
-  if (g_str_has_prefix (action_name, "chat."))
-    {
-      GVariant *target = gtk_actionable_get_action_target_value (GTK_ACTIONABLE (button));
-      g_assert_nonnull (target);
-      g_assert_cmpint (g_variant_get_int64 (target), ==, hanashi_message_get_id (message));
-    }
-  g_signal_emit_by_name (button, "clicked");
 }
 
 static const char *full_reply =
@@ -370,12 +243,6 @@ reply_started (gpointer data)
   return !hanashi_message_is_user (last) && strlen (hanashi_message_get_text (last)) > 40;
 }
 
-static HanashiParamsPanel *
-get_panel (HanashiWindow *window)
-{
-  return HANASHI_PARAMS_PANEL (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_PARAMS_PANEL));
-}
-
 static void
 test_stop (void)
 {
@@ -477,18 +344,6 @@ test_store_failure_keeps_text (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
-static gboolean
-no_undo_button (gpointer data)
-{
-  return count_buttons (GTK_WIDGET (data), "Undo") == 0;
-}
-
-static gboolean
-one_undo_button (gpointer data)
-{
-  return count_buttons (GTK_WIDGET (data), "Undo") == 1;
-}
-
 static void
 test_alternatives (void)
 {
@@ -554,7 +409,7 @@ test_alternatives (void)
   /* The toast's Undo brings it back with its id, in the store and on screen (the toast of
    * the first deletion now undoes the second). */
   gint64 conversation = hanashi_window_get_conversation_id (window);
-  wait_until (one_undo_button, window);
+  wait_until (one_undo_toast, window);
   GtkWidget *undo = find_button (GTK_WIDGET (window), "Undo");
   g_assert_nonnull (undo);
   g_signal_emit_by_name (undo, "clicked");
@@ -565,7 +420,7 @@ test_alternatives (void)
 
   /* Undo never overwrites what happened after the deletion. */
   click_message_button (window, "chat.delete", message_at (window, 1));
-  wait_until (one_undo_button, window);
+  wait_until (one_undo_toast, window);
   undo = find_button (GTK_WIDGET (window), "Undo");
   g_assert_nonnull (undo);
   hanashi_composer_set_text (get_composer (window), "Third question");
@@ -579,7 +434,7 @@ test_alternatives (void)
   g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 3);
   g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, "Third question");
   /* With libadwaita 1.2, destroying the window while the toast animates out crashed. */
-  wait_until (no_undo_button, window);
+  wait_until (no_undo_toast, window);
   settle ();
   gtk_window_destroy (GTK_WINDOW (window));
 }
@@ -1180,13 +1035,6 @@ thinking_section (HanashiWindow *window, guint index)
   return GTK_EXPANDER (expander);
 }
 
-static void
-send_text (HanashiWindow *window, const char *text)
-{
-  hanashi_composer_set_text (get_composer (window), text);
-  g_assert_true (press_enter (window, 0));
-}
-
 static const char *sample_reply =
   "Use **slicing** or `reversed()`:\n\n"
   "```python\nnumbers = [1, 2, 3]\nprint(numbers[::-1])\n```\n\n"
@@ -1459,14 +1307,9 @@ test_thinking_opened_by_prompt (void)
 int
 main (int argc, char **argv)
 {
-  test_xdg_setup ();
-  hanashi_test_use_scripted_backend ();
-  gtk_test_init (&argc, &argv, NULL);
-  adw_init ();
+  scripted_test_init (&argc, &argv);
 
-  /* The scripted backend takes any readable file as a model. */
-  model_path = g_build_filename (g_get_user_data_dir (), "tiny-test.gguf", NULL);
-  g_assert_true (g_file_set_contents (model_path, "GGUF", 4, NULL));
+  write_scripted_model (g_get_user_data_dir ());
 
   g_test_add_func ("/Hanashi/Chat/send", test_send);
   g_test_add_func ("/Hanashi/Chat/no-model", test_send_disabled_without_model);

@@ -19,122 +19,14 @@
 #include "hanashi-store.h"
 #include "hanashi-window.h"
 #include "remote-test-server.h"
+#include "test-remote-helpers.h"
 #include "test-xdg.h"
-
-static GtkWidget *
-find_by_type (GtkWidget *root, GType type)
-{
-  if (G_TYPE_CHECK_INSTANCE_TYPE (root, type))
-    return root;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      GtkWidget *found = find_by_type (child, type);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
-
-static GtkWidget *
-find_by_name (GtkWidget *root, const char *name, const char *model)
-{
-  if (g_strcmp0 (gtk_widget_get_name (root), name) == 0
-      && (model == NULL || g_strcmp0 (g_object_get_data (G_OBJECT (root), "model"), model) == 0))
-    return root;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      GtkWidget *found = find_by_name (child, name, model);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
-
-static gboolean
-has_label_containing (GtkWidget *root, const char *needle)
-{
-  if (GTK_IS_LABEL (root) && strstr (gtk_label_get_label (GTK_LABEL (root)), needle) != NULL)
-    return TRUE;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    if (has_label_containing (child, needle))
-      return TRUE;
-  return FALSE;
-}
-
-typedef gboolean (*Condition) (gpointer data);
-
-static void
-wait_until (Condition condition, gpointer data)
-{
-  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
-  while (!condition (data))
-    {
-      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
-      g_main_context_iteration (NULL, FALSE);
-      g_usleep (1000);
-    }
-}
-
-static void
-wait_for_text (gpointer window, const char *needle)
-{
-  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
-  while (!has_label_containing (GTK_WIDGET (window), needle))
-    {
-      if (g_get_monotonic_time () > deadline)
-        g_error ("no label contains “%s”", needle);
-      g_main_context_iteration (NULL, FALSE);
-      g_usleep (1000);
-    }
-}
-
-static gboolean
-is_mapped (gpointer data)
-{
-  return gtk_widget_get_mapped (data);
-}
-
-static HanashiComposer *
-get_composer (HanashiWindow *window)
-{
-  return HANASHI_COMPOSER (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_COMPOSER));
-}
-
-static gboolean
-reply_done (gpointer data)
-{
-  return !hanashi_composer_get_generating (get_composer (data));
-}
-
-typedef struct {
-  HanashiWindow *window;
-  const char *name;
-} ModelWanted;
-
-static gboolean
-model_is (gpointer data)
-{
-  ModelWanted *wanted = data;
-  const HanashiModelInfo *info = hanashi_engine_get_model_info (hanashi_window_get_engine (wanted->window));
-  return info != NULL && g_strcmp0 (info->name, wanted->name) == 0;
-}
 
 static void
 use_model (HanashiWindow *window, const char *url, const char *name)
 {
   hanashi_window_use_remote_model (window, url, name);
-  ModelWanted wanted = { window, name };
-  wait_until (model_is, &wanted);
-}
-
-static HanashiMessage *
-message_at (HanashiWindow *window, guint index)
-{
-  GListModel *messages = hanashi_window_get_messages (window);
-  g_assert_cmpuint (index, <, g_list_model_get_n_items (messages));
-  HanashiMessage *m = g_list_model_get_item (messages, index);
-  g_object_unref (m);
-  return m;
+  wait_for_model (window, name);
 }
 
 static void
@@ -145,64 +37,25 @@ send (HanashiWindow *window, const char *text)
   wait_until (reply_done, window);
 }
 
-static HanashiModelsDialog *
-find_models_dialog (void)
-{
-  GListModel *toplevels = gtk_window_get_toplevels ();
-  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
-    {
-      g_autoptr (GObject) w = g_list_model_get_item (toplevels, i);
-      if (HANASHI_IS_MODELS_DIALOG (w))
-        return HANASHI_MODELS_DIALOG (w);
-    }
-  return NULL;
-}
-
-typedef struct {
-  GtkWidget *root;
-  const char *model;
-} ButtonWanted;
-
-static gboolean
-chat_button_shown (gpointer data)
-{
-  ButtonWanted *wanted = data;
-  return find_by_name (wanted->root, "remote-model-chat", wanted->model) != NULL;
-}
-
 static void
 test_remote_chat (void)
 {
   RemoteTestServer *server = remote_test_server_new ("sekrit", FALSE);
   g_autofree char *api_url = g_strconcat (remote_test_server_get_url (server), "/v1", NULL);
-  g_autoptr (HanashiApplication) app = hanashi_application_new ();
-  g_assert_true (g_application_register (G_APPLICATION (app), NULL, NULL));
-  HanashiWindow *window = hanashi_window_new (app);
-  gtk_window_set_default_size (GTK_WINDOW (window), 1100, 760);
-  gtk_window_present (GTK_WINDOW (window));
-  wait_until (is_mapped, window);
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, FALSE);
 
   /* Models → Servers: the address and key typed, Add Server; the server's models listed. */
-  gtk_widget_activate_action (GTK_WIDGET (window), "win.choose-model", NULL);
-  HanashiModelsDialog *dialog = find_models_dialog ();
-  g_assert_nonnull (dialog);
-  GtkWidget *url_row = find_by_name (GTK_WIDGET (dialog), "server-url-row", NULL);
-  GtkWidget *key_row = find_by_name (GTK_WIDGET (dialog), "server-key-row", NULL);
-  g_assert_nonnull (url_row);
-  g_assert_nonnull (key_row);
-  gtk_editable_set_text (GTK_EDITABLE (key_row), "wrong");
-  gtk_editable_set_text (GTK_EDITABLE (url_row), remote_test_server_get_url (server));
-  g_signal_emit_by_name (find_by_name (GTK_WIDGET (dialog), "add-server", NULL), "clicked");
+  HanashiModelsDialog *dialog = open_models_dialog (window);
+  add_server (dialog, remote_test_server_get_url (server), "wrong");
   /* A wrong key is refused with a sentence, and nothing is remembered. */
   wait_for_text (dialog, "The server refused the API key");
   g_autoptr (GSettings) settings = g_settings_new (APP_ID);
   g_auto (GStrv) none = g_settings_get_strv (settings, "remote-endpoints");
   g_assert_cmpuint (g_strv_length (none), ==, 0);
 
-  gtk_editable_set_text (GTK_EDITABLE (key_row), "sekrit");
-  g_signal_emit_by_name (find_by_name (GTK_WIDGET (dialog), "add-server", NULL), "clicked");
-  ButtonWanted wanted = { GTK_WIDGET (dialog), "split" };
-  wait_until (chat_button_shown, &wanted);
+  add_server (dialog, remote_test_server_get_url (server), "sekrit");
+  GtkWidget *chat_button = wait_for_chat_button (dialog, "split");
   g_auto (GStrv) urls = g_settings_get_strv (settings, "remote-endpoints");
   g_assert_cmpuint (g_strv_length (urls), ==, 1);
   g_assert_cmpstr (urls[0], ==, api_url);
@@ -211,14 +64,13 @@ test_remote_chat (void)
   g_assert_cmpstr (key, ==, "sekrit");
 
   /* Chat: the model is chosen like a local one and the dialog closes. */
-  g_signal_emit_by_name (find_by_name (GTK_WIDGET (dialog), "remote-model-chat", "split"), "clicked");
-  ModelWanted split = { window, "split" };
-  wait_until (model_is, &split);
+  g_signal_emit_by_name (chat_button, "clicked");
+  wait_for_model (window, "split");
   g_assert_cmpstr (hanashi_engine_get_model_info (hanashi_window_get_engine (window))->remote_url, ==, api_url);
 
   /* The panel shows what this server (not a Hanashi one) does not take, and why. */
-  GtkWidget *top_k = find_by_name (GTK_WIDGET (window), "spin-top_k", NULL);
-  GtkWidget *temperature = find_by_name (GTK_WIDGET (window), "spin-temperature", NULL);
+  GtkWidget *top_k = find_named (GTK_WIDGET (window), "spin-top_k", NULL);
+  GtkWidget *temperature = find_named (GTK_WIDGET (window), "spin-temperature", NULL);
   g_assert_nonnull (top_k);
   g_assert_nonnull (temperature);
   GtkWidget *top_k_row = gtk_widget_get_ancestor (top_k, ADW_TYPE_PREFERENCES_ROW);
@@ -273,8 +125,7 @@ test_remote_chat (void)
   send (window, "New chat");
   g_assert_cmpint (hanashi_window_get_conversation_id (window), !=, first);
   hanashi_window_load_conversation (window, first);
-  ModelWanted drop = { window, "drop" };
-  wait_until (model_is, &drop);
+  wait_for_model (window, "drop");
 
   /* An unreachable server: a sentence, and the model in use stays. */
   RemoteTestServer *gone = remote_test_server_new (NULL, FALSE);
@@ -282,7 +133,7 @@ test_remote_chat (void)
   remote_test_server_free (gone);
   hanashi_window_use_remote_model (window, gone_url, "split");
   wait_for_text (window, "The server cannot be reached.");
-  wait_until (model_is, &drop);
+  wait_for_model (window, "drop");
 
   gtk_window_destroy (GTK_WINDOW (window));
   remote_test_server_free (server);
@@ -291,11 +142,7 @@ test_remote_chat (void)
 int
 main (int argc, char **argv)
 {
-  test_xdg_setup ();
-  /* No keyring in a test: the in-memory secret store. */
-  hanashi_secret_store_set_default (hanashi_secret_store_memory ());
-  gtk_test_init (&argc, &argv, NULL);
-  adw_init ();
+  remote_test_init (&argc, &argv);
   g_test_add_func ("/Hanashi/Remote/chat", test_remote_chat);
   int status = g_test_run ();
   test_xdg_cleanup ();

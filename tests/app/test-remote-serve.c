@@ -28,7 +28,7 @@
 #include "hanashi-params-panel.h"
 #include "hanashi-remote-endpoints.h"
 #include "hanashi-window.h"
-#include "test-window-helpers.h"
+#include "test-remote-helpers.h"
 #include "test-xdg.h"
 
 #define SERVER_KEY "serve-test-key-7"
@@ -143,57 +143,6 @@ serve_fixture_tear_down (ServeFixture *f, gconstpointer data)
 
 /* ---- the window -------------------------------------------------------------------------- */
 
-static GtkWidget *
-find_named (GtkWidget *root, const char *name, const char *model)
-{
-  if (g_strcmp0 (gtk_widget_get_name (root), name) == 0
-      && (model == NULL || g_strcmp0 (g_object_get_data (G_OBJECT (root), "model"), model) == 0))
-    return root;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      GtkWidget *found = find_named (child, name, model);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
-
-static HanashiModelsDialog *
-find_models_dialog (void)
-{
-  GListModel *toplevels = gtk_window_get_toplevels ();
-  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
-    {
-      g_autoptr (GObject) w = g_list_model_get_item (toplevels, i);
-      if (HANASHI_IS_MODELS_DIALOG (w))
-        return HANASHI_MODELS_DIALOG (w);
-    }
-  return NULL;
-}
-
-static gboolean
-chat_button_shown (gpointer dialog)
-{
-  return find_named (dialog, "remote-model-chat", SERVER_MODEL_ID) != NULL;
-}
-
-static gboolean
-serving_model_in_use (gpointer window)
-{
-  const HanashiModelInfo *info = hanashi_engine_get_model_info (hanashi_window_get_engine (window));
-  return info != NULL && g_strcmp0 (info->name, SERVER_MODEL_ID) == 0;
-}
-
-static HanashiMessage *
-message_at (HanashiWindow *window, guint index)
-{
-  GListModel *messages = hanashi_window_get_messages (window);
-  g_assert_cmpuint (index, <, g_list_model_get_n_items (messages));
-  HanashiMessage *m = g_list_model_get_item (messages, index);
-  g_object_unref (m);
-  return m;
-}
-
 static gboolean
 reply_started (gpointer window)
 {
@@ -203,12 +152,6 @@ reply_started (gpointer window)
     return FALSE;
   HanashiMessage *last = message_at (window, n - 1);
   return !hanashi_message_is_user (last) && *hanashi_message_get_text (last) != '\0';
-}
-
-static HanashiParamsPanel *
-get_panel (HanashiWindow *window)
-{
-  return HANASHI_PARAMS_PANEL (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_PARAMS_PANEL));
 }
 
 static void
@@ -293,29 +236,16 @@ test_chat_with_served_model (ServeFixture *f, gconstpointer data)
 {
   (void) data;
   g_autoptr (HanashiApplication) app = make_app ();
-  HanashiWindow *window = hanashi_window_new (app);
-  gtk_window_set_default_size (GTK_WINDOW (window), 1100, 760);
-  gtk_window_present (GTK_WINDOW (window));
-  wait_until (is_mapped, window);
+  HanashiWindow *window = make_window (app, 1100, 760, FALSE);
 
   /* Models → Servers: the server's address and key, Add Server; its model listed. */
-  gtk_widget_activate_action (GTK_WIDGET (window), "win.choose-model", NULL);
-  HanashiModelsDialog *dialog = find_models_dialog ();
-  g_assert_nonnull (dialog);
-  GtkWidget *url_row = find_named (GTK_WIDGET (dialog), "server-url-row", NULL);
-  GtkWidget *key_row = find_named (GTK_WIDGET (dialog), "server-key-row", NULL);
-  g_assert_nonnull (url_row);
-  g_assert_nonnull (key_row);
+  HanashiModelsDialog *dialog = open_models_dialog (window);
   /* a wrong key first: the server's 401 becomes the dialog's sentence */
-  gtk_editable_set_text (GTK_EDITABLE (key_row), "not-the-key");
-  gtk_editable_set_text (GTK_EDITABLE (url_row), f->url);
-  g_signal_emit_by_name (find_named (GTK_WIDGET (dialog), "add-server", NULL), "clicked");
+  add_server (dialog, f->url, "not-the-key");
   wait_for_text (dialog, "The server refused the API key");
-  gtk_editable_set_text (GTK_EDITABLE (key_row), SERVER_KEY);
-  g_signal_emit_by_name (find_named (GTK_WIDGET (dialog), "add-server", NULL), "clicked");
-  wait_until (chat_button_shown, dialog);
-  g_signal_emit_by_name (find_named (GTK_WIDGET (dialog), "remote-model-chat", SERVER_MODEL_ID), "clicked");
-  wait_until (serving_model_in_use, window);
+  add_server (dialog, f->url, SERVER_KEY);
+  g_signal_emit_by_name (wait_for_chat_button (dialog, SERVER_MODEL_ID), "clicked");
+  wait_for_model (window, SERVER_MODEL_ID);
   const HanashiModelInfo *info = hanashi_engine_get_model_info (hanashi_window_get_engine (window));
   g_autofree char *api_url = g_strconcat (f->url, "/v1", NULL);
   g_assert_cmpstr (info->remote_url, ==, api_url);
@@ -342,7 +272,7 @@ test_chat_with_served_model (ServeFixture *f, gconstpointer data)
 
   /* Another seed, another reply, and still the CLI's (the seed reached the server). */
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
-  wait_until (serving_model_in_use, window);
+  wait_for_model (window, SERVER_MODEL_ID);
   set_params (window, WORDS_GRAMMAR, 99, 0.9, 24);
   send (window, question);
   wait_until (reply_started, window);
@@ -356,7 +286,7 @@ test_chat_with_served_model (ServeFixture *f, gconstpointer data)
   /* Stop mid-reply: a reply that cannot end before 1500 characters stops where it is, is
    * kept as it stands, and the composer is free again. */
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
-  wait_until (serving_model_in_use, window);
+  wait_for_model (window, SERVER_MODEL_ID);
   set_params (window, ENDLESS_GRAMMAR, 5, 0.9, 1500);
   send (window, "Go on forever");
   wait_until (reply_started, window);
@@ -371,7 +301,7 @@ test_chat_with_served_model (ServeFixture *f, gconstpointer data)
 
   /* The server serves on after the client went away mid-stream: the first reply again. */
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
-  wait_until (serving_model_in_use, window);
+  wait_for_model (window, SERVER_MODEL_ID);
   set_params (window, WORDS_GRAMMAR, 1234, 0.9, 24);
   send (window, question);
   wait_until (reply_started, window);
@@ -385,11 +315,7 @@ test_chat_with_served_model (ServeFixture *f, gconstpointer data)
 int
 main (int argc, char **argv)
 {
-  test_xdg_setup ();
-  /* No keyring in a test: the in-memory secret store. */
-  hanashi_secret_store_set_default (hanashi_secret_store_memory ());
-  gtk_test_init (&argc, &argv, NULL);
-  adw_init ();
+  remote_test_init (&argc, &argv);
   g_test_add ("/Hanashi/RemoteServe/chat", ServeFixture, NULL, serve_fixture_set_up, test_chat_with_served_model,
               serve_fixture_tear_down);
   int status = g_test_run ();

@@ -105,11 +105,24 @@ wait_for_text (gpointer root, const char *needle)
     }
 }
 
-/* Lets pending idles, timeouts and redraws run. */
+/* Runs the main loop for @ms milliseconds of real time (toasts time out by the clock). */
+static inline void
+run_for (guint ms)
+{
+  gint64 end = g_get_monotonic_time () + (gint64) ms * 1000;
+  while (g_get_monotonic_time () < end)
+    {
+      while (g_main_context_iteration (NULL, FALSE))
+        ;
+      g_usleep (5000);
+    }
+}
+
+/* Lets pending idles, timeouts, layout and the frame clock catch up. */
 static inline void
 settle (void)
 {
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 8; i++)
     {
       while (g_main_context_iteration (NULL, FALSE))
         ;

@@ -15,37 +15,23 @@
 #include "hanashi-test-seams.h"
 #include "hanashi-sidebar.h"
 #include "test-widgets.h"
-#include "test-window-driver.h"
+#include "test-scripted.h"
+#include "test-window-helpers.h"
 #include "test-xdg.h"
 
-/* Closes @window once its toasts have left: with libadwaita 1.2, destroying a window
- * while a toast's hide animation runs crashed (in the "done" of the animation, which
- * unmapping skips to its end). */
-static gboolean
-toasts_gone (gpointer window)
-{
-  return count_buttons (GTK_WIDGET (window), "Undo") == 0;
-}
-
-/* One Undo toast (a new one waits for the previous one to leave). */
-static gboolean
-one_toast (gpointer window)
-{
-  return count_buttons (GTK_WIDGET (window), "Undo") == 1;
-}
-
+/* Closes @window once its toasts have left (see no_undo_toast). */
 static void
 close_window (HanashiWindow *window)
 {
-  driver_wait_until (toasts_gone, window);
-  driver_run_for (400);
+  wait_until (no_undo_toast, window);
+  run_for (400);
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
 static GtkAdjustment *
 vadjustment (HanashiWindow *window)
 {
-  return hanashi_chat_view_get_vadjustment (driver_chat_view (window));
+  return hanashi_chat_view_get_vadjustment (get_chat_view (window));
 }
 
 static gboolean
@@ -58,7 +44,7 @@ at_end (GtkAdjustment *adj)
 static GtkWidget *
 chat_scroller (HanashiWindow *window)
 {
-  GtkWidget *list = driver_find_by_type (GTK_WIDGET (driver_chat_view (window)), GTK_TYPE_LIST_VIEW);
+  GtkWidget *list = find_by_type (GTK_WIDGET (get_chat_view (window)), GTK_TYPE_LIST_VIEW);
   return gtk_widget_get_ancestor (list, GTK_TYPE_SCROLLED_WINDOW);
 }
 
@@ -66,7 +52,7 @@ chat_scroller (HanashiWindow *window)
 static gboolean
 row_in_view (HanashiWindow *window, HanashiMessage *message)
 {
-  HanashiMessageRow *row = driver_row_for (GTK_WIDGET (window), message);
+  HanashiMessageRow *row = row_for (GTK_WIDGET (window), message);
   GtkWidget *scroller = chat_scroller (window);
   graphene_rect_t bounds;
 
@@ -104,7 +90,7 @@ ends_in_view (gpointer data)
   HanashiWindow *window = data;
   GListModel *messages = hanashi_window_get_messages (window);
   guint n = g_list_model_get_n_items (messages);
-  return n > 0 && at_end (vadjustment (window)) && row_in_view (window, driver_message_at (window, n - 1));
+  return n > 0 && at_end (vadjustment (window)) && row_in_view (window, message_at (window, n - 1));
 }
 
 /* Item 1: a chat chosen in the sidebar opens at its end, whichever chat was open before;
@@ -113,10 +99,10 @@ ends_in_view (gpointer data)
 static void
 test_scrolling (void)
 {
-  g_autoptr (HanashiApplication) app = driver_make_app ();
-  HanashiWindow *window = driver_make_window (app, 1100, 760, TRUE);
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
   HanashiStore *store = hanashi_window_get_store (window);
-  HanashiSidebar *sidebar = HANASHI_SIDEBAR (driver_find_by_type (GTK_WIDGET (window), HANASHI_TYPE_SIDEBAR));
+  HanashiSidebar *sidebar = HANASHI_SIDEBAR (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_SIDEBAR));
   gint64 longer = make_conversation (store, "Longer", 80, 3);
   gint64 shorter = make_conversation (store, "Shorter", 24, 2);
   GtkAdjustment *adj = vadjustment (window);
@@ -127,30 +113,30 @@ test_scrolling (void)
     {
       g_signal_emit_by_name (sidebar, "conversation-activated", order[i]);
       g_assert_cmpint (hanashi_window_get_conversation_id (window), ==, order[i]);
-      driver_settle ();
+      settle ();
       g_assert_cmpfloat (gtk_adjustment_get_upper (adj), >, gtk_adjustment_get_page_size (adj));
       g_assert_true (at_end (adj));
       GListModel *messages = hanashi_window_get_messages (window);
-      g_assert_true (row_in_view (window, driver_message_at (window, g_list_model_get_n_items (messages) - 1)));
+      g_assert_true (row_in_view (window, message_at (window, g_list_model_get_n_items (messages) - 1)));
     }
 
   /* The user scrolls to the top, then sends: the prompt is still being read (the reply
    * holds before its first token), and the new message is already in view. */
   gtk_adjustment_set_value (adj, 0);
-  hanashi_chat_view_stop_following (driver_chat_view (window));
-  driver_settle ();
+  hanashi_chat_view_stop_following (get_chat_view (window));
+  settle ();
   g_assert_cmpfloat (gtk_adjustment_get_value (adj), ==, 0);
   hanashi_test_scripted_hold_at (0);
-  driver_send (window, "A question sent from the top of the chat");
+  send_text (window, "A question sent from the top of the chat");
   guint n = g_list_model_get_n_items (hanashi_window_get_messages (window));
-  HanashiMessage *question = driver_message_at (window, n - 2);
+  HanashiMessage *question = message_at (window, n - 2);
   g_assert_true (hanashi_message_is_user (question));
-  driver_wait_until (ends_in_view, window);
+  wait_until (ends_in_view, window);
   g_assert_true (row_in_view (window, question));
-  g_assert_cmpstr (hanashi_message_get_text (driver_message_at (window, n - 1)), ==, "");
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, n - 1)), ==, "");
   hanashi_test_scripted_hold_at (-1);
-  driver_wait_until (driver_reply_done, window);
-  driver_settle ();
+  wait_until (reply_done, window);
+  settle ();
   g_assert_true (at_end (adj));
   close_window (window);
 }
@@ -171,7 +157,7 @@ static void
 assert_code_block_whole (HanashiWindow *window, HanashiMessage *message, guint n_lines)
 {
   g_autoptr (GPtrArray) views = g_ptr_array_new ();
-  HanashiMessageRow *row = driver_row_for (GTK_WIDGET (window), message);
+  HanashiMessageRow *row = row_for (GTK_WIDGET (window), message);
   g_assert_nonnull (row);
   collect_code_views (GTK_WIDGET (row), views);
   g_assert_cmpuint (views->len, ==, 1);
@@ -217,50 +203,50 @@ static const char * const plain_reply[] = { "Nothing ", "to ", "show ", "here.",
 static void
 test_code_block_heights (void)
 {
-  g_autoptr (HanashiApplication) app = driver_make_app ();
-  HanashiWindow *window = driver_make_window (app, 1100, 760, TRUE);
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
 
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
   hanashi_test_scripted_set_reply (code_reply);
   /* Token by token, with frames drawn in between as a model writes at reading speed. */
   hanashi_test_scripted_hold_at (1);
-  driver_send (window, "Show me a loop");
-  HanashiMessage *reply = driver_message_at (window, 1);
+  send_text (window, "Show me a loop");
+  HanashiMessage *reply = message_at (window, 1);
   for (int token = 1; code_reply[token] != NULL; token++)
     {
       gsize before = strlen (hanashi_message_get_text (reply));
       hanashi_test_scripted_hold_at (token + 1);
       while (strlen (hanashi_message_get_text (reply)) == before)
         g_main_context_iteration (NULL, TRUE);
-      driver_run_for (60);
+      run_for (60);
       /* Half written: the block has four of its lines. */
       if (token == 5)
         assert_code_block_whole (window, reply, 4);
     }
   hanashi_test_scripted_hold_at (-1);
-  driver_wait_until (driver_reply_done, window);
-  driver_settle ();
+  wait_until (reply_done, window);
+  settle ();
   assert_code_block_whole (window, reply, CODE_LINES);
 
   /* A second version without code, then back to the first. */
   hanashi_test_scripted_set_reply (plain_reply);
-  driver_click_message_button (window, "chat.regenerate", reply);
-  driver_wait_until (driver_reply_done, window);
-  driver_settle ();
+  click_message_button (window, "chat.regenerate", reply);
+  wait_until (reply_done, window);
+  settle ();
   /* Not following the end (the user scrolled, or all fits): nothing else moves then. */
-  hanashi_chat_view_stop_following (driver_chat_view (window));
-  driver_click_message_button (window, "row.previous-alternative", driver_message_at (window, 1));
-  driver_settle ();
-  reply = driver_message_at (window, 1);
+  hanashi_chat_view_stop_following (get_chat_view (window));
+  click_message_button (window, "row.previous-alternative", message_at (window, 1));
+  settle ();
+  reply = message_at (window, 1);
   g_assert_nonnull (strstr (hanashi_message_get_text (reply), "```c"));
   assert_code_block_whole (window, reply, CODE_LINES);
 
   /* Narrower: the lines wrap, and the block grows with them. */
   gtk_window_set_default_size (GTK_WINDOW (window), 900, 700);
-  driver_settle ();
+  settle ();
   assert_code_block_whole (window, reply, CODE_LINES);
   gtk_window_set_default_size (GTK_WINDOW (window), 1100, 760);
-  driver_settle ();
+  settle ();
   assert_code_block_whole (window, reply, CODE_LINES);
 
   hanashi_test_scripted_set_reply (NULL);
@@ -303,7 +289,7 @@ label_has_speed (gpointer data)
 static const char *
 footer_text (HanashiWindow *window, HanashiMessage *message)
 {
-  HanashiMessageRow *row = driver_row_for (GTK_WIDGET (window), message);
+  HanashiMessageRow *row = row_for (GTK_WIDGET (window), message);
   g_assert_nonnull (row);
   for (GtkWidget *w = GTK_WIDGET (row); w != NULL;)
     {
@@ -327,10 +313,10 @@ footer_text (HanashiWindow *window, HanashiMessage *message)
 static void
 test_numbers (void)
 {
-  g_autoptr (HanashiApplication) app = driver_make_app ();
-  HanashiWindow *window = driver_make_window (app, 1100, 760, TRUE);
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
   HanashiStore *store = hanashi_window_get_store (window);
-  GtkLabel *status = driver_status_label (GTK_WIDGET (window));
+  GtkLabel *status = find_status_label (GTK_WIDGET (window));
   const char *question = "How long is this?";
 
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
@@ -339,18 +325,18 @@ test_numbers (void)
     {
       hanashi_test_scripted_hold_at (held);
       if (held == 3)
-        driver_send (window, question);
+        send_text (window, question);
       g_autofree char *meter = g_strdup_printf ("%d / 512", (int) (4 + strlen (question)) + held);
       wait_for_label (status, meter);
-      g_assert_true (hanashi_composer_get_generating (driver_composer (window)));
+      g_assert_true (hanashi_composer_get_generating (get_composer (window)));
     }
   hanashi_test_scripted_hold_at (-1);
-  driver_wait_until (driver_reply_done, window);
-  HanashiMessage *reply = driver_message_at (window, 1);
+  wait_until (reply_done, window);
+  HanashiMessage *reply = message_at (window, 1);
   /* Done, the count of the whole conversation settles it. */
   g_autofree char *final = g_strdup_printf ("%d / 512", (int) (4 + strlen (question) + 4 + strlen (hanashi_message_get_text (reply))));
   wait_for_label (status, final);
-  driver_wait_until (label_has_speed, status);
+  wait_until (label_has_speed, status);
   gint64 measured = hanashi_window_get_conversation_id (window);
 
   /* Another chat, whose reply has no speed: none is shown, not the other chat's. */
@@ -362,22 +348,22 @@ test_numbers (void)
   g_assert_null (strstr (gtk_label_get_label (status), "tok/s"));
   /* Back in the first chat, its own speed. */
   hanashi_window_load_conversation (window, measured);
-  driver_wait_until (label_has_speed, status);
-  g_assert_nonnull (strstr (footer_text (window, driver_message_at (window, 1)), "tokens/s"));
+  wait_until (label_has_speed, status);
+  g_assert_nonnull (strstr (footer_text (window, message_at (window, 1)), "tokens/s"));
 
   /* A stopped reply tells its length and speed, under it and in the header. */
   hanashi_window_load_conversation (window, other);
   wait_for_label (status, "15 / 512");
-  hanashi_params_panel_set_params_json (driver_panel (window), "{\"max_new_tokens\": 100000}");
+  hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 100000}");
   hanashi_test_scripted_hold_at (40);
-  driver_send (window, "Go on and on");
-  reply = driver_message_at (window, 3);
+  send_text (window, "Go on and on");
+  reply = message_at (window, 3);
   while (hanashi_message_get_text (reply)[0] == '\0' || strstr (hanashi_message_get_text (reply), "tok39 ") == NULL)
     g_main_context_iteration (NULL, TRUE);
   gtk_widget_activate_action (GTK_WIDGET (window), "win.stop", NULL);
   hanashi_test_scripted_hold_at (-1);
-  driver_wait_until (driver_reply_done, window);
-  driver_settle ();
+  wait_until (reply_done, window);
+  settle ();
   /* (The scripted backend still hands over the token it was holding.) */
   int n_tokens = hanashi_message_get_token_count (reply);
   g_assert_cmpint (n_tokens, >=, 40);
@@ -388,7 +374,7 @@ test_numbers (void)
   g_autofree char *length = g_strdup_printf ("%d tokens · ", n_tokens);
   g_assert_true (g_str_has_prefix (footer, length));
   g_assert_nonnull (strstr (footer, "tokens/s"));
-  driver_wait_until (label_has_speed, status);
+  wait_until (label_has_speed, status);
   close_window (window);
 }
 
@@ -415,8 +401,8 @@ has_selected_label (GtkWidget *root)
 static void
 assert_nothing_selected (HanashiWindow *window)
 {
-  driver_settle ();
-  g_assert_false (has_selected_label (GTK_WIDGET (driver_chat_view (window))));
+  settle ();
+  g_assert_false (has_selected_label (GTK_WIDGET (get_chat_view (window))));
 }
 
 /* Item 6: regenerating, switching versions, deleting and undoing, with the focus on the
@@ -425,24 +411,24 @@ assert_nothing_selected (HanashiWindow *window)
 static void
 test_no_stray_selection (void)
 {
-  g_autoptr (HanashiApplication) app = driver_make_app ();
-  HanashiWindow *window = driver_make_window (app, 1100, 760, TRUE);
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
 
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
-  hanashi_params_panel_set_params_json (driver_panel (window), "{\"max_new_tokens\": 4}");
-  driver_send (window, "Pick a word");
-  driver_wait_until (driver_reply_done, window);
+  hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 4}");
+  send_text (window, "Pick a word");
+  wait_until (reply_done, window);
   assert_nothing_selected (window);
 
-  driver_click_message_button (window, "chat.regenerate", driver_message_at (window, 1));
-  driver_wait_until (driver_reply_done, window);
+  click_message_button (window, "chat.regenerate", message_at (window, 1));
+  wait_until (reply_done, window);
   assert_nothing_selected (window);
-  driver_click_message_button (window, "row.previous-alternative", driver_message_at (window, 1));
+  click_message_button (window, "row.previous-alternative", message_at (window, 1));
   assert_nothing_selected (window);
-  driver_click_message_button (window, "row.next-alternative", driver_message_at (window, 1));
+  click_message_button (window, "row.next-alternative", message_at (window, 1));
   assert_nothing_selected (window);
 
-  driver_click_message_button (window, "chat.delete", driver_message_at (window, 1));
+  click_message_button (window, "chat.delete", message_at (window, 1));
   assert_nothing_selected (window);
   /* Undo from the toast's button, which has the focus when it goes away with the toast. */
   GtkWidget *undo = find_button (GTK_WIDGET (window), "Undo");
@@ -452,7 +438,7 @@ test_no_stray_selection (void)
   g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
   assert_nothing_selected (window);
   /* And with Ctrl+Z. */
-  driver_click_message_button (window, "chat.delete", driver_message_at (window, 1));
+  click_message_button (window, "chat.delete", message_at (window, 1));
   press_ctrl_z (window);
   g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
   assert_nothing_selected (window);
@@ -469,8 +455,8 @@ test_no_stray_selection (void)
 static void
 test_undo_lasts (void)
 {
-  g_autoptr (HanashiApplication) app = driver_make_app ();
-  HanashiWindow *window = driver_make_window (app, 1100, 760, TRUE);
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1100, 760, TRUE);
   GListModel *messages = hanashi_window_get_messages (window);
 
   g_auto (GStrv) accels = gtk_application_get_accels_for_action (GTK_APPLICATION (app), "chat.undo-delete");
@@ -482,28 +468,28 @@ test_undo_lasts (void)
   g_assert_cmpuint (mods, ==, GDK_CONTROL_MASK);
 
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
-  hanashi_params_panel_set_params_json (driver_panel (window), "{\"max_new_tokens\": 3}");
-  driver_send (window, "Keep this answer");
-  driver_wait_until (driver_reply_done, window);
-  g_autofree char *answer = g_strdup (hanashi_message_get_text (driver_message_at (window, 1)));
+  hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 3}");
+  send_text (window, "Keep this answer");
+  wait_until (reply_done, window);
+  g_autofree char *answer = g_strdup (hanashi_message_get_text (message_at (window, 1)));
 
-  driver_click_message_button (window, "chat.delete", driver_message_at (window, 1));
+  click_message_button (window, "chat.delete", message_at (window, 1));
   g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 1);
   /* Past the five seconds a toast usually stays. */
-  driver_run_for (6500);
+  run_for (6500);
   g_assert_cmpuint (count_buttons (GTK_WIDGET (window), "Undo"), ==, 1);
   g_signal_emit_by_name (find_button (GTK_WIDGET (window), "Undo"), "clicked");
   g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 2);
-  g_assert_cmpstr (hanashi_message_get_text (driver_message_at (window, 1)), ==, answer);
-  driver_wait_until (toasts_gone, window);
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, answer);
+  wait_until (no_undo_toast, window);
 
   /* Closing the toast leaves Ctrl+Z, even after another chat was looked at. */
   gint64 chat = hanashi_window_get_conversation_id (window);
-  driver_click_message_button (window, "chat.delete", driver_message_at (window, 1));
-  driver_wait_until (one_toast, window);
+  click_message_button (window, "chat.delete", message_at (window, 1));
+  wait_until (one_undo_toast, window);
   /* Once it has finished coming in: libadwaita 1.2 crashes when a toast is closed while it
    * animates in (the window itself never dismisses one that early). */
-  driver_run_for (800);
+  run_for (800);
   /* The toast's close button. */
   GtkWidget *close = NULL;
   for (GtkWidget *w = find_button (GTK_WIDGET (window), "Undo"); w != NULL && close == NULL; w = gtk_widget_get_parent (w))
@@ -512,7 +498,7 @@ test_undo_lasts (void)
         close = c;
   g_assert_nonnull (close);
   g_signal_emit_by_name (close, "clicked");
-  driver_wait_until (toasts_gone, window);
+  wait_until (no_undo_toast, window);
   /* In another chat, Ctrl+Z does not reach back into this one. */
   gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
   press_ctrl_z (window);
@@ -520,17 +506,17 @@ test_undo_lasts (void)
   g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 1);
   press_ctrl_z (window);
   g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 2);
-  g_assert_cmpstr (hanashi_message_get_text (driver_message_at (window, 1)), ==, answer);
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, answer);
 
   /* The next change to the chat ends the offer, and its toast. */
-  driver_click_message_button (window, "chat.delete", driver_message_at (window, 1));
-  driver_wait_until (one_toast, window);
-  driver_send (window, "Something new");
-  driver_wait_until (toasts_gone, window);
-  driver_wait_until (driver_reply_done, window);
+  click_message_button (window, "chat.delete", message_at (window, 1));
+  wait_until (one_undo_toast, window);
+  send_text (window, "Something new");
+  wait_until (no_undo_toast, window);
+  wait_until (reply_done, window);
   press_ctrl_z (window);
   g_assert_cmpuint (g_list_model_get_n_items (messages), ==, 3);
-  g_assert_cmpstr (hanashi_message_get_text (driver_message_at (window, 1)), ==, "Something new");
+  g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, "Something new");
   close_window (window);
 }
 
@@ -593,38 +579,38 @@ tap_chat (HanashiSidebar *sidebar, gint64 id)
 static void
 test_folded_tap_open_chat (void)
 {
-  g_autoptr (HanashiApplication) app = driver_make_app ();
-  HanashiWindow *window = driver_make_window (app, 360, 640, TRUE);
-  AdwLeaflet *leaflet = ADW_LEAFLET (driver_find_by_type (GTK_WIDGET (window), ADW_TYPE_LEAFLET));
-  HanashiSidebar *sidebar = HANASHI_SIDEBAR (driver_find_by_type (GTK_WIDGET (window), HANASHI_TYPE_SIDEBAR));
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 360, 640, TRUE);
+  AdwLeaflet *leaflet = ADW_LEAFLET (find_by_type (GTK_WIDGET (window), ADW_TYPE_LEAFLET));
+  HanashiSidebar *sidebar = HANASHI_SIDEBAR (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_SIDEBAR));
   HanashiStore *store = hanashi_window_get_store (window);
   gint64 first = make_conversation (store, "First", 2, 1);
   gint64 second = make_conversation (store, "Second", 2, 1);
 
-  driver_wait_until (is_folded, leaflet);
+  wait_until (is_folded, leaflet);
   hanashi_sidebar_reload (sidebar);
   hanashi_window_load_conversation (window, first);
   g_assert_cmpint (hanashi_sidebar_get_selected_id (sidebar), ==, first);
-  GtkWidget *composer = GTK_WIDGET (driver_composer (window));
+  GtkWidget *composer = GTK_WIDGET (get_composer (window));
   g_assert_true (gtk_widget_is_ancestor (composer, adw_leaflet_get_visible_child (leaflet)));
 
   gtk_widget_activate_action (GTK_WIDGET (window), "win.show-chats", NULL);
-  driver_settle ();
+  settle ();
   g_assert_false (gtk_widget_is_ancestor (composer, adw_leaflet_get_visible_child (leaflet)));
   /* Half-typed text stays: the chat is shown, not read again. */
-  hanashi_composer_set_text (driver_composer (window), "half typed");
+  hanashi_composer_set_text (get_composer (window), "half typed");
   tap_chat (sidebar, first);
-  driver_settle ();
+  settle ();
   g_assert_true (gtk_widget_is_ancestor (composer, adw_leaflet_get_visible_child (leaflet)));
   g_assert_cmpint (hanashi_window_get_conversation_id (window), ==, first);
-  g_autofree char *kept = hanashi_composer_dup_text (driver_composer (window));
+  g_autofree char *kept = hanashi_composer_dup_text (get_composer (window));
   g_assert_cmpstr (kept, ==, "half typed");
 
   /* Another chat still opens as before. */
   gtk_widget_activate_action (GTK_WIDGET (window), "win.show-chats", NULL);
-  driver_settle ();
+  settle ();
   tap_chat (sidebar, second);
-  driver_settle ();
+  settle ();
   g_assert_cmpint (hanashi_window_get_conversation_id (window), ==, second);
   g_assert_true (gtk_widget_is_ancestor (composer, adw_leaflet_get_visible_child (leaflet)));
   close_window (window);
@@ -633,13 +619,9 @@ test_folded_tap_open_chat (void)
 int
 main (int argc, char **argv)
 {
-  test_xdg_setup ();
-  hanashi_test_use_scripted_backend ();
-  gtk_test_init (&argc, &argv, NULL);
-  adw_init ();
+  scripted_test_init (&argc, &argv);
 
-  model_path = g_build_filename (g_get_user_data_dir (), "tiny-test.gguf", NULL);
-  g_assert_true (g_file_set_contents (model_path, "GGUF", 4, NULL));
+  write_scripted_model (g_get_user_data_dir ());
 
   g_test_add_func ("/Hanashi/WindowFlow/scrolling", test_scrolling);
   g_test_add_func ("/Hanashi/WindowFlow/code-block-heights", test_code_block_heights);

@@ -19,11 +19,11 @@
 #include "hanashi-store-recovery.h"
 #include "hanashi-window.h"
 #include "test-widgets.h"
+#include "test-scripted.h"
 #include "test-window-helpers.h"
 #include "test-xdg.h"
 #include "hanashi-test-seams.h"
 
-static char *model_path;
 
 static gboolean
 engine_idle (gpointer data)
@@ -36,16 +36,6 @@ static HanashiStoreBanner *
 get_banner (HanashiWindow *window)
 {
   return HANASHI_STORE_BANNER (find_by_type (GTK_WIDGET (window), HANASHI_TYPE_STORE_BANNER));
-}
-
-static HanashiWindow *
-make_window (HanashiApplication *app)
-{
-  HanashiWindow *window = hanashi_window_new (app);
-  gtk_window_set_default_size (GTK_WINDOW (window), 1000, 700);
-  gtk_window_present (GTK_WINDOW (window));
-  wait_until (is_mapped, window);
-  return window;
 }
 
 static void
@@ -177,7 +167,7 @@ test_store_locked (void)
   g_assert_cmpstr (line, ==, "locked");
 
   g_autoptr (HanashiApplication) app = make_app ();
-  HanashiWindow *window = make_window (app);
+  HanashiWindow *window = make_window (app, 1000, 700, FALSE);
   g_assert_null (hanashi_window_get_store (window));
   const char *banner = hanashi_store_banner_get_text (get_banner (window));
   g_assert_nonnull (banner);
@@ -239,7 +229,7 @@ test_store_read_only (void)
   become_unprivileged ();
 
   g_autoptr (HanashiApplication) app = make_app ();
-  HanashiWindow *window = make_window (app);
+  HanashiWindow *window = make_window (app, 1000, 700, FALSE);
   /* The history is shown, read-only. */
   HanashiStore *store = hanashi_window_get_store (window);
   g_assert_nonnull (store);
@@ -318,7 +308,7 @@ test_store_damaged (void)
   g_assert_true (g_file_set_contents (path, junk, sizeof junk, NULL));
 
   g_autoptr (HanashiApplication) app = make_app ();
-  HanashiWindow *window = make_window (app);
+  HanashiWindow *window = make_window (app, 1000, 700, FALSE);
   g_assert_null (hanashi_window_get_store (window));
   const char *banner = hanashi_store_banner_get_text (get_banner (window));
   g_assert_nonnull (banner);
@@ -383,8 +373,8 @@ test_store_shared (void)
   g_assert_true (g_file_set_contents (path, "not a database, not at all, not even close", -1, NULL));
 
   g_autoptr (HanashiApplication) app = make_app ();
-  HanashiWindow *first = make_window (app);
-  HanashiWindow *second = make_window (app);
+  HanashiWindow *first = make_window (app, 1000, 700, FALSE);
+  HanashiWindow *second = make_window (app, 1000, 700, FALSE);
   g_assert_null (hanashi_application_get_store (app));
   g_assert_nonnull (hanashi_application_get_store_problem (app));
   g_assert_cmpstr (hanashi_store_banner_get_text (get_banner (first)), ==, hanashi_store_banner_get_text (get_banner (second)));
@@ -427,7 +417,7 @@ test_failed_load_keeps_model (void)
 {
   remove_database_folder ();
   g_autoptr (HanashiApplication) app = make_app ();
-  HanashiWindow *window = make_window (app);
+  HanashiWindow *window = make_window (app, 1000, 700, FALSE);
   load_model (window, model_path);
   g_autofree char *name = g_strdup (hanashi_engine_get_model_info (hanashi_window_get_engine (window))->name);
 
@@ -501,14 +491,9 @@ test_open_best_sentences (void)
 int
 main (int argc, char **argv)
 {
-  test_xdg_setup ();
-  hanashi_test_use_scripted_backend ();
-  gtk_test_init (&argc, &argv, NULL);
-  adw_init ();
+  scripted_test_init (&argc, &argv);
 
-  /* The scripted backend takes any readable file as a model. */
-  model_path = g_build_filename (test_xdg_root, "tiny-test.gguf", NULL);
-  g_assert_true (g_file_set_contents (model_path, "GGUF", 4, NULL));
+  write_scripted_model (test_xdg_root);
   g_chmod (model_path, 0644);
 
   g_test_add_func ("/window-recovery/store-locked", test_store_locked);
