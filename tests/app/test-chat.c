@@ -282,6 +282,19 @@ test_stop (void)
 }
 
 static gboolean reply_started (gpointer data);
+
+typedef struct {
+  HanashiWindow *window;
+  gsize length;   /* the reply's length when the watch began */
+} GrowthWatch;
+
+/* The streaming reply (message 1) has grown past the watch's length. */
+static gboolean
+reply_grew (gpointer data)
+{
+  GrowthWatch *watch = data;
+  return strlen (hanashi_message_get_text (message_at (watch->window, 1))) > watch->length;
+}
 static gboolean
 reply_saved (gpointer data)
 {
@@ -317,6 +330,9 @@ test_store_failure_keeps_text (void)
   /* Once the database accepts writes again, the same text goes through. */
   g_assert_cmpint (sqlite3_exec (db, "DROP TRIGGER refuse;", NULL, NULL, NULL), ==, SQLITE_OK);
   hanashi_params_panel_set_params_json (get_panel (window), "{\"max_new_tokens\": 2000}");
+  /* The reply waits at token 20 until the failing trigger is in place, so that it cannot
+   * finish first however slow the machine (or a sanitizer) makes the test. */
+  hanashi_test_scripted_hold_at (20);
   g_assert_true (press_enter (window, 0));
   g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
   g_assert_cmpstr (hanashi_message_get_text (message_at (window, 0)), ==, "Please keep this text");
@@ -327,9 +343,9 @@ test_store_failure_keeps_text (void)
   wait_until (reply_started, window);
   g_assert_cmpint (sqlite3_exec (db, "CREATE TRIGGER refuse_update BEFORE UPDATE ON messages"
                                      " BEGIN SELECT RAISE(ABORT, 'disk full'); END;", NULL, NULL, NULL), ==, SQLITE_OK);
-  gsize before = strlen (hanashi_message_get_text (message_at (window, 1)));
-  settle ();
-  g_assert_cmpuint (strlen (hanashi_message_get_text (message_at (window, 1))), >, before);
+  GrowthWatch growth = { window, strlen (hanashi_message_get_text (message_at (window, 1))) };
+  hanashi_test_scripted_hold_at (-1);
+  wait_until (reply_grew, &growth);
   wait_until (reply_done, window);
   g_assert_cmpint (sqlite3_exec (db, "DROP TRIGGER refuse_update;", NULL, NULL, NULL), ==, SQLITE_OK);
   sqlite3_close (db);
