@@ -22,8 +22,10 @@ G_STATIC_ASSERT ((int) HANASHI_PARAM_GROUP_MIROSTAT == (int) HN_PARAM_GROUP_MIRO
 G_STATIC_ASSERT ((int) HANASHI_PARAM_GROUP_OUTPUT == (int) HN_PARAM_GROUP_OUTPUT);
 G_STATIC_ASSERT (HANASHI_SAMPLING_MAX_STOP == HN_SAMPLER_MAX_STOP);
 G_STATIC_ASSERT (HANASHI_SAMPLING_MAX_STOP_LEN == HN_SAMPLER_MAX_STOP_LEN);
-G_STATIC_ASSERT (HANASHI_CFG_SCALE_MIN == HN_CFG_SCALE_MIN);
-G_STATIC_ASSERT (HANASHI_CFG_SCALE_MAX == HN_CFG_SCALE_MAX);
+/* Whole numbers both: a cast of a floating constant is what an integer constant
+ * expression may hold (clang refuses a floating comparison in a static assertion). */
+G_STATIC_ASSERT ((int) HANASHI_CFG_SCALE_MIN == (int) HN_CFG_SCALE_MIN);
+G_STATIC_ASSERT ((int) HANASHI_CFG_SCALE_MAX == (int) HN_CFG_SCALE_MAX);
 
 typedef struct {
   HanashiParamInfo  *infos;   /* row i describes engine row i */
