@@ -382,6 +382,121 @@ key_before(const TypicalKey *a, const TypicalKey *b)
 
 DEFINE_SORT(sort_keys, TypicalKey, key_before)
 
+/* The surprise of a candidate, −ln p, taken from the logits rather than from the float p
+ * (which underflow to 0 far from the top, and would cost a logarithm each):
+ * −ln p_i = (max − l_i) − ln p_max, with p_max the softmax's largest p.  One formula for
+ * every path, so the large-set path below and the full sort agree on each score. */
+typedef struct {
+  float max_logit;
+  double log_p_max; /* ln of the largest p */
+  double entropy;
+  bool finite;      /* false: +inf logits, where p is 0 or shared and −ln p is used as is */
+} TypicalBasis;
+
+static TypicalBasis
+typical_basis(const HnCandidate *c, size_t n)
+{
+  TypicalBasis b = { .max_logit = -INFINITY };
+  float p_max = 0.0f;
+  for (size_t i = 0; i < n; i++) {
+    if (c[i].logit > b.max_logit)
+      b.max_logit = c[i].logit;
+    if (c[i].p > p_max)
+      p_max = c[i].p;
+  }
+  b.finite = isfinite(b.max_logit) && p_max > 0.0f;
+  b.log_p_max = b.finite ? log((double) p_max) : 0.0;
+  return b;
+}
+
+static inline double
+typical_surprise(const TypicalBasis *b, const HnCandidate *x)
+{
+  if (b->finite)
+    return (double) (b->max_logit - x->logit) - b->log_p_max;
+  return x->p > 0.0f ? -log((double) x->p) : INFINITY;
+}
+
+static inline float
+typical_score(const TypicalBasis *b, const HnCandidate *x)
+{
+  return (float) fabs(typical_surprise(b, x) - b->entropy);
+}
+
+/* Above this many candidates typical-p does not sort them all (see below). */
+#define TYPICAL_SORT_MAX 4096
+
+/* Keeps c[0..*n) sorted by score (ties by rank) up to the mass typical_p, as the full sort
+ * would, without sorting them all: a histogram of the scores finds the bucket where the
+ * kept mass crosses typical_p; the buckets below it are kept in any order, only the
+ * crossing bucket is sorted (by rank, then by score) and cut.  Returns false, having
+ * changed nothing, when the scores cannot be bucketed. */
+static bool
+typical_by_buckets(HnCandidate *c, size_t *n, float typical_p, const TypicalBasis *basis,
+                   TypicalKey *keys, HnCandidate *scratch)
+{
+  enum { NB = 2048 };
+  uint32_t count[NB];
+  double mass[NB];
+  size_t nn = *n;
+  float lo = INFINITY, hi = -INFINITY;
+  for (size_t i = 0; i < nn; i++) {
+    float v = typical_score(basis, &c[i]);
+    keys[i].score = v;
+    if (v < lo)
+      lo = v;
+    if (v > hi)
+      hi = v;
+  }
+  float scale = (float) NB / (hi - lo);
+  if (!(hi > lo) || !isfinite(lo) || !isfinite(hi) || !isfinite(scale) || !(scale > 0.0f))
+    return false;
+  memset(count, 0, sizeof count);
+  memset(mass, 0, sizeof mass);
+#define S_BUCKET(v) HN_MIN(NB - 1, (int) (((v) - lo) * scale))
+  for (size_t i = 0; i < nn; i++) {
+    int b = S_BUCKET(keys[i].score);
+    count[b]++;
+    mass[b] += c[i].p;
+  }
+  int crossing_bucket = 0;
+  double below = 0.0;
+  while (crossing_bucket < NB - 1 && below + mass[crossing_bucket] < typical_p)
+    below += mass[crossing_bucket++];
+  /* the kept buckets to the front of scratch, the crossing one to its back */
+  size_t crossing = count[crossing_bucket], start = nn - crossing;
+  size_t w = 0, m = start;
+  for (size_t i = 0; i < nn; i++) {
+    int b = S_BUCKET(keys[i].score);
+    if (b < crossing_bucket)
+      scratch[w++] = c[i];
+    else if (b == crossing_bucket)
+      scratch[m++] = c[i];
+  }
+#undef S_BUCKET
+  /* rank order first, so that equal scores resolve by rank as in the full sort */
+  sort_cands(scratch + start, crossing);
+  for (size_t j = 0; j < crossing; j++) {
+    keys[j].score = typical_score(basis, &scratch[start + j]);
+    keys[j].index = (uint32_t) (start + j);
+  }
+  sort_keys(keys, crossing);
+  double cum = below;
+  size_t keep = crossing;
+  for (size_t j = 0; j < crossing; j++) {
+    cum += scratch[keys[j].index].p;
+    if (cum >= typical_p) {
+      keep = j + 1;
+      break;
+    }
+  }
+  memcpy(c, scratch, w * sizeof *c);
+  for (size_t j = 0; j < keep; j++)
+    c[w + j] = scratch[keys[j].index];
+  *n = w + keep;
+  return true;
+}
+
 /* `keys` and `scratch` must hold n entries. */
 static void
 apply_typical_with(HnCandidate *c, size_t *n, float typical_p, TypicalKey *keys,
@@ -390,15 +505,18 @@ apply_typical_with(HnCandidate *c, size_t *n, float typical_p, TypicalKey *keys,
   /* p must be normalised on entry */
   if (typical_p >= 1.0f || *n <= 1)
     return;
-  /* sort by logit first so that ties in score resolve by rank, deterministically */
-  sort_cands(c, *n);
-  double entropy = 0.0;
+  TypicalBasis basis = typical_basis(c, *n);
   for (size_t i = 0; i < *n; i++)
     if (c[i].p > 0.0f)
-      entropy -= c[i].p * log(c[i].p);
+      basis.entropy += (double) c[i].p * typical_surprise(&basis, &c[i]);
+  if (*n > TYPICAL_SORT_MAX && typical_by_buckets(c, n, typical_p, &basis, keys, scratch)) {
+    renormalize(c, *n);
+    return;
+  }
+  /* sort by logit first so that ties in score resolve by rank, deterministically */
+  sort_cands(c, *n);
   for (size_t i = 0; i < *n; i++) {
-    double surprise = c[i].p > 0.0f ? -log(c[i].p) : INFINITY;
-    keys[i].score = (float) fabs(surprise - entropy);
+    keys[i].score = typical_score(&basis, &c[i]);
     keys[i].index = (uint32_t) i;
   }
   sort_keys(keys, *n);
@@ -1121,8 +1239,12 @@ run_tail(HnSampler *s, const float *l)
   return c[draw(s, c, n)].id;
 }
 
-int32_t
-hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, HnError *err)
+/* The chain on one row.  The penalties look at window[0..window_len); the grammar is a
+ * state (with the lazy check when not recording) or, for the lens, a bitset of the allowed
+ * tokens (bit i of word i / 32), or neither. */
+static int32_t
+sample_row(HnSampler *s, const float *logits, HnGrammarState *grammar, const uint32_t *allowed,
+           const int32_t *window, size_t window_len, HnError *err)
 {
   const HnSamplerParams *p = &s->params;
   int32_t nv = s->n_vocab;
@@ -1144,14 +1266,8 @@ hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, Hn
   if (rec && p->n_logit_bias > 0)
     probs_mark_row(s, l, HN_STAGE_LOGIT_BIAS);
 
-  if (p->repeat_last_n != 0 && s->history_len > 0) {
-    size_t window = s->history_len;
-    if (p->repeat_last_n > 0 && (size_t) p->repeat_last_n < window)
-      window = (size_t) p->repeat_last_n;
-    size_t start = (s->history_head + s->history_cap - window) % s->history_cap;
-    for (size_t i = 0; i < window; i++)
-      s->window[i] = s->history[(start + i) % s->history_cap];
-    hn_sampler_apply_penalties(l, nv, s->window, window, p->repeat_penalty, p->frequency_penalty,
+  if (p->repeat_last_n != 0 && window_len > 0) {
+    hn_sampler_apply_penalties(l, nv, window, window_len, p->repeat_penalty, p->frequency_penalty,
                                p->presence_penalty, s->counts,
                                p->penalize_nl ? NULL : s->newline_ids,
                                p->penalize_nl ? 0 : s->n_newline);
@@ -1160,7 +1276,16 @@ hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, Hn
   }
 
   int32_t t;
-  if (grammar != NULL) {
+  if (allowed != NULL) {
+    for (int32_t i = 0; i < nv; i++)
+      if (!(allowed[i >> 5] & (1u << (i & 31))))
+        l[i] = -INFINITY;
+    if (rec)
+      probs_mark_row(s, l, HN_STAGE_GRAMMAR);
+    t = run_tail(s, l);
+    if (t < 0)
+      hn_error_set(err, HN_ERR_GRAMMAR, "the grammar allows no token here");
+  } else if (grammar != NULL) {
     if (!rec) {
       /* Lazy check: run the chain on the unmasked row and keep its choice if the grammar
        * allows it; only a rejection pays for masking the whole vocabulary (and the draw is
@@ -1206,6 +1331,22 @@ hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, Hn
 }
 
 int32_t
+hn_sampler_sample(HnSampler *s, const float *logits, HnGrammarState *grammar, HnError *err)
+{
+  const HnSamplerParams *p = &s->params;
+  size_t window = 0;
+  if (p->repeat_last_n != 0 && s->history_len > 0) {
+    window = s->history_len;
+    if (p->repeat_last_n > 0 && (size_t) p->repeat_last_n < window)
+      window = (size_t) p->repeat_last_n;
+    size_t start = (s->history_head + s->history_cap - window) % s->history_cap;
+    for (size_t i = 0; i < window; i++)
+      s->window[i] = s->history[(start + i) % s->history_cap];
+  }
+  return sample_row(s, logits, grammar, NULL, s->window, window, err);
+}
+
+int32_t
 hn_sampler_probe(HnSampler *s, const float *logits, HnGrammarState *grammar, HnError *err)
 {
   if (s->probs_k <= 0)
@@ -1218,6 +1359,100 @@ hn_sampler_probe(HnSampler *s, const float *logits, HnGrammarState *grammar, HnE
   s->mu = saved_mu;
   s->grammar_stats = saved_stats;
   return t;
+}
+
+/* ---- The lens ------------------------------------------------------------------ */
+
+struct HnLens {
+  HnSampler *sampler; /* its buffers and chain; params, mu and rng are set per computation */
+};
+
+HnLens *
+hn_lens_new(int32_t n_vocab, HnError *err)
+{
+  HnSamplerParams defaults;
+  hn_sampler_params_init(&defaults);
+  defaults.seed = 0;
+  HnLens *lens = calloc(1, sizeof *lens);
+  if (lens == NULL)
+    return hn_error_set(err, HN_ERR_NOMEM, "out of memory"), NULL;
+  /* the history ring is unused: the lens reads the caller's history in place */
+  lens->sampler = hn_sampler_new(&defaults, n_vocab, 1, err);
+  if (lens->sampler == NULL) {
+    free(lens);
+    return NULL;
+  }
+  HnSampler *s = lens->sampler;
+  s->bias = calloc(HN_SAMPLER_MAX_LOGIT_BIAS, sizeof *s->bias);
+  if (s->bias == NULL || !hn_sampler_set_probs(s, HN_PROBS_MAX_K, err)) {
+    hn_lens_free(lens);
+    return hn_error_set(err, HN_ERR_NOMEM, "out of memory for a %d-token lens", n_vocab), NULL;
+  }
+  return lens;
+}
+
+void
+hn_lens_free(HnLens *lens)
+{
+  if (lens == NULL)
+    return;
+  hn_sampler_free(lens->sampler);
+  free(lens);
+}
+
+int32_t
+hn_lens_n_vocab(const HnLens *lens)
+{
+  return lens->sampler->n_vocab;
+}
+
+bool
+hn_lens_compute(HnLens *lens, const HnSamplerParams *params, const HnLensInput *in, uint32_t k,
+                HnTokenProbs *out, HnError *err)
+{
+  HnSampler *s = lens->sampler;
+  memset(out, 0, sizeof *out);
+  out->token = -1;
+  if (in->logits == NULL)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "the lens needs a row of logits");
+  if (k < 1 || k > HN_PROBS_MAX_K)
+    return hn_error_set(err, HN_ERR_INVALID_ARG,
+                        "the lens shows between 1 and %d candidates, not %u", HN_PROBS_MAX_K, k);
+  if (in->n_history > 0 && in->history == NULL)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "the lens was given a history without its tokens");
+  if (!hn_sampler_params_validate(params, s->n_vocab, err) ||
+      !hn_sampler_set_newline_tokens(s, in->newline_ids, in->n_newline, err) ||
+      !hn_sampler_set_probs(s, (int32_t) k, err))
+    return false;
+  s->params = *params;
+  s->params.stop = NULL;
+  s->params.n_stop = 0;
+  if (params->n_logit_bias > 0)
+    memcpy(s->bias, params->logit_bias, params->n_logit_bias * sizeof *s->bias);
+  s->params.logit_bias = s->bias;
+  s->mu = isnan(in->mirostat_mu) ? 2.0f * params->mirostat_tau : in->mirostat_mu;
+  hn_rng_seed(&s->rng, params->seed == HN_SAMPLER_SEED_RANDOM ? 0 : params->seed);
+  /* the penalty window is the history's tail, read where it lies */
+  size_t window = 0;
+  if (params->repeat_last_n != 0) {
+    window = in->n_history;
+    if (params->repeat_last_n > 0 && (size_t) params->repeat_last_n < window)
+      window = (size_t) params->repeat_last_n;
+  }
+  const int32_t *window_start = window > 0 ? in->history + (in->n_history - window) : NULL;
+  int32_t t = sample_row(s, in->logits, NULL, in->allowed, window_start, window, err);
+  *out = s->probs;
+  if (t < 0) {
+    /* nothing survived: the stage that emptied the set removed the rest */
+    for (uint32_t i = 0; i < out->n_candidates; i++) {
+      out->candidates[i].p = 0.0f;
+      if (out->candidates[i].removed_by == HN_STAGE_NONE)
+        out->candidates[i].removed_by = in->allowed ? HN_STAGE_GRAMMAR : HN_STAGE_LOGIT_BIAS;
+    }
+    out->token = -1;
+    return false;
+  }
+  return true;
 }
 
 HnSamplerGrammarStats

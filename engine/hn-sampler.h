@@ -197,6 +197,42 @@ int32_t hn_sampler_probe(HnSampler *sampler, const float *logits, HnGrammarState
  * highest first, with their log-softmax; p and removed_by are left 0.  Returns how many. */
 uint32_t hn_probs_top_raw(const float *logits, int32_t n_vocab, uint32_t k, HnProbCandidate *out);
 
+/* ---- The lens --------------------------------------------------------------------
+ * What given settings do to one stored row of logits: the parameter panel's live view of
+ * the next token.  It runs the sampler's own chain and recording (the code is shared, not
+ * copied) from explicit inputs instead of a sampler's state, so that a slider move costs
+ * one pass over the stored row and no model run.  Nothing in the chain sorts the whole
+ * vocabulary (top-p and typical-p cut large sets by histogram buckets), so one computation
+ * takes a few milliseconds on a 150k vocabulary whatever the settings (bench-probs).  An
+ * HnLens owns every buffer for one vocabulary size: nothing is allocated per computation. */
+typedef struct HnLens HnLens;
+
+typedef struct {
+  const float *logits;         /* the raw row: n_vocab scores of the next position */
+  const int32_t *history;      /* the tokens before it, oldest first, for the penalties */
+  size_t n_history;
+  const uint32_t *allowed;     /* NULL (no grammar) or (n_vocab + 31) / 32 words: bit i % 32
+                                * of word i / 32 is set when the grammar allows token i */
+  const int32_t *newline_ids;  /* the tokens penalize_nl = false exempts (at most 8) */
+  size_t n_newline;
+  float mirostat_mu;           /* mirostat's state; NaN: its value when an answer starts,
+                                * 2·tau.  Mirostat's cut depends on it, so a lens can only
+                                * show it for a given state. */
+} HnLensInput;
+
+HnLens *hn_lens_new(int32_t n_vocab, HnError *err);
+void hn_lens_free(HnLens *lens);
+int32_t hn_lens_n_vocab(const HnLens *lens);
+
+/* Fills *out exactly as hn_sampler_sample's recording would for this row, history and
+ * grammar under `params`: the k (1..HN_PROBS_MAX_K) best raw candidates with their raw
+ * logprob, p after the whole chain and the stage that removed each; out->token is what a
+ * draw seeded with params->seed would pick (0 for a random seed).  Returns false (err says
+ * why) for invalid parameters or inputs, and when no token survives (a grammar that allows
+ * none here): out then still holds the raw candidates, every one marked removed. */
+bool hn_lens_compute(HnLens *lens, const HnSamplerParams *params, const HnLensInput *in, uint32_t k,
+                     HnTokenProbs *out, HnError *err);
+
 /* Current mirostat mu (2·tau after a reset). */
 float hn_sampler_mirostat_mu(const HnSampler *sampler);
 

@@ -1,9 +1,10 @@
 /* bench-probs — what recording token probabilities costs (hn_sampler_set_probs, K = 10),
- * and what the panel's lens costs to recompute from a stored row (hn_sampler_probe, K =
+ * and what the panel's lens costs to recompute from a stored row (hn_lens_compute, K =
  * 20).  A benchmark, not a test: it prints numbers and only fails if something errors.
  *
  *  1. the sampler alone on a synthetic 150k-token vocabulary: µs per token, off and on;
- *  2. the lens: one probe of a 150k row per slider position;
+ *  2. the lens: one hn_lens_compute of a 150k row per slider position, for settings that
+ *     keep most of the vocabulary (top-k off, typical on, penalties, mirostat, a grammar);
  *  3. whole decode steps through the generation loop, off and on, on HANASHI_BENCH_MODEL
  *     (a GGUF path; e.g. a qwen2.5-0.5b shape made with `hanashi-cli make-model`) or else
  *     the 50k-vocabulary test model; runs alternate so that a busy neighbour hurts both.
@@ -166,6 +167,103 @@ bench_decode(void)
   hn_model_free(model);
 }
 
+static int
+cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return x < y ? -1 : x > y;
+}
+
+typedef struct {
+  const char *label;
+  void (*set)(HnSamplerParams *p, uint32_t *allowed);
+} LensSetting;
+
+static void lens_defaults(HnSamplerParams *p, uint32_t *allowed) { (void) p; (void) allowed; }
+static void lens_all_off(HnSamplerParams *p, uint32_t *allowed) { (void) allowed; p->top_k = 0; p->top_p = 1.0f; p->min_p = 0.0f; }
+static void lens_nucleus(HnSamplerParams *p, uint32_t *allowed) { (void) allowed; p->top_k = 0; p->top_p = 0.95f; p->min_p = 0.0f; p->temperature = 1.3f; }
+static void lens_typical(HnSamplerParams *p, uint32_t *allowed) { (void) allowed; p->top_k = 0; p->top_p = 1.0f; p->min_p = 0.0f; p->typical_p = 0.95f; }
+static void lens_penalties(HnSamplerParams *p, uint32_t *allowed)
+{
+  (void) allowed;
+  p->top_k = 0; p->top_p = 1.0f; p->min_p = 0.0f; p->typical_p = 0.9f;
+  p->repeat_penalty = 1.3f; p->frequency_penalty = 0.4f; p->presence_penalty = 0.4f; p->repeat_last_n = -1;
+}
+static void lens_mirostat(HnSamplerParams *p, uint32_t *allowed) { (void) allowed; p->mirostat = 2; p->top_k = 0; }
+static void lens_grammar(HnSamplerParams *p, uint32_t *allowed)
+{
+  p->top_k = 0; p->top_p = 1.0f; p->min_p = 0.0f; p->typical_p = 0.95f;
+  for (int32_t i = 0; i < N_VOCAB; i++)
+    if ((i * 2654435761u) % 3 == 0) /* a third of the vocabulary forbidden */
+      allowed[i / 32] &= ~(1u << (i % 32));
+}
+
+/* The lens: one hn_lens_compute per slider position on a stored 150k row, K = 20; the
+ * median and worst over the rows for each setting (every run counts: a frame has no
+ * second try). */
+static void
+bench_lens(float **rows)
+{
+  static const LensSetting settings[] = {
+    { "defaults (top-k 40, top-p .95, min-p .05)", lens_defaults },
+    { "top-k off, top-p 1, min-p 0", lens_all_off },
+    { "top-k off, top-p .95, T 1.3", lens_nucleus },
+    { "top-k off, typical .95", lens_typical },
+    { "typical .9 + penalties over 4096 tokens", lens_penalties },
+    { "mirostat 2, top-k off", lens_mirostat },
+    { "typical .95 + grammar mask (1/3 banned)", lens_grammar },
+  };
+  HnError err = { 0 };
+  HnLens *lens = hn_lens_new(N_VOCAB, &err);
+  if (!lens)
+    die(&err);
+  size_t words = (N_VOCAB + 31) / 32;
+  uint32_t *allowed = malloc(words * sizeof *allowed);
+  int32_t *history = malloc(4096 * sizeof *history);
+  for (int i = 0; i < 4096; i++)
+    history[i] = (int32_t) ((unsigned) i * 7919u % N_VOCAB);
+  double ms[N_ROWS];
+  printf("lens recompute (hn_lens_compute, K = %d, %d-token row, every run of %d rows):\n", HN_PROBS_MAX_K,
+         N_VOCAB, N_ROWS);
+  for (size_t si = 0; si < sizeof settings / sizeof settings[0]; si++) {
+    HnSamplerParams p;
+    hn_sampler_params_init(&p);
+    p.seed = 1;
+    memset(allowed, 0xff, words * sizeof *allowed);
+    settings[si].set(&p, allowed);
+    bool grammar = settings[si].set == lens_grammar;
+    HnTokenProbs out;
+    for (int i = 0; i < N_ROWS; i++) {
+      HnLensInput in = { .logits = rows[i], .history = history, .n_history = 4096,
+                         .allowed = grammar ? allowed : NULL, .mirostat_mu = NAN };
+      double t0 = hn_time_now();
+      if (!hn_lens_compute(lens, &p, &in, HN_PROBS_MAX_K, &out, &err))
+        die(&err);
+      ms[i] = (hn_time_now() - t0) * 1e3;
+    }
+    qsort(ms, N_ROWS, sizeof ms[0], cmp_double);
+    printf("  %-44s %6.2f ms median %6.2f ms worst\n", settings[si].label, ms[N_ROWS / 2], ms[N_ROWS - 1]);
+  }
+  free(history);
+  free(allowed);
+  hn_lens_free(lens);
+}
+
+static void
+print_cpu(void)
+{
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[512];
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, "model name", 10) == 0) {
+      const char *colon = strchr(line, ':');
+      printf("CPU:%s", colon ? colon + 1 : line);
+      break;
+    }
+  if (f)
+    fclose(f);
+}
+
 int
 main(void)
 {
@@ -177,6 +275,7 @@ main(void)
     for (int k = 0; k < 8; k++)
       rows[i][(size_t) (fabs(gauss()) * 9973.0) % N_VOCAB] += 8.0f;
   }
+  print_cpu();
   printf("probability recording, K = %d, %d-token vocabulary (fastest of 5 per row, %d rows)\n", PROBS_K, N_VOCAB, N_ROWS);
   HnSamplerParams p;
   hn_sampler_params_init(&p);
@@ -191,27 +290,7 @@ main(void)
   p.temperature = 0.0f;
   compare_chain("greedy", &p, rows);
 
-  /* the lens: every slider move probes the stored row once */
-  HnError err = { 0 };
-  hn_sampler_params_init(&p);
-  p.seed = 1;
-  p.top_k = 0;
-  p.typical_p = 0.95f;
-  HnSampler *s = hn_sampler_new(&p, N_VOCAB, 4096, &err);
-  if (!s || !hn_sampler_set_probs(s, HN_PROBS_MAX_K, &err))
-    die(&err);
-  double worst = 0.0, total = 0.0;
-  for (int i = 0; i < N_ROWS; i++) {
-    double t0 = hn_time_now();
-    if (hn_sampler_probe(s, rows[i], NULL, &err) < 0)
-      die(&err);
-    double ms = (hn_time_now() - t0) * 1e3;
-    total += ms;
-    worst = ms > worst ? ms : worst;
-  }
-  printf("lens recompute (probe, K = %d, top-k off, typical .95): %.2f ms mean, %.2f ms worst\n",
-         HN_PROBS_MAX_K, total / N_ROWS, worst);
-  hn_sampler_free(s);
+  bench_lens(rows);
   for (int i = 0; i < N_ROWS; i++)
     free(rows[i]);
 

@@ -224,6 +224,213 @@ test_stage_names (void)
   hn_sampler_free (s);
 }
 
+/* ---- the lens ----------------------------------------------------------------------
+ * hn_lens_compute on a stored row must say what the sampler would: the same record as
+ * hn_sampler_probe with a sampler that saw the same history (bit for bit: one chain), and
+ * the independent reference's probabilities and stages, for many parameter sets, with and
+ * without a grammar's allowed set.  The vocabulary is large enough (20000) that top-p and
+ * typical-p cut by histogram buckets instead of sorting, as they do on a real vocabulary. */
+
+enum { LENS_VOCAB = 20000 };
+
+static void set_lens_typical_only (HnSamplerParams *p) { p->top_k = 0; p->top_p = 1.0f; p->min_p = 0.0f; p->typical_p = 0.95f; }
+static void set_lens_typical_tight (HnSamplerParams *p) { p->top_k = 0; p->top_p = 1.0f; p->min_p = 0.0f; p->typical_p = 0.3f; p->temperature = 1.5f; }
+static void set_lens_wide_nucleus (HnSamplerParams *p) { p->top_k = 0; p->top_p = 0.99f; p->min_p = 0.0f; p->temperature = 2.0f; }
+static void set_lens_all_off (HnSamplerParams *p) { p->top_k = 0; p->top_p = 1.0f; p->min_p = 0.0f; p->temperature = 0.5f; }
+static void set_lens_penalised_typical (HnSamplerParams *p) { p->top_k = 0; p->typical_p = 0.9f; p->top_p = 0.95f; p->min_p = 0.0f; p->repeat_penalty = 1.4f; p->frequency_penalty = 0.3f; p->presence_penalty = 0.6f; p->repeat_last_n = -1; }
+static void set_lens_mirostat_low (HnSamplerParams *p) { p->mirostat = 2; p->mirostat_tau = 1.0f; p->temperature = 1.2f; }
+
+static const Combo lens_combos[] = {
+  { "typical-only", set_lens_typical_only }, { "typical-tight", set_lens_typical_tight },
+  { "wide-nucleus", set_lens_wide_nucleus }, { "all-off", set_lens_all_off },
+  { "penalised-typical", set_lens_penalised_typical }, { "mirostat-low-tau", set_lens_mirostat_low },
+};
+
+static void
+fill_lens_row (GRand *rand, float *row, int32_t nv)
+{
+  /* model-like: a Gaussian body (so most tokens carry a little mass) and a few strong ones */
+  for (int32_t i = 0; i < nv; i++) {
+    double u = g_rand_double_range (rand, 1e-12, 1.0), v = g_rand_double (rand);
+    row[i] = (float) (2.0 * sqrt (-2.0 * log (u)) * cos (6.283185307179586 * v));
+  }
+  for (int k = 0; k < 10; k++)
+    row[g_rand_int_range (rand, 0, 64)] = (float) g_rand_double_range (rand, 6.0, 12.0);
+  row[g_rand_int_range (rand, 64, nv)] = row[7]; /* an exact tie */
+}
+
+static void
+check_lens (const Combo *combo, uint32_t seed, gboolean with_grammar, size_t *compared, size_t *total)
+{
+  GRand *rand = g_rand_new_with_seed (seed);
+  HnSamplerParams sp;
+  hn_sampler_params_init (&sp);
+  sp.seed = seed;
+  combo->set (&sp);
+  HnError err = { 0 };
+  HnLens *lens = hn_lens_new (LENS_VOCAB, &err);
+  g_assert_nonnull (lens);
+  g_assert_cmpint (hn_lens_n_vocab (lens), ==, LENS_VOCAB);
+  HnSampler *s = hn_sampler_new (&sp, LENS_VOCAB, 512, &err);
+  g_assert_nonnull (s);
+  size_t k = seed % 2 ? HN_PROBS_MAX_K : 7;
+  g_assert_true (hn_sampler_set_probs (s, (int32_t) k, &err));
+  const int32_t newline[] = { 5, 6 };
+  g_assert_true (hn_sampler_set_newline_tokens (s, newline, 2, &err));
+  int32_t history[40];
+  for (int i = 0; i < 40; i++) {
+    history[i] = i % 4 == 0 ? 5 : g_rand_int_range (rand, 0, 64);
+    hn_sampler_accept (s, history[i]);
+  }
+  float *row = g_new (float, LENS_VOCAB);
+  fill_lens_row (rand, row, LENS_VOCAB);
+  uint32_t *bits = g_new0 (uint32_t, (LENS_VOCAB + 31) / 32);
+  gboolean *allowed = g_new0 (gboolean, LENS_VOCAB);
+  HnGrammarState *no_grammar = NULL;
+  if (with_grammar) {
+    /* a grammar that forbids about a third of the vocabulary, some of the best among them */
+    for (int32_t i = 0; i < LENS_VOCAB; i++) {
+      allowed[i] = g_rand_int_range (rand, 0, 3) != 0;
+      if (allowed[i])
+        bits[i / 32] |= 1u << (i % 32);
+    }
+  }
+  HnLensInput in = {
+    .logits = row, .history = history, .n_history = G_N_ELEMENTS (history),
+    .allowed = with_grammar ? bits : NULL, .newline_ids = newline, .n_newline = 2, .mirostat_mu = NAN,
+  };
+  HnTokenProbs lensed;
+  g_assert_true (hn_lens_compute (lens, &sp, &in, (uint32_t) k, &lensed, &err));
+  g_assert_cmpuint (lensed.n_candidates, ==, k);
+
+  /* against the independent reference */
+  RefChain ref;
+  ref_init (&ref, LENS_VOCAB);
+  ref_chain (&ref, row, &sp, history, G_N_ELEMENTS (history), newline, 2, with_grammar ? allowed : NULL,
+             2.0 * sp.mirostat_tau);
+  *compared += ref_check_record (&ref, row, &lensed, k);
+  (*total)++;
+  size_t alive = 0;
+  for (uint32_t i = 0; i < lensed.n_candidates; i++) {
+    if (with_grammar && !allowed[lensed.candidates[i].id])
+      g_assert_cmpint (lensed.candidates[i].removed_by, ==, HN_STAGE_GRAMMAR);
+    alive += lensed.candidates[i].removed_by == HN_STAGE_NONE;
+  }
+  g_test_message ("lens %s seed %u%s: %zu of %zu shown candidates survive", combo->name, seed,
+                  with_grammar ? " + grammar" : "", alive, k);
+
+  /* against the sampler's own probe of the same row (no grammar state takes a bitset, so
+   * the probe gets the mask applied to its row: -inf is what the grammar stage does) */
+  float *masked = g_new (float, LENS_VOCAB);
+  for (int32_t i = 0; i < LENS_VOCAB; i++)
+    masked[i] = with_grammar && !allowed[i] ? -INFINITY : row[i];
+  if (!with_grammar) {
+    g_assert_cmpint (hn_sampler_probe (s, masked, no_grammar, &err), ==, lensed.token);
+    const HnTokenProbs *probed = hn_sampler_last_probs (s);
+    g_assert_nonnull (probed);
+    g_assert_cmpmem (probed, sizeof *probed, &lensed, sizeof lensed);
+  } else {
+    /* the masked row makes the probe's raw distribution differ, but the chain's outcome is
+     * the same: every allowed candidate's p and stage agree */
+    g_assert_cmpint (hn_sampler_probe (s, masked, no_grammar, &err), ==, lensed.token);
+    const HnTokenProbs *probed = hn_sampler_last_probs (s);
+    for (uint32_t i = 0; i < lensed.n_candidates; i++) {
+      const HnProbCandidate *c = &lensed.candidates[i];
+      for (uint32_t j = 0; j < probed->n_candidates; j++)
+        if (probed->candidates[j].id == c->id) {
+          g_assert_cmpfloat (probed->candidates[j].p, ==, c->p);
+          g_assert_cmpint (probed->candidates[j].removed_by, ==, c->removed_by);
+        }
+    }
+  }
+  g_free (masked);
+  ref_clear (&ref);
+  g_free (bits);
+  g_free (allowed);
+  g_free (row);
+  hn_sampler_free (s);
+  hn_lens_free (lens);
+  g_rand_free (rand);
+}
+
+static void
+test_lens (void)
+{
+  size_t compared = 0, total = 0;
+  for (int set = 0; set < 2; set++) {
+    const Combo *list = set == 0 ? combos : lens_combos;
+    size_t n = set == 0 ? G_N_ELEMENTS (combos) : G_N_ELEMENTS (lens_combos);
+    for (size_t c = 0; c < n; c++)
+      for (uint32_t seed = 1; seed <= 3; seed++)
+        for (int g = 0; g < 2; g++)
+          check_lens (&list[c], seed * 131 + (uint32_t) c, g, &compared, &total);
+  }
+  g_test_message ("lens: %zu of %zu compared with the reference", compared, total);
+  g_assert_cmpuint (compared * 10, >=, total * 9);
+}
+
+/* The same stored row under two settings: the lens follows the settings, not a state. */
+static void
+test_lens_follows_settings (void)
+{
+  GRand *rand = g_rand_new_with_seed (2024);
+  float *row = g_new (float, LENS_VOCAB);
+  fill_lens_row (rand, row, LENS_VOCAB);
+  HnError err = { 0 };
+  HnLens *lens = hn_lens_new (LENS_VOCAB, &err);
+  HnSamplerParams sp;
+  hn_sampler_params_init (&sp);
+  sp.top_k = 3;
+  sp.top_p = 1.0f;
+  sp.min_p = 0.0f;
+  HnLensInput in = { .logits = row, .mirostat_mu = NAN };
+  HnTokenProbs a, b;
+  g_assert_true (hn_lens_compute (lens, &sp, &in, 10, &a, &err));
+  for (uint32_t i = 0; i < 10; i++)
+    g_assert_cmpint (a.candidates[i].removed_by, ==, i < 3 ? HN_STAGE_NONE : HN_STAGE_TOP_K);
+  sp.top_k = 6;
+  sp.temperature = 0.2f;
+  g_assert_true (hn_lens_compute (lens, &sp, &in, 10, &b, &err));
+  for (uint32_t i = 0; i < 10; i++)
+    g_assert_cmpint (b.candidates[i].removed_by, ==, i < 6 ? HN_STAGE_NONE : HN_STAGE_TOP_K);
+  /* a colder temperature sharpens: the first keeps more, the raw part is unchanged */
+  g_assert_cmpfloat (b.candidates[0].p, >, a.candidates[0].p);
+  g_assert_cmpfloat (b.candidates[0].logprob, ==, a.candidates[0].logprob);
+  /* mirostat depends on its state: a small mu keeps fewer than a large one */
+  sp.temperature = 1.0f;
+  sp.mirostat = 2;
+  in.mirostat_mu = 0.5f;
+  g_assert_true (hn_lens_compute (lens, &sp, &in, 10, &a, &err));
+  in.mirostat_mu = 12.0f;
+  g_assert_true (hn_lens_compute (lens, &sp, &in, 10, &b, &err));
+  size_t kept_a = 0, kept_b = 0;
+  for (uint32_t i = 0; i < 10; i++) {
+    kept_a += a.candidates[i].removed_by == HN_STAGE_NONE;
+    kept_b += b.candidates[i].removed_by == HN_STAGE_NONE;
+  }
+  g_assert_cmpuint (kept_a, <, kept_b);
+  /* a grammar that allows nothing: false, with every candidate marked removed by it */
+  uint32_t *none = g_new0 (uint32_t, (LENS_VOCAB + 31) / 32);
+  in.allowed = none;
+  sp.mirostat = 0;
+  g_assert_false (hn_lens_compute (lens, &sp, &in, 5, &a, &err));
+  g_assert_cmpint (err.code, ==, HN_ERR_GRAMMAR);
+  g_assert_cmpuint (a.n_candidates, ==, 5);
+  for (uint32_t i = 0; i < 5; i++)
+    g_assert_cmpint (a.candidates[i].removed_by, ==, HN_STAGE_GRAMMAR);
+  /* refused inputs say why */
+  in.allowed = NULL;
+  g_assert_false (hn_lens_compute (lens, &sp, &in, 0, &a, &err));
+  g_assert_nonnull (strstr (err.message, "candidates"));
+  sp.top_p = 3.0f;
+  g_assert_false (hn_lens_compute (lens, &sp, &in, 5, &a, &err));
+  g_assert_nonnull (strstr (err.message, "top_p"));
+  g_free (none);
+  hn_lens_free (lens);
+  g_free (row);
+  g_rand_free (rand);
+}
+
 /* ---- a real model through the generation loop ------------------------------------- */
 
 typedef struct {
@@ -344,6 +551,8 @@ main (int argc, char **argv)
   g_test_add_func ("/sampler-probs/logit-bias", test_logit_bias);
   g_test_add_func ("/sampler-probs/no-side-effects", test_no_side_effects);
   g_test_add_func ("/sampler-probs/stage-names", test_stage_names);
+  g_test_add_func ("/sampler-probs/lens", test_lens);
+  g_test_add_func ("/sampler-probs/lens-follows-settings", test_lens_follows_settings);
   g_test_add_func ("/sampler-probs/model", test_model);
   return g_test_run ();
 }
