@@ -599,6 +599,12 @@ typedef struct {
   size_t n_generated;
   int32_t last_token;
   double t_start, t_first;
+  /* for on_first_logits */
+  const int32_t *prompt;
+  size_t n_prompt;
+  const int32_t *newline_tokens;
+  size_t n_newline_tokens;
+  bool first_logits_sent;
 } Run;
 
 static bool
@@ -646,6 +652,17 @@ run_on_token(int32_t token, const char *text, size_t len, void *user_data)
     return !run_cancelled(r);
   /* the text held back until the end belongs to the last token */
   return r->cb->on_text(r->cb->user_data, text, len, r->last_token);
+}
+
+static void
+run_on_logits(const float *logits, int32_t n_vocab, void *user_data)
+{
+  Run *r = user_data;
+  if (r->n_generated > 0 || r->first_logits_sent)
+    return;
+  r->first_logits_sent = true;
+  r->cb->on_first_logits(r->cb->user_data, logits, n_vocab, r->prompt, r->n_prompt, r->newline_tokens,
+                         r->n_newline_tokens);
 }
 
 static void
@@ -950,6 +967,13 @@ hn_chat_generate(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *
     gr.n_newline_tokens = cm->n_newline_tokens;
   }
   gr.on_token = run_on_token;
+  if (cb->on_first_logits) {
+    run.prompt = prompt_ids;
+    run.n_prompt = n_prompt;
+    run.newline_tokens = gr.newline_tokens;
+    run.n_newline_tokens = gr.n_newline_tokens;
+    gr.on_logits = run_on_logits;
+  }
   gr.probs_k = req->probs_k;
   gr.on_probs = run_on_probs;
   gr.user_data = &run;

@@ -176,6 +176,12 @@ typedef struct {
   void (*on_reuse)(void *user_data, const HnChatReuse *reuse);
   /* With probs_k > 0, once per sampled token (end-of-generation included), before its text. */
   void (*on_probs)(void *user_data, const HnTokenProbs *probs);
+  /* Once, before the first token is drawn: the row it is drawn from (after guidance), the
+   * tokens before it (the prompt as evaluated) and the newline tokens penalize_nl = false
+   * exempts.  What the panel's lens needs to replay the sampler on this position; valid
+   * during the call. */
+  void (*on_first_logits)(void *user_data, const float *logits, int32_t n_vocab, const int32_t *history,
+                          size_t n_history, const int32_t *newline_tokens, size_t n_newline_tokens);
   void *user_data;
 } HnChatCallbacks;
 

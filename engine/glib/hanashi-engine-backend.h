@@ -54,6 +54,10 @@ typedef struct {
    * (a HanashiRemote) instead of `load`.  NULL for the others. */
   gpointer (*load_from) (gpointer source, const char *name, HanashiBackendSink *sink,
                          HanashiModelInfo **info_out, GError **error);
+  /* The next token's logits for @req (hanashi_engine_next_logits_async); only
+   * sink->is_cancelled is polled.  NULL: not available with this backend. */
+  HanashiNextLogits *(*next_logits) (gpointer model, HanashiGenerateRequest *req, HanashiBackendSink *sink,
+                                     GError **error);
 } HanashiEngineBackend;
 
 /* Replaces the backend used by engines created afterwards; NULL: the real one.  The one

@@ -12,6 +12,7 @@
 
 #include "hanashi-engine-backend.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "hn-chat.h"
@@ -415,6 +416,110 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
   return TRUE;
 }
 
+/* ---- the next token's logits, for the lens ------------------------------------------------ */
+
+typedef struct {
+  HanashiNextLogits *next;
+  HanashiBackendSink *sink;
+} NextRun;
+
+static void
+next_run_on_first_logits (void *data, const float *logits, int32_t n_vocab, const int32_t *history,
+                          size_t n_history, const int32_t *newline_tokens, size_t n_newline_tokens)
+{
+  HanashiNextLogits *next = ((NextRun *) data)->next;
+  next->n_vocab = (guint32) n_vocab;
+  next->logits = g_bytes_new (logits, (gsize) n_vocab * sizeof *logits);
+  next->history = g_bytes_new (history, n_history * sizeof *history);
+  next->newline_tokens = g_bytes_new (newline_tokens, n_newline_tokens * sizeof *newline_tokens);
+}
+
+static bool
+next_run_is_cancelled (void *data)
+{
+  HanashiBackendSink *sink = ((NextRun *) data)->sink;
+  return sink->is_cancelled (sink->data) != FALSE;
+}
+
+/* What the grammar allows as the reply's first token, as a bitset (NULL: no grammar). */
+static GBytes *
+grammar_allowed_bits (ModelBackend *mb, HanashiGrammar *grammar, int32_t n_vocab, GError **error)
+{
+  HnError err = { 0 };
+  const HnGrammarVocab *gvocab = hn_chat_model_grammar_vocab (mb->chat_model, &err);
+  HnGrammarState *state = gvocab ? hn_grammar_state_new (hanashi_grammar_get_hn (grammar), gvocab, &err) : NULL;
+  if (state == NULL)
+    {
+      set_error_from_hn (error, &err, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID, NULL);
+      return NULL;
+    }
+  /* the mask the sampler applies, on a row of zeros: what stays finite is allowed */
+  g_autofree float *row = g_new0 (float, (gsize) n_vocab);
+  hn_grammar_mask_logits (state, row, n_vocab);
+  hn_grammar_state_free (state);
+  gsize n_words = ((gsize) n_vocab + 31) / 32;
+  guint32 *bits = g_new0 (guint32, n_words);
+  for (int32_t i = 0; i < n_vocab; i++)
+    if (row[i] > -INFINITY)
+      bits[i / 32] |= 1u << (i % 32);
+  return g_bytes_new_take (bits, n_words * sizeof *bits);
+}
+
+static HanashiNextLogits *
+model_next_logits (gpointer model, HanashiGenerateRequest *req, HanashiBackendSink *sink, GError **error)
+{
+  ModelBackend *mb = model;
+  HnError err = { 0 };
+  HnSamplerParams sp;
+  g_autoptr (HanashiGrammar) grammar = NULL;
+  int32_t n_vocab = hn_model_n_vocab (mb->model);
+  if (!sampler_params (req, n_vocab, &sp, error) || !request_grammar (req, &grammar, error))
+    return NULL;
+  /* one token, drawn greedily and thrown away: the run exists for the row before it */
+  sp.max_new_tokens = 1;
+  sp.temperature = 0.0f;
+  sp.stop = NULL;
+  sp.n_stop = 0;
+  guint n_messages = 0;
+  g_autofree HnChatMessage *messages = request_messages (req, &n_messages);
+  HnChatRequest cr;
+  hn_chat_request_init (&cr);
+  cr.system = hanashi_generate_request_get_system_prompt (req);
+  cr.messages = messages;
+  cr.n_messages = n_messages;
+  cr.thinking = template_thinking (hanashi_generate_request_get_thinking (req));
+  cr.sampler = &sp;
+  cr.cfg_negative = hanashi_generate_request_get_cfg_negative (req);
+  cr.cfg_scale = (float) hanashi_generate_request_get_cfg_scale (req);
+  /* the conversation's own KV cache, but no session file: nothing to restore that the
+   * reply would not restore anyway, and nothing worth saving */
+  cr.conversation = hanashi_generate_request_get_conversation_id (req);
+
+  g_autoptr (HanashiNextLogits) next = g_new0 (HanashiNextLogits, 1);
+  NextRun run = { next, sink };
+  HnChatCallbacks cb = {
+    .is_cancelled = next_run_is_cancelled,
+    .on_first_logits = next_run_on_first_logits,
+    .user_data = &run,
+  };
+  HnChatStats cs;
+  if (!hn_chat_generate (mb->chat, &cr, &cb, &cs, &err))
+    {
+      set_error_from_hn (error, &err, HANASHI_ENGINE_ERROR_FAILED, NULL);
+      return NULL;
+    }
+  if (next->logits == NULL)
+    {
+      g_set_error_literal (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED,
+                           cs.stop_reason == HN_GEN_STOP_CANCELLED ? "Cancelled"
+                                                                   : "The model gave no scores for the next token");
+      return NULL;
+    }
+  if (grammar != NULL && (next->allowed = grammar_allowed_bits (mb, grammar, n_vocab, error)) == NULL)
+    return NULL;
+  return g_steal_pointer (&next);
+}
+
 static gint
 model_count_tokens (gpointer model, HanashiGenerateRequest *req, GError **error)
 {
@@ -436,7 +541,11 @@ model_count_tokens (gpointer model, HanashiGenerateRequest *req, GError **error)
 }
 
 static const HanashiEngineBackend model_backend = {
-  model_load, model_unload, model_generate, model_count_tokens,
+  .load = model_load,
+  .unload = model_unload,
+  .generate = model_generate,
+  .count_tokens = model_count_tokens,
+  .next_logits = model_next_logits,
 };
 
 const HanashiEngineBackend *

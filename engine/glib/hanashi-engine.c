@@ -114,6 +114,32 @@ hanashi_generation_stats_free (HanashiGenerationStats *stats)
 G_DEFINE_BOXED_TYPE (HanashiGenerationStats, hanashi_generation_stats,
                      hanashi_generation_stats_copy, hanashi_generation_stats_free)
 
+HanashiNextLogits *
+hanashi_next_logits_copy (const HanashiNextLogits *next)
+{
+  HanashiNextLogits *copy = g_new0 (HanashiNextLogits, 1);
+  copy->n_vocab = next->n_vocab;
+  copy->logits = next->logits ? g_bytes_ref (next->logits) : NULL;
+  copy->history = next->history ? g_bytes_ref (next->history) : NULL;
+  copy->allowed = next->allowed ? g_bytes_ref (next->allowed) : NULL;
+  copy->newline_tokens = next->newline_tokens ? g_bytes_ref (next->newline_tokens) : NULL;
+  return copy;
+}
+
+void
+hanashi_next_logits_free (HanashiNextLogits *next)
+{
+  if (next == NULL)
+    return;
+  g_clear_pointer (&next->logits, g_bytes_unref);
+  g_clear_pointer (&next->history, g_bytes_unref);
+  g_clear_pointer (&next->allowed, g_bytes_unref);
+  g_clear_pointer (&next->newline_tokens, g_bytes_unref);
+  g_free (next);
+}
+
+G_DEFINE_BOXED_TYPE (HanashiNextLogits, hanashi_next_logits, hanashi_next_logits_copy, hanashi_next_logits_free)
+
 /* ---- compiled grammars ----------------------------------------------------------------- */
 
 struct _HanashiGrammar {
@@ -399,7 +425,8 @@ pick_backend (void)
 /* ---- commands & events ------------------------------------------------------------------ */
 
 typedef enum {
-  CMD_LOAD, CMD_UNLOAD, CMD_GENERATE, CMD_COUNT, CMD_FORGET_SESSION, CMD_CLEAR_SESSIONS, CMD_QUIT,
+  CMD_LOAD, CMD_UNLOAD, CMD_GENERATE, CMD_COUNT, CMD_NEXT_LOGITS, CMD_FORGET_SESSION, CMD_CLEAR_SESSIONS,
+  CMD_QUIT,
 } CmdType;
 
 typedef struct {
@@ -433,6 +460,7 @@ typedef struct {
   GError *error;
   GTask *task;       /* EV_TASK_DONE: completed on the main thread, after earlier events */
   gint task_value;
+  HanashiNextLogits *next_logits; /* EV_TASK_DONE of a next-logits task */
 } Event;
 
 typedef struct {
@@ -468,6 +496,7 @@ typedef struct {
   guint current_id;
   gboolean current_is_load;
   const char *current_session;   /* session path of the running generation */
+  GCancellable *current_cancellable; /* the running next-logits task's (borrowed), or NULL */
   GByteArray *pending_probs;     /* records waiting for the next token text (or NULL) */
   GHashTable *write_failed;      /* session paths whose failed write was already reported */
 } EngineCore;
@@ -518,6 +547,7 @@ event_free (Event *ev)
   if (ev->probs)
     g_byte_array_unref (ev->probs);
   hanashi_model_info_free (ev->info);
+  hanashi_next_logits_free (ev->next_logits);
   g_clear_error (&ev->error);
   g_clear_object (&ev->task);
   g_free (ev);
@@ -656,6 +686,8 @@ thread_is_cancelled (gpointer data)
     return TRUE;
   if (core->restoring_model)
     return FALSE;
+  if (core->current_cancellable != NULL && g_cancellable_is_cancelled (core->current_cancellable))
+    return TRUE;
   guint upto = core->current_is_load ? atomic_load (&core->load_cancel_upto)
                                      : atomic_load (&core->gen_cancel_upto);
   return core->current_id <= upto;
@@ -944,6 +976,40 @@ thread_run_generate (EngineCore *core, Cmd *cmd)
 }
 
 static void
+thread_run_next_logits (EngineCore *core, Cmd *cmd)
+{
+  HanashiBackendSink sink = SINK_INIT (core);
+  GError *error = NULL;
+  Event *ev;
+  core->current_id = cmd->id;
+  core->current_is_load = FALSE;
+  core->current_cancellable = g_task_get_cancellable (cmd->task);
+  if (core->model == NULL)
+    g_set_error (&error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NO_MODEL, "No model is loaded");
+  else if (core->model_backend->next_logits == NULL)
+    g_set_error (&error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_FAILED,
+                 "The next token's probabilities are not available for this model");
+  if (error == NULL && thread_is_cancelled (core))
+    g_set_error (&error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED, "Cancelled");
+  HanashiNextLogits *next = NULL;
+  if (error == NULL)
+    {
+      post_state (core, HANASHI_ENGINE_STATE_GENERATING);
+      next = core->model_backend->next_logits (core->model, cmd->req, &sink, &error);
+      post_state (core, HANASHI_ENGINE_STATE_READY);
+      if (next == NULL && error == NULL)
+        g_set_error (&error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED, "Cancelled");
+    }
+  core->current_cancellable = NULL;
+  ev = g_new0 (Event, 1);
+  ev->type = EV_TASK_DONE;
+  ev->task = g_steal_pointer (&cmd->task);
+  ev->error = error;
+  ev->next_logits = next;
+  post_event (core, ev);
+}
+
+static void
 thread_run_count (EngineCore *core, Cmd *cmd)
 {
   GError *error = NULL;
@@ -1047,6 +1113,7 @@ engine_thread_main (gpointer data)
           break;
         case CMD_GENERATE: thread_run_generate (core, cmd); break;
         case CMD_COUNT: thread_run_count (core, cmd); break;
+        case CMD_NEXT_LOGITS: thread_run_next_logits (core, cmd); break;
         case CMD_FORGET_SESSION:
           if (g_unlink (cmd->path) != 0 && errno != ENOENT)
             g_message ("Cannot delete the session file %s: %s", cmd->path, g_strerror (errno));
@@ -1143,6 +1210,9 @@ engine_dispatch (HanashiEngine *self, Event *ev)
         g_task_return_error (ev->task, g_steal_pointer (&ev->error));
       else if (g_task_get_source_tag (ev->task) == hanashi_engine_count_tokens_async)
         g_task_return_int (ev->task, ev->task_value);
+      else if (g_task_get_source_tag (ev->task) == hanashi_engine_next_logits_async)
+        g_task_return_pointer (ev->task, g_steal_pointer (&ev->next_logits),
+                               (GDestroyNotify) hanashi_next_logits_free);
       else
         g_task_return_boolean (ev->task, TRUE);
       break;
@@ -1332,6 +1402,29 @@ hanashi_engine_count_tokens_finish (HanashiEngine *self, GAsyncResult *result, G
       return -1;
     }
   return (gint) n;
+}
+
+void
+hanashi_engine_next_logits_async (HanashiEngine *self, HanashiGenerateRequest *req, GCancellable *cancellable,
+                                  GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_return_if_fail (HANASHI_IS_ENGINE (self));
+  g_return_if_fail (req != NULL);
+  Cmd *cmd = g_new0 (Cmd, 1);
+  cmd->type = CMD_NEXT_LOGITS;
+  cmd->id = next_id (self);
+  cmd->req = hanashi_generate_request_ref (req);
+  cmd->task = g_task_new (self, cancellable, callback, user_data);
+  g_task_set_source_tag (cmd->task, hanashi_engine_next_logits_async);
+  g_task_set_check_cancellable (cmd->task, TRUE);
+  push_command (self, cmd);
+}
+
+HanashiNextLogits *
+hanashi_engine_next_logits_finish (HanashiEngine *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+  return g_task_propagate_pointer (G_TASK (result), error);
 }
 
 void

@@ -217,6 +217,27 @@ GType hanashi_generation_stats_get_type (void) G_GNUC_CONST;
 HanashiGenerationStats *hanashi_generation_stats_copy (const HanashiGenerationStats *stats);
 void                    hanashi_generation_stats_free (HanashiGenerationStats *stats);
 
+/* ---- the next token's logits (boxed, immutable), for the parameter panel's lens ---------
+ * What the sampler would see for the first token of a reply to a conversation: the raw row,
+ * the tokens before it (for the penalties) and what the request's grammar allows there, so
+ * that the lens (hn_lens_compute, hn-sampler.h) can replay the chain under any settings
+ * without running the model again. */
+typedef struct {
+  guint32  n_vocab;
+  GBytes  *logits;          /* n_vocab floats: the raw row (after guidance, when CFG is on) */
+  GBytes  *history;         /* gint32 tokens before it: the prompt as the model read it */
+  GBytes  *allowed;         /* NULL without a grammar; else (n_vocab + 31) / 32 guint32
+                             * words, bit i % 32 of word i / 32 set when the grammar allows
+                             * token i as the reply's first token */
+  GBytes  *newline_tokens;  /* gint32 tokens that penalize_nl = false exempts */
+} HanashiNextLogits;
+
+GType hanashi_next_logits_get_type (void) G_GNUC_CONST;
+#define HANASHI_TYPE_NEXT_LOGITS (hanashi_next_logits_get_type ())
+HanashiNextLogits *hanashi_next_logits_copy (const HanashiNextLogits *next);
+void               hanashi_next_logits_free (HanashiNextLogits *next);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HanashiNextLogits, hanashi_next_logits_free)
+
 /* ---- the engine ------------------------------------------------------------------------ */
 
 #define HANASHI_TYPE_ENGINE (hanashi_engine_get_type ())
@@ -278,6 +299,21 @@ gint     hanashi_engine_count_tokens_finish (HanashiEngine  *self,
                                              GAsyncResult   *result,
                                              GError        **error);
 
+/* The next token's logits for @req's conversation, for the panel's lens: the prompt as a
+ * generation of @req would send it, read through the KV cache the conversation's replies
+ * use (so a lens request after a reply costs little, and the reply after it reuses the
+ * cache), one model run per call; no session file is read or written and no token is
+ * emitted.  Runs on the engine thread in queue order; a later generate cancels it (the
+ * task then fails with HANASHI_ENGINE_ERROR_CANCELLED), as does @cancellable.  Not
+ * available for a remote model (HANASHI_ENGINE_ERROR_FAILED). */
+void     hanashi_engine_next_logits_async   (HanashiEngine          *self,
+                                             HanashiGenerateRequest *req,
+                                             GCancellable           *cancellable,
+                                             GAsyncReadyCallback     callback,
+                                             gpointer                user_data);
+HanashiNextLogits *hanashi_engine_next_logits_finish (HanashiEngine  *self,
+                                                      GAsyncResult   *result,
+                                                      GError        **error);
 /* Session cache (sessions are written automatically after each reply, to
  * <dir>/<conversation-id>.hnsession; dir defaults to $XDG_CACHE_HOME/hanashi/sessions,
  * the limit to 2 GiB).  Forget and clear go through the command queue, so they never race a

@@ -679,6 +679,95 @@ test_token_probs (Fixture *f, gconstpointer data)
 }
 
 static void
+next_logits_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  HanashiNextLogits **out = data;
+  g_autoptr (GError) error = NULL;
+  *out = hanashi_engine_next_logits_finish (HANASHI_ENGINE (source), result, &error);
+  g_assert_no_error (error);
+}
+
+/* The lens's request on the real backend: the row, history and allowed set it returns,
+ * replayed through hn_lens_compute under the request's settings, give the record the
+ * generation itself makes for its first token (same candidates, stages and p; the same
+ * seed draws the same token), with and without a grammar. */
+static void
+test_next_logits (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, STORIES, 256);
+  for (int with_grammar = 0; with_grammar < 2; with_grammar++)
+    {
+      g_autoptr (HanashiGenerateRequest) req = make_request ("lens", 3);
+      HnSamplerParams sp;
+      hn_sampler_params_init (&sp);
+      sp.seed = 42;
+      sp.temperature = 1.1f;
+      sp.top_k = 0;
+      sp.top_p = 0.9f;
+      sp.typical_p = 0.95f;
+      sp.repeat_penalty = 1.3f;
+      sp.presence_penalty = 0.5f;
+      sp.repeat_last_n = -1;
+      sp.max_new_tokens = 3;
+      hanashi_generate_request_set_sampling (req, &sp);
+      hanashi_generate_request_set_use_session (req, FALSE);
+      if (with_grammar)
+        hanashi_generate_request_set_grammar (req, "root ::= [a-z ]+ \".\"");
+      HanashiNextLogits *next = NULL;
+      reset_run (f);
+      hanashi_engine_next_logits_async (f->engine, req, NULL, next_logits_done, &next);
+      while (next == NULL)
+        g_main_context_iteration (NULL, TRUE);
+      g_assert_cmpuint (next->n_vocab, ==, hanashi_engine_get_model_info (f->engine)->n_vocab);
+      g_assert_cmpuint (g_bytes_get_size (next->logits), ==, next->n_vocab * sizeof (float));
+      g_assert_true ((next->allowed != NULL) == with_grammar);
+      g_assert_cmpuint (f->n_token_signals, ==, 0);
+
+      g_autoptr (GArray) records = g_array_new (FALSE, FALSE, sizeof (HnTokenProbs));
+      gulong handler = g_signal_connect (f->engine, "token-probs", G_CALLBACK (collect_probs), records);
+      hanashi_generate_request_set_probs_k (req, 12);
+      generate_and_wait (f, req);
+      g_signal_handler_disconnect (f->engine, handler);
+      g_assert_cmpuint (records->len, >=, 1);
+      /* the conversation's cache was reused: only the last prompt token was read again */
+      g_assert_cmpuint (f->stats.n_reused + 1, ==, f->stats.n_prompt);
+      g_assert_cmpuint (g_bytes_get_size (next->history) / sizeof (int32_t), ==, f->stats.n_prompt);
+
+      HnError err = { 0 };
+      HnLens *lens = hn_lens_new ((int32_t) next->n_vocab, &err);
+      g_assert_nonnull (lens);
+      gsize n_history = 0, n_newline = 0;
+      const int32_t *history = g_bytes_get_data (next->history, &n_history);
+      const int32_t *newline = g_bytes_get_data (next->newline_tokens, &n_newline);
+      HnLensInput in = {
+        .logits = g_bytes_get_data (next->logits, NULL), .history = history,
+        .n_history = n_history / sizeof *history, .allowed = next->allowed ? g_bytes_get_data (next->allowed, NULL) : NULL,
+        .newline_ids = newline, .n_newline = n_newline / sizeof *newline, .mirostat_mu = NAN,
+      };
+      HnTokenProbs lensed;
+      g_assert_true (hn_lens_compute (lens, &sp, &in, 12, &lensed, &err));
+      const HnTokenProbs *first = &g_array_index (records, HnTokenProbs, 0);
+      g_assert_cmpint (lensed.token, ==, first->token);
+      g_assert_cmpuint (lensed.n_candidates, ==, first->n_candidates);
+      guint removed_by_grammar = 0;
+      for (guint i = 0; i < lensed.n_candidates; i++)
+        {
+          g_assert_cmpint (lensed.candidates[i].id, ==, first->candidates[i].id);
+          g_assert_cmpint (lensed.candidates[i].removed_by, ==, first->candidates[i].removed_by);
+          g_assert_cmpfloat_with_epsilon (lensed.candidates[i].p, first->candidates[i].p, 1e-4);
+          g_assert_cmpfloat_with_epsilon (lensed.candidates[i].logprob, first->candidates[i].logprob, 1e-3);
+          removed_by_grammar += lensed.candidates[i].removed_by == HN_STAGE_GRAMMAR;
+        }
+      /* the grammar wants lower-case letters first: most of the story's likely tokens go */
+      if (with_grammar)
+        g_assert_cmpuint (removed_by_grammar, >, 0);
+      hn_lens_free (lens);
+      hanashi_next_logits_free (next);
+    }
+}
+
+static void
 test_count_tokens_done (GObject *source, GAsyncResult *result, gpointer data)
 {
   gint *out = data;
@@ -1563,6 +1652,7 @@ main (int argc, char **argv)
   g_test_add ("/engine-model/greedy/qwen2", Fixture, NULL, fixture_setup, test_greedy_qwen, fixture_teardown);
   g_test_add ("/engine-model/greedy/stories", Fixture, NULL, fixture_setup, test_greedy_stories, fixture_teardown);
   g_test_add ("/engine-model/token-probs", Fixture, NULL, fixture_setup, test_token_probs, fixture_teardown);
+  g_test_add ("/engine-model/next-logits", Fixture, NULL, fixture_setup, test_next_logits, fixture_teardown);
   g_test_add ("/engine-model/count-tokens", Fixture, NULL, fixture_setup, test_count_tokens, fixture_teardown);
   g_test_add ("/engine-model/cfg", Fixture, NULL, fixture_setup, test_cfg, fixture_teardown);
   g_test_add ("/engine-model/template", Fixture, NULL, fixture_setup, test_template, fixture_teardown);

@@ -248,6 +248,96 @@ test_token_probs (Fixture *f, gconstpointer data)
   g_array_unref (ps.records);
 }
 
+typedef struct {
+  HanashiNextLogits *next;
+  GError *error;
+  gboolean finished;
+} NextWait;
+
+static void
+next_logits_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  NextWait *w = data;
+  g_assert_null (w->next);
+  w->next = hanashi_engine_next_logits_finish (HANASHI_ENGINE (source), result, &w->error);
+  w->finished = TRUE;
+}
+
+static HanashiNextLogits *
+next_logits_wait (Fixture *f, HanashiGenerateRequest *req, GCancellable *cancellable, GError **error)
+{
+  NextWait w = { 0 };
+  hanashi_engine_next_logits_async (f->engine, req, cancellable, next_logits_done, &w);
+  while (!w.finished)
+    g_main_context_iteration (NULL, TRUE);
+  if (w.error != NULL)
+    g_propagate_error (error, w.error);
+  return w.next;
+}
+
+/* The lens's request: the next token's row, the history and the grammar's allowed set,
+ * one backend run per call, errors and cancellation through the task. */
+static void
+test_next_logits (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autoptr (HanashiGenerateRequest) req = make_request (8);
+  g_autoptr (GError) error = NULL;
+  g_assert_null (next_logits_wait (f, req, NULL, &error));
+  g_assert_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_NO_MODEL);
+  g_clear_error (&error);
+
+  load_and_wait (f);
+  guint runs = hanashi_test_scripted_next_logits_runs ();
+  g_autoptr (HanashiNextLogits) next = next_logits_wait (f, req, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (hanashi_test_scripted_next_logits_runs (), ==, runs + 1);
+  g_assert_cmpuint (next->n_vocab, ==, 256);
+  g_assert_cmpuint (g_bytes_get_size (next->logits), ==, 256 * sizeof (float));
+  g_assert_null (next->allowed);
+  /* the history is the prompt as rendered: it ends with the user's message and the
+   * assistant's header */
+  gsize n_history = g_bytes_get_size (next->history) / sizeof (gint32);
+  const gint32 *history = g_bytes_get_data (next->history, NULL);
+  GString *text = g_string_new (NULL);
+  for (gsize i = 0; i < n_history; i++)
+    g_string_append_c (text, (char) history[i]);
+  g_assert_nonnull (strstr (text->str, "Hello"));
+  g_assert_true (g_str_has_suffix (text->str, "assistant\n"));
+  g_string_free (text, TRUE);
+  /* no token, no generation signal */
+  g_assert_cmpuint (f->n_token_signals, ==, 0);
+  g_assert_cmpuint (f->n_done, ==, 0);
+
+  /* a boxed copy shares the bytes */
+  g_autoptr (HanashiNextLogits) copy = g_boxed_copy (HANASHI_TYPE_NEXT_LOGITS, next);
+  g_assert_true (g_bytes_equal (copy->logits, next->logits));
+
+  /* with a grammar: the allowed set comes along */
+  hanashi_generate_request_set_grammar (req, "root ::= \"a\"");
+  g_autoptr (HanashiNextLogits) constrained = next_logits_wait (f, req, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (constrained->allowed);
+  g_assert_cmpuint (g_bytes_get_size (constrained->allowed), ==, 256 / 8);
+
+  /* another conversation, another row */
+  g_autoptr (HanashiGenerateRequest) other = make_request (8);
+  hanashi_generate_request_add_message (other, HANASHI_ROLE_ASSISTANT, "Hi.");
+  hanashi_generate_request_add_message (other, HANASHI_ROLE_USER, "And now?");
+  g_autoptr (HanashiNextLogits) other_next = next_logits_wait (f, other, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_false (g_bytes_equal (other_next->logits, next->logits));
+
+  /* cancelled before it runs */
+  g_autoptr (GCancellable) cancellable = g_cancellable_new ();
+  g_cancellable_cancel (cancellable);
+  g_assert_null (next_logits_wait (f, req, cancellable, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_clear_error (&error);
+  g_assert_cmpint (hanashi_engine_get_state (f->engine), ==, HANASHI_ENGINE_STATE_READY);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+}
+
 static void
 test_no_model_error (Fixture *f, gconstpointer data)
 {
@@ -601,6 +691,7 @@ main (int argc, char **argv)
   hanashi_test_use_scripted_backend ();
   g_test_add ("/engine-thread/load-generate", Fixture, NULL, fixture_setup, test_load_generate, fixture_teardown);
   g_test_add ("/engine-thread/token-probs", Fixture, NULL, fixture_setup, test_token_probs, fixture_teardown);
+  g_test_add ("/engine-thread/next-logits", Fixture, NULL, fixture_setup, test_next_logits, fixture_teardown);
   g_test_add ("/engine-thread/no-model", Fixture, NULL, fixture_setup, test_no_model_error, fixture_teardown);
   g_test_add ("/engine-thread/cancel", Fixture, NULL, fixture_setup, test_cancel, fixture_teardown);
   g_test_add ("/engine-thread/failed-load-keeps-model", Fixture, NULL, fixture_setup, test_failed_load_keeps_model, fixture_teardown);

@@ -249,8 +249,65 @@ scripted_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBac
   return TRUE;
 }
 
+static guint scripted_next_logits_runs;
+
+guint
+hanashi_test_scripted_next_logits_runs (void)
+{
+  pthread_mutex_lock (&scripted_lock);
+  guint n = scripted_next_logits_runs;
+  pthread_mutex_unlock (&scripted_lock);
+  return n;
+}
+
+/* The next token's row for the lens: the prompt's bytes are the history (the vocabulary is
+ * the 256 bytes), and the logits a permutation of 4.0, 3.7, 3.4, … picked by a hash of the
+ * prompt, so that every conversation has its own; with a grammar, even ids are allowed. */
+static HanashiNextLogits *
+scripted_next_logits (gpointer model, HanashiGenerateRequest *req, HanashiBackendSink *sink, GError **error)
+{
+  enum { N_VOCAB = 256 };
+  g_autofree char *prompt = scripted_render (model, req);
+  pthread_mutex_lock (&scripted_lock);
+  scripted_next_logits_runs++;
+  pthread_mutex_unlock (&scripted_lock);
+  g_usleep (500);
+  if (sink->is_cancelled (sink->data))
+    {
+      g_set_error_literal (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED, "Cancelled");
+      return NULL;
+    }
+  guint hash = g_str_hash (prompt);
+  float *logits = g_new (float, N_VOCAB);
+  for (guint i = 0; i < N_VOCAB; i++)
+    logits[i] = 4.0f - 0.3f * (float) ((i * 97u + hash) % N_VOCAB);
+  gsize len = strlen (prompt);
+  gint32 *history = g_new (gint32, MAX (len, 1));
+  for (gsize i = 0; i < len; i++)
+    history[i] = (guchar) prompt[i];
+  HanashiNextLogits *next = g_new0 (HanashiNextLogits, 1);
+  next->n_vocab = N_VOCAB;
+  next->logits = g_bytes_new_take (logits, N_VOCAB * sizeof *logits);
+  next->history = g_bytes_new_take (history, len * sizeof *history);
+  static const gint32 newline[] = { '\n' };
+  next->newline_tokens = g_bytes_new_static (newline, sizeof newline);
+  const char *grammar = hanashi_generate_request_get_grammar (req);
+  if (hanashi_generate_request_get_compiled_grammar (req) != NULL || (grammar != NULL && *grammar != '\0'))
+    {
+      guint32 *bits = g_new (guint32, N_VOCAB / 32);
+      for (guint w = 0; w < N_VOCAB / 32; w++)
+        bits[w] = 0x55555555u;
+      next->allowed = g_bytes_new_take (bits, N_VOCAB / 32 * sizeof *bits);
+    }
+  return next;
+}
+
 static const HanashiEngineBackend scripted_backend = {
-  scripted_load, scripted_unload, scripted_generate, scripted_count,
+  .load = scripted_load,
+  .unload = scripted_unload,
+  .generate = scripted_generate,
+  .count_tokens = scripted_count,
+  .next_logits = scripted_next_logits,
 };
 
 const HanashiEngineBackend *
