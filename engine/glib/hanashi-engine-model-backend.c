@@ -421,6 +421,7 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
 typedef struct {
   HanashiNextLogits *next;
   HanashiBackendSink *sink;
+  const HnVocab *vocab;
 } NextRun;
 
 static void
@@ -432,6 +433,17 @@ next_run_on_first_logits (void *data, const float *logits, int32_t n_vocab, cons
   next->logits = g_bytes_new (logits, (gsize) n_vocab * sizeof *logits);
   next->history = g_bytes_new (history, n_history * sizeof *history);
   next->newline_tokens = g_bytes_new (newline_tokens, n_newline_tokens * sizeof *newline_tokens);
+  HnProbCandidate top[HN_PROBS_MAX_K];
+  next->n_top = hn_probs_top_raw (logits, n_vocab, HN_PROBS_MAX_K, top);
+  for (guint i = 0; i < next->n_top; i++)
+    {
+      size_t len = 0;
+      const char *bytes = hn_token_bytes (((NextRun *) data)->vocab, top[i].id, &len);
+      if (bytes == NULL || len == 0) /* a control token: its name */
+        bytes = hn_vocab_token_text (((NextRun *) data)->vocab, top[i].id, &len);
+      next->top_ids[i] = top[i].id;
+      next->top_texts[i] = g_utf8_make_valid (bytes ? bytes : "", (gssize) len);
+    }
 }
 
 static bool
@@ -496,7 +508,7 @@ model_next_logits (gpointer model, HanashiGenerateRequest *req, HanashiBackendSi
   cr.conversation = hanashi_generate_request_get_conversation_id (req);
 
   g_autoptr (HanashiNextLogits) next = g_new0 (HanashiNextLogits, 1);
-  NextRun run = { next, sink };
+  NextRun run = { next, sink, mb->vocab };
   HnChatCallbacks cb = {
     .is_cancelled = next_run_is_cancelled,
     .on_first_logits = next_run_on_first_logits,

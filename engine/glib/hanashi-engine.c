@@ -123,6 +123,12 @@ hanashi_next_logits_copy (const HanashiNextLogits *next)
   copy->history = next->history ? g_bytes_ref (next->history) : NULL;
   copy->allowed = next->allowed ? g_bytes_ref (next->allowed) : NULL;
   copy->newline_tokens = next->newline_tokens ? g_bytes_ref (next->newline_tokens) : NULL;
+  copy->n_top = MIN (next->n_top, HN_PROBS_MAX_K);
+  for (guint i = 0; i < copy->n_top; i++)
+    {
+      copy->top_ids[i] = next->top_ids[i];
+      copy->top_texts[i] = g_strdup (next->top_texts[i]);
+    }
   return copy;
 }
 
@@ -135,6 +141,8 @@ hanashi_next_logits_free (HanashiNextLogits *next)
   g_clear_pointer (&next->history, g_bytes_unref);
   g_clear_pointer (&next->allowed, g_bytes_unref);
   g_clear_pointer (&next->newline_tokens, g_bytes_unref);
+  for (guint i = 0; i < HN_PROBS_MAX_K; i++)
+    g_free (next->top_texts[i]);
   g_free (next);
 }
 

@@ -230,6 +230,12 @@ typedef struct {
                              * words, bit i % 32 of word i / 32 set when the grammar allows
                              * token i as the reply's first token */
   GBytes  *newline_tokens;  /* gint32 tokens that penalize_nl = false exempts */
+  /* The HN_PROBS_MAX_K most likely tokens of the raw row (n_top of them, fewer only for a
+   * smaller vocabulary), most likely first, and their texts as valid UTF-8 (a control
+   * token's name), for showing the candidates a lens finds. */
+  guint32  n_top;
+  gint32   top_ids[HN_PROBS_MAX_K];
+  char    *top_texts[HN_PROBS_MAX_K];
 } HanashiNextLogits;
 
 GType hanashi_next_logits_get_type (void) G_GNUC_CONST;

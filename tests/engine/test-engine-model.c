@@ -722,6 +722,9 @@ test_next_logits (Fixture *f, gconstpointer data)
       g_assert_cmpuint (next->n_vocab, ==, hanashi_engine_get_model_info (f->engine)->n_vocab);
       g_assert_cmpuint (g_bytes_get_size (next->logits), ==, next->n_vocab * sizeof (float));
       g_assert_true ((next->allowed != NULL) == with_grammar);
+      g_assert_cmpuint (next->n_top, ==, HN_PROBS_MAX_K);
+      for (guint i = 0; i < next->n_top; i++)
+        g_assert_true (g_utf8_validate (next->top_texts[i], -1, NULL));
       g_assert_cmpuint (f->n_token_signals, ==, 0);
 
       g_autoptr (GArray) records = g_array_new (FALSE, FALSE, sizeof (HnTokenProbs));
@@ -754,6 +757,7 @@ test_next_logits (Fixture *f, gconstpointer data)
       for (guint i = 0; i < lensed.n_candidates; i++)
         {
           g_assert_cmpint (lensed.candidates[i].id, ==, first->candidates[i].id);
+          g_assert_cmpint (lensed.candidates[i].id, ==, next->top_ids[i]);
           g_assert_cmpint (lensed.candidates[i].removed_by, ==, first->candidates[i].removed_by);
           g_assert_cmpfloat_with_epsilon (lensed.candidates[i].p, first->candidates[i].p, 1e-4);
           g_assert_cmpfloat_with_epsilon (lensed.candidates[i].logprob, first->candidates[i].logprob, 1e-3);

@@ -295,6 +295,13 @@ test_next_logits (Fixture *f, gconstpointer data)
   g_assert_cmpuint (next->n_vocab, ==, 256);
   g_assert_cmpuint (g_bytes_get_size (next->logits), ==, 256 * sizeof (float));
   g_assert_null (next->allowed);
+  /* the most likely tokens, with their texts */
+  g_assert_cmpuint (next->n_top, ==, HN_PROBS_MAX_K);
+  const float *row = g_bytes_get_data (next->logits, NULL);
+  for (guint i = 1; i < next->n_top; i++)
+    g_assert_cmpfloat (row[next->top_ids[i]], <, row[next->top_ids[i - 1]]);
+  g_autofree char *first_text = g_strdup_printf ("t%d", next->top_ids[0]);
+  g_assert_cmpstr (next->top_texts[0], ==, first_text);
   /* the history is the prompt as rendered: it ends with the user's message and the
    * assistant's header */
   gsize n_history = g_bytes_get_size (next->history) / sizeof (gint32);
@@ -312,6 +319,7 @@ test_next_logits (Fixture *f, gconstpointer data)
   /* a boxed copy shares the bytes */
   g_autoptr (HanashiNextLogits) copy = g_boxed_copy (HANASHI_TYPE_NEXT_LOGITS, next);
   g_assert_true (g_bytes_equal (copy->logits, next->logits));
+  g_assert_cmpstr (copy->top_texts[3], ==, next->top_texts[3]);
 
   /* with a grammar: the allowed set comes along */
   hanashi_generate_request_set_grammar (req, "root ::= \"a\"");

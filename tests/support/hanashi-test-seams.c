@@ -291,6 +291,15 @@ scripted_next_logits (gpointer model, HanashiGenerateRequest *req, HanashiBacken
   next->history = g_bytes_new_take (history, len * sizeof *history);
   static const gint32 newline[] = { '\n' };
   next->newline_tokens = g_bytes_new_static (newline, sizeof newline);
+  /* the most likely: the ids whose permuted rank is 0, 1, 2, …; their text is "tN" */
+  next->n_top = HN_PROBS_MAX_K;
+  for (guint rank = 0; rank < HN_PROBS_MAX_K; rank++)
+    for (guint i = 0; i < N_VOCAB; i++)
+      if ((i * 97u + hash) % N_VOCAB == rank)
+        {
+          next->top_ids[rank] = (gint32) i;
+          next->top_texts[rank] = g_strdup_printf ("t%u", i);
+        }
   const char *grammar = hanashi_generate_request_get_grammar (req);
   if (hanashi_generate_request_get_compiled_grammar (req) != NULL || (grammar != NULL && *grammar != '\0'))
     {

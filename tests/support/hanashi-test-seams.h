@@ -55,8 +55,8 @@ char *hanashi_test_scripted_dup_last_prompt  (void);
 void  hanashi_test_scripted_hold_at          (int index);
 /* hanashi_engine_next_logits_async on it: a 256-byte vocabulary, the rendered prompt's bytes
  * as the history, deterministic logits (a permutation of 4.0, 3.7, 3.4, … chosen by the
- * prompt), and with a grammar the even ids allowed.  How many such model runs there were,
- * so that a test can tell that a slider move does not run the model. */
+ * prompt; the top ids' texts are "tID"), and with a grammar the even ids allowed.  How many
+ * such model runs there were, so that a test can tell that a slider move runs none. */
 guint hanashi_test_scripted_next_logits_runs (void);
 
 /* ---- the environment's seams -------------------------------------------------------------- */
