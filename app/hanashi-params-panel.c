@@ -15,6 +15,7 @@
 #include <math.h>
 
 #include "hanashi-params-panel.h"
+#include "hanashi-lens-view.h"
 #include "hanashi-params.h"
 #include "hanashi-presets.h"
 
@@ -77,6 +78,9 @@ struct _HanashiParamsPanel
   GtkTextBuffer       *schema_buffer;
   GtkLabel            *grammar_error_label;
 
+  HanashiLensView     *lens_view;
+  char                *lens_grammar_key; /* the grammar of the row the lens has or awaits */
+
   /* Grammar checks run on a worker thread, VALIDATE_DELAY_MS after the last change. */
   guint                validate_source;
   GCancellable        *validate_cancellable;
@@ -103,7 +107,7 @@ G_DEFINE_FINAL_TYPE (HanashiParamsPanel, hanashi_params_panel, GTK_TYPE_WIDGET)
 #include "hanashi-remote.h"
 #endif
 
-enum { SIGNAL_CHANGED, N_SIGNALS };
+enum { SIGNAL_CHANGED, SIGNAL_LENS_WANTED, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
 static void show_matching_preset (HanashiParamsPanel *self);
@@ -468,6 +472,48 @@ fill_widgets (HanashiParamsPanel *self, const HanashiParams *params)
   show_matching_preset (self);
 }
 
+/* ---- the lens ------------------------------------------------------------------------------ */
+
+/* Hands the lens the settings as a request would carry them; asks for a new row when the
+ * grammar changed (its allowed set comes from the engine), never for a slider. */
+static void
+update_lens (HanashiParamsPanel *self)
+{
+  if (self->lens_view == NULL || !hanashi_lens_view_get_open (self->lens_view))
+    return;
+  g_auto (HanashiParams) params;
+  collect_params (self, &params);
+  g_autoptr (HanashiGenerateRequest) req = hanashi_generate_request_new (NULL);
+  hanashi_params_apply_checked_to_request (&params, NULL, req);
+  HnSamplerParams sp;
+  hanashi_generate_request_get_sampling (req, &sp);
+  hanashi_lens_view_set_params (self->lens_view, &sp, params.grammar_mode != HANASHI_GRAMMAR_MODE_NONE);
+  g_autofree char *key = grammar_key (&params);
+  if (g_strcmp0 (key, self->lens_grammar_key) != 0)
+    {
+      g_free (self->lens_grammar_key);
+      self->lens_grammar_key = g_steal_pointer (&key);
+      g_signal_emit (self, signals[SIGNAL_LENS_WANTED], 0);
+    }
+}
+
+static void
+on_lens_open (HanashiParamsPanel *self)
+{
+  if (!hanashi_lens_view_get_open (self->lens_view))
+    return;
+  /* opened: whatever row there was may be stale */
+  g_clear_pointer (&self->lens_grammar_key, g_free);
+  update_lens (self);
+}
+
+HanashiLensView *
+hanashi_params_panel_get_lens (HanashiParamsPanel *self)
+{
+  g_return_val_if_fail (HANASHI_IS_PARAMS_PANEL (self), NULL);
+  return self->lens_view;
+}
+
 static void
 on_user_changed (HanashiParamsPanel *self)
 {
@@ -483,6 +529,7 @@ on_user_changed (HanashiParamsPanel *self)
       /* The defaults mode edits what "reset" returns to in conversations, not here. */
       g_settings_set_string (self->settings, "default-params", json);
     }
+  update_lens (self);
   g_signal_emit (self, signals[SIGNAL_CHANGED], 0);
 }
 
@@ -1089,6 +1136,7 @@ hanashi_params_panel_finalize (GObject *object)
   g_clear_pointer (&self->preset_params, g_strfreev);
   g_clear_pointer (&self->knobs, g_free);
   g_clear_pointer (&self->checked_key, g_free);
+  g_clear_pointer (&self->lens_grammar_key, g_free);
   g_clear_error (&self->checked_error);
   g_clear_pointer (&self->checked_grammar, hanashi_grammar_unref);
   g_clear_object (&self->settings);
@@ -1107,6 +1155,10 @@ hanashi_params_panel_class_init (HanashiParamsPanelClass *klass)
 
   signals[SIGNAL_CHANGED] = g_signal_new ("changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
                                           0, NULL, NULL, NULL, G_TYPE_NONE, 0);
+  /* The lens was opened, or the grammar changed while it is open: its owner should fetch
+   * the next token's row again (hanashi_lens_view_set_logits). */
+  signals[SIGNAL_LENS_WANTED] = g_signal_new ("lens-wanted", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                              0, NULL, NULL, NULL, G_TYPE_NONE, 0);
 
   gtk_source_init ();
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hanashi/Hanashi/ui/hanashi-params-panel.ui");
@@ -1138,6 +1190,10 @@ hanashi_params_panel_init (HanashiParamsPanel *self)
   hanashi_params_load_defaults (&self->defaults, self->settings);
 
   build_rows (self);
+  /* the lens, collapsed, between the presets and the sliders it follows */
+  self->lens_view = hanashi_lens_view_new ();
+  gtk_box_insert_child_after (self->content, GTK_WIDGET (self->lens_view), GTK_WIDGET (self->presets_group));
+  g_signal_connect_swapped (self->lens_view, "notify::open", G_CALLBACK (on_lens_open), self);
   update_editor_scheme (self);
   g_signal_connect_object (adw_style_manager_get_default (), "notify::dark",
                            G_CALLBACK (update_editor_scheme), self, G_CONNECT_SWAPPED);
@@ -1167,6 +1223,8 @@ hanashi_params_panel_new_for_defaults (void)
 {
   HanashiParamsPanel *self = hanashi_params_panel_new ();
   self->defaults_mode = TRUE;
+  /* the Preferences edit defaults for every conversation: no next token to look at */
+  gtk_widget_set_visible (GTK_WIDGET (self->lens_view), FALSE);
   /* Reset in the Preferences goes back to the engine's own defaults. */
   hanashi_params_clear (&self->defaults);
   hanashi_params_init_default (&self->defaults);
@@ -1196,6 +1254,7 @@ hanashi_params_panel_set_params_json (HanashiParamsPanel *self, const char *json
   if (json && !hanashi_params_update_from_json (&params, json, &error))
     g_message ("Ignoring unreadable conversation parameters: %s", error->message);
   fill_widgets (self, &params);
+  update_lens (self);
 }
 
 char *

@@ -39,6 +39,13 @@ void      hanashi_params_panel_set_remote       (HanashiParamsPanel *self,
                                                  gboolean            remote,
                                                  gboolean            is_hanashi);
 
-/* Signal "changed" (no arguments): the user changed a value. */
+/* The lens section (hanashi-lens-view.h): it follows the panel's values by itself; the
+ * owner gives it rows (hanashi_lens_view_set_logits) when "lens-wanted" asks. */
+typedef struct _HanashiLensView HanashiLensView;
+HanashiLensView *hanashi_params_panel_get_lens  (HanashiParamsPanel *self);
+
+/* Signal "changed" (no arguments): the user changed a value.
+ * Signal "lens-wanted" (no arguments): the lens was opened, or the grammar changed while
+ * it is open: fetch the next token's row (hanashi_engine_next_logits_async) again. */
 
 G_END_DECLS

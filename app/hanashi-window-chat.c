@@ -650,6 +650,7 @@ _hanashi_window_bind_chat (HanashiWindow *self)
   g_signal_connect_object (gtk_text_view_get_buffer (hanashi_composer_get_text_view (self->composer)), "changed",
                            G_CALLBACK (on_draft_changed), self, 0);
   g_signal_connect (self->params_panel, "changed", G_CALLBACK (on_params_changed), self);
+  g_signal_connect_swapped (self->params_panel, "lens-wanted", G_CALLBACK (_hanashi_window_refresh_lens), self);
 }
 
 void

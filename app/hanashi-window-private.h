@@ -52,6 +52,8 @@ struct _HanashiWindow
   GCancellable       *count_cancellable;
   GCancellable       *load_cancellable;
   guint               draft_count_source; /* recount the context shortly after typing */
+  guint               lens_source;       /* fetch the lens's row shortly after a change */
+  GCancellable       *lens_cancellable;
   int                 context_used;      /* -1 while unknown */
   AdwToast           *undo_toast;        /* weak; the toast offering Undo, while shown */
   GSimpleActionGroup *chat_actions;      /* "chat.": the message actions and undo-delete */
@@ -70,6 +72,10 @@ void  _hanashi_window_update_main_page       (HanashiWindow *self);
 void  _hanashi_window_update_thinking_switch (HanashiWindow *self);
 void  _hanashi_window_update_status          (HanashiWindow *self);
 void  _hanashi_window_update_context_meter   (HanashiWindow *self);
+
+/* hanashi-window-lens.c */
+void  _hanashi_window_refresh_lens           (HanashiWindow *self);
+void  _hanashi_window_dispose_lens           (HanashiWindow *self);
 void  _hanashi_window_update_actions         (HanashiWindow *self);
 char *_hanashi_window_conversation_key       (gint64         id);
 void  _hanashi_window_notify_conversation_id (HanashiWindow *self);

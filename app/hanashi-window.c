@@ -211,6 +211,8 @@ _hanashi_window_update_context_meter (HanashiWindow *self)
     g_strstrip (draft);
   req = hanashi_chat_build_request (self->chat, draft != NULL && *draft != '\0' ? draft : NULL);
   hanashi_engine_count_tokens_async (self->engine, req, self->count_cancellable, count_done, g_object_ref (self));
+  /* what the meter counts is what the lens looks at */
+  _hanashi_window_refresh_lens (self);
 }
 
 void
@@ -380,6 +382,7 @@ hanashi_window_dispose (GObject *object)
     g_signal_handlers_disconnect_by_data (self->chat, self);
   g_clear_object (&self->chat);
   g_clear_handle_id (&self->draft_count_source, g_source_remove);
+  _hanashi_window_dispose_lens (self);
   g_cancellable_cancel (self->count_cancellable);
   g_cancellable_cancel (self->load_cancellable);
   g_clear_object (&self->count_cancellable);
