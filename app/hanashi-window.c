@@ -195,6 +195,8 @@ _hanashi_window_update_context_meter (HanashiWindow *self)
 {
   g_autoptr (HanashiGenerateRequest) req = NULL;
 
+  /* what the meter counts is what the lens looks at (with no model, it says so) */
+  _hanashi_window_refresh_lens (self);
   g_cancellable_cancel (self->count_cancellable);
   g_clear_object (&self->count_cancellable);
   if (hanashi_engine_get_model_info (self->engine) == NULL)
@@ -211,8 +213,6 @@ _hanashi_window_update_context_meter (HanashiWindow *self)
     g_strstrip (draft);
   req = hanashi_chat_build_request (self->chat, draft != NULL && *draft != '\0' ? draft : NULL);
   hanashi_engine_count_tokens_async (self->engine, req, self->count_cancellable, count_done, g_object_ref (self));
-  /* what the meter counts is what the lens looks at */
-  _hanashi_window_refresh_lens (self);
 }
 
 void
