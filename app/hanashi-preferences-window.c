@@ -15,7 +15,11 @@
 
 struct _HanashiPreferencesWindow
 {
+#if HANASHI_PREFERENCES_DIALOG
+  AdwPreferencesDialog parent_instance;
+#else
   AdwPreferencesWindow parent_instance;
+#endif
 
   GtkSpinButton       *threads_spin;
   GtkSpinButton       *context_spin;
@@ -31,15 +35,20 @@ struct _HanashiPreferencesWindow
   GSettings           *settings;
 };
 
+#if HANASHI_PREFERENCES_DIALOG
+G_DEFINE_FINAL_TYPE (HanashiPreferencesWindow, hanashi_preferences_window, ADW_TYPE_PREFERENCES_DIALOG)
+#else
 G_DEFINE_FINAL_TYPE (HanashiPreferencesWindow, hanashi_preferences_window, ADW_TYPE_PREFERENCES_WINDOW)
+#endif
 
 static void
 toast (HanashiPreferencesWindow *self, const char *text)
 {
-  /* Deprecated in newer libadwaita (dialogs changed in 1.5); the 1.2 API is kept. */
-  G_GNUC_BEGIN_IGNORE_DEPRECATIONS
+#if HANASHI_PREFERENCES_DIALOG
+  adw_preferences_dialog_add_toast (ADW_PREFERENCES_DIALOG (self), adw_toast_new (text));
+#else
   adw_preferences_window_add_toast (ADW_PREFERENCES_WINDOW (self), adw_toast_new (text));
-  G_GNUC_END_IGNORE_DEPRECATIONS
+#endif
 }
 
 /* ---- session cache -------------------------------------------------------------------- */
@@ -194,7 +203,9 @@ on_folder_chosen (GtkNativeDialog *chooser, int response, HanashiPreferencesWind
 static void
 on_add_folder (HanashiPreferencesWindow *self)
 {
-  GtkFileChooserNative *chooser = gtk_file_chooser_native_new (_("Add Model Folder"), GTK_WINDOW (self),
+  /* A dialog is not a window of its own: the chooser belongs to the one it is shown in. */
+  GtkWindow *window = GTK_WINDOW (gtk_widget_get_root (GTK_WIDGET (self)));
+  GtkFileChooserNative *chooser = gtk_file_chooser_native_new (_("Add Model Folder"), window,
                                                                GTK_FILE_CHOOSER_ACTION_SELECT_FOLDER,
                                                                _("_Add"), _("_Cancel"));
   gtk_native_dialog_set_modal (GTK_NATIVE_DIALOG (chooser), TRUE);
@@ -236,6 +247,13 @@ static void
 hanashi_preferences_window_init (HanashiPreferencesWindow *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
+#if HANASHI_PREFERENCES_DIALOG
+  adw_dialog_set_content_width (ADW_DIALOG (self), 640);
+  adw_dialog_set_content_height (ADW_DIALOG (self), 720);
+#else
+  gtk_window_set_modal (GTK_WINDOW (self), TRUE);
+  gtk_window_set_default_size (GTK_WINDOW (self), 640, 720);
+#endif
   self->folder_rows = g_ptr_array_new ();
   self->settings = g_settings_new (APP_ID);
 
@@ -258,8 +276,26 @@ hanashi_preferences_window_init (HanashiPreferencesWindow *self)
 HanashiPreferencesWindow *
 hanashi_preferences_window_new (GtkWindow *parent, HanashiEngine *engine)
 {
+#if HANASHI_PREFERENCES_DIALOG
+  HanashiPreferencesWindow *self = g_object_new (HANASHI_TYPE_PREFERENCES_WINDOW, NULL);
+#else
   HanashiPreferencesWindow *self = g_object_new (HANASHI_TYPE_PREFERENCES_WINDOW,
                                                  "transient-for", parent, NULL);
+#endif
   g_set_object (&self->engine, engine);
   return self;
+}
+
+void
+hanashi_preferences_window_present (HanashiPreferencesWindow *self,
+                                    GtkWindow                *parent)
+{
+  g_return_if_fail (HANASHI_IS_PREFERENCES_WINDOW (self));
+#if HANASHI_PREFERENCES_DIALOG
+  adw_dialog_present (ADW_DIALOG (self), parent != NULL ? GTK_WIDGET (parent) : NULL);
+#else
+  if (parent != NULL && gtk_window_get_transient_for (GTK_WINDOW (self)) == NULL)
+    gtk_window_set_transient_for (GTK_WINDOW (self), parent);
+  gtk_window_present (GTK_WINDOW (self));
+#endif
 }

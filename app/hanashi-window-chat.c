@@ -565,7 +565,7 @@ hanashi_window_load_conversation (HanashiWindow *self,
   _hanashi_window_restore_engine (self);
   _hanashi_window_update_context_meter (self);
   hanashi_chat_view_scroll_to_bottom (self->chat_view);
-  adw_leaflet_set_visible_child (self->leaflet, self->chat_pane);
+  _hanashi_window_show_chat_pane (self);
 }
 
 static gboolean

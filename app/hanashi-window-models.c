@@ -354,6 +354,9 @@ _hanashi_window_on_engine_state (HanashiEngine *engine,
   _hanashi_window_update_actions (self);
 }
 
+/* GtkFileChooserNative is what GTK 4.8 has; GTK 4.10 deprecated it for GtkFileDialog but
+ * keeps it working (through the portal inside Flatpak either way), so newer GTKs use it too. */
+G_GNUC_BEGIN_IGNORE_DEPRECATIONS
 static void
 on_model_chosen (GtkNativeDialog *dialog,
                  int              response,
@@ -391,6 +394,7 @@ open_model_action (GtkWidget  *widget,
   g_signal_connect (chooser, "response", G_CALLBACK (on_model_chosen), g_object_ref (self));
   gtk_native_dialog_show (GTK_NATIVE_DIALOG (chooser));
 }
+G_GNUC_END_IGNORE_DEPRECATIONS
 
 static void
 open_recent_action (GtkWidget  *widget,

@@ -19,6 +19,12 @@
 
 G_BEGIN_DECLS
 
+/* libadwaita 1.4 brought the adaptive split views, breakpoints and toolbar views (and
+ * deprecated AdwLeaflet and AdwFlap): with it the window is built from
+ * hanashi-window-split.ui, with Debian 12's 1.2 from hanashi-window.ui (docs/gui.md,
+ * "Two libadwaitas").  Everything else is the same widgets. */
+#define HANASHI_WINDOW_SPLIT_VIEWS ADW_CHECK_VERSION (1, 4, 0)
+
 struct _HanashiWindow
 {
   AdwApplicationWindow parent_instance;
@@ -26,15 +32,23 @@ struct _HanashiWindow
   /* Template widgets */
   AdwToastOverlay    *toast_overlay;
   AdwToastOverlay    *chat_toast_overlay;  /* over the messages only, above the composer */
+#if HANASHI_WINDOW_SPLIT_VIEWS
+  AdwNavigationSplitView *split_view;    /* chats │ chat */
+#else
   AdwLeaflet         *leaflet;
+#endif
   HanashiSidebar     *sidebar;
-  GtkWidget          *chat_pane;
+  GtkWidget          *chat_pane;         /* a GtkBox, or with split views an AdwToolbarView */
   GtkLabel           *model_label;
   GtkWidget          *status_box;
   GtkLevelBar        *context_bar;
   GtkLabel           *status_label;
   GtkProgressBar     *load_progress;
+#if HANASHI_WINDOW_SPLIT_VIEWS
+  AdwOverlaySplitView *panel_split;      /* chat │ parameter panel */
+#else
   AdwFlap            *flap;
+#endif
   GtkStack           *main_stack;
   AdwStatusPage      *empty_page;
   GtkWidget          *recent_group;
@@ -69,6 +83,7 @@ void  _hanashi_window_toast_error            (HanashiWindow *self,
                                               const GError  *error);
 AdwToastOverlay *_hanashi_window_get_toast_overlay (HanashiWindow *self);
 void  _hanashi_window_update_main_page       (HanashiWindow *self);
+void  _hanashi_window_show_chat_pane         (HanashiWindow *self);
 void  _hanashi_window_update_thinking_switch (HanashiWindow *self);
 void  _hanashi_window_update_status          (HanashiWindow *self);
 void  _hanashi_window_update_context_meter   (HanashiWindow *self);

@@ -73,8 +73,13 @@ _hanashi_window_bind_store (HanashiWindow *self)
   HanashiApplication *app = get_application (self);
 
   self->store_banner = hanashi_store_banner_new ();
+#if HANASHI_WINDOW_SPLIT_VIEWS
+  /* the toolbar view's top bars: the header bar, the loading bar, then this */
+  adw_toolbar_view_add_top_bar (ADW_TOOLBAR_VIEW (self->chat_pane), GTK_WIDGET (self->store_banner));
+#else
   gtk_box_insert_child_after (GTK_BOX (self->chat_pane), GTK_WIDGET (self->store_banner),
                               GTK_WIDGET (self->load_progress));
+#endif
   g_signal_connect_swapped (self->store_banner, "retry", G_CALLBACK (hanashi_application_retry_store), app);
   g_signal_connect_swapped (self->store_banner, "start-fresh", G_CALLBACK (hanashi_application_offer_fresh_store), app);
   g_signal_connect_object (app, "store-changed", G_CALLBACK (show_store), self, G_CONNECT_SWAPPED);

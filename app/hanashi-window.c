@@ -229,6 +229,27 @@ _hanashi_window_emit_conversations_changed (HanashiWindow *self)
 
 /* ---- the chats pane ----------------------------------------------------------------------- */
 
+/* Folded (or collapsed), one pane fills the window: these choose which. */
+void
+_hanashi_window_show_chat_pane (HanashiWindow *self)
+{
+#if HANASHI_WINDOW_SPLIT_VIEWS
+  adw_navigation_split_view_set_show_content (self->split_view, TRUE);
+#else
+  adw_leaflet_set_visible_child (self->leaflet, self->chat_pane);
+#endif
+}
+
+static void
+show_chats_pane (HanashiWindow *self)
+{
+#if HANASHI_WINDOW_SPLIT_VIEWS
+  adw_navigation_split_view_set_show_content (self->split_view, FALSE);
+#else
+  adw_leaflet_set_visible_child (self->leaflet, GTK_WIDGET (self->sidebar));
+#endif
+}
+
 static void
 on_conversation_activated (HanashiSidebar *sidebar,
                            gint64          id,
@@ -238,7 +259,7 @@ on_conversation_activated (HanashiSidebar *sidebar,
    * it): reading it again would end a reply being written and an edit in progress. */
   if (id != 0 && id == hanashi_chat_get_conversation_id (self->chat))
     {
-      adw_leaflet_set_visible_child (self->leaflet, self->chat_pane);
+      _hanashi_window_show_chat_pane (self);
       return;
     }
   hanashi_window_load_conversation (self, id);
@@ -281,7 +302,7 @@ show_chats_action (GtkWidget  *widget,
                    GVariant   *parameter)
 {
   HanashiWindow *self = HANASHI_WINDOW (widget);
-  adw_leaflet_set_visible_child (self->leaflet, GTK_WIDGET (self->sidebar));
+  show_chats_pane (self);
 }
 
 static void
@@ -292,7 +313,7 @@ search_action (GtkWidget  *widget,
   HanashiWindow *self = HANASHI_WINDOW (widget);
 
   /* Search lives in the sidebar: bring it into view on a narrow window. */
-  adw_leaflet_set_visible_child (self->leaflet, GTK_WIDGET (self->sidebar));
+  show_chats_pane (self);
   hanashi_sidebar_focus_search (self->sidebar);
 }
 
@@ -325,7 +346,11 @@ hanashi_window_get_property (GObject    *object,
       break;
     case PROP_PANEL_REVEALED:
       /* The property action asks before the template exists. */
+#if HANASHI_WINDOW_SPLIT_VIEWS
+      g_value_set_boolean (value, self->panel_split != NULL && adw_overlay_split_view_get_show_sidebar (self->panel_split));
+#else
       g_value_set_boolean (value, self->flap != NULL && adw_flap_get_reveal_flap (self->flap));
+#endif
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -343,8 +368,13 @@ hanashi_window_set_property (GObject      *object,
   switch (prop_id)
     {
     case PROP_PANEL_REVEALED:
+#if HANASHI_WINDOW_SPLIT_VIEWS
+      if (self->panel_split != NULL)
+        adw_overlay_split_view_set_show_sidebar (self->panel_split, g_value_get_boolean (value));
+#else
       if (self->flap != NULL)
         adw_flap_set_reveal_flap (self->flap, g_value_get_boolean (value));
+#endif
       break;
     case PROP_ENGINE:
       self->engine = g_value_dup_object (value);
@@ -355,20 +385,25 @@ hanashi_window_set_property (GObject      *object,
 }
 
 static void
-on_flap_revealed (AdwFlap       *flap,
-                  GParamSpec    *pspec,
-                  HanashiWindow *self)
+on_panel_revealed (GObject       *panel_container,
+                   GParamSpec    *pspec,
+                   HanashiWindow *self)
 {
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_PANEL_REVEALED]);
 }
 
 static void
-on_folded (AdwLeaflet    *leaflet,
+on_folded (GObject       *split,
            GParamSpec    *pspec,
            HanashiWindow *self)
 {
+#if HANASHI_WINDOW_SPLIT_VIEWS
+  gboolean folded = adw_navigation_split_view_get_collapsed (self->split_view);
+#else
+  gboolean folded = adw_leaflet_get_folded (self->leaflet);
+#endif
   /* Narrow header bars need the room for the model name; the numbers move to its tooltip. */
-  gtk_widget_set_visible (self->status_box, !adw_leaflet_get_folded (leaflet));
+  gtk_widget_set_visible (self->status_box, !folded);
 }
 
 static void
@@ -426,10 +461,17 @@ hanashi_window_class_init (HanashiWindowClass *klass)
   g_type_ensure (HANASHI_TYPE_COMPOSER);
   g_type_ensure (HANASHI_TYPE_PARAMS_PANEL);
 
+#if HANASHI_WINDOW_SPLIT_VIEWS
+  gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hanashi/Hanashi/ui/hanashi-window-split.ui");
+  gtk_widget_class_bind_template_child (widget_class, HanashiWindow, split_view);
+  gtk_widget_class_bind_template_child (widget_class, HanashiWindow, panel_split);
+#else
   gtk_widget_class_set_template_from_resource (widget_class, "/io/github/hanashi/Hanashi/ui/hanashi-window.ui");
+  gtk_widget_class_bind_template_child (widget_class, HanashiWindow, leaflet);
+  gtk_widget_class_bind_template_child (widget_class, HanashiWindow, flap);
+#endif
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, toast_overlay);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, chat_toast_overlay);
-  gtk_widget_class_bind_template_child (widget_class, HanashiWindow, leaflet);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, sidebar);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, chat_pane);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, model_label);
@@ -437,7 +479,6 @@ hanashi_window_class_init (HanashiWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, context_bar);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, status_label);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, load_progress);
-  gtk_widget_class_bind_template_child (widget_class, HanashiWindow, flap);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, main_stack);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, empty_page);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, recent_group);
@@ -481,16 +522,22 @@ hanashi_window_constructed (GObject *object)
   _hanashi_window_bind_chat (self);
   _hanashi_window_bind_models (self);
   /* Folded, the chats pane is the whole window and its header needs the window buttons. */
+#if HANASHI_WINDOW_SPLIT_VIEWS
+  g_object_bind_property (self->split_view, "collapsed", self->sidebar, "show-window-buttons", G_BINDING_SYNC_CREATE);
+  g_signal_connect (self->panel_split, "notify::show-sidebar", G_CALLBACK (on_panel_revealed), self);
+  g_signal_connect (self->split_view, "notify::collapsed", G_CALLBACK (on_folded), self);
+#else
   g_object_bind_property (self->leaflet, "folded", self->sidebar, "show-window-buttons", G_BINDING_SYNC_CREATE);
+  g_signal_connect (self->flap, "notify::reveal-flap", G_CALLBACK (on_panel_revealed), self);
+  g_signal_connect (self->leaflet, "notify::folded", G_CALLBACK (on_folded), self);
+#endif
   g_signal_connect (self->sidebar, "conversation-activated", G_CALLBACK (on_conversation_activated), self);
   g_signal_connect (self->sidebar, "conversation-deleted", G_CALLBACK (on_conversation_deleted), self);
   g_signal_connect (self, "conversations-changed", G_CALLBACK (on_conversations_changed), NULL);
   g_signal_connect (self, "notify::conversation-id", G_CALLBACK (on_conversations_changed), NULL);
-  g_signal_connect (self->flap, "notify::reveal-flap", G_CALLBACK (on_flap_revealed), self);
-  g_signal_connect (self->leaflet, "notify::folded", G_CALLBACK (on_folded), self);
 
   _hanashi_window_on_engine_state (self->engine, NULL, self);
   /* A narrow window opens on the chat, not on the list of chats. */
-  adw_leaflet_set_visible_child (self->leaflet, self->chat_pane);
-  on_folded (self->leaflet, NULL, self);
+  _hanashi_window_show_chat_pane (self);
+  on_folded (NULL, NULL, self);
 }
