@@ -412,7 +412,12 @@ hanashi_message_row_set_lens (HanashiMessageRow *self,
 
   if (self->lens_engine == engine)
     return;
+  if (self->lens_engine != NULL)
+    g_signal_handlers_disconnect_by_data (self->lens_engine, self);
   g_set_object (&self->lens_engine, engine);
+  /* the token texts are the loaded model's: another model maps differently (or not) */
+  if (engine != NULL)
+    g_signal_connect_swapped (engine, "notify::model-info", G_CALLBACK (update_lens), self);
   update_lens (self);
 }
 
@@ -509,7 +514,7 @@ hanashi_message_row_dispose (GObject *object)
   HanashiMessageRow *self = HANASHI_MESSAGE_ROW (object);
 
   hanashi_message_row_set_message (self, NULL);
-  g_clear_object (&self->lens_engine);
+  hanashi_message_row_set_lens (self, NULL);
   gtk_widget_dispose_template (GTK_WIDGET (self), HANASHI_TYPE_MESSAGE_ROW);
   /* Template roots without an id are not cleared by dispose_template. */
   for (GtkWidget *child; (child = gtk_widget_get_first_child (GTK_WIDGET (self))) != NULL;)
