@@ -444,6 +444,7 @@ hanashi_application_startup (GApplication *app)
     { "win.new-chat", { "<primary>n", NULL } },
     { "win.search", { "<primary>f", NULL } },
     { "win.toggle-panel", { "<primary><shift>p", NULL } },
+    { "win.show-probabilities", { "<primary><shift>l", NULL } },
     { "win.stop", { "Escape", NULL } },
     /* The composer's own Ctrl+Z comes first while it has something to undo. */
     { "chat.undo-delete", { "<primary>z", NULL } },

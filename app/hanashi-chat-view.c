@@ -27,6 +27,7 @@ struct _HanashiChatView
   /* Owned */
   GtkNoSelection     *selection;
   GListModel         *messages;
+  HanashiEngine      *lens_engine;   /* "Show probabilities" is on (see the row's set_lens) */
 
   gboolean            following;
   gboolean            scrolling;     /* our own adjustment change, not the user's */
@@ -264,8 +265,47 @@ bind_row (GtkSignalListItemFactory *factory,
           GtkListItem              *item,
           gpointer                  user_data)
 {
-  hanashi_message_row_set_message (HANASHI_MESSAGE_ROW (gtk_list_item_get_child (item)),
-                                   gtk_list_item_get_item (item));
+  HanashiChatView *self = user_data;
+  HanashiMessageRow *row = HANASHI_MESSAGE_ROW (gtk_list_item_get_child (item));
+
+  hanashi_message_row_set_lens (row, self->lens_engine);
+  hanashi_message_row_set_message (row, gtk_list_item_get_item (item));
+}
+
+/* The rows that exist now, wherever the list view keeps them. */
+static void
+collect_rows (GtkWidget *widget,
+              GPtrArray *rows)
+{
+  for (GtkWidget *child = gtk_widget_get_first_child (widget); child != NULL; child = gtk_widget_get_next_sibling (child))
+    {
+      if (HANASHI_IS_MESSAGE_ROW (child))
+        g_ptr_array_add (rows, child);
+      else
+        collect_rows (child, rows);
+    }
+}
+
+GPtrArray *
+hanashi_chat_view_list_rows (HanashiChatView *self)
+{
+  g_return_val_if_fail (HANASHI_IS_CHAT_VIEW (self), NULL);
+  GPtrArray *rows = g_ptr_array_new ();
+  collect_rows (GTK_WIDGET (self->list_view), rows);
+  return rows;
+}
+
+void
+hanashi_chat_view_set_lens (HanashiChatView *self,
+                            HanashiEngine   *engine)
+{
+  g_return_if_fail (HANASHI_IS_CHAT_VIEW (self));
+
+  if (!g_set_object (&self->lens_engine, engine))
+    return;
+  g_autoptr (GPtrArray) rows = hanashi_chat_view_list_rows (self);
+  for (guint i = 0; i < rows->len; i++)
+    hanashi_message_row_set_lens (g_ptr_array_index (rows, i), engine);
 }
 
 static void
@@ -290,6 +330,7 @@ hanashi_chat_view_dispose (GObject *object)
     gtk_widget_unparent (child);
   g_clear_object (&self->selection);
   g_clear_object (&self->messages);
+  g_clear_object (&self->lens_engine);
   G_OBJECT_CLASS (hanashi_chat_view_parent_class)->dispose (object);
 }
 

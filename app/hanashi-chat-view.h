@@ -10,6 +10,7 @@
 
 #include <gtk/gtk.h>
 
+#include "hanashi-engine.h"
 #include "hanashi-message.h"
 
 G_BEGIN_DECLS
@@ -29,8 +30,16 @@ GtkAdjustment   *hanashi_chat_view_get_vadjustment (HanashiChatView *self);
 /* What scrolling up by wheel, scrollbar or keyboard does: stay put while content grows. */
 void             hanashi_chat_view_stop_following (HanashiChatView *self);
 
+/* "Show probabilities": answers show their tokens shaded by probability, their texts taken
+ * from @engine's model (hanashi_message_row_set_lens); NULL turns it off. */
+void             hanashi_chat_view_set_lens       (HanashiChatView *self,
+                                                   HanashiEngine   *engine);
+/* The HanashiMessageRow widgets that exist now (a new array of borrowed rows; for tests). */
+GPtrArray       *hanashi_chat_view_list_rows      (HanashiChatView *self);
+
 /* The rows' buttons activate "chat.copy", "chat.edit", "chat.regenerate", "chat.delete",
  * "chat.previous-alternative" and "chat.next-alternative" with the message id (int64) as
- * parameter: whoever holds the view provides that action group (the window does). */
+ * parameter, and "chat.branch" with (message id, token index, candidate token) "(xui)":
+ * whoever holds the view provides that action group (the window does). */
 
 G_END_DECLS

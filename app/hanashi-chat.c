@@ -12,6 +12,7 @@
 #include "hanashi-chat.h"
 #include "hanashi-conversation-io.h"
 #include "hanashi-message.h"
+#include "hanashi-token-probs.h"
 
 /* Candidates recorded per token of a reply (see hn-sampler.h: cheap, so always on). */
 #define REPLY_PROBS_K 10
@@ -533,14 +534,24 @@ reply_prompt_counted (GObject      *source,
     }
 }
 
+/* A reply that starts with given tokens (a branch of an answer at one token). */
+typedef struct {
+  const gint32 *tokens;
+  guint         n_tokens;
+  const char   *text;       /* what they write */
+  GBytes       *records;    /* their HnTokenProbs */
+} ReplyPrefix;
+
 /* Starts a reply to the first @n_context messages of the thread, stored as a child of
- * @parent_id (and as an alternative of @alternative_of when that is not 0). */
+ * @parent_id (and as an alternative of @alternative_of when that is not 0), starting with
+ * @prefix when that is not NULL. */
 static gboolean
-start_reply (HanashiChat  *self,
-             guint         n_context,
-             gint64        parent_id,
-             gint64        alternative_of,
-             GError      **error)
+start_reply (HanashiChat       *self,
+             guint              n_context,
+             gint64             parent_id,
+             gint64             alternative_of,
+             const ReplyPrefix *prefix,
+             GError           **error)
 {
   g_autoptr (HanashiGenerateRequest) req = build_request (self, n_context, NULL);
   g_autoptr (HanashiMessage) message = NULL;
@@ -558,6 +569,13 @@ start_reply (HanashiChat  *self,
   hanashi_message_set_parent_id (message, parent_id);
   hanashi_message_set_complete (message, FALSE);
   hanashi_message_begin_output (message, reply_start (self));
+  if (prefix != NULL)
+    {
+      /* through the thinking splitter, as if it had streamed */
+      hanashi_message_append_output (message, prefix->text);
+      hanashi_message_append_token_probs (message, prefix->records);
+      hanashi_generate_request_set_reply_prefix (req, prefix->tokens, prefix->n_tokens);
+    }
   alternatives = hanashi_store_list_alternatives (self->store, id, NULL);
   if (alternatives != NULL)
     hanashi_message_set_alternatives (message, alternatives->len - 1, alternatives->len);
@@ -872,7 +890,7 @@ hanashi_chat_send (HanashiChat  *self,
   truncate_thread (self, n_context);
   g_list_store_append (self->messages, message);
 
-  if (!start_reply (self, n_context + 1, id, 0, &local_error))
+  if (!start_reply (self, n_context + 1, id, 0, NULL, &local_error))
     report (self, _("Could not start the reply"), local_error);
   return TRUE;
 }
@@ -947,7 +965,94 @@ hanashi_chat_regenerate (HanashiChat *self,
       notice (self, _("No model is loaded."));
       return;
     }
-  if (!start_reply (self, (guint) index, hanashi_message_get_parent_id (message), message_id, &error))
+  if (!start_reply (self, (guint) index, hanashi_message_get_parent_id (message), message_id, NULL, &error))
+    report (self, _("Could not start the reply"), error);
+}
+
+void
+hanashi_chat_branch (HanashiChat *self,
+                     gint64       message_id,
+                     guint        token_index,
+                     gint32       candidate)
+{
+  g_autoptr (GError) error = NULL;
+  HanashiMessage *message;
+  int index;
+
+  g_return_if_fail (HANASHI_IS_CHAT (self));
+
+  message = prepare_action (self, message_id, FALSE, &index);
+  if (message == NULL || hanashi_message_is_user (message))
+    return;
+  if (hanashi_engine_get_model_info (self->engine) == NULL)
+    {
+      notice (self, _("No model is loaded."));
+      return;
+    }
+  GArray *records = hanashi_message_get_token_probs (message);
+  if (records == NULL || token_index >= records->len)
+    return;
+  HnTokenProbs chosen = g_array_index (records, HnTokenProbs, token_index);
+  gboolean listed = FALSE;
+  for (guint i = 0; i < chosen.n_candidates && !listed; i++)
+    if (chosen.candidates[i].id == candidate)
+      {
+        /* the same distribution, another choice */
+        chosen.token = candidate;
+        chosen.logprob = chosen.candidates[i].logprob;
+        chosen.p = chosen.candidates[i].p;
+        listed = TRUE;
+      }
+  if (!listed)
+    return;
+
+  /* The texts come from the loaded model: only the one that wrote the answer spells its
+   * tokens back into its text, and only its ids mean the same tokens. */
+  g_autoptr (GPtrArray) pieces = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  for (guint i = 0; i < records->len; i++)
+    {
+      gboolean is_control = FALSE;
+      GBytes *bytes = hanashi_engine_dup_token_text (self->engine, g_array_index (records, HnTokenProbs, i).token,
+                                                     &is_control);
+      if (bytes != NULL && is_control)
+        g_clear_pointer (&bytes, g_bytes_unref);
+      else if (bytes == NULL)
+        bytes = g_bytes_new (NULL, 0);
+      g_ptr_array_add (pieces, bytes);
+    }
+  g_autoptr (GArray) spans = hanashi_token_spans_map (hanashi_message_get_text (message),
+                                                      (GBytes *const *) pieces->pdata, pieces->len);
+  if (spans == NULL)
+    {
+      notice (self, _("This answer can be continued from a token only with the model that wrote it."));
+      return;
+    }
+
+  g_autoptr (GArray) tokens = g_array_sized_new (FALSE, FALSE, sizeof (gint32), token_index + 1);
+  g_autoptr (GByteArray) written = g_byte_array_new ();
+  for (guint i = 0; i <= token_index; i++)
+    {
+      GBytes *piece = i < token_index ? g_ptr_array_index (pieces, i) : NULL;
+      g_autoptr (GBytes) chosen_piece = NULL;
+      if (i == token_index)
+        {
+          gboolean is_control = FALSE;
+          chosen_piece = hanashi_engine_dup_token_text (self->engine, candidate, &is_control);
+          piece = is_control ? NULL : chosen_piece;
+        }
+      gint32 token = i < token_index ? g_array_index (records, HnTokenProbs, i).token : candidate;
+      g_array_append_val (tokens, token);
+      if (piece != NULL)
+        g_byte_array_append (written, g_bytes_get_data (piece, NULL), (guint) g_bytes_get_size (piece));
+    }
+  /* a character cut by the branch is shown as a replacement character */
+  g_autofree char *text = g_utf8_make_valid ((const char *) written->data, (gssize) written->len);
+  GByteArray *all = g_byte_array_new ();
+  g_byte_array_append (all, (const guint8 *) records->data, token_index * (guint) sizeof (HnTokenProbs));
+  g_byte_array_append (all, (const guint8 *) &chosen, sizeof chosen);
+  g_autoptr (GBytes) prefix_records = g_byte_array_free_to_bytes (all);
+  ReplyPrefix prefix = { (const gint32 *) (void *) tokens->data, tokens->len, text, prefix_records };
+  if (!start_reply (self, (guint) index, hanashi_message_get_parent_id (message), message_id, &prefix, &error))
     report (self, _("Could not start the reply"), error);
 }
 

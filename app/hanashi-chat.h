@@ -108,6 +108,16 @@ void           hanashi_chat_begin_edit           (HanashiChat   *self,
 void           hanashi_chat_cancel_edit          (HanashiChat   *self);
 void           hanashi_chat_regenerate           (HanashiChat   *self,
                                                   gint64         message_id);
+/* Continues answer @message_id from its token @token_index with @candidate (one of that
+ * token's recorded candidates) instead, as a new alternative of it: its text is the answer's
+ * up to that token plus the candidate's, its records those of the tokens before and the
+ * token's own with the other choice, and the engine goes on from exactly those tokens
+ * (reusing the KV cells of the answer up to the branch).  Needs the records and the model
+ * that wrote the answer; "notice" says when that model is not the one loaded. */
+void           hanashi_chat_branch               (HanashiChat   *self,
+                                                  gint64         message_id,
+                                                  guint          token_index,
+                                                  gint32         candidate);
 void           hanashi_chat_delete_message       (HanashiChat   *self,
                                                   gint64         message_id);
 /* Shows the previous (@delta -1) or next (+1) version of a message. */

@@ -12,6 +12,7 @@
 
 #include "hanashi-markdown.h"
 #include "hanashi-markdown-table.h"
+#include "hanashi-token-view.h"
 #include "hanashi-message-row.h"
 
 struct _HanashiMessageRow
@@ -36,6 +37,13 @@ struct _HanashiMessageRow
   /* Owned */
   HanashiMessage *message;
   GPtrArray      *blocks;   /* the kinds of the content's children, to reuse them */
+
+  /* "Show probabilities": the engine whose model names the records' tokens while the lens
+   * is on (NULL: off); the token view (made on first use) replaces the content while it
+   * shows the answer, the note says why it does not. */
+  HanashiEngine  *lens_engine;
+  GtkWidget      *token_view;
+  GtkWidget      *lens_note;
 };
 
 G_DEFINE_FINAL_TYPE (HanashiMessageRow, hanashi_message_row, GTK_TYPE_WIDGET)
@@ -333,9 +341,107 @@ update_role (HanashiMessageRow *self)
 }
 
 static void
+on_branch (HanashiTokenView  *view,
+           guint              token_index,
+           int                candidate,
+           HanashiMessageRow *self)
+{
+  (void) view;
+  if (self->message != NULL)
+    gtk_widget_activate_action (GTK_WIDGET (self), "chat.branch", "(xui)", hanashi_message_get_id (self->message),
+                                token_index, candidate);
+}
+
+/* The lens on an answer: its tokens shaded, or the content and a line saying why not.  A
+ * reply being written keeps its Markdown until it is complete (its tokens would be mapped
+ * again for every piece). */
+static void
+update_lens (HanashiMessageRow *self)
+{
+  gboolean on = self->lens_engine != NULL && self->message != NULL && !hanashi_message_is_user (self->message) &&
+                hanashi_message_get_complete (self->message) && *hanashi_message_get_text (self->message) != '\0';
+  const char *note = NULL;
+  gboolean tokens_shown = FALSE;
+
+  if (on)
+    {
+      GArray *records = hanashi_message_get_token_probs (self->message);
+      if (records == NULL)
+        note = _("No token probabilities were recorded for this answer.");
+      else
+        {
+          if (self->token_view == NULL)
+            {
+              self->token_view = hanashi_token_view_new ();
+              g_signal_connect (self->token_view, "branch", G_CALLBACK (on_branch), self);
+              gtk_widget_insert_after (self->token_view, gtk_widget_get_parent (self->content), self->content);
+            }
+          tokens_shown = hanashi_token_view_set_answer (HANASHI_TOKEN_VIEW (self->token_view), self->lens_engine,
+                                                        hanashi_message_get_text (self->message), records);
+          if (!tokens_shown)
+            note = _("The token probabilities can be shown only with the model that wrote this answer.");
+        }
+    }
+  else if (self->token_view != NULL)
+    hanashi_token_view_set_answer (HANASHI_TOKEN_VIEW (self->token_view), NULL, NULL, NULL);
+  if (self->token_view != NULL)
+    gtk_widget_set_visible (self->token_view, tokens_shown);
+  gtk_widget_set_visible (self->content, !tokens_shown);
+  if (note != NULL && self->lens_note == NULL)
+    {
+      self->lens_note = gtk_label_new (NULL);
+      gtk_label_set_wrap (GTK_LABEL (self->lens_note), TRUE);
+      gtk_label_set_xalign (GTK_LABEL (self->lens_note), 0);
+      gtk_widget_add_css_class (self->lens_note, "caption");
+      gtk_widget_add_css_class (self->lens_note, "dim-label");
+      gtk_box_append (GTK_BOX (gtk_widget_get_parent (self->content)), self->lens_note);
+    }
+  if (self->lens_note != NULL)
+    {
+      gtk_label_set_label (GTK_LABEL (self->lens_note), note != NULL ? note : "");
+      gtk_widget_set_visible (self->lens_note, note != NULL);
+    }
+}
+
+void
+hanashi_message_row_set_lens (HanashiMessageRow *self,
+                              HanashiEngine     *engine)
+{
+  g_return_if_fail (HANASHI_IS_MESSAGE_ROW (self));
+  g_return_if_fail (engine == NULL || HANASHI_IS_ENGINE (engine));
+
+  if (self->lens_engine == engine)
+    return;
+  if (self->lens_engine != NULL)
+    g_signal_handlers_disconnect_by_data (self->lens_engine, self);
+  g_set_object (&self->lens_engine, engine);
+  /* the token texts are the loaded model's: another model maps differently (or not) */
+  if (engine != NULL)
+    g_signal_connect_swapped (engine, "notify::model-info", G_CALLBACK (update_lens), self);
+  update_lens (self);
+}
+
+GtkWidget *
+hanashi_message_row_get_token_view (HanashiMessageRow *self)
+{
+  g_return_val_if_fail (HANASHI_IS_MESSAGE_ROW (self), NULL);
+  return self->token_view != NULL && gtk_widget_get_visible (self->token_view) ? self->token_view : NULL;
+}
+
+const char *
+hanashi_message_row_get_lens_note (HanashiMessageRow *self)
+{
+  g_return_val_if_fail (HANASHI_IS_MESSAGE_ROW (self), NULL);
+  return self->lens_note != NULL && gtk_widget_get_visible (self->lens_note)
+           ? gtk_label_get_label (GTK_LABEL (self->lens_note)) : NULL;
+}
+
+static void
 on_text_changed (HanashiMessageRow *self)
 {
   update_content (self);
+  if (self->lens_engine != NULL)
+    update_lens (self);
 }
 
 void
@@ -354,6 +460,7 @@ hanashi_message_row_set_message (HanashiMessageRow *self,
     {
       g_signal_connect_swapped (message, "notify::text", G_CALLBACK (on_text_changed), self);
       g_signal_connect_swapped (message, "notify::complete", G_CALLBACK (update_footer), self);
+      g_signal_connect_swapped (message, "notify::complete", G_CALLBACK (update_lens), self);
       g_signal_connect_swapped (message, "notify::token-count", G_CALLBACK (update_footer), self);
       g_signal_connect_swapped (message, "notify::generation-seconds", G_CALLBACK (update_footer), self);
       g_signal_connect_swapped (message, "notify::alternative-index", G_CALLBACK (update_footer), self);
@@ -373,6 +480,7 @@ hanashi_message_row_set_message (HanashiMessageRow *self,
   update_role (self);
   update_thinking (self);
   update_content (self);
+  update_lens (self);
   update_footer (self);
 }
 
@@ -406,6 +514,7 @@ hanashi_message_row_dispose (GObject *object)
   HanashiMessageRow *self = HANASHI_MESSAGE_ROW (object);
 
   hanashi_message_row_set_message (self, NULL);
+  hanashi_message_row_set_lens (self, NULL);
   gtk_widget_dispose_template (GTK_WIDGET (self), HANASHI_TYPE_MESSAGE_ROW);
   /* Template roots without an id are not cleared by dispose_template. */
   for (GtkWidget *child; (child = gtk_widget_get_first_child (GTK_WIDGET (self))) != NULL;)

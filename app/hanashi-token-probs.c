@@ -240,3 +240,71 @@ bad:
                        _("The token probabilities in the file are not in the expected form."));
   return NULL;
 }
+
+/* The last occurrence of needle in haystack, or NULL. */
+static const char *
+find_last (const char *haystack, gsize haystack_len, const char *needle, gsize needle_len)
+{
+  if (needle_len == 0 || needle_len > haystack_len)
+    return NULL;
+  for (gsize at = haystack_len - needle_len + 1; at-- > 0;)
+    if (memcmp (haystack + at, needle, needle_len) == 0)
+      return haystack + at;
+  return NULL;
+}
+
+GArray *
+hanashi_token_spans_map (const char *text, GBytes *const *pieces, guint n_pieces)
+{
+  g_return_val_if_fail (text != NULL, NULL);
+  gsize text_len = strlen (text);
+  g_autoptr (GByteArray) written = g_byte_array_new ();
+  for (guint i = 0; i < n_pieces; i++)
+    if (pieces[i] != NULL)
+      {
+        gsize len = 0;
+        const guint8 *data = g_bytes_get_data (pieces[i], &len);
+        g_byte_array_append (written, data, (guint) len);
+      }
+  const char *found = find_last ((const char *) written->data, written->len, text, text_len);
+  if (found == NULL)
+    return NULL;
+  gsize base = (gsize) (found - (const char *) written->data);
+
+  /* chars_before[b]: how many characters of the text start before byte b, so a character
+   * cut over tokens goes to the token holding its first byte */
+  g_autofree int *chars_before = g_new (int, text_len + 1);
+  int n_chars = 0;
+  for (gsize b = 0; b <= text_len; b++)
+    {
+      chars_before[b] = n_chars;
+      if (b < text_len && ((guchar) text[b] & 0xC0) != 0x80)
+        n_chars++;
+    }
+  GArray *spans = g_array_sized_new (FALSE, FALSE, sizeof (HanashiTokenSpan), n_pieces);
+  gsize at = 0;
+  for (guint i = 0; i < n_pieces; i++)
+    {
+      gsize len = pieces[i] != NULL ? g_bytes_get_size (pieces[i]) : 0;
+      gsize from = CLAMP (at, base, base + text_len) - base;
+      gsize to = CLAMP (at + len, base, base + text_len) - base;
+      HanashiTokenSpan span = { chars_before[from], chars_before[to] };
+      g_array_append_val (spans, span);
+      at += len;
+    }
+  return spans;
+}
+
+int
+hanashi_token_shade_level (float p)
+{
+  if (p >= 0.9f)
+    return 0;
+  if (p >= 0.6f)
+    return 1;
+  if (p >= 0.3f)
+    return 2;
+  if (p >= 0.1f)
+    return 3;
+  return 4;
+}

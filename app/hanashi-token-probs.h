@@ -29,4 +29,24 @@ JsonNode *hanashi_token_probs_to_json (GBytes *blob);
 /* The reverse; NULL (with @error) when the JSON does not have that shape. */
 GBytes *hanashi_token_probs_from_json (JsonNode *node, GError **error);
 
+/* ---- the records against the answer's text (the "Show probabilities" lens) ---- */
+
+/* Where each token's text lies in the answer, in characters; start == end: the token wrote
+ * nothing of the answer (a thinking token, the end of the reply, the rest of a character). */
+typedef struct {
+  int start;
+  int end;
+} HanashiTokenSpan;
+
+/* Maps the tokens' bytes (@pieces, in order; NULL entries write nothing) onto @text, which
+ * must be what they wrote after anything before it (a thinking part) and before anything
+ * after it (a stop string): the last place the text occurs in their concatenation.  NULL
+ * when it does not occur there (the records belong to another text or another model). */
+GArray *hanashi_token_spans_map (const char *text, GBytes *const *pieces, guint n_pieces);
+
+/* How strongly a token chosen with probability @p is shaded: 0 (not at all, p >= 0.9)
+ * to HANASHI_TOKEN_SHADE_LEVELS - 1 (p < 0.1). */
+#define HANASHI_TOKEN_SHADE_LEVELS 5
+int hanashi_token_shade_level (float p);
+
 G_END_DECLS

@@ -367,6 +367,21 @@ regenerate_message_action (GSimpleAction *action,
 }
 
 static void
+branch_message_action (GSimpleAction *action,
+                       GVariant      *parameter,
+                       gpointer       user_data)
+{
+  HanashiWindow *self = user_data;
+  gint64 id;
+  guint32 token_index;
+  gint32 candidate;
+
+  g_variant_get (parameter, "(xui)", &id, &token_index, &candidate);
+  move_focus_out_of_chat (self);
+  hanashi_chat_branch (self->chat, id, token_index, candidate);
+}
+
+static void
 delete_message_action (GSimpleAction *action,
                        GVariant      *parameter,
                        gpointer       user_data)
@@ -467,6 +482,7 @@ static const GActionEntry chat_actions[] = {
   { "copied", copied_action },
   { "edit", edit_message_action, "x" },
   { "regenerate", regenerate_message_action, "x" },
+  { "branch", branch_message_action, "(xui)" },
   { "delete", delete_message_action, "x" },
   { "previous-alternative", previous_alternative_action, "x" },
   { "next-alternative", next_alternative_action, "x" },

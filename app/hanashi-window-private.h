@@ -63,6 +63,7 @@ struct _HanashiWindow
   HanashiStoreBanner *store_banner;
   HanashiEngine      *engine;
   HanashiChat        *chat;              /* the conversation shown */
+  gboolean            show_probabilities; /* the answers' token lens (win.show-probabilities) */
   GCancellable       *count_cancellable;
   GCancellable       *load_cancellable;
   guint               draft_count_source; /* recount the context shortly after typing */

@@ -18,6 +18,7 @@ enum {
   PROP_PANEL_REVEALED,
   PROP_CONVERSATION_ID,
   PROP_ENGINE,
+  PROP_SHOW_PROBABILITIES,
   N_PROPS
 };
 
@@ -344,6 +345,9 @@ hanashi_window_get_property (GObject    *object,
     case PROP_ENGINE:
       g_value_set_object (value, self->engine);
       break;
+    case PROP_SHOW_PROBABILITIES:
+      g_value_set_boolean (value, self->show_probabilities);
+      break;
     case PROP_PANEL_REVEALED:
       /* The property action asks before the template exists. */
 #if HANASHI_WINDOW_SPLIT_VIEWS
@@ -378,6 +382,16 @@ hanashi_window_set_property (GObject      *object,
       break;
     case PROP_ENGINE:
       self->engine = g_value_dup_object (value);
+      break;
+    case PROP_SHOW_PROBABILITIES:
+      if (self->show_probabilities != g_value_get_boolean (value))
+        {
+          self->show_probabilities = g_value_get_boolean (value);
+          /* the token texts come from the engine's model */
+          if (self->chat_view != NULL)
+            hanashi_chat_view_set_lens (self->chat_view, self->show_probabilities ? self->engine : NULL);
+          g_object_notify_by_pspec (object, pspec);
+        }
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -447,6 +461,9 @@ hanashi_window_class_init (HanashiWindowClass *klass)
 
   properties[PROP_PANEL_REVEALED] = g_param_spec_boolean ("panel-revealed", NULL, NULL, FALSE,
                                                           G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  /* "Show probabilities": answers show their tokens shaded by how likely they were */
+  properties[PROP_SHOW_PROBABILITIES] = g_param_spec_boolean ("show-probabilities", NULL, NULL, FALSE,
+                                                              G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
   properties[PROP_CONVERSATION_ID] = g_param_spec_int64 ("conversation-id", NULL, NULL, 0, G_MAXINT64, 0,
                                                         G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
   properties[PROP_ENGINE] = g_param_spec_object ("engine", NULL, NULL, HANASHI_TYPE_ENGINE,
@@ -491,6 +508,7 @@ hanashi_window_class_init (HanashiWindowClass *klass)
   gtk_widget_class_install_action (widget_class, "win.search", NULL, search_action);
   gtk_widget_class_install_action (widget_class, "win.show-chats", NULL, show_chats_action);
   gtk_widget_class_install_property_action (widget_class, "win.toggle-panel", "panel-revealed");
+  gtk_widget_class_install_property_action (widget_class, "win.show-probabilities", "show-probabilities");
   _hanashi_window_class_init_chat (widget_class);
   _hanashi_window_class_init_models (widget_class);
 }

@@ -7,6 +7,7 @@
 #include "hn-chat.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -836,6 +837,7 @@ hn_chat_generate(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *
   HnSamplerParams default_params;
   const HnSamplerParams *sp = req->sampler;
   Run run = { 0 };
+  int32_t *with_prefix = NULL, *negative_with_prefix = NULL; /* prompts + req->reply_prefix */
 
   memset(stats, 0, sizeof *stats);
   stats->stop_string_index = -1;
@@ -886,7 +888,8 @@ hn_chat_generate(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *
         goto out;
       if (first == 0)
         n_full = prompt.n_tokens;
-      size_t need = prompt.n_tokens + reserve + (cfg ? negative.n_tokens + reserve : 0);
+      size_t need = prompt.n_tokens + req->n_reply_prefix + reserve +
+                    (cfg ? negative.n_tokens + req->n_reply_prefix + reserve : 0);
       if (need <= n_ctx)
         break;
       size_t next = next_turn_end(req->messages, req->n_messages, first);
@@ -913,6 +916,40 @@ hn_chat_generate(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *
     n_prompt = prompt.n_tokens;
     negative_ids = negative.tokens;
     n_negative = negative.n_tokens;
+  }
+
+  /* A forced reply prefix goes after the conversation (and after the negative prompt: CFG
+   * sees the reply in both sequences), as though it had been sampled. */
+  if (req->n_reply_prefix > 0) {
+    int32_t n_vocab = hn_model_n_vocab(cm->model);
+    for (size_t i = 0; i < req->n_reply_prefix; i++)
+      if (req->reply_prefix[i] < 0 || req->reply_prefix[i] >= n_vocab) {
+        hn_error_set(err, HN_ERR_INVALID_ARG, "The reply prefix holds token %" PRId32 ", which the model does not have",
+                     req->reply_prefix[i]);
+        goto out;
+      }
+    if (n_prompt + req->n_reply_prefix + (cfg ? n_negative + req->n_reply_prefix : 0) + 1 > n_ctx) {
+      hn_error_set(err, HN_ERR_TOO_LONG, "The conversation and the start of the reply (%zu tokens) do not fit the context (%zu tokens)",
+                   n_prompt + req->n_reply_prefix, n_ctx);
+      goto out;
+    }
+    with_prefix = malloc((n_prompt + req->n_reply_prefix) * sizeof *with_prefix);
+    negative_with_prefix = cfg ? malloc((n_negative + req->n_reply_prefix) * sizeof *negative_with_prefix) : NULL;
+    if (!with_prefix || (cfg && !negative_with_prefix)) {
+      hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+      goto out;
+    }
+    memcpy(with_prefix, prompt_ids, n_prompt * sizeof *prompt_ids);
+    memcpy(with_prefix + n_prompt, req->reply_prefix, req->n_reply_prefix * sizeof *with_prefix);
+    prompt_ids = with_prefix;
+    n_prompt += req->n_reply_prefix;
+    if (cfg) {
+      if (n_negative > 0)
+        memcpy(negative_with_prefix, negative_ids, n_negative * sizeof *negative_ids);
+      memcpy(negative_with_prefix + n_negative, req->reply_prefix, req->n_reply_prefix * sizeof *negative_with_prefix);
+      negative_ids = negative_with_prefix;
+      n_negative += req->n_reply_prefix;
+    }
   }
 
   /* Reuse: the cells this chat holds for the conversation, else its session file. */
@@ -1024,6 +1061,8 @@ hn_chat_generate(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *
   ok = true;
 
 out:
+  free(with_prefix);
+  free(negative_with_prefix);
   hn_grammar_free(owned_grammar);
   hn_chat_prompt_clear(&prompt);
   hn_chat_prompt_clear(&negative);

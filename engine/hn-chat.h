@@ -131,6 +131,13 @@ typedef struct {
   /* Record the probs_k (0 = off, at most HN_PROBS_MAX_K) most likely raw candidates of
    * every sampled token with their fate in the sampler chain (see hn-sampler.h). */
   int32_t probs_k;
+  /* A forced start of the reply, as exact token ids (not retokenized text): the reply goes
+   * on after them as if the model had sampled them (a branch of an answer at one token).
+   * They follow the rendered conversation (or prompt_tokens, and the negative prompt with
+   * CFG), so the KV cells of a reply that began with the same tokens are reused; they count
+   * in HnChatStats.n_prompt and are not in hn_chat_reply_tokens or on_text.  NULL = none. */
+  const int32_t *reply_prefix;
+  size_t n_reply_prefix;
 
   /* Which conversation this is: a request whose conversation differs from the one the KV
    * cache holds (compared as strings, NULL equal to NULL; a new chat holds NULL's empty

@@ -58,6 +58,12 @@ typedef struct {
    * sink->is_cancelled is polled.  NULL: not available with this backend. */
   HanashiNextLogits *(*next_logits) (gpointer model, HanashiGenerateRequest *req, HanashiBackendSink *sink,
                                      GError **error);
+  /* The bytes @token adds to a reply (*len may be 0: a control token), and its spelling in
+   * the vocabulary (for showing a control token); NULL for a token the model does not have.
+   * Unlike the rest, called on the main thread too (hanashi_engine_dup_token_text, under
+   * the engine's model lock), so it only reads what load made.  NULL: the backend's models
+   * cannot say (the remote one). */
+  const char *(*token_text) (gpointer model, gint32 token, gboolean spelling, gsize *len);
 } HanashiEngineBackend;
 
 /* Replaces the backend used by engines created afterwards; NULL: the real one.  The one
@@ -87,3 +93,5 @@ const char  *hanashi_generate_request_get_session_path  (HanashiGenerateRequest 
 gboolean     hanashi_generate_request_get_use_session   (HanashiGenerateRequest *req);
 const char  *hanashi_generate_request_get_cfg_negative  (HanashiGenerateRequest *req);
 double       hanashi_generate_request_get_cfg_scale     (HanashiGenerateRequest *req);
+/* The forced start of the reply (hanashi_generate_request_set_reply_prefix); NULL, 0: none. */
+const gint32 *hanashi_generate_request_get_reply_prefix (HanashiGenerateRequest *req, guint *n_tokens);

@@ -385,6 +385,9 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
   cr.session_cache_dir = session->dir;
   cr.session_cache_limit = session->limit;
   cr.probs_k = hanashi_generate_request_get_probs_k (req);
+  guint n_prefix = 0;
+  cr.reply_prefix = hanashi_generate_request_get_reply_prefix (req, &n_prefix);
+  cr.n_reply_prefix = n_prefix;
 
   Run run = { mb, sink, session->path };
   HnChatCallbacks cb = {
@@ -552,12 +555,25 @@ model_count_tokens (gpointer model, HanashiGenerateRequest *req, GError **error)
   return n;
 }
 
+static const char *
+model_token_text (gpointer model, gint32 token, gboolean spelling, gsize *len)
+{
+  ModelBackend *mb = model;
+  if (token < 0 || token >= hn_vocab_n_tokens (mb->vocab))
+    return NULL;
+  size_t n = 0;
+  const char *text = spelling ? hn_vocab_token_text (mb->vocab, token, &n) : hn_token_bytes (mb->vocab, token, &n);
+  *len = n;
+  return text;
+}
+
 static const HanashiEngineBackend model_backend = {
   .load = model_load,
   .unload = model_unload,
   .generate = model_generate,
   .count_tokens = model_count_tokens,
   .next_logits = model_next_logits,
+  .token_text = model_token_text,
 };
 
 const HanashiEngineBackend *

@@ -240,6 +240,7 @@ struct _HanashiGenerateRequest {
   gboolean use_session;
   HanashiThinking thinking;
   int probs_k;
+  GArray *reply_prefix;      /* gint32, or NULL */
 };
 
 static void
@@ -285,6 +286,7 @@ hanashi_generate_request_unref (HanashiGenerateRequest *req)
   g_free (req->cfg_negative);
   g_ptr_array_unref (req->stop_strings);
   g_free (req->session_path);
+  g_clear_pointer (&req->reply_prefix, g_array_unref);
   g_free (req);
 }
 
@@ -379,6 +381,23 @@ gboolean hanashi_generate_request_get_use_session (HanashiGenerateRequest *req) 
 void hanashi_generate_request_set_thinking (HanashiGenerateRequest *req, HanashiThinking thinking) { req->thinking = thinking; }
 void hanashi_generate_request_set_probs_k (HanashiGenerateRequest *req, int k) { req->probs_k = CLAMP (k, 0, HN_PROBS_MAX_K); }
 int hanashi_generate_request_get_probs_k (HanashiGenerateRequest *req) { return req->probs_k; }
+
+void
+hanashi_generate_request_set_reply_prefix (HanashiGenerateRequest *req, const gint32 *tokens, guint n_tokens)
+{
+  g_clear_pointer (&req->reply_prefix, g_array_unref);
+  if (tokens == NULL || n_tokens == 0)
+    return;
+  req->reply_prefix = g_array_sized_new (FALSE, FALSE, sizeof (gint32), n_tokens);
+  g_array_append_vals (req->reply_prefix, tokens, n_tokens);
+}
+
+const gint32 *
+hanashi_generate_request_get_reply_prefix (HanashiGenerateRequest *req, guint *n_tokens)
+{
+  *n_tokens = req->reply_prefix != NULL ? req->reply_prefix->len : 0;
+  return req->reply_prefix != NULL ? (const gint32 *) (void *) req->reply_prefix->data : NULL;
+}
 HanashiThinking hanashi_generate_request_get_thinking (HanashiGenerateRequest *req) { return req->thinking; }
 
 /* ---- backends --------------------------------------------------------------------------- */
@@ -492,6 +511,10 @@ typedef struct {
    * than a GAsyncQueue: post_event merges a token into the event at the tail in place,
    * which needs the list itself under the lock, not just push and pop. */
   pthread_mutex_t lock;
+  /* Protects model and model_backend against the main thread's reads
+   * (hanashi_engine_dup_token_text); the engine thread writes them under it and reads them
+   * without it. */
+  pthread_mutex_t model_lock;
   GQueue events;
   gboolean idle_pending;
   HanashiEngine *engine;         /* main thread only reads it; NULL after dispose */
@@ -579,6 +602,7 @@ core_unref (EngineCore *core)
   g_main_context_unref (core->main_ctx);
   g_clear_pointer (&core->write_failed, g_hash_table_unref);
   pthread_mutex_destroy (&core->lock);
+  pthread_mutex_destroy (&core->model_lock);
   g_free (core);
 }
 
@@ -807,8 +831,11 @@ thread_unload (EngineCore *core)
 {
   if (core->model != NULL)
     {
-      core->model_backend->unload (core->model);
+      pthread_mutex_lock (&core->model_lock);
+      gpointer model = core->model;
       core->model = NULL;
+      pthread_mutex_unlock (&core->model_lock);
+      core->model_backend->unload (model);
     }
   g_clear_pointer (&core->model_path, g_free);
 }
@@ -902,13 +929,16 @@ thread_run_load (EngineCore *core, Cmd *cmd)
            * worked is part of refusing it. */
           HanashiBackendSink sink = SINK_INIT (core);
           core->restoring_model = TRUE;
-          core->model = core->backend->load (previous_path, previous_n_ctx, previous_n_threads,
-                                             previous_n_batch, &sink, thread_no_progress,
-                                             &previous_info, &previous_error);
+          gpointer previous = core->backend->load (previous_path, previous_n_ctx, previous_n_threads,
+                                                   previous_n_batch, &sink, thread_no_progress,
+                                                   &previous_info, &previous_error);
           core->restoring_model = FALSE;
-          if (core->model != NULL)
+          if (previous != NULL)
             {
+              pthread_mutex_lock (&core->model_lock);
+              core->model = previous;
               core->model_backend = core->backend;
+              pthread_mutex_unlock (&core->model_lock);
               core->model_path = g_steal_pointer (&previous_path);
               core->model_n_ctx = previous_n_ctx;
               core->model_n_threads = previous_n_threads;
@@ -923,8 +953,10 @@ thread_run_load (EngineCore *core, Cmd *cmd)
   if (model != NULL)
     {
       thread_unload (core);
+      pthread_mutex_lock (&core->model_lock);
       core->model = model;
       core->model_backend = backend_for (core, cmd);
+      pthread_mutex_unlock (&core->model_lock);
       core->model_path = g_strdup (cmd->path);
       core->model_n_ctx = cmd->n_ctx;
       core->model_n_threads = cmd->n_threads;
@@ -1381,6 +1413,32 @@ hanashi_engine_cancel (HanashiEngine *self, guint request_id)
   raise_to (&self->core->gen_cancel_upto, request_id ? request_id : atomic_load (&self->core->last_id));
 }
 
+GBytes *
+hanashi_engine_dup_token_text (HanashiEngine *self, gint32 token, gboolean *is_control)
+{
+  g_return_val_if_fail (HANASHI_IS_ENGINE (self), NULL);
+  EngineCore *core = self->core;
+  GBytes *text = NULL;
+  if (is_control != NULL)
+    *is_control = FALSE;
+  pthread_mutex_lock (&core->model_lock);
+  if (core->model != NULL && core->model_backend->token_text != NULL)
+    {
+      gsize len = 0;
+      const char *bytes = core->model_backend->token_text (core->model, token, FALSE, &len);
+      if (bytes != NULL && len == 0)
+        {
+          bytes = core->model_backend->token_text (core->model, token, TRUE, &len);
+          if (is_control != NULL)
+            *is_control = TRUE;
+        }
+      if (bytes != NULL)
+        text = g_bytes_new (bytes, len);
+    }
+  pthread_mutex_unlock (&core->model_lock);
+  return text;
+}
+
 void
 hanashi_engine_count_tokens_async (HanashiEngine *self, HanashiGenerateRequest *req,
                                    GCancellable *cancellable, GAsyncReadyCallback callback,
@@ -1576,6 +1634,7 @@ hanashi_engine_init (HanashiEngine *self)
   core->model_backend = core->backend;
   core->write_failed = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   pthread_mutex_init (&core->lock, NULL);
+  pthread_mutex_init (&core->model_lock, NULL);
   g_queue_init (&core->events);
   core->engine = self;
   self->core = core;

@@ -192,6 +192,12 @@ HanashiThinking hanashi_generate_request_get_thinking (HanashiGenerateRequest *r
  * hn-sampler.h); they arrive through the "token-probs" signal. */
 void hanashi_generate_request_set_probs_k        (HanashiGenerateRequest *req, int k);
 int  hanashi_generate_request_get_probs_k        (HanashiGenerateRequest *req);
+/* Continue a reply from exact tokens (a branch of an answer at one token): the reply
+ * starts with @tokens as though the model had sampled them (they are not streamed again),
+ * and the KV cells of the reply it branches from are reused up to where it differs.  The
+ * ids are those of the loaded model (the "token-probs" records'); NULL or 0 = none. */
+void hanashi_generate_request_set_reply_prefix   (HanashiGenerateRequest *req, const gint32 *tokens,
+                                                  guint n_tokens);
 /* FALSE: neither load nor save a session file for this request. */
 void hanashi_generate_request_set_use_session    (HanashiGenerateRequest *req, gboolean use);
 
@@ -294,6 +300,13 @@ void     hanashi_engine_cancel            (HanashiEngine *self, guint request_id
 /* How many tokens of generation @request_id "token" has delivered so far (one signal can
  * carry several); 0 for any other request than the latest one to stream. */
 guint    hanashi_engine_get_streamed_tokens (HanashiEngine *self, guint request_id);
+
+/* What token @token of the loaded model writes: the bytes it adds to a reply (a UTF-8
+ * character may be split over several tokens), or, for a token that adds none (a control
+ * token such as the end of the reply), its spelling in the vocabulary with @is_control set.
+ * NULL when no model is loaded, the model has no such token, or it cannot say (a model on a
+ * server).  Immediate, and safe while a generation runs. */
+GBytes  *hanashi_engine_dup_token_text      (HanashiEngine *self, gint32 token, gboolean *is_control);
 
 /* Context meter: tokens the request's conversation takes after templating. */
 void     hanashi_engine_count_tokens_async  (HanashiEngine          *self,

@@ -1,7 +1,7 @@
 /* The conversation core (hn-chat.h) on its own, on the tiny LLaMA test model: ChatML with
  * message ranges from the one ChatML writer; what a chat holds after a reply; two chats over
  * one chat model kept apart (the server's case); prefix reuse in token mode; session files;
- * stop reasons from the callbacks; errors with their codes.
+ * stop reasons from the callbacks; errors with their codes; a forced reply prefix (a branch).
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -492,6 +492,95 @@ test_errors (void)
   hn_chat_model_free (cm);
 }
 
+static void
+collect_probs (void *data, const HnTokenProbs *probs)
+{
+  g_array_append_val ((GArray *) data, *probs);
+}
+
+/* A forced reply prefix (a branch of an answer at one token): the reply goes on after
+ * exactly those tokens, the cells of the answer it branches from are reused up to the
+ * branch, and the continuation is what the model gives for conversation + prefix. */
+static void
+test_reply_prefix (void)
+{
+  HnChatModel *cm = chat_model ();
+  HnChat *chat = new_chat (cm, 256);
+  HnSamplerParams sp;
+  greedy (&sp, 8);
+  HnChatMessage msgs[] = { { "user", "Once upon a time" } };
+  HnChatRequest req;
+  request_for (&req, &sp, msgs, 1, "branch");
+  req.probs_k = 4;
+  g_autoptr (GArray) records = g_array_new (FALSE, FALSE, sizeof (HnTokenProbs));
+  HnChatCallbacks cb = { .on_probs = collect_probs, .user_data = records };
+  HnChatStats st;
+  HnError err = { 0 };
+  g_assert_true (hn_chat_generate (chat, &req, &cb, &st, &err));
+  g_assert_cmpuint (st.n_generated, ==, 8);
+  size_t n_conversation = st.n_prompt, n_reply = 0;
+  g_autofree int32_t *reply = g_memdup2 (hn_chat_reply_tokens (chat, &n_reply), 8 * sizeof (int32_t));
+  g_assert_cmpuint (n_reply, ==, 8);
+  size_t n_held = 0;
+  g_autofree int32_t *conversation = g_memdup2 (hn_chat_tokens_held (chat, &n_held), n_conversation * sizeof (int32_t));
+
+  /* branch at the fourth token: the first three as they were, then the runner-up */
+  enum { BRANCH = 3 };
+  const HnTokenProbs *at = &g_array_index (records, HnTokenProbs, BRANCH);
+  g_assert_cmpint (at->token, ==, reply[BRANCH]);
+  g_assert_cmpint (at->candidates[0].id, ==, reply[BRANCH]);
+  int32_t prefix[BRANCH + 1];
+  memcpy (prefix, reply, BRANCH * sizeof *prefix);
+  prefix[BRANCH] = at->candidates[1].id;
+  g_assert_cmpint (prefix[BRANCH], !=, reply[BRANCH]);
+  greedy (&sp, 5);
+  req.probs_k = 0;
+  req.reply_prefix = prefix;
+  req.n_reply_prefix = BRANCH + 1;
+  Sink s;
+  HnChatCallbacks text_cb;
+  sink_init (&s, &text_cb);
+  g_assert_true (hn_chat_generate (chat, &req, &text_cb, &st, &err));
+  g_assert_cmpuint (st.n_prompt, ==, n_conversation + BRANCH + 1);
+  /* everything up to the branch was already in the cache: only the new token is evaluated */
+  g_assert_cmpuint (st.n_reused, ==, n_conversation + BRANCH);
+  g_assert_cmpuint (st.n_evaluated, ==, 1);
+  const int32_t *held = hn_chat_tokens_held (chat, &n_held);
+  g_assert_cmpuint (n_held, >=, n_conversation + BRANCH + 1);
+  g_assert_cmpmem (held, n_conversation * sizeof *held, conversation, n_conversation * sizeof *held);
+  g_assert_cmpmem (held + n_conversation, sizeof prefix, prefix, sizeof prefix);
+  size_t n_continued = 0;
+  g_autofree int32_t *continued = g_memdup2 (hn_chat_reply_tokens (chat, &n_continued), 5 * sizeof (int32_t));
+  g_assert_cmpuint (n_continued, ==, 5);
+  g_autofree char *continued_text = g_strdup (s.text->str);
+  sink_clear (&s);
+
+  /* the same continuation from scratch: conversation + prefix as a raw prompt */
+  HnChat *fresh = new_chat (cm, 256);
+  g_autofree int32_t *whole = g_new (int32_t, n_conversation + BRANCH + 1);
+  memcpy (whole, conversation, n_conversation * sizeof *whole);
+  memcpy (whole + n_conversation, prefix, sizeof prefix);
+  HnChatRequest raw;
+  hn_chat_request_init (&raw);
+  raw.prompt_tokens = whole;
+  raw.n_prompt_tokens = n_conversation + BRANCH + 1;
+  raw.sampler = &sp;
+  g_assert_true (hn_chat_generate (fresh, &raw, NULL, &st, &err));
+  size_t n_fresh = 0;
+  const int32_t *fresh_reply = hn_chat_reply_tokens (fresh, &n_fresh);
+  g_assert_cmpmem (fresh_reply, n_fresh * sizeof *fresh_reply, continued, n_continued * sizeof *continued);
+  g_assert_cmpuint (strlen (continued_text), >, 0);
+  hn_chat_free (fresh);
+
+  /* a token the model does not have is refused with a sentence */
+  prefix[0] = hn_model_n_vocab (model);
+  g_assert_false (hn_chat_generate (chat, &req, NULL, &st, &err));
+  g_assert_cmpint (err.code, ==, HN_ERR_INVALID_ARG);
+  g_assert_nonnull (strstr (err.message, "reply prefix"));
+  hn_chat_free (chat);
+  hn_chat_model_free (cm);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -516,6 +605,7 @@ main (int argc, char **argv)
   g_test_add_func ("/chat/session", test_session);
   g_test_add_func ("/chat/stop-reasons", test_stop_reasons);
   g_test_add_func ("/chat/errors", test_errors);
+  g_test_add_func ("/chat/reply-prefix", test_reply_prefix);
   int r = g_test_run ();
   hn_vocab_free (vocab);
   hn_model_free (model);

@@ -2,7 +2,8 @@
  * loading and model info, greedy generation equal to hn-generate on the same prompt,
  * streaming, cancel (through the thread, and deterministically through the backend table),
  * model switch, grammars, the context overflow policy, prefix reuse, session files, the
- * token counter, and a random command storm (also run under ASan and TSan).
+ * token counter, a reply prefix (a branch) with the token texts, and a random command
+ * storm (also run under ASan and TSan).
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -676,6 +677,65 @@ test_token_probs (Fixture *f, gconstpointer data)
           g_assert_cmpfloat (r->candidates[k].logprob, <=, r->candidates[k - 1].logprob);
         }
     }
+}
+
+/* A branch of an answer: the token texts the app maps onto the answer come from the
+ * loaded model, and a request with a reply prefix goes on after exactly those tokens,
+ * reusing the cells of the answer up to where it differs. */
+static void
+test_reply_prefix (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_assert_null (hanashi_engine_dup_token_text (f->engine, 1, NULL));   /* no model yet */
+  load_and_wait (f, STORIES, 256);
+  g_autoptr (GArray) records = g_array_new (FALSE, FALSE, sizeof (HnTokenProbs));
+  gulong handler = g_signal_connect (f->engine, "token-probs", G_CALLBACK (collect_probs), records);
+  g_autoptr (HanashiGenerateRequest) req = make_request ("branch", 12);
+  hanashi_generate_request_set_use_session (req, FALSE);
+  hanashi_generate_request_set_probs_k (req, 3);
+  generate_and_wait (f, req);
+  g_signal_handler_disconnect (f->engine, handler);
+  guint n_conversation = f->stats.n_prompt;
+  g_assert_cmpuint (records->len, >, 6);
+
+  /* the records' tokens spell the reply (a control token writes nothing) */
+  GString *spelled = g_string_new (NULL);
+  for (guint i = 0; i < records->len; i++)
+    {
+      gboolean is_control = FALSE;
+      g_autoptr (GBytes) piece = hanashi_engine_dup_token_text (f->engine, g_array_index (records, HnTokenProbs, i).token,
+                                                                &is_control);
+      g_assert_nonnull (piece);
+      if (!is_control)
+        g_string_append_len (spelled, g_bytes_get_data (piece, NULL), (gssize) g_bytes_get_size (piece));
+    }
+  g_assert_cmpstr (spelled->str, ==, f->text->str);
+  g_string_free (spelled, TRUE);
+  g_assert_null (hanashi_engine_dup_token_text (f->engine, -1, NULL));
+  g_assert_null (hanashi_engine_dup_token_text (f->engine, G_MAXINT32, NULL));
+
+  /* branch at the fifth token with the runner-up */
+  gint32 prefix[5];
+  for (guint i = 0; i < 4; i++)
+    prefix[i] = g_array_index (records, HnTokenProbs, i).token;
+  prefix[4] = g_array_index (records, HnTokenProbs, 4).candidates[1].id;
+  g_autoptr (HanashiGenerateRequest) branch = make_request ("branch", 6);
+  hanashi_generate_request_set_use_session (branch, FALSE);
+  hanashi_generate_request_set_reply_prefix (branch, prefix, G_N_ELEMENTS (prefix));
+  generate_and_wait (f, branch);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_cmpuint (f->stats.n_prompt, ==, n_conversation + G_N_ELEMENTS (prefix));
+  g_assert_cmpuint (f->stats.n_reused, ==, n_conversation + 4);
+  g_autofree char *continued = g_strdup (f->text->str);
+
+  /* the same from scratch: a new conversation id empties the cache, nothing is reused, and
+   * the continuation is the same */
+  g_autoptr (HanashiGenerateRequest) fresh = make_request ("fresh", 6);
+  hanashi_generate_request_set_use_session (fresh, FALSE);
+  hanashi_generate_request_set_reply_prefix (fresh, prefix, G_N_ELEMENTS (prefix));
+  generate_and_wait (f, fresh);
+  g_assert_cmpuint (f->stats.n_reused, ==, 0);
+  g_assert_cmpstr (f->text->str, ==, continued);
 }
 
 static void
@@ -1657,6 +1717,7 @@ main (int argc, char **argv)
   g_test_add ("/engine-model/greedy/stories", Fixture, NULL, fixture_setup, test_greedy_stories, fixture_teardown);
   g_test_add ("/engine-model/token-probs", Fixture, NULL, fixture_setup, test_token_probs, fixture_teardown);
   g_test_add ("/engine-model/next-logits", Fixture, NULL, fixture_setup, test_next_logits, fixture_teardown);
+  g_test_add ("/engine-model/reply-prefix", Fixture, NULL, fixture_setup, test_reply_prefix, fixture_teardown);
   g_test_add ("/engine-model/count-tokens", Fixture, NULL, fixture_setup, test_count_tokens, fixture_teardown);
   g_test_add ("/engine-model/cfg", Fixture, NULL, fixture_setup, test_cfg, fixture_teardown);
   g_test_add ("/engine-model/template", Fixture, NULL, fixture_setup, test_template, fixture_teardown);

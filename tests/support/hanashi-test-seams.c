@@ -207,11 +207,17 @@ scripted_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBac
   stats->n_prompt = n_prompt;
   int limit = hanashi_generate_request_get_max_tokens (req);
   int probs_k = hanashi_generate_request_get_probs_k (req);
-  int max = limit > 0 ? limit : 16;
-  if (script != NULL)
-    max = limit > 0 ? MIN (limit, (int) g_strv_length (script)) : (int) g_strv_length (script);
   stats->stop_reason = HANASHI_STOP_REASON_MAX_TOKENS;
-  for (int i = 0; i < max; i++)
+  /* a reply prefix of n tokens: the reply goes on with token n (as the real one would
+   * after the tokens it was given) */
+  guint n_prefix = 0;
+  hanashi_generate_request_get_reply_prefix (req, &n_prefix);
+  int max = (int) n_prefix + (limit > 0 ? limit : 16);
+  if (script != NULL)
+    max = limit > 0 ? MIN (max, (int) g_strv_length (script)) : (int) g_strv_length (script);
+  stats->n_reused = n_prefix;
+  g_autoptr (GString) pending = g_string_new (NULL);
+  for (int i = (int) n_prefix; i < max; i++)
     {
       if (sink->is_cancelled (sink->data))
         {
@@ -240,7 +246,13 @@ scripted_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBac
             }
           sink->on_probs (sink->data, &rec);
         }
-      if (!sink->on_token (sink->data, script != NULL ? script[i] : text, i))
+      /* like the real engine, a character cut over pieces is sent once it is whole */
+      g_string_append (pending, script != NULL ? script[i] : text);
+      if (!g_utf8_validate (pending->str, (gssize) pending->len, NULL) && i + 1 < max)
+        continue;
+      gboolean go_on = sink->on_token (sink->data, pending->str, i);
+      g_string_truncate (pending, 0);
+      if (!go_on)
         {
           stats->stop_reason = HANASHI_STOP_REASON_CANCELLED;
           break;
@@ -309,6 +321,29 @@ scripted_next_logits (gpointer model, HanashiGenerateRequest *req, HanashiBacken
       next->allowed = g_bytes_new_take (bits, N_VOCAB / 32 * sizeof *bits);
     }
   return next;
+/* Token i of a reply writes script[i] (or "tokI "); the made-up candidate k * 1000 + i
+ * writes "altK_I ".  Interned: the texts outlive a change of the script. */
+static const char *
+scripted_token_text (gpointer model, gint32 token, gboolean spelling, gsize *len)
+{
+  (void) model; (void) spelling;
+  if (token < 0 || token >= 1000 * HN_PROBS_MAX_K)
+    return NULL;
+  g_autofree char *text = NULL;
+  if (token >= 1000)
+    text = g_strdup_printf ("alt%d_%d ", token / 1000, token % 1000);
+  else
+    {
+      pthread_mutex_lock (&scripted_lock);
+      if (scripted_reply != NULL && (guint) token < g_strv_length (scripted_reply))
+        text = g_strdup (scripted_reply[token]);
+      pthread_mutex_unlock (&scripted_lock);
+      if (text == NULL)
+        text = g_strdup_printf ("tok%d ", token);
+    }
+  const char *interned = g_intern_string (text);
+  *len = strlen (interned);
+  return interned;
 }
 
 static const HanashiEngineBackend scripted_backend = {
@@ -317,6 +352,7 @@ static const HanashiEngineBackend scripted_backend = {
   .generate = scripted_generate,
   .count_tokens = scripted_count,
   .next_logits = scripted_next_logits,
+  .token_text = scripted_token_text,
 };
 
 const HanashiEngineBackend *

@@ -38,7 +38,9 @@ G_BEGIN_DECLS
  * ChatML) and produces "tok0 tok1 ..." (max_new_tokens of them, default 16) with a small
  * sleep per token so that cancels land mid-stream; with probs_k > 0, token i comes with a
  * made-up record (candidates i, 1000 + i, …, raw probabilities 1/2, 1/4, …, the last
- * removed by "top_k").  Install it with
+ * removed by "top_k").  Token i writes what piece i does ("tokI " by default) and candidate
+ * k * 1000 + i writes "altK_I " (hanashi_engine_dup_token_text); a request with a reply
+ * prefix of n tokens goes on with token n.  Install it with
  * hanashi_test_use_scripted_backend() (engines made afterwards use it). */
 const HanashiEngineBackend *hanashi_test_scripted_backend     (void);
 void                        hanashi_test_use_scripted_backend (void);
