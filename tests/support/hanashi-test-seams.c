@@ -321,6 +321,8 @@ scripted_next_logits (gpointer model, HanashiGenerateRequest *req, HanashiBacken
       next->allowed = g_bytes_new_take (bits, N_VOCAB / 32 * sizeof *bits);
     }
   return next;
+}
+
 /* Token i of a reply writes script[i] (or "tokI "); the made-up candidate k * 1000 + i
  * writes "altK_I ".  Interned: the texts outlive a change of the script. */
 static const char *
