@@ -33,6 +33,7 @@ struct _HanashiWindow
   GtkWidget          *status_box;
   GtkLevelBar        *context_bar;
   GtkLabel           *status_label;
+  GtkLabel           *runs_on_label;   /* under the model's name: where its layers run */
   GtkProgressBar     *load_progress;
   AdwFlap            *flap;
   GtkStack           *main_stack;
@@ -59,6 +60,8 @@ struct _HanashiWindow
   guint               undo_toast_source;   /* shows it once the previous one has left */
   gint64              undo_toast_gone;     /* monotonic time an Undo toast last went away */
   gint64              undo_toast_shown;    /* monotonic time the Undo toast was added */
+  guint               gpu_reload_source;   /* reloads the model shortly after the device setting changed */
+  gboolean            gpu_reload_pending;  /* ... once the reply being written is finished */
 };
 
 /* hanashi-window.c */
@@ -69,6 +72,8 @@ AdwToastOverlay *_hanashi_window_get_toast_overlay (HanashiWindow *self);
 void  _hanashi_window_update_main_page       (HanashiWindow *self);
 void  _hanashi_window_update_thinking_switch (HanashiWindow *self);
 void  _hanashi_window_update_status          (HanashiWindow *self);
+/* hanashi-window-models.c: the line under the model's name saying where it runs */
+void  _hanashi_window_update_runs_on         (HanashiWindow *self);
 void  _hanashi_window_update_context_meter   (HanashiWindow *self);
 void  _hanashi_window_update_actions         (HanashiWindow *self);
 char *_hanashi_window_conversation_key       (gint64         id);

@@ -85,7 +85,6 @@ struct HnVkOffload {
   VkBuf staging;             /* for devices whose memory the host cannot map */
 };
 
-bool hn_vk_built(void) { return true; }
 
 static bool
 vk_fail(HnError *err, HnStatus code, VkResult r, const char *what)
@@ -138,9 +137,23 @@ seam_shader_fails(const char *name)
   return seam_item("shader", value, sizeof value) && strcasecmp(value, name) == 0;
 }
 
+/* unbuilt: the backend answers as a build without Vulkan does (hn-vk-none.c) */
+static bool
+seam_unbuilt(void)
+{
+  char unused[2];
+  return seam_item("unbuilt", unused, sizeof unused);
+}
+
+bool hn_vk_built(void) { return !seam_unbuilt(); }
+
 static VkInstance
 create_instance(HnError *err)
 {
+  if (seam_unbuilt()) {
+    hn_error_set(err, HN_ERR_UNSUPPORTED, "This build of Hanashi has no Vulkan support.");
+    return VK_NULL_HANDLE;
+  }
   VkApplicationInfo app = {
     .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "Hanashi",
     .pEngineName = "Hanashi", .apiVersion = VK_API_VERSION_1_2,
