@@ -85,7 +85,6 @@ struct HnVkOffload {
   VkBuf staging;             /* for devices whose memory the host cannot map */
 };
 
-
 static bool
 vk_fail(HnError *err, HnStatus code, VkResult r, const char *what)
 {
