@@ -231,8 +231,6 @@ on_engine_warning (HanashiEngine *engine,
   g_message ("Engine warning: %s", warning->message);
   if (g_error_matches (warning, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_TEMPLATE_FAILED))
     text = g_strdup (_("The model’s chat template could not be used, so the chat is written in the ChatML format instead. Answers may be worse."));
-  else if (g_error_matches (warning, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GPU_FAILED))
-    text = g_strdup (_("The graphics card stopped working, so the processor writes the rest of the reply and runs the model from now on."));
   else if (g_error_matches (warning, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED))
     text = g_strdup (_("This model supports a smaller context than the one set in Preferences, so it uses the largest it supports."));
   else
