@@ -49,6 +49,8 @@ hanashi_describe_engine_error (const GError *error)
         return g_strdup (_("The message is too long for this model’s context. Shorten it, or choose a larger context size in Preferences."));
       case HANASHI_ENGINE_ERROR_GRAMMAR_TOO_COMPLEX:
         return g_strdup (_("The grammar or JSON Schema is too complex to follow. Simplify it."));
+      case HANASHI_ENGINE_ERROR_GPU_FAILED:
+        return g_strdup (_("The graphics card stopped working, so the processor writes the rest of the reply and runs the model from now on."));
       case HANASHI_ENGINE_ERROR_PARAM_UNAVAILABLE:
         return g_strdup (_("Some settings were not sent: this server is not a Hanashi server, so it takes only OpenAI’s parameters."));
       case HANASHI_ENGINE_ERROR_FAILED:

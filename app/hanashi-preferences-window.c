@@ -29,6 +29,17 @@ struct _HanashiPreferencesWindow
   AdwPreferencesGroup *parameters_group;
   AdwPreferencesGroup *folders_group;
   GtkButton           *add_folder_button;
+  AdwPreferencesGroup *gpu_group;
+  AdwComboRow         *gpu_device_row;
+  AdwActionRow        *gpu_layers_row;
+  GtkSpinButton       *gpu_layers_spin;
+
+  /* The device row's entries: "auto", the devices' names, "processor" (as gpu-device
+   * stores them), in the order of its model. */
+  GPtrArray           *gpu_choices;
+  GPtrArray           *gpu_devices;      /* HanashiGpuDevice, NULL until listed */
+  gboolean             gpu_updating;     /* the row is being rebuilt, not chosen from */
+  GCancellable        *gpu_cancellable;
 
   GPtrArray           *folder_rows;
   HanashiEngine       *engine;
@@ -115,6 +126,167 @@ on_clear_cache (HanashiPreferencesWindow *self)
   gtk_widget_set_sensitive (GTK_WIDGET (self->clear_cache_button), FALSE);
   g_autoptr (GTask) task = g_task_new (self, NULL, on_sessions_cleared, NULL);
   g_task_run_in_thread (task, clear_sessions_thread);
+}
+
+/* ---- graphics card -------------------------------------------------------------------- */
+
+/* The layer count -1 reads "Auto". */
+static gboolean
+on_gpu_layers_output (GtkSpinButton *spin, gpointer data)
+{
+  if (gtk_adjustment_get_value (gtk_spin_button_get_adjustment (spin)) >= 0)
+    return FALSE;
+  /* Translators: the layer count on the graphics card when it is as many as fit */
+  gtk_editable_set_text (GTK_EDITABLE (spin), _("Auto"));
+  return TRUE;
+}
+
+static int
+on_gpu_layers_input (GtkSpinButton *spin, double *value, gpointer data)
+{
+  const char *text = gtk_editable_get_text (GTK_EDITABLE (spin));
+  g_autofree char *stripped = g_strstrip (g_strdup (text));
+  if (g_ascii_strcasecmp (stripped, "auto") == 0 || g_utf8_collate (stripped, _("Auto")) == 0)
+    {
+      *value = -1;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+static char *
+describe_device (const HanashiGpuDevice *device)
+{
+  g_autofree char *memory = g_format_size (device->memory);
+  if (g_strcmp0 (device->type, "cpu") == 0)
+    /* Translators: a Vulkan driver that runs on the processor (such as llvmpipe): its name
+     * and memory */
+    return g_strdup_printf (_("%s (software, %s)"), device->name, memory);
+  /* Translators: a graphics card's name and memory */
+  return g_strdup_printf (_("%s (%s)"), device->name, memory);
+}
+
+/* Fills the device row from the devices listed (or not yet) and selects the setting. */
+static void
+rebuild_gpu_devices (HanashiPreferencesWindow *self)
+{
+  g_autofree char *chosen = g_settings_get_string (self->settings, "gpu-device");
+  g_autoptr (GtkStringList) labels = gtk_string_list_new (NULL);
+  gboolean chosen_listed = g_str_equal (chosen, "auto") || g_str_equal (chosen, "processor");
+
+  g_ptr_array_set_size (self->gpu_choices, 0);
+  gtk_string_list_append (labels, _("Automatic"));
+  g_ptr_array_add (self->gpu_choices, g_strdup ("auto"));
+  for (guint i = 0; self->gpu_devices != NULL && i < self->gpu_devices->len; i++)
+    {
+      const HanashiGpuDevice *device = g_ptr_array_index (self->gpu_devices, i);
+      g_autofree char *label = describe_device (device);
+      gtk_string_list_append (labels, label);
+      g_ptr_array_add (self->gpu_choices, g_strdup (device->name));
+      chosen_listed |= g_str_equal (chosen, device->name);
+    }
+  /* a device chosen before that is not there (yet): kept, not silently replaced */
+  if (!chosen_listed)
+    {
+      g_autofree char *label = self->gpu_devices != NULL
+                               /* Translators: a graphics card chosen before that this computer does not have now */
+                               ? g_strdup_printf (_("%s (not found)"), chosen)
+                               : g_strdup (chosen);
+      gtk_string_list_append (labels, label);
+      g_ptr_array_add (self->gpu_choices, g_strdup (chosen));
+    }
+  gtk_string_list_append (labels, _("Processor Only"));
+  g_ptr_array_add (self->gpu_choices, g_strdup ("processor"));
+
+  self->gpu_updating = TRUE;
+  adw_combo_row_set_model (self->gpu_device_row, G_LIST_MODEL (labels));
+  for (guint i = 0; i < self->gpu_choices->len; i++)
+    if (g_str_equal (g_ptr_array_index (self->gpu_choices, i), chosen))
+      adw_combo_row_set_selected (self->gpu_device_row, i);
+  self->gpu_updating = FALSE;
+  gtk_widget_set_sensitive (GTK_WIDGET (self->gpu_layers_row), !g_str_equal (chosen, "processor"));
+}
+
+/* The setting changed (here or elsewhere): the row follows without being rebuilt under
+ * the choice just made. */
+static void
+on_gpu_device_setting_changed (HanashiPreferencesWindow *self)
+{
+  g_autofree char *chosen = g_settings_get_string (self->settings, "gpu-device");
+  guint index = 0;
+  gboolean found = FALSE;
+  for (guint i = 0; i < self->gpu_choices->len && !found; i++)
+    if (g_str_equal (g_ptr_array_index (self->gpu_choices, i), chosen))
+      {
+        index = i;
+        found = TRUE;
+      }
+  if (!found)
+    {
+      rebuild_gpu_devices (self);
+      return;
+    }
+  if (adw_combo_row_get_selected (self->gpu_device_row) != index)
+    {
+      self->gpu_updating = TRUE;
+      adw_combo_row_set_selected (self->gpu_device_row, index);
+      self->gpu_updating = FALSE;
+    }
+  gtk_widget_set_sensitive (GTK_WIDGET (self->gpu_layers_row), !g_str_equal (chosen, "processor"));
+}
+
+static void
+on_gpu_device_selected (HanashiPreferencesWindow *self)
+{
+  guint selected = adw_combo_row_get_selected (self->gpu_device_row);
+  if (self->gpu_updating || selected >= self->gpu_choices->len)
+    return;
+  g_settings_set_string (self->settings, "gpu-device", g_ptr_array_index (self->gpu_choices, selected));
+}
+
+static void
+on_gpu_devices_listed (GObject *source, GAsyncResult *result, gpointer data)
+{
+  g_autoptr (HanashiPreferencesWindow) self = data;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) devices = hanashi_gpu_list_devices_finish (result, &error);
+  /* the window was closed meanwhile */
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    return;
+  if (devices == NULL)
+    {
+      g_message ("No graphics devices: %s", error->message);
+      adw_preferences_group_set_description (self->gpu_group,
+                                             _("No graphics card with a Vulkan driver was found, so models run on the processor."));
+      devices = g_ptr_array_new ();
+    }
+  g_clear_pointer (&self->gpu_devices, g_ptr_array_unref);
+  self->gpu_devices = g_steal_pointer (&devices);
+  rebuild_gpu_devices (self);
+}
+
+static void
+setup_gpu_group (HanashiPreferencesWindow *self)
+{
+  self->gpu_choices = g_ptr_array_new_with_free_func (g_free);
+  g_settings_bind (self->settings, "gpu-layers", gtk_spin_button_get_adjustment (self->gpu_layers_spin), "value",
+                   G_SETTINGS_BIND_DEFAULT);
+  g_signal_connect (self->gpu_layers_spin, "output", G_CALLBACK (on_gpu_layers_output), NULL);
+  g_signal_connect (self->gpu_layers_spin, "input", G_CALLBACK (on_gpu_layers_input), NULL);
+  gtk_spin_button_update (self->gpu_layers_spin);
+  g_signal_connect_swapped (self->gpu_device_row, "notify::selected", G_CALLBACK (on_gpu_device_selected), self);
+  g_signal_connect_swapped (self->settings, "changed::gpu-device", G_CALLBACK (on_gpu_device_setting_changed), self);
+  rebuild_gpu_devices (self);
+  if (!hanashi_gpu_supported ())
+    {
+      adw_preferences_group_set_description (self->gpu_group,
+                                             _("This copy of Hanashi was built without Vulkan, so models run on the processor."));
+      gtk_widget_set_sensitive (GTK_WIDGET (self->gpu_group), FALSE);
+      return;
+    }
+  /* asking the driver takes a while: never on the main loop */
+  self->gpu_cancellable = g_cancellable_new ();
+  hanashi_gpu_list_devices_async (self->gpu_cancellable, on_gpu_devices_listed, g_object_ref (self));
 }
 
 /* ---- model folders -------------------------------------------------------------------- */
@@ -220,6 +392,13 @@ static void
 hanashi_preferences_window_dispose (GObject *object)
 {
   HanashiPreferencesWindow *self = HANASHI_PREFERENCES_WINDOW (object);
+  g_cancellable_cancel (self->gpu_cancellable);
+  g_clear_object (&self->gpu_cancellable);
+  g_clear_pointer (&self->gpu_choices, g_ptr_array_unref);
+  g_clear_pointer (&self->gpu_devices, g_ptr_array_unref);
+  /* the bindings keep the settings object alive after the window */
+  if (self->settings != NULL)
+    g_signal_handlers_disconnect_by_data (self->settings, self);
   g_clear_object (&self->engine);
   g_clear_object (&self->settings);
   g_clear_pointer (&self->folder_rows, g_ptr_array_unref);
@@ -241,6 +420,10 @@ hanashi_preferences_window_class_init (HanashiPreferencesWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HanashiPreferencesWindow, parameters_group);
   gtk_widget_class_bind_template_child (widget_class, HanashiPreferencesWindow, folders_group);
   gtk_widget_class_bind_template_child (widget_class, HanashiPreferencesWindow, add_folder_button);
+  gtk_widget_class_bind_template_child (widget_class, HanashiPreferencesWindow, gpu_group);
+  gtk_widget_class_bind_template_child (widget_class, HanashiPreferencesWindow, gpu_device_row);
+  gtk_widget_class_bind_template_child (widget_class, HanashiPreferencesWindow, gpu_layers_row);
+  gtk_widget_class_bind_template_child (widget_class, HanashiPreferencesWindow, gpu_layers_spin);
 }
 
 static void
@@ -271,6 +454,7 @@ hanashi_preferences_window_init (HanashiPreferencesWindow *self)
   gtk_widget_set_name (GTK_WIDGET (defaults), "default-parameters");
   adw_preferences_group_add (self->parameters_group, GTK_WIDGET (defaults));
   rebuild_folders (self);
+  setup_gpu_group (self);
 }
 
 HanashiPreferencesWindow *

@@ -131,6 +131,105 @@ load_done (GObject      *source,
   g_clear_object (&self->load_cancellable);
 }
 
+/* How long the device setting must stay unchanged before the model is loaded again. */
+#define GPU_RELOAD_DELAY_MS 500
+
+/* ---- the graphics card ------------------------------------------------------------------ */
+
+/* Preferences' "Graphics Card" group, for the loads from now on. */
+static void
+apply_gpu_settings (HanashiWindow *self)
+{
+  g_autofree char *device = g_settings_get_string (self->settings, "gpu-device");
+  int layers = g_settings_get_int (self->settings, "gpu-layers");
+  if (g_str_equal (device, "processor"))
+    hanashi_engine_set_gpu (self->engine, NULL, 0);
+  else
+    hanashi_engine_set_gpu (self->engine, g_str_equal (device, "auto") ? NULL : device,
+                            layers < 0 ? HANASHI_GPU_LAYERS_AUTO : layers);
+}
+
+void
+_hanashi_window_update_runs_on (HanashiWindow *self)
+{
+  const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
+  g_autofree char *text = NULL;
+
+  /* a model on a server runs wherever the server runs it */
+  if (info != NULL && info->remote_url == NULL)
+    {
+      if (info->gpu_layers > 0 && info->gpu_device != NULL)
+        /* Translators: where the model runs, under its name: a graphics card's name, then
+         * how many of the model's layers it runs */
+        text = g_strdup_printf (_("Runs on %s, %u of %u layers"), info->gpu_device, info->gpu_layers, info->n_layers);
+      else if (info->gpu_notice != NULL)
+        text = g_strdup (_("Runs on the processor: the graphics card could not be used"));
+      else
+        text = g_strdup (_("Runs on the processor"));
+    }
+  gtk_label_set_label (self->runs_on_label, text != NULL ? text : "");
+  gtk_widget_set_visible (GTK_WIDGET (self->runs_on_label), text != NULL);
+  /* the engine's reason, for whoever wants the detail */
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->runs_on_label), info != NULL ? info->gpu_notice : NULL);
+}
+
+static void
+gpu_reload_now (HanashiWindow *self)
+{
+  const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
+  self->gpu_reload_pending = FALSE;
+  if (info == NULL || info->path == NULL || info->remote_url != NULL)
+    return;
+  g_autoptr (GFile) file = g_file_new_for_path (info->path);
+  hanashi_window_open_model (self, file);
+}
+
+/* A reply being written is never cut short: the model is loaded again after it. */
+static gboolean
+gpu_reload_due (gpointer data)
+{
+  HanashiWindow *self = data;
+  self->gpu_reload_source = 0;
+  const HanashiModelInfo *info = hanashi_engine_get_model_info (self->engine);
+  if (info == NULL || info->path == NULL || info->remote_url != NULL)
+    return G_SOURCE_REMOVE;
+  if (hanashi_chat_get_generating (self->chat))
+    {
+      if (!self->gpu_reload_pending)
+        hanashi_window_add_toast (self, _("The model will be loaded again on the chosen device once the reply is finished."));
+      self->gpu_reload_pending = TRUE;
+    }
+  else
+    gpu_reload_now (self);
+  return G_SOURCE_REMOVE;
+}
+
+/* A spin button changes the setting at every step: the reload waits for a pause. */
+static void
+on_gpu_setting_changed (HanashiWindow *self)
+{
+  g_clear_handle_id (&self->gpu_reload_source, g_source_remove);
+  self->gpu_reload_source = g_timeout_add (GPU_RELOAD_DELAY_MS, gpu_reload_due, self);
+}
+
+static void
+on_generating_changed (HanashiWindow *self)
+{
+  if (self->gpu_reload_pending && !hanashi_chat_get_generating (self->chat))
+    gpu_reload_now (self);
+}
+
+/* The device chosen could not be used: the log keeps the engine's reason, the toast says
+ * what it means. */
+static void
+toast_gpu_notice (HanashiWindow *self, const HanashiModelInfo *info)
+{
+  if (info->gpu_notice == NULL)
+    return;
+  g_message ("Graphics device not used: %s", info->gpu_notice);
+  hanashi_window_add_toast (self, _("The graphics card could not be used, so the model runs on the processor."));
+}
+
 void
 hanashi_window_open_model (HanashiWindow *self,
                            GFile         *file)
@@ -158,6 +257,7 @@ hanashi_window_open_model (HanashiWindow *self,
    * default (0), so that a smaller model is not warned about a choice nobody made. */
   g_autoptr (GVariant) chosen_context = g_settings_get_user_value (self->settings, "context-size");
   hanashi_engine_set_batch_size (self->engine, (guint) g_settings_get_int (self->settings, "batch-size"));
+  apply_gpu_settings (self);
   load = g_new0 (ModelLoad, 1);
   load->window = g_object_ref (self);
   load->path = g_strdup (path);
@@ -332,6 +432,7 @@ on_model_loaded (HanashiEngine    *engine,
   if (info->path != NULL)
     remember_model (self, info->path);
   hanashi_params_panel_set_remote (self->params_panel, info->remote_url != NULL, info->remote_is_hanashi);
+  toast_gpu_notice (self, info);
   _hanashi_window_update_thinking_switch (self);
   self->context_used = -1;
   _hanashi_window_update_context_meter (self);
@@ -461,6 +562,12 @@ _hanashi_window_bind_models (HanashiWindow *self)
   g_signal_connect (self->engine, "model-loaded", G_CALLBACK (on_model_loaded), self);
   g_signal_connect (self->engine, "notify::state", G_CALLBACK (_hanashi_window_on_engine_state), self);
   g_signal_connect (self->engine, "notify::model-info", G_CALLBACK (_hanashi_window_on_engine_state), self);
+  g_signal_connect_object (self->settings, "changed::gpu-device", G_CALLBACK (on_gpu_setting_changed), self,
+                           G_CONNECT_SWAPPED);
+  g_signal_connect_object (self->settings, "changed::gpu-layers", G_CALLBACK (on_gpu_setting_changed), self,
+                           G_CONNECT_SWAPPED);
+  g_signal_connect_object (self->chat, "notify::generating", G_CALLBACK (on_generating_changed), self,
+                           G_CONNECT_SWAPPED);
   _hanashi_window_update_recent_models (self);
 }
 

@@ -43,6 +43,7 @@ struct _HanashiWindow
   GtkWidget          *status_box;
   GtkLevelBar        *context_bar;
   GtkLabel           *status_label;
+  GtkLabel           *runs_on_label;   /* under the model's name: where its layers run */
   GtkProgressBar     *load_progress;
 #if HANASHI_WINDOW_SPLIT_VIEWS
   AdwOverlaySplitView *panel_split;      /* chat │ parameter panel */
@@ -76,6 +77,8 @@ struct _HanashiWindow
   guint               undo_toast_source;   /* shows it once the previous one has left */
   gint64              undo_toast_gone;     /* monotonic time an Undo toast last went away */
   gint64              undo_toast_shown;    /* monotonic time the Undo toast was added */
+  guint               gpu_reload_source;   /* reloads the model shortly after the device setting changed */
+  gboolean            gpu_reload_pending;  /* ... once the reply being written is finished */
 };
 
 /* hanashi-window.c */
@@ -87,6 +90,8 @@ void  _hanashi_window_update_main_page       (HanashiWindow *self);
 void  _hanashi_window_show_chat_pane         (HanashiWindow *self);
 void  _hanashi_window_update_thinking_switch (HanashiWindow *self);
 void  _hanashi_window_update_status          (HanashiWindow *self);
+/* hanashi-window-models.c: the line under the model's name saying where it runs */
+void  _hanashi_window_update_runs_on         (HanashiWindow *self);
 void  _hanashi_window_update_context_meter   (HanashiWindow *self);
 
 /* hanashi-window-lens.c */

@@ -149,6 +149,7 @@ _hanashi_window_update_status (HanashiWindow *self)
   double last_speed = hanashi_chat_get_last_speed (self->chat);
 
   gtk_label_set_label (self->model_label, info ? info->name : _("No Model"));
+  _hanashi_window_update_runs_on (self);
   gtk_widget_set_visible (GTK_WIDGET (self->context_bar), info != NULL && self->context_used >= 0);
   if (info != NULL && self->context_used >= 0)
     {
@@ -445,6 +446,7 @@ hanashi_window_dispose (GObject *object)
   g_clear_object (&self->chat_actions);
   g_clear_handle_id (&self->undo_dismiss_source, g_source_remove);
   g_clear_handle_id (&self->undo_toast_source, g_source_remove);
+  g_clear_handle_id (&self->gpu_reload_source, g_source_remove);
   G_OBJECT_CLASS (hanashi_window_parent_class)->dispose (object);
 }
 
@@ -495,6 +497,7 @@ hanashi_window_class_init (HanashiWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, status_box);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, context_bar);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, status_label);
+  gtk_widget_class_bind_template_child (widget_class, HanashiWindow, runs_on_label);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, load_progress);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, main_stack);
   gtk_widget_class_bind_template_child (widget_class, HanashiWindow, empty_page);

@@ -55,6 +55,7 @@ struct HnContext {
   float *routing_lead; /* per logits row, see hn_context_routing_lead */
   int n_logits, logits_cap;
   char notice[NOTICE_MAX]; /* empty: nothing was changed from what the caller asked */
+  char gpu_notice[NOTICE_MAX]; /* the sentences of notice about the graphics device */
   /* Vulkan offload of layers first_gpu..n_layer-1 (first_gpu == n_layer: none); it owns
    * the KV cache's storage, so it lives as long as the context even after a failure */
   HnVkOffload *offload;
@@ -108,7 +109,7 @@ clamp_params(const HnModel *m, const HnContextParams *params, char *notice, size
     p.n_batch = p.n_ctx;
   if (p.n_seq_max <= 0)
     p.n_seq_max = 1;
-  if (p.n_gpu_layers < 0)
+  if (p.n_gpu_layers < 0 && p.n_gpu_layers != HN_GPU_LAYERS_AUTO)
     p.n_gpu_layers = 0;
   if (p.n_gpu_layers > m->n_layer)
     p.n_gpu_layers = m->n_layer;
@@ -225,12 +226,30 @@ calibrate_decode(const HnModel *m, HnThreadPool *pool)
   hn_decode_calibrate(pool, types, n);
 }
 
-/* Adds a sentence to the context's notice. */
+/* Adds a sentence about the graphics device to the context's notice. */
 static void
 add_notice(HnContext *c, const char *text)
 {
   size_t len = strlen(c->notice);
   snprintf(c->notice + len, sizeof c->notice - len, "%s%s", len ? " " : "", text);
+  len = strlen(c->gpu_notice);
+  snprintf(c->gpu_notice + len, sizeof c->gpu_notice - len, "%s%s", len ? " " : "", text);
+}
+
+/* HN_GPU_LAYERS_AUTO becomes a layer count.  No device to use is no failure when none was
+ * named; a device that cannot take this model is worth a notice. */
+static int
+auto_gpu_layers(HnContext *c, const HnContextParams *p)
+{
+  HnError err = { 0 };
+  HnVkOffloadParams vp = { .first_layer = 0, .n_ctx = p->n_ctx, .n_batch = p->n_batch, .device = p->gpu_device };
+  int n = hn_vk_fit_layers(c->model, &vp, &err);
+  if ((n < 0 && p->gpu_device >= 0) || (n == 0 && err.message[0])) {
+    char text[sizeof err.message + 32];
+    snprintf(text, sizeof text, "%s Running on the CPU instead.", err.message);
+    add_notice(c, text);
+  }
+  return n > 0 ? n : 0;
 }
 
 /* Moves the last p->n_gpu_layers layers to the graphics device; when that fails, the
@@ -288,6 +307,8 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   for (int il = 0; il < m->n_layer; il++)
     sliding[il] = m->layers[il].sliding;
   c->first_gpu = m->n_layer;
+  if (p.n_gpu_layers == HN_GPU_LAYERS_AUTO)
+    c->params.n_gpu_layers = p.n_gpu_layers = auto_gpu_layers(c, &p);
   if (p.n_gpu_layers > 0)
     start_offload(c, &p);
   if (c->offload)
@@ -362,6 +383,12 @@ hn_context_rope_factor_set(const HnContext *c)
 int hn_context_n_logits(const HnContext *c) { return c->n_logits; }
 
 int hn_context_gpu_layers(const HnContext *c) { return c->model->n_layer - c->first_gpu; }
+
+const char *
+hn_context_gpu_notice(const HnContext *c)
+{
+  return c->gpu_notice[0] ? c->gpu_notice : NULL;
+}
 
 const char *
 hn_context_gpu_device(const HnContext *c)

@@ -19,6 +19,8 @@ extern "C" {
 
 typedef struct HnContext HnContext;
 
+#define HN_GPU_LAYERS_AUTO (-1)
+
 typedef struct {
   int n_ctx;      /* KV cells; <= 0 or above the model's training length → capped by it */
   int n_batch;    /* most tokens per decode call (default 512) */
@@ -27,7 +29,9 @@ typedef struct {
   /* Layers evaluated on a Vulkan device (the last ones; more than the model has: all of
    * them).  0: none, the CPU only.  When the device cannot take them (no device, an
    * architecture the device path lacks, its memory runs out), the context runs on the CPU
-   * and hn_context_notice says why. */
+   * and hn_context_notice says why.  HN_GPU_LAYERS_AUTO: as many as fit the device's
+   * memory with a margin (hn_vk_fit_layers); with gpu_device < 0 that never picks a
+   * software driver, and no hardware device means the CPU without a notice. */
   int n_gpu_layers;
   int gpu_device; /* index in hn_vk_list_devices' order; < 0: the best device */
 } HnContextParams;
@@ -84,6 +88,9 @@ void hn_context_set_cancel(HnContext *ctx, HnCancelFn fn, void *user_data);
  * after the device failed during a decode), and the device's name (NULL then). */
 int hn_context_gpu_layers(const HnContext *ctx);
 const char *hn_context_gpu_device(const HnContext *ctx);
+/* Only the sentences of hn_context_notice about the graphics device (why it was not used,
+ * or stopped being used during a decode), or NULL. */
+const char *hn_context_gpu_notice(const HnContext *ctx);
 
 #ifdef __cplusplus
 }

@@ -26,7 +26,7 @@
 
 int cli_bench(int argc, char **argv);
 
-#define USAGE "usage: hanashi-cli bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [-d DEPTH] [-ngl N] [--json]"
+#define USAGE "usage: hanashi-cli bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [-d DEPTH] [-ngl N|auto] [--json]"
 
 static double
 now_seconds(void)
@@ -273,7 +273,7 @@ cli_bench(int argc, char **argv)
       if (!cli_parse_int(val, 1, 512, &threads))
         return cli_fail("invalid thread count '%s'", val);
     } else if (strcmp(opt, "-ngl") == 0 || strcmp(opt, "--gpu-layers") == 0) {
-      if (!cli_parse_int(val, 0, 1 << 20, &gpu_layers))
+      if (!cli_parse_gpu_layers(val, &gpu_layers))
         return cli_fail("invalid layer count '%s'", val);
     } else if (strcmp(opt, "-d") == 0 || strcmp(opt, "--depth") == 0) {
       if (!cli_parse_int(val, 0, 1 << 20, &depth))

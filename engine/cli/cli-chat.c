@@ -1,5 +1,5 @@
 /* hanashi-cli chat -m MODEL [--system TEXT] [--messages FILE.json] [-f FILE] [--session FILE]
- *   [-n N] [--ids] [-t THREADS] [-c CTX] [-ngl N] [--enable-thinking true|false] [sampling options]
+ *   [-n N] [--ids] [-t THREADS] [-c CTX] [-ngl N|auto] [--enable-thinking true|false] [sampling options]
  *
  * A conversation through the conversation core (hn-chat.h), the same code the app's engine
  * thread runs: the model's chat template (or ChatML), old turns dropped to fit the context,
@@ -151,6 +151,7 @@ on_reuse(void *user_data, const HnChatReuse *reuse)
 
 typedef struct {
   HnChat *chat;
+  CliChatModel *model;
   HnChatRequest req;
   Conversation conv;
   bool ids, session;
@@ -223,6 +224,7 @@ reply(Chat *c)
   }
   if (stats.stop_reason == HN_GEN_STOP_CONTEXT_FULL)
     cli_notice("the reply stopped because the context is full");
+  cli_chat_model_notice_device(c->model);
   if (turn.save_error) {
     cli_fail("cannot save the session: %s", turn.save_error);
     goto out;
@@ -344,7 +346,8 @@ usage(const CliSamplingOptions *defaults)
           "  --session FILE        reuse and save the conversation's KV cache in FILE\n"
           "  -t, --threads N       threads (default: the physical cores)\n"
           "  -c, --ctx-size N      context size in tokens (default: the model's)\n"
-          "  -ngl, --gpu-layers N  run the last N layers on the Vulkan device (default 0)\n"
+          "  -ngl, --gpu-layers N  run the last N layers on the Vulkan device (default 0;\n"
+          "                        auto: as many as fit its memory)\n"
           "  --enable-thinking B   true or false: the template's enable_thinking (default: unset)\n"
           "  --remote URL          chat with an OpenAI-compatible server instead (-m is the server's\n"
           "                        model, default its first; not with --ids or --session)\n"
@@ -467,6 +470,7 @@ cli_chat(int argc, char **argv)
   if (!cli_chat_model_load(&cm, model_path) || !cli_chat_model_start(&cm, &sopts, n_predict, n_ctx, threads, gpu_layers, false))
     goto out;
   c.chat = cm.chat;
+  c.model = &cm;
 
   c.ids = ids;
   c.session = session_path != NULL;

@@ -50,6 +50,16 @@ cli_parse_int(const char *text, long long min, long long max, long long *out)
 }
 
 bool
+cli_parse_gpu_layers(const char *value, long long *out)
+{
+  if (strcmp(value, "auto") == 0) {
+    *out = HN_GPU_LAYERS_AUTO;
+    return true;
+  }
+  return cli_parse_int(value, 0, 1 << 20, out);
+}
+
+bool
 cli_parse_run_option(CliRunOption which, const char *value, long long *out)
 {
   switch (which) {
@@ -64,7 +74,7 @@ cli_parse_run_option(CliRunOption which, const char *value, long long *out)
     cli_fail("invalid context size '%s'", value);
     return false;
   case CLI_RUN_GPU_LAYERS:
-    if (cli_parse_int(value, 0, 1 << 20, out))
+    if (cli_parse_gpu_layers(value, out))
       return true;
     cli_fail("invalid layer count '%s'", value);
     return false;
@@ -264,7 +274,21 @@ cli_chat_model_start(CliChatModel *cm, CliSamplingOptions *sampling, long long n
     return false;
   }
   cli_notice(hn_context_notice(hn_chat_context(cm->chat)));
+  const char *device_notice = hn_context_gpu_notice(hn_chat_context(cm->chat));
+  cm->gpu_notice_shown = device_notice ? strlen(device_notice) : 0;
   return true;
+}
+
+void
+cli_chat_model_notice_device(CliChatModel *cm)
+{
+  const char *device_notice = hn_context_gpu_notice(hn_chat_context(cm->chat));
+  size_t len = device_notice ? strlen(device_notice) : 0;
+  if (len <= cm->gpu_notice_shown)
+    return;
+  const char *fresh = device_notice + cm->gpu_notice_shown;
+  cli_notice(fresh + strspn(fresh, " "));
+  cm->gpu_notice_shown = len;
 }
 
 void

@@ -44,11 +44,13 @@ bool cli_parse_float(const char *text, double *out);
 typedef enum {
   CLI_RUN_THREADS,    /* -t, --threads: 1 to 1024 */
   CLI_RUN_CTX,        /* -c, --ctx-size: 1 to 2^24 tokens */
-  CLI_RUN_GPU_LAYERS, /* -ngl, --gpu-layers: 0 to 2^20 */
+  CLI_RUN_GPU_LAYERS, /* -ngl, --gpu-layers: 0 to 2^20, or auto (HN_GPU_LAYERS_AUTO) */
 } CliRunOption;
 
 /* Parses the value of @which into *out; false after printing the error line. */
 bool cli_parse_run_option(CliRunOption which, const char *value, long long *out);
+/* -ngl's value: a layer count, or "auto" (HN_GPU_LAYERS_AUTO: as many as fit the device). */
+bool cli_parse_gpu_layers(const char *value, long long *out);
 
 /* ---- options of the subcommands that take a value --------------------------------------- */
 
@@ -80,6 +82,7 @@ typedef struct {
   HnGrammar *grammar;       /* from --grammar-file / --json-schema, or NULL */
   HnChatModel *chat_model;
   HnChat *chat;
+  size_t gpu_notice_shown; /* how much of the context's device notice was printed */
 } CliChatModel;
 
 /* Loads the model and its vocabulary (printing the vocabulary's notice, if any).  False
@@ -93,6 +96,9 @@ bool cli_chat_model_load(CliChatModel *cm, const char *path);
 bool cli_chat_model_start(CliChatModel *cm, CliSamplingOptions *sampling, long long n_predict, long long n_ctx,
                           long long threads, long long gpu_layers, bool print_params);
 void cli_chat_model_clear(CliChatModel *cm);
+/* Prints what the context's device notice says that was not printed yet: the device failed
+ * during a decode and the CPU runs its layers from now on. */
+void cli_chat_model_notice_device(CliChatModel *cm);
 
 /* Subcommand entry points: argv[0] is the subcommand name. */
 typedef int (*CliCommandFunc)(int argc, char **argv);

@@ -126,8 +126,9 @@ static void
 usage(const CliSamplingOptions *defaults)
 {
   fprintf(stderr, "usage: hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N "
-                  "[--ids | --probs K] [-t THREADS] [-c CTX] [-ngl N] [--session FILE] [--print-params] [sampling options]\n"
-                  "  -ngl, --gpu-layers N         run the last N layers on the Vulkan device (default 0)\n"
+                  "[--ids | --probs K] [-t THREADS] [-c CTX] [-ngl N|auto] [--session FILE] [--print-params] [sampling options]\n"
+                  "  -ngl, --gpu-layers N         run the last N layers on the Vulkan device (default 0;\n"
+                  "                               auto: as many as fit its memory)\n"
                   "  -f, --file FILE              read the prompt from FILE (exactly its bytes)\n"
                   "  --probs K                    instead of the text, one JSON line per token with its K (1-%d) most\n"
                   "                               likely candidates and what the sampler did to them\n"
@@ -361,7 +362,9 @@ cli_generate(int argc, char **argv)
   HnChatCallbacks callbacks = { .on_text = on_text, .on_warning = on_warning, .on_reuse = on_reuse,
                                 .on_probs = probs_k > 0 ? on_probs : NULL, .user_data = &out };
   HnChatStats result;
-  if (!hn_chat_generate(chat, &req, &callbacks, &result, &err)) {
+  bool generated = hn_chat_generate(chat, &req, &callbacks, &result, &err);
+  cli_chat_model_notice_device(&cm);
+  if (!generated) {
     cli_fail_error(&err);
     goto out;
   }

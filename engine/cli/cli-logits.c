@@ -13,7 +13,7 @@
 #include "hn-context.h"
 #include "hn-vocab.h"
 
-#define LOGITS_USAGE "usage: hanashi-cli logits -m MODEL (--tokens 1,2,3 | -p TEXT | -f FILE) -o OUT.f32 [-t THREADS] [-ngl N]"
+#define LOGITS_USAGE "usage: hanashi-cli logits -m MODEL (--tokens 1,2,3 | -p TEXT | -f FILE) -o OUT.f32 [-t THREADS] [-ngl N|auto]"
 
 int cli_logits(int argc, char **argv);
 
@@ -41,7 +41,7 @@ cli_logits(int argc, char **argv)
       if (!cli_parse_int(val, 1, 1024, &threads))
         return cli_fail("invalid thread count '%s'", val);
     } else if (strcmp(opt, "-ngl") == 0 || strcmp(opt, "--gpu-layers") == 0) {
-      if (!cli_parse_int(val, 0, 1 << 20, &gpu_layers))
+      if (!cli_parse_gpu_layers(val, &gpu_layers))
         return cli_fail("invalid layer count '%s'", val);
     } else
       return cli_fail("unknown option '%s'", opt);

@@ -32,6 +32,10 @@ typedef struct {
   void     (*on_session_write_failed) (gpointer data, const char *message);
   /* With probs_k > 0: the record of each sampled token, before its text (if any). */
   void     (*on_probs) (gpointer data, const HnTokenProbs *probs);
+  /* For load: where the layers run (hanashi_engine_set_gpu: a device name or NULL for the
+   * best hardware device, and a layer count, HANASHI_GPU_LAYERS_AUTO or 0). */
+  const char *gpu_device;
+  int         gpu_layers;
 } HanashiBackendSink;
 
 /* Where the generation's session file lives; path NULL = no session for this request. */

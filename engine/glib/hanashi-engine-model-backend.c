@@ -18,6 +18,7 @@
 #include "hn-chat.h"
 #include "hn-context.h"
 #include "hn-quants.h"
+#include "hn-vk.h"
 
 /* The context meter and the default context when the caller passes 0. */
 #define DEFAULT_N_CTX 4096
@@ -28,7 +29,22 @@ typedef struct {
   HnChatModel *chat_model;
   HnChat *chat;
   GString *piece;                /* the text of one token event, reused */
+  int gpu_layers;                /* on the device after the last generation (or the load) */
 } ModelBackend;
+
+/* The index hn_vk_list_devices gives the device of that name, or -1 when it is not there
+ * (listing asks the driver: this runs on the engine thread, never the main loop). */
+static int
+gpu_device_index (const char *name)
+{
+  HnVkDeviceInfo devices[16];
+  HnError err = { 0 };
+  int n = hn_vk_list_devices (devices, G_N_ELEMENTS (devices), &err);
+  for (int i = 0; i < MIN (n, (int) G_N_ELEMENTS (devices)); i++)
+    if (g_strcmp0 (devices[i].name, name) == 0)
+      return i;
+  return -1;
+}
 
 /* ---- errors ----------------------------------------------------------------------------- */
 
@@ -108,6 +124,7 @@ model_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Hanas
             void (*progress) (gpointer, double), HanashiModelInfo **info_out, GError **error)
 {
   HnError err = { 0 };
+  g_autofree char *missing_device = NULL;   /* the device chosen in Preferences is not there */
   ModelBackend *mb = g_new0 (ModelBackend, 1);
   mb->piece = g_string_new (NULL);
 
@@ -144,6 +161,17 @@ model_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Hanas
   if (n_batch > 0)
     cp.n_batch = (int) MIN (n_batch, (guint) G_MAXINT);
   cp.n_seq_max = 2;   /* the chat and the CFG negative prompt */
+  cp.n_gpu_layers = sink->gpu_layers == HANASHI_GPU_LAYERS_AUTO ? HN_GPU_LAYERS_AUTO : MAX (sink->gpu_layers, 0);
+  if (cp.n_gpu_layers != 0 && sink->gpu_device != NULL)
+    {
+      cp.gpu_device = gpu_device_index (sink->gpu_device);
+      if (cp.gpu_device < 0)
+        {
+          missing_device = g_strdup_printf ("The graphics device “%s” was not found. Running on the CPU instead.",
+                                            sink->gpu_device);
+          cp.n_gpu_layers = 0;
+        }
+    }
   if ((mb->chat_model = hn_chat_model_new (mb->model, mb->vocab, &err)) == NULL
       || (mb->chat = hn_chat_new (mb->chat_model, &cp, &err)) == NULL)
     {
@@ -162,8 +190,15 @@ model_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Hanas
   info->file_size = hn_model_file_size (mb->model);
   info->n_ctx = (guint32) hn_context_n_ctx (ctx);
   info->n_batch = (guint32) hn_context_n_batch (ctx);
-  if (hn_context_notice (ctx) != NULL)
-    sink->on_warning (sink->data, HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED, hn_context_notice (ctx));
+  /* The notice is the clamped context's sentence, then the device's. */
+  const char *notice = hn_context_notice (ctx), *gpu_notice = hn_context_gpu_notice (ctx);
+  if (notice != NULL && (gpu_notice == NULL || strlen (notice) > strlen (gpu_notice)))
+    sink->on_warning (sink->data, HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED, notice);
+  mb->gpu_layers = hn_context_gpu_layers (ctx);
+  info->gpu_layers = (guint32) mb->gpu_layers;
+  info->gpu_device = g_strdup (hn_context_gpu_device (ctx));
+  info->n_layers = (guint32) hn_model_n_layer (mb->model);
+  info->gpu_notice = g_strdup (missing_device != NULL ? missing_device : gpu_notice);
   info->n_ctx_train = (guint32) hn_model_n_ctx_train (mb->model);
   info->n_vocab = (guint32) hn_model_n_vocab (mb->model);
   /* the source too: whether it mentions a closing thinking marker */
@@ -400,7 +435,14 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
     .user_data = &run,
   };
   HnChatStats cs;
-  if (!hn_chat_generate (mb->chat, &cr, &cb, &cs, &err))
+  gboolean generated = hn_chat_generate (mb->chat, &cr, &cb, &cs, &err);
+  HnContext *ctx = hn_chat_context (mb->chat);
+  if (hn_context_gpu_layers (ctx) < mb->gpu_layers)
+    {
+      mb->gpu_layers = hn_context_gpu_layers (ctx);
+      sink->on_warning (sink->data, HANASHI_ENGINE_ERROR_GPU_FAILED, hn_context_gpu_notice (ctx));
+    }
+  if (!generated)
     {
       set_error_from_hn (error, &err, HANASHI_ENGINE_ERROR_FAILED, NULL);
       return FALSE;

@@ -81,6 +81,8 @@ hanashi_model_info_copy (const HanashiModelInfo *info)
   copy->weight_type = g_strdup (info->weight_type);
   copy->path = g_strdup (info->path);
   copy->remote_url = g_strdup (info->remote_url);
+  copy->gpu_device = g_strdup (info->gpu_device);
+  copy->gpu_notice = g_strdup (info->gpu_notice);
   return copy;
 }
 
@@ -94,6 +96,8 @@ hanashi_model_info_free (HanashiModelInfo *info)
   g_free (info->weight_type);
   g_free (info->path);
   g_free (info->remote_url);
+  g_free (info->gpu_device);
+  g_free (info->gpu_notice);
   g_free (info);
 }
 
@@ -463,6 +467,8 @@ typedef struct {
   char *dir;           /* session directory (generate, clear) */
   guint64 limit;       /* session cache size limit (generate) */
   guint n_ctx, n_threads, n_batch;
+  char *gpu_device;    /* load: hanashi_engine_set_gpu's choice */
+  int gpu_layers;
   HanashiGenerateRequest *req;
   GTask *task;
   HanashiRemote *remote;  /* load: the server of a remote model (path is then its id) */
@@ -523,6 +529,8 @@ typedef struct {
   gpointer model;
   char *model_path;              /* what the model was loaded from and with, to load it again */
   guint model_n_ctx, model_n_threads, model_n_batch;
+  char *model_gpu_device;
+  int model_gpu_layers;
   gboolean restoring_model;      /* loading the previous model again after a refused load */
   guint current_id;
   gboolean current_is_load;
@@ -541,6 +549,8 @@ struct _HanashiEngine {
   char *session_dir;
   guint64 session_limit;
   guint n_batch;
+  char *gpu_device;
+  int gpu_layers;
   guint streamed_id;      /* the generation whose tokens "token" delivered last */
   guint streamed_tokens;  /* how many of them, coalesced events counted in full */
 };
@@ -561,6 +571,7 @@ cmd_free (Cmd *cmd)
 {
   g_free (cmd->path);
   g_free (cmd->dir);
+  g_free (cmd->gpu_device);
   if (cmd->req)
     hanashi_generate_request_unref (cmd->req);
 #ifdef HANASHI_HAVE_REMOTE
@@ -838,6 +849,7 @@ thread_unload (EngineCore *core)
       core->model_backend->unload (model);
     }
   g_clear_pointer (&core->model_path, g_free);
+  g_clear_pointer (&core->model_gpu_device, g_free);
 }
 
 static void
@@ -864,6 +876,8 @@ thread_try_load (EngineCore *core, Cmd *cmd, void (*progress) (gpointer, double)
                  GError **error)
 {
   HanashiBackendSink sink = SINK_INIT (core);
+  sink.gpu_device = cmd->gpu_device;
+  sink.gpu_layers = cmd->gpu_layers;
   if (thread_is_cancelled (core))
     {
       g_set_error (error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_CANCELLED, "Loading was cancelled");
@@ -917,6 +931,8 @@ thread_run_load (EngineCore *core, Cmd *cmd)
       g_autofree char *previous_path = g_steal_pointer (&core->model_path);
       guint previous_n_ctx = core->model_n_ctx, previous_n_threads = core->model_n_threads;
       guint previous_n_batch = core->model_n_batch;
+      g_autofree char *previous_gpu_device = g_steal_pointer (&core->model_gpu_device);
+      int previous_gpu_layers = core->model_gpu_layers;
 
       g_clear_error (&error);
       thread_unload (core);
@@ -928,6 +944,8 @@ thread_run_load (EngineCore *core, Cmd *cmd)
           /* Only quitting stops this: the load was already refused, and bringing back what
            * worked is part of refusing it. */
           HanashiBackendSink sink = SINK_INIT (core);
+          sink.gpu_device = previous_gpu_device;
+          sink.gpu_layers = previous_gpu_layers;
           core->restoring_model = TRUE;
           gpointer previous = core->backend->load (previous_path, previous_n_ctx, previous_n_threads,
                                                    previous_n_batch, &sink, thread_no_progress,
@@ -943,6 +961,8 @@ thread_run_load (EngineCore *core, Cmd *cmd)
               core->model_n_ctx = previous_n_ctx;
               core->model_n_threads = previous_n_threads;
               core->model_n_batch = previous_n_batch;
+              core->model_gpu_device = g_steal_pointer (&previous_gpu_device);
+              core->model_gpu_layers = previous_gpu_layers;
               thread_post_model_loaded (core, cmd->id, previous_info);
             }
           else
@@ -961,6 +981,9 @@ thread_run_load (EngineCore *core, Cmd *cmd)
       core->model_n_ctx = cmd->n_ctx;
       core->model_n_threads = cmd->n_threads;
       core->model_n_batch = cmd->n_batch;
+      g_free (core->model_gpu_device);
+      core->model_gpu_device = g_strdup (cmd->gpu_device);
+      core->model_gpu_layers = cmd->gpu_layers;
       thread_post_model_loaded (core, cmd->id, info);
       post_state (core, HANASHI_ENGINE_STATE_READY);
       post_task_done (core, cmd, TRUE, NULL);
@@ -1240,6 +1263,15 @@ engine_dispatch (HanashiEngine *self, Event *ev)
       g_signal_emit (self, signals[SIG_ERROR], 0, ev->id, ev->error);
       break;
     case EV_WARNING:
+      /* The device failed during this generation: the model info says where it runs now. */
+      if (g_error_matches (ev->error, HANASHI_ENGINE_ERROR, HANASHI_ENGINE_ERROR_GPU_FAILED) && self->model_info != NULL)
+        {
+          g_clear_pointer (&self->model_info->gpu_device, g_free);
+          self->model_info->gpu_layers = 0;
+          g_free (self->model_info->gpu_notice);
+          self->model_info->gpu_notice = g_strdup (ev->error->message);
+          g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_MODEL_INFO]);
+        }
       g_signal_emit (self, signals[SIG_WARNING], 0, ev->id, ev->error);
       break;
     case EV_SESSION_WRITE_FAILED:
@@ -1308,6 +1340,8 @@ hanashi_engine_load_model_async (HanashiEngine *self, const char *path, guint n_
   cmd->n_ctx = n_ctx;
   cmd->n_threads = n_threads;
   cmd->n_batch = self->n_batch;
+  cmd->gpu_device = g_strdup (self->gpu_device);
+  cmd->gpu_layers = self->gpu_layers;
   cmd->task = g_task_new (self, cancellable, callback, user_data);
   g_task_set_source_tag (cmd->task, hanashi_engine_load_model_async);
   g_task_set_check_cancellable (cmd->task, TRUE);
@@ -1516,6 +1550,16 @@ hanashi_engine_set_batch_size (HanashiEngine *self, guint n_batch)
 }
 
 void
+hanashi_engine_set_gpu (HanashiEngine *self, const char *device, int n_layers)
+{
+  g_return_if_fail (HANASHI_IS_ENGINE (self));
+  g_return_if_fail (n_layers >= HANASHI_GPU_LAYERS_AUTO);
+  g_free (self->gpu_device);
+  self->gpu_device = g_strdup (device);
+  self->gpu_layers = n_layers;
+}
+
+void
 hanashi_engine_forget_session (HanashiEngine *self, const char *conversation_id)
 {
   g_return_if_fail (HANASHI_IS_ENGINE (self));
@@ -1565,6 +1609,7 @@ hanashi_engine_finalize (GObject *object)
   HanashiEngine *self = HANASHI_ENGINE (object);
   hanashi_model_info_free (self->model_info);
   g_free (self->session_dir);
+  g_free (self->gpu_device);
   core_unref (self->core);
   G_OBJECT_CLASS (hanashi_engine_parent_class)->finalize (object);
 }

@@ -44,6 +44,9 @@ typedef enum {
                                             * (HN_ERR_LIMIT) */
   HANASHI_ENGINE_ERROR_PARAM_UNAVAILABLE,  /* (a warning) a remote server does not take a parameter
                                             * the request set: it was not sent */
+  HANASHI_ENGINE_ERROR_GPU_FAILED,         /* (a warning) the graphics device failed during the
+                                            * generation: the processor runs every layer from now
+                                            * on (the model info says so before this is emitted) */
 } HanashiEngineError;
 
 /* ---- enums ----------------------------------------------------------------------------- */
@@ -103,6 +106,14 @@ typedef struct {
    * and the context sizes 0 (the server does not say). */
   char    *remote_url;
   gboolean remote_is_hanashi;
+  /* Where the layers run: gpu_layers of the n_layers (the last ones) on the graphics device
+   * gpu_device (NULL and 0: all on the processor).  gpu_notice: why the device chosen in
+   * Preferences is not used, or stopped being used (a sentence in English for the log;
+   * NULL when nothing went wrong).  0/NULL for a remote model. */
+  char    *gpu_device;
+  guint32  gpu_layers;
+  guint32  n_layers;
+  char    *gpu_notice;
 } HanashiModelInfo;
 
 GType hanashi_model_info_get_type (void) G_GNUC_CONST;
@@ -342,6 +353,14 @@ void     hanashi_engine_set_session_cache_limit (HanashiEngine *self, guint64 by
 /* Tokens evaluated per step while reading a prompt, for models loaded from now on (it sizes
  * the context's scratch memory); 0 = the engine's default, 512. */
 void     hanashi_engine_set_batch_size          (HanashiEngine *self, guint n_batch);
+/* Where the layers of models loaded from now on run.  @device: a graphics device's name as
+ * hanashi_gpu_list_devices_async() gives it, or NULL for the best hardware device (never a
+ * software driver).  @n_layers: how many of the last layers run there,
+ * HANASHI_GPU_LAYERS_AUTO for as many as fit its memory with a margin, 0 for the processor
+ * only (the default).  A device that cannot be used means the processor, and the model
+ * info's gpu_notice says why. */
+#define HANASHI_GPU_LAYERS_AUTO (-1)
+void     hanashi_engine_set_gpu                 (HanashiEngine *self, const char *device, int n_layers);
 void     hanashi_engine_forget_session         (HanashiEngine *self, const char *conversation_id);
 void     hanashi_engine_clear_session_cache    (HanashiEngine *self);
 
@@ -355,6 +374,24 @@ char    *hanashi_session_cache_dup_default_dir (void);
 gboolean hanashi_session_cache_clear           (const char    *dir,
                                                 GCancellable  *cancellable,
                                                 GError       **error);
+
+/* ---- graphics devices ----------------------------------------------------------------- */
+typedef struct {
+  char    *name;
+  char    *type;     /* "discrete", "integrated", "virtual", "cpu" (a software driver) or "other" */
+  guint64  memory;   /* bytes of device-local memory */
+} HanashiGpuDevice;
+void hanashi_gpu_device_free (HanashiGpuDevice *device);
+/* Whether this build has the Vulkan backend at all. */
+gboolean   hanashi_gpu_supported               (void);
+/* Lists the Vulkan devices in a worker thread (asking the driver takes a while): a
+ * GPtrArray of HanashiGpuDevice (owned, may be empty), or an error of HANASHI_ENGINE_ERROR
+ * (FAILED) whose message says why there is none (no driver, no Vulkan in this build). */
+void       hanashi_gpu_list_devices_async     (GCancellable        *cancellable,
+                                               GAsyncReadyCallback  callback,
+                                               gpointer             user_data);
+GPtrArray *hanashi_gpu_list_devices_finish    (GAsyncResult        *result,
+                                               GError             **error);
 
 /* Memory the system can give a model now, in bytes (MemAvailable, as the engine reads it
  * before it makes a context); FALSE when it cannot be known. */

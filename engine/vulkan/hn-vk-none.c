@@ -26,6 +26,15 @@ hn_vk_offload_new(const HnModel *model, const HnVkOffloadParams *params, HnError
   return NULL;
 }
 
+int
+hn_vk_fit_layers(const HnModel *model, const HnVkOffloadParams *params, HnError *err)
+{
+  (void) model;
+  (void) params;
+  hn_error_set(err, HN_ERR_UNSUPPORTED, "This build of Hanashi has no Vulkan support.");
+  return -1;
+}
+
 void hn_vk_offload_free(HnVkOffload *offload) { (void) offload; }
 uint16_t *hn_vk_offload_k_storage(HnVkOffload *offload) { (void) offload; return NULL; }
 uint16_t *hn_vk_offload_v_storage(HnVkOffload *offload) { (void) offload; return NULL; }

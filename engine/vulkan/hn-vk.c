@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <vulkan/vulkan.h>
 
 #include "hn-model-internal.h"
@@ -75,6 +76,7 @@ struct HnVkOffload {
   VkCommandBuffer cmd;
   VkFence fence;
   uint64_t allocated, limit; /* limit 0: none */
+  unsigned long long n_runs; /* for the lost:N and timeout:N test seams */
   VkLayer *layers;           /* n_layer - first_layer */
   VkBuf kv_k, kv_v;          /* host-visible, every layer's rows */
   VkBuf x, xn, q, k, v, attn, gate, up; /* device scratch */
@@ -82,8 +84,6 @@ struct HnVkOffload {
   VkDeviceSize io_x, io_angles, io_tokens, io_cells;
   VkBuf staging;             /* for devices whose memory the host cannot map */
 };
-
-bool hn_vk_built(void) { return true; }
 
 static bool
 vk_fail(HnError *err, HnStatus code, VkResult r, const char *what)
@@ -95,9 +95,64 @@ vk_fail(HnError *err, HnStatus code, VkResult r, const char *what)
   return hn_error_set(err, code, "The graphics driver failed while %s (Vulkan error %d).", what, (int) r);
 }
 
+/* ---- the HANASHI_VULKAN_FAIL test seam (hn-vk.h, docs/vulkan.md) ---- */
+
+/* The value of the item "key:VALUE" of HANASHI_VULKAN_FAIL (copied into value), or of the
+ * bare item "key" (value empty); false when the list does not have it. */
+static bool
+seam_item(const char *key, char *value, size_t value_size)
+{
+  const char *list = getenv("HANASHI_VULKAN_FAIL");
+  size_t key_len = strlen(key);
+  for (const char *item = list; item && *item; item = strchr(item, ',') ? strchr(item, ',') + 1 : NULL) {
+    size_t len = strcspn(item, ",");
+    if (len < key_len || strncmp(item, key, key_len) != 0 || (len > key_len && item[key_len] != ':'))
+      continue;
+    const char *v = len > key_len ? item + key_len + 1 : item + len;
+    size_t n = (size_t) (item + len - v);
+    n = n < value_size - 1 ? n : value_size - 1;
+    memcpy(value, v, n);
+    value[n] = '\0';
+    return true;
+  }
+  return false;
+}
+
+static bool
+seam_number(const char *key, unsigned long long *out)
+{
+  char value[32];
+  char *end = NULL;
+  if (!seam_item(key, value, sizeof value) || !value[0])
+    return false;
+  *out = strtoull(value, &end, 10);
+  return *end == '\0';
+}
+
+static bool
+seam_shader_fails(const char *name)
+{
+  char value[64];
+  return seam_item("shader", value, sizeof value) && strcasecmp(value, name) == 0;
+}
+
+/* unbuilt: the backend answers as a build without Vulkan does (hn-vk-none.c) */
+static bool
+seam_unbuilt(void)
+{
+  char unused[2];
+  return seam_item("unbuilt", unused, sizeof unused);
+}
+
+bool hn_vk_built(void) { return !seam_unbuilt(); }
+
 static VkInstance
 create_instance(HnError *err)
 {
+  if (seam_unbuilt()) {
+    hn_error_set(err, HN_ERR_UNSUPPORTED, "This build of Hanashi has no Vulkan support.");
+    return VK_NULL_HANDLE;
+  }
   VkApplicationInfo app = {
     .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "Hanashi",
     .pEngineName = "Hanashi", .apiVersion = VK_API_VERSION_1_2,
@@ -278,6 +333,8 @@ buf_free(HnVkOffload *o, VkBuf *b)
   memset(b, 0, sizeof *b);
 }
 
+static bool wait_succeeded(VkResult r, const char *what, HnError *err);
+
 static bool
 submit_and_wait(HnVkOffload *o, const char *what, HnError *err)
 {
@@ -287,6 +344,12 @@ submit_and_wait(HnVkOffload *o, const char *what, HnError *err)
     r = vkQueueSubmit(o->queue, 1, &submit, o->fence);
   if (r == VK_SUCCESS)
     r = vkWaitForFences(o->device, 1, &o->fence, VK_TRUE, FENCE_TIMEOUT_NS);
+  return wait_succeeded(r, what, err);
+}
+
+static bool
+wait_succeeded(VkResult r, const char *what, HnError *err)
+{
   if (r == VK_TIMEOUT)
     return hn_error_set(err, HN_ERR_UNSUPPORTED, "The graphics device did not finish %s within %d seconds.", what,
                         (int) (FENCE_TIMEOUT_NS / 1000000000ull));
@@ -407,8 +470,9 @@ upload_vector(HnVkOffload *o, VkBuf *b, const float *data, const VkVector *vec, 
   return !data || upload(o, b, vec->off, data, vec->size, err);
 }
 
+/* Lays out a layer's tensors in its buffer; *end becomes the buffer's size. */
 static bool
-load_layer(HnVkOffload *o, const HnLayer *L, VkLayer *V, int il, HnError *err)
+plan_layer(HnVkOffload *o, const HnLayer *L, VkLayer *V, VkDeviceSize *end_out, HnError *err)
 {
   const HnModel *m = o->model;
   VkDeviceSize end = 0;
@@ -424,6 +488,18 @@ load_layer(HnVkOffload *o, const HnLayer *L, VkLayer *V, int il, HnError *err)
   plan_vector(o, L->bq, m->n_head * m->head_dim, &V->bq, &end);
   plan_vector(o, L->bk, m->n_head_kv * m->head_dim, &V->bk, &end);
   plan_vector(o, L->bv, m->n_head_kv * m->head_dim, &V->bv, &end);
+  *end_out = end;
+  return true;
+}
+
+static bool
+load_layer(HnVkOffload *o, const HnLayer *L, VkLayer *V, int il, HnError *err)
+{
+  VkDeviceSize end = 0;
+  const HnGgufTensor *mats[7] = { L->wq, L->wk, L->wv, L->wo, L->w_gate, L->w_up, L->w_down };
+  VkMatrix *dst[7] = { &V->wq, &V->wk, &V->wv, &V->wo, &V->gate, &V->up, &V->down };
+  if (!plan_layer(o, L, V, &end, err))
+    return false;
   char what[64];
   snprintf(what, sizeof what, "weights of layer %d", il);
   if (!buf_new(o, &V->buf, end, false, what, err))
@@ -459,8 +535,9 @@ unsupported_reason(const HnModel *m)
   return NULL;
 }
 
+/* want < 0: the best device; with hardware_only, never a software driver. */
 static bool
-pick_device(HnVkOffload *o, int want, HnError *err)
+pick_device(HnVkOffload *o, int want, bool hardware_only, HnError *err)
 {
   uint32_t n = 0;
   VkResult r = vkEnumeratePhysicalDevices(o->instance, &n, NULL);
@@ -482,10 +559,16 @@ pick_device(HnVkOffload *o, int want, HnError *err)
     for (uint32_t i = 0; i < n; i++) {
       VkPhysicalDeviceProperties p;
       vkGetPhysicalDeviceProperties(devs[i], &p);
-      if (type_rank(p.deviceType) > best_rank) {
+      if (type_rank(p.deviceType) > best_rank && (!hardware_only || type_rank(p.deviceType) >= 2)) {
         best_rank = type_rank(p.deviceType);
         best = (int) i;
       }
+    }
+    if (best < 0) {
+      free(devs);
+      return hn_error_set(err, HN_ERR_UNSUPPORTED,
+                          "No graphics device was found, only a software Vulkan driver, which is slower than the "
+                          "processor.");
     }
   }
   o->phys = devs[best];
@@ -493,8 +576,9 @@ pick_device(HnVkOffload *o, int want, HnError *err)
   return true;
 }
 
-static bool
-create_device(HnVkOffload *o, HnError *err)
+/* What planning needs to know of the picked device. */
+static void
+read_limits(HnVkOffload *o)
 {
   VkPhysicalDeviceProperties props;
   vkGetPhysicalDeviceProperties(o->phys, &props);
@@ -502,19 +586,37 @@ create_device(HnVkOffload *o, HnError *err)
   o->unified = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU || props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   o->align = props.limits.minStorageBufferOffsetAlignment > 256 ? props.limits.minStorageBufferOffsetAlignment : 256;
   o->max_range = props.limits.maxStorageBufferRange;
+  unsigned long long range = 0;
+  if (seam_number("range", &range) && range < o->max_range)
+    o->max_range = (VkDeviceSize) range;
   o->max_groups = props.limits.maxComputeWorkGroupCount[0] < props.limits.maxComputeWorkGroupCount[1]
                     ? props.limits.maxComputeWorkGroupCount[0] : props.limits.maxComputeWorkGroupCount[1];
   vkGetPhysicalDeviceMemoryProperties(o->phys, &o->mem_props);
+}
+
+static bool
+has_extension(VkPhysicalDevice phys, const char *name)
+{
   uint32_t n_ext = 0;
-  vkEnumerateDeviceExtensionProperties(o->phys, NULL, &n_ext, NULL);
+  vkEnumerateDeviceExtensionProperties(phys, NULL, &n_ext, NULL);
   VkExtensionProperties *exts = calloc(n_ext ? n_ext : 1, sizeof *exts);
   if (!exts)
-    return hn_error_set(err, HN_ERR_NOMEM, "out of memory");
-  vkEnumerateDeviceExtensionProperties(o->phys, NULL, &n_ext, exts);
-  bool has_push = false;
+    return false;
+  vkEnumerateDeviceExtensionProperties(phys, NULL, &n_ext, exts);
+  bool found = false;
   for (uint32_t i = 0; i < n_ext; i++)
-    has_push |= strcmp(exts[i].extensionName, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) == 0;
+    found |= strcmp(exts[i].extensionName, name) == 0;
   free(exts);
+  return found;
+}
+
+static bool
+create_device(HnVkOffload *o, HnError *err)
+{
+  read_limits(o);
+  char unused[2];
+  bool has_push = has_extension(o->phys, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) &&
+                  !seam_item("push-descriptors", unused, sizeof unused);
   if (!has_push)
     return hn_error_set(err, HN_ERR_UNSUPPORTED, "The graphics driver of %s lacks %s, which Hanashi needs.",
                         o->device_name, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
@@ -602,7 +704,7 @@ create_pipelines(HnVkOffload *o, const bool *needed, HnError *err)
       .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = s->n_words * 4, .pCode = s->words,
     };
     VkShaderModule module;
-    r = vkCreateShaderModule(o->device, &minfo, NULL, &module);
+    r = seam_shader_fails(s->name) ? VK_ERROR_INITIALIZATION_FAILED : vkCreateShaderModule(o->device, &minfo, NULL, &module);
     if (r == VK_SUCCESS) {
       VkComputePipelineCreateInfo cinfo = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
@@ -629,6 +731,104 @@ memory_limit(void)
   char *end = NULL;
   unsigned long long v = strtoull(env, &end, 10);
   return end && *end == '\0' ? (uint64_t) v : 0;
+}
+
+/* Places the inputs and outputs in their buffer; returns its size. */
+static VkDeviceSize
+plan_io(HnVkOffload *o)
+{
+  const HnModel *m = o->model;
+  size_t E = (size_t) m->n_embd, nb = (size_t) o->params.n_batch, half = (size_t) m->rope.n_rot / 2;
+  o->io_x = 0;
+  o->io_angles = align_up(nb * E * sizeof(float), o->align);
+  o->io_tokens = align_up(o->io_angles + nb * (half ? half : 1) * 2 * sizeof(float), o->align);
+  o->io_cells = align_up(o->io_tokens + nb * 4 * sizeof(int32_t), o->align);
+  return o->io_cells + (VkDeviceSize) o->params.n_ctx * 2 * sizeof(int32_t);
+}
+
+/* What every offload allocates, however many layers it takes: the KV cache of every layer,
+ * the inputs and outputs, the activations (as hn_vk_offload_new allocates them) and the
+ * upload buffer where the processor cannot map the device's memory. */
+static uint64_t
+fixed_bytes(HnVkOffload *o)
+{
+  const HnModel *m = o->model;
+  uint64_t E = (uint64_t) m->n_embd, Q = (uint64_t) m->n_head * (uint64_t) m->head_dim;
+  uint64_t KV = (uint64_t) m->n_head_kv * (uint64_t) m->head_dim, F = (uint64_t) m->n_ff;
+  uint64_t nb = (uint64_t) o->params.n_batch;
+  uint64_t kv_bytes = (uint64_t) m->n_layer * (uint64_t) o->params.n_ctx * KV * sizeof(uint16_t);
+  uint64_t scratch = nb * 4 * (2 * E + 2 * Q + 2 * KV + 2 * F);
+  return 2 * kv_bytes + plan_io(o) + scratch + (o->unified ? 0 : STAGING_BYTES);
+}
+
+/* The memory the device offers this process: the budget of its device-local heaps where
+ * the driver reports one (it leaves out what other programs use), else their size. */
+static uint64_t
+device_memory(HnVkOffload *o)
+{
+  VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {
+    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT,
+  };
+  bool has_budget = has_extension(o->phys, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  if (has_budget) {
+    VkPhysicalDeviceMemoryProperties2 props2 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2, .pNext = &budget,
+    };
+    vkGetPhysicalDeviceMemoryProperties2(o->phys, &props2);
+  }
+  uint64_t total = 0;
+  for (uint32_t h = 0; h < o->mem_props.memoryHeapCount; h++)
+    if (o->mem_props.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      total += has_budget && budget.heapBudget[h] ? budget.heapBudget[h] : o->mem_props.memoryHeaps[h].size;
+  return total;
+}
+
+int
+hn_vk_fit_layers(const HnModel *m, const HnVkOffloadParams *params, HnError *err)
+{
+  if (params->n_ctx <= 0 || params->n_batch <= 0) {
+    hn_error_set(err, HN_ERR_INVALID_ARG, "invalid context of %d cells for the graphics device", params->n_ctx);
+    return -1;
+  }
+  HnVkOffload o = { .model = m, .params = *params };
+  o.params.first_layer = 0;
+  if (!(o.instance = create_instance(err)))
+    return -1;
+  int fit = -1;
+  if (!pick_device(&o, params->device, params->device < 0, err))
+    goto done;
+  read_limits(&o);
+  fit = 0;
+  const char *why = unsupported_reason(m);
+  if (why) {
+    hn_error_set(err, HN_ERR_UNSUPPORTED, "The graphics device cannot run %s models yet (%s).", m->arch, why);
+    goto done;
+  }
+  uint64_t memory = device_memory(&o), limit = memory_limit();
+  if (limit && limit < memory)
+    memory = limit;
+  uint64_t margin = memory / 100 * HN_VK_FIT_MARGIN_PERCENT;
+  if (margin > HN_VK_FIT_MARGIN_MAX)
+    margin = HN_VK_FIT_MARGIN_MAX;
+  uint64_t used = fixed_bytes(&o) + margin;
+  HnError plan_err = { 0 };
+  for (int il = m->n_layer - 1; il >= 0 && used <= memory; il--) {
+    VkLayer layer;
+    VkDeviceSize size = 0;
+    if (!plan_layer(&o, &m->layers[il], &layer, &size, &plan_err))
+      break; /* a tensor the device cannot bind: the layers after it still fit */
+    used += size;
+    if (used <= memory)
+      fit++;
+  }
+  if (fit == 0 && plan_err.message[0])
+    hn_error_set(err, plan_err.code, "%s", plan_err.message);
+  else if (fit == 0)
+    hn_error_set(err, HN_ERR_NOMEM, "Not even one layer of this model fits in the memory of %s (%.1f MB).",
+                 o.device_name, (double) memory / 1e6);
+done:
+  vkDestroyInstance(o.instance, NULL);
+  return fit;
 }
 
 HnVkOffload *
@@ -668,7 +868,7 @@ hn_vk_offload_new(const HnModel *m, const HnVkOffloadParams *params, HnError *er
       needed[pipe >= 0 ? pipe : HN_VK_SHADER_MATMUL_F16] = true;
     }
   }
-  if (!(o->instance = create_instance(err)) || !pick_device(o, params->device, err) || !create_device(o, err) ||
+  if (!(o->instance = create_instance(err)) || !pick_device(o, params->device, false, err) || !create_device(o, err) ||
       !create_pipelines(o, needed, err))
     goto fail;
   size_t E = (size_t) m->n_embd, Q = (size_t) m->n_head * (size_t) m->head_dim;
@@ -679,12 +879,7 @@ hn_vk_offload_new(const HnModel *m, const HnVkOffloadParams *params, HnError *er
                  params->n_ctx, o->device_name);
     goto fail;
   }
-  size_t half = (size_t) m->rope.n_rot / 2;
-  o->io_x = 0;
-  o->io_angles = align_up(nb * E * sizeof(float), o->align);
-  o->io_tokens = align_up(o->io_angles + nb * (half ? half : 1) * 2 * sizeof(float), o->align);
-  o->io_cells = align_up(o->io_tokens + nb * 4 * sizeof(int32_t), o->align);
-  VkDeviceSize io_bytes = o->io_cells + (VkDeviceSize) params->n_ctx * 2 * sizeof(int32_t);
+  VkDeviceSize io_bytes = plan_io(o);
   if (!buf_new(o, &o->kv_k, kv_bytes, true, "key cache", err) || !buf_new(o, &o->kv_v, kv_bytes, true, "value cache", err) ||
       !buf_new(o, &o->io, io_bytes, true, "inputs and outputs", err) ||
       !buf_new(o, &o->x, nb * E * 4, false, "activations", err) || !buf_new(o, &o->xn, nb * E * 4, false, "activations", err) ||
@@ -956,6 +1151,12 @@ hn_vk_offload_run(HnVkOffload *o, float *x, int nt, const int32_t *pos, const in
   VkResult r = vkEndCommandBuffer(o->cmd);
   if (r != VK_SUCCESS)
     return vk_fail(err, HN_ERR_UNSUPPORTED, r, "recording the layers");
+  o->n_runs++;
+  unsigned long long fail_at = 0;
+  if (seam_number("lost", &fail_at) && fail_at == o->n_runs)
+    return wait_succeeded(VK_ERROR_DEVICE_LOST, "evaluating the layers", err);
+  if (seam_number("timeout", &fail_at) && fail_at == o->n_runs)
+    return wait_succeeded(VK_TIMEOUT, "evaluating the layers", err);
   if (!submit_and_wait(o, "evaluating the layers", err))
     return false;
   memcpy(x, io + o->io_x, (size_t) nt * E * sizeof(float));

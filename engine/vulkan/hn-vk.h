@@ -55,10 +55,34 @@ typedef struct {
  * for no device or an architecture the device path lacks, HN_ERR_NOMEM when the device's
  * memory runs out) and leaves nothing behind.
  *
- * Test seam: HANASHI_VULKAN_MEMORY_LIMIT=<bytes> makes the offload treat the device as
- * having only that much memory, to exercise the out-of-memory path. */
+ * Test seams: HANASHI_VULKAN_MEMORY_LIMIT=<bytes> makes the offload treat the device as
+ * having only that much memory, to exercise the out-of-memory path;
+ * HANASHI_VULKAN_FAIL=<failures> makes it fail where a driver could (see docs/vulkan.md):
+ * a comma-separated list of shader:NAME (that shader does not build), push-descriptors
+ * (the driver lacks them), range:BYTES (the device binds at most BYTES at once), lost:N
+ * and timeout:N (the N-th run of the layers loses the device or does not finish), unbuilt
+ * (every function answers as in a build without Vulkan, for the app's tests). */
 HnVkOffload *hn_vk_offload_new(const HnModel *model, const HnVkOffloadParams *params, HnError *err);
 void hn_vk_offload_free(HnVkOffload *offload);
+
+/* How many of the model's last layers the device takes with a margin, for "Auto" (the app)
+ * and -ngl auto (the CLI); first_layer in params is ignored.  The device's memory is the
+ * budget its driver reports as free now (VK_EXT_memory_budget) or else its device-local
+ * heaps, capped by HANASHI_VULKAN_MEMORY_LIMIT.  Out of that come, first, what every
+ * offload allocates whatever its layer count (the KV cache of every layer, the activations,
+ * the inputs and outputs, the upload buffer of a card the processor cannot map) and the
+ * margin, HN_VK_FIT_MARGIN_PERCENT of it but at most HN_VK_FIT_MARGIN_MAX bytes, left for
+ * the driver and other programs; the layers' weights, as they would be uploaded, fill the
+ * rest from the last layer down.
+ *
+ * With params->device < 0 only hardware devices are considered: a software driver such
+ * as lavapipe is slower than the processor, so it runs a model only when it is named.
+ * Returns the layer count (0..n_layer; 0 with a sentence in err when the device cannot
+ * take even one layer or this model), or -1 with a sentence in err when there is no
+ * device to use (no driver, no hardware device, no such device number). */
+#define HN_VK_FIT_MARGIN_PERCENT 10
+#define HN_VK_FIT_MARGIN_MAX ((uint64_t) 1 << 30)
+int hn_vk_fit_layers(const HnModel *model, const HnVkOffloadParams *params, HnError *err);
 
 /* The KV storage (n_layer * n_ctx * kv_dim half floats each) for hn_kv_cache_new_borrowed;
  * owned by the offload, which must outlive the cache. */

@@ -58,6 +58,7 @@ PRODUCT_ENV = {
     "HANASHI_NOW": ("engine/cli/cli-chat-template.c", False),
     "HANASHI_API_KEY": ("engine/cli/cli-serve.c", False),
     "HANASHI_VULKAN_MEMORY_LIMIT": ("engine/vulkan/hn-vk.c", True),
+    "HANASHI_VULKAN_FAIL": ("engine/vulkan/hn-vk.c", True),
 }
 GETENV = re.compile(r'\b(?:g_)?getenv\s*\(\s*"(HANASHI_[A-Z0-9_]+)"')
 seams_header = (root / "tests/support/hanashi-test-seams.h").read_text(encoding="utf-8")

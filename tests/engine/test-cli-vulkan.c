@@ -1,6 +1,9 @@
 /* hanashi-cli and the Vulkan backend: info --devices, bench -ngl naming its device, session
- * files shared between device and CPU runs, and the out-of-memory path through the
- * HANASHI_VULKAN_MEMORY_LIMIT test seam.  Needs a Vulkan device (lavapipe in CI); without
+ * files shared between device and CPU runs, the out-of-memory path through the
+ * HANASHI_VULKAN_MEMORY_LIMIT test seam, the other rows of docs/vulkan.md's failure table
+ * through the HANASHI_VULKAN_FAIL seam (a shader that does not build, a driver without push
+ * descriptors, a tensor larger than the device binds, a device lost during generation)
+ * and no driver at all, and -ngl auto.  Needs a Vulkan device (lavapipe in CI); without
  * one every test skips.
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
@@ -144,6 +147,83 @@ test_device_out_of_memory (void)
   g_assert_nonnull (strstr (bench, "\"gpu_layers\": 0, \"device\": \"CPU\""));
 }
 
+/* A failure the HANASHI_VULKAN_FAIL seam (or the environment) causes when the offload is
+ * set up: the notice names it, and the tokens are the CPU's. */
+static void
+fails_at_setup (const char *const *env, const char *sentence)
+{
+  g_autofree char *model = model_path ();
+  g_autofree char *err = NULL;
+  g_autofree char *out = run (env, &err, "generate", "-m", model, "--tokens", PROMPT, "-n", "8", "--ids", "-t", "2",
+                              "-ngl", "99", NULL);
+  g_assert_nonnull (strstr (err, "hanashi-cli: notice: "));
+  g_assert_nonnull (strstr (err, sentence));
+  g_assert_nonnull (strstr (err, "Running on the CPU instead."));
+  g_autofree char *cpu = generate (PROMPT, "0", NULL, NULL);
+  g_assert_cmpstr (out, ==, cpu);
+}
+
+static void
+test_shader_fails_to_build (void)
+{
+  const char *env[] = { "HANASHI_VULKAN_FAIL", "shader:attention", NULL };
+  fails_at_setup (env, "The graphics driver could not build the attention shader");
+  const char *matmul[] = { "HANASHI_VULKAN_FAIL", "shader:F32 matrix product", NULL };
+  fails_at_setup (matmul, "could not build the F32 matrix product shader");
+}
+
+static void
+test_no_push_descriptors (void)
+{
+  const char *env[] = { "HANASHI_VULKAN_FAIL", "push-descriptors", NULL };
+  fails_at_setup (env, "lacks VK_KHR_push_descriptor, which Hanashi needs.");
+}
+
+static void
+test_tensor_too_large_to_bind (void)
+{
+  /* every weight matrix of the test model is larger than 1 KiB */
+  const char *env[] = { "HANASHI_VULKAN_FAIL", "range:1024", NULL };
+  fails_at_setup (env, "larger than");
+}
+
+static void
+test_no_driver (void)
+{
+  /* the loader finds no driver at all */
+  const char *env[] = { "VK_ICD_FILENAMES", "/nonexistent/hanashi-icd.json", "VK_DRIVER_FILES",
+                        "/nonexistent/hanashi-icd.json", NULL };
+  fails_at_setup (env, "Vulkan");
+}
+
+/* lost:N during generate: the notice, the CPU from then on, the same tokens */
+static void
+test_device_lost_in_generate (void)
+{
+  const char *env[] = { "HANASHI_VULKAN_FAIL", "lost:2", NULL };
+  g_autofree char *model = model_path ();
+  g_autofree char *err = NULL;
+  g_autofree char *out = run (env, &err, "generate", "-m", model, "--tokens", PROMPT, "-n", "8", "--ids", "-t", "2",
+                              "-ngl", "99", NULL);
+  g_assert_nonnull (strstr (err, "The graphics device stopped working while evaluating the layers."));
+  g_assert_nonnull (strstr (err, "Running on the CPU from now on."));
+  g_autofree char *cpu = generate (PROMPT, "0", NULL, NULL);
+  g_assert_cmpstr (out, ==, cpu);
+}
+
+/* -ngl auto is taken by every subcommand that takes -ngl, and gives the CPU's tokens */
+static void
+test_gpu_layers_auto (void)
+{
+  g_autofree char *auto_out = generate (PROMPT, "auto", NULL, NULL);
+  g_autofree char *cpu = generate (PROMPT, "0", NULL, NULL);
+  g_assert_cmpstr (auto_out, ==, cpu);
+  g_autofree char *model = model_path ();
+  g_autofree char *bench = run (NULL, NULL, "bench", "-m", model, "-p", "8", "-n", "2", "-r", "1", "-t", "2", "-ngl",
+                                "auto", "--json", NULL);
+  g_assert_nonnull (strstr (bench, "\"gpu_layers\": "));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -162,6 +242,12 @@ main (int argc, char **argv)
   g_test_add_func ("/cli-vulkan/session-device-to-cpu", test_session_device_to_cpu);
   g_test_add_func ("/cli-vulkan/session-cpu-to-device", test_session_cpu_to_device);
   g_test_add_func ("/cli-vulkan/out-of-memory", test_device_out_of_memory);
+  g_test_add_func ("/cli-vulkan/shader-fails-to-build", test_shader_fails_to_build);
+  g_test_add_func ("/cli-vulkan/no-push-descriptors", test_no_push_descriptors);
+  g_test_add_func ("/cli-vulkan/tensor-too-large-to-bind", test_tensor_too_large_to_bind);
+  g_test_add_func ("/cli-vulkan/no-driver", test_no_driver);
+  g_test_add_func ("/cli-vulkan/device-lost-in-generate", test_device_lost_in_generate);
+  g_test_add_func ("/cli-vulkan/gpu-layers-auto", test_gpu_layers_auto);
   int status = g_test_run ();
   g_autofree char *session = g_build_filename (tmpdir, "shared.hnsession", NULL);
   g_remove (session);

@@ -21,6 +21,7 @@
 #include "hn-gguf-writer.h"
 #include "hn-params.h"
 #include "hn-quantize.h"
+#include "hn-vk.h"
 
 #define LLAMA "tiny-llama-spm-q8_0.gguf"
 #define QWEN "tiny-qwen2-gpt2-q8_0.gguf"
@@ -108,6 +109,15 @@ on_warning (HanashiEngine *engine, guint id, GError *warning, Fixture *f)
   g_assert_true (warning->domain == HANASHI_ENGINE_ERROR);
   if (warning->code == HANASHI_ENGINE_ERROR_TEMPLATE_FAILED)
     g_assert_nonnull (strstr (warning->message, "ChatML"));
+  else if (warning->code == HANASHI_ENGINE_ERROR_GPU_FAILED)
+    {
+      /* the model info says so before the warning arrives */
+      const HanashiModelInfo *info = hanashi_engine_get_model_info (engine);
+      g_assert_cmpuint (info->gpu_layers, ==, 0);
+      g_assert_null (info->gpu_device);
+      g_assert_cmpstr (info->gpu_notice, ==, warning->message);
+      g_assert_nonnull (strstr (warning->message, "Running on the CPU from now on."));
+    }
   else
     g_assert_cmpint (warning->code, ==, HANASHI_ENGINE_ERROR_CONTEXT_CLAMPED);
   f->last_warning_code = warning->code;
@@ -627,6 +637,64 @@ check_greedy (Fixture *f, const char *model_name)
     g_string_append (joined, g_ptr_array_index (f->pieces, i));
   g_assert_cmpstr (joined->str, ==, f->text->str);
   g_string_free (joined, TRUE);
+}
+
+/* Where the layers run reaches the model info: the processor by default, a device that is
+ * not there, and (with a Vulkan device) Auto on a named device and that device failing
+ * during a generation (HANASHI_VULKAN_FAIL=lost:N): the warning, the info updated, the
+ * processor's text. */
+static void
+test_gpu_info (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  load_and_wait (f, STORIES, 128);
+  const HanashiModelInfo *info = hanashi_engine_get_model_info (f->engine);
+  g_assert_cmpuint (info->n_layers, ==, 5);
+  g_assert_cmpuint (info->gpu_layers, ==, 0);
+  g_assert_null (info->gpu_device);
+  g_assert_null (info->gpu_notice);
+  g_autoptr (HanashiGenerateRequest) req = make_request (NULL, 12);
+  hanashi_generate_request_set_use_session (req, FALSE);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_autofree char *on_cpu = g_strdup (f->text->str);
+
+  hanashi_engine_set_gpu (f->engine, "No Such Graphics Card", 3);
+  load_and_wait (f, STORIES, 128);
+  info = hanashi_engine_get_model_info (f->engine);
+  g_assert_cmpuint (info->gpu_layers, ==, 0);
+  g_assert_nonnull (strstr (info->gpu_notice, "“No Such Graphics Card” was not found"));
+
+  HnVkDeviceInfo device;
+  HnError err = { 0 };
+#if defined(__SANITIZE_THREAD__)
+  /* a Vulkan driver's threads share the KV cache with ours behind fences TSan cannot see */
+  int n = 0;
+#else
+  int n = hn_vk_list_devices (&device, 1, &err);
+#endif
+  if (n <= 0)
+    {
+      g_test_message ("no Vulkan device (or a thread-sanitizer build): the device part is left out");
+      hanashi_engine_set_gpu (f->engine, NULL, 0);
+      return;
+    }
+  hanashi_engine_set_gpu (f->engine, device.name, HANASHI_GPU_LAYERS_AUTO);
+  load_and_wait (f, STORIES, 128);
+  info = hanashi_engine_get_model_info (f->engine);
+  g_assert_cmpuint (info->gpu_layers, ==, 5);
+  g_assert_cmpstr (info->gpu_device, ==, device.name);
+  g_assert_null (info->gpu_notice);
+
+  g_setenv ("HANASHI_VULKAN_FAIL", "lost:3", TRUE);
+  generate_and_wait (f, req);
+  g_unsetenv ("HANASHI_VULKAN_FAIL");
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_assert_cmpuint (f->n_warnings, ==, 1);
+  g_assert_cmpint (f->last_warning_code, ==, HANASHI_ENGINE_ERROR_GPU_FAILED);
+  g_assert_cmpuint (hanashi_engine_get_model_info (f->engine)->gpu_layers, ==, 0);
+  g_assert_cmpstr (f->text->str, ==, on_cpu);
+  hanashi_engine_set_gpu (f->engine, NULL, 0);
 }
 
 static void test_greedy_llama (Fixture *f, gconstpointer data) { (void) data; check_greedy (f, LLAMA); }
@@ -1709,6 +1777,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add ("/engine-model/load-info", Fixture, NULL, fixture_setup, test_load_info, fixture_teardown);
+  g_test_add ("/engine-model/gpu-info", Fixture, NULL, fixture_setup, test_gpu_info, fixture_teardown);
   g_test_add ("/engine-model/file-facts", Fixture, NULL, fixture_setup, test_file_facts, fixture_teardown);
   g_test_add_func ("/engine-model/param-table", test_param_table);
   g_test_add ("/engine-model/file-weight-type", Fixture, NULL, fixture_setup, test_file_weight_type, fixture_teardown);

@@ -21,12 +21,58 @@ typedef struct {
   HnChatTemplate *tmpl;   /* NULL: ChatML */
 } ScriptedModel;
 
+/* Layers of every scripted model (where they run follows hanashi_engine_set_gpu). */
+#define SCRIPTED_N_LAYERS 4
+
 /* The test hooks (hanashi_test_scripted_set_reply and friends). */
 static pthread_mutex_t scripted_lock = PTHREAD_MUTEX_INITIALIZER;
 static char **scripted_reply;
 static char *scripted_template;
 static char *scripted_last_prompt;
 static int scripted_hold = -1;
+static char *scripted_gpu_device;      /* the last load's device request */
+static int scripted_gpu_layers;
+static char *scripted_gpu_notice;      /* set: the device cannot be used, for this reason */
+
+void
+hanashi_test_scripted_set_gpu_failure (const char *notice)
+{
+  pthread_mutex_lock (&scripted_lock);
+  g_free (scripted_gpu_notice);
+  scripted_gpu_notice = g_strdup (notice);
+  pthread_mutex_unlock (&scripted_lock);
+}
+
+char *
+hanashi_test_scripted_dup_last_gpu (int *n_layers)
+{
+  pthread_mutex_lock (&scripted_lock);
+  char *device = g_strdup (scripted_gpu_device);
+  *n_layers = scripted_gpu_layers;
+  pthread_mutex_unlock (&scripted_lock);
+  return device;
+}
+
+/* A named device takes the layers asked for (Auto: all of them); the scripted world has no
+ * hardware device, so the automatic choice is the processor, as on a computer without one. */
+static void
+scripted_place_layers (const HanashiBackendSink *sink, HanashiModelInfo *info)
+{
+  pthread_mutex_lock (&scripted_lock);
+  g_free (scripted_gpu_device);
+  scripted_gpu_device = g_strdup (sink->gpu_device);
+  scripted_gpu_layers = sink->gpu_layers;
+  info->n_layers = SCRIPTED_N_LAYERS;
+  if (sink->gpu_layers != 0 && sink->gpu_device != NULL && scripted_gpu_notice != NULL)
+    info->gpu_notice = g_strdup (scripted_gpu_notice);
+  else if (sink->gpu_layers != 0 && sink->gpu_device != NULL)
+    {
+      info->gpu_device = g_strdup (sink->gpu_device);
+      info->gpu_layers = sink->gpu_layers == HANASHI_GPU_LAYERS_AUTO ? SCRIPTED_N_LAYERS
+                                                                       : MIN (sink->gpu_layers, SCRIPTED_N_LAYERS);
+    }
+  pthread_mutex_unlock (&scripted_lock);
+}
 
 void
 hanashi_test_scripted_set_reply (const char * const *pieces)
@@ -154,8 +200,10 @@ scripted_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Ha
     .n_vocab = 256,
   };
   hanashi_engine_template_traits (m->tmpl, source, NULL, NULL, &info);
+  scripted_place_layers (sink, &info);
   *info_out = hanashi_model_info_copy (&info);
   g_free (info.name); g_free (info.arch); g_free (info.weight_type); g_free (info.path);
+  g_free (info.gpu_device); g_free (info.gpu_notice);
   return m;
 }
 

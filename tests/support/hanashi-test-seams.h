@@ -16,6 +16,11 @@
  *                        (engine/download/hanashi-download.c)
  *   device memory        HANASHI_VULKAN_MEMORY_LIMIT (bytes), read by      set in tests/engine/test-cli-vulkan.c
  *                        hn-vk.c's device choice (engine/vulkan)           (forces the out-of-memory fall-back)
+ *                                                                          and test-vulkan-offload.c (Auto layers)
+ *   device failures      HANASHI_VULKAN_FAIL (shader:NAME, push-           set in tests/engine/test-cli-vulkan.c
+ *                        descriptors, range:BYTES, lost:N, timeout:N,      and test-vulkan-offload.c (the failure
+ *                        unbuilt), read by hn-vk.c (engine/vulkan)         table of docs/vulkan.md), unbuilt in
+ *                                                                          tests/app/test-gpu.c (no-Vulkan build)
  *   API-key store        hanashi_secret_store_set_default()                hanashi_secret_store_memory()
  *                        (app/hanashi-remote-endpoints.h)                  (in memory, no keyring needed)
  *
@@ -60,6 +65,13 @@ void  hanashi_test_scripted_hold_at          (int index);
  * prompt; the top ids' texts are "tID"), and with a grammar the even ids allowed.  How many
  * such model runs there were, so that a test can tell that a slider move runs none. */
 guint hanashi_test_scripted_next_logits_runs (void);
+/* Where the layers run: every scripted model has 4; a device named with
+ * hanashi_engine_set_gpu takes the layers asked for (Auto: all), the automatic choice is
+ * the processor (no hardware device).  The last load's request (device, or NULL; free it)
+ * and layer count; and a failure: with a notice set, a named device is not used and the
+ * model info's gpu_notice is that notice (NULL: devices work again). */
+char *hanashi_test_scripted_dup_last_gpu     (int *n_layers);
+void  hanashi_test_scripted_set_gpu_failure  (const char *notice);
 
 /* ---- the environment's seams -------------------------------------------------------------- */
 
