@@ -437,6 +437,26 @@ cell_visible(const HnKvCell *cell, uint32_t bit, int32_t p, int window)
   return cell->pos >= 0 && cell->pos <= p && (cell->seq_mask & bit) && (window == 0 || p - cell->pos < window);
 }
 
+static void sort_cells_by_pos(int32_t *a, int n, const HnKvCell *cells);
+
+/* The cells a query of sequence `seq` at position p sees, in the order of their positions
+ * (see attn_worker); returns how many. */
+static int
+list_visible(const HnKvCell *cells, int n_cells, int32_t seq, int32_t p, int window, int32_t *out)
+{
+  uint32_t bit = (uint32_t) 1u << seq;
+  int n = 0;
+  bool in_order = true;
+  for (int cell = 0; cell < n_cells; cell++)
+    if (cell_visible(&cells[cell], bit, p, window)) {
+      in_order = in_order && (n == 0 || cells[out[n - 1]].pos < cells[cell].pos);
+      out[n++] = cell;
+    }
+  if (!in_order)
+    sort_cells_by_pos(out, n, cells);
+  return n;
+}
+
 /* Scalar reference attention, one (token, head) at a time (no SIMD level, or a head size
  * the SIMD kernels do not take); rounded like the SIMD kernels (see HnAttnArgs). */
 static void
@@ -450,41 +470,44 @@ attn_worker_scalar(void *data, int ith, int nth)
   int hd = m->head_dim, group = m->n_head / m->n_head_kv, q_dim = m->n_head * hd;
   float *acc = job->c->acc + (size_t) ith * (size_t) hd;
   float *prob = job->c->attn_scores + (size_t) ith * job->c->attn_scores_floats;
+  int32_t *visible = job->c->attn_cells + (size_t) ith * (size_t) job->c->params.n_kv_cells;
+  int listed_for = -1, n_visible = 0;
   for (int item = ith; item < job->n_tokens * m->n_head; item += nth) {
     int t = item / m->n_head, h = item % m->n_head, kvh = h / group;
     const float *q = job->c->q + (size_t) t * (size_t) q_dim + (size_t) h * (size_t) hd;
-    uint32_t bit = (uint32_t) 1u << job->seq[t];
+    if (listed_for != t) {
+      n_visible = list_visible(cells, n_cells, job->seq[t], job->pos[t], job->window, visible);
+      listed_for = t;
+    }
     float mx = -INFINITY;
-    for (int cell = 0; cell < n_cells; cell++) {
-      prob[cell] = -INFINITY;
-      if (!cell_visible(&cells[cell], bit, job->pos[t], job->window))
-        continue;
-      const uint16_t *k_row = hn_kv_cache_k_row(kv, job->layer, cell);
+    for (int i = 0; i < n_visible; i++) {
+      prob[i] = -INFINITY;
+      const uint16_t *k_row = hn_kv_cache_k_row(kv, job->layer, visible[i]);
       if (!k_row)
         continue;
       const uint16_t *kr = k_row + (size_t) kvh * (size_t) hd;
       float s = 0.0f;
-      for (int i = 0; i < hd; i++)
-        s += q[i] * hn_fp16_to_fp32(kr[i]);
+      for (int d = 0; d < hd; d++)
+        s += q[d] * hn_fp16_to_fp32(kr[d]);
       s *= m->query_scale;
       if (job->softcap > 0.0f)
         s = job->softcap * tanhf(s / job->softcap);
-      prob[cell] = s;
+      prob[i] = s;
       mx = s > mx ? s : mx;
     }
     double sum = 0.0;
-    for (int cell = 0; cell < n_cells; cell++)
-      if (prob[cell] > -INFINITY)
-        sum += prob[cell] = expf(prob[cell] - mx);
+    for (int i = 0; i < n_visible; i++)
+      if (prob[i] > -INFINITY)
+        sum += prob[i] = expf(prob[i] - mx);
     float inv = sum > 0.0 ? (float) (1.0 / sum) : 0.0f;
     memset(acc, 0, (size_t) hd * sizeof(float));
-    for (int cell = 0; cell < n_cells; cell++) {
-      if (prob[cell] == -INFINITY)
+    for (int i = 0; i < n_visible; i++) {
+      if (prob[i] == -INFINITY)
         continue;
-      float p = hn_fp16_to_fp32(hn_fp32_to_fp16(prob[cell] * inv));
-      const uint16_t *vr = hn_kv_cache_v_row(kv, job->layer, cell) + (size_t) kvh * (size_t) hd;
-      for (int i = 0; i < hd; i++)
-        acc[i] += p * hn_fp16_to_fp32(vr[i]);
+      float p = hn_fp16_to_fp32(hn_fp32_to_fp16(prob[i] * inv));
+      const uint16_t *vr = hn_kv_cache_v_row(kv, job->layer, visible[i]) + (size_t) kvh * (size_t) hd;
+      for (int d = 0; d < hd; d++)
+        acc[d] += p * hn_fp16_to_fp32(vr[d]);
     }
     float *out = job->c->attn + (size_t) t * (size_t) q_dim + (size_t) h * (size_t) hd;
     memcpy(out, acc, (size_t) hd * sizeof(float));
@@ -546,20 +569,11 @@ attn_worker(void *data, int ith, int nth)
   for (int item = ith; item < job->n_tokens * m->n_head_kv; item += nth) {
     int t = item / m->n_head_kv, kvh = item % m->n_head_kv;
     if (listed_for != t) {
-      uint32_t bit = (uint32_t) 1u << job->seq[t];
-      int n = 0;
-      bool in_order = true;
-      for (int cell = 0; cell < n_cells; cell++)
-        if (cell_visible(&cells[cell], bit, job->pos[t], job->window)) {
-          in_order = in_order && (n == 0 || cells[visible[n - 1]].pos < cells[cell].pos);
-          visible[n++] = cell;
-        }
       /* The sums run over the keys in the order of their positions, whatever cells they
        * landed in (holes left by removed tokens, a table that wrapped around, other
        * sequences in between), so a token's result does not depend on the cache's
        * history: sequences decoded together give what each gives alone. */
-      if (!in_order)
-        sort_cells_by_pos(visible, n, cells);
+      int n = list_visible(cells, n_cells, job->seq[t], job->pos[t], job->window, visible);
       /* (a visible cell always has its row: decode refuses positions before
        * hn_kv_cache_seq_resume_min; the check only keeps a broken invariant harmless) */
       int kept = 0;
