@@ -35,17 +35,27 @@ struct HnChatModel {
   HnGrammarVocab *gvocab;        /* built on the first constrained request */
 };
 
-struct HnChat {
-  HnChatModel *cm;               /* borrowed */
-  HnContext *ctx;
-  HnGenModelBackend gen;
-  /* What sequence 0 of the KV cache holds, position by position (at most n_ctx). */
+/* One conversation's share of a context: its sequence (and the one its CFG negative prompt
+ * uses), and which tokens the sequence holds. */
+typedef struct {
+  HnContext *ctx;                /* borrowed */
+  int32_t seq, negative_seq;
+  /* What the sequence holds, position by position (at most n_ctx). */
   int32_t *held;
   size_t n_held, cap;
   /* The tokens of the reply being generated (at most n_ctx: every one takes a position). */
   int32_t *generated;
   size_t n_generated;
   char *conversation;            /* whose tokens `held` are */
+} ChatSeq;
+
+static void chat_seq_forget(ChatSeq *cs);
+
+struct HnChat {
+  HnChatModel *cm;               /* borrowed */
+  HnContext *ctx;
+  HnGenModelBackend gen;
+  ChatSeq s;                     /* sequence 0 (1 for the negative prompt) */
 };
 
 /* ---- small helpers ------------------------------------------------------------------- */
@@ -440,10 +450,13 @@ hn_chat_new(HnChatModel *cm, const HnContextParams *params, HnError *err)
   chat->ctx = hn_context_new(cm->model, &cp, err);
   if (!chat->ctx || !hn_gen_model_backend_init(&chat->gen, chat->ctx, cm->vocab, err))
     goto fail;
-  chat->cap = (size_t) hn_context_n_ctx(chat->ctx);
-  chat->held = malloc((chat->cap + 1) * sizeof *chat->held);
-  chat->generated = malloc((chat->cap + 1) * sizeof *chat->generated);
-  if (!chat->held || !chat->generated) {
+  chat->s.ctx = chat->ctx;
+  chat->s.seq = 0;
+  chat->s.negative_seq = 1;
+  chat->s.cap = (size_t) hn_context_n_ctx(chat->ctx);
+  chat->s.held = malloc((chat->s.cap + 1) * sizeof *chat->s.held);
+  chat->s.generated = malloc((chat->s.cap + 1) * sizeof *chat->s.generated);
+  if (!chat->s.held || !chat->s.generated) {
     hn_error_set(err, HN_ERR_NOMEM, "out of memory");
     goto fail;
   }
@@ -460,9 +473,9 @@ hn_chat_free(HnChat *chat)
     return;
   hn_gen_model_backend_clear(&chat->gen);
   hn_context_free(chat->ctx);
-  free(chat->held);
-  free(chat->generated);
-  free(chat->conversation);
+  free(chat->s.held);
+  free(chat->s.generated);
+  free(chat->s.conversation);
   free(chat);
 }
 
@@ -475,24 +488,32 @@ hn_chat_context(HnChat *chat)
 const int32_t *
 hn_chat_tokens_held(const HnChat *chat, size_t *n_tokens)
 {
-  *n_tokens = chat->n_held;
-  return chat->held;
+  *n_tokens = chat->s.n_held;
+  return chat->s.held;
 }
 
 const int32_t *
 hn_chat_reply_tokens(const HnChat *chat, size_t *n_tokens)
 {
-  *n_tokens = chat->n_generated;
-  return chat->generated;
+  *n_tokens = chat->s.n_generated;
+  return chat->s.generated;
+}
+
+static void
+chat_seq_forget(ChatSeq *cs)
+{
+  hn_kv_cache_seq_rm(hn_context_kv(cs->ctx), cs->seq, -1, -1);
+  hn_kv_cache_seq_rm(hn_context_kv(cs->ctx), cs->negative_seq, -1, -1);
+  cs->n_held = 0;
+  free(cs->conversation);
+  cs->conversation = NULL;
 }
 
 void
 hn_chat_forget(HnChat *chat)
 {
   hn_kv_cache_seq_rm(hn_context_kv(chat->ctx), -1, -1, -1);
-  chat->n_held = 0;
-  free(chat->conversation);
-  chat->conversation = NULL;
+  chat_seq_forget(&chat->s);
 }
 
 void
@@ -509,12 +530,12 @@ same_conversation(const char *a, const char *b)
 }
 
 static void
-held_set(HnChat *chat, const int32_t *tokens, size_t n)
+held_set(ChatSeq *cs, const int32_t *tokens, size_t n)
 {
-  if (n > chat->cap)
-    n = chat->cap;
-  memmove(chat->held, tokens, n * sizeof *tokens);
-  chat->n_held = n;
+  if (n > cs->cap)
+    n = cs->cap;
+  memmove(cs->held, tokens, n * sizeof *tokens);
+  cs->n_held = n;
 }
 
 /* Index just past the oldest turn from `first` on: a turn is a message and the replies up
@@ -542,11 +563,12 @@ next_turn_end(const HnChatMessage *msgs, size_t n, size_t first)
  * of `want` found further on (turns were dropped in between), remove the gap and shift that
  * stretch down.  `hint` is where to look first (the size of the dropped turns). */
 static size_t
-reuse_cache(HnChat *chat, const int32_t *w, size_t nw, size_t hint)
+reuse_cache(ChatSeq *cs, const int32_t *w, size_t nw, size_t hint)
 {
-  HnKvCache *kv = hn_context_kv(chat->ctx);
-  const int32_t *c = chat->held;
-  size_t nc = chat->n_held;
+  HnKvCache *kv = hn_context_kv(cs->ctx);
+  const int32_t seq = cs->seq;
+  const int32_t *c = cs->held;
+  size_t nc = cs->n_held;
   size_t p = 0;
   while (p < nc && p < nw && c[p] == w[p])
     p++;
@@ -569,22 +591,22 @@ reuse_cache(HnChat *chat, const int32_t *w, size_t nw, size_t hint)
       }
   }
   if (best_run >= MIN_SHIFT_RUN) {
-    const HnRope *rope = hn_context_rope(chat->ctx);
-    hn_kv_cache_seq_rm(kv, 0, (int32_t) p, (int32_t) (p + best_d));
-    hn_kv_cache_seq_rm(kv, 0, (int32_t) (p + best_d + best_run), -1);
-    hn_kv_cache_seq_shift(kv, 0, (int32_t) (p + best_d), (int32_t) (p + best_d + best_run), -(int32_t) best_d,
+    const HnRope *rope = hn_context_rope(cs->ctx);
+    hn_kv_cache_seq_rm(kv, seq, (int32_t) p, (int32_t) (p + best_d));
+    hn_kv_cache_seq_rm(kv, seq, (int32_t) (p + best_d + best_run), -1);
+    hn_kv_cache_seq_shift(kv, seq, (int32_t) (p + best_d), (int32_t) (p + best_d + best_run), -(int32_t) best_d,
                           rope);
     p += best_run;
   } else {
-    hn_kv_cache_seq_rm(kv, 0, (int32_t) p, -1);
+    hn_kv_cache_seq_rm(kv, seq, (int32_t) p, -1);
   }
   /* A sliding-window cache may have handed on the keys that evaluating from the prefix's
    * last token (which generation evaluates again) would need: then start over. */
-  if (p > 0 && (int64_t) p - 1 < (int64_t) hn_kv_cache_seq_resume_min(kv, 0)) {
-    hn_kv_cache_seq_rm(kv, 0, -1, -1);
+  if (p > 0 && (int64_t) p - 1 < (int64_t) hn_kv_cache_seq_resume_min(kv, seq)) {
+    hn_kv_cache_seq_rm(kv, seq, -1, -1);
     p = 0;
   }
-  held_set(chat, w, p);
+  held_set(cs, w, p);
   return p;
 }
 
@@ -592,6 +614,7 @@ reuse_cache(HnChat *chat, const int32_t *w, size_t nw, size_t hint)
 
 typedef struct {
   HnChat *chat;
+  ChatSeq *cs;
   const HnChatCallbacks *cb;
   HnGenBackend inner;          /* the model backend */
   HnGenBackend outer;          /* the same, counting prompt progress and free cells */
@@ -643,8 +666,8 @@ run_on_token(int32_t token, const char *text, size_t len, void *user_data)
 {
   Run *r = user_data;
   if (token >= 0) {
-    if (r->n_generated < r->chat->cap)
-      r->chat->generated[r->n_generated++] = token;
+    if (r->n_generated < r->cs->cap)
+      r->cs->generated[r->n_generated++] = token;
     r->last_token = token;
     if (r->t_first == 0)
       r->t_first = hn_time_now();
@@ -755,7 +778,7 @@ session_restore(HnChat *chat, const char *path, const int32_t *prompt, size_t n_
     warn(cb, HN_CHAT_WARNING_SESSION_NOT_USED, "%s", err.message);
     return 0;
   }
-  held_set(chat, prompt, n);
+  held_set(&chat->s, prompt, n);
   hn_session_touch(path);
   return n;
 }
@@ -803,7 +826,7 @@ make_parent_dirs(const char *path, char *failed_dir, size_t failed_size)
 static bool
 session_store(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *cb)
 {
-  if (!req->session_path || chat->n_held == 0)
+  if (!req->session_path || chat->s.n_held == 0)
     return false;
   char dir[4096];
   if (!make_parent_dirs(req->session_path, dir, sizeof dir)) {
@@ -811,7 +834,7 @@ session_store(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *cb)
     return false;
   }
   HnError err = { 0 };
-  if (!hn_prompt_cache_save(chat->ctx, req->session_path, chat->held, (uint32_t) chat->n_held, &err)) {
+  if (!hn_prompt_cache_save(chat->ctx, req->session_path, chat->s.held, (uint32_t) chat->s.n_held, &err)) {
     warn(cb, HN_CHAT_WARNING_SESSION_NOT_SAVED, "%s", err.message);
     return false;
   }
@@ -821,58 +844,74 @@ session_store(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *cb)
   return true;
 }
 
-bool
-hn_chat_generate(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *callbacks, HnChatStats *stats,
-                 HnError *err)
+/* A request made ready for the generation loop: the prompt as it fits, the grammar, and
+ * the KV cells of the sequence reused as far as they match.  The same for one chat and for
+ * a sequence of a batch. */
+typedef struct {
+  HnChatPrompt prompt, negative;
+  HnGrammar *owned_grammar;
+  int32_t *with_prefix, *negative_with_prefix; /* the prompts + req->reply_prefix */
+  HnSamplerParams default_params;
+  const int32_t *prompt_ids;
+  size_t n_prompt, eval_cached, prompt_total;
+  bool cfg;
+  HnGenRequest gr;               /* callbacks left for the caller */
+} ChatPrep;
+
+static void
+chat_prep_clear(ChatPrep *p)
 {
-  static const HnChatCallbacks no_callbacks = { 0 };
-  const HnChatCallbacks *cb = callbacks ? callbacks : &no_callbacks;
-  HnChatModel *cm = chat->cm;
-  HnChatPrompt prompt = { 0 }, negative = { 0 };
-  HnGrammar *owned_grammar = NULL;
+  hn_grammar_free(p->owned_grammar);
+  free(p->with_prefix);
+  free(p->negative_with_prefix);
+  hn_chat_prompt_clear(&p->prompt);
+  hn_chat_prompt_clear(&p->negative);
+  memset(p, 0, sizeof *p);
+}
+
+/* session_chat: the single chat whose sequence 0 may be restored from a session file
+ * (NULL: no session files). */
+typedef void (*ChatDonorFn)(void *data, ChatSeq *cs, const int32_t *prompt, size_t n_prompt);
+
+/* donor (may be NULL): called after a change of conversation and before the reuse, so that
+ * a batch may give the sequence another sequence's matching cells. */
+static bool
+chat_prepare(HnChatModel *cm, ChatSeq *cs, HnChat *session_chat, ChatDonorFn donor, void *donor_data,
+             const HnChatRequest *req, const HnChatCallbacks *cb, ChatPrep *p, HnChatStats *stats, HnError *err)
+{
   const HnGrammar *grammar = NULL;
   const HnGrammarVocab *gvocab = NULL;
-  bool ok = false;
-  size_t n_ctx = (size_t) hn_context_n_ctx(chat->ctx);
-  HnSamplerParams default_params;
+  size_t n_ctx = (size_t) hn_context_n_ctx(cs->ctx);
   const HnSamplerParams *sp = req->sampler;
-  Run run = { 0 };
-  int32_t *with_prefix = NULL, *negative_with_prefix = NULL; /* prompts + req->reply_prefix */
 
+  memset(p, 0, sizeof *p);
   memset(stats, 0, sizeof *stats);
   stats->stop_string_index = -1;
-  chat->n_generated = 0;
-  run.t_start = hn_time_now();
+  cs->n_generated = 0;
   if (!sp) {
-    hn_sampler_params_init(&default_params);
-    sp = &default_params;
+    hn_sampler_params_init(&p->default_params);
+    sp = &p->default_params;
   }
   HnError verr = { 0 };
-  if (!hn_sampler_params_validate(sp, hn_model_n_vocab(cm->model), &verr)) {
-    hn_error_set(err, HN_ERR_INVALID_ARG, "%s", verr.message);
-    goto out;
-  }
-  if (!load_grammar(cm, req, &grammar, &owned_grammar, &gvocab, err))
-    goto out;
+  if (!hn_sampler_params_validate(sp, hn_model_n_vocab(cm->model), &verr))
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "%s", verr.message);
+  if (!load_grammar(cm, req, &grammar, &p->owned_grammar, &gvocab, err))
+    return false;
 
   const int32_t *prompt_ids, *negative_ids = NULL;
   size_t n_prompt, n_negative = 0, dropped_tokens = 0;
   bool cfg = req->cfg_scale != 1.0f;
   if (req->prompt_tokens) {
-    if (req->n_prompt_tokens == 0) {
-      hn_error_set(err, HN_ERR_INVALID_ARG, "The prompt has no tokens");
-      goto out;
-    }
+    if (req->n_prompt_tokens == 0)
+      return hn_error_set(err, HN_ERR_INVALID_ARG, "The prompt has no tokens");
     prompt_ids = req->prompt_tokens;
     n_prompt = req->n_prompt_tokens;
     /* passed on as given: hn-generate refuses guidance without a negative prompt */
     negative_ids = req->negative_tokens;
     n_negative = req->n_negative_tokens;
   } else {
-    if (req->n_messages == 0) {
-      hn_error_set(err, HN_ERR_INVALID_ARG, "The conversation has no messages");
-      goto out;
-    }
+    if (req->n_messages == 0)
+      return hn_error_set(err, HN_ERR_INVALID_ARG, "The conversation has no messages");
     /* The conversation as it fits: the system prompt stays, the oldest turns go first, and
      * some room stays free for the reply. */
     cfg = cfg && req->cfg_negative && *req->cfg_negative;
@@ -880,42 +919,42 @@ hn_chat_generate(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *
     size_t reserve = max_tokens > 0 ? HN_MIN((size_t) max_tokens, n_ctx / 2) : n_ctx / 4;
     size_t first = 0, n_full = 0;
     for (;;) {
-      hn_chat_prompt_clear(&prompt);
-      hn_chat_prompt_clear(&negative);
-      if (!build_prompt(cm, req->system, req->messages, req->n_messages, first, req->thinking, &prompt, err) ||
+      hn_chat_prompt_clear(&p->prompt);
+      hn_chat_prompt_clear(&p->negative);
+      if (!build_prompt(cm, req->system, req->messages, req->n_messages, first, req->thinking, &p->prompt, err) ||
           (cfg && !build_prompt(cm, req->cfg_negative, req->messages, req->n_messages, first, req->thinking,
-                                &negative, err)))
-        goto out;
+                                &p->negative, err)))
+        return false;
       if (first == 0)
-        n_full = prompt.n_tokens;
-      size_t need = prompt.n_tokens + req->n_reply_prefix + reserve +
-                    (cfg ? negative.n_tokens + req->n_reply_prefix + reserve : 0);
+        n_full = p->prompt.n_tokens;
+      size_t need = p->prompt.n_tokens + req->n_reply_prefix + reserve +
+                    (cfg ? p->negative.n_tokens + req->n_reply_prefix + reserve : 0);
       if (need <= n_ctx)
         break;
       size_t next = next_turn_end(req->messages, req->n_messages, first);
       if (next == first) {
-        if (prompt.n_tokens + (cfg ? negative.n_tokens : 0) + 1 < n_ctx)
+        if (p->prompt.n_tokens + (cfg ? p->negative.n_tokens : 0) + 1 < n_ctx)
           break; /* no room for the whole reserve: generate until the context is full */
-        hn_error_set(err, HN_ERR_TOO_LONG, "The last message (%zu tokens) does not fit the context (%zu tokens)",
-                     prompt.n_tokens, n_ctx);
-        goto out;
+        return hn_error_set(err, HN_ERR_TOO_LONG,
+                            "The last message (%zu tokens) does not fit the context (%zu tokens)",
+                            p->prompt.n_tokens, n_ctx);
       }
       first = next;
     }
-    if (prompt.fallback_reason)
+    if (p->prompt.fallback_reason)
       warn(cb, HN_CHAT_WARNING_TEMPLATE_FALLBACK,
-           "The model’s chat template cannot be used (%s); using ChatML instead", prompt.fallback_reason);
+           "The model’s chat template cannot be used (%s); using ChatML instead", p->prompt.fallback_reason);
     if (first > 0) {
-      dropped_tokens = n_full > prompt.n_tokens ? n_full - prompt.n_tokens : 0;
+      dropped_tokens = n_full > p->prompt.n_tokens ? n_full - p->prompt.n_tokens : 0;
       stats->n_messages_dropped = first;
       stats->n_tokens_dropped = dropped_tokens;
       if (cb->on_context_dropped)
         cb->on_context_dropped(cb->user_data, first, dropped_tokens);
     }
-    prompt_ids = prompt.tokens;
-    n_prompt = prompt.n_tokens;
-    negative_ids = negative.tokens;
-    n_negative = negative.n_tokens;
+    prompt_ids = p->prompt.tokens;
+    n_prompt = p->prompt.n_tokens;
+    negative_ids = p->negative.tokens;
+    n_negative = p->negative.n_tokens;
   }
 
   /* A forced reply prefix goes after the conversation (and after the negative prompt: CFG
@@ -923,56 +962,145 @@ hn_chat_generate(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *
   if (req->n_reply_prefix > 0) {
     int32_t n_vocab = hn_model_n_vocab(cm->model);
     for (size_t i = 0; i < req->n_reply_prefix; i++)
-      if (req->reply_prefix[i] < 0 || req->reply_prefix[i] >= n_vocab) {
-        hn_error_set(err, HN_ERR_INVALID_ARG, "The reply prefix holds token %" PRId32 ", which the model does not have",
-                     req->reply_prefix[i]);
-        goto out;
-      }
-    if (n_prompt + req->n_reply_prefix + (cfg ? n_negative + req->n_reply_prefix : 0) + 1 > n_ctx) {
-      hn_error_set(err, HN_ERR_TOO_LONG, "The conversation and the start of the reply (%zu tokens) do not fit the context (%zu tokens)",
-                   n_prompt + req->n_reply_prefix, n_ctx);
-      goto out;
-    }
-    with_prefix = malloc((n_prompt + req->n_reply_prefix) * sizeof *with_prefix);
-    negative_with_prefix = cfg ? malloc((n_negative + req->n_reply_prefix) * sizeof *negative_with_prefix) : NULL;
-    if (!with_prefix || (cfg && !negative_with_prefix)) {
-      hn_error_set(err, HN_ERR_NOMEM, "out of memory");
-      goto out;
-    }
-    memcpy(with_prefix, prompt_ids, n_prompt * sizeof *prompt_ids);
-    memcpy(with_prefix + n_prompt, req->reply_prefix, req->n_reply_prefix * sizeof *with_prefix);
-    prompt_ids = with_prefix;
+      if (req->reply_prefix[i] < 0 || req->reply_prefix[i] >= n_vocab)
+        return hn_error_set(err, HN_ERR_INVALID_ARG,
+                            "The reply prefix holds token %" PRId32 ", which the model does not have",
+                            req->reply_prefix[i]);
+    if (n_prompt + req->n_reply_prefix + (cfg ? n_negative + req->n_reply_prefix : 0) + 1 > n_ctx)
+      return hn_error_set(err, HN_ERR_TOO_LONG,
+                          "The conversation and the start of the reply (%zu tokens) do not fit the context (%zu tokens)",
+                          n_prompt + req->n_reply_prefix, n_ctx);
+    p->with_prefix = malloc((n_prompt + req->n_reply_prefix) * sizeof *p->with_prefix);
+    p->negative_with_prefix = cfg ? malloc((n_negative + req->n_reply_prefix) * sizeof *p->negative_with_prefix) : NULL;
+    if (!p->with_prefix || (cfg && !p->negative_with_prefix))
+      return hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+    memcpy(p->with_prefix, prompt_ids, n_prompt * sizeof *prompt_ids);
+    memcpy(p->with_prefix + n_prompt, req->reply_prefix, req->n_reply_prefix * sizeof *p->with_prefix);
+    prompt_ids = p->with_prefix;
     n_prompt += req->n_reply_prefix;
     if (cfg) {
       if (n_negative > 0)
-        memcpy(negative_with_prefix, negative_ids, n_negative * sizeof *negative_ids);
-      memcpy(negative_with_prefix + n_negative, req->reply_prefix, req->n_reply_prefix * sizeof *negative_with_prefix);
-      negative_ids = negative_with_prefix;
+        memcpy(p->negative_with_prefix, negative_ids, n_negative * sizeof *negative_ids);
+      memcpy(p->negative_with_prefix + n_negative, req->reply_prefix,
+             req->n_reply_prefix * sizeof *p->negative_with_prefix);
+      negative_ids = p->negative_with_prefix;
       n_negative += req->n_reply_prefix;
     }
   }
 
-  /* Reuse: the cells this chat holds for the conversation, else its session file. */
+  /* Reuse: the cells this sequence holds for the conversation, else its session file. */
   HnChatReuse reuse = { .n_prompt = n_prompt };
-  if (!same_conversation(chat->conversation, req->conversation)) {
+  if (!same_conversation(cs->conversation, req->conversation)) {
     char *conversation = dup_str(req->conversation);
-    if (req->conversation && !conversation) {
-      hn_error_set(err, HN_ERR_NOMEM, "out of memory");
-      goto out;
-    }
-    hn_chat_forget(chat);
-    chat->conversation = conversation;
-    if (req->session_path) {
+    if (req->conversation && !conversation)
+      return hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+    if (session_chat)
+      hn_chat_forget(session_chat);
+    else
+      chat_seq_forget(cs);
+    cs->conversation = conversation;
+    if (req->session_path && session_chat) {
       reuse.restored = true;
-      reuse.n_restored = session_restore(chat, req->session_path, prompt_ids, n_prompt, cb);
+      reuse.n_restored = session_restore(session_chat, req->session_path, prompt_ids, n_prompt, cb);
     }
   }
-  size_t n_cached = reuse_cache(chat, prompt_ids, n_prompt, dropped_tokens);
+  if (donor)
+    donor(donor_data, cs, prompt_ids, n_prompt);
+  size_t n_cached = reuse_cache(cs, prompt_ids, n_prompt, dropped_tokens);
   reuse.n_cached = n_cached;
   if (cb->on_reuse)
     cb->on_reuse(cb->user_data, &reuse);
 
+  p->prompt_ids = prompt_ids;
+  p->n_prompt = n_prompt;
+  p->cfg = cfg;
+  p->eval_cached = HN_MIN(n_cached, n_prompt - 1);
+  p->prompt_total = n_prompt - p->eval_cached + (cfg ? n_negative : 0);
+
+  HnGenRequest *gr = &p->gr;
+  hn_gen_request_init(gr);
+  gr->prompt = prompt_ids;
+  gr->n_prompt = n_prompt;
+  gr->n_cached = n_cached;
+  if (cfg) {
+    gr->negative = negative_ids;
+    gr->n_negative = n_negative;
+    gr->cfg_scale = req->cfg_scale;
+  }
+  gr->sampler = sp;
+  gr->grammar = grammar;
+  gr->grammar_vocab = gvocab;
+  if (!req->prompt_tokens) {
+    /* a raw prompt keeps hn-generate's own newline set (every token spelling "\n") */
+    gr->newline_tokens = cm->newline_tokens;
+    gr->n_newline_tokens = cm->n_newline_tokens;
+  }
+  gr->probs_k = req->probs_k;
+  return true;
+}
+
+/* After the loop, whatever ran: the sequence holds a prefix of prompt + generated tokens
+ * (the negative prompt's cells go), and the stats say how it ended.  False (err set) when
+ * the generation failed for another reason than cancellation or a full cache. */
+static bool
+chat_conclude(ChatSeq *cs, const ChatPrep *p, const HnGenResult *res, size_t n_generated, bool gen_ok,
+              const HnError *gen_err, bool cancelled, bool no_room, double time_to_first_token, HnChatStats *stats,
+              HnError *err)
+{
+  HnKvCache *kv = hn_context_kv(cs->ctx);
+  hn_kv_cache_seq_rm(kv, cs->negative_seq, -1, -1);
+  int32_t pos_max = hn_kv_cache_seq_pos_max(kv, cs->seq);
+  size_t n_keep = HN_MIN(pos_max < 0 ? 0 : (size_t) pos_max + 1, p->n_prompt + n_generated);
+  n_keep = HN_MIN(n_keep, cs->cap);
+  size_t from_prompt = HN_MIN(n_keep, p->n_prompt);
+  memcpy(cs->held, p->prompt_ids, from_prompt * sizeof *p->prompt_ids);
+  memcpy(cs->held + from_prompt, cs->generated, (n_keep - from_prompt) * sizeof *cs->generated);
+  cs->n_held = n_keep;
+  cs->n_generated = n_generated;
+
+  stats->n_prompt = p->n_prompt;
+  stats->n_reused = p->eval_cached;
+  stats->n_evaluated = res->n_prompt_evaluated;
+  stats->n_generated = res->n_generated;
+  stats->grammar_truncated_steps = res->grammar_truncated_steps;
+  stats->prompt_seconds = res->prompt_seconds;
+  stats->generate_seconds = res->generate_seconds;
+  stats->time_to_first_token = time_to_first_token;
+  stats->seed = res->seed;
+  stats->stop_string_index = res->stop_string_index;
+  if (gen_ok) {
+    stats->stop_reason = res->stop_reason;
+    if (res->stop_reason == HN_GEN_STOP_CALLBACK && cancelled)
+      stats->stop_reason = HN_GEN_STOP_CANCELLED;
+  } else if (gen_err->code == HN_ERR_CANCELLED || cancelled) {
+    stats->stop_reason = HN_GEN_STOP_CANCELLED;
+  } else if (no_room) {
+    stats->stop_reason = HN_GEN_STOP_CONTEXT_FULL;
+  } else {
+    stats->stop_reason = HN_GEN_STOP_ERROR;
+    if (err)
+      *err = *gen_err;
+    return false;
+  }
+  return true;
+}
+
+bool
+hn_chat_generate(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *callbacks, HnChatStats *stats,
+                 HnError *err)
+{
+  static const HnChatCallbacks no_callbacks = { 0 };
+  const HnChatCallbacks *cb = callbacks ? callbacks : &no_callbacks;
+  ChatPrep prep;
+  Run run = { 0 };
+  run.t_start = hn_time_now();
+  if (!chat_prepare(chat->cm, &chat->s, chat, NULL, NULL, req, cb, &prep, stats, err)) {
+    chat_prep_clear(&prep);
+    return false;
+  }
+
   run.chat = chat;
+  run.cs = &chat->s;
   run.cb = cb;
   run.inner = chat->gen.backend;
   run.outer = run.inner;
@@ -982,89 +1110,466 @@ hn_chat_generate(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *
   run.outer.kv_truncate = run_kv_truncate;
   run.outer.is_eog = run_is_eog;
   run.outer.token_bytes = run_token_bytes;
-  size_t eval_cached = HN_MIN(n_cached, n_prompt - 1);
-  run.prompt_total = n_prompt - eval_cached + (cfg ? n_negative : 0);
-
-  HnGenRequest gr;
-  hn_gen_request_init(&gr);
-  gr.prompt = prompt_ids;
-  gr.n_prompt = n_prompt;
-  gr.n_cached = n_cached;
-  if (cfg) {
-    gr.negative = negative_ids;
-    gr.n_negative = n_negative;
-    gr.cfg_scale = req->cfg_scale;
-  }
-  gr.sampler = sp;
-  gr.grammar = grammar;
-  gr.grammar_vocab = gvocab;
-  if (!req->prompt_tokens) {
-    /* a raw prompt keeps hn-generate's own newline set (every token spelling "\n") */
-    gr.newline_tokens = cm->newline_tokens;
-    gr.n_newline_tokens = cm->n_newline_tokens;
-  }
-  gr.on_token = run_on_token;
+  run.prompt_total = prep.prompt_total;
+  prep.gr.on_token = run_on_token;
+  prep.gr.on_probs = run_on_probs;
+  prep.gr.user_data = &run;
   if (cb->on_first_logits) {
-    run.prompt = prompt_ids;
-    run.n_prompt = n_prompt;
-    run.newline_tokens = gr.newline_tokens;
-    run.n_newline_tokens = gr.n_newline_tokens;
-    gr.on_logits = run_on_logits;
+    run.prompt = prep.prompt_ids;
+    run.n_prompt = prep.n_prompt;
+    run.newline_tokens = prep.gr.newline_tokens;
+    run.n_newline_tokens = prep.gr.n_newline_tokens;
+    prep.gr.on_logits = run_on_logits;
   }
-  gr.probs_k = req->probs_k;
-  gr.on_probs = run_on_probs;
-  gr.user_data = &run;
 
   HnGenResult res;
   HnError gen_err = { 0 };
   hn_context_set_cancel(chat->ctx, run_cancel, &run);
-  bool gen_ok = hn_generate_with_backend(&run.outer, &gr, &res, &gen_err);
+  bool gen_ok = hn_generate_with_backend(&run.outer, &prep.gr, &res, &gen_err);
   hn_context_set_cancel(chat->ctx, NULL, NULL);
 
-  /* Whatever ran, sequence 0 now holds a prefix of prompt + generated tokens. */
-  HnKvCache *kv = hn_context_kv(chat->ctx);
-  hn_kv_cache_seq_rm(kv, 1, -1, -1);
-  int32_t pos_max = hn_kv_cache_seq_pos_max(kv, 0);
-  size_t n_keep = HN_MIN(pos_max < 0 ? 0 : (size_t) pos_max + 1, n_prompt + run.n_generated);
-  n_keep = HN_MIN(n_keep, chat->cap);
-  size_t from_prompt = HN_MIN(n_keep, n_prompt);
-  memcpy(chat->held, prompt_ids, from_prompt * sizeof *prompt_ids);
-  memcpy(chat->held + from_prompt, chat->generated, (n_keep - from_prompt) * sizeof *chat->generated);
-  chat->n_held = n_keep;
-  chat->n_generated = run.n_generated;
-
-  stats->n_prompt = n_prompt;
-  stats->n_reused = eval_cached;
-  stats->n_evaluated = res.n_prompt_evaluated;
-  stats->n_generated = res.n_generated;
-  stats->grammar_truncated_steps = res.grammar_truncated_steps;
-  stats->prompt_seconds = res.prompt_seconds;
-  stats->generate_seconds = res.generate_seconds;
-  stats->time_to_first_token = run.t_first > 0 ? run.t_first - run.t_start : 0;
-  stats->seed = res.seed;
-  stats->stop_string_index = res.stop_string_index;
-  if (gen_ok) {
-    stats->stop_reason = res.stop_reason;
-    if (res.stop_reason == HN_GEN_STOP_CALLBACK && run_cancelled(&run))
-      stats->stop_reason = HN_GEN_STOP_CANCELLED;
-  } else if (gen_err.code == HN_ERR_CANCELLED || run_cancelled(&run)) {
-    stats->stop_reason = HN_GEN_STOP_CANCELLED;
-  } else if (run.no_room) {
-    stats->stop_reason = HN_GEN_STOP_CONTEXT_FULL;
-  } else {
-    stats->stop_reason = HN_GEN_STOP_ERROR;
-    if (err)
-      *err = gen_err;
-    goto out;
-  }
-  stats->session_saved = session_store(chat, req, cb);
-  ok = true;
-
-out:
-  free(with_prefix);
-  free(negative_with_prefix);
-  hn_grammar_free(owned_grammar);
-  hn_chat_prompt_clear(&prompt);
-  hn_chat_prompt_clear(&negative);
+  bool ok = chat_conclude(&chat->s, &prep, &res, run.n_generated, gen_ok, &gen_err, run_cancelled(&run),
+                          run.no_room, run.t_first > 0 ? run.t_first - run.t_start : 0, stats, err);
+  if (ok)
+    stats->session_saved = session_store(chat, req, cb);
+  chat_prep_clear(&prep);
   return ok;
+}
+
+/* ---- several conversations in one batch ---------------------------------------------- */
+
+typedef enum {
+  SEQ_IDLE,
+  SEQ_PROMPT,  /* reading its prompt (and negative prompt) */
+  SEQ_DECODE,  /* `token` is to be evaluated next */
+  SEQ_DONE,    /* finished; the result waits for hn_chat_batch_take_result */
+} SeqState;
+
+typedef struct {
+  ChatSeq cs;
+  SeqState state;
+  ChatPrep prep;
+  HnGenSeq *gen;
+  HnChatCallbacks cb;
+  Run run;
+  HnGenBatchItem *prompt_items;  /* 2 n_ctx + 2: a prompt and a negative prompt */
+  size_t n_prompt_items, prompt_next;
+  int32_t token;
+  uint64_t started;              /* order of arrival: prompts are read oldest first */
+  double t_prompt;
+  bool fresh_logits;             /* this step gave the row to sample from */
+  bool no_room;
+  bool ok;
+  HnError err;
+  HnChatStats stats;
+} BatchSeq;
+
+struct HnChatBatch {
+  HnChatModel *cm;
+  HnContext *ctx;
+  HnGenModelBackend gen;
+  int n_seq;
+  BatchSeq seqs[HN_CHAT_BATCH_MAX];
+  HnGenBatchItem *items;         /* one pass: n_batch items */
+  int *owner;                    /* the sequence of each item */
+  uint64_t n_started;
+};
+
+HnChatBatch *
+hn_chat_batch_new(HnChatModel *cm, const HnContextParams *params, int n_seq, HnError *err)
+{
+  if (n_seq < 1 || n_seq > HN_CHAT_BATCH_MAX) {
+    hn_error_set(err, HN_ERR_INVALID_ARG, "a batch has 1 to %d sequences, not %d", HN_CHAT_BATCH_MAX, n_seq);
+    return NULL;
+  }
+  HnChatBatch *b = calloc(1, sizeof *b);
+  if (!b) {
+    hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+    return NULL;
+  }
+  b->cm = cm;
+  b->n_seq = n_seq;
+  HnContextParams cp = params ? *params : hn_context_default_params();
+  int train = hn_model_n_ctx_train(cm->model);
+  int per_seq = cp.n_ctx > 0 && cp.n_ctx < train ? cp.n_ctx : train;
+  cp.n_seq_max = 2 * n_seq; /* the replies, then their CFG negative prompts */
+  cp.n_kv_cells = (int) HN_MIN((int64_t) per_seq * n_seq, (int64_t) INT32_MAX / 2);
+  b->ctx = hn_context_new(cm->model, &cp, err);
+  if (!b->ctx || !hn_gen_model_backend_init(&b->gen, b->ctx, cm->vocab, err))
+    goto fail;
+  size_t n_ctx = (size_t) hn_context_n_ctx(b->ctx), n_batch = (size_t) hn_context_n_batch(b->ctx);
+  b->items = malloc(n_batch * sizeof *b->items);
+  b->owner = malloc(n_batch * sizeof *b->owner);
+  if (!b->items || !b->owner)
+    goto nomem;
+  for (int i = 0; i < n_seq; i++) {
+    BatchSeq *bs = &b->seqs[i];
+    bs->cs.ctx = b->ctx;
+    bs->cs.seq = i;
+    bs->cs.negative_seq = n_seq + i;
+    bs->cs.cap = n_ctx;
+    bs->cs.held = malloc((n_ctx + 1) * sizeof *bs->cs.held);
+    bs->cs.generated = malloc((n_ctx + 1) * sizeof *bs->cs.generated);
+    bs->prompt_items = malloc((2 * n_ctx + 2) * sizeof *bs->prompt_items);
+    if (!bs->cs.held || !bs->cs.generated || !bs->prompt_items)
+      goto nomem;
+  }
+  return b;
+nomem:
+  hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+fail:
+  hn_chat_batch_free(b);
+  return NULL;
+}
+
+void
+hn_chat_batch_free(HnChatBatch *b)
+{
+  if (!b)
+    return;
+  for (int i = 0; i < b->n_seq; i++) {
+    BatchSeq *bs = &b->seqs[i];
+    hn_gen_seq_free(bs->gen);
+    chat_prep_clear(&bs->prep);
+    free(bs->cs.held);
+    free(bs->cs.generated);
+    free(bs->cs.conversation);
+    free(bs->prompt_items);
+  }
+  hn_gen_model_backend_clear(&b->gen);
+  hn_context_free(b->ctx);
+  free(b->items);
+  free(b->owner);
+  free(b);
+}
+
+int
+hn_chat_batch_n_seq(const HnChatBatch *b)
+{
+  return b->n_seq;
+}
+
+HnContext *
+hn_chat_batch_context(HnChatBatch *b)
+{
+  return b->ctx;
+}
+
+static bool
+seq_running(const BatchSeq *bs)
+{
+  return bs->state == SEQ_PROMPT || bs->state == SEQ_DECODE;
+}
+
+bool
+hn_chat_batch_busy(const HnChatBatch *b, int seq)
+{
+  return seq >= 0 && seq < b->n_seq && b->seqs[seq].state != SEQ_IDLE;
+}
+
+int
+hn_chat_batch_n_running(const HnChatBatch *b)
+{
+  int n = 0;
+  for (int i = 0; i < b->n_seq; i++)
+    n += seq_running(&b->seqs[i]);
+  return n;
+}
+
+const int32_t *
+hn_chat_batch_reply_tokens(const HnChatBatch *b, int seq, size_t *n_tokens)
+{
+  *n_tokens = b->seqs[seq].cs.n_generated;
+  return b->seqs[seq].cs.generated;
+}
+
+const int32_t *
+hn_chat_batch_tokens_held(const HnChatBatch *b, int seq, size_t *n_tokens)
+{
+  *n_tokens = b->seqs[seq].cs.n_held;
+  return b->seqs[seq].cs.held;
+}
+
+void
+hn_chat_batch_forget(HnChatBatch *b, int seq)
+{
+  if (seq >= 0 && seq < b->n_seq && !seq_running(&b->seqs[seq]))
+    chat_seq_forget(&b->seqs[seq].cs);
+}
+
+static size_t
+common_prefix(const int32_t *a, size_t na, const int32_t *b, size_t nb)
+{
+  size_t p = 0;
+  while (p < na && p < nb && a[p] == b[p])
+    p++;
+  return p;
+}
+
+/* A new request on cs: when another sequence holds a longer prefix of the prompt than cs
+ * does (the same system prompt, a conversation that moved to another sequence), cs starts
+ * from that sequence's cells, shared in the cache (hn_kv_cache_seq_cp), instead of
+ * evaluating them again.  The cells of a running sequence below what it held at its start
+ * do not change while it runs, so any sequence can give. */
+static void
+batch_donor(void *data, ChatSeq *cs, const int32_t *prompt, size_t n_prompt)
+{
+  HnChatBatch *b = data;
+  size_t own = common_prefix(cs->held, cs->n_held, prompt, n_prompt), best = own;
+  const ChatSeq *from = NULL;
+  for (int i = 0; i < b->n_seq; i++) {
+    const ChatSeq *o = &b->seqs[i].cs;
+    if (o == cs)
+      continue;
+    size_t p = common_prefix(o->held, o->n_held, prompt, n_prompt);
+    if (p > best) {
+      best = p;
+      from = o;
+    }
+  }
+  if (!from)
+    return;
+  HnKvCache *kv = hn_context_kv(b->ctx);
+  hn_kv_cache_seq_rm(kv, cs->seq, -1, -1);
+  hn_kv_cache_seq_cp(kv, from->seq, cs->seq, 0, (int32_t) best);
+  held_set(cs, prompt, best);
+}
+
+bool
+hn_chat_batch_start(HnChatBatch *b, int seq, const HnChatRequest *req, const HnChatCallbacks *callbacks,
+                    HnError *err)
+{
+  if (seq < 0 || seq >= b->n_seq)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "no sequence %d in a batch of %d", seq, b->n_seq);
+  BatchSeq *bs = &b->seqs[seq];
+  if (bs->state != SEQ_IDLE)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "sequence %d is busy", seq);
+  if (req->session_path)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "session files are not used in a batch");
+  static const HnChatCallbacks no_callbacks = { 0 };
+  bs->cb = callbacks ? *callbacks : no_callbacks;
+  memset(&bs->run, 0, sizeof bs->run);
+  bs->run.t_start = hn_time_now();
+  bs->run.cs = &bs->cs;
+  bs->run.cb = &bs->cb;
+  bs->no_room = false;
+  if (!chat_prepare(b->cm, &bs->cs, NULL, batch_donor, b, req, &bs->cb, &bs->prep, &bs->stats, err))
+    goto fail;
+  bs->prep.gr.on_token = run_on_token;
+  bs->prep.gr.on_probs = run_on_probs;
+  bs->prep.gr.user_data = &bs->run;
+  bs->gen = hn_gen_seq_new(&b->gen.backend, &bs->prep.gr, err);
+  if (!bs->gen)
+    goto fail;
+  HnKvCache *kv = hn_context_kv(b->ctx);
+  hn_kv_cache_seq_rm(kv, bs->cs.seq, (int32_t) hn_gen_seq_n_cached(bs->gen), -1);
+  hn_kv_cache_seq_rm(kv, bs->cs.negative_seq, -1, -1);
+  bs->n_prompt_items = hn_gen_seq_prompt_items(bs->gen, bs->cs.seq, bs->cs.negative_seq, bs->prompt_items);
+  bs->prompt_next = 0;
+  bs->run.prompt_total = bs->n_prompt_items;
+  bs->started = b->n_started++;
+  bs->t_prompt = hn_time_now();
+  bs->state = SEQ_PROMPT;
+  return true;
+fail:
+  hn_gen_seq_free(bs->gen);
+  bs->gen = NULL;
+  chat_prep_clear(&bs->prep);
+  return false;
+}
+
+/* The sequence ends: `reason` from its own step, or imposed (cancellation, a full cache, a
+ * failed pass: the generator has not stopped yet). */
+static void
+batch_end(BatchSeq *bs, HnGenStopReason reason, bool imposed, const HnError *gen_err)
+{
+  if (imposed)
+    hn_gen_seq_stop(bs->gen, reason);
+  const HnGenResult *res = hn_gen_seq_result(bs->gen);
+  HnError none = { 0 };
+  bool gen_ok = reason != HN_GEN_STOP_ERROR && !(imposed && reason == HN_GEN_STOP_CONTEXT_FULL);
+  memset(&bs->err, 0, sizeof bs->err);
+  bs->ok = chat_conclude(&bs->cs, &bs->prep, res, bs->run.n_generated, gen_ok, gen_err ? gen_err : &none,
+                         run_cancelled(&bs->run), bs->no_room,
+                         bs->run.t_first > 0 ? bs->run.t_first - bs->run.t_start : 0, &bs->stats, &bs->err);
+  hn_gen_seq_free(bs->gen);
+  bs->gen = NULL;
+  chat_prep_clear(&bs->prep);
+  bs->state = SEQ_DONE;
+}
+
+bool
+hn_chat_batch_take_result(HnChatBatch *b, int seq, bool *finished, HnChatStats *stats, HnError *err)
+{
+  *finished = false;
+  if (seq < 0 || seq >= b->n_seq || b->seqs[seq].state != SEQ_DONE)
+    return false;
+  BatchSeq *bs = &b->seqs[seq];
+  *finished = true;
+  if (stats)
+    *stats = bs->stats;
+  if (!bs->ok && err)
+    *err = bs->err;
+  bs->state = SEQ_IDLE;
+  return bs->ok;
+}
+
+/* Free cells for `need` more: first the cells idle sequences keep for reuse, the oldest
+ * conversation first; false when that is not enough. */
+static bool
+batch_make_room(HnChatBatch *b, size_t need)
+{
+  HnKvCache *kv = hn_context_kv(b->ctx);
+  for (;;) {
+    size_t free_cells = (size_t) (hn_kv_cache_n_cells(kv) - hn_kv_cache_n_used(kv));
+    if (free_cells >= need)
+      return true;
+    BatchSeq *victim = NULL;
+    for (int i = 0; i < b->n_seq; i++) {
+      BatchSeq *bs = &b->seqs[i];
+      if (!seq_running(bs) && bs->cs.n_held > 0 && (!victim || bs->started < victim->started))
+        victim = bs;
+    }
+    if (!victim)
+      return false;
+    chat_seq_forget(&victim->cs);
+  }
+}
+
+/* The running sequence that arrived last (it gives way when the cache is full). */
+static BatchSeq *
+batch_newest_running(HnChatBatch *b)
+{
+  BatchSeq *newest = NULL;
+  for (int i = 0; i < b->n_seq; i++)
+    if (seq_running(&b->seqs[i]) && (!newest || b->seqs[i].started > newest->started))
+      newest = &b->seqs[i];
+  return newest;
+}
+
+bool
+hn_chat_batch_step(HnChatBatch *b, HnError *err)
+{
+  HnKvCache *kv = hn_context_kv(b->ctx);
+  size_t n_batch = (size_t) hn_context_n_batch(b->ctx);
+  for (int i = 0; i < b->n_seq; i++) {
+    BatchSeq *bs = &b->seqs[i];
+    bs->fresh_logits = false;
+    if (seq_running(bs) && run_cancelled(&bs->run))
+      batch_end(bs, HN_GEN_STOP_CANCELLED, true, NULL);
+  }
+  if (hn_chat_batch_n_running(b) == 0)
+    return true;
+
+  /* The next token of every generating sequence; a full cache ends the newest sequences
+   * (with the stop reason a full context gives) until the rest fits. */
+  size_t n = 0;
+  for (;;) {
+    size_t n_decode = 0;
+    for (int i = 0; i < b->n_seq; i++)
+      if (b->seqs[i].state == SEQ_DECODE)
+        n_decode += hn_gen_seq_guided(b->seqs[i].gen) ? 2 : 1;
+    bool any_prompt = false;
+    for (int i = 0; i < b->n_seq; i++)
+      any_prompt = any_prompt || b->seqs[i].state == SEQ_PROMPT;
+    if (batch_make_room(b, n_decode + (any_prompt ? 1 : 0)))
+      break;
+    BatchSeq *newest = batch_newest_running(b);
+    if (!newest)
+      return true;
+    newest->no_room = true;
+    batch_end(newest, HN_GEN_STOP_CONTEXT_FULL, true, NULL);
+  }
+  for (int i = 0; i < b->n_seq; i++) {
+    BatchSeq *bs = &b->seqs[i];
+    if (bs->state != SEQ_DECODE)
+      continue;
+    b->items[n] = (HnGenBatchItem){ bs->token, hn_gen_seq_n_past(bs->gen, false), bs->cs.seq, true, true };
+    b->owner[n++] = i;
+    if (hn_gen_seq_guided(bs->gen)) {
+      b->items[n] = (HnGenBatchItem){ bs->token, hn_gen_seq_n_past(bs->gen, true), bs->cs.negative_seq, true, true };
+      b->owner[n++] = i;
+    }
+  }
+  /* Then prompt tokens, oldest request first, as far as the pass and the free cells go. */
+  size_t free_cells = (size_t) (hn_kv_cache_n_cells(kv) - hn_kv_cache_n_used(kv));
+  size_t room = HN_MIN(n_batch, free_cells);
+  size_t chunk[HN_CHAT_BATCH_MAX] = { 0 };
+  for (;;) {
+    BatchSeq *oldest = NULL;
+    for (int i = 0; i < b->n_seq; i++) {
+      BatchSeq *bs = &b->seqs[i];
+      if (bs->state == SEQ_PROMPT && chunk[i] == 0 && (!oldest || bs->started < oldest->started))
+        oldest = bs;
+    }
+    if (!oldest || n >= room)
+      break;
+    int i = (int) (oldest - b->seqs);
+    size_t take = HN_MIN(room - n, oldest->n_prompt_items - oldest->prompt_next);
+    memcpy(b->items + n, oldest->prompt_items + oldest->prompt_next, take * sizeof *b->items);
+    for (size_t k = 0; k < take; k++)
+      b->owner[n + k] = i;
+    n += take;
+    chunk[i] = take;
+  }
+  if (n == 0)
+    return true;
+
+  HnError pass_err = { 0 };
+  if (!b->gen.backend.decode(b->gen.backend.self, b->items, n, &pass_err)) {
+    for (int i = 0; i < b->n_seq; i++) {
+      BatchSeq *bs = &b->seqs[i];
+      bool in_pass = chunk[i] > 0 || bs->state == SEQ_DECODE;
+      if (in_pass)
+        batch_end(bs, HN_GEN_STOP_ERROR, true, &pass_err);
+    }
+    if (err)
+      *err = pass_err;
+    return false;
+  }
+  /* logits rows to their sequences */
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!b->items[i].want_logits)
+      continue;
+    BatchSeq *bs = &b->seqs[b->owner[i]];
+    const float *row = b->gen.backend.get_logits(b->gen.backend.self, k++);
+    HnError row_err = { 0 };
+    if (!seq_running(bs))
+      continue;
+    if (!hn_gen_seq_set_logits(bs->gen, b->items[i].seq != bs->cs.seq, row, &row_err))
+      batch_end(bs, HN_GEN_STOP_ERROR, true, &row_err);
+  }
+  for (int i = 0; i < b->n_seq; i++) {
+    BatchSeq *bs = &b->seqs[i];
+    if (bs->state == SEQ_DECODE) {
+      hn_gen_seq_advance(bs->gen);
+      bs->fresh_logits = true;
+    } else if (bs->state == SEQ_PROMPT && chunk[i] > 0) {
+      bs->prompt_next += chunk[i];
+      bs->run.prompt_done = bs->prompt_next;
+      if (bs->cb.on_prompt_progress)
+        bs->cb.on_prompt_progress(bs->cb.user_data, bs->prompt_next, bs->n_prompt_items);
+      if (bs->prompt_next == bs->n_prompt_items) {
+        hn_gen_seq_prompt_done(bs->gen, bs->n_prompt_items, hn_time_now() - bs->t_prompt);
+        bs->fresh_logits = true;
+      }
+    }
+  }
+  /* every sequence with a new row samples its next token */
+  for (int i = 0; i < b->n_seq; i++) {
+    BatchSeq *bs = &b->seqs[i];
+    if (!bs->fresh_logits || !seq_running(bs))
+      continue;
+    HnError step_err = { 0 };
+    int32_t t;
+    HnGenStopReason reason = hn_gen_seq_step(bs->gen, &t, &step_err);
+    if (reason == HN_GEN_STOP_NONE) {
+      bs->token = t;
+      bs->state = SEQ_DECODE;
+    } else {
+      batch_end(bs, reason, false, &step_err);
+    }
+  }
+  return true;
 }

@@ -218,6 +218,65 @@ typedef struct {
 bool hn_chat_generate(HnChat *chat, const HnChatRequest *req, const HnChatCallbacks *callbacks,
                       HnChatStats *stats, HnError *err);
 
+/* ---- several conversations decoded together -------------------------------------------
+ *
+ * An HnChatBatch runs up to n_seq requests at once on ONE context: each request is a
+ * sequence of its KV cache, and every hn_chat_batch_step is one forward pass over the next
+ * token of every sequence that is generating, plus prompt tokens of sequences that are
+ * still reading theirs (at most n_batch rows in all, so a long prompt is read over several
+ * steps while the others keep generating).  Concurrent requests share each pass over the
+ * weights instead of taking turns.
+ *
+ * Each sequence has its own sampler, grammar, penalties, stop strings, callbacks and
+ * cancellation, and keeps the longest prefix of its previous conversation as a chat does
+ * (hn_chat_generate); a request whose prompt shares more with what an idle sequence holds
+ * starts from a copy of that sequence's cells.  The rows of a pass are computed with
+ * kernels fixed per row (HnBatch.sampled), so a reply is token for token the reply
+ * hn_chat_generate gives on a chat of the same context size, alone, with the same seed
+ * (dense models on the processor; see docs/server.md for the limits).
+ *
+ * Sequences join (hn_chat_batch_start) and leave (a finished one is taken with
+ * hn_chat_batch_take_result) between steps.  One thread drives a batch; the request
+ * (its strings, sampler parameters, grammar) and the callbacks must stay valid until the
+ * sequence's result was taken.  Session files are not read or written here. */
+#define HN_CHAT_BATCH_MAX 16
+
+typedef struct HnChatBatch HnChatBatch;
+
+/* params->n_ctx is each sequence's context (positions, and what prompts are fitted to);
+ * the KV cache has n_seq times as many cells, and sequences n_seq..2*n_seq-1 hold CFG
+ * negative prompts.  n_seq from 1 to HN_CHAT_BATCH_MAX. */
+HnChatBatch *hn_chat_batch_new(HnChatModel *cm, const HnContextParams *params, int n_seq, HnError *err);
+void hn_chat_batch_free(HnChatBatch *batch);
+int hn_chat_batch_n_seq(const HnChatBatch *batch);
+HnContext *hn_chat_batch_context(HnChatBatch *batch);
+
+/* Prepares req on an idle sequence as hn_chat_generate would (template, fitting, reuse,
+ * with on_warning / on_context_dropped / on_reuse called now); nothing is evaluated until
+ * the next step.  False with err set for a request hn_chat_generate would refuse, or a
+ * session_path; the sequence stays idle. */
+bool hn_chat_batch_start(HnChatBatch *batch, int seq, const HnChatRequest *req, const HnChatCallbacks *callbacks,
+                         HnError *err);
+/* Whether the sequence has a request (running, or finished and not yet taken). */
+bool hn_chat_batch_busy(const HnChatBatch *batch, int seq);
+/* Sequences that still generate or read their prompt. */
+int hn_chat_batch_n_running(const HnChatBatch *batch);
+/* One forward pass for every running sequence (nothing when none runs), with their
+ * callbacks called from here.  A sequence whose callbacks say stop, or that is cancelled,
+ * ends without disturbing the others.  Returns false only when the pass itself failed;
+ * then every sequence in it has finished with that error. */
+bool hn_chat_batch_step(HnChatBatch *batch, HnError *err);
+/* When the sequence has finished: its stats, and true when it succeeded (a cancelled or
+ * full-context reply is a success with its stop reason), else false with err set; the
+ * sequence is idle afterwards.  False with *finished false while it runs. */
+bool hn_chat_batch_take_result(HnChatBatch *batch, int seq, bool *finished, HnChatStats *stats, HnError *err);
+/* The tokens the sequence's last request sampled, as hn_chat_reply_tokens. */
+const int32_t *hn_chat_batch_reply_tokens(const HnChatBatch *batch, int seq, size_t *n_tokens);
+/* Which tokens the sequence holds, as hn_chat_tokens_held. */
+const int32_t *hn_chat_batch_tokens_held(const HnChatBatch *batch, int seq, size_t *n_tokens);
+/* Empties an idle sequence. */
+void hn_chat_batch_forget(HnChatBatch *batch, int seq);
+
 #ifdef __cplusplus
 }
 #endif

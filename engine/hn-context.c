@@ -43,6 +43,11 @@ struct HnContext {
   float *x, *xn, *q, *k, *v, *attn, *gate, *up, *acc;
   void *act;
   int32_t *cells, *out_rows;
+  /* A batch with `sampled` rows, reordered per micro-batch: the prompt rows first (they
+   * take the batch GEMM), then the sampled ones (the one-row kernels); see HnBatch. */
+  int32_t *ord_tok, *ord_pos, *ord_seq, *ord_from;
+  bool *ord_want;
+  int split; /* rows of the micro-batch on the batch path; -1: every product by batch size */
   HnMoeScratch moe; /* mixture-of-experts models only */
   /* attention: per thread, a work area and the list of visible cells */
   float *attn_work;
@@ -53,6 +58,7 @@ struct HnContext {
   /* output */
   float *logits;
   float *routing_lead; /* per logits row, see hn_context_routing_lead */
+  int32_t *logit_row;  /* the caller's i-th logits row → the stored row */
   int n_logits, logits_cap;
   char notice[NOTICE_MAX]; /* empty: nothing was changed from what the caller asked */
   char gpu_notice[NOTICE_MAX]; /* the sentences of notice about the graphics device */
@@ -79,6 +85,8 @@ hn_context_free(HnContext *c)
   hn_vk_offload_free(c->offload); /* after the cache: it owns the cache's storage */
   free(c->x); free(c->xn); free(c->q); free(c->k); free(c->v); free(c->attn);
   free(c->gate); free(c->up); free(c->acc); free(c->act); free(c->cells); free(c->out_rows);
+  free(c->ord_tok); free(c->ord_pos); free(c->ord_seq); free(c->ord_from); free(c->ord_want);
+  free(c->logit_row);
   free(c->attn_work); free(c->attn_cells); free(c->attn_scores);
   hn_moe_scratch_clear(&c->moe);
   free(c->logits);
@@ -107,6 +115,9 @@ clamp_params(const HnModel *m, const HnContextParams *params, char *notice, size
     p.n_batch = 512;
   if (p.n_batch > p.n_ctx)
     p.n_batch = p.n_ctx;
+  /* cells beyond n_ctx only for several sequences (each still at most n_ctx positions) */
+  if (p.n_kv_cells < p.n_ctx)
+    p.n_kv_cells = p.n_ctx;
   if (p.n_seq_max <= 0)
     p.n_seq_max = 1;
   if (p.n_gpu_layers < 0 && p.n_gpu_layers != HN_GPU_LAYERS_AUTO)
@@ -138,7 +149,7 @@ widest_input(const HnModel *m)
 static size_t
 attn_scores_floats(const HnModel *m, const HnContextParams *p)
 {
-  return (size_t) (m->n_head / m->n_head_kv) * hn_attn_score_stride(p->n_ctx);
+  return (size_t) (m->n_head / m->n_head_kv) * hn_attn_score_stride(p->n_kv_cells);
 }
 
 /* Rows the sliding-window layers keep: a window for every sequence plus one batch. */
@@ -148,7 +159,7 @@ ring_rows(const HnModel *m, const HnContextParams *p)
   if (m->swa_window == 0 || m->n_sliding == 0)
     return 0;
   int64_t rows = (int64_t) p->n_seq_max * m->swa_window + p->n_batch;
-  return rows < p->n_ctx ? (int) rows : p->n_ctx;
+  return rows < p->n_kv_cells ? (int) rows : p->n_kv_cells;
 }
 
 /* Scratch for the activations of one matrix product (or a decode step's experts). */
@@ -174,17 +185,17 @@ scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
                     + (uint64_t) nth * attn_scores_floats(m, p)
                     + (uint64_t) m->n_vocab;
   return moe + floats * sizeof(float) + act_scratch_bytes(m, p, nth)
-         + (uint64_t) nth * (uint64_t) p->n_ctx * sizeof(int32_t) + nb * 2 * sizeof(int32_t);
+         + (uint64_t) nth * (uint64_t) p->n_kv_cells * sizeof(int32_t) + nb * 2 * sizeof(int32_t);
 }
 
 static uint64_t
 kv_bytes(const HnModel *m, const HnContextParams *p)
 {
   int n_ring = ring_rows(m, p), n_sliding = n_ring ? m->n_sliding : 0;
-  uint64_t rows = (uint64_t) (m->n_layer - n_sliding) * (uint64_t) p->n_ctx + (uint64_t) n_sliding * (uint64_t) n_ring;
+  uint64_t rows = (uint64_t) (m->n_layer - n_sliding) * (uint64_t) p->n_kv_cells + (uint64_t) n_sliding * (uint64_t) n_ring;
   uint64_t values = rows * (uint64_t) m->n_head_kv * (uint64_t) m->head_dim;
-  uint64_t ring_index = n_ring ? (uint64_t) p->n_ctx * 4 + (uint64_t) n_ring * 4 : 0;
-  return values * 2 * sizeof(uint16_t) + (uint64_t) p->n_ctx * sizeof(HnKvCell) + ring_index;
+  uint64_t ring_index = n_ring ? (uint64_t) p->n_kv_cells * 4 + (uint64_t) n_ring * 4 : 0;
+  return values * 2 * sizeof(uint16_t) + (uint64_t) p->n_kv_cells * sizeof(HnKvCell) + ring_index;
 }
 
 static HnMemoryNeed
@@ -259,7 +270,7 @@ start_offload(HnContext *c, const HnContextParams *p)
 {
   const HnModel *m = c->model;
   HnError err = { 0 };
-  HnVkOffloadParams vp = { .first_layer = m->n_layer - p->n_gpu_layers, .n_ctx = p->n_ctx, .n_batch = p->n_batch,
+  HnVkOffloadParams vp = { .first_layer = m->n_layer - p->n_gpu_layers, .n_ctx = p->n_kv_cells, .n_batch = p->n_batch,
                            .device = p->gpu_device };
   c->offload = hn_vk_offload_new(m, &vp, &err);
   if (c->offload) {
@@ -312,10 +323,10 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   if (p.n_gpu_layers > 0)
     start_offload(c, &p);
   if (c->offload)
-    c->kv = hn_kv_cache_new_borrowed(m->n_layer, p.n_ctx, kv_dim, hn_vk_offload_k_storage(c->offload),
+    c->kv = hn_kv_cache_new_borrowed(m->n_layer, p.n_kv_cells, kv_dim, hn_vk_offload_k_storage(c->offload),
                                      hn_vk_offload_v_storage(c->offload), err);
   else
-    c->kv = hn_kv_cache_new_windowed(m->n_layer, p.n_ctx, kv_dim, sliding, n_ring ? m->swa_window : 0, n_ring, err);
+    c->kv = hn_kv_cache_new_windowed(m->n_layer, p.n_kv_cells, kv_dim, sliding, n_ring ? m->swa_window : 0, n_ring, err);
   free(sliding);
   if (!c->kv)
     goto fail;
@@ -344,12 +355,19 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   c->act = malloc(act_scratch_bytes(m, &p, nth));
   c->attn_work_floats = hn_attn_work_floats(m->n_head / m->n_head_kv, m->head_dim);
   c->attn_work = aligned_alloc(64, (size_t) nth * c->attn_work_floats * sizeof(float));
-  c->attn_cells = malloc((size_t) nth * (size_t) p.n_ctx * sizeof(int32_t));
+  c->attn_cells = malloc((size_t) nth * (size_t) p.n_kv_cells * sizeof(int32_t));
   c->attn_scores_floats = attn_scores_floats(m, &p);
   c->attn_scores = aligned_alloc(64, (size_t) nth * c->attn_scores_floats * sizeof(float));
   c->cells = malloc(nb * sizeof(int32_t));
   c->out_rows = malloc(nb * sizeof(int32_t));
-  if (!c->x || !c->xn || !c->q || !c->attn || !c->k || !c->v || (dense_ff(m) && (!c->gate || !c->up)) ||
+  c->ord_tok = malloc(nb * sizeof(int32_t));
+  c->ord_pos = malloc(nb * sizeof(int32_t));
+  c->ord_seq = malloc(nb * sizeof(int32_t));
+  c->ord_from = malloc(nb * sizeof(int32_t));
+  c->ord_want = malloc(nb * sizeof(bool));
+  c->split = -1;
+  if (!c->ord_tok || !c->ord_pos || !c->ord_seq || !c->ord_from || !c->ord_want ||
+      !c->x || !c->xn || !c->q || !c->attn || !c->k || !c->v || (dense_ff(m) && (!c->gate || !c->up)) ||
       !c->acc || !c->act || !c->cells || !c->out_rows || !c->attn_work || !c->attn_cells ||
       !c->attn_scores) {
     hn_error_set(err, HN_ERR_NOMEM, "out of memory for a context of %d tokens", p.n_batch);
@@ -408,7 +426,7 @@ hn_context_routing_lead(const HnContext *c, int i)
 {
   if (i < 0 || i >= c->n_logits)
     return NAN;
-  return c->routing_lead[i];
+  return c->routing_lead[c->logit_row[i]];
 }
 
 const float *
@@ -416,7 +434,7 @@ hn_context_get_logits(const HnContext *c, int i)
 {
   if (i < 0 || i >= c->n_logits)
     return NULL;
-  return c->logits + (size_t) i * (size_t) c->model->n_vocab;
+  return c->logits + (size_t) c->logit_row[i] * (size_t) c->model->n_vocab;
 }
 
 static void
@@ -441,9 +459,29 @@ typedef struct {
 
 /* Whether a query of sequence bit `bit` at position p sees the cell. */
 static inline bool
-cell_visible(const HnKvCell *cell, uint8_t bit, int32_t p, int window)
+cell_visible(const HnKvCell *cell, uint32_t bit, int32_t p, int window)
 {
   return cell->pos >= 0 && cell->pos <= p && (cell->seq_mask & bit) && (window == 0 || p - cell->pos < window);
+}
+
+static void sort_cells_by_pos(int32_t *a, int n, const HnKvCell *cells);
+
+/* The cells a query of sequence `seq` at position p sees, in the order of their positions
+ * (see attn_worker); returns how many. */
+static int
+list_visible(const HnKvCell *cells, int n_cells, int32_t seq, int32_t p, int window, int32_t *out)
+{
+  uint32_t bit = (uint32_t) 1u << seq;
+  int n = 0;
+  bool in_order = true;
+  for (int cell = 0; cell < n_cells; cell++)
+    if (cell_visible(&cells[cell], bit, p, window)) {
+      in_order = in_order && (n == 0 || cells[out[n - 1]].pos < cells[cell].pos);
+      out[n++] = cell;
+    }
+  if (!in_order)
+    sort_cells_by_pos(out, n, cells);
+  return n;
 }
 
 /* Scalar reference attention, one (token, head) at a time (no SIMD level, or a head size
@@ -459,44 +497,75 @@ attn_worker_scalar(void *data, int ith, int nth)
   int hd = m->head_dim, group = m->n_head / m->n_head_kv, q_dim = m->n_head * hd;
   float *acc = job->c->acc + (size_t) ith * (size_t) hd;
   float *prob = job->c->attn_scores + (size_t) ith * job->c->attn_scores_floats;
+  int32_t *visible = job->c->attn_cells + (size_t) ith * (size_t) job->c->params.n_kv_cells;
+  int listed_for = -1, n_visible = 0;
   for (int item = ith; item < job->n_tokens * m->n_head; item += nth) {
     int t = item / m->n_head, h = item % m->n_head, kvh = h / group;
     const float *q = job->c->q + (size_t) t * (size_t) q_dim + (size_t) h * (size_t) hd;
-    uint8_t bit = (uint8_t) (1u << job->seq[t]);
+    if (listed_for != t) {
+      n_visible = list_visible(cells, n_cells, job->seq[t], job->pos[t], job->window, visible);
+      listed_for = t;
+    }
     float mx = -INFINITY;
-    for (int cell = 0; cell < n_cells; cell++) {
-      prob[cell] = -INFINITY;
-      if (!cell_visible(&cells[cell], bit, job->pos[t], job->window))
-        continue;
-      const uint16_t *k_row = hn_kv_cache_k_row(kv, job->layer, cell);
+    for (int i = 0; i < n_visible; i++) {
+      prob[i] = -INFINITY;
+      const uint16_t *k_row = hn_kv_cache_k_row(kv, job->layer, visible[i]);
       if (!k_row)
         continue;
       const uint16_t *kr = k_row + (size_t) kvh * (size_t) hd;
       float s = 0.0f;
-      for (int i = 0; i < hd; i++)
-        s += q[i] * hn_fp16_to_fp32(kr[i]);
+      for (int d = 0; d < hd; d++)
+        s += q[d] * hn_fp16_to_fp32(kr[d]);
       s *= m->query_scale;
       if (job->softcap > 0.0f)
         s = job->softcap * tanhf(s / job->softcap);
-      prob[cell] = s;
+      prob[i] = s;
       mx = s > mx ? s : mx;
     }
     double sum = 0.0;
-    for (int cell = 0; cell < n_cells; cell++)
-      if (prob[cell] > -INFINITY)
-        sum += prob[cell] = expf(prob[cell] - mx);
+    for (int i = 0; i < n_visible; i++)
+      if (prob[i] > -INFINITY)
+        sum += prob[i] = expf(prob[i] - mx);
     float inv = sum > 0.0 ? (float) (1.0 / sum) : 0.0f;
     memset(acc, 0, (size_t) hd * sizeof(float));
-    for (int cell = 0; cell < n_cells; cell++) {
-      if (prob[cell] == -INFINITY)
+    for (int i = 0; i < n_visible; i++) {
+      if (prob[i] == -INFINITY)
         continue;
-      float p = hn_fp16_to_fp32(hn_fp32_to_fp16(prob[cell] * inv));
-      const uint16_t *vr = hn_kv_cache_v_row(kv, job->layer, cell) + (size_t) kvh * (size_t) hd;
-      for (int i = 0; i < hd; i++)
-        acc[i] += p * hn_fp16_to_fp32(vr[i]);
+      float p = hn_fp16_to_fp32(hn_fp32_to_fp16(prob[i] * inv));
+      const uint16_t *vr = hn_kv_cache_v_row(kv, job->layer, visible[i]) + (size_t) kvh * (size_t) hd;
+      for (int d = 0; d < hd; d++)
+        acc[d] += p * hn_fp16_to_fp32(vr[d]);
     }
     float *out = job->c->attn + (size_t) t * (size_t) q_dim + (size_t) h * (size_t) hd;
     memcpy(out, acc, (size_t) hd * sizeof(float));
+  }
+}
+
+/* Sorts cell indexes by their positions (a heap sort: in place, n log n even for a list
+ * that is two sorted runs, which a cache that wrapped around gives). */
+static void
+sort_cells_by_pos(int32_t *a, int n, const HnKvCell *cells)
+{
+  for (int start = n / 2 - 1, end = n; end > 1;) {
+    int root;
+    if (start >= 0) {
+      root = start--;
+    } else {
+      end--;
+      int32_t t = a[0];
+      a[0] = a[end];
+      a[end] = t;
+      root = 0;
+    }
+    for (int child; (child = 2 * root + 1) < end; root = child) {
+      if (child + 1 < end && cells[a[child + 1]].pos > cells[a[child]].pos)
+        child++;
+      if (cells[a[root]].pos >= cells[a[child]].pos)
+        break;
+      int32_t t = a[root];
+      a[root] = a[child];
+      a[child] = t;
+    }
   }
 }
 
@@ -513,7 +582,7 @@ attn_worker(void *data, int ith, int nth)
   const HnKvCell *cells = hn_kv_cache_cells(kv);
   const int n_cells = hn_kv_cache_n_cells(kv), kv_dim = hn_kv_cache_kv_dim(kv);
   const int hd = m->head_dim, group = m->n_head / m->n_head_kv, q_dim = m->n_head * hd;
-  int32_t *visible = c->attn_cells + (size_t) ith * (size_t) c->params.n_ctx;
+  int32_t *visible = c->attn_cells + (size_t) ith * (size_t) c->params.n_kv_cells;
   HnAttnArgs args = {
     .head_dim = hd, .n_q = group, .q_stride = (size_t) hd, .scale = m->query_scale,
     .softcap = job->softcap, .kv_stride = (size_t) kv_dim, .cells = visible, .out_stride = (size_t) hd,
@@ -527,17 +596,20 @@ attn_worker(void *data, int ith, int nth)
   for (int item = ith; item < job->n_tokens * m->n_head_kv; item += nth) {
     int t = item / m->n_head_kv, kvh = item % m->n_head_kv;
     if (listed_for != t) {
-      uint8_t bit = (uint8_t) (1u << job->seq[t]);
-      int n = 0;
+      /* The sums run over the keys in the order of their positions, whatever cells they
+       * landed in (holes left by removed tokens, a table that wrapped around, other
+       * sequences in between), so a token's result does not depend on the cache's
+       * history: sequences decoded together give what each gives alone. */
+      int n = list_visible(cells, n_cells, job->seq[t], job->pos[t], job->window, visible);
       /* (a visible cell always has its row: decode refuses positions before
        * hn_kv_cache_seq_resume_min; the check only keeps a broken invariant harmless) */
-      for (int cell = 0; cell < n_cells; cell++)
-        if (cell_visible(&cells[cell], bit, job->pos[t], job->window)) {
-          int row = hn_kv_cache_row_of(kv, job->layer, cell);
-          if (row >= 0)
-            visible[n++] = row;
-        }
-      args.n_cells = n;
+      int kept = 0;
+      for (int i = 0; i < n; i++) {
+        int row = hn_kv_cache_row_of(kv, job->layer, visible[i]);
+        if (row >= 0)
+          visible[kept++] = row;
+      }
+      args.n_cells = kept;
       listed_for = t;
     }
     args.q = c->q + (size_t) t * (size_t) q_dim + (size_t) kvh * (size_t) group * (size_t) hd;
@@ -584,6 +656,23 @@ gelu_tanh(float x)
 {
   const float sqrt_2_over_pi = 0.79788456080286535588f;
   return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + 0.044715f * x * x)));
+}
+
+/* W × x for the micro-batch's nt rows: by batch size, or with c->split set, the first
+ * split rows through the batch GEMM and the rest through the one-row kernels. */
+static void
+project(HnContext *c, const HnGgufTensor *w, const float *x, int nt, float *y, int64_t y_stride)
+{
+  if (c->split < 0) {
+    hn_matmul(c->pool, w, x, nt, c->act, y, y_stride);
+    return;
+  }
+  int nb = HN_MIN(c->split, nt);
+  if (nb > 0)
+    hn_matmul_path(c->pool, w, x, nb, c->act, y, y_stride, HN_MATMUL_BATCH);
+  if (nt > nb)
+    hn_matmul_path(c->pool, w, x + (size_t) nb * (size_t) w->ne[0], nt - nb, c->act, y + (size_t) nb * (size_t) y_stride,
+                   y_stride, HN_MATMUL_ROW);
 }
 
 /* One micro-batch of at most n_batch tokens; outputs go to logits rows from *n_out on. */
@@ -641,9 +730,9 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
     const HnRope *rope = L->sliding ? &c->rope_local : &c->rope;
     for (int t = 0; t < nt; t++)
       rms_norm(c->x + (size_t) t * E, L->attn_norm, c->xn + (size_t) t * E, E, m->rms_eps);
-    hn_matmul(c->pool, L->wq, c->xn, nt, c->act, c->q, Q);
-    hn_matmul(c->pool, L->wk, c->xn, nt, c->act, c->k, kv_dim);
-    hn_matmul(c->pool, L->wv, c->xn, nt, c->act, c->v, kv_dim);
+    project(c, L->wq, c->xn, nt, c->q, Q);
+    project(c, L->wk, c->xn, nt, c->k, kv_dim);
+    project(c, L->wv, c->xn, nt, c->v, kv_dim);
     add_bias(c->q, L->bq, nt, Q);
     add_bias(c->k, L->bk, nt, kv_dim);
     add_bias(c->v, L->bv, nt, kv_dim);
@@ -670,7 +759,7 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
                     .attn = k->attn && m->head_dim % k->attn_multiple == 0 ? k->attn : NULL,
                     .window = L->sliding ? m->swa_window : 0, .softcap = m->attn_softcap };
     hn_threadpool_run(c->pool, job.attn ? attn_worker : attn_worker_scalar, &job);
-    hn_matmul(c->pool, L->wo, c->attn, nt, c->act, c->xn, E);
+    project(c, L->wo, c->attn, nt, c->xn, E);
     add_residual(c->x, c->xn, L->attn_post_norm, nt, E, m->rms_eps);
     for (int t = 0; t < nt; t++)
       rms_norm(c->x + (size_t) t * E, L->ffn_norm, c->xn + (size_t) t * E, E, m->rms_eps);
@@ -679,8 +768,8 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
       hn_moe_forward(&L->moe, &c->moe, c->pool, c->xn, nt, c->act, c->x);
       continue;
     }
-    hn_matmul(c->pool, L->w_gate, c->xn, nt, c->act, c->gate, F);
-    hn_matmul(c->pool, L->w_up, c->xn, nt, c->act, c->up, F);
+    project(c, L->w_gate, c->xn, nt, c->gate, F);
+    project(c, L->w_up, c->xn, nt, c->up, F);
     if (m->traits->act == HN_ACT_GELU_TANH)
       for (size_t i = 0; i < (size_t) nt * F; i++)
         c->gate[i] = gelu_tanh(c->gate[i]) * c->up[i];
@@ -689,7 +778,7 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
         float g = c->gate[i];
         c->gate[i] = g / (1.0f + expf(-g)) * c->up[i];
       }
-    hn_matmul(c->pool, L->w_down, c->gate, nt, c->act, c->xn, E);
+    project(c, L->w_down, c->gate, nt, c->xn, E);
     add_residual(c->x, c->xn, L->ffn_post_norm, nt, E, m->rms_eps);
   }
   int n_out = 0;
@@ -701,7 +790,9 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
     }
   if (n_out > 0) {
     float *rows = c->logits + (size_t) c->n_logits * (size_t) m->n_vocab;
-    hn_matmul(c->pool, m->output, c->xn, n_out, c->act, rows, m->n_vocab);
+    /* logits rows: one per sequence and step, so with exact rows the one-row kernels */
+    hn_matmul_path(c->pool, m->output, c->xn, n_out, c->act, rows, m->n_vocab,
+                   c->split < 0 ? HN_MATMUL_AUTO : HN_MATMUL_ROW);
     if (m->final_softcap > 0.0f)
       for (size_t i = 0; i < (size_t) n_out * (size_t) m->n_vocab; i++)
         rows[i] = m->final_softcap * tanhf(rows[i] / m->final_softcap);
@@ -745,10 +836,15 @@ hn_context_decode(HnContext *c, const HnBatch *b, HnError *err)
     if (!lead)
       return hn_error_set(err, HN_ERR_NOMEM, "out of memory for %d rows of logits", n_want);
     c->routing_lead = lead;
+    int32_t *map = realloc(c->logit_row, (size_t) n_want * sizeof(int32_t));
+    if (!map)
+      return hn_error_set(err, HN_ERR_NOMEM, "out of memory for %d rows of logits", n_want);
+    c->logit_row = map;
     c->logits_cap = n_want;
   }
   for (int i0 = 0; i0 < b->n_tokens; i0 += c->params.n_batch) {
     int nt = b->n_tokens - i0 < c->params.n_batch ? b->n_tokens - i0 : c->params.n_batch;
+    const int32_t *tok = b->token + i0, *pos = b->pos + i0;
     const int32_t *seq = b->seq_id ? b->seq_id + i0 : NULL;
     if (!seq) {
       for (int t = 0; t < nt; t++)
@@ -758,11 +854,52 @@ hn_context_decode(HnContext *c, const HnBatch *b, HnError *err)
     /* without want_logits only the last token of the whole batch gives logits */
     bool last_chunk = i0 + nt == b->n_tokens;
     const bool *w = b->want_logits ? b->want_logits + i0 : NULL;
-    bool ok = decode_ubatch(c, nt, b->token + i0, b->pos + i0, seq, w,
-                            b->want_logits == NULL && last_chunk, err);
+    bool want_last = b->want_logits == NULL && last_chunk;
+    int first_logit = c->n_logits;
+    c->split = -1;
+    if (b->sampled) {
+      /* prompt rows first, then the sampled ones, each group in the caller's order */
+      int n = 0;
+      for (int pass = 0; pass < 2; pass++) {
+        for (int t = 0; t < nt; t++)
+          if (b->sampled[i0 + t] == (pass == 1))
+            c->ord_from[n++] = t;
+        if (pass == 0)
+          c->split = n;
+      }
+      for (int i = 0; i < nt; i++) {
+        int t = c->ord_from[i];
+        c->ord_tok[i] = tok[t];
+        c->ord_pos[i] = pos[t];
+        c->ord_seq[i] = seq[t];
+        c->ord_want[i] = w ? w[t] : want_last && t == nt - 1;
+      }
+      tok = c->ord_tok;
+      pos = c->ord_pos;
+      seq = c->ord_seq;
+      w = c->ord_want;
+    }
+    bool ok = decode_ubatch(c, nt, tok, pos, seq, w, want_last, err);
+    c->split = -1;
     if (!ok) {
       c->n_logits = 0;
       return false;
+    }
+    if (!b->sampled) {
+      for (int i = first_logit; i < c->n_logits; i++)
+        c->logit_row[i] = i;
+      continue;
+    }
+    /* the stored rows follow the new order; the caller counts in its own */
+    int stored = first_logit;
+    for (int i = 0; i < nt; i++) {
+      if (!c->ord_want[i])
+        continue;
+      int t = c->ord_from[i], rank = first_logit;
+      for (int u = 0; u < t; u++)
+        if (b->want_logits ? b->want_logits[i0 + u] : false)
+          rank++;
+      c->logit_row[rank] = stored++;
     }
   }
   return true;

@@ -26,6 +26,9 @@ typedef struct {
   int n_batch;    /* most tokens per decode call (default 512) */
   int n_threads;  /* <= 0: physical cores */
   int n_seq_max;  /* sequences used at once (1..HN_KV_MAX_SEQ) */
+  /* KV cells for all sequences together; below n_ctx (0): n_ctx.  More lets several
+   * sequences of up to n_ctx positions each share one context (hn-chat-batch). */
+  int n_kv_cells;
   /* Layers evaluated on a Vulkan device (the last ones; more than the model has: all of
    * them).  0: none, the CPU only.  When the device cannot take them (no device, an
    * architecture the device path lacks, its memory runs out), the context runs on the CPU
@@ -44,6 +47,13 @@ typedef struct {
   const int32_t *pos;
   const int32_t *seq_id;     /* NULL: all sequence 0 */
   const bool *want_logits;   /* NULL: only the last token */
+  /* NULL: each product picks its kernels by the batch's size (the fastest).  Else every
+   * row's kernels are fixed by the row itself, so its result does not depend on what else
+   * the batch holds — several sequences decoded together then give bit for bit what each
+   * gives alone: rows marked true (a sampled token fed back) go through the one-row decode
+   * kernels, the others (prompt) through the batch GEMM, and logits rows through the
+   * one-row kernels.  The generation loop (hn-generate-model) always sets it. */
+  const bool *sampled;
 } HnBatch;
 
 /* Called between layers; returning true cancels the decode (HN_ERR_CANCELLED). */

@@ -19,9 +19,12 @@ backend_decode(void *self, const HnGenBatchItem *items, size_t n, HnError *err)
     b->pos[i] = items[i].pos;
     b->seq[i] = items[i].seq;
     b->want[i] = items[i].want_logits;
+    b->sampled[i] = items[i].sampled;
   }
+  /* every row with its own kernels: a reply is the same decoded alone or together with
+   * other sequences (hn-chat-batch) */
   HnBatch batch = { .n_tokens = (int) n, .token = b->token, .pos = b->pos, .seq_id = b->seq,
-                    .want_logits = b->want };
+                    .want_logits = b->want, .sampled = b->sampled };
   return hn_context_decode(b->ctx, &batch, err);
 }
 
@@ -73,7 +76,8 @@ hn_gen_model_backend_init(HnGenModelBackend *b, HnContext *ctx, const HnVocab *v
   b->pos = malloc(n * sizeof *b->pos);
   b->seq = malloc(n * sizeof *b->seq);
   b->want = malloc(n * sizeof *b->want);
-  if (!b->token || !b->pos || !b->seq || !b->want) {
+  b->sampled = malloc(n * sizeof *b->sampled);
+  if (!b->token || !b->pos || !b->seq || !b->want || !b->sampled) {
     hn_gen_model_backend_clear(b);
     return hn_error_set(err, HN_ERR_NOMEM, "out of memory");
   }
@@ -106,6 +110,7 @@ hn_gen_model_backend_clear(HnGenModelBackend *b)
   free(b->pos);
   free(b->seq);
   free(b->want);
+  free(b->sampled);
   memset(b, 0, sizeof *b);
 }
 

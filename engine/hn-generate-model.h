@@ -18,7 +18,7 @@ typedef struct {
   HnContext *ctx;         /* borrowed */
   const HnVocab *vocab;   /* borrowed */
   int32_t *token, *pos, *seq;
-  bool *want;
+  bool *want, *sampled;
   int32_t newline[8];     /* tokens whose bytes are exactly "\n" */
 } HnGenModelBackend;
 

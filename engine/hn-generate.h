@@ -26,6 +26,7 @@ typedef struct {
   int32_t pos;
   int32_t seq;
   bool want_logits;
+  bool sampled;       /* a sampled token fed back (see HnBatch.sampled), not a prompt token */
 } HnGenBatchItem;
 
 typedef struct {
@@ -115,6 +116,45 @@ void hn_gen_request_init(HnGenRequest *req);
  * that was still held back (possibly empty). */
 bool hn_generate_with_backend(const HnGenBackend *backend, const HnGenRequest *req,
                               HnGenResult *result, HnError *err);
+
+/* ---- one sequence, one token at a time ------------------------------------------------
+ *
+ * What hn_generate_with_backend does between two forward passes, for a caller that runs
+ * the passes itself (hn-chat-batch: several sequences in one batch).  The backend is used
+ * for its vocabulary size, context size, is_eog and token_bytes only; the caller decodes:
+ *   g = hn_gen_seq_new(b, req, err);
+ *   remove the sequence's cells from hn_gen_seq_n_cached(g) on (and the negative one's);
+ *   evaluate hn_gen_seq_prompt_items(g, seq, negative_seq, items), handing the logits rows
+ *   to hn_gen_seq_set_logits; hn_gen_seq_prompt_done(g, ...);
+ *   while (hn_gen_seq_step(g, &t, err) == HN_GEN_STOP_NONE) {
+ *     evaluate t at hn_gen_seq_n_past(g, false) (and, guided, at n_past(g, true) of the
+ *     negative sequence), set the logits, hn_gen_seq_advance(g);
+ *   }
+ * A step that returns a stop reason has finished the sequence (the held-back text went to
+ * on_token); HN_GEN_STOP_ERROR comes with err set. */
+typedef struct HnGenSeq HnGenSeq;
+
+/* Validates the request as hn_generate_with_backend does; NULL with err set. */
+HnGenSeq *hn_gen_seq_new(const HnGenBackend *b, const HnGenRequest *req, HnError *err);
+void hn_gen_seq_free(HnGenSeq *g);
+/* Prompt tokens the KV cache keeps (n_cached, at most n_prompt - 1). */
+size_t hn_gen_seq_n_cached(const HnGenSeq *g);
+/* How many items hn_gen_seq_prompt_items writes, and the items: the prompt from
+ * n_cached on in `seq`, and with guidance the whole negative prompt in negative_seq. */
+size_t hn_gen_seq_n_prompt_items(const HnGenSeq *g);
+size_t hn_gen_seq_prompt_items(const HnGenSeq *g, int32_t seq, int32_t negative_seq, HnGenBatchItem *items);
+/* A logits row of the sequence (negative: of the negative prompt's); checked for NaN. */
+bool hn_gen_seq_set_logits(HnGenSeq *g, bool negative, const float *row, HnError *err);
+void hn_gen_seq_prompt_done(HnGenSeq *g, size_t n_evaluated, double seconds);
+HnGenStopReason hn_gen_seq_step(HnGenSeq *g, int32_t *token, HnError *err);
+bool hn_gen_seq_guided(const HnGenSeq *g);
+int32_t hn_gen_seq_n_past(const HnGenSeq *g, bool negative);
+void hn_gen_seq_advance(HnGenSeq *g);
+/* Ends the sequence from outside (a failed pass, cancellation, a full cache): the text
+ * held back goes out as after a step that stopped for this reason. */
+HnGenStopReason hn_gen_seq_stop(HnGenSeq *g, HnGenStopReason reason);
+/* Counts, timings and the stop reason so far. */
+const HnGenResult *hn_gen_seq_result(const HnGenSeq *g);
 
 #ifdef __cplusplus
 }

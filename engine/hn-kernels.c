@@ -325,9 +325,26 @@ hn_matmul(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_token
   hn_matmul_with(pool, w, x, n_tokens, act_scratch, y, y_stride, HN_DECODE_UNMEASURED);
 }
 
+static void matmul_impl(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tokens,
+                        void *act_scratch, float *y, int64_t y_stride, int decode_kernel, HnMatmulPath path);
+
 void
 hn_matmul_with(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tokens,
                void *act_scratch, float *y, int64_t y_stride, int decode_kernel)
+{
+  matmul_impl(pool, w, x, n_tokens, act_scratch, y, y_stride, decode_kernel, HN_MATMUL_AUTO);
+}
+
+void
+hn_matmul_path(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tokens,
+               void *act_scratch, float *y, int64_t y_stride, HnMatmulPath path)
+{
+  matmul_impl(pool, w, x, n_tokens, act_scratch, y, y_stride, HN_DECODE_UNMEASURED, path);
+}
+
+static void
+matmul_impl(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tokens,
+            void *act_scratch, float *y, int64_t y_stride, int decode_kernel, HnMatmulPath path)
 {
   const HnSimdKernels *k = hn_simd_kernels();
   HnType type = (HnType) w->type;
@@ -335,7 +352,8 @@ hn_matmul_with(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_
   int64_t n = w->ne[0];
   uint8_t *scratch = (uint8_t *) align64((size_t) act_scratch);
   bool panel_f16 = type == HN_TYPE_F16 && k && k->panel_gemm_f16 && k->pack_panel[type] && k->round_f16;
-  if (k && n_tokens >= HN_PANEL_MIN_TOKENS && ((k->panel_gemm[type] && n % 32 == 0) || panel_f16)) {
+  bool panel_size = path == HN_MATMUL_BATCH || (path == HN_MATMUL_AUTO && n_tokens >= HN_PANEL_MIN_TOKENS);
+  if (k && panel_size && ((k->panel_gemm[type] && n % 32 == 0) || panel_f16)) {
     PanelJob job = {
       .k = k, .type = type, .vdt = vdt, .n = n, .rows = w->ne[1], .x = x, .n_tokens = n_tokens,
       .offset = k->panel_offset[type], .act = (HnActBlock *) scratch,

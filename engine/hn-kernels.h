@@ -40,6 +40,19 @@ size_t hn_matvec_many_scratch_bytes(int64_t n, int n_inputs);
 #define HN_MATVEC_MAX 64
 void hn_matvec_many(HnThreadPool *pool, const HnMatvec *items, int n_items, void *act_scratch);
 
+/* Which kernels a product uses for its rows.  The panel GEMM and the decode kernels sum
+ * in different orders, so a token's result depends on the path; a caller that needs a
+ * row's result independent of what else the batch holds (several sequences decoded
+ * together) names the path instead of letting the batch size choose it. */
+typedef enum {
+  HN_MATMUL_AUTO = 0, /* the panel GEMM from HN_PANEL_MIN_TOKENS tokens on, else decode */
+  HN_MATMUL_BATCH,    /* the panel GEMM for any number of tokens, where the type has one */
+  HN_MATMUL_ROW,      /* the decode kernels (tile or dot product), each token on its own */
+} HnMatmulPath;
+
+void hn_matmul_path(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tokens,
+                    void *act_scratch, float *y, int64_t y_stride, HnMatmulPath path);
+
 /* hn_matmul with the decode kernel for batches below the panel threshold given
  * (an HnDecodeKernel: 1 tile, 2 dot product, 0 the measured choice); for measuring. */
 void hn_matmul_with(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tokens,

@@ -194,10 +194,10 @@ hn_kv_cache_clear (HnKvCache *c)
   c->ring_start = 0;
 }
 
-static uint8_t
+static uint32_t
 mask_of (int seq)
 {
-  return seq < 0 ? 0xff : (seq < HN_KV_MAX_SEQ ? (uint8_t) (1u << seq) : 0);
+  return seq < 0 ? UINT32_MAX : (seq < HN_KV_MAX_SEQ ? (uint32_t) 1u << seq : 0);
 }
 
 int32_t
@@ -297,7 +297,7 @@ hn_kv_cache_find_slot (HnKvCache *c, int n_tokens, const int32_t *pos, const int
   }
   for (int t = 0; t < n_tokens; t++) {
     c->cells[cells_out[t]].pos = pos[t];
-    c->cells[cells_out[t]].seq_mask = (uint8_t) (1u << seq_id[t]);
+    c->cells[cells_out[t]].seq_mask = (uint32_t) 1u << seq_id[t];
   }
   if (n_tokens > 0)
     c->search_start = (cells_out[n_tokens - 1] + 1) % c->n_cells;
@@ -313,11 +313,11 @@ in_range (int32_t p, int32_t p0, int32_t p1)
 void
 hn_kv_cache_seq_rm (HnKvCache *c, int seq, int32_t p0, int32_t p1)
 {
-  uint8_t m = mask_of (seq);
+  uint32_t m = mask_of (seq);
   for (int i = 0; i < c->n_cells; i++) {
     HnKvCell *cell = &c->cells[i];
     if (cell->pos >= 0 && (cell->seq_mask & m) && in_range (cell->pos, p0, p1)) {
-      cell->seq_mask &= (uint8_t) ~m;
+      cell->seq_mask &= ~m;
       if (!cell->seq_mask)
         cell_free (c, i);
     }
@@ -339,7 +339,7 @@ hn_kv_cache_seq_cp (HnKvCache *c, int src, int dst, int32_t p0, int32_t p1)
 void
 hn_kv_cache_seq_keep (HnKvCache *c, int seq)
 {
-  uint8_t m = mask_of (seq);
+  uint32_t m = mask_of (seq);
   for (int i = 0; i < c->n_cells; i++) {
     HnKvCell *cell = &c->cells[i];
     cell->seq_mask &= m;
@@ -413,7 +413,7 @@ hn_kv_cache_seq_shift (HnKvCache *c, int seq, int32_t p0, int32_t p1, int32_t de
 {
   if (delta == 0)
     return;
-  uint8_t m = mask_of (seq);
+  uint32_t m = mask_of (seq);
   int n_head = c->kv_dim / rope->head_dim;
   float *tmp = malloc ((size_t) c->kv_dim * sizeof (float));
   if (!tmp)

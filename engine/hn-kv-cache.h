@@ -23,11 +23,11 @@
 #include <stdint.h>
 #include "hn-common.h"
 
-#define HN_KV_MAX_SEQ 8
+#define HN_KV_MAX_SEQ 32
 
 typedef struct {
   int32_t pos;
-  uint8_t seq_mask;
+  uint32_t seq_mask;
 } HnKvCell;
 
 /* How stored keys were rotated, so that seq_shift can rotate them further. */

@@ -3,15 +3,17 @@
  * Threads: everything that touches libsoup runs in the main context the server was created
  * in.  A request is parsed and validated there into a Job, which goes to an idle slot (the
  * one whose last conversation shares the longest prefix with it) or waits in a queue.  The
- * slot's worker thread runs hn_chat_generate; every piece of text it produces is appended
- * to the job under its mutex and one idle callback in the main context moves what has
- * arrived to the HTTP response (one SSE event per piece) and unpauses the message.  When
- * the generation ends, the same callback writes the end of the response and frees the
- * slot for the next waiting job.
+ * slots are the sequences of one HnChatBatch: a single decode thread starts each job it
+ * receives on its slot's sequence and runs one forward pass after another for all of
+ * them (hn_chat_batch_step), the context's thread pool working inside each pass.  Every
+ * piece of text a job produces is appended to the job under its mutex and one idle
+ * callback in the main context moves what has arrived to the HTTP response (one SSE event
+ * per piece) and unpauses the message.  When the generation ends, the same callback
+ * writes the end of the response and frees the slot for the next waiting job.
  *
  * A client that goes away makes libsoup finish the message ("finished" after a failed
- * write); the job is then cancelled, which hn_chat_generate polls between layers, and the
- * slot is free again as soon as the worker notices.
+ * write); the job is then cancelled, which the decode thread sees before its next pass,
+ * and the slot is free again once that pass is done.
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -30,6 +32,8 @@
 #include "hn-threadpool.h"
 
 G_DEFINE_QUARK(hanashi-server-error-quark, hanashi_server_error)
+
+G_STATIC_ASSERT(HANASHI_SERVER_MAX_PARALLEL <= HN_CHAT_BATCH_MAX);
 
 typedef struct _Slot Slot;
 
@@ -72,6 +76,8 @@ typedef struct {
   HnChatStats stats;
   gint cancelled;            /* atomic */
 
+  guint seq;                 /* the slot's sequence, set before the job goes to the decode thread */
+
   /* main context only */
   Slot *slot;
   gboolean started;          /* the first SSE event (the role) went out */
@@ -79,10 +85,7 @@ typedef struct {
 
 struct _Slot {
   HanashiServer *server;
-  guint index;
-  HnChat *chat;
-  GThread *thread;
-  GAsyncQueue *jobs;         /* Job*, or the server itself as the "stop" sentinel */
+  guint index;               /* its sequence in the batch */
   Job *job;                  /* main context: the job it runs, NULL when idle */
   char *prefix_key;          /* main context: the last job's key */
 };
@@ -99,6 +102,9 @@ struct _HanashiServer {
   GHashTable *connections;   /* GSocket* of the open connections (a reference each) */
   Slot *slots;
   guint n_slots;
+  HnChatBatch *batch;        /* the decode thread's */
+  GThread *decoder;
+  GAsyncQueue *jobs;         /* to the decode thread: Job*, or the server itself as "stop" */
   GQueue waiting;            /* Job* that wait for a slot */
   guint64 next_id;
   guint64 n_finished, n_cancelled; /* generations that ended, and of those the cancelled */
@@ -845,63 +851,108 @@ is_cancelled(void *user_data)
   return g_atomic_int_get(&job->cancelled) != 0;
 }
 
+/* Decode thread: what a job asks, as a request of the conversation core (pointing into the
+ * job, which outlives its sequence). */
 static void
-run_job(Slot *slot, Job *job)
+job_request(Job *job, HnChatRequest *req)
 {
-  HnChatRequest req;
-  hn_chat_request_init(&req);
+  hn_chat_request_init(req);
   if (job->kind == JOB_CHAT) {
-    req.system = job->system;
-    req.messages = job->messages;
-    req.n_messages = job->n_messages;
+    req->system = job->system;
+    req->messages = job->messages;
+    req->n_messages = job->n_messages;
   } else {
-    req.prompt_tokens = job->prompt_tokens;
-    req.n_prompt_tokens = job->n_prompt_tokens;
-    req.negative_tokens = job->negative_tokens;
-    req.n_negative_tokens = job->n_negative_tokens;
+    req->prompt_tokens = job->prompt_tokens;
+    req->n_prompt_tokens = job->n_prompt_tokens;
+    req->negative_tokens = job->negative_tokens;
+    req->n_negative_tokens = job->n_negative_tokens;
   }
-  req.sampler = &job->sampler;
-  req.json_schema = job->json_schema;
-  req.gbnf = job->gbnf;
-  req.cfg_negative = job->cfg_negative;
-  req.cfg_scale = job->cfg_scale;
-  /* one name for every request: hn_chat keeps the longest common prefix of the KV cells */
-  req.conversation = "server";
-  HnChatCallbacks callbacks = { .on_text = on_text, .is_cancelled = is_cancelled, .user_data = job };
-  HnChatStats stats;
-  memset(&stats, 0, sizeof stats);
-  HnError err = { 0 };
-  gboolean ok = hn_chat_generate(slot->chat, &req, &callbacks, &stats, &err);
+  req->sampler = &job->sampler;
+  req->json_schema = job->json_schema;
+  req->gbnf = job->gbnf;
+  req->cfg_negative = job->cfg_negative;
+  req->cfg_scale = job->cfg_scale;
+  /* one name for every request: each sequence keeps the longest common prefix of its cells */
+  req->conversation = "server";
+}
+
+/* Decode thread: the job's generation ended (ok, or err says why). */
+static void
+job_done(Job *job, gboolean ok, const HnChatStats *stats, const HnError *err)
+{
   pthread_mutex_lock(&job->lock);
-  job->stats = stats;
+  job->stats = *stats;
   job->done = TRUE;
   if (!ok) {
     job->failed = TRUE;
-    job->error_code = err.code;
-    job->error_message = g_strdup(err.message[0] ? err.message : "the generation failed");
+    job->error_code = err->code;
+    job->error_message = g_strdup(err->message[0] ? err->message : "the generation failed");
   }
   schedule_flush_locked(job);
   pthread_mutex_unlock(&job->lock);
 }
 
-static gpointer
-slot_thread(gpointer data)
+/* Decode thread: starts a job on its sequence; one the core refuses ends at once. */
+static void
+decoder_start(HanashiServer *self, Job *job, Job **running, HnChatRequest *requests, HnChatCallbacks *callbacks)
 {
-  Slot *slot = data;
-  for (;;) {
-    /* the pop frees the list node the pushing thread allocated (hanashi-tsan.h) */
-    hanashi_tsan_ignore_writes_begin();
-    gpointer item = g_async_queue_pop(slot->jobs);
-    hanashi_tsan_ignore_writes_end();
-    /* pairs with the release in push_to_slot: the job was written by the main thread */
-    hanashi_tsan_acquire(slot->jobs);
-    if (item == slot->server)
-      break;
-    Job *job = item;
-    run_job(slot, job);
-    job_unref(job); /* the worker's reference */
+  guint seq = job->seq;
+  job_request(job, &requests[seq]);
+  callbacks[seq] = (HnChatCallbacks) { .on_text = on_text, .is_cancelled = is_cancelled, .user_data = job };
+  HnError err = { 0 };
+  if (!hn_chat_batch_start(self->batch, (int) seq, &requests[seq], &callbacks[seq], &err)) {
+    HnChatStats stats;
+    memset(&stats, 0, sizeof stats);
+    stats.stop_string_index = -1;
+    job_done(job, FALSE, &stats, &err);
+    job_unref(job); /* the decode thread's reference */
+    return;
   }
-  return NULL;
+  running[seq] = job;
+}
+
+static gpointer
+decoder_thread(gpointer data)
+{
+  HanashiServer *self = data;
+  Job *running[HANASHI_SERVER_MAX_PARALLEL] = { NULL };
+  HnChatRequest requests[HANASHI_SERVER_MAX_PARALLEL];
+  HnChatCallbacks callbacks[HANASHI_SERVER_MAX_PARALLEL];
+  gboolean stop = FALSE;
+  for (;;) {
+    /* new jobs join between passes; with nothing to do, wait for one */
+    for (;;) {
+      gboolean idle = hn_chat_batch_n_running(self->batch) == 0;
+      if (idle && stop)
+        return NULL;
+      /* the pop frees the list node the pushing thread allocated (hanashi-tsan.h) */
+      hanashi_tsan_ignore_writes_begin();
+      gpointer item = idle ? g_async_queue_pop(self->jobs) : g_async_queue_try_pop(self->jobs);
+      hanashi_tsan_ignore_writes_end();
+      if (!item)
+        break;
+      /* pairs with the release in push_job: the job was written by the main thread */
+      hanashi_tsan_acquire(self->jobs);
+      if (item == self)
+        stop = TRUE;
+      else
+        decoder_start(self, item, running, requests, callbacks);
+    }
+    HnError err = { 0 };
+    hn_chat_batch_step(self->batch, &err); /* a failed pass ends its sequences, reported below */
+    for (guint i = 0; i < self->n_slots; i++) {
+      if (!running[i])
+        continue;
+      bool finished = false;
+      HnChatStats stats;
+      HnError job_err = { 0 };
+      bool ok = hn_chat_batch_take_result(self->batch, (int) i, &finished, &stats, &job_err);
+      if (!finished)
+        continue;
+      job_done(running[i], ok, &stats, &job_err);
+      g_clear_pointer(&running[i], job_unref); /* the decode thread's reference */
+    }
+  }
 }
 
 /* ---- scheduling (main context) ----------------------------------------------------------- */
@@ -937,14 +988,15 @@ choose_slot(HanashiServer *self, Job *job)
   return best;
 }
 
-/* The release is inside the queue's lock, so the worker cannot pop (and acquire) first. */
+/* The release is inside the queue's lock, so the decode thread cannot pop (and acquire)
+ * first. */
 static void
-push_to_slot(Slot *slot, gpointer item)
+push_job(HanashiServer *self, gpointer item)
 {
-  g_async_queue_lock(slot->jobs);
-  g_async_queue_push_unlocked(slot->jobs, item);
-  hanashi_tsan_release(slot->jobs);
-  g_async_queue_unlock(slot->jobs);
+  g_async_queue_lock(self->jobs);
+  g_async_queue_push_unlocked(self->jobs, item);
+  hanashi_tsan_release(self->jobs);
+  g_async_queue_unlock(self->jobs);
 }
 
 static void
@@ -952,7 +1004,8 @@ start_job(Slot *slot, Job *job)
 {
   slot->job = job_ref(job);
   job->slot = slot;
-  push_to_slot(slot, job_ref(job));
+  job->seq = slot->index;
+  push_job(slot->server, job_ref(job));
 }
 
 /* Hands waiting jobs to idle slots, first come first served. */
@@ -1233,24 +1286,22 @@ hanashi_server_new(const HnModel *model, const HnVocab *vocab, const HanashiServ
   }
   self->n_slots = self->options.n_parallel;
   self->slots = g_new0(Slot, self->n_slots);
-  int threads = options->n_threads > 0 ? options->n_threads : hn_physical_cores();
   for (guint i = 0; i < self->n_slots; i++) {
-    Slot *slot = &self->slots[i];
-    slot->server = self;
-    slot->index = i;
-    HnContextParams cp = hn_context_default_params();
-    cp.n_ctx = options->n_ctx;
-    /* the threads are shared out: N slots decoding at once each get 1/N of them */
-    cp.n_threads = MAX(1, threads / (int) self->n_slots);
-    if (!(slot->chat = hn_chat_new(self->chat_model, &cp, &err))) {
-      g_set_error(error, HANASHI_SERVER_ERROR, HANASHI_SERVER_ERROR_FAILED, "slot %u: %s", i, err.message);
-      g_object_unref(self);
-      return NULL;
-    }
-    slot->jobs = g_async_queue_new();
-    g_autofree char *name = g_strdup_printf("hanashi-slot-%u", i);
-    slot->thread = g_thread_new(name, slot_thread, slot);
+    self->slots[i].server = self;
+    self->slots[i].index = i;
   }
+  /* one context for every slot (a sequence each, n_ctx positions each) and all the
+   * threads working inside each pass */
+  HnContextParams cp = hn_context_default_params();
+  cp.n_ctx = options->n_ctx;
+  cp.n_threads = options->n_threads > 0 ? options->n_threads : hn_physical_cores();
+  if (!(self->batch = hn_chat_batch_new(self->chat_model, &cp, (int) self->n_slots, &err))) {
+    g_set_error(error, HANASHI_SERVER_ERROR, HANASHI_SERVER_ERROR_FAILED, "%s", err.message);
+    g_object_unref(self);
+    return NULL;
+  }
+  self->jobs = g_async_queue_new();
+  self->decoder = g_thread_new("hanashi-decode", decoder_thread, self);
 
   self->soup = soup_server_new("server-header", "hanashi", NULL);
   soup_server_add_handler(self->soup, NULL, handle_request, self, NULL);
@@ -1306,14 +1357,11 @@ hanashi_server_dispose(GObject *object)
   HanashiServer *self = HANASHI_SERVER(object);
   if (!self->stopping)
     hanashi_server_stop(self);
-  /* the workers finish their job (cancelled) and stop */
-  for (guint i = 0; i < self->n_slots; i++) {
-    Slot *slot = &self->slots[i];
-    if (slot->thread) {
-      push_to_slot(slot, self);
-      g_thread_join(slot->thread);
-      slot->thread = NULL;
-    }
+  /* the decode thread finishes its jobs (cancelled) and stops */
+  if (self->decoder) {
+    push_job(self, self);
+    g_thread_join(self->decoder);
+    self->decoder = NULL;
   }
   /* their last flushes are still in the main context: run them (they write nothing now) */
   while (self->context && g_main_context_pending(self->context))
@@ -1343,12 +1391,10 @@ static void
 hanashi_server_finalize(GObject *object)
 {
   HanashiServer *self = HANASHI_SERVER(object);
-  for (guint i = 0; i < self->n_slots; i++) {
-    hn_chat_free(self->slots[i].chat);
-    if (self->slots[i].jobs)
-      g_async_queue_unref(self->slots[i].jobs);
+  for (guint i = 0; i < self->n_slots; i++)
     g_free(self->slots[i].prefix_key);
-  }
+  hn_chat_batch_free(self->batch);
+  g_clear_pointer(&self->jobs, g_async_queue_unref);
   g_free(self->slots);
   hn_chat_model_free(self->chat_model);
   g_free(self->model_id);

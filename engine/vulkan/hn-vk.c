@@ -1117,7 +1117,7 @@ hn_vk_offload_run(HnVkOffload *o, float *x, int nt, const int32_t *pos, const in
   for (int t = 0; t < nt; t++) {
     tok[t * 4] = cells[t];
     tok[t * 4 + 1] = pos[t];
-    tok[t * 4 + 2] = 1 << seq[t];
+    tok[t * 4 + 2] = (int32_t) ((uint32_t) 1u << seq[t]);
     tok[t * 4 + 3] = 0;
   }
   /* the cell table; attention walks it only up to the last cell in use */
@@ -1126,7 +1126,7 @@ hn_vk_offload_run(HnVkOffload *o, float *x, int nt, const int32_t *pos, const in
   uint32_t n_cells = 0;
   for (int c = 0; c < hn_kv_cache_n_cells(kv); c++) {
     cell_info[c * 2] = table[c].pos;
-    cell_info[c * 2 + 1] = table[c].seq_mask;
+    cell_info[c * 2 + 1] = (int32_t) table[c].seq_mask;
     if (table[c].pos >= 0)
       n_cells = (uint32_t) c + 1;
   }

@@ -21,7 +21,7 @@ test_cell_ops (void)
   g_assert_false (hn_kv_cache_find_slot (c, 4, more, s0, cells, &err));
   g_assert_cmpint (err.code, ==, HN_ERR_NOMEM);
   g_assert_cmpint (hn_kv_cache_n_used (c), ==, 5);
-  int32_t bad_seq[1] = {8};
+  int32_t bad_seq[1] = {HN_KV_MAX_SEQ};
   g_assert_false (hn_kv_cache_find_slot (c, 1, more, bad_seq, cells, &err));
 
   hn_kv_cache_seq_cp (c, 0, 2, 0, 2);

@@ -345,4 +345,53 @@ with Server(LARGER, "--parallel", "1", "-c", "2048", "-t", "2", "--max-queue", "
             break
     tap.ok(status == 200, "closed connections free their places", raw)
 
+# ---- one batch: concurrent requests decoded together equal the same ones sequentially ----
+# A quantized model, whose batched rows would go through other kernels than a lone one
+# unless each row's kernels are fixed (HnBatch.sampled); requests of different lengths,
+# seeds and samplers that arrive at different times, streamed and not.
+with Server(LARGER, "--parallel", "4", "-c", "256", "-t", "2") as srv:
+    bodies = [chat_body("Tell me about the sea and the ships on it.", 21, max_tokens=150),
+              dict(chat_body("Hello.", 22, max_tokens=16), temperature=0.0),
+              dict(chat_body("A long story about a small mouse who found a key.", 23, max_tokens=32), top_k=20,
+                   presence_penalty=0.5),
+              dict(chat_body("Why?", 24, max_tokens=24), stream=True)]
+
+    def reply_text(status, raw):
+        if status != 200:
+            return None
+        if raw.startswith(b"data: "):
+            text = ""
+            for event in raw.split(b"\n\n"):
+                if event.startswith(b"data: {"):
+                    delta = json.loads(event[6:])["choices"][0]["delta"]
+                    text += delta.get("content") or ""
+            return text
+        return json.loads(raw)["choices"][0]["message"]["content"]
+
+    def one(body):
+        status, _, raw = srv.request("POST", "/v1/chat/completions", json.dumps(body).encode(), key=None)
+        return reply_text(status, raw)
+
+    concurrent = [None] * len(bodies)
+
+    def client(i):
+        time.sleep(0.03 * i)  # they join while the first one is generating
+        concurrent[i] = one(bodies[i])
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sequential = [one(b) for b in bodies]
+    for i, body in enumerate(bodies):
+        tap.ok(concurrent[i] is not None and concurrent[i] == sequential[i],
+               f"batched request {i} (seed {body['seed']}) equals the same request sent alone",
+               f"{concurrent[i]!r}\n{sequential[i]!r}")
+    status, health = srv.json("GET", "/health")
+    tap.ok(health["slots_idle"] == 4 and health["generations_finished"] == 2 * len(bodies),
+           "every batched request finished", health)
+    plain = dict(bodies[0])
+    tap.ok(sequential[0] == cli_chat(LARGER, plain, 256), "and equals hanashi-cli chat", sequential[0])
+
 tap.done()
