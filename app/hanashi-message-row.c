@@ -8,8 +8,8 @@
 
 #include <adwaita.h>
 #include <glib/gi18n.h>
-#include <gtksourceview/gtksource.h>
 
+#include "hanashi-code-block.h"
 #include "hanashi-markdown.h"
 #include "hanashi-markdown-table.h"
 #include "hanashi-token-view.h"
@@ -67,96 +67,6 @@ hanashi_message_row_get_message (HanashiMessageRow *self)
 {
   g_return_val_if_fail (HANASHI_IS_MESSAGE_ROW (self), NULL);
   return self->message;
-}
-
-static void
-copy_code_clicked (GtkButton *button,
-                   GtkTextBuffer *buffer)
-{
-  GtkTextIter start, end;
-  g_autofree char *text = NULL;
-
-  gtk_text_buffer_get_bounds (buffer, &start, &end);
-  text = gtk_text_buffer_get_text (buffer, &start, &end, FALSE);
-  gdk_clipboard_set_text (gtk_widget_get_clipboard (GTK_WIDGET (button)), text);
-  /* The window says "Copied" (a row outside a window, in tests, has no such action). */
-  gtk_widget_activate_action (GTK_WIDGET (button), "chat.copied", NULL);
-}
-
-static void
-update_code_scheme (GtkSourceBuffer *buffer)
-{
-  gboolean dark = adw_style_manager_get_dark (adw_style_manager_get_default ());
-  GtkSourceStyleScheme *scheme = gtk_source_style_scheme_manager_get_scheme (
-    gtk_source_style_scheme_manager_get_default (), dark ? "Adwaita-dark" : "Adwaita");
-  if (scheme != NULL)
-    gtk_source_buffer_set_style_scheme (buffer, scheme);
-}
-
-static GtkWidget *
-create_code_block (void)
-{
-  GtkSourceBuffer *buffer = gtk_source_buffer_new (NULL);
-  GtkWidget *view = gtk_source_view_new_with_buffer (buffer);
-  GtkWidget *overlay = gtk_overlay_new ();
-  GtkWidget *copy = gtk_button_new_from_icon_name ("edit-copy-symbolic");
-
-  g_object_unref (buffer);
-  gtk_text_view_set_editable (GTK_TEXT_VIEW (view), FALSE);
-  gtk_text_view_set_monospace (GTK_TEXT_VIEW (view), TRUE);
-  gtk_text_view_set_wrap_mode (GTK_TEXT_VIEW (view), GTK_WRAP_WORD_CHAR);
-  gtk_text_view_set_top_margin (GTK_TEXT_VIEW (view), 8);
-  gtk_text_view_set_bottom_margin (GTK_TEXT_VIEW (view), 8);
-  gtk_text_view_set_left_margin (GTK_TEXT_VIEW (view), 8);
-  gtk_text_view_set_right_margin (GTK_TEXT_VIEW (view), 40);
-  gtk_widget_add_css_class (view, "code-block");
-  update_code_scheme (buffer);
-  g_signal_connect_object (adw_style_manager_get_default (), "notify::dark",
-                           G_CALLBACK (update_code_scheme), buffer, G_CONNECT_SWAPPED);
-
-  gtk_widget_set_tooltip_text (copy, _("Copy Code"));
-  gtk_accessible_update_property (GTK_ACCESSIBLE (copy), GTK_ACCESSIBLE_PROPERTY_LABEL, _("Copy Code"), -1);
-  gtk_widget_set_halign (copy, GTK_ALIGN_END);
-  gtk_widget_set_valign (copy, GTK_ALIGN_START);
-  gtk_widget_set_margin_top (copy, 4);
-  gtk_widget_set_margin_end (copy, 4);
-  gtk_widget_add_css_class (copy, "flat");
-  g_signal_connect_object (copy, "clicked", G_CALLBACK (copy_code_clicked), buffer, 0);
-
-  gtk_overlay_set_child (GTK_OVERLAY (overlay), view);
-  gtk_overlay_add_overlay (GTK_OVERLAY (overlay), copy);
-  gtk_widget_add_css_class (overlay, "card");
-  gtk_widget_set_overflow (overlay, GTK_OVERFLOW_HIDDEN);
-  return overlay;
-}
-
-static void
-set_code_block (GtkWidget  *overlay,
-                const char *code,
-                const char *language)
-{
-  GtkTextView *view = GTK_TEXT_VIEW (gtk_overlay_get_child (GTK_OVERLAY (overlay)));
-  GtkSourceBuffer *buffer = GTK_SOURCE_BUFFER (gtk_text_view_get_buffer (view));
-  GtkSourceLanguage *lang = NULL;
-  GtkTextIter start, end;
-  g_autofree char *old = NULL;
-
-  if (language != NULL && *language != '\0')
-    {
-      g_autofree char *id = g_ascii_strdown (language, -1);
-      lang = gtk_source_language_manager_get_language (gtk_source_language_manager_get_default (), id);
-    }
-  if (gtk_source_buffer_get_language (buffer) != lang)
-    gtk_source_buffer_set_language (buffer, lang);
-
-  gtk_text_buffer_get_bounds (GTK_TEXT_BUFFER (buffer), &start, &end);
-  old = gtk_text_buffer_get_text (GTK_TEXT_BUFFER (buffer), &start, &end, FALSE);
-  /* While streaming, a code block usually only grows: append instead of resetting so the
-   * highlighter does not start over on every token. */
-  if (g_str_has_prefix (code, old))
-    gtk_text_buffer_insert (GTK_TEXT_BUFFER (buffer), &end, code + strlen (old), -1);
-  else
-    gtk_text_buffer_set_text (GTK_TEXT_BUFFER (buffer), code, -1);
 }
 
 static GtkWidget *
@@ -221,14 +131,14 @@ update_content (HanashiMessageRow *self)
         }
       if (child == NULL)
         {
-          child = block->kind == HANASHI_MARKDOWN_BLOCK_CODE    ? create_code_block ()
+          child = block->kind == HANASHI_MARKDOWN_BLOCK_CODE    ? hanashi_code_block_new ()
                 : block->kind == HANASHI_MARKDOWN_BLOCK_TABLE ? hanashi_markdown_table_new ()
                                                               : create_text_block ();
           gtk_box_append (GTK_BOX (self->content), child);
           g_ptr_array_add (self->blocks, GINT_TO_POINTER (block->kind));
         }
       if (block->kind == HANASHI_MARKDOWN_BLOCK_CODE)
-        set_code_block (child, block->code, block->language);
+        hanashi_code_block_set_code (HANASHI_CODE_BLOCK (child), block->code, block->language);
       else if (block->kind == HANASHI_MARKDOWN_BLOCK_TABLE)
         hanashi_markdown_table_update (child, block);
       else if (g_strcmp0 (gtk_label_get_label (GTK_LABEL (child)), block->markup) != 0)

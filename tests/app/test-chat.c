@@ -1065,11 +1065,18 @@ thinking_section (HanashiWindow *window, guint index)
   return GTK_EXPANDER (expander);
 }
 
+/* The screenshots' answer: a code block and a table among the text. */
 static const char *sample_reply =
   "Use **slicing** or `reversed()`:\n\n"
-  "```python\nnumbers = [1, 2, 3]\nprint(numbers[::-1])\n```\n\n"
-  "- `numbers[::-1]` makes a *new* list\n"
-  "- `numbers.reverse()` changes it in place\n";
+  "```python\nnumbers = [1, 2, 3]\n"
+  "print(numbers[::-1])          # [3, 2, 1]\n"
+  "print(list(reversed(numbers)))  # the same\n"
+  "numbers.reverse()             # in place\n```\n\n"
+  "| Way | Gives | Changes `numbers` |\n"
+  "|:----|:------|:-----------------:|\n"
+  "| `numbers[::-1]` | a *new* list | no |\n"
+  "| `reversed(numbers)` | an iterator | no |\n"
+  "| `numbers.reverse()` | nothing | yes |\n";
 
 static void
 test_screenshots (void)

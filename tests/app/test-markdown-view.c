@@ -176,16 +176,25 @@ test_screenshot_reply (void)
     "| Python | dynamic | 1991 |\n"
     "| OCaml | static, *inferred* | 1996 |\n\n"
     "> Premature optimization is the root of all evil.\n\n"
+    "```c\nint\nmain (void)\n{\n  puts (\"hello\");  /* a greeting */\n  return 0;\n}\n```\n\n"
     "- [x] ~~compare syntax~~\n- [ ] compare speed\n\n"
     "The area is $\\pi r^2$, and in general\n\n$$\\int_a^b f(x)\\,dx = F(b) - F(a)$$\n");
   GtkWidget *window = gtk_window_new ();
-  gtk_window_set_default_size (GTK_WINDOW (window), 560, 520);
+  gtk_window_set_default_size (GTK_WINDOW (window), 560, 470);
   HanashiMessageRow *row = hanashi_message_row_new ();
   hanashi_message_row_set_message (row, message);
-  gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (row));
+  /* In a scroller as in the chat: a window sized by its content would take the height
+   * its wrapping labels need at their narrowest. */
+  GtkWidget *scroller = gtk_scrolled_window_new ();
+  gtk_scrolled_window_set_policy (GTK_SCROLLED_WINDOW (scroller), GTK_POLICY_NEVER, GTK_POLICY_AUTOMATIC);
+  gtk_scrolled_window_set_child (GTK_SCROLLED_WINDOW (scroller), GTK_WIDGET (row));
+  gtk_window_set_child (GTK_WINDOW (window), scroller);
   gtk_window_present (GTK_WINDOW (window));
   while (!gtk_widget_get_mapped (window))
     g_main_context_iteration (NULL, TRUE);
+  /* Nothing focused, as in the chat where the composer has the focus: a selectable label
+   * given the window's first focus would show its text selected. */
+  gtk_window_set_focus (GTK_WINDOW (window), NULL);
   test_screenshot_settle ();
   GtkWidget *grid = find_only (GTK_WIDGET (row), GTK_TYPE_GRID, "markdown-table");
   /* the grid is as wide as its columns need, not the whole reply */

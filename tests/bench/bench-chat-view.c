@@ -1,5 +1,6 @@
 /* Chat window costs: opening a long conversation, and one streamed token into a long
- * Markdown reply (parse + update of the row's widgets + layout).  Needs a display
+ * Markdown reply and into a long code block (parse + update of the row's widgets +
+ * layout).  Needs a display
  * (xvfb-run -a meson test -C build --benchmark --suite bench chat-view --verbose).
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
@@ -71,16 +72,11 @@ bench_open_conversation (HanashiWindow *window, guint n)
            n, median (sync_times, ROUNDS), median (times, ROUNDS), ROUNDS);
 }
 
-static void
-bench_stream (HanashiWindow *window, int n_tokens)
+static HanashiChatView *
+find_chat_view (HanashiWindow *window)
 {
   HanashiChatView *view = NULL;
-  GListStore *store = g_list_store_new (HANASHI_TYPE_MESSAGE);
-  g_autoptr (HanashiMessage) reply = hanashi_message_new (1, "assistant", "");
-  double *times = g_new (double, n_tokens);
-  GtkWidget *w = GTK_WIDGET (window);
-
-  for (GtkWidget *child = w; child && !view; )
+  for (GtkWidget *child = GTK_WIDGET (window); child && !view; )
     {
       /* depth-first search for the chat view */
       if (HANASHI_IS_CHAT_VIEW (child))
@@ -95,6 +91,18 @@ bench_stream (HanashiWindow *window, int n_tokens)
         }
     }
   g_assert_nonnull (view);
+  return view;
+}
+
+static void
+bench_stream (HanashiWindow *window, int n_tokens)
+{
+  HanashiChatView *view = find_chat_view (window);
+  GListStore *store = g_list_store_new (HANASHI_TYPE_MESSAGE);
+  g_autoptr (HanashiMessage) reply = hanashi_message_new (1, "assistant", "");
+  double *times = g_new (double, n_tokens);
+  GtkWidget *w = GTK_WIDGET (window);
+
   hanashi_chat_view_set_model (view, G_LIST_MODEL (store));
   g_list_store_append (store, reply);
   flush (w);
@@ -119,6 +127,47 @@ bench_stream (HanashiWindow *window, int n_tokens)
         window_times[k] = times[upto - 50 + k];
       g_print ("one token into a %d-token reply (Markdown, row update, measure): median %.2f ms\n",
                upto, median (window_times, 50));
+    }
+  hanashi_chat_view_set_model (view, hanashi_window_get_messages (window));
+  g_object_unref (store);
+  g_free (times);
+}
+
+/* One streamed token into a reply that is a single long C code block, the worst case for
+ * a code block: its text, highlighting and layout grow with every token.  Four tokens a
+ * line. */
+static void
+bench_stream_code (HanashiWindow *window, int n_lines)
+{
+  HanashiChatView *view = find_chat_view (window);
+  GListStore *store = g_list_store_new (HANASHI_TYPE_MESSAGE);
+  g_autoptr (HanashiMessage) reply = hanashi_message_new (1, "assistant", "Here:\n\n```c\n");
+  int n_tokens = 4 * n_lines;
+  double *times = g_new (double, n_tokens);
+  GtkWidget *w = GTK_WIDGET (window);
+
+  hanashi_chat_view_set_model (view, G_LIST_MODEL (store));
+  g_list_store_append (store, reply);
+  flush (w);
+  for (int i = 0; i < n_tokens; i++)
+    {
+      const char *pieces[] = { "  total", " += values[i]", " * 2;", "  /* twice */\n" };
+      gint64 start = g_get_monotonic_time ();
+      hanashi_message_append_text (reply, pieces[i % 4]);
+      int min, nat;
+      gtk_widget_measure (GTK_WIDGET (view), GTK_ORIENTATION_VERTICAL, gtk_widget_get_width (GTK_WIDGET (view)),
+                          &min, &nat, NULL, NULL);
+      times[i] = (g_get_monotonic_time () - start) / 1000.0;
+      if (i % 10 == 0)
+        flush (w);
+    }
+  for (int upto = 50; upto <= n_lines; upto *= 2)
+    {
+      double window_times[40];
+      for (int k = 0; k < 40; k++)
+        window_times[k] = times[4 * upto - 40 + k];
+      g_print ("one token into a %d-line code block (Markdown, highlighting, row update, measure): median %.2f ms\n",
+               upto, median (window_times, 40));
     }
   hanashi_chat_view_set_model (view, hanashi_window_get_messages (window));
   g_object_unref (store);
@@ -152,6 +201,7 @@ main (int argc, char **argv)
   bench_open_conversation (window, 200);
   bench_open_conversation (window, 2000);
   bench_stream (window, 2000);
+  bench_stream_code (window, 200);
   gtk_window_destroy (GTK_WINDOW (window));
   return 0;
 }
