@@ -12,6 +12,7 @@
 #include "hanashi-params-panel.h"
 #include "hanashi-preferences-window.h"
 #include "hanashi-model-scan.h"
+#include "hanashi-serve-page.h"
 
 struct _HanashiPreferencesWindow
 {
@@ -262,4 +263,13 @@ hanashi_preferences_window_new (GtkWindow *parent, HanashiEngine *engine)
                                                  "transient-for", parent, NULL);
   g_set_object (&self->engine, engine);
   return self;
+}
+
+void
+hanashi_preferences_window_set_serving (HanashiPreferencesWindow *self, HanashiServing *serving)
+{
+  g_return_if_fail (HANASHI_IS_PREFERENCES_WINDOW (self));
+  g_return_if_fail (HANASHI_IS_SERVING (serving));
+  /* a page of its own: the server's settings are apart from the engine's */
+  adw_preferences_window_add (ADW_PREFERENCES_WINDOW (self), ADW_PREFERENCES_PAGE (hanashi_serve_page_new (serving)));
 }

@@ -8,6 +8,7 @@
 #include <adwaita.h>
 
 #include "hanashi-engine.h"
+#include "hanashi-serving.h"
 
 G_BEGIN_DECLS
 
@@ -16,5 +17,7 @@ G_DECLARE_FINAL_TYPE (HanashiPreferencesWindow, hanashi_preferences_window, HANA
 
 /* `engine` may be NULL (the session cache is then cleared directly on disk). */
 HanashiPreferencesWindow *hanashi_preferences_window_new (GtkWindow *parent, HanashiEngine *engine);
+/* Adds the Server page ("Serve the loaded model", hanashi-serve-page.h) for @serving. */
+void hanashi_preferences_window_set_serving (HanashiPreferencesWindow *self, HanashiServing *serving);
 
 G_END_DECLS

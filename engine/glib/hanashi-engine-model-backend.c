@@ -22,8 +22,9 @@
 #define DEFAULT_N_CTX 4096
 
 typedef struct {
-  HnModel *model;
+  HnModel *model;                /* owned by weights once that exists, before by this */
   HnVocab *vocab;
+  HanashiModelLoan *weights;     /* model and vocab, lent to whoever asks (the app's server) */
   HnChatModel *chat_model;
   HnChat *chat;
   GString *piece;                /* the text of one token event, reused */
@@ -71,8 +72,14 @@ model_backend_free (ModelBackend *mb)
 {
   hn_chat_free (mb->chat);
   hn_chat_model_free (mb->chat_model);
-  hn_vocab_free (mb->vocab);
-  hn_model_free (mb->model);
+  /* the weights stay while a borrower holds them */
+  if (mb->weights != NULL)
+    hanashi_model_loan_unref (mb->weights);
+  else
+    {
+      hn_vocab_free (mb->vocab);
+      hn_model_free (mb->model);
+    }
   if (mb->piece != NULL)
     g_string_free (mb->piece, TRUE);
   g_free (mb);
@@ -171,6 +178,7 @@ model_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Hanas
                                   hn_chat_model_bos_text (mb->chat_model),
                                   hn_chat_model_eos_text (mb->chat_model), info);
   g_free (template_source);
+  mb->weights = hanashi_model_loan_new (mb->model, mb->vocab, path, info->n_ctx);
   *info_out = info;
   progress (sink->data, 1.0);
   return mb;
@@ -435,8 +443,19 @@ model_count_tokens (gpointer model, HanashiGenerateRequest *req, GError **error)
   return n;
 }
 
+static HanashiModelLoan *
+model_lend (gpointer model)
+{
+  ModelBackend *mb = model;
+  return hanashi_model_loan_ref (mb->weights);
+}
+
 static const HanashiEngineBackend model_backend = {
-  model_load, model_unload, model_generate, model_count_tokens,
+  .load = model_load,
+  .unload = model_unload,
+  .generate = model_generate,
+  .count_tokens = model_count_tokens,
+  .lend = model_lend,
 };
 
 const HanashiEngineBackend *
