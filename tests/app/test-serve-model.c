@@ -366,7 +366,7 @@ test_serve_model (void)
 
   /* A key generated in Preferences: kept in the secret store, and shown. */
   g_signal_emit_by_name (find_named (GTK_WIDGET (preferences), "serve-key-generate", NULL), "clicked");
-  const char *key = hanashi_serving_get_api_key (serving);
+  g_autofree char *key = g_strdup (hanashi_serving_get_api_key (serving));   /* it is replaced below */
   g_assert_nonnull (key);
   g_assert_true (g_str_has_prefix (key, "hanashi-"));
   g_assert_cmpuint (strlen (key), ==, strlen ("hanashi-") + 40);
