@@ -338,6 +338,8 @@ update_once (HanashiServing *self)
     }
   if (bound == 0)
     {
+      if (error == NULL)   /* (a listener that says nothing of its address) */
+        error = g_error_new_literal (G_IO_ERROR, G_IO_ERROR_FAILED, "no listening socket");
       gboolean preparing = error != NULL && error->domain == HANASHI_SERVER_ERROR;
       fail (self, listen_problem (error, port, preparing));
       return;
