@@ -22,6 +22,7 @@ struct _HanashiApplication
 
   /* Owned */
   HanashiEngine    *engine;
+  HanashiServing   *serving;
   GSettings        *settings;
 
   /* The conversation database, shared by every window; see hanashi-application.h. */
@@ -62,6 +63,22 @@ apply_session_limit (HanashiApplication *self)
                                           (guint64) g_settings_get_int (self->settings, "session-cache-limit-mb") << 20);
 }
 
+static void tell (GtkWindow *window, const char *message);
+
+/* Serving went off (a port in use, network without a key): the window says so, since
+ * Preferences, where it was turned on, may be closed by now. */
+static void
+on_serving_failed (HanashiApplication *self,
+                   const char         *message)
+{
+  /* the most recently focused chat window (Preferences may be the active one) */
+  GtkWindow *window = NULL;
+  for (GList *l = gtk_application_get_windows (GTK_APPLICATION (self)); l != NULL && window == NULL; l = l->next)
+    if (HANASHI_IS_WINDOW (l->data))
+      window = l->data;
+  tell (window, message);
+}
+
 HanashiEngine *
 hanashi_application_get_engine (HanashiApplication *self)
 {
@@ -74,8 +91,19 @@ hanashi_application_get_engine (HanashiApplication *self)
       apply_session_limit (self);
       g_signal_connect_object (self->settings, "changed::session-cache-limit-mb",
                                G_CALLBACK (apply_session_limit), self, G_CONNECT_SWAPPED);
+      /* serving starts with the engine when it was left on */
+      self->serving = hanashi_serving_new (self->engine, self->settings);
+      g_signal_connect_object (self->serving, "failed", G_CALLBACK (on_serving_failed), self, G_CONNECT_SWAPPED);
     }
   return self->engine;
+}
+
+HanashiServing *
+hanashi_application_get_serving (HanashiApplication *self)
+{
+  g_return_val_if_fail (HANASHI_IS_APPLICATION (self), NULL);
+  hanashi_application_get_engine (self);
+  return self->serving;
 }
 
 /* ---- the conversation database ------------------------------------------------------------ */
@@ -232,7 +260,7 @@ static void
 tell (GtkWindow  *window,
       const char *message)
 {
-  if (HANASHI_IS_WINDOW (window))
+  if (window != NULL && HANASHI_IS_WINDOW (window))
     hanashi_window_add_toast (HANASHI_WINDOW (window), message);
   else
     g_message ("%s", message);
@@ -399,6 +427,7 @@ preferences_action (GSimpleAction *action,
   HanashiPreferencesWindow *preferences =
     hanashi_preferences_window_new (GTK_WINDOW (window), hanashi_application_get_engine (HANASHI_APPLICATION (user_data)));
 
+  hanashi_preferences_window_set_serving (preferences, hanashi_application_get_serving (HANASHI_APPLICATION (user_data)));
   hanashi_preferences_window_present (preferences, GTK_WINDOW (window));
 }
 
@@ -434,6 +463,13 @@ hanashi_application_startup (GApplication *app)
   G_APPLICATION_CLASS (hanashi_application_parent_class)->startup (app);
 
   g_action_map_add_action_entries (G_ACTION_MAP (app), app_actions, G_N_ELEMENTS (app_actions), app);
+  /* "Serve the loaded model" on and off: "app.serve-enabled", the setting's own action, for
+   * scripts (gapplication action io.github.hanashi.Hanashi serve-enabled) and tests */
+  {
+    g_autoptr (GSettings) settings = g_settings_new (APP_ID);
+    g_autoptr (GAction) serve = g_settings_create_action (settings, "serve-enabled");
+    g_action_map_add_action (G_ACTION_MAP (app), serve);
+  }
   static const struct {
     const char *action;
     const char *accels[2];
@@ -453,11 +489,20 @@ hanashi_application_startup (GApplication *app)
     gtk_application_set_accels_for_action (GTK_APPLICATION (app), accels[i].action, accels[i].accels);
 }
 
+/* The port closes when the app quits, before the windows and the engine go. */
+static void
+hanashi_application_shutdown (GApplication *app)
+{
+  g_clear_object (&HANASHI_APPLICATION (app)->serving);
+  G_APPLICATION_CLASS (hanashi_application_parent_class)->shutdown (app);
+}
+
 static void
 hanashi_application_dispose (GObject *object)
 {
   HanashiApplication *self = HANASHI_APPLICATION (object);
 
+  g_clear_object (&self->serving);
   g_clear_object (&self->settings);
   g_clear_object (&self->engine);
   g_clear_handle_id (&self->store_retry_source, g_source_remove);
@@ -481,6 +526,7 @@ hanashi_application_class_init (HanashiApplicationClass *klass)
   app_class->activate = hanashi_application_activate;
   app_class->open = hanashi_application_open;
   app_class->startup = hanashi_application_startup;
+  app_class->shutdown = hanashi_application_shutdown;
   gtk_app_class->window_added = hanashi_application_window_added;
 
   signals[SIGNAL_STORE_CHANGED] = g_signal_new ("store-changed", G_TYPE_FROM_CLASS (klass),

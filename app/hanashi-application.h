@@ -7,6 +7,7 @@
 #include <adwaita.h>
 
 #include "hanashi-engine.h"
+#include "hanashi-serving.h"
 #include "hanashi-store.h"
 
 G_BEGIN_DECLS
@@ -18,6 +19,9 @@ HanashiApplication *hanashi_application_new (void);
 /* The one engine of the process, made on first use, with the session cache limit from
  * GSettings kept up to date; every window and Preferences use it (borrowed). */
 HanashiEngine      *hanashi_application_get_engine (HanashiApplication *self);
+/* "Serve the loaded model" (hanashi-serving.h) over that engine, made with it; the action
+ * "app.serve-enabled" is its setting.  NULL once the application has shut down.  Borrowed. */
+HanashiServing     *hanashi_application_get_serving (HanashiApplication *self);
 
 /* The conversation database of the process, opened on first use (writable if it can be,
  * else read-only so that earlier chats stay visible); every window shows it.  NULL while it

@@ -12,6 +12,7 @@
 #include "hanashi-params-panel.h"
 #include "hanashi-preferences-window.h"
 #include "hanashi-model-scan.h"
+#include "hanashi-serve-page.h"
 
 struct _HanashiPreferencesWindow
 {
@@ -481,5 +482,20 @@ hanashi_preferences_window_present (HanashiPreferencesWindow *self,
   if (parent != NULL && gtk_window_get_transient_for (GTK_WINDOW (self)) == NULL)
     gtk_window_set_transient_for (GTK_WINDOW (self), parent);
   gtk_window_present (GTK_WINDOW (self));
+#endif
+}
+
+void
+hanashi_preferences_window_set_serving (HanashiPreferencesWindow *self,
+                                        HanashiServing           *serving)
+{
+  g_return_if_fail (HANASHI_IS_PREFERENCES_WINDOW (self));
+  g_return_if_fail (HANASHI_IS_SERVING (serving));
+  /* a page of its own: the server's settings are apart from the engine's */
+  AdwPreferencesPage *page = ADW_PREFERENCES_PAGE (hanashi_serve_page_new (serving));
+#if HANASHI_PREFERENCES_DIALOG
+  adw_preferences_dialog_add (ADW_PREFERENCES_DIALOG (self), page);
+#else
+  adw_preferences_window_add (ADW_PREFERENCES_WINDOW (self), page);
 #endif
 }

@@ -8,6 +8,7 @@
 #include <adwaita.h>
 
 #include "hanashi-engine.h"
+#include "hanashi-serving.h"
 
 G_BEGIN_DECLS
 
@@ -31,5 +32,8 @@ HanashiPreferencesWindow *hanashi_preferences_window_new     (GtkWindow         
 /* Shows it over `parent` (a window, or a dialog presented over it). */
 void                      hanashi_preferences_window_present (HanashiPreferencesWindow *self,
                                                               GtkWindow                *parent);
+/* Adds the Server page ("Serve the loaded model", hanashi-serve-page.h) for @serving. */
+void                      hanashi_preferences_window_set_serving (HanashiPreferencesWindow *self,
+                                                                   HanashiServing           *serving);
 
 G_END_DECLS

@@ -12,7 +12,9 @@
 #include "hanashi-engine.h"
 #include "hn-chat-template.h"
 #include "hn-grammar.h"
+#include "hn-model.h"
 #include "hn-sampler.h"
+#include "hn-vocab.h"
 
 typedef struct {
   /* Called per token produced; returns FALSE to stop. */
@@ -68,7 +70,16 @@ typedef struct {
    * the engine's model lock), so it only reads what load made.  NULL: the backend's models
    * cannot say (the remote one). */
   const char *(*token_text) (gpointer model, gint32 token, gboolean spelling, gsize *len);
+  /* A new reference to @model's weights for hanashi_engine_lend_model(); NULL for backends
+   * with nothing to lend (the remote one, the tests' scripted one). */
+  HanashiModelLoan *(*lend) (gpointer model);
 } HanashiEngineBackend;
+
+/* A loan over @model and @vocab, which it takes (they are freed with its last reference);
+ * @path and @n_ctx are what hanashi_model_loan_get_path/n_ctx say. */
+HanashiModelLoan *hanashi_model_loan_new       (HnModel *model, HnVocab *vocab, const char *path, guint n_ctx);
+const HnModel    *hanashi_model_loan_get_model (HanashiModelLoan *loan);
+const HnVocab    *hanashi_model_loan_get_vocab (HanashiModelLoan *loan);
 
 /* Replaces the backend used by engines created afterwards; NULL: the real one.  The one
  * seam of the engine thread for tests: the scripted backend they use lives under tests/

@@ -24,8 +24,9 @@
 #define DEFAULT_N_CTX 4096
 
 typedef struct {
-  HnModel *model;
+  HnModel *model;                /* owned by weights once that exists, before by this */
   HnVocab *vocab;
+  HanashiModelLoan *weights;     /* model and vocab, lent to whoever asks (the app's server) */
   HnChatModel *chat_model;
   HnChat *chat;
   GString *piece;                /* the text of one token event, reused */
@@ -88,8 +89,14 @@ model_backend_free (ModelBackend *mb)
 {
   hn_chat_free (mb->chat);
   hn_chat_model_free (mb->chat_model);
-  hn_vocab_free (mb->vocab);
-  hn_model_free (mb->model);
+  /* the weights stay while a borrower holds them */
+  if (mb->weights != NULL)
+    hanashi_model_loan_unref (mb->weights);
+  else
+    {
+      hn_vocab_free (mb->vocab);
+      hn_model_free (mb->model);
+    }
   if (mb->piece != NULL)
     g_string_free (mb->piece, TRUE);
   g_free (mb);
@@ -207,6 +214,7 @@ model_load (const char *path, guint n_ctx, guint n_threads, guint n_batch, Hanas
                                   hn_chat_model_bos_text (mb->chat_model),
                                   hn_chat_model_eos_text (mb->chat_model), info);
   g_free (template_source);
+  mb->weights = hanashi_model_loan_new (mb->model, mb->vocab, path, info->n_ctx);
   *info_out = info;
   progress (sink->data, 1.0);
   return mb;
@@ -609,6 +617,13 @@ model_token_text (gpointer model, gint32 token, gboolean spelling, gsize *len)
   return text;
 }
 
+static HanashiModelLoan *
+model_lend (gpointer model)
+{
+  ModelBackend *mb = model;
+  return hanashi_model_loan_ref (mb->weights);
+}
+
 static const HanashiEngineBackend model_backend = {
   .load = model_load,
   .unload = model_unload,
@@ -616,6 +631,7 @@ static const HanashiEngineBackend model_backend = {
   .count_tokens = model_count_tokens,
   .next_logits = model_next_logits,
   .token_text = model_token_text,
+  .lend = model_lend,
 };
 
 const HanashiEngineBackend *

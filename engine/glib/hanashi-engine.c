@@ -221,6 +221,51 @@ G_DEFINE_BOXED_TYPE (HanashiGrammar, hanashi_grammar, hanashi_grammar_ref, hanas
 const HnGrammar *hanashi_grammar_get_hn (HanashiGrammar *grammar) { return grammar->grammar; }
 guint hanashi_grammar_get_n_parsed (void) { return atomic_load (&grammars_parsed); }
 
+/* ---- lent models ------------------------------------------------------------------------ */
+
+struct _HanashiModelLoan {
+  atomic_int ref_count;
+  HnModel *model;
+  HnVocab *vocab;
+  char *path;
+  guint n_ctx;
+};
+
+HanashiModelLoan *
+hanashi_model_loan_new (HnModel *model, HnVocab *vocab, const char *path, guint n_ctx)
+{
+  HanashiModelLoan *loan = g_new0 (HanashiModelLoan, 1);
+  loan->ref_count = 1;
+  loan->model = model;
+  loan->vocab = vocab;
+  loan->path = g_strdup (path);
+  loan->n_ctx = n_ctx;
+  return loan;
+}
+
+HanashiModelLoan *
+hanashi_model_loan_ref (HanashiModelLoan *loan)
+{
+  atomic_fetch_add (&loan->ref_count, 1);
+  return loan;
+}
+
+void
+hanashi_model_loan_unref (HanashiModelLoan *loan)
+{
+  if (loan == NULL || atomic_fetch_sub (&loan->ref_count, 1) != 1)
+    return;
+  hn_vocab_free (loan->vocab);
+  hn_model_free (loan->model);
+  g_free (loan->path);
+  g_free (loan);
+}
+
+const char *hanashi_model_loan_get_path (HanashiModelLoan *loan) { return loan->path; }
+guint hanashi_model_loan_get_n_ctx (HanashiModelLoan *loan) { return loan->n_ctx; }
+const HnModel *hanashi_model_loan_get_model (HanashiModelLoan *loan) { return loan->model; }
+const HnVocab *hanashi_model_loan_get_vocab (HanashiModelLoan *loan) { return loan->vocab; }
+
 /* ---- generate request ------------------------------------------------------------------ */
 
 typedef struct {
@@ -523,6 +568,7 @@ typedef struct {
   pthread_mutex_t model_lock;
   GQueue events;
   gboolean idle_pending;
+  HanashiModelLoan *loan;        /* the current model's weights, for hanashi_engine_lend_model */
   HanashiEngine *engine;         /* main thread only reads it; NULL after dispose */
 
   /* engine thread only */
@@ -612,6 +658,7 @@ core_unref (EngineCore *core)
   g_async_queue_unref (core->commands);   /* frees commands never run (cmd_free) */
   g_main_context_unref (core->main_ctx);
   g_clear_pointer (&core->write_failed, g_hash_table_unref);
+  hanashi_model_loan_unref (core->loan);
   pthread_mutex_destroy (&core->lock);
   pthread_mutex_destroy (&core->model_lock);
   g_free (core);
@@ -837,9 +884,32 @@ thread_on_session_write_failed (gpointer data, const char *message)
                           thread_on_warning, thread_on_context_dropped, thread_on_session_write_failed, \
                           thread_on_probs }
 
+/* Offers the current model (or nothing) to hanashi_engine_lend_model; the reference it
+ * replaces goes outside the lock (it may be the last one, which unmaps the weights). */
+static void
+thread_publish_loan (EngineCore *core)
+{
+  HanashiModelLoan *loan = NULL;
+  if (core->model != NULL && core->model_backend->lend != NULL)
+    loan = core->model_backend->lend (core->model);
+  pthread_mutex_lock (&core->lock);
+  HanashiModelLoan *previous = core->loan;
+  core->loan = loan;
+  pthread_mutex_unlock (&core->lock);
+  hanashi_model_loan_unref (previous);
+}
+
 static void
 thread_unload (EngineCore *core)
 {
+  /* (only this thread writes core->loan: reading it here needs no lock) */
+  if (core->loan != NULL)
+    {
+      pthread_mutex_lock (&core->lock);
+      HanashiModelLoan *previous = g_steal_pointer (&core->loan);
+      pthread_mutex_unlock (&core->lock);
+      hanashi_model_loan_unref (previous);
+    }
   if (core->model != NULL)
     {
       pthread_mutex_lock (&core->model_lock);
@@ -963,6 +1033,7 @@ thread_run_load (EngineCore *core, Cmd *cmd)
               core->model_n_batch = previous_n_batch;
               core->model_gpu_device = g_steal_pointer (&previous_gpu_device);
               core->model_gpu_layers = previous_gpu_layers;
+              thread_publish_loan (core);
               thread_post_model_loaded (core, cmd->id, previous_info);
             }
           else
@@ -984,6 +1055,7 @@ thread_run_load (EngineCore *core, Cmd *cmd)
       g_free (core->model_gpu_device);
       core->model_gpu_device = g_strdup (cmd->gpu_device);
       core->model_gpu_layers = cmd->gpu_layers;
+      thread_publish_loan (core);
       thread_post_model_loaded (core, cmd->id, info);
       post_state (core, HANASHI_ENGINE_STATE_READY);
       post_task_done (core, cmd, TRUE, NULL);
@@ -1349,6 +1421,17 @@ hanashi_engine_load_model_async (HanashiEngine *self, const char *path, guint n_
   raise_to (&self->core->gen_cancel_upto, cmd->id);
   raise_to (&self->core->load_cancel_upto, cmd->id - 1);
   push_command (self, cmd);
+}
+
+HanashiModelLoan *
+hanashi_engine_lend_model (HanashiEngine *self)
+{
+  g_return_val_if_fail (HANASHI_IS_ENGINE (self), NULL);
+  EngineCore *core = self->core;
+  pthread_mutex_lock (&core->lock);
+  HanashiModelLoan *loan = core->loan != NULL ? hanashi_model_loan_ref (core->loan) : NULL;
+  pthread_mutex_unlock (&core->lock);
+  return loan;
 }
 
 void

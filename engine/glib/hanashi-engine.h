@@ -397,6 +397,27 @@ GPtrArray *hanashi_gpu_list_devices_finish    (GAsyncResult        *result,
  * before it makes a context); FALSE when it cannot be known. */
 gboolean hanashi_memory_available (guint64 *bytes);
 
+/* ---- the loaded model, lent (refcounted) -----------------------------------------------
+ * A model file the engine has loaded can be used at the same time by another part of the
+ * process — the OpenAI-compatible server the app embeds (hanashi_server_new_for_loan,
+ * hanashi-server.h) — which makes contexts of its own over the same weights instead of
+ * loading the file a second time.  The weights and the vocabulary are read-only once loaded,
+ * so any number of threads may use them at once.  The engine holds one reference while the
+ * model is its current one and lets go when it unloads or replaces it; the weights are freed
+ * when the last holder lets go (from whichever thread that is).  Thread-safe. */
+typedef struct _HanashiModelLoan HanashiModelLoan;
+HanashiModelLoan *hanashi_model_loan_ref   (HanashiModelLoan *loan);
+void              hanashi_model_loan_unref (HanashiModelLoan *loan);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HanashiModelLoan, hanashi_model_loan_unref)
+/* The file the model was loaded from, and the context size the engine gave it. */
+const char       *hanashi_model_loan_get_path  (HanashiModelLoan *loan);
+guint             hanashi_model_loan_get_n_ctx (HanashiModelLoan *loan);
+
+/* A new reference to the model the engine thread holds now (it may already be newer than
+ * "model-info" says, when a load has finished whose events are still on their way); NULL
+ * when no model is loaded, or the model is on a server (there are no weights to lend). */
+HanashiModelLoan *hanashi_engine_lend_model (HanashiEngine *self);
+
 /* Signals (all emitted on the main context captured in hanashi_engine_new()):
  *   "load-progress"     (double fraction)
  *   "model-loaded"      (HanashiModelInfo *info)

@@ -18,6 +18,7 @@
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "hanashi-server.h"
+#include "hanashi-engine-backend.h"
 #include "hanashi-tsan.h"
 
 #include <libsoup/soup.h>
@@ -96,6 +97,7 @@ struct _HanashiServer {
   char *model_id, *api_key;
   const HnModel *model;
   const HnVocab *vocab;
+  HanashiModelLoan *loan;    /* what keeps model and vocab alive, or NULL (the caller does) */
   HnChatModel *chat_model;
   GMainContext *context;
   SoupServer *soup;
@@ -1309,6 +1311,20 @@ hanashi_server_new(const HnModel *model, const HnVocab *vocab, const HanashiServ
   return self;
 }
 
+HanashiServer *
+hanashi_server_new_for_loan(HanashiModelLoan *loan, const HanashiServerOptions *options, GError **error)
+{
+  g_return_val_if_fail(loan && options, NULL);
+  HanashiServerOptions lent = *options;
+  if (lent.n_ctx <= 0)
+    lent.n_ctx = (int) MIN(hanashi_model_loan_get_n_ctx(loan), (guint) G_MAXINT);
+  HanashiServer *self =
+    hanashi_server_new(hanashi_model_loan_get_model(loan), hanashi_model_loan_get_vocab(loan), &lent, error);
+  if (self)
+    self->loan = hanashi_model_loan_ref(loan); /* let go of in finalize, after the slots */
+  return self;
+}
+
 guint
 hanashi_server_listen(HanashiServer *self, const char *host, guint port, GError **error)
 {
@@ -1397,6 +1413,7 @@ hanashi_server_finalize(GObject *object)
   g_clear_pointer(&self->jobs, g_async_queue_unref);
   g_free(self->slots);
   hn_chat_model_free(self->chat_model);
+  g_clear_pointer(&self->loan, hanashi_model_loan_unref);
   g_free(self->model_id);
   g_free(self->api_key);
   g_clear_pointer(&self->connections, g_hash_table_unref);

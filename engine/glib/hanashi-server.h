@@ -8,8 +8,9 @@
  * new tokens are evaluated.  `hanashi-cli serve` is a thin wrapper; the app can embed the
  * same object to serve the model its window has loaded.
  *
- * Ownership: the server borrows the model and vocabulary (they must outlive it) and owns
- * the chat model, the slots and their threads.  Disposing it cancels every generation,
+ * Ownership: the server borrows the model and vocabulary (they must outlive it, or come
+ * with a loan it holds: hanashi_server_new_for_loan) and owns the chat model, the slots and
+ * their threads.  Disposing it cancels every generation,
  * joins the threads and closes the listening socket.
  *
  * The request fields, the limits and the error codes are described in docs/server.md.
@@ -20,6 +21,7 @@
 
 #include <gio/gio.h>
 
+#include "hanashi-engine.h"
 #include "hn-model.h"
 #include "hn-vocab.h"
 
@@ -60,6 +62,13 @@ G_DECLARE_FINAL_TYPE(HanashiServer, hanashi_server, HANASHI, SERVER, GObject)
 /* Prepares the slots (one context each) for model and vocab, which are borrowed. */
 HanashiServer *hanashi_server_new(const HnModel *model, const HnVocab *vocab, const HanashiServerOptions *options,
                                   GError **error);
+
+/* The same over a model the app's engine lends (hanashi_engine_lend_model): the server
+ * takes a reference of its own to @loan and lets go of it once its slots are gone, so the
+ * weights outlive it even when the engine unloads or replaces the model meanwhile.
+ * options->n_ctx 0 is the context the engine gave the model. */
+HanashiServer *hanashi_server_new_for_loan(HanashiModelLoan *loan, const HanashiServerOptions *options,
+                                          GError **error);
 
 /* Listens on host (an IP address, or "localhost" for the loopback address) and port (0:
  * any free port).  Returns the port bound, or 0 with error set. */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "damaged-models.h"
+#include "hn-chat.h"
 #include "hn-generate-model.h"
 #include "hn-gguf-writer.h"
 #include "hn-params.h"
@@ -1232,6 +1233,89 @@ test_failed_load_keeps_model (Fixture *f, gconstpointer data)
   g_assert_cmpstr (f->text->str, ==, before);
 }
 
+/* ---- lending the model ------------------------------------------------------------------- */
+
+static bool
+collect_text (void *data, const char *text, size_t len, int32_t token)
+{
+  (void) token;
+  g_string_append_len (data, text, (gssize) len);
+  return true;
+}
+
+/* The greedy reply of make_request's conversation, computed on a lent model with a chat of
+ * its own (as the app's server does), single-threaded as the engine in these tests. */
+static char *
+greedy_on_loan (HanashiModelLoan *loan, int max_tokens)
+{
+  HnError err = { 0 };
+  HnChatModel *cm = hn_chat_model_new (hanashi_model_loan_get_model (loan), hanashi_model_loan_get_vocab (loan), &err);
+  g_assert_nonnull (cm);
+  HnContextParams cp = hn_context_default_params ();
+  cp.n_ctx = 256;
+  cp.n_threads = 1;
+  HnChat *chat = hn_chat_new (cm, &cp, &err);
+  g_assert_nonnull (chat);
+  HnSamplerParams sp;
+  hn_sampler_params_init (&sp);
+  sp.temperature = 0;
+  sp.max_new_tokens = max_tokens;
+  HnChatMessage message = { "user", "Once upon a time" };
+  HnChatRequest req;
+  hn_chat_request_init (&req);
+  req.system = "You are terse.";
+  req.messages = &message;
+  req.n_messages = 1;
+  req.sampler = &sp;
+  GString *text = g_string_new (NULL);
+  HnChatCallbacks callbacks = { .on_text = collect_text, .user_data = text };
+  HnChatStats stats;
+  g_assert_true (hn_chat_generate (chat, &req, &callbacks, &stats, &err));
+  g_assert_cmpuint (stats.n_generated, ==, (size_t) max_tokens);
+  hn_chat_free (chat);
+  hn_chat_model_free (cm);
+  return g_string_free (text, FALSE);
+}
+
+/* hanashi_engine_lend_model: nothing without a model; the engine's own weights (the same
+ * loan until the model changes) with its context size; and a loan outlives the engine's
+ * use of the model: after a switch and an unload it still computes the reply the engine
+ * gave (ASan would see weights freed under it). */
+static void
+test_lend_model (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_assert_null (hanashi_engine_lend_model (f->engine));
+  load_and_wait (f, LLAMA, 256);
+  g_autoptr (HanashiModelLoan) llama = hanashi_engine_lend_model (f->engine);
+  g_assert_nonnull (llama);
+  g_autofree char *llama_path = model_path (LLAMA);
+  g_assert_cmpstr (hanashi_model_loan_get_path (llama), ==, llama_path);
+  g_assert_cmpuint (hanashi_model_loan_get_n_ctx (llama), ==, hanashi_engine_get_model_info (f->engine)->n_ctx);
+  g_autoptr (HanashiModelLoan) again = hanashi_engine_lend_model (f->engine);
+  g_assert_true (again == llama);
+
+  g_autoptr (HanashiGenerateRequest) req = make_request ("lend", 6);
+  hanashi_generate_request_set_use_session (req, FALSE);
+  generate_and_wait (f, req);
+  g_assert_cmpuint (f->n_errors, ==, 0);
+  g_autofree char *engine_reply = g_strdup (f->text->str);
+
+  load_and_wait (f, QWEN, 256);
+  g_autoptr (HanashiModelLoan) qwen = hanashi_engine_lend_model (f->engine);
+  g_assert_nonnull (qwen);
+  g_assert_true (qwen != llama);
+  g_assert_cmpstr (hn_model_arch (hanashi_model_loan_get_model (qwen)), ==, "qwen2");
+  hanashi_engine_unload (f->engine);
+  while (hanashi_engine_get_state (f->engine) != HANASHI_ENGINE_STATE_NO_MODEL)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_null (hanashi_engine_lend_model (f->engine));
+
+  g_assert_cmpstr (hn_model_arch (hanashi_model_loan_get_model (llama)), ==, "llama");
+  g_autofree char *lent_reply = greedy_on_loan (llama, 6);
+  g_assert_cmpstr (lent_reply, ==, engine_reply);
+}
+
 /* Closing while a reply streams: dispose stops and joins the thread (ASan checks leaks). */
 static void
 test_dispose_while_generating (Fixture *f, gconstpointer data)
@@ -1806,6 +1890,7 @@ main (int argc, char **argv)
   g_test_add ("/engine-model/session/write-failure", Fixture, NULL, fixture_setup, test_session_write_failure, fixture_teardown);
   g_test_add ("/engine-model/session/cache", Fixture, NULL, fixture_setup, test_session_cache, fixture_teardown);
   g_test_add ("/engine-model/damaged-model-files", Fixture, NULL, fixture_setup, test_damaged_model_files, fixture_teardown);
+  g_test_add ("/engine-model/lend", Fixture, NULL, fixture_setup, test_lend_model, fixture_teardown);
   g_test_add ("/engine-model/stress", Fixture, NULL, fixture_setup, test_stress, fixture_teardown);
   return g_test_run ();
 }
