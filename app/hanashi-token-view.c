@@ -176,12 +176,22 @@ token_rectangle (HanashiTokenView *self, guint index)
   gtk_text_buffer_get_iter_at_offset (gtk_text_view_get_buffer (self->text_view), &iter, MAX (0, span.start));
   gtk_text_view_get_iter_location (self->text_view, &iter, &rect);
   gtk_text_view_buffer_to_window_coords (self->text_view, GTK_TEXT_WINDOW_WIDGET, rect.x, rect.y, &rect.x, &rect.y);
+#if GTK_CHECK_VERSION (4, 12, 0)
+  graphene_point_t point;
+  if (gtk_widget_compute_point (GTK_WIDGET (self->text_view), GTK_WIDGET (self),
+                                &GRAPHENE_POINT_INIT ((float) rect.x, (float) rect.y), &point))
+    {
+      rect.x = (int) point.x;
+      rect.y = (int) point.y;
+    }
+#else
   double x = 0, y = 0;
   if (gtk_widget_translate_coordinates (GTK_WIDGET (self->text_view), GTK_WIDGET (self), rect.x, rect.y, &x, &y))
     {
       rect.x = (int) x;
       rect.y = (int) y;
     }
+#endif
   rect.width = MAX (rect.width, 1);
   return rect;
 }
