@@ -496,6 +496,7 @@ attn_worker(void *data, int ith, int nth)
   /* the kernel reads rows of the layer's storage: ring rows for sliding layers, listed
    * in the order of the cells so that the sums run as in a fresh evaluation */
   const uint16_t *k0 = hn_kv_cache_k_rows(kv, job->layer), *v0 = hn_kv_cache_v_rows(kv, job->layer);
+  const bool sliding = hn_kv_cache_layer_sliding(kv, job->layer);
   int listed_for = -1;
   for (int item = ith; item < job->n_tokens * m->n_head_kv; item += nth) {
     int t = item / m->n_head_kv, kvh = item % m->n_head_kv;
@@ -504,12 +505,19 @@ attn_worker(void *data, int ith, int nth)
       int n = 0;
       /* (a visible cell always has its row: decode refuses positions before
        * hn_kv_cache_seq_resume_min; the check only keeps a broken invariant harmless) */
-      for (int cell = 0; cell < n_cells; cell++)
-        if (cell_visible(&cells[cell], bit, job->pos[t], job->window)) {
-          int row = hn_kv_cache_row_of(kv, job->layer, cell);
-          if (row >= 0)
-            visible[n++] = row;
-        }
+      /* a global layer's row is the cell itself: no call per cell on long contexts */
+      if (!sliding) {
+        for (int cell = 0; cell < n_cells; cell++)
+          if (cell_visible(&cells[cell], bit, job->pos[t], job->window))
+            visible[n++] = cell;
+      } else {
+        for (int cell = 0; cell < n_cells; cell++)
+          if (cell_visible(&cells[cell], bit, job->pos[t], job->window)) {
+            int row = hn_kv_cache_row_of(kv, job->layer, cell);
+            if (row >= 0)
+              visible[n++] = row;
+          }
+      }
       args.n_cells = n;
       listed_for = t;
     }
