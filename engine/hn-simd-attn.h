@@ -25,6 +25,20 @@
 #include <math.h>
 
 #define CHUNK HN_ATTN_CHUNK
+/* How far ahead the rows are fetched: one KV head's row is a short piece of a longer
+ * cell row (128 of 512 bytes for TinyLlama), a pattern the hardware prefetchers follow
+ * poorly, and deep in a context these reads are what the attention waits for.  One
+ * chunk ahead, into every cache level: on the AVX-512 Xeon this measured about 10%
+ * faster at 4096 cells than none; two chunks ahead gained less, and a non-temporal
+ * hint two chunks ahead was slower than none. */
+#define PREFETCH_CELLS CHUNK
+
+static inline __attribute__((always_inline)) void
+prefetch_row(const uint16_t *row, int hd)
+{
+  for (int b = 0; b < hd * 2; b += 64)
+    __builtin_prefetch((const char *)row + b, 0, 3);
+}
 
 static inline __attribute__((always_inline)) void
 ATTN_BODY(const HnAttnArgs *a, const int hd)
@@ -46,6 +60,8 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
     const int padded = (nc + VLEN - 1) / VLEN * VLEN;
     for (int i = 0; i < nc; i++) {
       const uint16_t *kr = a->k + (size_t)a->cells[c0 + i] * a->kv_stride;
+      if (c0 + PREFETCH_CELLS + i < n)
+        prefetch_row(a->k + (size_t)a->cells[c0 + PREFETCH_CELLS + i] * a->kv_stride, hd);
       for (int j = 0; j < nv; j++)
         VSTORE(kf + i * hd + j * VLEN, VLOAD_H(kr + j * VLEN));
     }
@@ -109,6 +125,8 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
     const int nc = n - c0 < CHUNK ? n - c0 : CHUNK;
     for (int i = 0; i < nc; i++) {
       const uint16_t *vr = a->v + (size_t)a->cells[c0 + i] * a->kv_stride;
+      if (c0 + PREFETCH_CELLS + i < n)
+        prefetch_row(a->v + (size_t)a->cells[c0 + PREFETCH_CELLS + i] * a->kv_stride, hd);
       for (int j = 0; j < nv; j++)
         VSTORE(vf + i * hd + j * VLEN, VLOAD_H(vr + j * VLEN));
     }
@@ -156,3 +174,4 @@ ATTN_NAME(const HnAttnArgs *a)
 }
 
 #undef CHUNK
+#undef PREFETCH_CELLS
