@@ -592,6 +592,7 @@ attn_worker(void *data, int ith, int nth)
   /* the kernel reads rows of the layer's storage: ring rows for sliding layers, listed
    * in the order of the cells so that the sums run as in a fresh evaluation */
   const uint16_t *k0 = hn_kv_cache_k_rows(kv, job->layer), *v0 = hn_kv_cache_v_rows(kv, job->layer);
+  const bool sliding = hn_kv_cache_layer_sliding(kv, job->layer);
   int listed_for = -1;
   for (int item = ith; item < job->n_tokens * m->n_head_kv; item += nth) {
     int t = item / m->n_head_kv, kvh = item % m->n_head_kv;
@@ -603,13 +604,16 @@ attn_worker(void *data, int ith, int nth)
       int n = list_visible(cells, n_cells, job->seq[t], job->pos[t], job->window, visible);
       /* (a visible cell always has its row: decode refuses positions before
        * hn_kv_cache_seq_resume_min; the check only keeps a broken invariant harmless) */
-      int kept = 0;
-      for (int i = 0; i < n; i++) {
-        int row = hn_kv_cache_row_of(kv, job->layer, visible[i]);
-        if (row >= 0)
-          visible[kept++] = row;
-      }
-      args.n_cells = kept;
+      if (sliding) {
+        int kept = 0;
+        for (int i = 0; i < n; i++) {
+          int row = hn_kv_cache_row_of(kv, job->layer, visible[i]);
+          if (row >= 0)
+            visible[kept++] = row;
+        }
+        n = kept;
+      } /* else a global layer's row is the cell itself: no call per cell on long contexts */
+      args.n_cells = n;
       listed_for = t;
     }
     args.q = c->q + (size_t) t * (size_t) q_dim + (size_t) kvh * (size_t) group * (size_t) hd;

@@ -584,6 +584,26 @@ exp_neg_256(__m256 x)
   return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
 
+/* Lane i of the result = the sum of the lanes of a[i], for 8 vectors: two levels of
+ * pairwise horizontal adds leave each row's two 128-bit half sums in the two halves,
+ * which one cross-half add joins. */
+static inline __m256
+sums8_256(const __m256 *a)
+{
+  const __m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 g0 = _mm256_hadd_ps(h01, h23), g1 = _mm256_hadd_ps(h45, h67);
+  return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
+}
+
+static inline float
+hmax_ps(__m256 v)
+{
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
 
 #define VEC __m256
 #define VLEN 8
@@ -599,6 +619,8 @@ exp_neg_256(__m256 x)
 #define VHSUM(v) hsum_ps(v)
 #define VSUB(a, b) _mm256_sub_ps(a, b)
 #define VEXP(v) exp_neg_256(v)
+#define VHMAX(v) hmax_ps(v)
+#define VSUMS(a) sums8_256(a)
 #define ATTN_NAME attn_avx2
 #define ATTN_BODY attn_body_avx2
 #include "hn-simd-attn.h"

@@ -639,6 +639,28 @@ exp_neg_512(__m512 x)
   return _mm512_scalef_ps(p, n);
 }
 
+/* Lane i of the result = the sum of the lanes of a[i], for 16 vectors: four levels that
+ * each add the two halves of pairs of vectors (256-bit, 128-bit, then within the 128-bit
+ * lanes twice), 30 shuffles and 15 adds for 16 sums, and a last permutation that puts the
+ * sums in order. */
+static inline __m512
+sums16_512(const __m512 *a)
+{
+  __m512 x[8], y[4], z[2];
+  for (int c = 0; c < 8; c++) /* 256-bit halves: row c in the low half, row c+8 in the high */
+    x[c] = _mm512_add_ps(_mm512_shuffle_f32x4(a[c], a[c + 8], 0x44), _mm512_shuffle_f32x4(a[c], a[c + 8], 0xEE));
+  for (int c = 0; c < 4; c++) /* 128-bit blocks: rows c, c+8, c+4, c+12 */
+    y[c] = _mm512_add_ps(_mm512_shuffle_f32x4(x[c], x[c + 4], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(x[c], x[c + 4], _MM_SHUFFLE(3, 1, 3, 1)));
+  for (int c = 0; c < 2; c++) /* pairs within each block: rows of y[c], then of y[c+2] */
+    z[c] = _mm512_add_ps(_mm512_shuffle_ps(y[c], y[c + 2], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(y[c], y[c + 2], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(z[0], z[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  /* block k, element e of w holds row [0, 2, 1, 3][e] + [0, 8, 4, 12][k] */
+  const __m512i order = _mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15);
+  return _mm512_permutexvar_ps(order, w);
+}
 
 #define VEC __m512
 #define VLEN 16
@@ -654,6 +676,8 @@ exp_neg_512(__m512 x)
 #define VHSUM(v) _mm512_reduce_add_ps(v)
 #define VSUB(a, b) _mm512_sub_ps(a, b)
 #define VEXP(v) exp_neg_512(v)
+#define VHMAX(v) _mm512_reduce_max_ps(v)
+#define VSUMS(a) sums16_512(a)
 #define ATTN_NAME attn_avx512
 #define ATTN_BODY attn_body_avx512
 #include "hn-simd-attn.h"

@@ -566,6 +566,13 @@ exp_neg_neon(float32x4_t x)
   return vmulq_f32(p, vreinterpretq_f32_s32(bits));
 }
 
+/* Lane i of the result = the sum of the lanes of a[i], for 4 vectors: two pairwise adds. */
+static inline float32x4_t
+sums4_neon(const float32x4_t *a)
+{
+  return vpaddq_f32(vpaddq_f32(a[0], a[1]), vpaddq_f32(a[2], a[3]));
+}
+
 #define VEC float32x4_t
 #define VLEN 4
 #define VZERO() vdupq_n_f32(0.0f)
@@ -580,6 +587,8 @@ exp_neg_neon(float32x4_t x)
 #define VHSUM(v) vaddvq_f32(v)
 #define VSUB(a, b) vsubq_f32(a, b)
 #define VEXP(v) exp_neg_neon(v)
+#define VHMAX(v) vmaxvq_f32(v)
+#define VSUMS(a) sums4_neon(a)
 #define ATTN_NAME attn_neon
 #define ATTN_BODY attn_body_neon
 #include "hn-simd-attn.h"

@@ -1,5 +1,5 @@
 /* hanashi-cli make-model --shape NAME --type TYPE -o FILE [--vocab VOCAB.gguf]
- *                        [--seed N] [-t THREADS] [--layers N]
+ *                        [--seed N] [-t THREADS] [--layers N] [--ctx N]
  *
  * Writes a GGUF model of a realistic shape with random weights, for benchmarks: random
  * weights cost exactly what trained ones cost.  The vocabulary (tokenizer.* metadata) is
@@ -7,7 +7,9 @@
  * The weights are generated as F16 into a temporary file next to FILE and then converted
  * with the same code as `hanashi-cli quantize`, so every type and mix it knows works.
  * --layers N keeps the first N layers of the shape (every layer has the same shape), for
- * shapes whose full file is larger than the machine at hand.
+ * shapes whose full file is larger than the machine at hand.  --ctx N writes N as the
+ * context length instead of the shape's, so that a small shape can be measured deep
+ * into a long context (bench -d refuses depths beyond the file's context).
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -400,7 +402,7 @@ int
 cli_make_model(int argc, char **argv)
 {
   const char *shape_name = NULL, *type_name = NULL, *output = NULL, *vocab_path = NULL;
-  long long seed = 1, threads = 2, layers = 0;
+  long long seed = 1, threads = 2, layers = 0, n_ctx = 0;
 
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
@@ -419,16 +421,19 @@ cli_make_model(int argc, char **argv)
     } else if (strcmp(arg, "--layers") == 0 && value) {
       if (!cli_parse_int(argv[++i], 1, 4096, &layers))
         return cli_fail("--layers must be a positive integer, not '%s'", argv[i]);
+    } else if (strcmp(arg, "--ctx") == 0 && value) {
+      if (!cli_parse_int(argv[++i], 1, INT32_MAX, &n_ctx))
+        return cli_fail("--ctx must be a positive integer, not '%s'", argv[i]);
     } else if ((strcmp(arg, "-t") == 0 || strcmp(arg, "--threads") == 0) && value) {
       if (!cli_parse_int(argv[++i], 1, 64, &threads))
         return cli_fail("--threads must be an integer from 1 to 64, not '%s'", argv[i]);
     } else
       return cli_fail("unknown or incomplete option '%s' (usage: hanashi-cli make-model --shape NAME "
-                      "--type TYPE -o FILE --vocab VOCAB.gguf [--seed N] [-t THREADS] [--layers N])", arg);
+                      "--type TYPE -o FILE --vocab VOCAB.gguf [--seed N] [-t THREADS] [--layers N] [--ctx N])", arg);
   }
   if (shape_name == NULL || type_name == NULL || output == NULL || vocab_path == NULL)
     return cli_fail("usage: hanashi-cli make-model --shape NAME --type TYPE -o FILE --vocab VOCAB.gguf "
-                    "[--seed N] [-t THREADS] [--layers N]");
+                    "[--seed N] [-t THREADS] [--layers N] [--ctx N]");
 
   const ModelShape *found = NULL;
   char known[512] = "";
@@ -447,6 +452,8 @@ cli_make_model(int argc, char **argv)
                       chosen.name);
     chosen.n_layer = (uint32_t)layers;
   }
+  if (n_ctx > 0)
+    chosen.n_ctx = (uint32_t)n_ctx;
   const ModelShape *shape = &chosen;
   const HnQuantizeTarget *target = hn_quantize_target_find(type_name);
   if (target == NULL)

@@ -1,6 +1,6 @@
 /* hanashi-cli make-model with the mixture-of-experts shapes: the files load, hold 3-D
  * expert tensors in the asked type next to F32 routers, --layers keeps that many layers,
- * `info` names the experts, and a decode runs.
+ * `info` names the experts, and a decode runs; --ctx replaces the shape's context length.
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -113,6 +113,34 @@ test_layers_option(void)
   g_assert_nonnull(strstr(err2, "--layers"));
 }
 
+static void
+test_ctx_option(void)
+{
+  g_autoptr(GError) gerr = NULL;
+  g_autofree char *dir = g_dir_make_tmp("hanashi-make-model-XXXXXX", &gerr);
+  g_assert_no_error(gerr);
+  g_autofree char *path = g_build_filename(dir, "model.gguf", NULL);
+  g_autofree char *vocab = g_build_filename(g_getenv("HANASHI_TESTDATA"), "vocab", "ggml-vocab-gpt-2.gguf", NULL);
+  /* test-tiny's own context is 512 */
+  const char *make[] = { "make-model", "--shape", "test-tiny", "--type", "q8_0", "--vocab", vocab, "--ctx", "3000",
+                         "-o", path, NULL };
+  g_autofree char *out = NULL, *err = NULL;
+  g_assert_cmpint(run_cli(make, &out, &err), ==, 0);
+  HnError e = { 0 };
+  HnModel *m = hn_model_load(path, NULL, &e);
+  g_assert_nonnull(m);
+  g_assert_cmpint(hn_model_n_ctx_train(m), ==, 3000);
+  hn_model_free(m);
+  g_assert_cmpint(g_remove(path), ==, 0);
+  g_assert_cmpint(g_rmdir(dir), ==, 0);
+
+  const char *zero[] = { "make-model", "--shape", "test-tiny", "--type", "q8_0", "--vocab", vocab, "--ctx", "0",
+                         "-o", "/nonexistent/never.gguf", NULL };
+  g_autofree char *out2 = NULL, *err2 = NULL;
+  g_assert_cmpint(run_cli(zero, &out2, &err2), !=, 0);
+  g_assert_nonnull(strstr(err2, "--ctx"));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -126,5 +154,6 @@ main(int argc, char **argv)
     g_test_add_data_func(name, &shapes[i], test_shape);
   }
   g_test_add_func("/cli-make-model/layers-option", test_layers_option);
+  g_test_add_func("/cli-make-model/ctx-option", test_ctx_option);
   return g_test_run();
 }

@@ -389,24 +389,35 @@ test_matvec_many (void)
 
 /* The SIMD attention kernels against a double-precision softmax over the same F16 keys
  * and values with the probabilities rounded to F16 (the rounding HnAttnArgs asks for):
- * several head sizes, grouped query heads, cell lists longer than one chunk and out of
- * order, and an empty list.  A probability that lies within float rounding of a halfway
- * point between two F16 values may round either way: for those alone one F16 step times
- * the value is allowed on top. */
+ * several head sizes, one to eight query heads sharing the KV head (grouped-query
+ * attention), cell lists shorter than a vector, around the chunk and vector sizes, out of
+ * order, deep into a context (4099 cells), empty, and with gemma2's soft-cap.  A
+ * probability that lies within float rounding of a halfway point between two F16 values
+ * may round either way: for those alone one F16 step times the value is allowed on top. */
 static void
 test_attention (void)
 {
   GRand *rand = g_rand_new_with_seed (5);
   int checked = 0;
+  typedef struct {
+    int n_q, n_cells;
+    float softcap;
+  } Case;
+  const Case cases[] = {
+    { 3, 0, 0 }, { 3, 1, 0 }, { 3, 31, 0 }, { 3, 33, 0 }, { 3, 100, 0 }, { 1, 7, 0 }, { 1, 15, 0 },
+    { 8, 17, 0 }, { 8, 47, 0 }, { 1, 1000, 0 }, { 8, 4099, 0 }, { 4, 1031, 0 }, { 2, 45, 20.0f },
+    { 3, 130, 5.0f },
+  };
   for (HnSimdLevel level = HN_SIMD_SCALAR + 1; level < HN_SIMD_LEVEL_COUNT; level++) {
     const HnSimdKernels *k = hn_simd_kernels_for_level (level);
     if (k == NULL || k->attn == NULL)
       continue;
     const int head_dims[] = { 64, 128, 48, 80 };
-    const int cell_counts[] = { 0, 1, 31, 33, 100 };
     for (gsize hi = 0; hi < G_N_ELEMENTS (head_dims); hi++)
-      for (gsize ci = 0; ci < G_N_ELEMENTS (cell_counts); ci++) {
-        int hd = head_dims[hi], n_q = 3, n_cells = cell_counts[ci], n_total = 128, kv_stride = 2 * hd;
+      for (gsize ci = 0; ci < G_N_ELEMENTS (cases); ci++) {
+        int hd = head_dims[hi], n_q = cases[ci].n_q, n_cells = cases[ci].n_cells, kv_stride = 2 * hd;
+        int n_total = n_cells + 28 > 128 ? n_cells + 28 : 128; /* never a multiple of 37 */
+        float softcap = cases[ci].softcap;
         if (hd % k->attn_multiple != 0)
           continue;
         float *q = g_new (float, n_q * hd), *out = g_new (float, n_q * hd);
@@ -420,12 +431,14 @@ test_attention (void)
           kc[i] = hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -1, 1));
           vc[i] = hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -1, 1));
         }
+        while (n_total % 37 == 0)
+          n_total--;
         for (int i = 0; i < n_cells; i++)
           cells[i] = (i * 37 + 5) % n_total; /* distinct, not ascending */
         HnAttnArgs args = {
           .head_dim = hd, .n_q = n_q, .q = q, .q_stride = (size_t) hd, .scale = 1.0f / sqrtf ((float) hd),
-          .k = kc + hd, .v = vc + hd, .kv_stride = (size_t) kv_stride, .cells = cells, .n_cells = n_cells,
-          .out = out, .out_stride = (size_t) hd, .work = work, .scores = scores,
+          .softcap = softcap, .k = kc + hd, .v = vc + hd, .kv_stride = (size_t) kv_stride, .cells = cells,
+          .n_cells = n_cells, .out = out, .out_stride = (size_t) hd, .work = work, .scores = scores,
         };
         k->attn (&args);
         for (int h = 0; h < n_q; h++) {
@@ -435,6 +448,8 @@ test_attention (void)
             for (int i = 0; i < hd; i++)
               d += q[h * hd + i] * (double) hn_fp16_to_fp32 (kc[cells[c] * kv_stride + hd + i]);
             s[c] = d * args.scale;
+            if (softcap > 0)
+              s[c] = softcap * tanh (s[c] / softcap);
             mx = MAX (mx, s[c]);
           }
           for (int c = 0; c < n_cells; c++)
@@ -451,8 +466,8 @@ test_attention (void)
                 slack += step * fabs (v);
             }
             if (fabs (out[h * hd + i] - o) > 1e-5 + slack)
-              g_error ("%s attention hd=%d cells=%d head %d [%d]: %g, expected %g", hn_simd_level_name (level),
-                       hd, n_cells, h, i, out[h * hd + i], o);
+              g_error ("%s attention hd=%d n_q=%d cells=%d softcap=%g head %d [%d]: %g, expected %g",
+                       hn_simd_level_name (level), hd, n_q, n_cells, softcap, h, i, out[h * hd + i], o);
             checked++;
           }
           g_free (s);
