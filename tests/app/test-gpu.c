@@ -15,20 +15,6 @@
 #include "test-scripted.h"
 #include "test-window-helpers.h"
 
-static GtkWidget *
-find_named (GtkWidget *root, const char *name)
-{
-  if (g_strcmp0 (gtk_widget_get_name (root), name) == 0)
-    return root;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      GtkWidget *found = find_named (child, name);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
-
 typedef struct {
   HanashiPreferencesWindow *window;
   const char *initial_description;

@@ -15,6 +15,7 @@
 #include "hanashi-model-scan.h"
 #include "hanashi-models-dialog.h"
 #include "hn-quantize.h"
+#include "test-widgets.h"
 #include "test-xdg.h"
 #include "test-screenshot.h"
 #include "hanashi-test-seams.h"
@@ -45,20 +46,6 @@ find_row_for_path (HanashiModelsDialog *dialog, const char *path)
   for (guint i = 0; i < rows->len; i++)
     if (g_strcmp0 (g_object_get_data (rows->pdata[i], "path"), path) == 0)
       return rows->pdata[i];
-  return NULL;
-}
-
-static GtkWidget *
-find_named (GtkWidget *root, const char *name)
-{
-  if (g_strcmp0 (gtk_widget_get_name (root), name) == 0)
-    return root;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      GtkWidget *found = find_named (child, name);
-      if (found)
-        return found;
-    }
   return NULL;
 }
 

@@ -17,22 +17,9 @@
 #include "hanashi-params.h"
 #include "hn-params.h"
 #include "hanashi-presets.h"
+#include "test-widgets.h"
 #include "test-xdg.h"
 #include "test-screenshot.h"
-
-static GtkWidget *
-find_named (GtkWidget *root, const char *name)
-{
-  if (g_strcmp0 (gtk_widget_get_name (root), name) == 0)
-    return root;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      GtkWidget *found = find_named (child, name);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
 
 static void
 set_spin (HanashiParamsPanel *panel, const char *key, double value)

@@ -11,22 +11,9 @@
 
 #include "hanashi-params.h"
 #include "hanashi-preferences-window.h"
+#include "test-widgets.h"
 #include "test-xdg.h"
 #include "test-screenshot.h"
-
-static GtkWidget *
-find_named (GtkWidget *root, const char *name)
-{
-  if (g_strcmp0 (gtk_widget_get_name (root), name) == 0)
-    return root;
-  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
-    {
-      GtkWidget *found = find_named (child, name);
-      if (found)
-        return found;
-    }
-  return NULL;
-}
 
 static int
 count_rows_titled (GtkWidget *root, const char *title)

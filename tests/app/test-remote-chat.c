@@ -69,8 +69,8 @@ test_remote_chat (void)
   g_assert_cmpstr (hanashi_engine_get_model_info (hanashi_window_get_engine (window))->remote_url, ==, api_url);
 
   /* The panel shows what this server (not a Hanashi one) does not take, and why. */
-  GtkWidget *top_k = find_named (GTK_WIDGET (window), "spin-top_k", NULL);
-  GtkWidget *temperature = find_named (GTK_WIDGET (window), "spin-temperature", NULL);
+  GtkWidget *top_k = find_named (GTK_WIDGET (window), "spin-top_k");
+  GtkWidget *temperature = find_named (GTK_WIDGET (window), "spin-temperature");
   g_assert_nonnull (top_k);
   g_assert_nonnull (temperature);
   GtkWidget *top_k_row = gtk_widget_get_ancestor (top_k, ADW_TYPE_PREFERENCES_ROW);

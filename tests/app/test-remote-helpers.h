@@ -27,14 +27,14 @@ remote_test_init (int *argc, char ***argv)
 /* The first widget under @root named @name (gtk_widget_set_name) and, when @model is not
  * NULL, made for that model (the rows of a server's models carry it as "model" data). */
 static inline GtkWidget *
-find_named (GtkWidget *root, const char *name, const char *model)
+find_named_for_model (GtkWidget *root, const char *name, const char *model)
 {
   if (g_strcmp0 (gtk_widget_get_name (root), name) == 0
       && (model == NULL || g_strcmp0 (g_object_get_data (G_OBJECT (root), "model"), model) == 0))
     return root;
   for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
     {
-      GtkWidget *found = find_named (child, name, model);
+      GtkWidget *found = find_named_for_model (child, name, model);
       if (found)
         return found;
     }
@@ -69,13 +69,13 @@ open_models_dialog (HanashiWindow *window)
 static inline void
 add_server (HanashiModelsDialog *dialog, const char *url, const char *key)
 {
-  GtkWidget *url_row = find_named (GTK_WIDGET (dialog), "server-url-row", NULL);
-  GtkWidget *key_row = find_named (GTK_WIDGET (dialog), "server-key-row", NULL);
+  GtkWidget *url_row = find_named (GTK_WIDGET (dialog), "server-url-row");
+  GtkWidget *key_row = find_named (GTK_WIDGET (dialog), "server-key-row");
   g_assert_nonnull (url_row);
   g_assert_nonnull (key_row);
   gtk_editable_set_text (GTK_EDITABLE (key_row), key);
   gtk_editable_set_text (GTK_EDITABLE (url_row), url);
-  g_signal_emit_by_name (find_named (GTK_WIDGET (dialog), "add-server", NULL), "clicked");
+  g_signal_emit_by_name (find_named (GTK_WIDGET (dialog), "add-server"), "clicked");
 }
 
 typedef struct {
@@ -87,7 +87,7 @@ static inline gboolean
 chat_button_shown (gpointer data)
 {
   ChatButtonWanted *wanted = data;
-  return find_named (wanted->root, "remote-model-chat", wanted->model) != NULL;
+  return find_named_for_model (wanted->root, "remote-model-chat", wanted->model) != NULL;
 }
 
 /* Waits for the server's @model to be listed in @dialog; returns its Chat button. */
@@ -96,7 +96,7 @@ wait_for_chat_button (HanashiModelsDialog *dialog, const char *model)
 {
   ChatButtonWanted wanted = { GTK_WIDGET (dialog), model };
   wait_until (chat_button_shown, &wanted);
-  return find_named (GTK_WIDGET (dialog), "remote-model-chat", model);
+  return find_named_for_model (GTK_WIDGET (dialog), "remote-model-chat", model);
 }
 
 typedef struct {

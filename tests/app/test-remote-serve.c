@@ -251,7 +251,7 @@ test_chat_with_served_model (ServeFixture *f, gconstpointer data)
   g_assert_cmpstr (info->remote_url, ==, api_url);
   /* /v1/models says owned_by "hanashi": Hanashi's own parameters stay available. */
   g_assert_true (info->remote_is_hanashi);
-  GtkWidget *top_k = find_named (GTK_WIDGET (window), "spin-top_k", NULL);
+  GtkWidget *top_k = find_named (GTK_WIDGET (window), "spin-top_k");
   g_assert_nonnull (top_k);
   g_assert_true (gtk_widget_get_sensitive (gtk_widget_get_ancestor (top_k, ADW_TYPE_PREFERENCES_ROW)));
 

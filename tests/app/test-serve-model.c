@@ -281,11 +281,11 @@ test_serve_model (void)
   g_action_group_activate_action (G_ACTION_GROUP (app), "preferences", NULL);
   HanashiPreferencesWindow *preferences = find_preferences ();
   g_assert_nonnull (preferences);
-  GtkWidget *serve_row = find_named (GTK_WIDGET (preferences), "serve-row", NULL);
+  GtkWidget *serve_row = find_named (GTK_WIDGET (preferences), "serve-row");
   g_assert_nonnull (serve_row);
   g_assert_nonnull (strstr (adw_action_row_get_subtitle (ADW_ACTION_ROW (serve_row)), address));
   g_assert_nonnull (strstr (adw_action_row_get_subtitle (ADW_ACTION_ROW (serve_row)), FIRST_MODEL));
-  GtkWidget *serve_switch = find_named (GTK_WIDGET (preferences), "serve-switch", NULL);
+  GtkWidget *serve_switch = find_named (GTK_WIDGET (preferences), "serve-switch");
   g_assert_true (gtk_switch_get_active (GTK_SWITCH (serve_switch)));
 
   /* A chat completion while the window's own chat generates: both answer. */
@@ -365,12 +365,12 @@ test_serve_model (void)
   g_assert_cmpint (hanashi_serving_get_status (serving), ==, HANASHI_SERVING_OFF);
 
   /* A key generated in Preferences: kept in the secret store, and shown. */
-  g_signal_emit_by_name (find_named (GTK_WIDGET (preferences), "serve-key-generate", NULL), "clicked");
+  g_signal_emit_by_name (find_named (GTK_WIDGET (preferences), "serve-key-generate"), "clicked");
   g_autofree char *key = g_strdup (hanashi_serving_get_api_key (serving));   /* it is replaced below */
   g_assert_nonnull (key);
   g_assert_true (g_str_has_prefix (key, "hanashi-"));
   g_assert_cmpuint (strlen (key), ==, strlen ("hanashi-") + 40);
-  GtkWidget *key_row = find_named (GTK_WIDGET (preferences), "serve-key", NULL);
+  GtkWidget *key_row = find_named (GTK_WIDGET (preferences), "serve-key");
   g_assert_cmpstr (gtk_editable_get_text (GTK_EDITABLE (key_row)), ==, key);
   settle ();   /* the store runs on a worker thread */
   {

@@ -7,6 +7,22 @@
 #include <gtk/gtk.h>
 #include <string.h>
 
+/* The first widget under @root (itself included) whose widget name is @name: the rows
+ * and controls the app names for its tests and its CSS. */
+static inline GtkWidget *
+find_named (GtkWidget *root, const char *name)
+{
+  if (g_strcmp0 (gtk_widget_get_name (root), name) == 0)
+    return root;
+  for (GtkWidget *child = gtk_widget_get_first_child (root); child; child = gtk_widget_get_next_sibling (child))
+    {
+      GtkWidget *found = find_named (child, name);
+      if (found)
+        return found;
+    }
+  return NULL;
+}
+
 /* The first button under @widget whose label reads @label (mnemonic underscores ignored),
  * e.g. a toast's "Undo". */
 static inline GtkWidget *
