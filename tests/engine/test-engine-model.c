@@ -666,12 +666,12 @@ test_gpu_info (Fixture *f, gconstpointer data)
   g_assert_cmpuint (info->gpu_layers, ==, 0);
   g_assert_nonnull (strstr (info->gpu_notice, "“No Such Graphics Card” was not found"));
 
-  HnVkDeviceInfo device;
-  HnError err = { 0 };
+  HnVkDeviceInfo device = { 0 };
 #if defined(__SANITIZE_THREAD__)
   /* a Vulkan driver's threads share the KV cache with ours behind fences TSan cannot see */
   int n = 0;
 #else
+  HnError err = { 0 };
   int n = hn_vk_list_devices (&device, 1, &err);
 #endif
   if (n <= 0)
