@@ -567,7 +567,10 @@ vec_dot_f32(int64_t n, const void *w, const void *a)
 static inline __m256
 exp_neg_256(__m256 x)
 {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  /* the bound first: MAXPS returns its second operand when either is NaN, so a NaN
+   * score (NaN weights) stays NaN and reaches the logits check instead of becoming a
+   * finite weight */
+  x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x);
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);

@@ -623,7 +623,8 @@ vec_dot_f16_512(int64_t n, const void *w, const void *a)
 static inline __m512
 exp_neg_512(__m512 x)
 {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  /* the bound first, so that a NaN score stays NaN (see exp_neg_256) */
+  x = _mm512_max_ps(_mm512_set1_ps(-87.0f), x);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);

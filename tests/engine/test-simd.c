@@ -487,6 +487,69 @@ test_attention (void)
   g_rand_free (rand);
 }
 
+/* A NaN that reaches the attention (NaN weights in a damaged file) must come out as NaN,
+ * as it does from the scalar code, so that the logits check reports the file instead of
+ * the model answering from made-up numbers: a NaN in one query head, and a NaN key in one
+ * cell, at every level this processor has.  Clamping e^x's input with the bound second
+ * (MAXPS keeps its second operand on NaN) once turned such a score into e^-87. */
+static void
+test_attention_nan (void)
+{
+  const int hd = 64, n_q = 2, n_cells = 40, kv_stride = 2 * hd;
+  int checked = 0;
+  for (HnSimdLevel level = HN_SIMD_SCALAR + 1; level < HN_SIMD_LEVEL_COUNT; level++) {
+    const HnSimdKernels *k = hn_simd_kernels_for_level (level);
+    if (k == NULL || k->attn == NULL || hd % k->attn_multiple != 0)
+      continue;
+    for (int poisoned = 0; poisoned < 2; poisoned++) {
+      float *q = g_new (float, n_q * hd), *out = g_new (float, n_q * hd);
+      guint16 *kc = g_new (guint16, n_cells * kv_stride), *vc = g_new (guint16, n_cells * kv_stride);
+      gint32 *cells = g_new (gint32, n_cells);
+      float *work = g_aligned_alloc (hn_attn_work_floats (n_q, hd), sizeof (float), 64);
+      float *scores = g_aligned_alloc (n_q * hn_attn_score_stride (n_cells) + 1, sizeof (float), 64);
+      for (int i = 0; i < n_q * hd; i++)
+        q[i] = 0.25f * (float) ((i % 7) - 3);
+      for (int i = 0; i < n_cells * kv_stride; i++) {
+        kc[i] = hn_fp32_to_fp16 (0.125f * (float) ((i % 5) - 2));
+        vc[i] = hn_fp32_to_fp16 (0.5f);
+      }
+      for (int c = 0; c < n_cells; c++)
+        cells[c] = c;
+      if (poisoned == 0)
+        q[3] = NAN;                            /* head 0 only */
+      else
+        kc[17 * kv_stride + 5] = 0x7e00;       /* F16 NaN in cell 17's key: every head */
+      HnAttnArgs args = {
+        .head_dim = hd, .n_q = n_q, .q = q, .q_stride = (size_t) hd, .scale = 0.125f,
+        .k = kc, .v = vc, .kv_stride = (size_t) kv_stride, .cells = cells, .n_cells = n_cells,
+        .out = out, .out_stride = (size_t) hd, .work = work, .scores = scores,
+      };
+      k->attn (&args);
+      for (int h = 0; h < n_q; h++) {
+        gboolean expect_nan = poisoned == 1 || h == 0;
+        for (int i = 0; i < hd; i++) {
+          if (expect_nan && !isnan (out[h * hd + i]))
+            g_error ("%s attention, NaN %s: head %d [%d] is %g, not NaN", hn_simd_level_name (level),
+                     poisoned ? "key" : "query", h, i, out[h * hd + i]);
+          if (!expect_nan && fabsf (out[h * hd + i] - 0.5f) > 1e-3f)
+            g_error ("%s attention, NaN query in head 0: head %d [%d] is %g, not 0.5",
+                     hn_simd_level_name (level), h, i, out[h * hd + i]);
+          checked++;
+        }
+      }
+      g_free (q);
+      g_free (out);
+      g_free (kc);
+      g_free (vc);
+      g_free (cells);
+      g_aligned_free (work);
+      g_aligned_free (scores);
+    }
+  }
+  if (checked == 0)
+    g_test_skip ("no SIMD attention on this processor");
+}
+
 /* The decode kernel is chosen by the lower median of interleaved timings: one outlier
  * (a neighbour's burst) must not decide, ties keep the first candidate. */
 static void
@@ -580,6 +643,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/simd/matmul", test_matmul_paths);
   g_test_add_func ("/engine/simd/matvec-many", test_matvec_many);
   g_test_add_func ("/engine/simd/attention", test_attention);
+  g_test_add_func ("/engine/simd/attention-nan", test_attention_nan);
   g_test_add_func ("/engine/simd/decode-pick", test_decode_pick);
   g_test_add_func ("/engine/simd/decode-cache-text", test_decode_cache_text);
   g_test_add_func ("/engine/simd/decode-override", test_decode_kernel_override);
