@@ -12,10 +12,11 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "hn-gguf-writer.h"
 #include "hn-gguf.h"
+
+#include "cli-run.h"
 
 #define LLAMA "tiny-llama-spm-q8_0.gguf"
 #define QWEN "tiny-qwen2-gpt2-q8_0.gguf"
@@ -31,50 +32,14 @@ model_path (const char *name)
 
 /* ---- the CLI ---------------------------------------------------------------------------- */
 
-typedef struct {
-  char *out, *err;
-  int status;
-} CliRun;
-
-static void
-cli_run_clear (CliRun *r)
-{
-  g_free (r->out);
-  g_free (r->err);
-}
-
 /* Runs hanashi-cli chat with the arguments (NULL-terminated) and, if given, stdin. */
 static CliRun
 run_chat (const char *stdin_text, const char *const *args)
 {
-  /* g_spawn_sync reads the pipes on this thread.  GSubprocess would hand its buffers to
-   * GLib's worker threads, a hand-over ThreadSanitizer cannot see (the engine-thread suite
-   * runs under TSan without suppressions); standard input comes from a file instead. */
   g_autofree char *stdin_path = g_build_filename (tmpdir, "stdin.txt", NULL);
   g_assert_true (g_file_set_contents (stdin_path, stdin_text ? stdin_text : "", -1, NULL));
-  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
-  g_ptr_array_add (argv, (gpointer) "/bin/sh");
-  g_ptr_array_add (argv, (gpointer) "-c");
-  g_ptr_array_add (argv, (gpointer) "exec \"$0\" \"$@\" < \"$HANASHI_TEST_STDIN\"");
-  g_ptr_array_add (argv, (gpointer) g_getenv ("HANASHI_CLI"));
-  g_ptr_array_add (argv, (gpointer) "chat");
-  for (guint i = 0; args[i] != NULL; i++)
-    g_ptr_array_add (argv, (gpointer) args[i]);
-  g_ptr_array_add (argv, NULL);
-  g_auto (GStrv) envp = g_environ_setenv (g_get_environ (), "HANASHI_TEST_STDIN", stdin_path, TRUE);
-  GError *error = NULL;
-  CliRun r = { 0 };
-  int wait_status = 0;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, envp, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err,
-                               &wait_status, &error));
-  g_assert_no_error (error);
-  g_assert_true (WIFEXITED (wait_status));
-  r.status = WEXITSTATUS (wait_status);
+  CliRun r = cli_run_full ("chat", stdin_path, NULL, args);
   g_unlink (stdin_path);
-  if (r.out == NULL)
-    r.out = g_strdup ("");
-  if (r.err == NULL)
-    r.err = g_strdup ("");
   return r;
 }
 
