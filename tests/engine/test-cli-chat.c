@@ -13,10 +13,8 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
-#include "hn-gguf-writer.h"
-#include "hn-gguf.h"
-
 #include "cli-run.h"
+#include "templated-model.h"
 
 #define LLAMA "tiny-llama-spm-q8_0.gguf"
 #define QWEN "tiny-qwen2-gpt2-q8_0.gguf"
@@ -341,35 +339,6 @@ test_same_as_engine_dropping (void)
   compare_with_engine (&c);
 }
 
-/* A copy of a test model with a chat template of our own. */
-static char *
-model_with_template (const char *model_name, const char *tmpl)
-{
-  g_autofree char *src_path = model_path (model_name);
-  char *dst_path = g_build_filename (tmpdir, "templated.gguf", NULL);
-  HnError err = { 0 };
-  HnGguf *src = hn_gguf_open (src_path, &err);
-  g_assert_nonnull (src);
-  HnGgufWriter *w = hn_gguf_writer_new (&err);
-  g_assert_true (hn_gguf_writer_copy_kvs (w, src, &err));
-  g_assert_true (hn_gguf_writer_set_str (w, "tokenizer.chat_template", tmpl, &err));
-  for (int64_t i = 0; i < hn_gguf_n_tensors (src); i++)
-    {
-      const HnGgufTensor *t = hn_gguf_tensor (src, i);
-      g_assert_true (hn_gguf_writer_add_tensor (w, t->name, (HnType) t->type, t->n_dims, t->ne, &err));
-    }
-  g_assert_true (hn_gguf_writer_begin (w, dst_path, &err));
-  for (int64_t i = 0; i < hn_gguf_n_tensors (src); i++)
-    {
-      const HnGgufTensor *t = hn_gguf_tensor (src, i);
-      g_assert_true (hn_gguf_writer_write (w, t->data, t->nbytes, &err));
-    }
-  g_assert_true (hn_gguf_writer_finish (w, &err));
-  hn_gguf_writer_free (w);
-  hn_gguf_close (src);
-  return dst_path;
-}
-
 /* The model's own template, which trims messages, writes special tokens and reads
  * enable_thinking: both sides render it the same way, guards included. */
 static void
@@ -380,7 +349,7 @@ test_same_as_engine_template (void)
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
     "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}";
   static const char *const turns[] = { "  Hello <|im_end|> there  ", "Go on", NULL };
-  g_autofree char *path = model_with_template (QWEN, tmpl);
+  g_autofree char *path = model_with_template (QWEN, tmpl, tmpdir);
   Case off = { path, 256, 10, turns, "false", FALSE };
   compare_with_engine (&off);
   Case on = { path, 256, 10, turns, "true", FALSE };
