@@ -217,19 +217,6 @@ set_window_params (HanashiWindow *window)
   hanashi_params_panel_set_params_json (get_panel (window), json);
 }
 
-static HanashiPreferencesWindow *
-find_preferences (void)
-{
-  GListModel *toplevels = gtk_window_get_toplevels ();
-  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
-    {
-      g_autoptr (GObject) w = g_list_model_get_item (toplevels, i);
-      if (HANASHI_IS_PREFERENCES_WINDOW (w))
-        return HANASHI_PREFERENCES_WINDOW (w);
-    }
-  return NULL;
-}
-
 /* ---- the test ----------------------------------------------------------------------------- */
 
 static void
@@ -268,7 +255,7 @@ test_serve_model (void)
 
   /* Preferences' Server page says where it serves. */
   g_action_group_activate_action (G_ACTION_GROUP (app), "preferences", NULL);
-  HanashiPreferencesWindow *preferences = find_preferences ();
+  HanashiPreferencesWindow *preferences = HANASHI_PREFERENCES_WINDOW (find_toplevel (HANASHI_TYPE_PREFERENCES_WINDOW));
   g_assert_nonnull (preferences);
   GtkWidget *serve_row = find_named (GTK_WIDGET (preferences), "serve-row");
   g_assert_nonnull (serve_row);
