@@ -406,6 +406,39 @@ start_server (guint *port)
   return server;
 }
 
+/* A loopback server (start_server) serving the test data's stories260K-f32.gguf as
+ * served_model; NULL, the test skipped, without the test data. */
+static SoupServer *
+serve_test_model (guint *port)
+{
+  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
+  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
+  if (!mapped)
+    {
+      g_test_skip ("no test models");
+      return NULL;
+    }
+  served_model = g_mapped_file_get_bytes (mapped);   /* holds the mapping */
+  return start_server (port);
+}
+
+/* What an interrupted run leaves for @name in the app's model folder: the first half of
+ * served_model as NAME.part and @record (the address, then any checksum and size lines)
+ * as NAME.part.uri.  Returns the finished file's path (to free). */
+static char *
+write_interrupted_download (const char *name, const char *record)
+{
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
+  g_assert_cmpint (g_mkdir_with_parents (app_folder, 0755), ==, 0);
+  char *dest = g_build_filename (app_folder, name, NULL);
+  g_autofree char *part = g_strconcat (dest, ".part", NULL);
+  g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
+  gsize half = g_bytes_get_size (served_model) / 2;
+  g_assert_true (g_file_set_contents (part, g_bytes_get_data (served_model, NULL), (gssize) half, NULL));
+  g_assert_true (g_file_set_contents (part_uri, record, -1, NULL));
+  return dest;
+}
+
 static void
 on_download_done (HanashiDownload *download, gboolean *done)
 {
@@ -415,16 +448,10 @@ on_download_done (HanashiDownload *download, gboolean *done)
 static void
 test_download_appears_in_list (void)
 {
-  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
-  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
-  if (!mapped)
-    {
-      g_test_skip ("no test models");
-      return;
-    }
-  served_model = g_mapped_file_get_bytes (mapped);
   guint port = 0;
-  g_autoptr (SoupServer) server = start_server (&port);
+  g_autoptr (SoupServer) server = serve_test_model (&port);
+  if (server == NULL)
+    return;
   g_autoptr (GError) error = NULL;
 
   HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
@@ -520,26 +547,16 @@ test_download_appears_in_list (void)
 static void
 test_resume_after_restart (void)
 {
-  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
-  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
-  if (!mapped)
-    {
-      g_test_skip ("no test models");
-      return;
-    }
-  served_model = g_mapped_file_get_bytes (mapped);
   guint port = 0;
-  g_autoptr (SoupServer) server = start_server (&port);
+  g_autoptr (SoupServer) server = serve_test_model (&port);
+  if (server == NULL)
+    return;
 
-  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
-  g_assert_cmpint (g_mkdir_with_parents (app_folder, 0755), ==, 0);
-  g_autofree char *dest = g_build_filename (app_folder, "resumed.gguf", NULL);
+  g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%u/x/y/resolve/main/stories260K-f32.gguf", port);
+  g_autofree char *dest = write_interrupted_download ("resumed.gguf", url);
   g_autofree char *part = g_strconcat (dest, ".part", NULL);
   g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
   gsize half = g_bytes_get_size (served_model) / 2;
-  g_assert_true (g_file_set_contents (part, g_bytes_get_data (served_model, NULL), (gssize) half, NULL));
-  g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%u/x/y/resolve/main/stories260K-f32.gguf", port);
-  g_assert_true (g_file_set_contents (part_uri, url, -1, NULL));
 
   HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
   int scans = 0;
@@ -600,16 +617,10 @@ wait_for_state (HanashiDownload *download, HanashiDownloadState state)
 static void
 test_pause_resume_cancel (void)
 {
-  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
-  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
-  if (!mapped)
-    {
-      g_test_skip ("no test models");
-      return;
-    }
-  served_model = g_mapped_file_get_bytes (mapped);
   guint port = 0;
-  g_autoptr (SoupServer) server = start_server (&port);
+  g_autoptr (SoupServer) server = serve_test_model (&port);
+  if (server == NULL)
+    return;
 
   HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
   int scans = 0;
@@ -913,16 +924,10 @@ test_failed_row_is_one_sentence (void)
 static void
 test_catalog_download_is_pinned (void)
 {
-  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
-  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
-  if (!mapped)
-    {
-      g_test_skip ("no test models");
-      return;
-    }
-  served_model = g_mapped_file_get_bytes (mapped);
   guint port = 0;
-  g_autoptr (SoupServer) server = start_server (&port);
+  g_autoptr (SoupServer) server = serve_test_model (&port);
+  if (server == NULL)
+    return;
   g_autofree char *hub = g_strdup_printf ("http://127.0.0.1:%u/hub", port);
   hanashi_test_set_hub_url (hub);
   hanashi_test_set_memory_available_mb ("1000000");
@@ -988,16 +993,10 @@ test_catalog_download_is_pinned (void)
 static void
 test_checksum_mismatch_row (void)
 {
-  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
-  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
-  if (!mapped)
-    {
-      g_test_skip ("no test models");
-      return;
-    }
-  served_model = g_mapped_file_get_bytes (mapped);
   guint port = 0;
-  g_autoptr (SoupServer) server = start_server (&port);
+  g_autoptr (SoupServer) server = serve_test_model (&port);
+  if (server == NULL)
+    return;
 
   HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
   int scans = 0;
@@ -1060,29 +1059,18 @@ test_checksum_mismatch_row (void)
 static void
 test_resume_keeps_checksum (void)
 {
-  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
-  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
-  if (!mapped)
-    {
-      g_test_skip ("no test models");
-      return;
-    }
-  served_model = g_mapped_file_get_bytes (mapped);
   guint port = 0;
-  g_autoptr (SoupServer) server = start_server (&port);
+  g_autoptr (SoupServer) server = serve_test_model (&port);
+  if (server == NULL)
+    return;
 
-  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
-  g_assert_cmpint (g_mkdir_with_parents (app_folder, 0755), ==, 0);
-  g_autofree char *dest = g_build_filename (app_folder, "kept.gguf", NULL);
-  g_autofree char *part = g_strconcat (dest, ".part", NULL);
-  g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
-  gsize half = g_bytes_get_size (served_model) / 2;
-  g_assert_true (g_file_set_contents (part, g_bytes_get_data (served_model, NULL), (gssize) half, NULL));
   const char *wrong = "abababababababababababababababababababababababababababababababab";
   g_autofree char *record = g_strdup_printf ("http://127.0.0.1:%u/x/y/resolve/main/stories260K-f32.gguf\n"
                                              "sha256=%s\nsize=%" G_GSIZE_FORMAT "\n",
                                              port, wrong, g_bytes_get_size (served_model));
-  g_assert_true (g_file_set_contents (part_uri, record, -1, NULL));
+  g_autofree char *dest = write_interrupted_download ("kept.gguf", record);
+  g_autofree char *part = g_strconcat (dest, ".part", NULL);
+  g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
 
   HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
   int scans = 0;
