@@ -87,6 +87,19 @@ wait_for_scan (HanashiModelsDialog *dialog, int *count)
   g_assert_cmpint (*count, >, before);
 }
 
+/* A new Models window, presented, once its first scan of the model folders is done;
+ * @scans (which must live as long as the window) counts its scans, for wait_for_scan. */
+static HanashiModelsDialog *
+present_scanned_dialog (int *scans)
+{
+  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
+  *scans = 0;
+  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), scans);
+  gtk_window_present (GTK_WINDOW (dialog));
+  wait_for_scan (dialog, scans);
+  return dialog;
+}
+
 static char *
 link_model (const char *folder, const char *name)
 {
@@ -117,11 +130,8 @@ test_lists_local_models (void)
   const char *folders[] = { extra, NULL };
   g_settings_set_strv (settings, "model-folders", folders);
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   /* The metadata read in the worker thread: the file is a 4-layer LLaMA with dim 256,
    * ffn 768, 8 query and 4 KV heads and a 512-token vocabulary, mostly Q8_0. */
@@ -454,11 +464,8 @@ test_download_appears_in_list (void)
     return;
   g_autoptr (GError) error = NULL;
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   /* A wrong address: refused with a sentence, nothing starts. */
   g_assert_null (hanashi_models_dialog_download (dialog, "not an address", NULL, &error));
@@ -558,11 +565,8 @@ test_resume_after_restart (void)
   g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
   gsize half = g_bytes_get_size (served_model) / 2;
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
   for (int i = 0; i < 20; i++)
     g_main_context_iteration (NULL, FALSE);
 
@@ -622,11 +626,8 @@ test_pause_resume_cancel (void)
   if (server == NULL)
     return;
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%u/slow/r/resolve/main/slow-model.gguf", port);
   g_autoptr (GError) error = NULL;
@@ -729,11 +730,8 @@ check_memory_fit (const char *available_mb)
   g_autoptr (GPtrArray) catalog = hanashi_catalog_load_default ();
   g_assert_cmpuint (catalog->len, >=, 10);
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   g_autoptr (GPtrArray) rows = g_ptr_array_new ();
   collect_catalog_rows (GTK_WIDGET (dialog), rows);
@@ -932,11 +930,8 @@ test_catalog_download_is_pinned (void)
   hanashi_test_set_hub_url (hub);
   hanashi_test_set_memory_available_mb ("1000000");
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   g_autoptr (GPtrArray) catalog = hanashi_catalog_load_default ();
   const HanashiCatalogEntry *entry = g_ptr_array_index (catalog, 0);
@@ -998,11 +993,8 @@ test_checksum_mismatch_row (void)
   if (server == NULL)
     return;
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_autofree char *dest = g_build_filename (app_folder, "checked.gguf", NULL);
@@ -1072,11 +1064,8 @@ test_resume_keeps_checksum (void)
   g_autofree char *part = g_strconcat (dest, ".part", NULL);
   g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   GtkWidget *row = download_row_for (dialog, dest);
   g_assert_nonnull (row);
@@ -1130,11 +1119,8 @@ test_same_name_models (void)
   g_autoptr (HanashiLocalModel) q4_info = hanashi_model_scan_file (q4);
   g_assert_cmpstr (q8_info->name, ==, q4_info->name);
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   g_autofree char *q8_size = g_format_size (q8_info->file_size);
   g_autofree char *q4_size = g_format_size (q4_info->file_size);
