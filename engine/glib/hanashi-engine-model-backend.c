@@ -400,6 +400,24 @@ request_grammar (HanashiGenerateRequest *req, HanashiGrammar **out, GError **err
   return TRUE;
 }
 
+/* The part of a chat request that a reply and a next-token query share: the prompt (system
+ * prompt, messages, thinking mode), the sampler, classifier-free guidance and the
+ * conversation whose KV cache the run reuses. */
+static void
+chat_request_init_from (HnChatRequest *cr, HanashiGenerateRequest *req, const HnChatMessage *messages,
+                        guint n_messages, const HnSamplerParams *sp)
+{
+  hn_chat_request_init (cr);
+  cr->system = hanashi_generate_request_get_system_prompt (req);
+  cr->messages = messages;
+  cr->n_messages = n_messages;
+  cr->thinking = template_thinking (hanashi_generate_request_get_thinking (req));
+  cr->sampler = sp;
+  cr->cfg_negative = hanashi_generate_request_get_cfg_negative (req);
+  cr->cfg_scale = (float) hanashi_generate_request_get_cfg_scale (req);
+  cr->conversation = hanashi_generate_request_get_conversation_id (req);
+}
+
 static gboolean
 model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBackendSession *session,
                 HanashiBackendSink *sink, HanashiGenerationStats *stats, GError **error)
@@ -414,16 +432,8 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
   g_autofree HnChatMessage *messages = request_messages (req, &n_messages);
 
   HnChatRequest cr;
-  hn_chat_request_init (&cr);
-  cr.system = hanashi_generate_request_get_system_prompt (req);
-  cr.messages = messages;
-  cr.n_messages = n_messages;
-  cr.thinking = template_thinking (hanashi_generate_request_get_thinking (req));
-  cr.sampler = &sp;
+  chat_request_init_from (&cr, req, messages, n_messages, &sp);
   cr.grammar = grammar != NULL ? hanashi_grammar_get_hn (grammar) : NULL;
-  cr.cfg_negative = hanashi_generate_request_get_cfg_negative (req);
-  cr.cfg_scale = (float) hanashi_generate_request_get_cfg_scale (req);
-  cr.conversation = hanashi_generate_request_get_conversation_id (req);
   cr.session_path = session->path;
   cr.session_cache_dir = session->dir;
   cr.session_cache_limit = session->limit;
@@ -547,18 +557,11 @@ model_next_logits (gpointer model, HanashiGenerateRequest *req, HanashiBackendSi
   sp.n_stop = 0;
   guint n_messages = 0;
   g_autofree HnChatMessage *messages = request_messages (req, &n_messages);
-  HnChatRequest cr;
-  hn_chat_request_init (&cr);
-  cr.system = hanashi_generate_request_get_system_prompt (req);
-  cr.messages = messages;
-  cr.n_messages = n_messages;
-  cr.thinking = template_thinking (hanashi_generate_request_get_thinking (req));
-  cr.sampler = &sp;
-  cr.cfg_negative = hanashi_generate_request_get_cfg_negative (req);
-  cr.cfg_scale = (float) hanashi_generate_request_get_cfg_scale (req);
   /* the conversation's own KV cache, but no session file: nothing to restore that the
-   * reply would not restore anyway, and nothing worth saving */
-  cr.conversation = hanashi_generate_request_get_conversation_id (req);
+   * reply would not restore anyway, and nothing worth saving; the grammar is not applied
+   * to the run but reported as the allowed set below */
+  HnChatRequest cr;
+  chat_request_init_from (&cr, req, messages, n_messages, &sp);
 
   g_autoptr (HanashiNextLogits) next = g_new0 (HanashiNextLogits, 1);
   NextRun run = { next, sink, mb->vocab };

@@ -855,19 +855,6 @@ test_open_file (void)
   g_object_unref (settings);
 }
 
-static GtkWindow *
-find_toplevel (GType type)
-{
-  GListModel *toplevels = gtk_window_get_toplevels ();
-  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
-    {
-      g_autoptr (GtkWindow) toplevel = g_list_model_get_item (toplevels, i);
-      if (G_TYPE_CHECK_INSTANCE_TYPE (toplevel, type))
-        return toplevel;
-    }
-  return NULL;
-}
-
 static gboolean
 models_dialog_gone (gpointer data)
 {

@@ -10,35 +10,7 @@
 
 #include "hanashi-model-scan.h"
 #include "test-xdg.h"
-
-static int
-compare_names (gconstpointer a, gconstpointer b)
-{
-  return strcmp (*(char *const *) a, *(char *const *) b);
-}
-
-static char *
-snapshot_dir (const char *dir)
-{
-  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
-  g_assert_nonnull (d);
-  g_autoptr (GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
-  const char *name;
-  while ((name = g_dir_read_name (d)))
-    g_ptr_array_add (names, g_strdup (name));
-  g_ptr_array_sort (names, compare_names);
-  GString *out = g_string_new (NULL);
-  for (guint i = 0; i < names->len; i++)
-    {
-      g_autofree char *path = g_build_filename (dir, names->pdata[i], NULL);
-      struct stat st;
-      g_assert_cmpint (stat (path, &st), ==, 0);
-      g_string_append_printf (out, "%s %lld %o %lld.%09ld %lld.%09ld\n", (char *) names->pdata[i],
-                              (long long) st.st_size, (unsigned) st.st_mode, (long long) st.st_mtim.tv_sec,
-                              st.st_mtim.tv_nsec, (long long) st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
-    }
-  return g_string_free (out, FALSE);
-}
+#include "../support/dir-snapshot.h"
 
 static void
 on_scanned (GObject *source, GAsyncResult *result, gpointer user_data)

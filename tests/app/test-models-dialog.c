@@ -87,6 +87,19 @@ wait_for_scan (HanashiModelsDialog *dialog, int *count)
   g_assert_cmpint (*count, >, before);
 }
 
+/* A new Models window, presented, once its first scan of the model folders is done;
+ * @scans (which must live as long as the window) counts its scans, for wait_for_scan. */
+static HanashiModelsDialog *
+present_scanned_dialog (int *scans)
+{
+  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
+  *scans = 0;
+  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), scans);
+  gtk_window_present (GTK_WINDOW (dialog));
+  wait_for_scan (dialog, scans);
+  return dialog;
+}
+
 static char *
 link_model (const char *folder, const char *name)
 {
@@ -117,11 +130,8 @@ test_lists_local_models (void)
   const char *folders[] = { extra, NULL };
   g_settings_set_strv (settings, "model-folders", folders);
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   /* The metadata read in the worker thread: the file is a 4-layer LLaMA with dim 256,
    * ffn 768, 8 query and 4 KV heads and a 512-token vocabulary, mostly Q8_0. */
@@ -406,6 +416,39 @@ start_server (guint *port)
   return server;
 }
 
+/* A loopback server (start_server) serving the test data's stories260K-f32.gguf as
+ * served_model; NULL, the test skipped, without the test data. */
+static SoupServer *
+serve_test_model (guint *port)
+{
+  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
+  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
+  if (!mapped)
+    {
+      g_test_skip ("no test models");
+      return NULL;
+    }
+  served_model = g_mapped_file_get_bytes (mapped);   /* holds the mapping */
+  return start_server (port);
+}
+
+/* What an interrupted run leaves for @name in the app's model folder: the first half of
+ * served_model as NAME.part and @record (the address, then any checksum and size lines)
+ * as NAME.part.uri.  Returns the finished file's path (to free). */
+static char *
+write_interrupted_download (const char *name, const char *record)
+{
+  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
+  g_assert_cmpint (g_mkdir_with_parents (app_folder, 0755), ==, 0);
+  char *dest = g_build_filename (app_folder, name, NULL);
+  g_autofree char *part = g_strconcat (dest, ".part", NULL);
+  g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
+  gsize half = g_bytes_get_size (served_model) / 2;
+  g_assert_true (g_file_set_contents (part, g_bytes_get_data (served_model, NULL), (gssize) half, NULL));
+  g_assert_true (g_file_set_contents (part_uri, record, -1, NULL));
+  return dest;
+}
+
 static void
 on_download_done (HanashiDownload *download, gboolean *done)
 {
@@ -415,23 +458,14 @@ on_download_done (HanashiDownload *download, gboolean *done)
 static void
 test_download_appears_in_list (void)
 {
-  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
-  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
-  if (!mapped)
-    {
-      g_test_skip ("no test models");
-      return;
-    }
-  served_model = g_mapped_file_get_bytes (mapped);
   guint port = 0;
-  g_autoptr (SoupServer) server = start_server (&port);
+  g_autoptr (SoupServer) server = serve_test_model (&port);
+  if (server == NULL)
+    return;
   g_autoptr (GError) error = NULL;
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   /* A wrong address: refused with a sentence, nothing starts. */
   g_assert_null (hanashi_models_dialog_download (dialog, "not an address", NULL, &error));
@@ -520,32 +554,19 @@ test_download_appears_in_list (void)
 static void
 test_resume_after_restart (void)
 {
-  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
-  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
-  if (!mapped)
-    {
-      g_test_skip ("no test models");
-      return;
-    }
-  served_model = g_mapped_file_get_bytes (mapped);
   guint port = 0;
-  g_autoptr (SoupServer) server = start_server (&port);
+  g_autoptr (SoupServer) server = serve_test_model (&port);
+  if (server == NULL)
+    return;
 
-  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
-  g_assert_cmpint (g_mkdir_with_parents (app_folder, 0755), ==, 0);
-  g_autofree char *dest = g_build_filename (app_folder, "resumed.gguf", NULL);
+  g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%u/x/y/resolve/main/stories260K-f32.gguf", port);
+  g_autofree char *dest = write_interrupted_download ("resumed.gguf", url);
   g_autofree char *part = g_strconcat (dest, ".part", NULL);
   g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
   gsize half = g_bytes_get_size (served_model) / 2;
-  g_assert_true (g_file_set_contents (part, g_bytes_get_data (served_model, NULL), (gssize) half, NULL));
-  g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%u/x/y/resolve/main/stories260K-f32.gguf", port);
-  g_assert_true (g_file_set_contents (part_uri, url, -1, NULL));
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
   for (int i = 0; i < 20; i++)
     g_main_context_iteration (NULL, FALSE);
 
@@ -600,22 +621,13 @@ wait_for_state (HanashiDownload *download, HanashiDownloadState state)
 static void
 test_pause_resume_cancel (void)
 {
-  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
-  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
-  if (!mapped)
-    {
-      g_test_skip ("no test models");
-      return;
-    }
-  served_model = g_mapped_file_get_bytes (mapped);
   guint port = 0;
-  g_autoptr (SoupServer) server = start_server (&port);
+  g_autoptr (SoupServer) server = serve_test_model (&port);
+  if (server == NULL)
+    return;
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   g_autofree char *url = g_strdup_printf ("http://127.0.0.1:%u/slow/r/resolve/main/slow-model.gguf", port);
   g_autoptr (GError) error = NULL;
@@ -718,11 +730,8 @@ check_memory_fit (const char *available_mb)
   g_autoptr (GPtrArray) catalog = hanashi_catalog_load_default ();
   g_assert_cmpuint (catalog->len, >=, 10);
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   g_autoptr (GPtrArray) rows = g_ptr_array_new ();
   collect_catalog_rows (GTK_WIDGET (dialog), rows);
@@ -913,25 +922,16 @@ test_failed_row_is_one_sentence (void)
 static void
 test_catalog_download_is_pinned (void)
 {
-  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
-  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
-  if (!mapped)
-    {
-      g_test_skip ("no test models");
-      return;
-    }
-  served_model = g_mapped_file_get_bytes (mapped);
   guint port = 0;
-  g_autoptr (SoupServer) server = start_server (&port);
+  g_autoptr (SoupServer) server = serve_test_model (&port);
+  if (server == NULL)
+    return;
   g_autofree char *hub = g_strdup_printf ("http://127.0.0.1:%u/hub", port);
   hanashi_test_set_hub_url (hub);
   hanashi_test_set_memory_available_mb ("1000000");
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   g_autoptr (GPtrArray) catalog = hanashi_catalog_load_default ();
   const HanashiCatalogEntry *entry = g_ptr_array_index (catalog, 0);
@@ -988,22 +988,13 @@ test_catalog_download_is_pinned (void)
 static void
 test_checksum_mismatch_row (void)
 {
-  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
-  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
-  if (!mapped)
-    {
-      g_test_skip ("no test models");
-      return;
-    }
-  served_model = g_mapped_file_get_bytes (mapped);
   guint port = 0;
-  g_autoptr (SoupServer) server = start_server (&port);
+  g_autoptr (SoupServer) server = serve_test_model (&port);
+  if (server == NULL)
+    return;
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
   g_autofree char *dest = g_build_filename (app_folder, "checked.gguf", NULL);
@@ -1060,35 +1051,21 @@ test_checksum_mismatch_row (void)
 static void
 test_resume_keeps_checksum (void)
 {
-  g_autofree char *model_path = g_build_filename (testdata_models (), "stories260K-f32.gguf", NULL);
-  g_autoptr (GMappedFile) mapped = g_mapped_file_new (model_path, FALSE, NULL);
-  if (!mapped)
-    {
-      g_test_skip ("no test models");
-      return;
-    }
-  served_model = g_mapped_file_get_bytes (mapped);
   guint port = 0;
-  g_autoptr (SoupServer) server = start_server (&port);
+  g_autoptr (SoupServer) server = serve_test_model (&port);
+  if (server == NULL)
+    return;
 
-  g_autofree char *app_folder = hanashi_model_scan_dup_app_folder ();
-  g_assert_cmpint (g_mkdir_with_parents (app_folder, 0755), ==, 0);
-  g_autofree char *dest = g_build_filename (app_folder, "kept.gguf", NULL);
-  g_autofree char *part = g_strconcat (dest, ".part", NULL);
-  g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
-  gsize half = g_bytes_get_size (served_model) / 2;
-  g_assert_true (g_file_set_contents (part, g_bytes_get_data (served_model, NULL), (gssize) half, NULL));
   const char *wrong = "abababababababababababababababababababababababababababababababab";
   g_autofree char *record = g_strdup_printf ("http://127.0.0.1:%u/x/y/resolve/main/stories260K-f32.gguf\n"
                                              "sha256=%s\nsize=%" G_GSIZE_FORMAT "\n",
                                              port, wrong, g_bytes_get_size (served_model));
-  g_assert_true (g_file_set_contents (part_uri, record, -1, NULL));
+  g_autofree char *dest = write_interrupted_download ("kept.gguf", record);
+  g_autofree char *part = g_strconcat (dest, ".part", NULL);
+  g_autofree char *part_uri = g_strconcat (dest, ".part.uri", NULL);
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   GtkWidget *row = download_row_for (dialog, dest);
   g_assert_nonnull (row);
@@ -1142,11 +1119,8 @@ test_same_name_models (void)
   g_autoptr (HanashiLocalModel) q4_info = hanashi_model_scan_file (q4);
   g_assert_cmpstr (q8_info->name, ==, q4_info->name);
 
-  HanashiModelsDialog *dialog = hanashi_models_dialog_new (NULL);
-  int scans = 0;
-  g_signal_connect (dialog, "models-changed", G_CALLBACK (on_models_changed), &scans);
-  gtk_window_present (GTK_WINDOW (dialog));
-  wait_for_scan (dialog, &scans);
+  int scans;
+  HanashiModelsDialog *dialog = present_scanned_dialog (&scans);
 
   g_autofree char *q8_size = g_format_size (q8_info->file_size);
   g_autofree char *q4_size = g_format_size (q4_info->file_size);

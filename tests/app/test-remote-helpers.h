@@ -41,25 +41,12 @@ find_named_for_model (GtkWidget *root, const char *name, const char *model)
   return NULL;
 }
 
-static inline HanashiModelsDialog *
-find_models_dialog (void)
-{
-  GListModel *toplevels = gtk_window_get_toplevels ();
-  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
-    {
-      g_autoptr (GObject) w = g_list_model_get_item (toplevels, i);
-      if (HANASHI_IS_MODELS_DIALOG (w))
-        return HANASHI_MODELS_DIALOG (w);
-    }
-  return NULL;
-}
-
 /* Models → Servers, as the user opens it from the window. */
 static inline HanashiModelsDialog *
 open_models_dialog (HanashiWindow *window)
 {
   gtk_widget_activate_action (GTK_WIDGET (window), "win.choose-model", NULL);
-  HanashiModelsDialog *dialog = find_models_dialog ();
+  HanashiModelsDialog *dialog = HANASHI_MODELS_DIALOG (find_toplevel (HANASHI_TYPE_MODELS_DIALOG));
   g_assert_nonnull (dialog);
   return dialog;
 }

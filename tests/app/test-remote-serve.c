@@ -143,17 +143,6 @@ serve_fixture_tear_down (ServeFixture *f, gconstpointer data)
 
 /* ---- the window -------------------------------------------------------------------------- */
 
-static gboolean
-reply_started (gpointer window)
-{
-  GListModel *messages = hanashi_window_get_messages (window);
-  guint n = g_list_model_get_n_items (messages);
-  if (n == 0)
-    return FALSE;
-  HanashiMessage *last = message_at (window, n - 1);
-  return !hanashi_message_is_user (last) && *hanashi_message_get_text (last) != '\0';
-}
-
 static void
 send (HanashiWindow *window, const char *text)
 {
@@ -259,7 +248,7 @@ test_chat_with_served_model (ServeFixture *f, gconstpointer data)
   const char *question = "Tell me about the sea.";
   set_params (window, WORDS_GRAMMAR, 1234, 0.9, 24);
   send (window, question);
-  wait_until (reply_started, window);
+  wait_until (reply_has_text, window);
   wait_until (reply_done, window);
   g_assert_cmpuint (g_list_model_get_n_items (hanashi_window_get_messages (window)), ==, 2);
   HanashiMessage *reply = message_at (window, 1);
@@ -275,7 +264,7 @@ test_chat_with_served_model (ServeFixture *f, gconstpointer data)
   wait_for_model (window, SERVER_MODEL_ID);
   set_params (window, WORDS_GRAMMAR, 99, 0.9, 24);
   send (window, question);
-  wait_until (reply_started, window);
+  wait_until (reply_has_text, window);
   wait_until (reply_done, window);
   g_free (system);
   system = g_strdup (hanashi_composer_get_system_prompt (get_composer (window)));
@@ -289,7 +278,7 @@ test_chat_with_served_model (ServeFixture *f, gconstpointer data)
   wait_for_model (window, SERVER_MODEL_ID);
   set_params (window, ENDLESS_GRAMMAR, 5, 0.9, 1500);
   send (window, "Go on forever");
-  wait_until (reply_started, window);
+  wait_until (reply_has_text, window);
   g_assert_true (gtk_widget_activate_action (GTK_WIDGET (window), "win.stop", NULL));
   wait_until (reply_done, window);
   HanashiMessage *stopped = message_at (window, 1);
@@ -304,7 +293,7 @@ test_chat_with_served_model (ServeFixture *f, gconstpointer data)
   wait_for_model (window, SERVER_MODEL_ID);
   set_params (window, WORDS_GRAMMAR, 1234, 0.9, 24);
   send (window, question);
-  wait_until (reply_started, window);
+  wait_until (reply_has_text, window);
   wait_until (reply_done, window);
   g_assert_cmpstr (hanashi_message_get_text (message_at (window, 1)), ==, expected);
 

@@ -217,30 +217,6 @@ set_window_params (HanashiWindow *window)
   hanashi_params_panel_set_params_json (get_panel (window), json);
 }
 
-static gboolean
-reply_started (gpointer window)
-{
-  GListModel *messages = hanashi_window_get_messages (window);
-  guint n = g_list_model_get_n_items (messages);
-  if (n == 0)
-    return FALSE;
-  HanashiMessage *last = message_at (window, n - 1);
-  return !hanashi_message_is_user (last) && *hanashi_message_get_text (last) != '\0';
-}
-
-static HanashiPreferencesWindow *
-find_preferences (void)
-{
-  GListModel *toplevels = gtk_window_get_toplevels ();
-  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
-    {
-      g_autoptr (GObject) w = g_list_model_get_item (toplevels, i);
-      if (HANASHI_IS_PREFERENCES_WINDOW (w))
-        return HANASHI_PREFERENCES_WINDOW (w);
-    }
-  return NULL;
-}
-
 /* ---- the test ----------------------------------------------------------------------------- */
 
 static void
@@ -279,7 +255,7 @@ test_serve_model (void)
 
   /* Preferences' Server page says where it serves. */
   g_action_group_activate_action (G_ACTION_GROUP (app), "preferences", NULL);
-  HanashiPreferencesWindow *preferences = find_preferences ();
+  HanashiPreferencesWindow *preferences = HANASHI_PREFERENCES_WINDOW (find_toplevel (HANASHI_TYPE_PREFERENCES_WINDOW));
   g_assert_nonnull (preferences);
   GtkWidget *serve_row = find_named (GTK_WIDGET (preferences), "serve-row");
   g_assert_nonnull (serve_row);
@@ -296,7 +272,7 @@ test_serve_model (void)
   set_window_params (window);
   hanashi_composer_set_text (get_composer (window), "Tell me about the hills.");
   gtk_widget_activate_action (GTK_WIDGET (window), "win.send", NULL);
-  wait_until (reply_started, window);
+  wait_until (reply_has_text, window);
   wait_until (reply_done, window);
   g_assert_true (hanashi_message_get_complete (message_at (window, 1)));
   g_assert_cmpuint (strlen (hanashi_message_get_text (message_at (window, 1))), >, 0);

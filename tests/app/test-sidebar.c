@@ -233,19 +233,6 @@ test_search (Fixture *f, gconstpointer data)
   g_assert_cmpstr (e, ==, "Sale||Eggs");
 }
 
-static GtkWidget *
-find_dialog (void)
-{
-  g_autoptr(GListModel) toplevels = gtk_window_get_toplevels ();
-  g_object_ref (toplevels);
-  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++) {
-    g_autoptr(GObject) window = g_list_model_get_item (toplevels, i);
-    if (ADW_IS_MESSAGE_DIALOG (window))
-      return GTK_WIDGET (window);
-  }
-  return NULL;
-}
-
 static void
 test_rename (Fixture *f, gconstpointer data)
 {
@@ -254,7 +241,7 @@ test_rename (Fixture *f, gconstpointer data)
   gint64 id = hanashi_conversation_item_get_id (item);
   g_assert_true (gtk_widget_activate_action (GTK_WIDGET (f->sidebar), "sidebar.rename", "x", id));
   test_screenshot_settle ();
-  GtkWidget *dialog = find_dialog ();
+  GtkWidget *dialog = GTK_WIDGET (find_toplevel (ADW_TYPE_MESSAGE_DIALOG));
   g_assert_nonnull (dialog);
   G_GNUC_BEGIN_IGNORE_DEPRECATIONS
   GtkWidget *entry = adw_message_dialog_get_extra_child (ADW_MESSAGE_DIALOG (dialog));
@@ -266,7 +253,7 @@ test_rename (Fixture *f, gconstpointer data)
   G_GNUC_END_IGNORE_DEPRECATIONS
   gtk_window_destroy (GTK_WINDOW (dialog));
   test_screenshot_settle ();
-  g_assert_null (find_dialog ());
+  g_assert_null (find_toplevel (ADW_TYPE_MESSAGE_DIALOG));
   g_autoptr(GError) error = NULL;
   g_autoptr(HanashiStoredConversation) c = hanashi_store_dup_conversation (f->store, id, &error);
   g_assert_cmpstr (c->title, ==, "Boiled eggs");

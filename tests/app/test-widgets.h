@@ -7,6 +7,20 @@
 #include <gtk/gtk.h>
 #include <string.h>
 
+/* The first open toplevel window of @type (a dialog the test opened), or NULL. */
+static inline GtkWindow *
+find_toplevel (GType type)
+{
+  GListModel *toplevels = gtk_window_get_toplevels ();
+  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
+    {
+      g_autoptr (GtkWindow) toplevel = g_list_model_get_item (toplevels, i);
+      if (G_TYPE_CHECK_INSTANCE_TYPE (toplevel, type))
+        return toplevel;   /* the list keeps it alive */
+    }
+  return NULL;
+}
+
 /* The first widget under @root (itself included) whose widget name is @name: the rows
  * and controls the app names for its tests and its CSS. */
 static inline GtkWidget *

@@ -136,6 +136,19 @@ message_at (HanashiWindow *window, guint index)
   return m;
 }
 
+/* Whether the newest message of @window is the model's reply and has text: a reply that is
+ * on its way, for tests that act while it streams. */
+static inline gboolean
+reply_has_text (gpointer window)
+{
+  GListModel *messages = hanashi_window_get_messages (window);
+  guint n = g_list_model_get_n_items (messages);
+  if (n == 0)
+    return FALSE;
+  HanashiMessage *last = message_at (window, n - 1);
+  return !hanashi_message_is_user (last) && *hanashi_message_get_text (last) != '\0';
+}
+
 static inline HanashiMessageRow *
 row_for (GtkWidget *root, HanashiMessage *message)
 {

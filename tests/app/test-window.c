@@ -62,19 +62,6 @@ test_window_shows_empty_state (void)
 }
 
 static GtkWindow *
-find_toplevel (GType type)
-{
-  GListModel *toplevels = gtk_window_get_toplevels ();
-  for (guint i = 0; i < g_list_model_get_n_items (toplevels); i++)
-    {
-      g_autoptr (GtkWindow) toplevel = g_list_model_get_item (toplevels, i);
-      if (G_TYPE_CHECK_INSTANCE_TYPE (toplevel, type))
-        return toplevel;
-    }
-  return NULL;
-}
-
-static GtkWindow *
 wait_for_toplevel (GType type)
 {
   GtkWindow *found;

@@ -17,27 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "hn-context.h"
-#include "hn-model.h"
+#include "bench-support.h"
+#include "hn-common.h"
 
 enum { N_RUNS = 41, N_PAST = 64, MAX_SEQ = 16 };
-
-static double
-now (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
-}
-
-static int
-cmp_double (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return x < y ? -1 : x > y;
-}
 
 /* n rows: one per sequence (a step) or n prompt tokens of sequence 0 after N_PAST; the
  * kernels chosen by batch size, then fixed (`fixed`), in turns.  Medians in ms. */
@@ -59,51 +43,35 @@ time_rows (HnContext *ctx, int n, bool step, const bool *fixed, double *ms_auto,
       {
         HnBatch b = { .n_tokens = n, .token = tok, .pos = pos, .seq_id = seq, .want_logits = want,
                       .sampled = kind ? fixed : NULL };
-        HnError err = { 0 };
-        double t0 = now ();
-        if (!hn_context_decode (ctx, &b, &err))
-          {
-            fprintf (stderr, "decode: %s\n", err.message);
-            exit (1);
-          }
-        t[kind][r] = now () - t0;
+        double t0 = hn_time_now ();
+        bench_decode_or_exit ("bench-batch-rows", ctx, &b);
+        t[kind][r] = hn_time_now () - t0;
         for (int i = 0; i < n; i++)
           hn_kv_cache_seq_rm (hn_context_kv (ctx), seq[i], N_PAST, -1);
       }
-  qsort (t[0], N_RUNS, sizeof t[0][0], cmp_double);
-  qsort (t[1], N_RUNS, sizeof t[1][0], cmp_double);
-  *ms_auto = t[0][N_RUNS / 2] * 1e3;
-  *ms_fixed = t[1][N_RUNS / 2] * 1e3;
+  *ms_auto = bench_median (t[0], N_RUNS) * 1e3;
+  *ms_fixed = bench_median (t[1], N_RUNS) * 1e3;
 }
 
 int
 main (void)
 {
-  const char *data = getenv ("HANASHI_TESTDATA");
-  const char *file = getenv ("HANASHI_BENCH_MODEL");
-  char path[4096];
-  if (file && *file)
-    snprintf (path, sizeof path, "%s", file);
-  else if (data)
-    snprintf (path, sizeof path, "%s/models/quant-llama-v512-q8_0.gguf", data);
-  else
+  char buf[4096];
+  const char *path = bench_model_path ("quant-llama-v512-q8_0.gguf", buf, sizeof buf);
+  if (path == NULL)
     {
-      fprintf (stderr, "set HANASHI_TESTDATA or HANASHI_BENCH_MODEL\n");
+      fprintf (stderr, "bench-batch-rows: set HANASHI_TESTDATA or HANASHI_BENCH_MODEL\n");
       return 77;
     }
-  const char *threads = getenv ("HANASHI_BENCH_THREADS");
-  HnError err = { 0 };
-  HnModel *model = hn_model_load (path, NULL, &err);
+  HnModel *model = bench_load_model ("bench-batch-rows", path);
   if (!model)
-    {
-      fprintf (stderr, "%s: %s\n", path, err.message);
-      return 1;
-    }
+    return 1;
   HnContextParams cp = hn_context_default_params ();
   cp.n_ctx = 256;
   cp.n_seq_max = MAX_SEQ;
   cp.n_kv_cells = 256 * MAX_SEQ;
-  cp.n_threads = threads ? atoi (threads) : 2;
+  cp.n_threads = bench_threads ();
+  HnError err = { 0 };
   HnContext *ctx = hn_context_new (model, &cp, &err);
   if (!ctx)
     {
@@ -121,11 +89,7 @@ main (void)
           seq[i] = s;
         }
       HnBatch b = { .n_tokens = N_PAST, .token = tok, .pos = pos, .seq_id = seq };
-      if (!hn_context_decode (ctx, &b, &err))
-        {
-          fprintf (stderr, "%s\n", err.message);
-          return 1;
-        }
+      bench_decode_or_exit ("bench-batch-rows", ctx, &b);
     }
   static const bool all_prompt[MAX_SEQ] = { false }, all_sampled[MAX_SEQ] = {
     true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true,

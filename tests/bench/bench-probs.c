@@ -11,6 +11,7 @@
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
+#include "bench-support.h"
 #include "hn-context.h"
 #include "hn-generate-model.h"
 #include "hn-model.h"
@@ -123,16 +124,11 @@ generate_ms_per_token(HnGenModelBackend *backend, const int32_t *prompt, size_t 
 static void
 bench_decode(void)
 {
-  const char *path = getenv("HANASHI_BENCH_MODEL");
-  char fallback[4096];
-  if (path == NULL || *path == '\0') {
-    const char *data = getenv("HANASHI_TESTDATA");
-    if (data == NULL) {
-      printf("neither HANASHI_BENCH_MODEL nor HANASHI_TESTDATA set: decode comparison skipped\n");
-      return;
-    }
-    snprintf(fallback, sizeof fallback, "%s/models/tiny-qwen2-gpt2-q8_0.gguf", data);
-    path = fallback;
+  char buf[4096];
+  const char *path = bench_model_path("tiny-qwen2-gpt2-q8_0.gguf", buf, sizeof buf);
+  if (path == NULL) {
+    printf("neither HANASHI_BENCH_MODEL nor HANASHI_TESTDATA set: decode comparison skipped\n");
+    return;
   }
   HnError err = { 0 };
   HnModel *model = hn_model_load(path, NULL, &err);

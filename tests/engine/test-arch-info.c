@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cli-run.h"
 #include "hn-context.h"
 #include "hn-gguf-writer.h"
 #include "hn-model.h"
@@ -29,16 +30,7 @@ arch_model_path (const char *name)
 static char *
 run_info (const char *path)
 {
-  const char *argv[] = { g_getenv ("HANASHI_CLI"), "info", path, NULL };
-  char *out = NULL, *errout = NULL;
-  int status = 0;
-  GError *gerr = NULL;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &errout,
-                               &status, &gerr));
-  if (!g_spawn_check_wait_status (status, NULL))
-    g_error ("hanashi-cli info %s failed: %s", path, errout);
-  g_free (errout);
-  return out;
+  return cli_run_output (cli_run ("info", path, NULL), NULL);
 }
 
 static void
@@ -267,14 +259,9 @@ test_make_model_shapes (void)
   g_autofree char *vocab = g_build_filename (g_getenv ("HANASHI_TESTDATA"), "vocab", "ggml-vocab-gpt-2.gguf", NULL);
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++) {
     g_autofree char *path = g_build_filename (tmpdir, "shape.gguf", NULL);
-    const char *argv[] = { g_getenv ("HANASHI_CLI"), "make-model", "--shape", cases[i].shape, "--type", "q8_0",
-                           "--vocab", vocab, "-o", path, NULL };
-    int status = 0;
-    g_autofree char *errout = NULL;
-    g_assert_true (g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL,
-                                 &errout, &status, NULL));
-    if (!g_spawn_check_wait_status (status, NULL))
-      g_error ("make-model %s: %s", cases[i].shape, errout);
+    g_free (cli_run_output (cli_run ("make-model", "--shape", cases[i].shape, "--type", "q8_0", "--vocab", vocab,
+                                     "-o", path, NULL),
+                            NULL));
     g_autofree char *out = run_info (path);
     for (int j = 0; j < 3; j++)
       assert_line (out, cases[i].lines[j]);

@@ -10,6 +10,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "cli-run.h"
 #include "damaged-models.h"
 #include "hn-generate-model.h"
 #include "hn-gguf-writer.h"
@@ -91,21 +92,14 @@ write_model(const char *file, const Variant *v)
   return path;
 }
 
+/* The exit status of hanashi-cli with @args; its standard error in @err_out (to free). */
 static int
 run_cli(const char *const *args, char **err_out)
 {
-  GPtrArray *argv = g_ptr_array_new();
-  g_ptr_array_add(argv, (gpointer) g_getenv("HANASHI_CLI"));
-  for (; *args; args++)
-    g_ptr_array_add(argv, (gpointer) *args);
-  g_ptr_array_add(argv, NULL);
-  int status = 0;
-  GError *gerr = NULL;
-  g_assert_true(g_spawn_sync(NULL, (char **) argv->pdata, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
-                             NULL, err_out, &status, &gerr));
-  g_ptr_array_free(argv, TRUE);
-  g_assert_true(WIFEXITED(status));
-  return WEXITSTATUS(status);
+  CliRun r = cli_run_argv(args);
+  *err_out = r.err;
+  g_free(r.out);
+  return r.status;
 }
 
 static void

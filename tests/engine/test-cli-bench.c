@@ -9,27 +9,12 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
+#include "cli-run.h"
+
 static char *
 model_path(void)
 {
   return g_build_filename(g_getenv("HANASHI_TESTDATA"), "models", "tiny-llama-spm-q8_0.gguf", NULL);
-}
-
-static int
-run_cli(const char *const *args, char **out, char **err)
-{
-  GPtrArray *argv = g_ptr_array_new();
-  g_ptr_array_add(argv, (gpointer) g_getenv("HANASHI_CLI"));
-  for (int i = 0; args[i]; i++)
-    g_ptr_array_add(argv, (gpointer) args[i]);
-  g_ptr_array_add(argv, NULL);
-  int status = -1;
-  GError *error = NULL;
-  g_assert_true(g_spawn_sync(NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, out, err,
-                             &status, &error));
-  g_assert_no_error(error);
-  g_ptr_array_free(argv, TRUE);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 static void
@@ -38,7 +23,7 @@ test_json(void)
   g_autofree char *model = model_path();
   const char *args[] = { "bench", "-m", model, "-p", "8", "-n", "4", "-r", "1", "-t", "2", "--json", NULL };
   g_autofree char *out = NULL, *err = NULL;
-  g_assert_cmpint(run_cli(args, &out, &err), ==, 0);
+  g_assert_cmpint(cli_run_status(args, &out, &err), ==, 0);
   g_autoptr(JsonParser) parser = json_parser_new();
   GError *error = NULL;
   g_assert_true(json_parser_load_from_data(parser, out, -1, &error));
@@ -83,7 +68,7 @@ test_depth(void)
   g_autofree char *model = model_path();
   const char *args[] = { "bench", "-m", model, "-p", "4", "-n", "2", "-r", "1", "-d", "20", "--json", NULL };
   g_autofree char *out = NULL, *err = NULL;
-  g_assert_cmpint(run_cli(args, &out, &err), ==, 0);
+  g_assert_cmpint(cli_run_status(args, &out, &err), ==, 0);
   g_autoptr(JsonParser) parser = json_parser_new();
   g_assert_true(json_parser_load_from_data(parser, out, -1, NULL));
   JsonObject *o = json_node_get_object(json_parser_get_root(parser));
@@ -97,7 +82,7 @@ test_human(void)
   g_autofree char *model = model_path();
   const char *args[] = { "bench", "-m", model, "-p", "8", "-n", "4", "-r", "2", NULL };
   g_autofree char *out = NULL, *err = NULL;
-  g_assert_cmpint(run_cli(args, &out, &err), ==, 0);
+  g_assert_cmpint(cli_run_status(args, &out, &err), ==, 0);
   g_autoptr(GRegex) pp = g_regex_new("^pp8 +[0-9.]+ t/s ± [0-9.]+$", G_REGEX_MULTILINE, 0, NULL);
   g_autoptr(GRegex) tg = g_regex_new("^tg4 +[0-9.]+ t/s ± [0-9.]+$", G_REGEX_MULTILINE, 0, NULL);
   g_assert_true(g_regex_match(pp, out, 0, NULL));
@@ -122,7 +107,7 @@ test_bad_input(void)
   };
   for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
     g_autofree char *out = NULL, *err = NULL;
-    g_assert_cmpint(run_cli(cases[i], &out, &err), ==, 1);
+    g_assert_cmpint(cli_run_status(cases[i], &out, &err), ==, 1);
     g_assert_true(g_str_has_prefix(err, "hanashi-cli: error: "));
     g_assert_cmpint(strchr(err, '\n') - err, ==, (int) strlen(err) - 1);
   }

@@ -9,6 +9,8 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "cli-run.h"
+
 static const char *
 testdata_dir (void)
 {
@@ -16,39 +18,11 @@ testdata_dir (void)
   return d ? d : "../shared/testdata";
 }
 
-typedef struct {
-  gchar *out, *err;
-  gsize out_len;
-  int status;
-} Run;
-
-static Run
+/* hanashi-cli chat-template with @args (NULL-terminated) */
+static CliRun
 run_cli (const char *const *args)
 {
-  const char *cli = g_getenv ("HANASHI_CLI");
-  g_assert_nonnull (cli);
-  GPtrArray *argv = g_ptr_array_new ();
-  g_ptr_array_add (argv, (gpointer) cli);
-  g_ptr_array_add (argv, (gpointer) "chat-template");
-  for (; *args; args++)
-    g_ptr_array_add (argv, (gpointer) *args);
-  g_ptr_array_add (argv, NULL);
-  Run r = { 0 };
-  GError *gerr = NULL;
-  gint wait_status = 0;
-  g_assert_true (g_spawn_sync (NULL, (gchar **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err,
-                               &wait_status, &gerr));
-  r.out_len = strlen (r.out); /* prompts in these tests hold no NUL */
-  r.status = WIFEXITED (wait_status) ? WEXITSTATUS (wait_status) : -1;
-  g_ptr_array_unref (argv);
-  return r;
-}
-
-static void
-run_free (Run *r)
-{
-  g_free (r->out);
-  g_free (r->err);
+  return cli_run_full ("chat-template", NULL, NULL, args);
 }
 
 static HnJson *
@@ -117,12 +91,12 @@ test_template_file_exact (void)
                              "--bos-token", hn_json_get_string (hn_json_object_get (doc, "bos_token")),
                              "--eos-token", hn_json_get_string (hn_json_object_get (doc, "eos_token")),
                              "--now", "2026-07-26", agp ? NULL : "--no-generation-prompt", NULL };
-      Run r = run_cli (args);
+      CliRun r = run_cli (args);
       if (r.status != 0)
         g_error ("%s: exit %d: %s", names[k], r.status, r.err);
       g_assert_cmpstr (r.out, ==, hn_json_get_string (expect));
       g_assert_cmpstr (r.err, ==, "");
-      run_free (&r);
+      cli_run_clear (&r);
       g_unlink (mpath);
       g_free (mpath);
     }
@@ -148,18 +122,18 @@ test_template_from_gguf (void)
   /* The vocabulary carries Phi-3-mini's template; BOS/EOS texts come from its token list.
    * Expected text: Jinja2 rendering of that template with bos_token "<s>". */
   const char *args[] = { "-m", model, "--messages", mpath, NULL };
-  Run r = run_cli (args);
+  CliRun r = run_cli (args);
   g_assert_cmpint (r.status, ==, 0);
   g_assert_cmpstr (r.out, ==,
                    "<s><|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n<|user|>\nWho are you<|end|>\n"
                    "<|assistant|>\n   I am an assistant   <|end|>\n<|user|>\nAnother question<|end|>\n<|assistant|>\n");
-  run_free (&r);
+  cli_run_clear (&r);
   const char *args2[] = { "-m", model, "--messages", mpath, "--no-generation-prompt", "--bos-token", "[B]", NULL };
   r = run_cli (args2);
   g_assert_cmpint (r.status, ==, 0);
   g_assert_true (g_str_has_prefix (r.out, "[B]<|user|>\nHello"));
   g_assert_true (g_str_has_suffix (r.out, "Another question<|end|>\n<|assistant|>\n"));
-  run_free (&r);
+  cli_run_clear (&r);
   /* --template overrides the model's template; the special tokens still come from it */
   gchar *tname = g_strdup_printf ("hanashi-test-tokens-%d.jinja", (int) getpid ());
   const char *tokens = "{{ bos_token }}|{{ eos_token }}|{{ add_generation_prompt }}";
@@ -168,7 +142,7 @@ test_template_from_gguf (void)
   r = run_cli (args3);
   g_assert_cmpint (r.status, ==, 0);
   g_assert_cmpstr (r.out, ==, "<s>|<|endoftext|>|True");
-  run_free (&r);
+  cli_run_clear (&r);
   g_unlink (tpath);
   g_free (tpath);
   g_free (tname);
@@ -180,7 +154,7 @@ test_template_from_gguf (void)
   g_assert_true (g_str_has_prefix (r.out, "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello"));
   g_assert_true (g_str_has_suffix (r.out, "Another question<|im_end|>\n<|im_start|>assistant\n"));
   g_assert_nonnull (strstr (r.err, "warning"));
-  run_free (&r);
+  cli_run_clear (&r);
   g_free (plain);
   g_unlink (mpath);
   g_free (mpath);
@@ -198,24 +172,24 @@ test_errors (void)
   gchar *mpath = write_temp (mname, msgs, strlen (msgs));
 
   const char *a1[] = { "--template", tpath, "--messages", mpath, NULL };
-  Run r = run_cli (a1);
+  CliRun r = run_cli (a1);
   g_assert_cmpint (r.status, ==, 1);
   g_assert_cmpstr (r.out, ==, "");
   g_assert_cmpstr (r.err, ==, "hanashi-cli: error: chat template: roles must alternate\n");
-  run_free (&r);
+  cli_run_clear (&r);
 
   const char *syntax = "hello\n{% if %}";
   g_assert_true (g_file_set_contents (tpath, syntax, -1, NULL));
   r = run_cli (a1);
   g_assert_cmpint (r.status, ==, 1);
   g_assert_nonnull (strstr (r.err, "line 2, column 7"));
-  run_free (&r);
+  cli_run_clear (&r);
 
   const char *a2[] = { "--template", tpath, NULL };
   r = run_cli (a2);
   g_assert_cmpint (r.status, ==, 1);
   g_assert_true (g_str_has_prefix (r.err, "hanashi-cli: error: "));
-  run_free (&r);
+  cli_run_clear (&r);
 
   g_assert_true (g_file_set_contents (mpath, "[{\"role\": 1}]", -1, NULL));
   const char *ok = "x";
@@ -223,13 +197,13 @@ test_errors (void)
   r = run_cli (a1);
   g_assert_cmpint (r.status, ==, 1);
   g_assert_nonnull (strstr (r.err, "role"));
-  run_free (&r);
+  cli_run_clear (&r);
 
   g_assert_true (g_file_set_contents (mpath, "[{\"role\": \"user\", ", -1, NULL));
   r = run_cli (a1);
   g_assert_cmpint (r.status, ==, 1);
   g_assert_nonnull (strstr (r.err, "line 1, column"));
-  run_free (&r);
+  cli_run_clear (&r);
 
   /* --enable-thinking defines the variable (true or false only); without it, undefined. */
   g_assert_true (g_file_set_contents (mpath, msgs, -1, NULL));
@@ -237,21 +211,21 @@ test_errors (void)
   r = run_cli (a1);
   g_assert_cmpint (r.status, ==, 0);
   g_assert_cmpstr (r.out, ==, "unset");
-  run_free (&r);
+  cli_run_clear (&r);
   const char *a3[] = { "--template", tpath, "--messages", mpath, "--enable-thinking", "false", NULL };
   r = run_cli (a3);
   g_assert_cmpint (r.status, ==, 0);
   g_assert_cmpstr (r.out, ==, "False");
-  run_free (&r);
+  cli_run_clear (&r);
   a3[5] = "true";
   r = run_cli (a3);
   g_assert_cmpstr (r.out, ==, "True");
-  run_free (&r);
+  cli_run_clear (&r);
   a3[5] = "yes";
   r = run_cli (a3);
   g_assert_cmpint (r.status, ==, 1);
   g_assert_nonnull (strstr (r.err, "--enable-thinking takes true or false"));
-  run_free (&r);
+  cli_run_clear (&r);
 
   /* No trailing newline is added, and a template without one keeps it that way. */
   g_assert_true (g_file_set_contents (mpath, msgs, -1, NULL));
@@ -259,7 +233,7 @@ test_errors (void)
   r = run_cli (a1);
   g_assert_cmpint (r.status, ==, 0);
   g_assert_cmpstr (r.out, ==, "hi!");
-  run_free (&r);
+  cli_run_clear (&r);
 
   g_unlink (tpath);
   g_unlink (mpath);

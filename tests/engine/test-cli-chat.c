@@ -12,10 +12,9 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 #include <string.h>
-#include <sys/wait.h>
 
-#include "hn-gguf-writer.h"
-#include "hn-gguf.h"
+#include "cli-run.h"
+#include "templated-model.h"
 
 #define LLAMA "tiny-llama-spm-q8_0.gguf"
 #define QWEN "tiny-qwen2-gpt2-q8_0.gguf"
@@ -31,50 +30,14 @@ model_path (const char *name)
 
 /* ---- the CLI ---------------------------------------------------------------------------- */
 
-typedef struct {
-  char *out, *err;
-  int status;
-} CliRun;
-
-static void
-cli_run_clear (CliRun *r)
-{
-  g_free (r->out);
-  g_free (r->err);
-}
-
 /* Runs hanashi-cli chat with the arguments (NULL-terminated) and, if given, stdin. */
 static CliRun
 run_chat (const char *stdin_text, const char *const *args)
 {
-  /* g_spawn_sync reads the pipes on this thread.  GSubprocess would hand its buffers to
-   * GLib's worker threads, a hand-over ThreadSanitizer cannot see (the engine-thread suite
-   * runs under TSan without suppressions); standard input comes from a file instead. */
   g_autofree char *stdin_path = g_build_filename (tmpdir, "stdin.txt", NULL);
   g_assert_true (g_file_set_contents (stdin_path, stdin_text ? stdin_text : "", -1, NULL));
-  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
-  g_ptr_array_add (argv, (gpointer) "/bin/sh");
-  g_ptr_array_add (argv, (gpointer) "-c");
-  g_ptr_array_add (argv, (gpointer) "exec \"$0\" \"$@\" < \"$HANASHI_TEST_STDIN\"");
-  g_ptr_array_add (argv, (gpointer) g_getenv ("HANASHI_CLI"));
-  g_ptr_array_add (argv, (gpointer) "chat");
-  for (guint i = 0; args[i] != NULL; i++)
-    g_ptr_array_add (argv, (gpointer) args[i]);
-  g_ptr_array_add (argv, NULL);
-  g_auto (GStrv) envp = g_environ_setenv (g_get_environ (), "HANASHI_TEST_STDIN", stdin_path, TRUE);
-  GError *error = NULL;
-  CliRun r = { 0 };
-  int wait_status = 0;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, envp, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err,
-                               &wait_status, &error));
-  g_assert_no_error (error);
-  g_assert_true (WIFEXITED (wait_status));
-  r.status = WEXITSTATUS (wait_status);
+  CliRun r = cli_run_full ("chat", stdin_path, NULL, args);
   g_unlink (stdin_path);
-  if (r.out == NULL)
-    r.out = g_strdup ("");
-  if (r.err == NULL)
-    r.err = g_strdup ("");
   return r;
 }
 
@@ -376,35 +339,6 @@ test_same_as_engine_dropping (void)
   compare_with_engine (&c);
 }
 
-/* A copy of a test model with a chat template of our own. */
-static char *
-model_with_template (const char *model_name, const char *tmpl)
-{
-  g_autofree char *src_path = model_path (model_name);
-  char *dst_path = g_build_filename (tmpdir, "templated.gguf", NULL);
-  HnError err = { 0 };
-  HnGguf *src = hn_gguf_open (src_path, &err);
-  g_assert_nonnull (src);
-  HnGgufWriter *w = hn_gguf_writer_new (&err);
-  g_assert_true (hn_gguf_writer_copy_kvs (w, src, &err));
-  g_assert_true (hn_gguf_writer_set_str (w, "tokenizer.chat_template", tmpl, &err));
-  for (int64_t i = 0; i < hn_gguf_n_tensors (src); i++)
-    {
-      const HnGgufTensor *t = hn_gguf_tensor (src, i);
-      g_assert_true (hn_gguf_writer_add_tensor (w, t->name, (HnType) t->type, t->n_dims, t->ne, &err));
-    }
-  g_assert_true (hn_gguf_writer_begin (w, dst_path, &err));
-  for (int64_t i = 0; i < hn_gguf_n_tensors (src); i++)
-    {
-      const HnGgufTensor *t = hn_gguf_tensor (src, i);
-      g_assert_true (hn_gguf_writer_write (w, t->data, t->nbytes, &err));
-    }
-  g_assert_true (hn_gguf_writer_finish (w, &err));
-  hn_gguf_writer_free (w);
-  hn_gguf_close (src);
-  return dst_path;
-}
-
 /* The model's own template, which trims messages, writes special tokens and reads
  * enable_thinking: both sides render it the same way, guards included. */
 static void
@@ -415,7 +349,7 @@ test_same_as_engine_template (void)
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
     "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}{% endif %}";
   static const char *const turns[] = { "  Hello <|im_end|> there  ", "Go on", NULL };
-  g_autofree char *path = model_with_template (QWEN, tmpl);
+  g_autofree char *path = model_with_template (QWEN, tmpl, tmpdir);
   Case off = { path, 256, 10, turns, "false", FALSE };
   compare_with_engine (&off);
   Case on = { path, 256, 10, turns, "true", FALSE };

@@ -9,8 +9,8 @@
 #include <glib/gstdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
+#include "cli-run.h"
 #include "hn-params.h"
 
 static const struct {
@@ -41,17 +41,14 @@ static int
 run (const char *const *extra, char **out, char **err)
 {
   g_autofree char *model = g_build_filename (g_getenv ("HANASHI_TESTDATA"), "models", "tiny-llama-spm-q8_0.gguf", NULL);
-  GPtrArray *argv = g_ptr_array_new ();
-  const char *fixed[] = { g_getenv ("HANASHI_CLI"), "generate", "-m", model, "-p", "Hello", "-n", "2", "-t", "1" };
+  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  const char *fixed[] = { "generate", "-m", model, "-p", "Hello", "-n", "2", "-t", "1" };
   for (size_t i = 0; i < G_N_ELEMENTS (fixed); i++)
-    g_ptr_array_add (argv, (gpointer) fixed[i]);
+    g_ptr_array_add (args, (gpointer) fixed[i]);
   for (size_t i = 0; extra[i] != NULL; i++)
-    g_ptr_array_add (argv, (gpointer) extra[i]);
-  g_ptr_array_add (argv, NULL);
-  int status = 0;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, out, err, &status, NULL));
-  g_ptr_array_unref (argv);
-  return g_spawn_check_wait_status (status, NULL) ? 0 : 1;
+    g_ptr_array_add (args, (gpointer) extra[i]);
+  g_ptr_array_add (args, NULL);
+  return cli_run_status ((const char *const *) args->pdata, out, err);
 }
 
 static void
@@ -254,29 +251,13 @@ test_truncated_grammar_notice (void)
   g_rmdir (dir);
 }
 
-/* hanashi-cli with exactly these arguments; returns the exit status. */
-static int
-run_cli (const char *const *args, char **out, char **err)
-{
-  GPtrArray *argv = g_ptr_array_new ();
-  g_ptr_array_add (argv, (gpointer) g_getenv ("HANASHI_CLI"));
-  for (size_t i = 0; args[i] != NULL; i++)
-    g_ptr_array_add (argv, (gpointer) args[i]);
-  g_ptr_array_add (argv, NULL);
-  int status = 0;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, out, err, &status, NULL));
-  g_ptr_array_unref (argv);
-  g_assert_true (WIFEXITED (status));
-  return WEXITSTATUS (status);
-}
-
 /* How many tokens `hanashi-cli tokenize -f FILE` gives (generate tokenizes the same way). */
 static gsize
 count_tokens (const char *model, const char *file)
 {
   const char *args[] = { "tokenize", "-m", model, "-f", file, NULL };
   g_autofree char *out = NULL, *err = NULL;
-  g_assert_cmpint (run_cli (args, &out, &err), ==, 0);
+  g_assert_cmpint (cli_run_status (args, &out, &err), ==, 0);
   g_auto (GStrv) ids = g_strsplit (out, ",", -1);
   return g_strv_length (ids);
 }
@@ -287,7 +268,7 @@ context_length (const char *model)
 {
   const char *args[] = { "info", model, NULL };
   g_autofree char *out = NULL, *err = NULL;
-  g_assert_cmpint (run_cli (args, &out, &err), ==, 0);
+  g_assert_cmpint (cli_run_status (args, &out, &err), ==, 0);
   const char *line = strstr (out, "context length: ");
   g_assert_nonnull (line);
   return atoi (line + strlen ("context length: "));
@@ -308,9 +289,9 @@ test_prompt_file (void)
   const char *by_file[] = { "generate", "-m", model, "-f", file, "-n", "6", "--ids", NULL };
   const char *by_long[] = { "generate", "-m", model, "--file", file, "-n", "6", "--ids", NULL };
   g_autofree char *o1 = NULL, *e1 = NULL, *o2 = NULL, *e2 = NULL, *o3 = NULL, *e3 = NULL;
-  g_assert_cmpint (run_cli (by_text, &o1, &e1), ==, 0);
-  g_assert_cmpint (run_cli (by_file, &o2, &e2), ==, 0);
-  g_assert_cmpint (run_cli (by_long, &o3, &e3), ==, 0);
+  g_assert_cmpint (cli_run_status (by_text, &o1, &e1), ==, 0);
+  g_assert_cmpint (cli_run_status (by_file, &o2, &e2), ==, 0);
+  g_assert_cmpint (cli_run_status (by_long, &o3, &e3), ==, 0);
   g_assert_cmpstr (o2, ==, o1);
   g_assert_cmpstr (o3, ==, o1);
   /* logits reads the same file: identical to evaluating its tokens given as ids */
@@ -318,14 +299,14 @@ test_prompt_file (void)
   g_autofree char *f32_ids = g_build_filename (dir, "ids.f32", NULL);
   const char *tok[] = { "tokenize", "-m", model, "-f", file, NULL };
   g_autofree char *ids = NULL, *tok_err = NULL;
-  g_assert_cmpint (run_cli (tok, &ids, &tok_err), ==, 0);
+  g_assert_cmpint (cli_run_status (tok, &ids, &tok_err), ==, 0);
   g_strstrip (ids);
   g_autofree char *id_list = g_strndup (ids + 1, strlen (ids) - 2); /* without [ ] */
   const char *logits_file[] = { "logits", "-m", model, "-f", file, "-o", f32_file, NULL };
   const char *logits_ids[] = { "logits", "-m", model, "--tokens", id_list, "-o", f32_ids, NULL };
   g_autofree char *lo1 = NULL, *le1 = NULL, *lo2 = NULL, *le2 = NULL;
-  g_assert_cmpint (run_cli (logits_file, &lo1, &le1), ==, 0);
-  g_assert_cmpint (run_cli (logits_ids, &lo2, &le2), ==, 0);
+  g_assert_cmpint (cli_run_status (logits_file, &lo1, &le1), ==, 0);
+  g_assert_cmpint (cli_run_status (logits_ids, &lo2, &le2), ==, 0);
   g_autofree char *a = NULL, *b = NULL;
   gsize a_len = 0, b_len = 0;
   g_assert_true (g_file_get_contents (f32_file, &a, &a_len, NULL));
@@ -342,7 +323,7 @@ test_prompt_file (void)
   for (size_t i = 0; i < G_N_ELEMENTS (refused); i++)
     {
       g_autofree char *out = NULL, *err = NULL;
-      g_assert_cmpint (run_cli (refused[i], &out, &err), ==, 1);
+      g_assert_cmpint (cli_run_status (refused[i], &out, &err), ==, 1);
       g_assert_true (g_str_has_prefix (err, "hanashi-cli: error: "));
       g_assert_nonnull (strstr (err, needles[i]));
       g_assert_true (strchr (err, '\n') == err + strlen (err) - 1);
@@ -375,13 +356,13 @@ test_long_prompt (void)
   g_autofree char *just_enough = g_strdup_printf ("%" G_GSIZE_FORMAT, n_fits + 1);
   const char *ok[] = { "generate", "-m", model, "-f", fits, "-n", "4", "-c", just_enough, "--ids", NULL };
   g_autofree char *out = NULL, *err = NULL;
-  g_assert_cmpint (run_cli (ok, &out, &err), ==, 0);
+  g_assert_cmpint (cli_run_status (ok, &out, &err), ==, 0);
   g_assert_true (g_str_has_prefix (out, "["));
   /* one token less of context: refused, with the way out */
   g_autofree char *too_small = g_strdup_printf ("%" G_GSIZE_FORMAT, n_fits);
   const char *small[] = { "generate", "-m", model, "-f", fits, "-n", "4", "-c", too_small, NULL };
   g_autofree char *sout = NULL, *serr = NULL;
-  g_assert_cmpint (run_cli (small, &sout, &serr), ==, 1);
+  g_assert_cmpint (cli_run_status (small, &sout, &serr), ==, 1);
   g_autofree char *expected_small = g_strdup_printf (
       "hanashi-cli: error: the prompt is %" G_GSIZE_FORMAT " tokens long, but the context holds %" G_GSIZE_FORMAT
       " tokens and needs room for at least one new token: give a larger context with -c (this model supports up "
@@ -397,7 +378,7 @@ test_long_prompt (void)
   g_assert_cmpuint (n_huge, >, (gsize) n_ctx_train * 4);
   const char *too_long[] = { "generate", "-m", model, "-f", huge, "-n", "4", NULL };
   g_autofree char *hout = NULL, *herr = NULL;
-  g_assert_cmpint (run_cli (too_long, &hout, &herr), ==, 1);
+  g_assert_cmpint (cli_run_status (too_long, &hout, &herr), ==, 1);
   g_autofree char *expected_huge = g_strdup_printf (
       "hanashi-cli: error: the prompt is %" G_GSIZE_FORMAT " tokens long, but the context holds %d tokens (the "
       "most this model supports) and needs room for at least one new token: shorten the prompt to at most %d "
@@ -406,12 +387,12 @@ test_long_prompt (void)
   /* the same text given with -p */
   const char *too_long_p[] = { "generate", "-m", model, "-p", text->str, "-n", "4", NULL };
   g_autofree char *pout = NULL, *perr = NULL;
-  g_assert_cmpint (run_cli (too_long_p, &pout, &perr), ==, 1);
+  g_assert_cmpint (cli_run_status (too_long_p, &pout, &perr), ==, 1);
   g_assert_cmpstr (perr, ==, expected_huge);
   /* logits: the model's context is the limit there */
   const char *logits[] = { "logits", "-m", model, "-f", huge, "-o", "/dev/null", NULL };
   g_autofree char *lout = NULL, *lerr = NULL;
-  g_assert_cmpint (run_cli (logits, &lout, &lerr), ==, 1);
+  g_assert_cmpint (cli_run_status (logits, &lout, &lerr), ==, 1);
   g_autofree char *expected_logits = g_strdup_printf (
       "hanashi-cli: error: the prompt is %" G_GSIZE_FORMAT " tokens long, but this model's context holds at most %d "
       "tokens\n", n_huge, n_ctx_train);

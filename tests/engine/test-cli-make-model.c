@@ -9,25 +9,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "cli-run.h"
+
 #include "hn-context.h"
 #include "hn-quants.h"
-
-static int
-run_cli(const char *const *args, char **out, char **err)
-{
-  GPtrArray *argv = g_ptr_array_new();
-  g_ptr_array_add(argv, (gpointer) g_getenv("HANASHI_CLI"));
-  for (int i = 0; args[i]; i++)
-    g_ptr_array_add(argv, (gpointer) args[i]);
-  g_ptr_array_add(argv, NULL);
-  int status = -1;
-  GError *error = NULL;
-  g_assert_true(g_spawn_sync(NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, out, err,
-                             &status, &error));
-  g_assert_no_error(error);
-  g_ptr_array_free(argv, TRUE);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 typedef struct {
   const char *shape, *arch;
@@ -51,7 +36,7 @@ test_shape(gconstpointer data)
   const char *make[] = { "make-model", "--shape", s->shape, "--type", "q4_0", "--vocab", vocab, "--layers", "1",
                          "-o", path, NULL };
   g_autofree char *out = NULL, *err = NULL;
-  g_assert_cmpint(run_cli(make, &out, &err), ==, 0);
+  g_assert_cmpint(cli_run_status(make, &out, &err), ==, 0);
 
   HnError e = { 0 };
   HnModel *m = hn_model_load(path, NULL, &e);
@@ -90,7 +75,7 @@ test_shape(gconstpointer data)
 
   const char *info[] = { "info", path, NULL };
   g_autofree char *info_out = NULL, *info_err = NULL;
-  g_assert_cmpint(run_cli(info, &info_out, &info_err), ==, 0);
+  g_assert_cmpint(cli_run_status(info, &info_out, &info_err), ==, 0);
   g_assert_nonnull(strstr(info_out, "\nexperts: 2 used of 8\n"));
 
   g_assert_cmpint(g_remove(path), ==, 0);
@@ -104,12 +89,12 @@ test_layers_option(void)
   const char *too_many[] = { "make-model", "--shape", "test-tiny-qwen3moe", "--type", "q4_0", "--vocab", vocab,
                              "--layers", "3", "-o", "/nonexistent/never.gguf", NULL };
   g_autofree char *out = NULL, *err = NULL;
-  g_assert_cmpint(run_cli(too_many, &out, &err), !=, 0);
+  g_assert_cmpint(cli_run_status(too_many, &out, &err), !=, 0);
   g_assert_nonnull(strstr(err, "more than the 2 layers"));
   const char *zero[] = { "make-model", "--shape", "test-tiny-qwen3moe", "--type", "q4_0", "--vocab", vocab,
                          "--layers", "0", "-o", "/nonexistent/never.gguf", NULL };
   g_autofree char *out2 = NULL, *err2 = NULL;
-  g_assert_cmpint(run_cli(zero, &out2, &err2), !=, 0);
+  g_assert_cmpint(cli_run_status(zero, &out2, &err2), !=, 0);
   g_assert_nonnull(strstr(err2, "--layers"));
 }
 
@@ -125,7 +110,7 @@ test_ctx_option(void)
   const char *make[] = { "make-model", "--shape", "test-tiny", "--type", "q8_0", "--vocab", vocab, "--ctx", "3000",
                          "-o", path, NULL };
   g_autofree char *out = NULL, *err = NULL;
-  g_assert_cmpint(run_cli(make, &out, &err), ==, 0);
+  g_assert_cmpint(cli_run_status(make, &out, &err), ==, 0);
   HnError e = { 0 };
   HnModel *m = hn_model_load(path, NULL, &e);
   g_assert_nonnull(m);
@@ -137,7 +122,7 @@ test_ctx_option(void)
   const char *zero[] = { "make-model", "--shape", "test-tiny", "--type", "q8_0", "--vocab", vocab, "--ctx", "0",
                          "-o", "/nonexistent/never.gguf", NULL };
   g_autofree char *out2 = NULL, *err2 = NULL;
-  g_assert_cmpint(run_cli(zero, &out2, &err2), !=, 0);
+  g_assert_cmpint(cli_run_status(zero, &out2, &err2), !=, 0);
   g_assert_nonnull(strstr(err2, "--ctx"));
 }
 

@@ -11,6 +11,7 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
+#include "cli-run.h"
 #include "hn-sampler.h"
 
 #include "probs-reference.h"
@@ -21,20 +22,6 @@ static char *
 model_path (void)
 {
   return g_build_filename (g_getenv ("HANASHI_TESTDATA"), "models", "stories260K-f32.gguf", NULL);
-}
-
-static int
-run_cli (const char *const *args, char **out, char **err)
-{
-  GPtrArray *argv = g_ptr_array_new ();
-  g_ptr_array_add (argv, (gpointer) g_getenv ("HANASHI_CLI"));
-  for (size_t i = 0; args[i]; i++)
-    g_ptr_array_add (argv, (gpointer) args[i]);
-  g_ptr_array_add (argv, NULL);
-  int status = 0;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, out, err, &status, NULL));
-  g_ptr_array_unref (argv);
-  return g_spawn_check_wait_status (status, NULL) ? 0 : 1;
 }
 
 /* The members of an object, in order, joined by commas. */
@@ -124,13 +111,13 @@ test_contract (void)
       g_ptr_array_add (args, (gpointer) cs->args[i]);
     g_ptr_array_add (args, NULL);
     g_autofree char *plain = NULL, *err = NULL;
-    g_assert_cmpint (run_cli ((const char *const *) args->pdata, &plain, &err), ==, 0);
+    g_assert_cmpint (cli_run_status ((const char *const *) args->pdata, &plain, &err), ==, 0);
     g_ptr_array_remove_index (args, args->len - 1);
     g_ptr_array_add (args, (gpointer) "--probs");
     g_ptr_array_add (args, k_text);
     g_ptr_array_add (args, NULL);
     g_autofree char *out = NULL, *err2 = NULL;
-    if (run_cli ((const char *const *) args->pdata, &out, &err2) != 0)
+    if (cli_run_status ((const char *const *) args->pdata, &out, &err2) != 0)
       g_error ("generate --probs failed: %s", err2);
     g_ptr_array_unref (args);
 
@@ -156,7 +143,7 @@ test_contract (void)
     /* the logits of every position, teacher-forced, and the chain recomputed on them */
     const char *largs[] = { "logits", "-m", model, "--tokens", tokens->str, "-o", logits_path, "-t", "1", NULL };
     g_autofree char *lout = NULL, *lerr = NULL;
-    g_assert_cmpint (run_cli (largs, &lout, &lerr), ==, 0);
+    g_assert_cmpint (cli_run_status (largs, &lout, &lerr), ==, 0);
     g_autofree char *raw = NULL;
     gsize raw_len = 0;
     g_assert_true (g_file_get_contents (logits_path, &raw, &raw_len, NULL));
@@ -210,16 +197,16 @@ test_bad_options (void)
   for (size_t i = 0; i < G_N_ELEMENTS (bad); i++) {
     const char *args[] = { "generate", "-m", model, "-p", "Once", "-n", "2", bad[i][0], bad[i][1], NULL };
     g_autofree char *out = NULL, *err = NULL;
-    g_assert_cmpint (run_cli (args, &out, &err), !=, 0);
+    g_assert_cmpint (cli_run_status (args, &out, &err), !=, 0);
     g_assert_nonnull (strstr (err, "--probs"));
   }
   const char *both[] = { "generate", "-m", model, "-p", "Once", "-n", "2", "--probs", "3", "--ids", NULL };
   g_autofree char *out = NULL, *err = NULL;
-  g_assert_cmpint (run_cli (both, &out, &err), !=, 0);
+  g_assert_cmpint (cli_run_status (both, &out, &err), !=, 0);
   g_assert_nonnull (strstr (err, "cannot be combined"));
   const char *help[] = { "generate", "--help", NULL };
   g_autofree char *hout = NULL, *herr = NULL;
-  g_assert_cmpint (run_cli (help, &hout, &herr), ==, 0);
+  g_assert_cmpint (cli_run_status (help, &hout, &herr), ==, 0);
   g_assert_nonnull (strstr (herr, "--probs K"));
 }
 

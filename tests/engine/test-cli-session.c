@@ -8,6 +8,8 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "cli-run.h"
+
 #define MODEL "tiny-llama-spm-q8_0.gguf"
 
 static char *tmpdir;
@@ -16,26 +18,9 @@ static char *
 run (const char *prompt, const char *session, char **err_out)
 {
   g_autofree char *model = g_build_filename (g_getenv ("HANASHI_TESTDATA"), "models", MODEL, NULL);
-  GPtrArray *argv = g_ptr_array_new ();
-  const char *fixed[] = { g_getenv ("HANASHI_CLI"), "generate", "-m", model, "-p", prompt, "-n", "6", "--ids", "-t", "2" };
-  for (size_t i = 0; i < G_N_ELEMENTS (fixed); i++)
-    g_ptr_array_add (argv, (gpointer) fixed[i]);
-  if (session != NULL) {
-    g_ptr_array_add (argv, (gpointer) "--session");
-    g_ptr_array_add (argv, (gpointer) session);
-  }
-  g_ptr_array_add (argv, NULL);
-  char *out = NULL, *err = NULL;
-  int status = 0;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status, NULL));
-  g_ptr_array_unref (argv);
-  if (!g_spawn_check_wait_status (status, NULL))
-    g_error ("hanashi-cli failed: %s", err);
-  if (err_out)
-    *err_out = err;
-  else
-    g_free (err);
-  return out;
+  const char *args[] = { "generate", "-m", model, "-p", prompt, "-n", "6", "--ids", "-t", "2",
+                         session != NULL ? "--session" : NULL, session, NULL };
+  return cli_run_output (cli_run_argv (args), err_out);
 }
 
 static void

@@ -12,6 +12,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "cli-run.h"
 #include "hn-vk.h"
 
 #define MODEL "stories260K-f32.gguf"
@@ -26,29 +27,17 @@ static char device_name[256];
 static char *
 run (const char *const *env_extra, char **err_out, ...)
 {
-  GPtrArray *argv = g_ptr_array_new ();
-  g_ptr_array_add (argv, (gpointer) g_getenv ("HANASHI_CLI"));
+  g_autoptr (GPtrArray) args = g_ptr_array_new ();
   va_list ap;
   va_start (ap, err_out);
   for (const char *a = va_arg (ap, const char *); a; a = va_arg (ap, const char *))
-    g_ptr_array_add (argv, (gpointer) a);
+    g_ptr_array_add (args, (gpointer) a);
   va_end (ap);
-  g_ptr_array_add (argv, NULL);
-  char **envp = g_get_environ ();
+  g_ptr_array_add (args, NULL);
+  g_auto (GStrv) envp = g_get_environ ();
   for (size_t i = 0; env_extra && env_extra[i]; i += 2)
     envp = g_environ_setenv (envp, env_extra[i], env_extra[i + 1], TRUE);
-  char *out = NULL, *err = NULL;
-  int status = 0;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, envp, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status, NULL));
-  g_strfreev (envp);
-  g_ptr_array_unref (argv);
-  if (!g_spawn_check_wait_status (status, NULL))
-    g_error ("hanashi-cli failed: %s", err);
-  if (err_out)
-    *err_out = err;
-  else
-    g_free (err);
-  return out;
+  return cli_run_output (cli_run_full (NULL, NULL, envp, (const char *const *) args->pdata), err_out);
 }
 
 static char *

@@ -19,10 +19,11 @@
 #include "damaged-models.h"
 #include "hn-chat.h"
 #include "hn-generate-model.h"
-#include "hn-gguf-writer.h"
 #include "hn-params.h"
 #include "hn-quantize.h"
 #include "hn-vk.h"
+#include "cli-run.h"
+#include "templated-model.h"
 
 #define LLAMA "tiny-llama-spm-q8_0.gguf"
 #define QWEN "tiny-qwen2-gpt2-q8_0.gguf"
@@ -373,35 +374,6 @@ reference_generate (const char *model_name, const char *prompt, int n_predict, g
   return reference_generate_cfg (model_name, prompt, NULL, 1.0f, n_predict, n_generated);
 }
 
-/* A copy of a test model with a chat template of our own, in a temporary directory. */
-static char *
-model_with_template (const char *model_name, const char *tmpl, const char *dir)
-{
-  g_autofree char *src_path = model_path (model_name);
-  char *dst_path = g_build_filename (dir, "templated.gguf", NULL);
-  HnError err = { 0 };
-  HnGguf *src = hn_gguf_open (src_path, &err);
-  g_assert_nonnull (src);
-  HnGgufWriter *w = hn_gguf_writer_new (&err);
-  g_assert_true (hn_gguf_writer_copy_kvs (w, src, &err));
-  g_assert_true (hn_gguf_writer_set_str (w, "tokenizer.chat_template", tmpl, &err));
-  for (int64_t i = 0; i < hn_gguf_n_tensors (src); i++)
-    {
-      const HnGgufTensor *t = hn_gguf_tensor (src, i);
-      g_assert_true (hn_gguf_writer_add_tensor (w, t->name, (HnType) t->type, t->n_dims, t->ne, &err));
-    }
-  g_assert_true (hn_gguf_writer_begin (w, dst_path, &err));
-  for (int64_t i = 0; i < hn_gguf_n_tensors (src); i++)
-    {
-      const HnGgufTensor *t = hn_gguf_tensor (src, i);
-      g_assert_true (hn_gguf_writer_write (w, t->data, t->nbytes, &err));
-    }
-  g_assert_true (hn_gguf_writer_finish (w, &err));
-  hn_gguf_writer_free (w);
-  hn_gguf_close (src);
-  return dst_path;
-}
-
 /* ---- tests ------------------------------------------------------------------------------ */
 
 /* The weight type the app lists a file with (read without loading it) is the one the
@@ -609,16 +581,12 @@ check_greedy (Fixture *f, const char *model_name)
   g_assert_cmpstr (f->text->str, ==, expected);
   g_assert_cmpuint (f->stats.n_generated, ==, ref_n);
   /* and hanashi-cli generate on the same prompt prints the same (plus a newline) */
-  const char *cli = g_getenv ("HANASHI_CLI");
-  if (cli != NULL)
+  if (g_getenv ("HANASHI_CLI") != NULL)
     {
       g_autofree char *path = model_path (model_name);
-      const char *argv[] = { cli, "generate", "-m", path, "-p", prompt, "-n", "24", "-t", "1", "-c", "256", NULL };
-      g_autofree char *out = NULL;
-      int status = -1;
-      g_assert_true (g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
-                                   &out, NULL, &status, NULL));
-      g_assert_cmpint (status, ==, 0);
+      g_autofree char *out = cli_run_output (cli_run ("generate", "-m", path, "-p", prompt, "-n", "24", "-t", "1",
+                                                      "-c", "256", NULL),
+                                             NULL);
       g_autofree char *with_newline = g_strconcat (expected, "\n", NULL);
       g_assert_cmpstr (out, ==, with_newline);
     }

@@ -11,6 +11,7 @@
 #include "hn-context.h"
 #include "hn-memory.h"
 #include "hn-model.h"
+#include "cli-run.h"
 
 static char *
 model_path (void)
@@ -183,20 +184,13 @@ test_context_clamped_with_notice (void)
 static int
 run_cli (const char *const *args, const char *mem_mb, char **out, char **err)
 {
-  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
-  g_ptr_array_add (argv, (gpointer) g_getenv ("HANASHI_CLI"));
-  for (int i = 0; args[i]; i++)
-    g_ptr_array_add (argv, (gpointer) args[i]);
-  g_ptr_array_add (argv, NULL);
   g_auto (GStrv) envp = g_get_environ ();
   envp = mem_mb ? g_environ_setenv (envp, "HANASHI_MEM_AVAILABLE_MB", mem_mb, TRUE)
                 : g_environ_unsetenv (envp, "HANASHI_MEM_AVAILABLE_MB");
-  int status = -1;
-  GError *error = NULL;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, envp, G_SPAWN_DEFAULT, NULL, NULL, out, err,
-                               &status, &error));
-  g_assert_no_error (error);
-  return WIFEXITED (status) ? WEXITSTATUS (status) : -1;
+  CliRun r = cli_run_full (NULL, NULL, envp, args);
+  *out = r.out;
+  *err = r.err;
+  return r.status;
 }
 
 static void

@@ -11,7 +11,8 @@
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
-#include <sys/wait.h>
+
+#include "cli-run.h"
 
 static const char *
 testdata_dir (void)
@@ -484,34 +485,15 @@ test_quantize_rejects_nan (void)
 }
 
 static void
-run_cli (const char *const *args, int *status, char **out, char **err_text)
-{
-  const char *cli = g_getenv ("HANASHI_CLI");
-  g_assert_nonnull (cli);
-  GPtrArray *argv = g_ptr_array_new ();
-  g_ptr_array_add (argv, (gpointer) cli);
-  for (size_t i = 0; args[i] != NULL; i++)
-    g_ptr_array_add (argv, (gpointer) args[i]);
-  g_ptr_array_add (argv, NULL);
-  GError *error = NULL;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, out, err_text,
-                               status, &error));
-  g_assert_no_error (error);
-  g_ptr_array_free (argv, TRUE);
-}
-
-static void
 assert_cli_error (const char *const *args, const char *needle)
 {
-  int status = 0;
-  g_autofree char *out = NULL, *err_text = NULL;
-  run_cli (args, &status, &out, &err_text);
-  g_assert_true (g_spawn_check_wait_status (status, NULL) == FALSE);
-  g_assert_true (WIFEXITED (status) && WEXITSTATUS (status) == 1);
-  g_assert_true (g_str_has_prefix (err_text, "hanashi-cli: error: "));
-  g_assert_nonnull (strstr (err_text, needle));
+  CliRun r = cli_run_argv (args);
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_true (g_str_has_prefix (r.err, "hanashi-cli: error: "));
+  g_assert_nonnull (strstr (r.err, needle));
   /* exactly one line */
-  g_assert_cmpint (strchr (err_text, '\n') - err_text, ==, (long) strlen (err_text) - 1);
+  g_assert_cmpint (strchr (r.err, '\n') - r.err, ==, (long) strlen (r.err) - 1);
+  cli_run_clear (&r);
 }
 
 static void
@@ -527,10 +509,9 @@ test_cli (void)
   g_autofree char *missing = g_build_filename (dir, "missing.gguf", NULL);
 
   const char *const ok_args[] = { "quantize", src, out, "Q4_K_M", "-t", "2", NULL };
-  int status = 0;
-  g_autofree char *stdout_text = NULL, *stderr_text = NULL;
-  run_cli (ok_args, &status, &stdout_text, &stderr_text);
-  g_assert_true (g_spawn_check_wait_status (status, NULL));
+  CliRun ok = cli_run_argv (ok_args);
+  g_assert_cmpint (ok.status, ==, 0);
+  cli_run_clear (&ok);
   g_autofree char *ref = model_path ("quant-llama-v512-q4_k_m.gguf");
   g_assert_true (files_equal (out, ref));
 
@@ -548,11 +529,10 @@ test_cli (void)
   g_autofree char *junk = g_build_filename (dir, "junk.gguf", NULL);
   g_assert_true (g_file_set_contents (junk, "not a model at all", -1, NULL));
   const char *const junk_input[] = { "quantize", junk, missing, "Q8_0", NULL };
-  int junk_status = 0;
-  g_autofree char *o2 = NULL, *e2 = NULL;
-  run_cli (junk_input, &junk_status, &o2, &e2);
-  g_assert_true (WIFEXITED (junk_status) && WEXITSTATUS (junk_status) == 1);
-  g_assert_true (g_str_has_prefix (e2, "hanashi-cli: error: "));
+  CliRun junk_run = cli_run_argv (junk_input);
+  g_assert_cmpint (junk_run.status, ==, 1);
+  g_assert_true (g_str_has_prefix (junk_run.err, "hanashi-cli: error: "));
+  cli_run_clear (&junk_run);
   g_assert_false (g_file_test (missing, G_FILE_TEST_EXISTS));
   remove_dir (dir);
 }

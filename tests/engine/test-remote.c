@@ -7,14 +7,13 @@
 #include "hanashi-engine.h"
 #include "hanashi-remote.h"
 #include "remote-test-server.h"
+#include "cli-run.h"
 
 #include "hn-json.h"
 
 #include <gio/gio.h>
 #include <glib/gstdio.h>
-#include <stdarg.h>
 #include <string.h>
-#include <sys/wait.h>
 
 /* ---- server-sent events ------------------------------------------------------------------ */
 
@@ -567,40 +566,6 @@ test_engine (void)
 
 /* ---- hanashi-cli generate/chat --remote ------------------------------------------------------ */
 
-typedef struct {
-  int status;
-  char *out, *err;
-} CliRun;
-
-static void
-cli_run_clear (CliRun *r)
-{
-  g_free (r->out);
-  g_free (r->err);
-}
-
-static CliRun
-run_cli (const char *first, ...)
-{
-  GPtrArray *argv = g_ptr_array_new ();
-  g_ptr_array_add (argv, (gpointer) g_getenv ("HANASHI_CLI"));
-  va_list ap;
-  va_start (ap, first);
-  for (const char *a = first; a; a = va_arg (ap, const char *))
-    g_ptr_array_add (argv, (gpointer) a);
-  va_end (ap);
-  g_ptr_array_add (argv, NULL);
-  CliRun r = { 0 };
-  g_autoptr (GError) error = NULL;
-  int wait_status = 0;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &r.out, &r.err,
-                               &wait_status, &error));
-  g_assert_no_error (error);
-  r.status = WIFEXITED (wait_status) ? WEXITSTATUS (wait_status) : -1;
-  g_ptr_array_unref (argv);
-  return r;
-}
-
 static void
 test_cli (void)
 {
@@ -612,7 +577,7 @@ test_cli (void)
   RemoteTestServer *server = remote_test_server_new ("key", FALSE);
   const char *url = remote_test_server_get_url (server);
 
-  CliRun r = run_cli ("generate", "--remote", url, "--api-key", "key", "-m", "split", "-p", "Hi", "-n", "20",
+  CliRun r = cli_run ("generate", "--remote", url, "--api-key", "key", "-m", "split", "-p", "Hi", "-n", "20",
                       "--top-k", "5", NULL);
   g_assert_cmpint (r.status, ==, 0);
   g_assert_cmpstr (r.out, ==, REMOTE_TEST_REPLY_TEXT "\n");
@@ -626,18 +591,18 @@ test_cli (void)
   cli_run_clear (&r);
 
   /* The default model is the first listed; a wrong key is one error line. */
-  r = run_cli ("generate", "--remote", url, "--api-key", "nope", "-p", "Hi", "-n", "5", NULL);
+  r = cli_run ("generate", "--remote", url, "--api-key", "nope", "-p", "Hi", "-n", "5", NULL);
   g_assert_cmpint (r.status, ==, 1);
   g_assert_true (g_str_has_prefix (r.err, "hanashi-cli: error: "));
   g_assert_nonnull (strstr (r.err, "refused the API key"));
   cli_run_clear (&r);
 
-  r = run_cli ("generate", "--remote", url, "--api-key", "key", "-m", "error-500", "-p", "Hi", "-n", "5", NULL);
+  r = cli_run ("generate", "--remote", url, "--api-key", "key", "-m", "error-500", "-p", "Hi", "-n", "5", NULL);
   g_assert_cmpint (r.status, ==, 1);
   g_assert_nonnull (strstr (r.err, "the GPU caught fire"));
   cli_run_clear (&r);
 
-  r = run_cli ("generate", "--remote", url, "--api-key", "key", "--ids", "-p", "Hi", "-n", "5", NULL);
+  r = cli_run ("generate", "--remote", url, "--api-key", "key", "--ids", "-p", "Hi", "-n", "5", NULL);
   g_assert_cmpint (r.status, ==, 1);
   g_assert_nonnull (strstr (r.err, "--ids is not available with --remote"));
   cli_run_clear (&r);
@@ -646,7 +611,7 @@ test_cli (void)
   g_autofree char *dir = g_dir_make_tmp ("hanashi-remote-XXXXXX", NULL);
   g_autofree char *turns = g_build_filename (dir, "turns.txt", NULL);
   g_assert_true (g_file_set_contents (turns, "First\nSecond\n", -1, NULL));
-  r = run_cli ("chat", "--remote", url, "--api-key", "key", "-m", "crlf", "--system", "Be kind.", "-f", turns, NULL);
+  r = cli_run ("chat", "--remote", url, "--api-key", "key", "-m", "crlf", "--system", "Be kind.", "-f", turns, NULL);
   g_assert_cmpint (r.status, ==, 0);
   g_assert_cmpstr (r.out, ==, REMOTE_TEST_REPLY_TEXT "\n" REMOTE_TEST_REPLY_TEXT "\n");
   root = last_body (server);

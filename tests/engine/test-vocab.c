@@ -13,6 +13,8 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
+#include "cli-run.h"
+
 static const char *
 testdata (void)
 {
@@ -913,24 +915,6 @@ test_pre_names (void)
   g_rmdir (dir);
 }
 
-static char *
-run_cli (const char *const *args, int *status)
-{
-  const char *cli = g_getenv ("HANASHI_CLI");
-  g_assert_nonnull (cli);
-  GPtrArray *argv = g_ptr_array_new ();
-  g_ptr_array_add (argv, (gpointer) cli);
-  for (size_t i = 0; args[i] != NULL; i++)
-    g_ptr_array_add (argv, (gpointer) args[i]);
-  g_ptr_array_add (argv, NULL);
-  char *out = NULL;
-  g_autoptr (GError) error = NULL;
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out, NULL,
-                               status, &error));
-  g_ptr_array_unref (argv);
-  return out;
-}
-
 static void
 test_cli (void)
 {
@@ -939,24 +923,28 @@ test_cli (void)
     return;
   }
   g_autofree char *spm = vocab_path ("llama-spm");
-  int status;
   const char *a1[] = { "tokenize", "-m", spm, "-p", "Hello world", NULL };
-  g_autofree char *o1 = run_cli (a1, &status);
-  g_assert_true (g_spawn_check_wait_status (status, NULL));
-  g_assert_cmpstr (o1, ==, "[1, 15043, 3186]\n");
+  CliRun r = cli_run_argv (a1);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpstr (r.out, ==, "[1, 15043, 3186]\n");
+  cli_run_clear (&r);
   const char *a2[] = { "tokenize", "-m", spm, "-p", "Hello world", "--no-bos", NULL };
-  g_autofree char *o2 = run_cli (a2, &status);
-  g_assert_cmpstr (o2, ==, "[15043, 3186]\n");
+  r = cli_run_argv (a2);
+  g_assert_cmpstr (r.out, ==, "[15043, 3186]\n");
+  cli_run_clear (&r);
   const char *a3[] = { "detokenize", "-m", spm, "--ids", "1,15043,3186", NULL };
-  g_autofree char *o3 = run_cli (a3, &status);
-  g_assert_true (g_spawn_check_wait_status (status, NULL));
-  g_assert_cmpstr (o3, ==, "Hello world");
+  r = cli_run_argv (a3);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpstr (r.out, ==, "Hello world");
+  cli_run_clear (&r);
   const char *a4[] = { "detokenize", "-m", spm, "--ids", "1,99999", NULL };
-  g_free (run_cli (a4, &status));
-  g_assert_false (g_spawn_check_wait_status (status, NULL));
+  r = cli_run_argv (a4);
+  g_assert_cmpint (r.status, !=, 0);
+  cli_run_clear (&r);
   const char *a5[] = { "tokenize", "-m", spm, NULL };
-  g_free (run_cli (a5, &status));
-  g_assert_false (g_spawn_check_wait_status (status, NULL));
+  r = cli_run_argv (a5);
+  g_assert_cmpint (r.status, !=, 0);
+  cli_run_clear (&r);
 }
 
 int
