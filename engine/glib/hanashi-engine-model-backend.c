@@ -416,6 +416,9 @@ chat_request_init_from (HnChatRequest *cr, HanashiGenerateRequest *req, const Hn
   cr->cfg_negative = hanashi_generate_request_get_cfg_negative (req);
   cr->cfg_scale = (float) hanashi_generate_request_get_cfg_scale (req);
   cr->conversation = hanashi_generate_request_get_conversation_id (req);
+  guint n_prefix = 0;
+  cr->reply_prefix = hanashi_generate_request_get_reply_prefix (req, &n_prefix);
+  cr->n_reply_prefix = n_prefix;
 }
 
 static gboolean
@@ -438,9 +441,6 @@ model_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBacken
   cr.session_cache_dir = session->dir;
   cr.session_cache_limit = session->limit;
   cr.probs_k = hanashi_generate_request_get_probs_k (req);
-  guint n_prefix = 0;
-  cr.reply_prefix = hanashi_generate_request_get_reply_prefix (req, &n_prefix);
-  cr.n_reply_prefix = n_prefix;
 
   Run run = { mb, sink, session->path };
   HnChatCallbacks cb = {
@@ -516,9 +516,11 @@ next_run_is_cancelled (void *data)
   return sink->is_cancelled (sink->data) != FALSE;
 }
 
-/* What the grammar allows as the reply's first token, as a bitset (NULL: no grammar). */
+/* What the grammar allows as the reply's next token after @prefix (its first token when
+ * there is none), as a bitset.  A prefix the grammar does not accept allows nothing. */
 static GBytes *
-grammar_allowed_bits (ModelBackend *mb, HanashiGrammar *grammar, int32_t n_vocab, GError **error)
+grammar_allowed_bits (ModelBackend *mb, HanashiGrammar *grammar, int32_t n_vocab, const gint32 *prefix,
+                      guint n_prefix, GError **error)
 {
   HnError err = { 0 };
   const HnGrammarVocab *gvocab = hn_chat_model_grammar_vocab (mb->chat_model, &err);
@@ -528,12 +530,20 @@ grammar_allowed_bits (ModelBackend *mb, HanashiGrammar *grammar, int32_t n_vocab
       set_error_from_hn (error, &err, HANASHI_ENGINE_ERROR_GRAMMAR_INVALID, NULL);
       return NULL;
     }
+  gboolean accepted = TRUE;
+  for (guint i = 0; i < n_prefix && accepted; i++)
+    accepted = hn_grammar_accept_token (state, prefix[i]);
+  gsize n_words = ((gsize) n_vocab + 31) / 32;
+  guint32 *bits = g_new0 (guint32, n_words);
+  if (!accepted)
+    {
+      hn_grammar_state_free (state);
+      return g_bytes_new_take (bits, n_words * sizeof *bits);
+    }
   /* the mask the sampler applies, on a row of zeros: what stays finite is allowed */
   g_autofree float *row = g_new0 (float, (gsize) n_vocab);
   hn_grammar_mask_logits (state, row, n_vocab);
   hn_grammar_state_free (state);
-  gsize n_words = ((gsize) n_vocab + 31) / 32;
-  guint32 *bits = g_new0 (guint32, n_words);
   for (int32_t i = 0; i < n_vocab; i++)
     if (row[i] > -INFINITY)
       bits[i / 32] |= 1u << (i % 32);
@@ -583,7 +593,9 @@ model_next_logits (gpointer model, HanashiGenerateRequest *req, HanashiBackendSi
                                                                    : "The model gave no scores for the next token");
       return NULL;
     }
-  if (grammar != NULL && (next->allowed = grammar_allowed_bits (mb, grammar, n_vocab, error)) == NULL)
+  if (grammar != NULL &&
+      (next->allowed = grammar_allowed_bits (mb, grammar, n_vocab, cr.reply_prefix, (guint) cr.n_reply_prefix, error))
+          == NULL)
     return NULL;
   return g_steal_pointer (&next);
 }

@@ -333,7 +333,10 @@ gint     hanashi_engine_count_tokens_finish (HanashiEngine  *self,
  * generation of @req would send it, read through the KV cache the conversation's replies
  * use (so a lens request after a reply costs little, and the reply after it reuses the
  * cache), one model run per call; no session file is read or written and no token is
- * emitted.  Runs on the engine thread in queue order; a later generate cancels it (the
+ * emitted.  With a reply prefix (hanashi_generate_request_set_reply_prefix) the row is the
+ * one after those tokens: the lens on a token picked in an answer, whose allowed set is
+ * the grammar's after the prefix (none when the grammar rejects the prefix).
+ * Runs on the engine thread in queue order; a later generate cancels it (the
  * task then fails with HANASHI_ENGINE_ERROR_CANCELLED), as does @cancellable.  Not
  * available for a remote model (HANASHI_ENGINE_ERROR_FAILED). */
 void     hanashi_engine_next_logits_async   (HanashiEngine          *self,

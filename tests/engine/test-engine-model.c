@@ -863,6 +863,43 @@ test_next_logits (Fixture *f, gconstpointer data)
       /* the grammar wants lower-case letters first: most of the story's likely tokens go */
       if (with_grammar)
         g_assert_cmpuint (removed_by_grammar, >, 0);
+
+      /* the lens on a token picked in the answer: the row after the answer's tokens before
+       * it gives that token's own record (the grammar's allowed set there included) */
+      g_assert_cmpuint (records->len, >=, 2);
+      for (guint at = 1; at < records->len; at++)
+        {
+          gint32 prefix[8];
+          g_assert_cmpuint (at, <=, G_N_ELEMENTS (prefix));
+          for (guint i = 0; i < at; i++)
+            prefix[i] = g_array_index (records, HnTokenProbs, i).token;
+          hanashi_generate_request_set_reply_prefix (req, prefix, at);
+          HanashiNextLogits *picked = NULL;
+          hanashi_engine_next_logits_async (f->engine, req, NULL, next_logits_done, &picked);
+          while (picked == NULL)
+            g_main_context_iteration (NULL, TRUE);
+          hanashi_generate_request_set_reply_prefix (req, NULL, 0);
+          g_assert_cmpuint (g_bytes_get_size (picked->history) / sizeof (int32_t), ==, f->stats.n_prompt + at);
+          gsize n_picked_history = 0;
+          HnLensInput at_in = in;
+          at_in.logits = g_bytes_get_data (picked->logits, NULL);
+          at_in.history = g_bytes_get_data (picked->history, &n_picked_history);
+          at_in.n_history = n_picked_history / sizeof (int32_t);
+          at_in.allowed = picked->allowed ? g_bytes_get_data (picked->allowed, NULL) : NULL;
+          g_assert_true ((picked->allowed != NULL) == with_grammar);
+          HnTokenProbs picked_lensed;
+          g_assert_true (hn_lens_compute (lens, &sp, &at_in, 12, &picked_lensed, &err));
+          const HnTokenProbs *recorded = &g_array_index (records, HnTokenProbs, at);
+          g_assert_cmpuint (picked_lensed.n_candidates, ==, recorded->n_candidates);
+          for (guint i = 0; i < recorded->n_candidates; i++)
+            {
+              g_assert_cmpint (picked_lensed.candidates[i].id, ==, recorded->candidates[i].id);
+              g_assert_cmpint (picked_lensed.candidates[i].removed_by, ==, recorded->candidates[i].removed_by);
+              g_assert_cmpfloat_with_epsilon (picked_lensed.candidates[i].p, recorded->candidates[i].p, 1e-4);
+              g_assert_cmpfloat_with_epsilon (picked_lensed.candidates[i].logprob, recorded->candidates[i].logprob, 1e-3);
+            }
+          hanashi_next_logits_free (picked);
+        }
       hn_lens_free (lens);
       hanashi_next_logits_free (next);
     }
