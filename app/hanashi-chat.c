@@ -969,43 +969,12 @@ hanashi_chat_regenerate (HanashiChat *self,
     report (self, _("Could not start the reply"), error);
 }
 
-void
-hanashi_chat_branch (HanashiChat *self,
-                     gint64       message_id,
-                     guint        token_index,
-                     gint32       candidate)
+/* The answer @message's tokens as the loaded model writes them (a control token: NULL),
+ * checked against its text: NULL, with a notice, when they do not spell it (another model
+ * wrote it). */
+static GPtrArray *
+answer_pieces (HanashiChat *self, HanashiMessage *message, GArray *records)
 {
-  g_autoptr (GError) error = NULL;
-  HanashiMessage *message;
-  int index;
-
-  g_return_if_fail (HANASHI_IS_CHAT (self));
-
-  message = prepare_action (self, message_id, FALSE, &index);
-  if (message == NULL || hanashi_message_is_user (message))
-    return;
-  if (hanashi_engine_get_model_info (self->engine) == NULL)
-    {
-      notice (self, _("No model is loaded."));
-      return;
-    }
-  GArray *records = hanashi_message_get_token_probs (message);
-  if (records == NULL || token_index >= records->len)
-    return;
-  HnTokenProbs chosen = g_array_index (records, HnTokenProbs, token_index);
-  gboolean listed = FALSE;
-  for (guint i = 0; i < chosen.n_candidates && !listed; i++)
-    if (chosen.candidates[i].id == candidate)
-      {
-        /* the same distribution, another choice */
-        chosen.token = candidate;
-        chosen.logprob = chosen.candidates[i].logprob;
-        chosen.p = chosen.candidates[i].p;
-        listed = TRUE;
-      }
-  if (!listed)
-    return;
-
   /* The texts come from the loaded model: only the one that wrote the answer spells its
    * tokens back into its text, and only its ids mean the same tokens. */
   g_autoptr (GPtrArray) pieces = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
@@ -1025,8 +994,63 @@ hanashi_chat_branch (HanashiChat *self,
   if (spans == NULL)
     {
       notice (self, _("This answer can be continued from a token only with the model that wrote it."));
-      return;
+      return NULL;
     }
+  return g_steal_pointer (&pieces);
+}
+
+/* @message (an answer of the thread shown, or NULL) and its token @token_index: its
+ * records; NULL when there is no such token or no model to continue it with (a notice says
+ * so). */
+static GArray *
+token_records (HanashiChat    *self,
+               HanashiMessage *message,
+               guint           token_index)
+{
+  if (message == NULL || hanashi_message_is_user (message))
+    return NULL;
+  if (hanashi_engine_get_model_info (self->engine) == NULL)
+    {
+      notice (self, _("No model is loaded."));
+      return NULL;
+    }
+  GArray *records = hanashi_message_get_token_probs (message);
+  if (records == NULL || token_index >= records->len)
+    return NULL;
+  return records;
+}
+
+void
+hanashi_chat_branch (HanashiChat *self,
+                     gint64       message_id,
+                     guint        token_index,
+                     gint32       candidate)
+{
+  g_autoptr (GError) error = NULL;
+  GArray *records = NULL;
+  int index;
+
+  g_return_if_fail (HANASHI_IS_CHAT (self));
+
+  HanashiMessage *message = prepare_action (self, message_id, FALSE, &index);
+  if ((records = token_records (self, message, token_index)) == NULL)
+    return;
+  HnTokenProbs chosen = g_array_index (records, HnTokenProbs, token_index);
+  gboolean listed = FALSE;
+  for (guint i = 0; i < chosen.n_candidates && !listed; i++)
+    if (chosen.candidates[i].id == candidate)
+      {
+        /* the same distribution, another choice */
+        chosen.token = candidate;
+        chosen.logprob = chosen.candidates[i].logprob;
+        chosen.p = chosen.candidates[i].p;
+        listed = TRUE;
+      }
+  if (!listed)
+    return;
+  g_autoptr (GPtrArray) pieces = answer_pieces (self, message, records);
+  if (pieces == NULL)
+    return;
 
   g_autoptr (GArray) tokens = g_array_sized_new (FALSE, FALSE, sizeof (gint32), token_index + 1);
   g_autoptr (GByteArray) written = g_byte_array_new ();
@@ -1054,6 +1078,34 @@ hanashi_chat_branch (HanashiChat *self,
   ReplyPrefix prefix = { (const gint32 *) (void *) tokens->data, tokens->len, text, prefix_records };
   if (!start_reply (self, (guint) index, hanashi_message_get_parent_id (message), message_id, &prefix, &error))
     report (self, _("Could not start the reply"), error);
+}
+
+HanashiGenerateRequest *
+hanashi_chat_build_token_request (HanashiChat *self,
+                                  gint64       message_id,
+                                  guint        token_index,
+                                  gint32      *chosen)
+{
+  GArray *records = NULL;
+  int index;
+
+  g_return_val_if_fail (HANASHI_IS_CHAT (self), NULL);
+
+  /* looking at an answer leaves a reply being written alone */
+  HanashiMessage *message = self->store != NULL ? find_message (self, message_id, &index) : NULL;
+  if ((records = token_records (self, message, token_index)) == NULL)
+    return NULL;
+  g_autoptr (GPtrArray) pieces = answer_pieces (self, message, records);
+  if (pieces == NULL)
+    return NULL;
+  g_autoptr (GArray) tokens = g_array_sized_new (FALSE, FALSE, sizeof (gint32), token_index);
+  for (guint i = 0; i < token_index; i++)
+    g_array_append_val (tokens, g_array_index (records, HnTokenProbs, i).token);
+  HanashiGenerateRequest *req = build_request (self, (guint) index, NULL);
+  hanashi_generate_request_set_reply_prefix (req, (const gint32 *) (void *) tokens->data, tokens->len);
+  if (chosen != NULL)
+    *chosen = g_array_index (records, HnTokenProbs, token_index).token;
+  return req;
 }
 
 void

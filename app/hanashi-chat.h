@@ -118,6 +118,15 @@ void           hanashi_chat_branch               (HanashiChat   *self,
                                                   gint64         message_id,
                                                   guint          token_index,
                                                   gint32         candidate);
+/* The request whose next token is token @token_index of answer @message_id: the thread
+ * before that answer with the answer's tokens before it as the reply prefix (for the
+ * panel's lens; the sampling settings are the caller's to apply), and in @chosen the token
+ * the answer took there.  NULL when that token cannot be looked at: no model, no records,
+ * or not the model that wrote the answer ("notice" says which of the last two). */
+HanashiGenerateRequest *hanashi_chat_build_token_request (HanashiChat *self,
+                                                          gint64       message_id,
+                                                          guint        token_index,
+                                                          gint32      *chosen);
 void           hanashi_chat_delete_message       (HanashiChat   *self,
                                                   gint64         message_id);
 /* Shows the previous (@delta -1) or next (+1) version of a message. */

@@ -21,6 +21,9 @@ struct _HanashiLensView {
   GtkLabel *status_label;
   HanashiProbChart *chart;
   GtkLabel *note_label;
+  GtkWidget *position_box;     /* shown while a picked token is the row */
+  GtkLabel *position_label;
+  gint32 marked_token;         /* the token the answer took at the picked position, or -1 */
 
   HanashiNextLogits *next;     /* the stored row, or NULL */
   HnLens *lens;                /* sized for next's vocabulary */
@@ -92,6 +95,9 @@ recompute (HanashiLensView *self)
     for (guint j = 0; j < self->next->n_top; j++)
       if (self->next->top_ids[j] == record.candidates[i].id)
         texts[i] = self->next->top_texts[j];
+  /* at a picked token, the mark is what the answer took there */
+  if (self->marked_token >= 0)
+    record.token = self->marked_token;
   hanashi_prob_chart_set_record (self->chart, &record, texts);
 
   GString *note = g_string_new (NULL);
@@ -130,6 +136,23 @@ hanashi_lens_view_set_logits (HanashiLensView *self, const HanashiNextLogits *ne
     hanashi_prob_chart_set_record (self->chart, NULL, NULL);
   show_status (self, status);
   recompute (self);
+}
+
+void
+hanashi_lens_view_set_position (HanashiLensView *self, const char *picked, gint32 marked)
+{
+  g_return_if_fail (HANASHI_IS_LENS_VIEW (self));
+  gtk_label_set_text (self->position_label, picked != NULL ? picked : "");
+  gtk_widget_set_visible (self->position_box, picked != NULL);
+  gtk_expander_set_label (self->expander, picked != NULL ? _("_Lens: a Token of an Answer") : _("_Lens: the Next Token"));
+  self->marked_token = picked != NULL ? marked : -1;
+}
+
+const char *
+hanashi_lens_view_get_position (HanashiLensView *self)
+{
+  g_return_val_if_fail (HANASHI_IS_LENS_VIEW (self), NULL);
+  return gtk_widget_get_visible (self->position_box) ? gtk_label_get_text (self->position_label) : NULL;
 }
 
 void
@@ -234,6 +257,24 @@ hanashi_lens_view_init (HanashiLensView *self)
   gtk_label_set_xalign (GTK_LABEL (explanation), 0);
   gtk_widget_add_css_class (explanation, "dim-label");
   gtk_box_append (GTK_BOX (box), explanation);
+  /* a token picked in an answer: which one, and the way back */
+  self->marked_token = -1;
+  self->position_box = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 6);
+  gtk_widget_set_name (self->position_box, "lens-position");
+  self->position_label = GTK_LABEL (gtk_label_new (NULL));
+  gtk_label_set_wrap (self->position_label, TRUE);
+  gtk_label_set_xalign (self->position_label, 0);
+  gtk_widget_set_hexpand (GTK_WIDGET (self->position_label), TRUE);
+  gtk_widget_add_css_class (GTK_WIDGET (self->position_label), "heading");
+  gtk_box_append (GTK_BOX (self->position_box), GTK_WIDGET (self->position_label));
+  GtkWidget *back = gtk_button_new_with_mnemonic (_("_Next Token"));
+  gtk_widget_set_name (back, "lens-back");
+  gtk_widget_set_tooltip_text (back, _("Back to the next token of the conversation"));
+  gtk_widget_set_valign (back, GTK_ALIGN_CENTER);
+  gtk_actionable_set_action_name (GTK_ACTIONABLE (back), "win.lens-next-token");
+  gtk_box_append (GTK_BOX (self->position_box), back);
+  gtk_widget_set_visible (self->position_box, FALSE);
+  gtk_box_append (GTK_BOX (box), self->position_box);
   self->status_label = GTK_LABEL (gtk_label_new (NULL));
   gtk_widget_set_name (GTK_WIDGET (self->status_label), "lens-status");
   gtk_label_set_wrap (self->status_label, TRUE);

@@ -33,6 +33,16 @@ void      hanashi_lens_view_set_logits (HanashiLensView         *self,
                                         const HanashiNextLogits *next,
                                         const char              *status);
 
+/* Which position the row is: @picked NULL for the next token of the conversation, or a
+ * heading naming a token picked in an answer, shown with a button back to the next token
+ * (action win.lens-next-token); @marked: the token the answer took there, marked in the
+ * chart instead of the likeliest.  The row itself comes with set_logits. */
+void        hanashi_lens_view_set_position (HanashiLensView *self,
+                                            const char      *picked,
+                                            gint32           marked);
+/* The heading of the picked token, NULL while the row is the next token. */
+const char *hanashi_lens_view_get_position (HanashiLensView *self);
+
 /* The settings to look through.  @use_grammar FALSE ignores the row's allowed set (the
  * panel's grammar is off).  Recomputes at once when open and a row is there. */
 void      hanashi_lens_view_set_params (HanashiLensView        *self,

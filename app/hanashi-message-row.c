@@ -262,6 +262,17 @@ on_branch (HanashiTokenView  *view,
                                 token_index, candidate);
 }
 
+static void
+on_show_in_lens (HanashiTokenView  *view,
+                 guint              token_index,
+                 HanashiMessageRow *self)
+{
+  (void) view;
+  if (self->message != NULL)
+    gtk_widget_activate_action (GTK_WIDGET (self), "chat.show-token-in-lens", "(xu)",
+                                hanashi_message_get_id (self->message), token_index);
+}
+
 /* The lens on an answer: its tokens shaded, or the content and a line saying why not.  A
  * reply being written keeps its Markdown until it is complete (its tokens would be mapped
  * again for every piece). */
@@ -284,6 +295,7 @@ update_lens (HanashiMessageRow *self)
             {
               self->token_view = hanashi_token_view_new ();
               g_signal_connect (self->token_view, "branch", G_CALLBACK (on_branch), self);
+              g_signal_connect (self->token_view, "show-in-lens", G_CALLBACK (on_show_in_lens), self);
               gtk_widget_insert_after (self->token_view, gtk_widget_get_parent (self->content), self->content);
             }
           tokens_shown = hanashi_token_view_set_answer (HANASHI_TOKEN_VIEW (self->token_view), self->lens_engine,

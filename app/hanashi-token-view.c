@@ -30,7 +30,7 @@ struct _HanashiTokenView {
 
 G_DEFINE_FINAL_TYPE (HanashiTokenView, hanashi_token_view, GTK_TYPE_WIDGET)
 
-enum { SIGNAL_BRANCH, N_SIGNALS };
+enum { SIGNAL_BRANCH, SIGNAL_SHOW_IN_LENS, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
 /* ---- the view ------------------------------------------------------------------------- */
@@ -152,6 +152,16 @@ on_choice_clicked (GtkButton        *button,
   close_popover (self);
   if (index >= 0)
     g_signal_emit (self, signals[SIGNAL_BRANCH], 0, (guint) index, candidate);
+}
+
+static void
+on_show_in_lens_clicked (GtkButton        *button,
+                         HanashiTokenView *self)
+{
+  int index = self->popover_token;
+  close_popover (self);
+  if (index >= 0)
+    g_signal_emit (self, signals[SIGNAL_SHOW_IN_LENS], 0, (guint) index);
 }
 
 static void
@@ -450,6 +460,9 @@ hanashi_token_view_class_init (HanashiTokenViewClass *klass)
   /* (guint token_index, gint candidate_token) */
   signals[SIGNAL_BRANCH] = g_signal_new ("branch", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                                          NULL, G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_INT);
+  /* (guint token_index): the user wants the panel's lens on that token */
+  signals[SIGNAL_SHOW_IN_LENS] = g_signal_new ("show-in-lens", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
+                                               NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_UINT);
 }
 
 static void
@@ -512,6 +525,13 @@ hanashi_token_view_init (HanashiTokenView *self)
   gtk_flow_box_set_selection_mode (GTK_FLOW_BOX (self->choices), GTK_SELECTION_NONE);
   gtk_flow_box_set_max_children_per_line (GTK_FLOW_BOX (self->choices), 5);
   gtk_box_append (GTK_BOX (box), self->choices);
+  /* the same position under the panel's current settings, live as the sliders move */
+  GtkWidget *lens_button = gtk_button_new_with_mnemonic (_("Show in the _Lens"));
+  gtk_widget_set_name (lens_button, "show-in-lens");
+  gtk_widget_set_tooltip_text (lens_button, _("See this token's candidates under the panel's settings"));
+  gtk_widget_set_halign (lens_button, GTK_ALIGN_END);
+  g_signal_connect (lens_button, "clicked", G_CALLBACK (on_show_in_lens_clicked), self);
+  gtk_box_append (GTK_BOX (box), lens_button);
   gtk_accessible_update_property (GTK_ACCESSIBLE (box), GTK_ACCESSIBLE_PROPERTY_LABEL,
                                   _("Candidates for this token"), -1);
   self->popover = GTK_POPOVER (gtk_popover_new ());

@@ -7,7 +7,7 @@
  * chain): the less likely, the stronger the shade.  Hovering a token shows its candidates
  * in a tooltip; clicking it, or Enter/Space on the caret's token, opens a popover with the
  * candidates' chart (HanashiProbChart) and a button per other candidate, which emits
- * "branch" (the answer continues from there with that token).
+ * "branch" (the answer continues from there with that token), and "Show in the Lens".
  *
  * The records' token ids are the loaded model's: their texts come from the engine
  * (hanashi_engine_dup_token_text), mapped onto the answer's text by
@@ -53,6 +53,8 @@ GtkPopover       *hanashi_token_view_get_popover (HanashiTokenView *self);
 HanashiProbChart *hanashi_token_view_get_chart   (HanashiTokenView *self);
 
 /* Signal "branch" (guint token_index, gint candidate_token): the user chose another
- * candidate for that token. */
+ * candidate for that token.
+ * Signal "show-in-lens" (guint token_index): the user wants that token's distribution in
+ * the parameter panel's lens ("Show in the Lens" in the popover). */
 
 G_END_DECLS

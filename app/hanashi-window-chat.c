@@ -382,6 +382,19 @@ branch_message_action (GSimpleAction *action,
 }
 
 static void
+show_token_in_lens_action (GSimpleAction *action,
+                           GVariant      *parameter,
+                           gpointer       user_data)
+{
+  HanashiWindow *self = user_data;
+  gint64 id;
+  guint32 token_index;
+
+  g_variant_get (parameter, "(xu)", &id, &token_index);
+  _hanashi_window_show_token_in_lens (self, id, token_index);
+}
+
+static void
 delete_message_action (GSimpleAction *action,
                        GVariant      *parameter,
                        gpointer       user_data)
@@ -483,6 +496,7 @@ static const GActionEntry chat_actions[] = {
   { "edit", edit_message_action, "x" },
   { "regenerate", regenerate_message_action, "x" },
   { "branch", branch_message_action, "(xui)" },
+  { "show-token-in-lens", show_token_in_lens_action, "(xu)" },
   { "delete", delete_message_action, "x" },
   { "previous-alternative", previous_alternative_action, "x" },
   { "next-alternative", next_alternative_action, "x" },
@@ -666,7 +680,7 @@ _hanashi_window_bind_chat (HanashiWindow *self)
   g_signal_connect_object (gtk_text_view_get_buffer (hanashi_composer_get_text_view (self->composer)), "changed",
                            G_CALLBACK (on_draft_changed), self, 0);
   g_signal_connect (self->params_panel, "changed", G_CALLBACK (on_params_changed), self);
-  g_signal_connect_swapped (self->params_panel, "lens-wanted", G_CALLBACK (_hanashi_window_refresh_lens), self);
+  g_signal_connect_swapped (self->params_panel, "lens-wanted", G_CALLBACK (_hanashi_window_lens_wanted), self);
 }
 
 void

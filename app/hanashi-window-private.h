@@ -70,6 +70,9 @@ struct _HanashiWindow
   guint               draft_count_source; /* recount the context shortly after typing */
   guint               lens_source;       /* fetch the lens's row shortly after a change */
   GCancellable       *lens_cancellable;
+  /* a token picked in an answer that the lens shows instead of the next token (0: none) */
+  gint64              lens_pick_message;
+  guint               lens_pick_index;
   int                 context_used;      /* -1 while unknown */
   AdwToast           *undo_toast;        /* weak; the toast offering Undo, while shown */
   GSimpleActionGroup *chat_actions;      /* "chat.": the message actions and undo-delete */
@@ -97,6 +100,11 @@ void  _hanashi_window_update_context_meter   (HanashiWindow *self);
 /* hanashi-window-lens.c */
 void  _hanashi_window_refresh_lens           (HanashiWindow *self);
 void  _hanashi_window_dispose_lens           (HanashiWindow *self);
+void  _hanashi_window_lens_wanted            (HanashiWindow *self);
+void  _hanashi_window_show_token_in_lens     (HanashiWindow *self,
+                                              gint64         message_id,
+                                              guint          token_index);
+void  _hanashi_window_class_init_lens        (GtkWidgetClass *widget_class);
 void  _hanashi_window_update_actions         (HanashiWindow *self);
 char *_hanashi_window_conversation_key       (gint64         id);
 void  _hanashi_window_notify_conversation_id (HanashiWindow *self);

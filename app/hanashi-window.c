@@ -514,6 +514,7 @@ hanashi_window_class_init (HanashiWindowClass *klass)
   gtk_widget_class_install_property_action (widget_class, "win.show-probabilities", "show-probabilities");
   _hanashi_window_class_init_chat (widget_class);
   _hanashi_window_class_init_models (widget_class);
+  _hanashi_window_class_init_lens (widget_class);
 }
 
 static void

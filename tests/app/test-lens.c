@@ -19,15 +19,6 @@
 #include "test-window-helpers.h"
 #include "test-xdg.h"
 
-static void
-set_spin (HanashiParamsPanel *panel, const char *key, double value)
-{
-  g_autofree char *name = g_strconcat ("spin-", key, NULL);
-  GtkWidget *spin = find_named (GTK_WIDGET (panel), name);
-  g_assert_nonnull (spin);
-  gtk_spin_button_set_value (GTK_SPIN_BUTTON (spin), value);
-}
-
 static gboolean
 chart_filled (gpointer chart)
 {

@@ -22,16 +22,6 @@
 #include "test-screenshot.h"
 
 static void
-set_spin (HanashiParamsPanel *panel, const char *key, double value)
-{
-  g_autofree char *name = g_strconcat ("spin-", key, NULL);
-  GtkWidget *spin = find_named (GTK_WIDGET (panel), name);
-  g_assert_nonnull (spin);
-  gtk_spin_button_set_value (GTK_SPIN_BUTTON (spin), value);
-  g_assert_cmpfloat_with_epsilon (gtk_spin_button_get_value (GTK_SPIN_BUTTON (spin)), value, 1e-6);
-}
-
-static void
 set_text (HanashiParamsPanel *panel, const char *name, const char *text)
 {
   GtkWidget *view = find_named (GTK_WIDGET (panel), name);

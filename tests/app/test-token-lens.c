@@ -3,7 +3,8 @@
  * Markdown syntax cut by tokens, thinking before and a stop string after); the shading on and
  * off with the window's action; the candidates' chart of a clicked token and of the token
  * under the caret; choosing another candidate continuing the answer from there as a new
- * alternative, and that alternative's records in the store; a screenshot for the docs.
+ * alternative, and that alternative's records in the store; "Show in the Lens" on a token;
+ * a screenshot for the docs.
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -14,6 +15,7 @@
 #include "hanashi-application.h"
 #include "hanashi-chat-view.h"
 #include "hanashi-composer.h"
+#include "hanashi-lens-view.h"
 #include "hanashi-message-row.h"
 #include "hanashi-token-probs.h"
 #include "hanashi-token-view.h"
@@ -300,6 +302,134 @@ test_lens (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+static gboolean
+chart_filled (gpointer chart)
+{
+  return hanashi_prob_chart_get_n_bars (chart) > 0;
+}
+
+static guint runs_awaited;
+
+static gboolean
+runs_reached (gpointer data)
+{
+  (void) data;
+  return hanashi_test_scripted_next_logits_runs () >= runs_awaited;
+}
+
+static gboolean
+lens_at_next_token (gpointer lens)
+{
+  return hanashi_lens_view_get_position (lens) == NULL;
+}
+
+/* "Show in the Lens" on a token of an answer: one model run for the row at that token (the
+ * answer's tokens before it as the reply prefix, nothing else), the panel and its lens
+ * opened on it with a heading naming the token, the token the answer took there marked;
+ * the sliders then recompute that row without a run, the conversation going on leaves it,
+ * and "Next Token" goes back to the next token of the conversation. */
+static void
+test_show_in_lens (void)
+{
+  hanashi_test_scripted_set_reply (reply_pieces);
+  g_autoptr (HanashiApplication) app = make_app ();
+  HanashiWindow *window = make_window (app, 1200, 900, TRUE);
+  HanashiParamsPanel *panel = get_panel (window);
+  HanashiLensView *lens = hanashi_params_panel_get_lens (panel);
+  HanashiProbChart *chart = hanashi_lens_view_get_chart (lens);
+
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  hanashi_composer_set_text (get_composer (window), "Tell me something bold");
+  g_assert_true (press_enter (window, 0));
+  wait_until (reply_done, window);
+  set_spin (panel, "top_k", 3);
+  set_spin (panel, "top_p", 1.0);
+  set_spin (panel, "min_p", 0.0);
+  set_spin (panel, "temperature", 1.0);
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.show-probabilities", NULL);
+  HanashiTokenView *view = token_view_of (window, 1);
+  g_assert_nonnull (view);
+  GArray *records = hanashi_message_get_token_probs (message_at (window, 1));
+  g_assert_cmpuint (records->len, ==, N_PIECES);
+  gboolean revealed = TRUE;
+  g_object_get (window, "panel-revealed", &revealed, NULL);
+  g_assert_false (revealed);
+  g_assert_false (hanashi_lens_view_get_open (lens));
+  g_assert_null (hanashi_lens_view_get_position (lens));
+
+  /* the third token ("caf"), from its popover */
+  guint runs = hanashi_test_scripted_next_logits_runs ();
+  hanashi_token_view_show_candidates (view, 2);
+  wait_until (popover_shown, view);
+  GtkWidget *show = find_named (GTK_WIDGET (hanashi_token_view_get_popover (view)), "show-in-lens");
+  g_assert_nonnull (show);
+  g_signal_emit_by_name (show, "clicked");
+  wait_until (chart_filled, chart);
+  run_for (400);   /* a second run would have come by now (the lens's own refresh delay) */
+  g_assert_cmpuint (hanashi_test_scripted_next_logits_runs (), ==, runs + 1);
+  guint n_prefix = 0;
+  g_autofree gint32 *prefix = hanashi_test_scripted_dup_last_lens_prefix (&n_prefix);
+  g_assert_cmpuint (n_prefix, ==, 2);
+  for (guint i = 0; i < n_prefix; i++)
+    g_assert_cmpint (prefix[i], ==, g_array_index (records, HnTokenProbs, i).token);
+  g_assert_false (popover_shown (view));
+  g_object_get (window, "panel-revealed", &revealed, NULL);
+  g_assert_true (revealed);
+  g_assert_true (hanashi_lens_view_get_open (lens));
+  const char *position = hanashi_lens_view_get_position (lens);
+  g_assert_nonnull (position);
+  g_assert_nonnull (strstr (position, "Token 3 of the answer"));
+  g_assert_nonnull (strstr (position, "caf"));
+  /* the scripted row puts the token the answer took (2) second: marked there, not the first */
+  g_assert_cmpint (hanashi_prob_chart_get_chosen_index (chart), ==, 1);
+  g_assert_true (g_str_has_prefix (hanashi_prob_chart_get_bar_label (chart, 1), "t2 "));
+
+  /* the sliders recompute that row, no model run */
+  g_assert_false (hanashi_prob_chart_bar_is_removed (chart, 1));
+  g_assert_true (hanashi_prob_chart_bar_is_removed (chart, 3));
+  set_spin (panel, "top_k", 1);
+  g_assert_true (hanashi_prob_chart_bar_is_removed (chart, 1));
+  g_assert_nonnull (strstr (hanashi_prob_chart_get_bar_label (chart, 1), "top-k"));
+  set_spin (panel, "top_k", 6);
+  g_assert_false (hanashi_prob_chart_bar_is_removed (chart, 3));
+  g_assert_cmpint (hanashi_prob_chart_get_chosen_index (chart), ==, 1);
+
+  /* a draft (the conversation going on) leaves the picked token where it is */
+  hanashi_composer_set_text (get_composer (window), "And now?");
+  run_for (400);
+  g_assert_cmpuint (hanashi_test_scripted_next_logits_runs (), ==, runs + 1);
+  g_assert_cmpstr (hanashi_lens_view_get_position (lens), ==, position);
+
+  /* back to the next token: a run without a prefix, the draft included */
+  GtkWidget *back = find_named (GTK_WIDGET (panel), "lens-back");
+  g_assert_nonnull (back);
+  g_assert_true (gtk_widget_is_visible (back));
+  runs_awaited = runs + 2;
+  g_assert_true (gtk_widget_is_sensitive (back));
+  g_assert_true (gtk_widget_activate (back));   /* a button clicks once its press is shown */
+  wait_until (lens_at_next_token, lens);
+  wait_until (runs_reached, NULL);
+  wait_until (chart_filled, chart);
+  g_free (g_steal_pointer (&prefix));
+  prefix = hanashi_test_scripted_dup_last_lens_prefix (&n_prefix);
+  g_assert_cmpuint (n_prefix, ==, 0);
+  g_assert_false (gtk_widget_is_visible (back));
+  g_assert_cmpint (hanashi_prob_chart_get_chosen_index (chart), !=, 1);
+
+  /* picked again, then another chat: back to that chat's next token */
+  hanashi_composer_set_text (get_composer (window), "");
+  hanashi_token_view_show_candidates (view, 4);
+  wait_until (popover_shown, view);
+  g_signal_emit_by_name (find_named (GTK_WIDGET (hanashi_token_view_get_popover (view)), "show-in-lens"), "clicked");
+  g_assert_nonnull (hanashi_lens_view_get_position (lens));
+  g_assert_nonnull (strstr (hanashi_lens_view_get_position (lens), "Token 5 of the answer"));
+  gtk_widget_activate_action (GTK_WIDGET (window), "win.new-chat", NULL);
+  wait_until (lens_at_next_token, lens);
+
+  hanashi_test_scripted_set_reply (NULL);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
 /* A picture of the lens for the user guide: shaded tokens of an answer whose tokens were
  * chosen with different probabilities. */
 static void
@@ -354,6 +484,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/Hanashi/TokenLens/spans", test_spans);
   g_test_add_func ("/Hanashi/TokenLens/lens", test_lens);
+  g_test_add_func ("/Hanashi/TokenLens/show-in-lens", test_show_in_lens);
   g_test_add_func ("/Hanashi/TokenLens/screenshot", test_screenshot_lens);
   int status = g_test_run ();
   g_free (model_path);

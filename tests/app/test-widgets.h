@@ -37,6 +37,18 @@ find_named (GtkWidget *root, const char *name)
   return NULL;
 }
 
+/* Sets the parameter panel's (@panel, any widget above it) spin button for @key, as typing
+ * a value would, and checks that the value was taken (not clamped). */
+static inline void
+set_spin (gpointer panel, const char *key, double value)
+{
+  g_autofree char *name = g_strconcat ("spin-", key, NULL);
+  GtkWidget *spin = find_named (GTK_WIDGET (panel), name);
+  g_assert_nonnull (spin);
+  gtk_spin_button_set_value (GTK_SPIN_BUTTON (spin), value);
+  g_assert_cmpfloat_with_epsilon (gtk_spin_button_get_value (GTK_SPIN_BUTTON (spin)), value, 1e-6);
+}
+
 /* The first button under @widget whose label reads @label (mnemonic underscores ignored),
  * e.g. a toast's "Undo". */
 static inline GtkWidget *

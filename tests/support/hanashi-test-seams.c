@@ -310,6 +310,20 @@ scripted_generate (gpointer model, HanashiGenerateRequest *req, const HanashiBac
 }
 
 static guint scripted_next_logits_runs;
+static GArray *scripted_last_lens_prefix;   /* gint32: the last next-token request's reply prefix */
+
+gint32 *
+hanashi_test_scripted_dup_last_lens_prefix (guint *n_tokens)
+{
+  pthread_mutex_lock (&scripted_lock);
+  guint n = scripted_last_lens_prefix != NULL ? scripted_last_lens_prefix->len : 0;
+  gint32 *copy = g_new (gint32, MAX (n, 1));
+  if (n > 0)
+    memcpy (copy, scripted_last_lens_prefix->data, n * sizeof *copy);
+  pthread_mutex_unlock (&scripted_lock);
+  *n_tokens = n;
+  return copy;
+}
 
 guint
 hanashi_test_scripted_next_logits_runs (void)
@@ -321,15 +335,24 @@ hanashi_test_scripted_next_logits_runs (void)
 }
 
 /* The next token's row for the lens: the prompt's bytes are the history (the vocabulary is
- * the 256 bytes), and the logits a permutation of 4.0, 3.7, 3.4, … picked by a hash of the
- * prompt, so that every conversation has its own; with a grammar, even ids are allowed. */
+ * the 256 bytes), then the reply prefix's ids as the real engine appends them, and the
+ * logits a permutation of 4.0, 3.7, 3.4, … picked by a hash of the prompt and the prefix,
+ * so that every conversation and every position in an answer has its own; with a grammar,
+ * even ids are allowed. */
 static HanashiNextLogits *
 scripted_next_logits (gpointer model, HanashiGenerateRequest *req, HanashiBackendSink *sink, GError **error)
 {
   enum { N_VOCAB = 256 };
   g_autofree char *prompt = scripted_render (model, req);
+  guint n_prefix = 0;
+  const gint32 *prefix = hanashi_generate_request_get_reply_prefix (req, &n_prefix);
   pthread_mutex_lock (&scripted_lock);
   scripted_next_logits_runs++;
+  if (scripted_last_lens_prefix == NULL)
+    scripted_last_lens_prefix = g_array_new (FALSE, FALSE, sizeof (gint32));
+  g_array_set_size (scripted_last_lens_prefix, 0);
+  if (n_prefix > 0)
+    g_array_append_vals (scripted_last_lens_prefix, prefix, n_prefix);
   pthread_mutex_unlock (&scripted_lock);
   g_usleep (500);
   if (sink->is_cancelled (sink->data))
@@ -338,13 +361,33 @@ scripted_next_logits (gpointer model, HanashiGenerateRequest *req, HanashiBacken
       return NULL;
     }
   guint hash = g_str_hash (prompt);
+  for (guint i = 0; i < n_prefix; i++)
+    hash = hash * 33u + (guint) prefix[i] + 1u;
   float *logits = g_new (float, N_VOCAB);
+  guint rank_of[N_VOCAB];
   for (guint i = 0; i < N_VOCAB; i++)
-    logits[i] = 4.0f - 0.3f * (float) ((i * 97u + hash) % N_VOCAB);
+    rank_of[i] = (i * 97u + hash) % N_VOCAB;
+  /* after a prefix of n tokens the scripted reply took token n (see scripted_generate): it
+   * is the runner-up here, so a test can tell its mark from the likeliest */
+  if (n_prefix > 0 && n_prefix < N_VOCAB)
+    {
+      guint taken = rank_of[n_prefix];
+      for (guint i = 0; i < N_VOCAB; i++)
+        if (taken == 0 && rank_of[i] == 1)
+          rank_of[i] = 0;                   /* swapped with the likeliest */
+        else if (taken > 1 && rank_of[i] >= 1 && rank_of[i] < taken)
+          rank_of[i]++;                     /* moved down one to make room */
+      rank_of[n_prefix] = 1;
+    }
+  for (guint i = 0; i < N_VOCAB; i++)
+    logits[i] = 4.0f - 0.3f * (float) rank_of[i];
   gsize len = strlen (prompt);
-  gint32 *history = g_new (gint32, MAX (len, 1));
+  gint32 *history = g_new (gint32, MAX (len + n_prefix, 1));
   for (gsize i = 0; i < len; i++)
     history[i] = (guchar) prompt[i];
+  for (guint i = 0; i < n_prefix; i++)
+    history[len + i] = prefix[i];
+  len += n_prefix;
   HanashiNextLogits *next = g_new0 (HanashiNextLogits, 1);
   next->n_vocab = N_VOCAB;
   next->logits = g_bytes_new_take (logits, N_VOCAB * sizeof *logits);
@@ -355,7 +398,7 @@ scripted_next_logits (gpointer model, HanashiGenerateRequest *req, HanashiBacken
   next->n_top = HN_PROBS_MAX_K;
   for (guint rank = 0; rank < HN_PROBS_MAX_K; rank++)
     for (guint i = 0; i < N_VOCAB; i++)
-      if ((i * 97u + hash) % N_VOCAB == rank)
+      if (rank_of[i] == rank)
         {
           next->top_ids[rank] = (gint32) i;
           next->top_texts[rank] = g_strdup_printf ("t%u", i);

@@ -61,10 +61,12 @@ void  hanashi_test_scripted_set_template     (const char *source);
 char *hanashi_test_scripted_dup_last_prompt  (void);
 void  hanashi_test_scripted_hold_at          (int index);
 /* hanashi_engine_next_logits_async on it: a 256-byte vocabulary, the rendered prompt's bytes
- * as the history, deterministic logits (a permutation of 4.0, 3.7, 3.4, … chosen by the
+ * (and a reply prefix's ids) as the history, deterministic logits (a permutation of 4.0, 3.7, 3.4, … chosen by the
  * prompt; the top ids' texts are "tID"), and with a grammar the even ids allowed.  How many
  * such model runs there were, so that a test can tell that a slider move runs none. */
 guint hanashi_test_scripted_next_logits_runs (void);
+/* The reply prefix the last such run was asked for (a copy to g_free; none: @n_tokens 0). */
+gint32 *hanashi_test_scripted_dup_last_lens_prefix (guint *n_tokens);
 /* Where the layers run: every scripted model has 4; a device named with
  * hanashi_engine_set_gpu takes the layers asked for (Auto: all), the automatic choice is
  * the processor (no hardware device).  The last load's request (device, or NULL; free it)
