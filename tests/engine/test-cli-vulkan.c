@@ -88,9 +88,13 @@ test_bench_names_device (void)
                               NULL);
   g_autofree char *line = g_strdup_printf ("device: %s, 5 of 5 layers offloaded\n", device_name);
   g_assert_nonnull (strstr (out, line));
+  /* one submission per token however many layers; 16 dispatches per layer of stories260K */
+  g_assert_nonnull (strstr (out, "device work per generated token: 1.00 submissions, 1.00 fence waits, 80.0 dispatches\n"));
   g_autofree char *partial = run (NULL, NULL, "bench", "-m", model, "-p", "16", "-n", "4", "-r", "1", "-t", "2", "-ngl",
                                   "2", "--json", NULL);
   g_assert_nonnull (strstr (partial, "\"gpu_layers\": 2, \"device\": \""));
+  g_assert_nonnull (strstr (partial, "\"gpu_submissions_per_token\": 1.00, \"gpu_fence_waits_per_token\": 1.00, "
+                                     "\"gpu_dispatches_per_token\": 32.0"));
   g_autofree char *cpu = run (NULL, NULL, "bench", "-m", model, "-p", "16", "-n", "4", "-r", "1", "-t", "2", "--json", NULL);
   g_assert_nonnull (strstr (cpu, "\"gpu_layers\": 0, \"device\": \"CPU\""));
 }
