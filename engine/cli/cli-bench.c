@@ -26,7 +26,7 @@
 
 int cli_bench(int argc, char **argv);
 
-#define USAGE "usage: hanashi-cli bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [-d DEPTH] [-ngl N|auto] [--json]"
+#define USAGE "usage: hanashi-cli bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [-d DEPTH] [-ngl N|auto] [--gpu-device N] [--json]"
 
 static double
 now_seconds(void)
@@ -271,7 +271,7 @@ int
 cli_bench(int argc, char **argv)
 {
   const char *model_path = NULL;
-  long long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, depth = 0, gpu_layers = 0;
+  long long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, depth = 0, gpu_layers = 0, gpu_device = -1;
   bool json = false;
   for (int i = 1; i < argc; i++) {
     const char *opt = argv[i];
@@ -296,6 +296,9 @@ cli_bench(int argc, char **argv)
     } else if (strcmp(opt, "-ngl") == 0 || strcmp(opt, "--gpu-layers") == 0) {
       if (!cli_parse_gpu_layers(val, &gpu_layers))
         return cli_fail("invalid layer count '%s'", val);
+    } else if (strcmp(opt, "--gpu-device") == 0) {
+      if (!cli_parse_gpu_device(val, &gpu_device))
+        return cli_fail("invalid device number '%s'", val);
     } else if (strcmp(opt, "-d") == 0 || strcmp(opt, "--depth") == 0) {
       if (!cli_parse_int(val, 0, 1 << 20, &depth))
         return cli_fail("invalid depth '%s'", val);
@@ -309,6 +312,8 @@ cli_bench(int argc, char **argv)
     return cli_fail(USAGE);
   if (n_prompt == 0 && n_gen == 0)
     return cli_fail("nothing to measure: -p and -n are both 0");
+  if (!cli_check_gpu_device(gpu_device))
+    return 1;
 
   HnError err = { 0 };
   HnModel *model = hn_model_load(model_path, NULL, &err);
@@ -328,6 +333,7 @@ cli_bench(int argc, char **argv)
   params.n_batch = widest > 0 ? (int) (widest < 512 ? widest : 512) : 1;
   params.n_threads = (int) threads;
   params.n_gpu_layers = (int) gpu_layers;
+  params.gpu_device = (int) gpu_device;
   if (!(b.ctx = hn_context_new(model, &params, &err))) {
     status = cli_fail_error(&err);
     goto out;
