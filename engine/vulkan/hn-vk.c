@@ -31,6 +31,8 @@
 #define MATVEC_TOKENS 4
 #define TILE_ROWS 64
 #define TILE_TOKENS 32
+#define TILE_INVOCATIONS 256 /* matmul.comp's local size: more than Vulkan guarantees (128) */
+#define TILE_SHARED_BYTES ((32 * (TILE_ROWS + 1) + 32 * (TILE_TOKENS + 1)) * 4)
 #define MATVEC_OF(pipe) ((pipe) - HN_VK_SHADER_MATMUL_F32 + HN_VK_SHADER_MATVEC_F32)
 #define MAX_HEAD_DIM 256 /* attention.comp keeps 4 dimensions per thread */
 
@@ -75,6 +77,7 @@ struct HnVkOffload {
   VkPhysicalDeviceMemoryProperties mem_props;
   VkDeviceSize align, max_range;
   bool unified; /* integrated or software: device memory is the processor's memory */
+  bool tiled;   /* the device runs matmul.comp's workgroups; else matvec.comp takes every batch */
   uint32_t max_groups;
   PFN_vkCmdPushDescriptorSetKHR push_descriptors;
   VkDescriptorSetLayout set_layout;
@@ -605,6 +608,11 @@ read_limits(HnVkOffload *o)
   o->max_groups = props.limits.maxComputeWorkGroupCount[0] < props.limits.maxComputeWorkGroupCount[1]
                     ? props.limits.maxComputeWorkGroupCount[0] : props.limits.maxComputeWorkGroupCount[1];
   vkGetPhysicalDeviceMemoryProperties(o->phys, &o->mem_props);
+  char unused[2];
+  o->tiled = props.limits.maxComputeWorkGroupInvocations >= TILE_INVOCATIONS &&
+             props.limits.maxComputeWorkGroupSize[0] >= TILE_INVOCATIONS &&
+             props.limits.maxComputeSharedMemorySize >= TILE_SHARED_BYTES &&
+             !seam_item("small-workgroups", unused, sizeof unused);
 }
 
 static bool
@@ -884,8 +892,11 @@ hn_vk_offload_new(const HnModel *m, const HnVkOffloadParams *params, HnError *er
       needed[pipe] = params->n_batch > MATVEC_TOKENS;
     }
   }
-  if (!(o->instance = create_instance(err)) || !pick_device(o, params->device, false, err) || !create_device(o, err) ||
-      !create_pipelines(o, needed, err))
+  if (!(o->instance = create_instance(err)) || !pick_device(o, params->device, false, err) || !create_device(o, err))
+    goto fail;
+  for (int i = HN_VK_SHADER_MATMUL_F32; i <= HN_VK_SHADER_MATMUL_Q6_K; i++)
+    needed[i] = needed[i] && o->tiled;
+  if (!create_pipelines(o, needed, err))
     goto fail;
   size_t E = (size_t) m->n_embd, Q = (size_t) m->n_head * (size_t) m->head_dim;
   size_t KV = (size_t) m->n_head_kv * (size_t) m->head_dim, F = (size_t) m->n_ff, nb = (size_t) params->n_batch;
@@ -1015,7 +1026,8 @@ stride_groups(size_t n)
   return g < MAX_STRIDE_GROUPS ? (g ? g : 1) : MAX_STRIDE_GROUPS;
 }
 
-/* y[nt][N] = x[nt][K] · Wᵀ from a weight matrix at off in buf.  The binding is rounded up
+/* y[nt][N] = x[nt][K] · Wᵀ from a weight matrix at off in buf; a device whose workgroups
+ * cannot hold a tile runs every batch through the matrix-vector kernel.  The binding is rounded up
  * to whole words: the shaders read weights as 32-bit words, and every tensor starts
  * aligned, so the word holding a matrix's last byte lies inside the buffer. */
 static void
@@ -1023,7 +1035,7 @@ matmul_at(HnVkOffload *o, const VkBuf *buf, const VkMatrix *w, const VkBuf *x, c
 {
   struct { uint32_t K, N, nt, row_bytes; } pc = { w->K, w->N, (uint32_t) nt, w->row_bytes };
   Binding b[3] = { { buf, w->off, align_up(w->size, 4) }, whole(x), whole(y) };
-  if (nt <= MATVEC_TOKENS) {
+  if (nt <= MATVEC_TOKENS || !o->tiled) {
     dispatch(o, MATVEC_OF(w->pipe), b, 3, &pc, sizeof pc, groups(w->N, MATVEC_ROWS), groups((size_t) nt, MATVEC_TOKENS));
     o->counts.matvec_dispatches++;
   } else {
@@ -1224,7 +1236,8 @@ hn_vk_matmul(int device, uint32_t type, const void *weights, int n_cols, int n_r
   bool ok = (o->instance = create_instance(err)) && pick_device(o, device, false, err) && create_device(o, err) &&
             plan_matrix(o, &t, &mx, &end, err);
   if (ok) {
-    needed[mx.pipe] = needed[MATVEC_OF(mx.pipe)] = true;
+    needed[mx.pipe] = o->tiled;
+    needed[MATVEC_OF(mx.pipe)] = true;
     size_t x_bytes = (size_t) nt * (size_t) n_cols * sizeof(float), y_bytes = (size_t) nt * (size_t) n_rows * sizeof(float);
     ok = create_pipelines(o, needed, err) && buf_new(o, &w, end, false, "test matrix", err) &&
          buf_new(o, &xb, x_bytes, true, "test input", err) && buf_new(o, &yb, y_bytes, true, "test output", err) &&

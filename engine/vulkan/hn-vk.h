@@ -61,7 +61,9 @@ typedef struct {
  * a comma-separated list of shader:NAME (that shader does not build), push-descriptors
  * (the driver lacks them), range:BYTES (the device binds at most BYTES at once), lost:N
  * and timeout:N (the N-th run of the layers loses the device or does not finish), unbuilt
- * (every function answers as in a build without Vulkan, for the app's tests). */
+ * (every function answers as in a build without Vulkan, for the app's tests),
+ * small-workgroups (the device takes only the 128 invocations per workgroup that Vulkan
+ * guarantees, too few for the tiled matrix kernel). */
 HnVkOffload *hn_vk_offload_new(const HnModel *model, const HnVkOffloadParams *params, HnError *err);
 void hn_vk_offload_free(HnVkOffload *offload);
 

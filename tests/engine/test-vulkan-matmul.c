@@ -4,8 +4,10 @@
  * type allows it (100 for F32/F16/BF16), and batches of 1 and 3 tokens (the matrix-vector
  * kernel) and 7, 33 and 100 (the tiled kernel, partial token tiles included).  The
  * reference dequantizes the same bytes and sums in double; the device sums in float, so
- * the bound is relative to the sum of the products' magnitudes.  Device 0 is named, so a
- * software driver (lavapipe in CI) is used; without any device the tests skip.
+ * the bound is relative to the sum of the products' magnitudes.  Again under
+ * HANASHI_VULKAN_FAIL=small-workgroups, where a device too small for the tiles runs every
+ * batch through the matrix-vector kernel.  Device 0 is named, so a software driver
+ * (lavapipe in CI) is used; without any device the tests skip.
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -89,6 +91,14 @@ test_product (gconstpointer data)
   g_rand_free (rng);
 }
 
+static void
+test_product_without_tiles (gconstpointer data)
+{
+  g_setenv ("HANASHI_VULKAN_FAIL", "small-workgroups", TRUE);
+  test_product (data);
+  g_unsetenv ("HANASHI_VULKAN_FAIL");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -104,6 +114,8 @@ main (int argc, char **argv)
     {
       g_autofree char *path = g_strdup_printf ("/vulkan-matmul/%s", cases[i].name);
       g_test_add_data_func (path, &cases[i], test_product);
+      g_autofree char *small = g_strdup_printf ("/vulkan-matmul/small-workgroups/%s", cases[i].name);
+      g_test_add_data_func (small, &cases[i], test_product_without_tiles);
     }
   return g_test_run ();
 }

@@ -254,6 +254,34 @@ test_one_submission_per_step (void)
     }
 }
 
+/* A device whose workgroups cannot hold a tile (the small-workgroups seam): the prompt
+ * goes through the matrix-vector kernel too, still in one submission, and the greedy
+ * tokens are the CPU's. */
+static void
+test_prompt_without_tiles (void)
+{
+  int32_t on_cpu[N_GEN], on_device[N_GEN];
+  cpu_tokens (on_cpu);
+  g_setenv ("HANASHI_VULKAN_FAIL", "small-workgroups", TRUE);
+  HnError err = { 0 };
+  HnContext *c = context (99, 0, &err);
+  g_unsetenv ("HANASHI_VULKAN_FAIL");
+  g_assert_nonnull (c);
+  int n_layer = hn_model_n_layer (model);
+  g_assert_cmpint (hn_context_gpu_layers (c), ==, n_layer);
+  HnVkCounts before, after;
+  g_assert_true (hn_context_gpu_counts (c, &before));
+  greedy (c, on_device);
+  g_assert_true (hn_context_gpu_counts (c, &after));
+  /* the prompt and N_GEN single tokens: one run and one submission each */
+  g_assert_cmpuint (after.runs - before.runs, ==, 1 + N_GEN);
+  g_assert_cmpuint (after.submissions - before.submissions, ==, 1 + N_GEN);
+  g_assert_cmpuint (after.tiled_dispatches - before.tiled_dispatches, ==, 0);
+  g_assert_cmpuint (after.matvec_dispatches - before.matvec_dispatches, ==, 7 * n_layer * (1 + N_GEN));
+  g_assert_cmpmem (on_device, sizeof on_device, on_cpu, sizeof on_cpu);
+  hn_context_free (c);
+}
+
 /* Without any device (or a build without Vulkan) Auto is the CPU and says nothing. */
 static void
 test_auto_without_device_is_quiet (void)
@@ -296,6 +324,7 @@ main (int argc, char **argv)
       g_test_add_func ("/vulkan-offload/device-lost", test_device_lost);
       g_test_add_func ("/vulkan-offload/device-timeout", test_device_timeout);
       g_test_add_func ("/vulkan-offload/one-submission-per-step", test_one_submission_per_step);
+      g_test_add_func ("/vulkan-offload/prompt-without-tiles", test_prompt_without_tiles);
     }
   int status = g_test_run ();
   hn_model_free (model);
