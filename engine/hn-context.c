@@ -408,6 +408,15 @@ hn_context_gpu_notice(const HnContext *c)
   return c->gpu_notice[0] ? c->gpu_notice : NULL;
 }
 
+bool
+hn_context_gpu_counts(const HnContext *c, HnVkCounts *out)
+{
+  if (c->first_gpu >= c->model->n_layer)
+    return false;
+  hn_vk_offload_counts(c->offload, out);
+  return true;
+}
+
 const char *
 hn_context_gpu_device(const HnContext *c)
 {

@@ -12,6 +12,7 @@
 #include "hn-kv-cache.h"
 #include "hn-memory.h"
 #include "hn-model.h"
+#include "hn-vk.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -98,6 +99,10 @@ void hn_context_set_cancel(HnContext *ctx, HnCancelFn fn, void *user_data);
  * after the device failed during a decode), and the device's name (NULL then). */
 int hn_context_gpu_layers(const HnContext *ctx);
 const char *hn_context_gpu_device(const HnContext *ctx);
+/* What the graphics device has been asked to do so far (hn_vk_offload_counts in
+ * hn-vk.h: submissions, fence waits, dispatches); false, leaving *out alone, when no layer
+ * runs there. */
+bool hn_context_gpu_counts(const HnContext *ctx, HnVkCounts *out);
 /* Only the sentences of hn_context_notice about the graphics device (why it was not used,
  * or stopped being used during a decode), or NULL. */
 const char *hn_context_gpu_notice(const HnContext *ctx);

@@ -26,7 +26,7 @@
 
 int cli_bench(int argc, char **argv);
 
-#define USAGE "usage: hanashi-cli bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [-d DEPTH] [-ngl N|auto] [--json]"
+#define USAGE "usage: hanashi-cli bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r REPS] [-d DEPTH] [-ngl N|auto] [--gpu-device N] [--json]"
 
 static double
 now_seconds(void)
@@ -49,6 +49,9 @@ typedef struct {
   int32_t *tokens, *pos;
   uint32_t rng;
   bool filled; /* the cache has held `depth` tokens since the first run */
+  /* what the graphics device was asked per generated token (hn_context_gpu_counts),
+   * summed over the generation runs' decode calls */
+  uint64_t gen_steps, gen_submissions, gen_fence_waits, gen_dispatches;
 } Bench;
 
 /* Leaves the cache holding exactly `depth` tokens (untimed).  The depth is filled once:
@@ -106,8 +109,16 @@ run_generate(Bench *b, int n, HnError *err)
   for (int i = 0; i < n; i++) {
     int32_t token = (int32_t) (next_random(&b->rng) % (uint32_t) b->n_vocab), pos = b->depth + i;
     HnBatch batch = { .n_tokens = 1, .token = &token, .pos = &pos };
+    HnVkCounts before, after;
+    bool on_device = hn_context_gpu_counts(b->ctx, &before);
     if (!hn_context_decode(b->ctx, &batch, err))
       return -1.0;
+    if (on_device && hn_context_gpu_counts(b->ctx, &after)) {
+      b->gen_steps++;
+      b->gen_submissions += after.submissions - before.submissions;
+      b->gen_fence_waits += after.fence_waits - before.fence_waits;
+      b->gen_dispatches += after.dispatches - before.dispatches;
+    }
   }
   return now_seconds() - t0;
 }
@@ -260,7 +271,7 @@ int
 cli_bench(int argc, char **argv)
 {
   const char *model_path = NULL;
-  long long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, depth = 0, gpu_layers = 0;
+  long long n_prompt = 512, n_gen = 128, threads = 0, reps = 5, depth = 0, gpu_layers = 0, gpu_device = -1;
   bool json = false;
   for (int i = 1; i < argc; i++) {
     const char *opt = argv[i];
@@ -285,6 +296,9 @@ cli_bench(int argc, char **argv)
     } else if (strcmp(opt, "-ngl") == 0 || strcmp(opt, "--gpu-layers") == 0) {
       if (!cli_parse_gpu_layers(val, &gpu_layers))
         return cli_fail("invalid layer count '%s'", val);
+    } else if (strcmp(opt, "--gpu-device") == 0) {
+      if (!cli_parse_gpu_device(val, &gpu_device))
+        return cli_fail("invalid device number '%s'", val);
     } else if (strcmp(opt, "-d") == 0 || strcmp(opt, "--depth") == 0) {
       if (!cli_parse_int(val, 0, 1 << 20, &depth))
         return cli_fail("invalid depth '%s'", val);
@@ -298,6 +312,8 @@ cli_bench(int argc, char **argv)
     return cli_fail(USAGE);
   if (n_prompt == 0 && n_gen == 0)
     return cli_fail("nothing to measure: -p and -n are both 0");
+  if (!cli_check_gpu_device(gpu_device))
+    return 1;
 
   HnError err = { 0 };
   HnModel *model = hn_model_load(model_path, NULL, &err);
@@ -317,6 +333,7 @@ cli_bench(int argc, char **argv)
   params.n_batch = widest > 0 ? (int) (widest < 512 ? widest : 512) : 1;
   params.n_threads = (int) threads;
   params.n_gpu_layers = (int) gpu_layers;
+  params.gpu_device = (int) gpu_device;
   if (!(b.ctx = hn_context_new(model, &params, &err))) {
     status = cli_fail_error(&err);
     goto out;
@@ -348,6 +365,9 @@ cli_bench(int argc, char **argv)
   /* where the layers ran (a device that failed during the runs has handed them back) */
   int on_gpu = hn_context_gpu_layers(b.ctx);
   const char *device = on_gpu > 0 ? hn_context_gpu_device(b.ctx) : "CPU";
+  double steps = b.gen_steps ? (double) b.gen_steps : 1.0;
+  double submissions = (double) b.gen_submissions / steps, fence_waits = (double) b.gen_fence_waits / steps;
+  double dispatches = (double) b.gen_dispatches / steps;
   if (json) {
     printf("{\"model\": ");
     print_json_string(model_path);
@@ -356,6 +376,9 @@ cli_bench(int argc, char **argv)
     print_json_string(simd);
     printf(", \"gpu_layers\": %d, \"device\": ", on_gpu);
     print_json_string(device);
+    printf(", \"gpu_submissions_per_token\": %.2f, \"gpu_fence_waits_per_token\": %.2f, "
+           "\"gpu_dispatches_per_token\": %.1f",
+           submissions, fence_waits, dispatches);
     printf(", \"pp_tps\": %.3f, \"pp_tps_stddev\": %.3f, \"tg_tps\": %.3f, \"tg_tps_stddev\": %.3f, "
            "\"peak_rss_mb\": %.1f, \"read_gbps\": %.2f, \"weight_mb_per_token\": %.1f, \"tg_bound_tps\": %.2f, "
            "\"tg_of_bound\": %.3f}\n",
@@ -367,6 +390,9 @@ cli_bench(int argc, char **argv)
            used_threads, simd, reps);
     if (on_gpu > 0)
       printf("device: %s, %d of %d layers offloaded\n", device, on_gpu, hn_model_n_layer(model));
+    if (on_gpu > 0 && b.gen_steps > 0)
+      printf("device work per generated token: %.2f submissions, %.2f fence waits, %.1f dispatches\n", submissions,
+             fence_waits, dispatches);
     if (depth > 0)
       printf("depth: %lld tokens in the cache before each run\n", depth);
     if (n_prompt > 0)

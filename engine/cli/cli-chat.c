@@ -314,7 +314,7 @@ out:
 }
 
 enum { OPT_MODEL, OPT_FILE, OPT_MESSAGES, OPT_SYSTEM, OPT_N, OPT_THREADS, OPT_CTX, OPT_SESSION, OPT_THINKING,
-       OPT_REMOTE, OPT_API_KEY, OPT_GPU_LAYERS };
+       OPT_REMOTE, OPT_API_KEY, OPT_GPU_LAYERS, OPT_GPU_DEVICE };
 static const CliValueOption value_options[] = {
   { "-m", "--model", OPT_MODEL },
   { "-f", "--file", OPT_FILE },
@@ -328,6 +328,7 @@ static const CliValueOption value_options[] = {
   { NULL, "--remote", OPT_REMOTE },
   { NULL, "--api-key", OPT_API_KEY },
   { "-ngl", "--gpu-layers", OPT_GPU_LAYERS },
+  { NULL, "--gpu-device", OPT_GPU_DEVICE },
 };
 
 static void
@@ -348,6 +349,8 @@ usage(const CliSamplingOptions *defaults)
           "  -c, --ctx-size N      context size in tokens (default: the model's)\n"
           "  -ngl, --gpu-layers N  run the last N layers on the Vulkan device (default 0;\n"
           "                        auto: as many as fit its memory)\n"
+          "  --gpu-device N        the Vulkan device numbered N by 'info --devices' (default: the\n"
+          "                        best one)\n"
           "  --enable-thinking B   true or false: the template's enable_thinking (default: unset)\n"
           "  --remote URL          chat with an OpenAI-compatible server instead (-m is the server's\n"
           "                        model, default its first; not with --ids or --session)\n"
@@ -361,7 +364,7 @@ cli_chat(int argc, char **argv)
 {
   const char *model_path = NULL, *turns_path = NULL, *messages_path = NULL, *system = NULL;
   const char *session_path = NULL, *remote_url = NULL, *api_key = NULL;
-  long long n_predict = -1, threads = 0, n_ctx = 0, gpu_layers = 0;
+  long long n_predict = -1, threads = 0, n_ctx = 0, gpu_layers = 0, gpu_device = -1;
   HnChatThinking thinking = HN_CHAT_THINKING_UNSET;
   bool ids = false;
   CliSamplingOptions sopts;
@@ -404,6 +407,10 @@ cli_chat(int argc, char **argv)
       break;
     case OPT_THREADS:
       if (!cli_parse_run_option(CLI_RUN_THREADS, val, &threads))
+        goto out;
+      break;
+    case OPT_GPU_DEVICE:
+      if (!cli_parse_run_option(CLI_RUN_GPU_DEVICE, val, &gpu_device))
         goto out;
       break;
     case OPT_GPU_LAYERS:
@@ -467,7 +474,7 @@ cli_chat(int argc, char **argv)
     goto converse;
   }
 #endif
-  if (!cli_chat_model_load(&cm, model_path) || !cli_chat_model_start(&cm, &sopts, n_predict, n_ctx, threads, gpu_layers, false))
+  if (!cli_chat_model_load(&cm, model_path) || !cli_chat_model_start(&cm, &sopts, n_predict, n_ctx, threads, gpu_layers, gpu_device, false))
     goto out;
   c.chat = cm.chat;
   c.model = &cm;

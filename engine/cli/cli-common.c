@@ -6,6 +6,7 @@
 #include "cli-sampling.h"
 #include "hn-array.h"
 #include "hn-context.h"
+#include "hn-vk.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -60,6 +61,30 @@ cli_parse_gpu_layers(const char *value, long long *out)
 }
 
 bool
+cli_parse_gpu_device(const char *value, long long *out)
+{
+  return cli_parse_int(value, 0, 1023, out);
+}
+
+bool
+cli_check_gpu_device(long long device)
+{
+  if (device < 0)
+    return true;
+  HnError err = { 0 };
+  int n = hn_vk_list_devices(NULL, 0, &err);
+  if (n < 0) {
+    cli_fail("there is no Vulkan device number %lld: %s", device, err.message);
+    return false;
+  }
+  if (device >= n) {
+    cli_fail("there is no Vulkan device number %lld (%d found; 'hanashi-cli info --devices' lists them)", device, n);
+    return false;
+  }
+  return true;
+}
+
+bool
 cli_parse_run_option(CliRunOption which, const char *value, long long *out)
 {
   switch (which) {
@@ -77,6 +102,11 @@ cli_parse_run_option(CliRunOption which, const char *value, long long *out)
     if (cli_parse_gpu_layers(value, out))
       return true;
     cli_fail("invalid layer count '%s'", value);
+    return false;
+  case CLI_RUN_GPU_DEVICE:
+    if (cli_parse_gpu_device(value, out))
+      return true;
+    cli_fail("invalid device number '%s'", value);
     return false;
   }
   return false;
@@ -255,9 +285,11 @@ cli_chat_model_load(CliChatModel *cm, const char *path)
 
 bool
 cli_chat_model_start(CliChatModel *cm, CliSamplingOptions *sampling, long long n_predict, long long n_ctx,
-                     long long threads, long long gpu_layers, bool print_params)
+                     long long threads, long long gpu_layers, long long gpu_device, bool print_params)
 {
   HnError err = { 0 };
+  if (!cli_check_gpu_device(gpu_device))
+    return false;
   sampling->params.max_new_tokens = (int32_t) n_predict;
   if (!cli_sampling_finish(sampling, hn_model_n_vocab(cm->model)) || !cli_sampling_load_grammar(sampling, &cm->grammar))
     return false;
@@ -267,6 +299,7 @@ cli_chat_model_start(CliChatModel *cm, CliSamplingOptions *sampling, long long n
   cp.n_ctx = (int) n_ctx;
   cp.n_threads = (int) threads;
   cp.n_gpu_layers = (int) gpu_layers;
+  cp.gpu_device = (int) gpu_device;
   if (!(cm->chat_model = hn_chat_model_new(cm->model, cm->vocab, &err)) ||
       !(cm->chat = hn_chat_new(cm->chat_model, &cp, &err)) ||
       (cm->grammar && !hn_chat_model_grammar_vocab(cm->chat_model, &err))) {

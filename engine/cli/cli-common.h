@@ -45,12 +45,19 @@ typedef enum {
   CLI_RUN_THREADS,    /* -t, --threads: 1 to 1024 */
   CLI_RUN_CTX,        /* -c, --ctx-size: 1 to 2^24 tokens */
   CLI_RUN_GPU_LAYERS, /* -ngl, --gpu-layers: 0 to 2^20, or auto (HN_GPU_LAYERS_AUTO) */
+  CLI_RUN_GPU_DEVICE, /* --gpu-device: 0 to 1023, a number of info --devices */
 } CliRunOption;
 
 /* Parses the value of @which into *out; false after printing the error line. */
 bool cli_parse_run_option(CliRunOption which, const char *value, long long *out);
 /* -ngl's value: a layer count, or "auto" (HN_GPU_LAYERS_AUTO: as many as fit the device). */
 bool cli_parse_gpu_layers(const char *value, long long *out);
+/* --gpu-device's value: a device number as info --devices lists them (which exist is
+ * checked by cli_check_gpu_device once the options are read). */
+bool cli_parse_gpu_device(const char *value, long long *out);
+/* True for device < 0 (none named: the best one) and for a device that exists; else false
+ * after printing the error line, so that a run never silently uses another device. */
+bool cli_check_gpu_device(long long device);
 
 /* ---- options of the subcommands that take a value --------------------------------------- */
 
@@ -91,10 +98,11 @@ bool cli_chat_model_load(CliChatModel *cm, const char *path);
 /* Finishes the sampling options against the vocabulary (max_new_tokens = n_predict), loads
  * the grammar, prints the parameters when print_params, and makes the conversation core with
  * a context of n_ctx tokens (0: the model's) on `threads` threads (0: the physical cores),
- * its last gpu_layers layers on the Vulkan device (0: none), printing the context's notice,
- * if any.  False after printing the error line. */
+ * its last gpu_layers layers on the Vulkan device number gpu_device (0: none; device < 0:
+ * the best one), printing the context's notice, if any.  False after printing the error
+ * line. */
 bool cli_chat_model_start(CliChatModel *cm, CliSamplingOptions *sampling, long long n_predict, long long n_ctx,
-                          long long threads, long long gpu_layers, bool print_params);
+                          long long threads, long long gpu_layers, long long gpu_device, bool print_params);
 void cli_chat_model_clear(CliChatModel *cm);
 /* Prints what the context's device notice says that was not printed yet: the device failed
  * during a decode and the CPU runs its layers from now on. */

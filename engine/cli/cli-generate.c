@@ -106,7 +106,7 @@ on_reuse(void *user_data, const HnChatReuse *reuse)
 
 /* Options taking a value; the sampling options are parsed by cli-sampling.c. */
 enum { OPT_MODEL, OPT_PROMPT, OPT_FILE, OPT_N, OPT_TOKENS, OPT_THREADS, OPT_CTX, OPT_SESSION, OPT_REMOTE, OPT_API_KEY,
-       OPT_PROBS, OPT_GPU_LAYERS };
+       OPT_PROBS, OPT_GPU_LAYERS, OPT_GPU_DEVICE };
 static const CliValueOption value_options[] = {
   { "-m", "--model", OPT_MODEL },
   { "-p", "--prompt", OPT_PROMPT },
@@ -120,15 +120,18 @@ static const CliValueOption value_options[] = {
   { NULL, "--api-key", OPT_API_KEY },
   { NULL, "--probs", OPT_PROBS },
   { "-ngl", "--gpu-layers", OPT_GPU_LAYERS },
+  { NULL, "--gpu-device", OPT_GPU_DEVICE },
 };
 
 static void
 usage(const CliSamplingOptions *defaults)
 {
   fprintf(stderr, "usage: hanashi-cli generate -m MODEL (-p PROMPT | -f FILE | --tokens 1,2,3) -n N "
-                  "[--ids | --probs K] [-t THREADS] [-c CTX] [-ngl N|auto] [--session FILE] [--print-params] [sampling options]\n"
+                  "[--ids | --probs K] [-t THREADS] [-c CTX] [-ngl N|auto] [--gpu-device N] [--session FILE] [--print-params] [sampling options]\n"
                   "  -ngl, --gpu-layers N         run the last N layers on the Vulkan device (default 0;\n"
                   "                               auto: as many as fit its memory)\n"
+                  "  --gpu-device N               the Vulkan device numbered N by 'info --devices' (default:\n"
+                  "                               the best one)\n"
                   "  -f, --file FILE              read the prompt from FILE (exactly its bytes)\n"
                   "  --probs K                    instead of the text, one JSON line per token with its K (1-%d) most\n"
                   "                               likely candidates and what the sampler did to them\n"
@@ -210,7 +213,7 @@ cli_generate(int argc, char **argv)
   const char *remote_url = NULL, *api_key = NULL;
   char *file_text = NULL;
   size_t prompt_len = 0;
-  long long n_predict = -1, threads = 0, n_ctx = 0, probs_k = 0, gpu_layers = 0;
+  long long n_predict = -1, threads = 0, n_ctx = 0, probs_k = 0, gpu_layers = 0, gpu_device = -1;
   bool ids = false;
   CliSamplingOptions sopts;
   cli_sampling_init(&sopts); /* greedy unless --temp is given (see cli-sampling.c) */
@@ -265,6 +268,10 @@ cli_generate(int argc, char **argv)
         cli_fail("invalid candidate count '%s' for --probs: give a number from 1 to %d", val, HN_PROBS_MAX_K);
         goto out;
       }
+      break;
+    case OPT_GPU_DEVICE:
+      if (!cli_parse_run_option(CLI_RUN_GPU_DEVICE, val, &gpu_device))
+        goto out;
       break;
     case OPT_GPU_LAYERS:
       if (!cli_parse_run_option(CLI_RUN_GPU_LAYERS, val, &gpu_layers))
@@ -327,7 +334,7 @@ cli_generate(int argc, char **argv)
       goto out;
     }
   }
-  if (!cli_chat_model_start(&cm, &sopts, n_predict, n_ctx, threads, gpu_layers, print_params))
+  if (!cli_chat_model_start(&cm, &sopts, n_predict, n_ctx, threads, gpu_layers, gpu_device, print_params))
     goto out;
   HnChat *chat = cm.chat;
   const HnContext *ctx = hn_chat_context(chat);

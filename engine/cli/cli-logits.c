@@ -13,7 +13,7 @@
 #include "hn-context.h"
 #include "hn-vocab.h"
 
-#define LOGITS_USAGE "usage: hanashi-cli logits -m MODEL (--tokens 1,2,3 | -p TEXT | -f FILE) -o OUT.f32 [-t THREADS] [-ngl N|auto]"
+#define LOGITS_USAGE "usage: hanashi-cli logits -m MODEL (--tokens 1,2,3 | -p TEXT | -f FILE) -o OUT.f32 [-t THREADS] [-ngl N|auto] [--gpu-device N]"
 
 int cli_logits(int argc, char **argv);
 
@@ -21,7 +21,7 @@ int
 cli_logits(int argc, char **argv)
 {
   const char *model_path = NULL, *tokens = NULL, *text = NULL, *text_file = NULL, *out_path = NULL;
-  long long threads = 0, gpu_layers = 0;
+  long long threads = 0, gpu_layers = 0, gpu_device = -1;
   for (int i = 1; i < argc; i++) {
     const char *opt = argv[i];
     if (i + 1 >= argc)
@@ -43,11 +43,16 @@ cli_logits(int argc, char **argv)
     } else if (strcmp(opt, "-ngl") == 0 || strcmp(opt, "--gpu-layers") == 0) {
       if (!cli_parse_gpu_layers(val, &gpu_layers))
         return cli_fail("invalid layer count '%s'", val);
+    } else if (strcmp(opt, "--gpu-device") == 0) {
+      if (!cli_parse_gpu_device(val, &gpu_device))
+        return cli_fail("invalid device number '%s'", val);
     } else
       return cli_fail("unknown option '%s'", opt);
   }
   if (!model_path || !out_path || (!!tokens + !!text + !!text_file) != 1)
     return cli_fail(LOGITS_USAGE);
+  if (!cli_check_gpu_device(gpu_device))
+    return 1;
   int32_t *ids = NULL;
   size_t n = 0;
   if (tokens && (!cli_parse_ids(tokens, &ids, &n) || n == 0)) {
@@ -99,6 +104,7 @@ cli_logits(int argc, char **argv)
   params.n_batch = (int) n;
   params.n_threads = (int) threads;
   params.n_gpu_layers = (int) gpu_layers;
+  params.gpu_device = (int) gpu_device;
   if (!(ctx = hn_context_new(model, &params, &err))) {
     status = cli_fail_error(&err);
     goto out;

@@ -48,3 +48,18 @@ hn_vk_offload_run(HnVkOffload *offload, float *x, int nt, const int32_t *pos, co
   (void) offload; (void) x; (void) nt; (void) pos; (void) seq; (void) cells; (void) kv; (void) rope;
   return hn_error_set(err, HN_ERR_UNSUPPORTED, "This build of Hanashi has no Vulkan support.");
 }
+
+void
+hn_vk_offload_counts(const HnVkOffload *offload, HnVkCounts *out)
+{
+  (void) offload;
+  *out = (HnVkCounts) { 0 };
+}
+
+bool
+hn_vk_matmul(int device, uint32_t type, const void *weights, int n_cols, int n_rows, const float *x, int nt,
+             float *y, HnError *err)
+{
+  (void) device; (void) type; (void) weights; (void) n_cols; (void) n_rows; (void) x; (void) nt; (void) y;
+  return hn_error_set(err, HN_ERR_UNSUPPORTED, "This build of Hanashi has no Vulkan support.");
+}

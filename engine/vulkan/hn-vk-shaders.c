@@ -28,6 +28,30 @@ static const uint32_t matmul_q5_k[] =
 static const uint32_t matmul_q6_k[] =
 #include "matmul-q6_k.spv.inc"
 ;
+static const uint32_t matvec_f32[] =
+#include "matvec-f32.spv.inc"
+;
+static const uint32_t matvec_f16[] =
+#include "matvec-f16.spv.inc"
+;
+static const uint32_t matvec_bf16[] =
+#include "matvec-bf16.spv.inc"
+;
+static const uint32_t matvec_q4_0[] =
+#include "matvec-q4_0.spv.inc"
+;
+static const uint32_t matvec_q8_0[] =
+#include "matvec-q8_0.spv.inc"
+;
+static const uint32_t matvec_q4_k[] =
+#include "matvec-q4_k.spv.inc"
+;
+static const uint32_t matvec_q5_k[] =
+#include "matvec-q5_k.spv.inc"
+;
+static const uint32_t matvec_q6_k[] =
+#include "matvec-q6_k.spv.inc"
+;
 static const uint32_t rmsnorm[] =
 #include "rmsnorm.spv.inc"
 ;
@@ -55,6 +79,14 @@ const HnVkShader hn_vk_shaders[HN_VK_SHADER_COUNT] = {
   [HN_VK_SHADER_MATMUL_Q4_K] = SHADER("Q4_K matrix product", matmul_q4_k),
   [HN_VK_SHADER_MATMUL_Q5_K] = SHADER("Q5_K matrix product", matmul_q5_k),
   [HN_VK_SHADER_MATMUL_Q6_K] = SHADER("Q6_K matrix product", matmul_q6_k),
+  [HN_VK_SHADER_MATVEC_F32] = SHADER("F32 matrix-vector product", matvec_f32),
+  [HN_VK_SHADER_MATVEC_F16] = SHADER("F16 matrix-vector product", matvec_f16),
+  [HN_VK_SHADER_MATVEC_BF16] = SHADER("BF16 matrix-vector product", matvec_bf16),
+  [HN_VK_SHADER_MATVEC_Q4_0] = SHADER("Q4_0 matrix-vector product", matvec_q4_0),
+  [HN_VK_SHADER_MATVEC_Q8_0] = SHADER("Q8_0 matrix-vector product", matvec_q8_0),
+  [HN_VK_SHADER_MATVEC_Q4_K] = SHADER("Q4_K matrix-vector product", matvec_q4_k),
+  [HN_VK_SHADER_MATVEC_Q5_K] = SHADER("Q5_K matrix-vector product", matvec_q5_k),
+  [HN_VK_SHADER_MATVEC_Q6_K] = SHADER("Q6_K matrix-vector product", matvec_q6_k),
   [HN_VK_SHADER_RMSNORM] = SHADER("RMSNorm", rmsnorm),
   [HN_VK_SHADER_ROPE] = SHADER("RoPE", rope),
   [HN_VK_SHADER_KVSTORE] = SHADER("KV store", kvstore),

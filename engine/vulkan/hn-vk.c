@@ -23,7 +23,17 @@
 #define FENCE_TIMEOUT_NS (120ull * 1000000000ull)
 #define STAGING_BYTES ((VkDeviceSize) 16 << 20)
 #define MAX_BINDINGS 6
-#define MATMUL_TILE 8 /* tokens per workgroup, as TILE in matmul.comp */
+/* The matrix products (see docs/vulkan.md): batches of up to MATVEC_TOKENS tokens (decode)
+ * go through matvec.comp, MATVEC_ROWS rows and MATVEC_TOKENS tokens per workgroup; larger
+ * batches through matmul.comp's tiles of TILE_ROWS rows × TILE_TOKENS tokens.  These
+ * must match the shaders' ROWS/TOKENS and BM/BN. */
+#define MATVEC_ROWS 4
+#define MATVEC_TOKENS 4
+#define TILE_ROWS 64
+#define TILE_TOKENS 32
+#define TILE_INVOCATIONS 256 /* matmul.comp's local size: more than Vulkan guarantees (128) */
+#define TILE_SHARED_BYTES ((32 * (TILE_ROWS + 1) + 32 * (TILE_TOKENS + 1)) * 4)
+#define MATVEC_OF(pipe) ((pipe) - HN_VK_SHADER_MATMUL_F32 + HN_VK_SHADER_MATVEC_F32)
 #define MAX_HEAD_DIM 256 /* attention.comp keeps 4 dimensions per thread */
 
 enum {
@@ -67,6 +77,7 @@ struct HnVkOffload {
   VkPhysicalDeviceMemoryProperties mem_props;
   VkDeviceSize align, max_range;
   bool unified; /* integrated or software: device memory is the processor's memory */
+  bool tiled;   /* the device runs matmul.comp's workgroups; else matvec.comp takes every batch */
   uint32_t max_groups;
   PFN_vkCmdPushDescriptorSetKHR push_descriptors;
   VkDescriptorSetLayout set_layout;
@@ -77,6 +88,7 @@ struct HnVkOffload {
   VkFence fence;
   uint64_t allocated, limit; /* limit 0: none */
   unsigned long long n_runs; /* for the lost:N and timeout:N test seams */
+  HnVkCounts counts;
   VkLayer *layers;           /* n_layer - first_layer */
   VkBuf kv_k, kv_v;          /* host-visible, every layer's rows */
   VkBuf x, xn, q, k, v, attn, gate, up; /* device scratch */
@@ -340,10 +352,14 @@ submit_and_wait(HnVkOffload *o, const char *what, HnError *err)
 {
   VkSubmitInfo submit = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &o->cmd };
   VkResult r = vkResetFences(o->device, 1, &o->fence);
-  if (r == VK_SUCCESS)
+  if (r == VK_SUCCESS) {
     r = vkQueueSubmit(o->queue, 1, &submit, o->fence);
-  if (r == VK_SUCCESS)
+    o->counts.submissions++;
+  }
+  if (r == VK_SUCCESS) {
     r = vkWaitForFences(o->device, 1, &o->fence, VK_TRUE, FENCE_TIMEOUT_NS);
+    o->counts.fence_waits++;
+  }
   return wait_succeeded(r, what, err);
 }
 
@@ -422,7 +438,7 @@ plan_matrix(HnVkOffload *o, const HnGgufTensor *t, VkMatrix *mx, VkDeviceSize *e
   if (pipe != HN_VK_SHADER_MATMUL_F32 && pipe != HN_VK_SHADER_MATMUL_F16 && pipe != HN_VK_SHADER_MATMUL_BF16 &&
       pipe >= 0 && mx->K % 32u != 0)
     return hn_error_set(err, HN_ERR_UNSUPPORTED, "The tensor %s has rows the graphics kernels cannot split.", t->name);
-  if (mx->N > o->max_groups || mx->size > o->max_range)
+  if ((mx->N + MATVEC_ROWS - 1) / MATVEC_ROWS > o->max_groups || mx->size > o->max_range)
     return hn_error_set(err, HN_ERR_UNSUPPORTED, "The tensor %s is larger than the graphics device can address at once.",
                         t->name);
   mx->off = *end;
@@ -592,6 +608,11 @@ read_limits(HnVkOffload *o)
   o->max_groups = props.limits.maxComputeWorkGroupCount[0] < props.limits.maxComputeWorkGroupCount[1]
                     ? props.limits.maxComputeWorkGroupCount[0] : props.limits.maxComputeWorkGroupCount[1];
   vkGetPhysicalDeviceMemoryProperties(o->phys, &o->mem_props);
+  char unused[2];
+  o->tiled = props.limits.maxComputeWorkGroupInvocations >= TILE_INVOCATIONS &&
+             props.limits.maxComputeWorkGroupSize[0] >= TILE_INVOCATIONS &&
+             props.limits.maxComputeSharedMemorySize >= TILE_SHARED_BYTES &&
+             !seam_item("small-workgroups", unused, sizeof unused);
 }
 
 static bool
@@ -865,11 +886,17 @@ hn_vk_offload_new(const HnModel *m, const HnVkOffloadParams *params, HnError *er
     const HnGgufTensor *mats[7] = { L->wq, L->wk, L->wv, L->wo, L->w_gate, L->w_up, L->w_down };
     for (int i = 0; i < 7; i++) {
       int pipe = matmul_pipe(mats[i]->type);
-      needed[pipe >= 0 ? pipe : HN_VK_SHADER_MATMUL_F16] = true;
+      pipe = pipe >= 0 ? pipe : HN_VK_SHADER_MATMUL_F16;
+      needed[MATVEC_OF(pipe)] = true;
+      /* the tiled kernel only serves batches larger than the matrix-vector one takes */
+      needed[pipe] = params->n_batch > MATVEC_TOKENS;
     }
   }
-  if (!(o->instance = create_instance(err)) || !pick_device(o, params->device, false, err) || !create_device(o, err) ||
-      !create_pipelines(o, needed, err))
+  if (!(o->instance = create_instance(err)) || !pick_device(o, params->device, false, err) || !create_device(o, err))
+    goto fail;
+  for (int i = HN_VK_SHADER_MATMUL_F32; i <= HN_VK_SHADER_MATMUL_Q6_K; i++)
+    needed[i] = needed[i] && o->tiled;
+  if (!create_pipelines(o, needed, err))
     goto fail;
   size_t E = (size_t) m->n_embd, Q = (size_t) m->n_head * (size_t) m->head_dim;
   size_t KV = (size_t) m->n_head_kv * (size_t) m->head_dim, F = (size_t) m->n_ff, nb = (size_t) params->n_batch;
@@ -907,7 +934,7 @@ hn_vk_offload_free(HnVkOffload *o)
     return;
   if (o->device) {
     vkDeviceWaitIdle(o->device);
-    int n_off = o->model->n_layer - o->params.first_layer;
+    int n_off = o->model ? o->model->n_layer - o->params.first_layer : 0;
     for (int i = 0; o->layers && i < n_off; i++)
       buf_free(o, &o->layers[i].buf);
     VkBuf *bufs[] = { &o->kv_k, &o->kv_v, &o->io, &o->x, &o->xn, &o->q, &o->attn, &o->k, &o->v, &o->gate, &o->up,
@@ -965,6 +992,7 @@ dispatch(HnVkOffload *o, int pipe, const Binding *b, int n_bind, const void *pc,
   o->push_descriptors(o->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, o->pipe_layout, 0, (uint32_t) n_bind, writes);
   vkCmdPushConstants(o->cmd, o->pipe_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t) pc_size, pc);
   vkCmdDispatch(o->cmd, gx, gy, 1);
+  o->counts.dispatches++;
 }
 
 /* Every step reads what the one before wrote. */
@@ -978,6 +1006,7 @@ barrier(HnVkOffload *o)
   };
   VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
   vkCmdPipelineBarrier(o->cmd, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+  o->counts.barriers++;
 }
 
 /* Element-wise shaders loop over their items with a grid stride, so a large batch never
@@ -997,12 +1026,28 @@ stride_groups(size_t n)
   return g < MAX_STRIDE_GROUPS ? (g ? g : 1) : MAX_STRIDE_GROUPS;
 }
 
+/* y[nt][N] = x[nt][K] · Wᵀ from a weight matrix at off in buf; a device whose workgroups
+ * cannot hold a tile runs every batch through the matrix-vector kernel.  The binding is rounded up
+ * to whole words: the shaders read weights as 32-bit words, and every tensor starts
+ * aligned, so the word holding a matrix's last byte lies inside the buffer. */
+static void
+matmul_at(HnVkOffload *o, const VkBuf *buf, const VkMatrix *w, const VkBuf *x, const VkBuf *y, int nt)
+{
+  struct { uint32_t K, N, nt, row_bytes; } pc = { w->K, w->N, (uint32_t) nt, w->row_bytes };
+  Binding b[3] = { { buf, w->off, align_up(w->size, 4) }, whole(x), whole(y) };
+  if (nt <= MATVEC_TOKENS || !o->tiled) {
+    dispatch(o, MATVEC_OF(w->pipe), b, 3, &pc, sizeof pc, groups(w->N, MATVEC_ROWS), groups((size_t) nt, MATVEC_TOKENS));
+    o->counts.matvec_dispatches++;
+  } else {
+    dispatch(o, w->pipe, b, 3, &pc, sizeof pc, groups(w->N, TILE_ROWS), groups((size_t) nt, TILE_TOKENS));
+    o->counts.tiled_dispatches++;
+  }
+}
+
 static void
 matmul(HnVkOffload *o, const VkLayer *L, const VkMatrix *w, const VkBuf *x, const VkBuf *y, int nt)
 {
-  struct { uint32_t K, N, nt, row_bytes; } pc = { w->K, w->N, (uint32_t) nt, w->row_bytes };
-  Binding b[3] = { in_layer(L, w->off, w->size), whole(x), whole(y) };
-  dispatch(o, w->pipe, b, 3, &pc, sizeof pc, w->N, groups((size_t) nt, MATMUL_TILE));
+  matmul_at(o, &L->buf, w, x, y, nt);
 }
 
 static void
@@ -1159,6 +1204,68 @@ hn_vk_offload_run(HnVkOffload *o, float *x, int nt, const int32_t *pos, const in
     return wait_succeeded(VK_TIMEOUT, "evaluating the layers", err);
   if (!submit_and_wait(o, "evaluating the layers", err))
     return false;
+  o->counts.runs++;
   memcpy(x, io + o->io_x, (size_t) nt * E * sizeof(float));
   return true;
+}
+
+void
+hn_vk_offload_counts(const HnVkOffload *o, HnVkCounts *out)
+{
+  *out = o->counts;
+}
+
+/* ---- one product, for kernel tests (hn_vk_matmul) ---- */
+
+bool
+hn_vk_matmul(int device, uint32_t type, const void *weights, int n_cols, int n_rows, const float *x, int nt, float *y,
+             HnError *err)
+{
+  if (n_cols <= 0 || n_rows <= 0 || nt <= 0)
+    return hn_error_set(err, HN_ERR_INVALID_ARG, "invalid product of %d × %d weights with %d tokens", n_rows, n_cols, nt);
+  HnVkOffload *o = calloc(1, sizeof *o);
+  if (!o)
+    return hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+  HnGgufTensor t = {
+    .name = "the test matrix", .type = type, .n_dims = 2, .ne = { n_cols, n_rows, 1, 1 }, .data = weights,
+  };
+  VkMatrix mx = { 0 };
+  VkBuf w = { 0 }, xb = { 0 }, yb = { 0 };
+  VkDeviceSize end = 0;
+  bool needed[HN_VK_SHADER_COUNT] = { false };
+  bool ok = (o->instance = create_instance(err)) && pick_device(o, device, false, err) && create_device(o, err) &&
+            plan_matrix(o, &t, &mx, &end, err);
+  if (ok) {
+    needed[mx.pipe] = o->tiled;
+    needed[MATVEC_OF(mx.pipe)] = true;
+    size_t x_bytes = (size_t) nt * (size_t) n_cols * sizeof(float), y_bytes = (size_t) nt * (size_t) n_rows * sizeof(float);
+    ok = create_pipelines(o, needed, err) && buf_new(o, &w, end, false, "test matrix", err) &&
+         buf_new(o, &xb, x_bytes, true, "test input", err) && buf_new(o, &yb, y_bytes, true, "test output", err) &&
+         upload_matrix(o, &w, &t, &mx, err);
+    if (ok) {
+      memcpy(xb.map, x, x_bytes);
+      VkCommandBufferBeginInfo begin = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                         .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT };
+      vkResetCommandBuffer(o->cmd, 0);
+      vkBeginCommandBuffer(o->cmd, &begin);
+      matmul_at(o, &w, &mx, &xb, &yb, nt);
+      VkMemoryBarrier to_host = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                  .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT, .dstAccessMask = VK_ACCESS_HOST_READ_BIT };
+      vkCmdPipelineBarrier(o->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0,
+                           NULL, 0, NULL);
+      VkResult r = vkEndCommandBuffer(o->cmd);
+      ok = r == VK_SUCCESS ? submit_and_wait(o, "multiplying the test matrix", err)
+                           : vk_fail(err, HN_ERR_UNSUPPORTED, r, "recording the test product");
+      if (ok)
+        memcpy(y, yb.map, y_bytes);
+    }
+  }
+  if (o->device) {
+    vkDeviceWaitIdle(o->device);
+    buf_free(o, &w);
+    buf_free(o, &xb);
+    buf_free(o, &yb);
+  }
+  hn_vk_offload_free(o);
+  return ok;
 }

@@ -61,7 +61,9 @@ typedef struct {
  * a comma-separated list of shader:NAME (that shader does not build), push-descriptors
  * (the driver lacks them), range:BYTES (the device binds at most BYTES at once), lost:N
  * and timeout:N (the N-th run of the layers loses the device or does not finish), unbuilt
- * (every function answers as in a build without Vulkan, for the app's tests). */
+ * (every function answers as in a build without Vulkan, for the app's tests),
+ * small-workgroups (the device takes only the 128 invocations per workgroup that Vulkan
+ * guarantees, too few for the tiled matrix kernel). */
 HnVkOffload *hn_vk_offload_new(const HnModel *model, const HnVkOffloadParams *params, HnError *err);
 void hn_vk_offload_free(HnVkOffload *offload);
 
@@ -97,6 +99,29 @@ uint64_t hn_vk_offload_device_bytes(const HnVkOffload *offload);
  * rotation.  One submission, waited for with a time limit. */
 bool hn_vk_offload_run(HnVkOffload *offload, float *x, int nt, const int32_t *pos, const int32_t *seq,
                        const int32_t *cells, const HnKvCache *kv, const HnRope *rope, HnError *err);
+
+/* What the offload has asked of the device so far, for tests and benchmarks: a decode step
+ * (one micro-batch) makes exactly one submission and one fence wait whatever the number of
+ * offloaded layers (docs/vulkan.md).  Submissions and waits include the weight uploads
+ * through the staging buffer at creation. */
+typedef struct {
+  uint64_t runs;              /* hn_vk_offload_run calls that finished on the device */
+  uint64_t submissions;       /* vkQueueSubmit calls */
+  uint64_t fence_waits;       /* vkWaitForFences calls */
+  uint64_t dispatches;        /* compute dispatches recorded */
+  uint64_t barriers;          /* pipeline barriers recorded */
+  uint64_t matvec_dispatches; /* matrix products through the matrix-vector kernel */
+  uint64_t tiled_dispatches;  /* matrix products through the tiled matrix-matrix kernel */
+} HnVkCounts;
+void hn_vk_offload_counts(const HnVkOffload *offload, HnVkCounts *out);
+
+/* One matrix product on a device, for kernel tests and benchmarks:
+ * y[t][r] = sum_k W[r][k] * x[t][k] for nt tokens, W being n_rows rows of n_cols values of
+ * the ggml type `type` (types without a kernel are converted to F16 as the offload's upload
+ * does).  The kernel is chosen by nt as in the offload: the matrix-vector one for a few
+ * tokens, the tiled one for more.  device as HnVkOffloadParams.device. */
+bool hn_vk_matmul(int device, uint32_t type, const void *weights, int n_cols, int n_rows, const float *x, int nt,
+                  float *y, HnError *err);
 
 #ifdef __cplusplus
 }

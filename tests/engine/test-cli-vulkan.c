@@ -21,6 +21,7 @@
 
 static char *tmpdir;
 static char device_name[256];
+static int n_devices;
 
 /* Runs hanashi-cli with the arguments (NULL-terminated) and extra environment entries;
  * returns stdout, stderr in *err_out; fails the test on a non-zero exit. */
@@ -77,9 +78,13 @@ test_bench_names_device (void)
                               NULL);
   g_autofree char *line = g_strdup_printf ("device: %s, 5 of 5 layers offloaded\n", device_name);
   g_assert_nonnull (strstr (out, line));
+  /* one submission per token however many layers; 16 dispatches per layer of stories260K */
+  g_assert_nonnull (strstr (out, "device work per generated token: 1.00 submissions, 1.00 fence waits, 80.0 dispatches\n"));
   g_autofree char *partial = run (NULL, NULL, "bench", "-m", model, "-p", "16", "-n", "4", "-r", "1", "-t", "2", "-ngl",
                                   "2", "--json", NULL);
   g_assert_nonnull (strstr (partial, "\"gpu_layers\": 2, \"device\": \""));
+  g_assert_nonnull (strstr (partial, "\"gpu_submissions_per_token\": 1.00, \"gpu_fence_waits_per_token\": 1.00, "
+                                     "\"gpu_dispatches_per_token\": 32.0"));
   g_autofree char *cpu = run (NULL, NULL, "bench", "-m", model, "-p", "16", "-n", "4", "-r", "1", "-t", "2", "--json", NULL);
   g_assert_nonnull (strstr (cpu, "\"gpu_layers\": 0, \"device\": \"CPU\""));
 }
@@ -159,6 +164,8 @@ test_shader_fails_to_build (void)
   fails_at_setup (env, "The graphics driver could not build the attention shader");
   const char *matmul[] = { "HANASHI_VULKAN_FAIL", "shader:F32 matrix product", NULL };
   fails_at_setup (matmul, "could not build the F32 matrix product shader");
+  const char *matvec[] = { "HANASHI_VULKAN_FAIL", "shader:F32 matrix-vector product", NULL };
+  fails_at_setup (matvec, "could not build the F32 matrix-vector product shader");
 }
 
 static void
@@ -200,6 +207,76 @@ test_device_lost_in_generate (void)
   g_assert_cmpstr (out, ==, cpu);
 }
 
+/* Runs hanashi-cli expecting it to fail: returns its stderr. */
+static char *
+run_failing (const char *const *env_extra, const char *const *args)
+{
+  GPtrArray *argv = g_ptr_array_new ();
+  g_ptr_array_add (argv, (gpointer) g_getenv ("HANASHI_CLI"));
+  for (size_t i = 0; args[i]; i++)
+    g_ptr_array_add (argv, (gpointer) args[i]);
+  g_ptr_array_add (argv, NULL);
+  char **envp = g_get_environ ();
+  for (size_t i = 0; env_extra && env_extra[i]; i += 2)
+    envp = g_environ_setenv (envp, env_extra[i], env_extra[i + 1], TRUE);
+  g_autofree char *out = NULL;
+  char *err = NULL;
+  int status = 0;
+  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, envp, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status, NULL));
+  g_strfreev (envp);
+  g_ptr_array_unref (argv);
+  g_assert_false (g_spawn_check_wait_status (status, NULL));
+  g_assert_cmpstr (out, ==, "");
+  return err;
+}
+
+/* --gpu-device N picks the device info --devices numbers N in generate, chat, logits and
+ * bench; a number that does not exist is an error (a sentence, a non-zero exit), not a
+ * silent run elsewhere. */
+static void
+test_gpu_device (void)
+{
+  g_autofree char *model = model_path ();
+  g_autofree char *bench = run (NULL, NULL, "bench", "-m", model, "-p", "8", "-n", "2", "-r", "1", "-t", "2", "-ngl", "99",
+                                "--gpu-device", "0", NULL);
+  g_autofree char *line = g_strdup_printf ("device: %s, 5 of 5 layers offloaded\n", device_name);
+  g_assert_nonnull (strstr (bench, line));
+  g_autofree char *cpu = generate (PROMPT, "0", NULL, NULL);
+  g_autofree char *on_device = run (NULL, NULL, "generate", "-m", model, "--tokens", PROMPT, "-n", "8", "--ids", "-t", "2",
+                                    "-ngl", "99", "--gpu-device", "0", NULL);
+  g_assert_cmpstr (on_device, ==, cpu);
+
+  g_autofree char *missing = g_strdup_printf ("%d", n_devices);
+  g_autofree char *logits_out = g_build_filename (tmpdir, "device.f32", NULL);
+  const char *const generate_args[] = { "generate", "-m", model, "--tokens", PROMPT, "-n", "2", "-ngl", "99",
+                                        "--gpu-device", missing, NULL };
+  const char *const chat_args[] = { "chat", "-m", model, "-n", "2", "--gpu-device", missing, NULL };
+  const char *const logits_args[] = { "logits", "-m", model, "--tokens", PROMPT, "-o", logits_out, "-ngl", "99",
+                                      "--gpu-device", missing, NULL };
+  const char *const bench_args[] = { "bench", "-m", model, "-p", "8", "-n", "2", "-r", "1", "-ngl", "99",
+                                     "--gpu-device", missing, NULL };
+  const char *const *commands[] = { generate_args, chat_args, logits_args, bench_args };
+  g_autofree char *sentence = g_strdup_printf ("there is no Vulkan device number %d (%d found; 'hanashi-cli info "
+                                               "--devices' lists them)", n_devices, n_devices);
+  for (size_t i = 0; i < G_N_ELEMENTS (commands); i++)
+    {
+      g_autofree char *err = run_failing (NULL, commands[i]);
+      if (!strstr (err, sentence))
+        g_error ("%s --gpu-device %s said: %s", commands[i][0], missing, err);
+    }
+  g_assert_false (g_file_test (logits_out, G_FILE_TEST_EXISTS));
+  /* no driver at all: device 0 does not exist either */
+  const char *no_driver[] = { "VK_ICD_FILENAMES", "/nonexistent/hanashi-icd.json", "VK_DRIVER_FILES",
+                              "/nonexistent/hanashi-icd.json", NULL };
+  const char *const zero_args[] = { "generate", "-m", model, "--tokens", PROMPT, "-n", "2", "--gpu-device", "0", NULL };
+  g_autofree char *err = run_failing (no_driver, zero_args);
+  g_assert_nonnull (strstr (err, "hanashi-cli: error: there is no Vulkan device number 0"));
+  /* not a number */
+  const char *const bad_args[] = { "bench", "-m", model, "--gpu-device", "first", NULL };
+  g_autofree char *bad = run_failing (NULL, bad_args);
+  g_assert_nonnull (strstr (bad, "invalid device number 'first'"));
+}
+
 /* -ngl auto is taken by every subcommand that takes -ngl, and gives the CPU's tokens */
 static void
 test_gpu_layers_auto (void)
@@ -225,6 +302,7 @@ main (int argc, char **argv)
     return g_test_run ();
   }
   g_strlcpy (device_name, dev.name, sizeof device_name);
+  n_devices = n;
   tmpdir = g_dir_make_tmp ("hanashi-vulkan-XXXXXX", NULL);
   g_test_add_func ("/cli-vulkan/devices", test_devices);
   g_test_add_func ("/cli-vulkan/bench-names-device", test_bench_names_device);
@@ -237,6 +315,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cli-vulkan/no-driver", test_no_driver);
   g_test_add_func ("/cli-vulkan/device-lost-in-generate", test_device_lost_in_generate);
   g_test_add_func ("/cli-vulkan/gpu-layers-auto", test_gpu_layers_auto);
+  g_test_add_func ("/cli-vulkan/gpu-device", test_gpu_device);
   int status = g_test_run ();
   g_autofree char *session = g_build_filename (tmpdir, "shared.hnsession", NULL);
   g_remove (session);

@@ -199,6 +199,89 @@ test_device_timeout (void)
   device_fails_during_decode ("timeout:2", "did not finish evaluating the layers within 120 seconds");
 }
 
+/* A prompt batch goes through the tiled kernel, a decode step through the matrix-vector
+ * one, and each of them is one submission and one fence wait however many layers the
+ * device runs: no host round trip inside a step. */
+static void
+test_one_submission_per_step (void)
+{
+  int n_layer = hn_model_n_layer (model);
+  int layer_counts[] = { n_layer, 2 };
+  for (size_t i = 0; i < G_N_ELEMENTS (layer_counts); i++)
+    {
+      HnError err = { 0 };
+      HnContext *c = context (layer_counts[i], 0, &err);
+      g_assert_nonnull (c);
+      g_assert_cmpint (hn_context_gpu_layers (c), ==, layer_counts[i]);
+      HnVkCounts before, after;
+      g_assert_true (hn_context_gpu_counts (c, &before));
+      int32_t prompt[] = { 1, 400, 50, 60, 70, 80, 90, 100 }, pos[G_N_ELEMENTS (prompt)];
+      for (size_t t = 0; t < G_N_ELEMENTS (prompt); t++)
+        pos[t] = (int32_t) t;
+      HnBatch b = { .n_tokens = G_N_ELEMENTS (prompt), .token = prompt, .pos = pos };
+      if (!hn_context_decode (c, &b, &err))
+        g_error ("decode: %s", err.message);
+      g_assert_true (hn_context_gpu_counts (c, &after));
+      g_assert_cmpuint (after.runs - before.runs, ==, 1);
+      g_assert_cmpuint (after.submissions - before.submissions, ==, 1);
+      g_assert_cmpuint (after.fence_waits - before.fence_waits, ==, 1);
+      /* seven products per layer (q, k, v, output, gate, up, down), all tiled */
+      g_assert_cmpuint (after.tiled_dispatches - before.tiled_dispatches, ==, 7 * layer_counts[i]);
+      g_assert_cmpuint (after.matvec_dispatches - before.matvec_dispatches, ==, 0);
+      for (int step = 0; step < 3; step++)
+        {
+          before = after;
+          int32_t token = 60 + step, p = (int32_t) G_N_ELEMENTS (prompt) + step;
+          HnBatch one = { .n_tokens = 1, .token = &token, .pos = &p };
+          if (!hn_context_decode (c, &one, &err))
+            g_error ("decode: %s", err.message);
+          g_assert_true (hn_context_gpu_counts (c, &after));
+          g_assert_cmpuint (after.runs - before.runs, ==, 1);
+          g_assert_cmpuint (after.submissions - before.submissions, ==, 1);
+          g_assert_cmpuint (after.fence_waits - before.fence_waits, ==, 1);
+          g_assert_cmpuint (after.matvec_dispatches - before.matvec_dispatches, ==, 7 * layer_counts[i]);
+          g_assert_cmpuint (after.tiled_dispatches - before.tiled_dispatches, ==, 0);
+          if (g_test_verbose ())
+            g_test_message ("%d layers on the device: %" G_GUINT64_FORMAT " dispatches and %" G_GUINT64_FORMAT
+                            " barriers in the one submission of a decode step",
+                            layer_counts[i], after.dispatches - before.dispatches, after.barriers - before.barriers);
+        }
+      hn_context_free (c);
+      /* the CPU has no counts */
+      c = context (0, 0, &err);
+      g_assert_false (hn_context_gpu_counts (c, &after));
+      hn_context_free (c);
+    }
+}
+
+/* A device whose workgroups cannot hold a tile (the small-workgroups seam): the prompt
+ * goes through the matrix-vector kernel too, still in one submission, and the greedy
+ * tokens are the CPU's. */
+static void
+test_prompt_without_tiles (void)
+{
+  int32_t on_cpu[N_GEN], on_device[N_GEN];
+  cpu_tokens (on_cpu);
+  g_setenv ("HANASHI_VULKAN_FAIL", "small-workgroups", TRUE);
+  HnError err = { 0 };
+  HnContext *c = context (99, 0, &err);
+  g_unsetenv ("HANASHI_VULKAN_FAIL");
+  g_assert_nonnull (c);
+  int n_layer = hn_model_n_layer (model);
+  g_assert_cmpint (hn_context_gpu_layers (c), ==, n_layer);
+  HnVkCounts before, after;
+  g_assert_true (hn_context_gpu_counts (c, &before));
+  greedy (c, on_device);
+  g_assert_true (hn_context_gpu_counts (c, &after));
+  /* the prompt and N_GEN single tokens: one run and one submission each */
+  g_assert_cmpuint (after.runs - before.runs, ==, 1 + N_GEN);
+  g_assert_cmpuint (after.submissions - before.submissions, ==, 1 + N_GEN);
+  g_assert_cmpuint (after.tiled_dispatches - before.tiled_dispatches, ==, 0);
+  g_assert_cmpuint (after.matvec_dispatches - before.matvec_dispatches, ==, 7 * n_layer * (1 + N_GEN));
+  g_assert_cmpmem (on_device, sizeof on_device, on_cpu, sizeof on_cpu);
+  hn_context_free (c);
+}
+
 /* Without any device (or a build without Vulkan) Auto is the CPU and says nothing. */
 static void
 test_auto_without_device_is_quiet (void)
@@ -240,6 +323,8 @@ main (int argc, char **argv)
       g_test_add_func ("/vulkan-offload/no-such-device", test_no_such_device);
       g_test_add_func ("/vulkan-offload/device-lost", test_device_lost);
       g_test_add_func ("/vulkan-offload/device-timeout", test_device_timeout);
+      g_test_add_func ("/vulkan-offload/one-submission-per-step", test_one_submission_per_step);
+      g_test_add_func ("/vulkan-offload/prompt-without-tiles", test_prompt_without_tiles);
     }
   int status = g_test_run ();
   hn_model_free (model);

@@ -19,8 +19,9 @@
  *                                                                          and test-vulkan-offload.c (Auto layers)
  *   device failures      HANASHI_VULKAN_FAIL (shader:NAME, push-           set in tests/engine/test-cli-vulkan.c
  *                        descriptors, range:BYTES, lost:N, timeout:N,      and test-vulkan-offload.c (the failure
- *                        unbuilt), read by hn-vk.c (engine/vulkan)         table of docs/vulkan.md), unbuilt in
- *                                                                          tests/app/test-gpu.c (no-Vulkan build)
+ *                        unbuilt, small-workgroups), read by hn-vk.c       table of docs/vulkan.md), unbuilt in
+ *                        (engine/vulkan)                                   tests/app/test-gpu.c (no-Vulkan build),
+ *                                                                          small-workgroups in test-vulkan-matmul.c
  *   API-key store        hanashi_secret_store_set_default()                hanashi_secret_store_memory()
  *                        (app/hanashi-remote-endpoints.h)                  (in memory, no keyring needed)
  *
