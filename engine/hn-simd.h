@@ -45,7 +45,7 @@ typedef void (*HnGemmTileFn)(int64_t n, const void *weight, size_t weight_stride
                              float *out, size_t out_stride);
 
 /* Activations for the panel GEMM, one record per 32 elements (64 bytes).  Built from
- * the reference activation blocks (Q8_0 or Q8_K, bit-identical quantizers), so the GEMM
+ * the reference activation blocks (Q8_0, Q8_1 or Q8_K, bit-identical quantizers), so the GEMM
  * computes exactly what the reference dot products compute, up to summation order. */
 typedef struct {
   union {
@@ -59,6 +59,8 @@ typedef struct {
   float dsum_half[2]; /* d · Σ q over each half of 16 (Q2_K's mins per 16 elements) */
   uint8_t pad[4];
 } HnActBlock;
+
+_Static_assert(sizeof(HnActBlock) == 64, "one activation block per cache line");
 
 /* Weight rows per panel: the panel GEMM transposes 16 rows into "row = 32-bit lane"
  * order once per matrix product and then streams every token through them. */
