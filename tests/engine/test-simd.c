@@ -12,6 +12,7 @@
 
 #include <glib.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const HnType weight_types[] = {
@@ -338,6 +339,141 @@ test_matmul_paths (void)
   g_unsetenv ("HANASHI_DECODE");
   g_test_message ("%d matmul outputs compared over the levels this processor has", checked);
   hn_threadpool_free (pool);
+  g_rand_free (rand);
+}
+
+/* The panel GEMM's activation records built from reference-quantized activation rows
+ * (Q8_0, Q8_1 or Q8_K), written here from the block formats rather than taken from
+ * hn-kernels.c, so that the kernels are checked against the formats themselves. */
+static void
+act_blocks_from_reference (HnType vdt, const void *a, int64_t n, int offset, HnActBlock *out)
+{
+  for (int64_t b = 0; b < n / 32; b++) {
+    const int8_t *q;
+    float d, dsum = 0;
+    if (vdt == HN_TYPE_Q8_K) {
+      const HnBlockQ8_K *blk = (const HnBlockQ8_K *) a + b / 8;
+      q = blk->qs + 32 * (b % 8);
+      d = blk->d;
+    } else if (vdt == HN_TYPE_Q8_1) {
+      const HnBlockQ8_1 *blk = (const HnBlockQ8_1 *) a + b;
+      q = blk->qs;
+      d = hn_half_to_float (blk->d);
+      dsum = hn_half_to_float (blk->s);
+    } else {
+      const HnBlockQ8_0 *blk = (const HnBlockQ8_0 *) a + b;
+      q = blk->qs;
+      d = hn_half_to_float (blk->d);
+    }
+    int32_t s0 = 0, s1 = 0;
+    for (int l = 0; l < 16; l++) {
+      s0 += q[l];
+      s1 += q[16 + l];
+    }
+    HnActBlock *o = &out[b];
+    memset (o, 0, sizeof *o);
+    memcpy (o->q, q, 32);
+    o->d = d;
+    o->off_sum[0] = -offset * s0;
+    o->off_sum[1] = -offset * s1;
+    o->off_sum32 = -offset * (s0 + s1);
+    o->dsum = vdt == HN_TYPE_Q8_1 ? dsum : d * (float) (s0 + s1);
+    o->dsum_half[0] = d * (float) s0;
+    o->dsum_half[1] = d * (float) s1;
+  }
+}
+
+/* The panel kernels on their own (single-threaded: this is the check that runs under
+ * qemu for ARM64): every quantized type a level has a panel for, 1, 5 and 16 rows (tail
+ * panels), 1 to 8 tokens, against the reference dot product; outputs beyond the rows
+ * stay untouched. */
+static void
+test_panel_kernels (void)
+{
+  GRand *rand = g_rand_new_with_seed (808);
+  int checked = 0;
+  for (HnSimdLevel level = HN_SIMD_SCALAR + 1; level <= HN_SIMD_LEVEL_COUNT; level++) {
+    /* one round past the levels: the AVX2 variant without AVX-VNNI, where there is AVX2 */
+    const HnSimdKernels *k;
+    const char *name;
+    if (level < HN_SIMD_LEVEL_COUNT) {
+      k = hn_simd_kernels_for_level (level);
+      name = k ? hn_simd_level_name (level) : NULL;
+    } else {
+      k = NULL;
+      name = "avx2-novnni";
+#if defined(__x86_64__)
+      if (hn_simd_kernels_for_level (HN_SIMD_AVX2) != NULL) {
+        g_setenv ("HANASHI_SIMD", "avx2-novnni", TRUE);
+        k = hn_simd_kernels ();
+        g_unsetenv ("HANASHI_SIMD");
+      }
+#endif
+    }
+    if (k == NULL)
+      continue;
+    for (int t = 0; t < HN_TYPE_COUNT; t++) {
+      HnType type = (HnType) t;
+      if (k->pack_panel[type] == NULL || k->panel_gemm[type] == NULL)
+        continue;
+      HnType vdt = hn_type_vec_dot_type (type);
+      int64_t block = hn_type_block_elems (type);
+      int64_t n = block == 32 ? 32 * 9 : block * 3;
+      size_t row_bytes = hn_type_row_bytes (type, n), act_row = hn_type_row_bytes (vdt, n);
+      float *wf = g_new (float, n * HN_PANEL_ROWS), *x = g_new (float, n * HN_PANEL_COLS);
+      guint8 *w = g_malloc0 (row_bytes * HN_PANEL_ROWS), *a = g_malloc0 (act_row * HN_PANEL_COLS);
+      fill_random (rand, wf, n * HN_PANEL_ROWS);
+      fill_random (rand, x, n * HN_PANEL_COLS);
+      for (int r = 0; r < HN_PANEL_ROWS; r++)
+        hn_quantize_row (type, wf + r * n, w + r * row_bytes, n);
+      HnActBlock *act = g_new (HnActBlock, (n / 32) * HN_PANEL_COLS);
+      for (int c = 0; c < HN_PANEL_COLS; c++) {
+        hn_quantize_row (vdt, x + c * n, a + c * act_row, n);
+        act_blocks_from_reference (vdt, a + c * act_row, n, k->panel_offset[type], act + c * (n / 32));
+      }
+      size_t panel_bytes = ((size_t) (n / 32 + 1) * HN_PANEL_SCRATCH_PER_32 + 63) & ~(size_t) 63;
+      void *panel = aligned_alloc (64, panel_bytes);
+      const int row_counts[] = { 1, 5, 16 };
+      enum { OUT_STRIDE = HN_PANEL_ROWS + 3 };
+      for (gsize ri = 0; ri < G_N_ELEMENTS (row_counts); ri++) {
+        int rows = row_counts[ri];
+        k->pack_panel[type] (w, row_bytes, rows, n, panel);
+        for (int cols = 1; cols <= HN_PANEL_COLS; cols++) {
+          float out[HN_PANEL_COLS * OUT_STRIDE];
+          for (gsize i = 0; i < G_N_ELEMENTS (out); i++)
+            out[i] = NAN;
+          k->panel_gemm[type] (panel, n, rows, act, (size_t) (n / 32), cols, out, OUT_STRIDE);
+          for (int c = 0; c < HN_PANEL_COLS; c++)
+            for (int r = 0; r < OUT_STRIDE; r++) {
+              float got = out[c * OUT_STRIDE + r];
+              if (c >= cols || r >= rows) {
+                if (!isnan (got))
+                  g_error ("panel %s %s rows=%d cols=%d: wrote outside the output at r=%d c=%d", name,
+                           hn_type_name (type), rows, cols, r, c);
+                continue;
+              }
+              float ref = hn_vec_dot_ref (type, n, w + r * row_bytes, a + c * act_row);
+              double mag = 0;
+              for (int64_t i = 0; i < n; i++)
+                mag += fabs (wf[r * n + i] * x[c * n + i]);
+              if (!(fabs (got - ref) <= 1e-4 * (mag + 1e-3)))
+                g_error ("panel %s %s rows=%d cols=%d r=%d c=%d: reference %g, got %g", name, hn_type_name (type),
+                         rows, cols, r, c, ref, got);
+              checked++;
+            }
+        }
+      }
+      free (panel);
+      g_free (act);
+      g_free (wf);
+      g_free (x);
+      g_free (w);
+      g_free (a);
+    }
+  }
+  if (checked == 0)
+    g_test_skip ("no panel GEMM at the levels this processor has");
+  g_test_message ("%d panel outputs compared", checked);
   g_rand_free (rand);
 }
 
@@ -691,6 +827,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/simd/quantize", test_quantize_levels);
   g_test_add_func ("/engine/simd/gemm-tiles", test_gemm_tiles);
   g_test_add_func ("/engine/simd/matmul", test_matmul_paths);
+  g_test_add_func ("/engine/simd/panel", test_panel_kernels);
   g_test_add_func ("/engine/simd/panel-types", test_panel_types);
   g_test_add_func ("/engine/simd/round", test_round_levels);
   g_test_add_func ("/engine/simd/matvec-many", test_matvec_many);
