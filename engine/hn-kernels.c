@@ -223,7 +223,33 @@ typedef struct {
   atomic_int next;
 } PanelJob;
 
-/* Quantizes one token's row with the reference format of the weight type (Q8_0 or
+/* Fills one activation block from 32 reference quants: its scale, the zero-point
+ * corrections and the sums the types with mins need.  `dsum` is d · Σq, except for Q8_1,
+ * whose own rounded s the reference multiplies the weights' min with. */
+static void
+fill_act_block(HnActBlock *a, const int8_t *qs, float d, int32_t s0, int32_t s1, float dsum, int32_t off)
+{
+  memcpy(a->q, qs, 32);
+  a->d = d;
+  a->off_sum[0] = -off * s0;
+  a->off_sum[1] = -off * s1;
+  a->off_sum32 = -off * (s0 + s1);
+  a->dsum = dsum;
+  a->dsum_half[0] = d * (float) s0;
+  a->dsum_half[1] = d * (float) s1;
+}
+
+static void
+sums_of_halves(const int8_t *qs, int32_t *s0, int32_t *s1)
+{
+  *s0 = *s1 = 0;
+  for (int l = 0; l < 16; l++) {
+    *s0 += qs[l];
+    *s1 += qs[16 + l];
+  }
+}
+
+/* Quantizes one token's row with the reference format of the weight type (Q8_0, Q8_1 or
  * Q8_K), 256 elements at a time, and expands it into activation blocks. */
 static void
 prepare_token(const PanelJob *job, const float *x, HnActBlock *out)
@@ -232,6 +258,7 @@ prepare_token(const PanelJob *job, const float *x, HnActBlock *out)
   const int32_t off = job->offset;
   for (int64_t i0 = 0; i0 < job->n; i0 += HN_QK_K) {
     int64_t len = job->n - i0 < HN_QK_K ? job->n - i0 : HN_QK_K;
+    HnActBlock *a = &out[i0 / 32];
     if (job->vdt == HN_TYPE_Q8_K) {
       HnBlockQ8_K q;
       if (quantize)
@@ -239,14 +266,19 @@ prepare_token(const PanelJob *job, const float *x, HnActBlock *out)
       else
         hn_quantize_row(HN_TYPE_Q8_K, x + i0, &q, HN_QK_K);
       for (int b = 0; b < HN_QK_K / 32; b++) {
-        HnActBlock *a = &out[i0 / 32 + b];
-        memcpy(a->q, q.qs + 32 * b, 32);
-        a->d = q.d;
         int32_t s0 = q.bsums[2 * b], s1 = q.bsums[2 * b + 1];
-        a->off_sum[0] = -off * s0;
-        a->off_sum[1] = -off * s1;
-        a->off_sum32 = -off * (s0 + s1);
-        a->dsum = q.d * (float) (s0 + s1);
+        fill_act_block(&a[b], q.qs + 32 * b, q.d, s0, s1, q.d * (float) (s0 + s1), off);
+      }
+    } else if (job->vdt == HN_TYPE_Q8_1) {
+      HnBlockQ8_1 q[HN_QK_K / 32];
+      if (quantize)
+        quantize(x + i0, q, len);
+      else
+        hn_quantize_row(HN_TYPE_Q8_1, x + i0, q, len);
+      for (int b = 0; b < len / 32; b++) {
+        int32_t s0, s1;
+        sums_of_halves(q[b].qs, &s0, &s1);
+        fill_act_block(&a[b], q[b].qs, hn_half_to_float(q[b].d), s0, s1, hn_half_to_float(q[b].s), off);
       }
     } else {
       HnBlockQ8_0 q[HN_QK_K / 32];
@@ -255,18 +287,10 @@ prepare_token(const PanelJob *job, const float *x, HnActBlock *out)
       else
         hn_quantize_row(HN_TYPE_Q8_0, x + i0, q, len);
       for (int b = 0; b < len / 32; b++) {
-        HnActBlock *a = &out[i0 / 32 + b];
-        memcpy(a->q, q[b].qs, 32);
-        a->d = hn_half_to_float(q[b].d);
-        int32_t s0 = 0, s1 = 0;
-        for (int l = 0; l < 16; l++) {
-          s0 += q[b].qs[l];
-          s1 += q[b].qs[16 + l];
-        }
-        a->off_sum[0] = -off * s0;
-        a->off_sum[1] = -off * s1;
-        a->off_sum32 = -off * (s0 + s1);
-        a->dsum = a->d * (float) (s0 + s1);
+        int32_t s0, s1;
+        sums_of_halves(q[b].qs, &s0, &s1);
+        const float d = hn_half_to_float(q[b].d);
+        fill_act_block(&a[b], q[b].qs, d, s0, s1, d * (float) (s0 + s1), off);
       }
     }
   }
@@ -279,8 +303,9 @@ prepare_worker(void *data, int ith, int nth)
   int t0 = (int) ((int64_t) job->n_tokens * ith / nth), t1 = (int) ((int64_t) job->n_tokens * (ith + 1) / nth);
   for (int t = t0; t < t1; t++) {
     const float *x = job->x + (size_t) t * (size_t) job->n;
-    if (job->type == HN_TYPE_F16)
-      job->k->round_f16(x, (float *) job->act + (size_t) t * (size_t) job->n, job->n);
+    if (job->type == HN_TYPE_F16 || job->type == HN_TYPE_BF16)
+      (job->type == HN_TYPE_F16 ? job->k->round_f16 : job->k->round_bf16)(
+        x, (float *) job->act + (size_t) t * (size_t) job->n, job->n);
     else
       prepare_token(job, x, job->act + (size_t) t * (size_t) (job->n / 32));
   }
@@ -300,13 +325,13 @@ panel_worker(void *data, int ith, int nth)
     int64_t r0 = p * HN_PANEL_ROWS;
     int n_rows = job->rows - r0 < HN_PANEL_ROWS ? (int) (job->rows - r0) : HN_PANEL_ROWS;
     pack(job->w + (size_t) r0 * job->w_row_bytes, job->w_row_bytes, n_rows, job->n, panel);
-    if (job->type == HN_TYPE_F16) {
+    if (job->type == HN_TYPE_F16 || job->type == HN_TYPE_BF16) {
       const float *act = (const float *) job->act;
+      HnPanelGemmF32Fn gemm_float = job->type == HN_TYPE_F16 ? job->k->panel_gemm_f16 : job->k->panel_gemm_bf16;
       for (int t = 0; t < job->n_tokens; t += HN_PANEL_COLS) {
         int cols = job->n_tokens - t < HN_PANEL_COLS ? job->n_tokens - t : HN_PANEL_COLS;
-        job->k->panel_gemm_f16(panel, job->n, n_rows, act + (size_t) t * (size_t) job->n, (size_t) job->n,
-                               cols, job->y + (size_t) t * (size_t) job->y_stride + (size_t) r0,
-                               (size_t) job->y_stride);
+        gemm_float(panel, job->n, n_rows, act + (size_t) t * (size_t) job->n, (size_t) job->n, cols,
+                   job->y + (size_t) t * (size_t) job->y_stride + (size_t) r0, (size_t) job->y_stride);
       }
       continue;
     }
@@ -351,9 +376,12 @@ matmul_impl(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tok
   HnType vdt = hn_type_vec_dot_type(type);
   int64_t n = w->ne[0];
   uint8_t *scratch = (uint8_t *) align64((size_t) act_scratch);
-  bool panel_f16 = type == HN_TYPE_F16 && k && k->panel_gemm_f16 && k->pack_panel[type] && k->round_f16;
+  /* F16 and BF16 panels take f32 activations rounded like the reference's */
+  bool panel_float = k && k->pack_panel[type] &&
+                     ((type == HN_TYPE_F16 && k->panel_gemm_f16 && k->round_f16) ||
+                      (type == HN_TYPE_BF16 && k->panel_gemm_bf16 && k->round_bf16));
   bool panel_size = path == HN_MATMUL_BATCH || (path == HN_MATMUL_AUTO && n_tokens >= HN_PANEL_MIN_TOKENS);
-  if (k && panel_size && ((k->panel_gemm[type] && n % 32 == 0) || panel_f16)) {
+  if (k && panel_size && ((k->panel_gemm[type] && n % 32 == 0) || panel_float)) {
     PanelJob job = {
       .k = k, .type = type, .vdt = vdt, .n = n, .rows = w->ne[1], .x = x, .n_tokens = n_tokens,
       .offset = k->panel_offset[type], .act = (HnActBlock *) scratch,

@@ -542,6 +542,26 @@ round_f16(const float *x, float *y, int64_t n)
     y[i] = h2f(hn_fp32_to_fp16(x[i]));
 }
 
+/* BF16 rounding exactly as hn_fp32_to_bf16: to nearest even on the 16 dropped bits
+ * (add 0x7fff plus the lowest kept bit), NaNs truncated and made quiet. */
+static void
+round_bf16(const float *x, float *y, int64_t n)
+{
+  const __m256i keep_high = _mm256_set1_epi32((int)0xffff0000u);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i b = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+    const __m256i rounded = _mm256_add_epi32(b, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff)),
+                                           _mm256_set1_epi32(0x7f800000));
+    const __m256i quiet = _mm256_or_si256(b, _mm256_set1_epi32(0x00400000));
+    _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_and_si256(_mm256_blendv_epi8(rounded, quiet, nan), keep_high)));
+  }
+  for (; i < n; i++)
+    y[i] = hn_bf16_to_fp32(hn_fp32_to_bf16(x[i]));
+}
+
 static float
 vec_dot_f32(int64_t n, const void *w, const void *a)
 {
@@ -634,18 +654,18 @@ hmax_ps(__m256 v)
  * panel is walked twice, once per half of 8 rows (the half's codes are the upper or lower
  * 32 bytes of each 64-byte code vector).  Byte products: VPDPBUSD where the processor
  * has AVX-VNNI; otherwise VPMADDUBSW + VPMADDWD, whose 16-bit pair sums cannot saturate
- * for codes up to 63 (Q4_0, Q4_K, Q6_K) — Q8_0 there is packed signed and multiplied with
- * the sign trick (|w| × sign(a, w)), since 255 × 127 twice would saturate. */
+ * for codes up to 63 (every type but Q8_0) — Q8_0 there is packed signed and multiplied
+ * with the sign trick (|w| × sign(a, w)), since 255 × 127 twice would saturate. */
 #include "hn-simd-panel.h"
 
 static inline void
-transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], PanelBlock *pb)
+transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], uint8_t codes[8][64])
 {
   const __m256i base = _mm256_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224);
   _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
     const __m256i idx = _mm256_add_epi32(base, _mm256_set1_epi32(4 * j));
-    _mm256_store_si256((__m256i *)pb->codes[j], _mm256_i32gather_epi32((const int *)tmp[0], idx, 1));
-    _mm256_store_si256((__m256i *)(pb->codes[j] + 32), _mm256_i32gather_epi32((const int *)tmp[8], idx, 1));
+    _mm256_store_si256((__m256i *)codes[j], _mm256_i32gather_epi32((const int *)tmp[0], idx, 1));
+    _mm256_store_si256((__m256i *)(codes[j] + 32), _mm256_i32gather_epi32((const int *)tmp[8], idx, 1));
   }
 }
 
@@ -668,9 +688,11 @@ store_rows8(float *dst, __m256 v, int live)
 #define NO_ATTR
 #define VNNI_ATTR __attribute__((target("avxvnni")))
 
-#define DEFINE_PANEL_GEMM_AVX2(NAME, HALVES, HAS_MIN, DOT, ATTR)                                      \
+/* HALVES: 1 scale per 32 codes, or 2 (one per 16).  MINS: 0, 1 per 32 elements (times
+ * the activation's d · Σq), or 2 per 16 (Q2_K, with BLOCK = PanelBlockMin16). */
+#define DEFINE_PANEL_GEMM_AVX2(NAME, BLOCK, HALVES, MINS, DOT, ATTR)                                  \
   static inline __attribute__((always_inline)) ATTR void NAME##_cols(                               \
-    const PanelBlock *pb, int64_t n_blocks, int n_rows, const HnActBlock *act, size_t act_stride,  \
+    const BLOCK *pb, int64_t n_blocks, int n_rows, const HnActBlock *act, size_t act_stride,       \
     const int n_cols, float *out, size_t out_stride)                                               \
   {                                                                                                \
     const __m256i ones16 = _mm256_set1_epi16(1);                                                   \
@@ -678,11 +700,12 @@ store_rows8(float *dst, __m256 v, int live)
     for (int h = 0; h < 2 && 8 * h < n_rows; h++) {                                                \
       __m256 acc[HN_PANEL_COLS];                                                                   \
       _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++) acc[c] = _mm256_setzero_ps();       \
-      const PanelBlock *p = pb;                                                                    \
+      const BLOCK *p = pb;                                                                         \
       for (int64_t b = 0; b < n_blocks; b++, p++) {                                                \
         const __m256 s0 = _mm256_load_ps(p->scale[0] + 8 * h);                                     \
         const __m256 s1 = HALVES == 2 ? _mm256_load_ps(p->scale[1] + 8 * h) : s0;                  \
-        const __m256 nm = HAS_MIN ? _mm256_load_ps(p->neg_min + 8 * h) : s0;                       \
+        const __m256 nm0 = MINS ? _mm256_load_ps(p->neg_min[0] + 8 * h) : s0;                      \
+        const __m256 nm1 = MINS == 2 ? _mm256_load_ps(p->neg_min[MINS == 2 ? 1 : 0] + 8 * h) : s0; \
         _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++) {                                 \
           const HnActBlock *a = act + (size_t)c * act_stride + b;                                  \
           const __m256 d = _mm256_set1_ps(a->d);                                                   \
@@ -703,8 +726,12 @@ store_rows8(float *dst, __m256 v, int live)
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(s0, d), acc[c]);        \
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(s1, d), acc[c]);        \
           }                                                                                        \
-          if (HAS_MIN)                                                                             \
-            acc[c] = _mm256_fmadd_ps(nm, _mm256_set1_ps(a->dsum), acc[c]);                         \
+          if (MINS == 1)                                                                           \
+            acc[c] = _mm256_fmadd_ps(nm0, _mm256_set1_ps(a->dsum), acc[c]);                        \
+          if (MINS == 2) {                                                                         \
+            acc[c] = _mm256_fmadd_ps(nm0, _mm256_set1_ps(a->dsum_half[0]), acc[c]);                \
+            acc[c] = _mm256_fmadd_ps(nm1, _mm256_set1_ps(a->dsum_half[1]), acc[c]);                \
+          }                                                                                        \
         }                                                                                          \
       }                                                                                            \
       _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++)                                     \
@@ -715,7 +742,7 @@ store_rows8(float *dst, __m256 v, int live)
   static ATTR void NAME(const void *panel, int64_t n, int n_rows, const HnActBlock *act,           \
                         size_t act_stride, int n_cols, float *out, size_t out_stride)              \
   {                                                                                                \
-    const PanelBlock *pb = panel;                                                                  \
+    const BLOCK *pb = panel;                                                                       \
     const int64_t nb = n / 32;                                                                     \
     switch (n_cols) {                                                                              \
     case 8: NAME##_cols(pb, nb, n_rows, act, act_stride, 8, out, out_stride); break;               \
@@ -729,47 +756,59 @@ store_rows8(float *dst, __m256 v, int live)
     }                                                                                              \
   }
 
-DEFINE_PANEL_GEMM_AVX2(panel_gemm_single, 1, false, DOT_MADDUBS, NO_ATTR)
-DEFINE_PANEL_GEMM_AVX2(panel_gemm_signed, 1, false, DOT_SIGNED, NO_ATTR)
-DEFINE_PANEL_GEMM_AVX2(panel_gemm_min, 1, true, DOT_MADDUBS, NO_ATTR)
-DEFINE_PANEL_GEMM_AVX2(panel_gemm_halves, 2, false, DOT_MADDUBS, NO_ATTR)
-DEFINE_PANEL_GEMM_AVX2(panel_gemm_single_vnni, 1, false, DOT_VNNI, VNNI_ATTR)
-DEFINE_PANEL_GEMM_AVX2(panel_gemm_min_vnni, 1, true, DOT_VNNI, VNNI_ATTR)
-DEFINE_PANEL_GEMM_AVX2(panel_gemm_halves_vnni, 2, false, DOT_VNNI, VNNI_ATTR)
+/* Both byte-product variants of one panel kernel. */
+#define DEFINE_PANEL_GEMM_BOTH(NAME, BLOCK, HALVES, MINS)                                            \
+  DEFINE_PANEL_GEMM_AVX2(NAME, BLOCK, HALVES, MINS, DOT_MADDUBS, NO_ATTR)                           \
+  DEFINE_PANEL_GEMM_AVX2(NAME##_vnni, BLOCK, HALVES, MINS, DOT_VNNI, VNNI_ATTR)
 
-static inline __attribute__((always_inline)) void
-panel_f16_cols(const uint16_t *panel, int64_t n, int n_rows, const float *act, size_t act_stride,
-               const int n_cols, float *out, size_t out_stride)
-{
-  for (int h = 0; h < 2 && 8 * h < n_rows; h++) {
-    __m256 acc[HN_PANEL_COLS];
-    _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++) acc[c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n; i++) {
-      const __m256 w = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(panel + i * HN_PANEL_ROWS + 8 * h)));
-      _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++)
-        acc[c] = _mm256_fmadd_ps(w, _mm256_broadcast_ss(act + (size_t)c * act_stride + (size_t)i), acc[c]);
-    }
-    _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++)
-      store_rows8(out + (size_t)c * out_stride + 8 * h, acc[c], n_rows - 8 * h);
-  }
-}
+DEFINE_PANEL_GEMM_AVX2(panel_gemm_signed, PanelBlock, 1, 0, DOT_SIGNED, NO_ATTR)
+DEFINE_PANEL_GEMM_BOTH(panel_gemm_single, PanelBlock, 1, 0)
+DEFINE_PANEL_GEMM_BOTH(panel_gemm_min, PanelBlock, 1, 1)
+DEFINE_PANEL_GEMM_BOTH(panel_gemm_halves, PanelBlock, 2, 0)
+DEFINE_PANEL_GEMM_BOTH(panel_gemm_halves_min16, PanelBlockMin16, 2, 2)
 
-static void
-panel_gemm_f16(const void *panel, int64_t n, int n_rows, const float *act, size_t act_stride, int n_cols,
-               float *out, size_t out_stride)
-{
-  const uint16_t *p = panel;
-  switch (n_cols) {
-  case 8: panel_f16_cols(p, n, n_rows, act, act_stride, 8, out, out_stride); break;
-  case 7: panel_f16_cols(p, n, n_rows, act, act_stride, 7, out, out_stride); break;
-  case 6: panel_f16_cols(p, n, n_rows, act, act_stride, 6, out, out_stride); break;
-  case 5: panel_f16_cols(p, n, n_rows, act, act_stride, 5, out, out_stride); break;
-  case 4: panel_f16_cols(p, n, n_rows, act, act_stride, 4, out, out_stride); break;
-  case 3: panel_f16_cols(p, n, n_rows, act, act_stride, 3, out, out_stride); break;
-  case 2: panel_f16_cols(p, n, n_rows, act, act_stride, 2, out, out_stride); break;
-  default: panel_f16_cols(p, n, n_rows, act, act_stride, 1, out, out_stride); break;
+/* 8 rows' values of one element as floats: F16 by conversion, BF16 (the high half of an
+ * F32) by widening 16 bits. */
+#define LOAD8_F16(p) _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(p)))
+#define LOAD8_BF16(p) \
+  _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_load_si128((const __m128i *)(p))), 16))
+
+#define DEFINE_PANEL_GEMM_FLOAT(NAME, LOAD8)                                                         \
+  static inline __attribute__((always_inline)) void NAME##_cols(                                    \
+    const uint16_t *panel, int64_t n, int n_rows, const float *act, size_t act_stride, const int n_cols, \
+    float *out, size_t out_stride)                                                                 \
+  {                                                                                                \
+    for (int h = 0; h < 2 && 8 * h < n_rows; h++) {                                                \
+      __m256 acc[HN_PANEL_COLS];                                                                   \
+      _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++) acc[c] = _mm256_setzero_ps();       \
+      for (int64_t i = 0; i < n; i++) {                                                            \
+        const __m256 w = LOAD8(panel + i * HN_PANEL_ROWS + 8 * h);                                 \
+        _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++)                                   \
+          acc[c] = _mm256_fmadd_ps(w, _mm256_broadcast_ss(act + (size_t)c * act_stride + (size_t)i), acc[c]); \
+      }                                                                                            \
+      _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++)                                     \
+        store_rows8(out + (size_t)c * out_stride + 8 * h, acc[c], n_rows - 8 * h);                 \
+    }                                                                                              \
+  }                                                                                                \
+                                                                                                   \
+  static void NAME(const void *panel, int64_t n, int n_rows, const float *act, size_t act_stride,  \
+                   int n_cols, float *out, size_t out_stride)                                      \
+  {                                                                                                \
+    const uint16_t *p = panel;                                                                     \
+    switch (n_cols) {                                                                              \
+    case 8: NAME##_cols(p, n, n_rows, act, act_stride, 8, out, out_stride); break;                 \
+    case 7: NAME##_cols(p, n, n_rows, act, act_stride, 7, out, out_stride); break;                 \
+    case 6: NAME##_cols(p, n, n_rows, act, act_stride, 6, out, out_stride); break;                 \
+    case 5: NAME##_cols(p, n, n_rows, act, act_stride, 5, out, out_stride); break;                 \
+    case 4: NAME##_cols(p, n, n_rows, act, act_stride, 4, out, out_stride); break;                 \
+    case 3: NAME##_cols(p, n, n_rows, act, act_stride, 3, out, out_stride); break;                 \
+    case 2: NAME##_cols(p, n, n_rows, act, act_stride, 2, out, out_stride); break;                 \
+    default: NAME##_cols(p, n, n_rows, act, act_stride, 1, out, out_stride); break;                \
+    }                                                                                              \
   }
-}
+
+DEFINE_PANEL_GEMM_FLOAT(panel_gemm_f16, LOAD8_F16)
+DEFINE_PANEL_GEMM_FLOAT(panel_gemm_bf16, LOAD8_BF16)
 
 void
 hn_simd_fill_avx2(HnSimdKernels *k, bool avx_vnni)
@@ -795,17 +834,35 @@ hn_simd_fill_avx2(HnSimdKernels *k, bool avx_vnni)
   k->vec_dot[HN_TYPE_Q5_K] = vec_dot_q5_k;
   k->vec_dot[HN_TYPE_Q6_K] = vec_dot_q6_k;
 
-  k->pack_panel[HN_TYPE_F16] = pack_panel_f16;
+  k->round_bf16 = round_bf16;
+  k->pack_panel[HN_TYPE_F16] = pack_panel_16bit;
   k->panel_gemm_f16 = panel_gemm_f16;
-  k->pack_panel[HN_TYPE_Q4_0] = pack_panel_q4_0;
-  k->panel_gemm[HN_TYPE_Q4_0] = avx_vnni ? panel_gemm_single_vnni : panel_gemm_single;
-  k->panel_offset[HN_TYPE_Q4_0] = 8;
-  k->pack_panel[HN_TYPE_Q4_K] = pack_panel_q4_k;
-  k->panel_gemm[HN_TYPE_Q4_K] = avx_vnni ? panel_gemm_min_vnni : panel_gemm_min;
-  k->panel_offset[HN_TYPE_Q4_K] = 0;
-  k->pack_panel[HN_TYPE_Q6_K] = pack_panel_q6_k;
-  k->panel_gemm[HN_TYPE_Q6_K] = avx_vnni ? panel_gemm_halves_vnni : panel_gemm_halves;
-  k->panel_offset[HN_TYPE_Q6_K] = 32;
+  k->pack_panel[HN_TYPE_BF16] = pack_panel_16bit;
+  k->panel_gemm_bf16 = panel_gemm_bf16;
+
+  /* The panel kernel of each type (by its scales and mins) and the zero point of its
+   * packed codes; every code is below 64, so the maddubs variant cannot saturate. */
+  const struct {
+    HnType type;
+    HnPackPanelFn pack;
+    HnPanelGemmFn gemm, gemm_vnni;
+    int offset;
+  } panels[] = {
+    { HN_TYPE_Q4_0, pack_panel_q4_0, panel_gemm_single, panel_gemm_single_vnni, 8 },
+    { HN_TYPE_Q5_0, pack_panel_q5_0, panel_gemm_single, panel_gemm_single_vnni, 16 },
+    { HN_TYPE_Q4_1, pack_panel_q4_1, panel_gemm_min, panel_gemm_min_vnni, 0 },
+    { HN_TYPE_Q5_1, pack_panel_q5_1, panel_gemm_min, panel_gemm_min_vnni, 0 },
+    { HN_TYPE_Q2_K, pack_panel_q2_k, panel_gemm_halves_min16, panel_gemm_halves_min16_vnni, 0 },
+    { HN_TYPE_Q3_K, pack_panel_q3_k, panel_gemm_halves, panel_gemm_halves_vnni, 4 },
+    { HN_TYPE_Q4_K, pack_panel_q4_k, panel_gemm_min, panel_gemm_min_vnni, 0 },
+    { HN_TYPE_Q5_K, pack_panel_q5_k, panel_gemm_min, panel_gemm_min_vnni, 0 },
+    { HN_TYPE_Q6_K, pack_panel_q6_k, panel_gemm_halves, panel_gemm_halves_vnni, 32 },
+  };
+  for (size_t i = 0; i < sizeof panels / sizeof panels[0]; i++) {
+    k->pack_panel[panels[i].type] = panels[i].pack;
+    k->panel_gemm[panels[i].type] = avx_vnni ? panels[i].gemm_vnni : panels[i].gemm;
+    k->panel_offset[panels[i].type] = panels[i].offset;
+  }
   if (avx_vnni) {
     k->pack_panel[HN_TYPE_Q8_0] = pack_panel_q8_0;
     k->panel_gemm[HN_TYPE_Q8_0] = panel_gemm_single_vnni;

@@ -476,19 +476,21 @@ gemm_q6_k_dispatch(int64_t n, const void *weight, size_t weight_stride, int n_ro
 
 /* Writes the 32 codes of each of 16 rows (tmp[r], 32 bytes apart) in lane order. */
 static inline void
-transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], PanelBlock *pb)
+transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], uint8_t codes[8][64])
 {
   const __m512i base = _mm512_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384,
                                          416, 448, 480);
   _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
-    _mm512_store_si512(pb->codes[j],
+    _mm512_store_si512(codes[j],
                        _mm512_i32gather_epi32(_mm512_add_epi32(base, _mm512_set1_epi32(4 * j)), tmp, 1));
 }
 
 
-#define DEFINE_PANEL_GEMM(NAME, HALVES, HAS_MIN)                                                     \
+/* HALVES: 1 scale per 32 codes, or 2 (one per 16).  MINS: 0, 1 per 32 elements (times
+ * the activation's d · Σq), or 2 per 16 (Q2_K, with BLOCK = PanelBlockMin16). */
+#define DEFINE_PANEL_GEMM(NAME, BLOCK, HALVES, MINS)                                                 \
   static inline __attribute__((always_inline)) void NAME##_cols(                                    \
-    const PanelBlock *pb, int64_t n_blocks, int n_rows, const HnActBlock *act, size_t act_stride,  \
+    const BLOCK *pb, int64_t n_blocks, int n_rows, const HnActBlock *act, size_t act_stride,       \
     const int n_cols, float *out, size_t out_stride)                                               \
   {                                                                                                \
     __m512 acc[HN_PANEL_COLS];                                                                     \
@@ -499,7 +501,8 @@ transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], PanelBlock *pb)
         codes[j] = _mm512_load_si512(pb->codes[j]);                                                \
       const __m512 s0 = _mm512_load_ps(pb->scale[0]);                                              \
       const __m512 s1 = HALVES == 2 ? _mm512_load_ps(pb->scale[1]) : s0;                           \
-      const __m512 nm = HAS_MIN ? _mm512_load_ps(pb->neg_min) : s0;                                \
+      const __m512 nm0 = MINS ? _mm512_load_ps(pb->neg_min[0]) : s0;                               \
+      const __m512 nm1 = MINS == 2 ? _mm512_load_ps(pb->neg_min[MINS == 2 ? 1 : 0]) : s0;          \
       _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++) {                                   \
         const HnActBlock *a = act + (size_t)c * act_stride + b;                                    \
         const __m512 d = _mm512_set1_ps(a->d);                                                     \
@@ -517,8 +520,12 @@ transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], PanelBlock *pb)
           acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(s0, d), acc[c]);          \
           acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(s1, d), acc[c]);          \
         }                                                                                          \
-        if (HAS_MIN)                                                                               \
-          acc[c] = _mm512_fmadd_ps(nm, _mm512_set1_ps(a->dsum), acc[c]);                           \
+        if (MINS == 1)                                                                             \
+          acc[c] = _mm512_fmadd_ps(nm0, _mm512_set1_ps(a->dsum), acc[c]);                          \
+        if (MINS == 2) {                                                                           \
+          acc[c] = _mm512_fmadd_ps(nm0, _mm512_set1_ps(a->dsum_half[0]), acc[c]);                  \
+          acc[c] = _mm512_fmadd_ps(nm1, _mm512_set1_ps(a->dsum_half[1]), acc[c]);                  \
+        }                                                                                          \
       }                                                                                            \
     }                                                                                              \
     const __mmask16 keep = (__mmask16)((1u << n_rows) - 1);                                        \
@@ -529,7 +536,7 @@ transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], PanelBlock *pb)
   static void NAME(const void *panel, int64_t n, int n_rows, const HnActBlock *act,                \
                    size_t act_stride, int n_cols, float *out, size_t out_stride)                   \
   {                                                                                                \
-    const PanelBlock *pb = panel;                                                                  \
+    const BLOCK *pb = panel;                                                                       \
     const int64_t nb = n / 32;                                                                     \
     switch (n_cols) {                                                                              \
     case 8: NAME##_cols(pb, nb, n_rows, act, act_stride, 8, out, out_stride); break;               \
@@ -543,45 +550,54 @@ transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], PanelBlock *pb)
     }                                                                                              \
   }
 
-DEFINE_PANEL_GEMM(panel_gemm_single, 1, false)
-DEFINE_PANEL_GEMM(panel_gemm_min, 1, true)
-DEFINE_PANEL_GEMM(panel_gemm_halves, 2, false)
+DEFINE_PANEL_GEMM(panel_gemm_single, PanelBlock, 1, 0)
+DEFINE_PANEL_GEMM(panel_gemm_min, PanelBlock, 1, 1)
+DEFINE_PANEL_GEMM(panel_gemm_halves, PanelBlock, 2, 0)
+DEFINE_PANEL_GEMM(panel_gemm_halves_min16, PanelBlockMin16, 2, 2)
 
-/* ---- F16 weights ---- */
+/* ---- F16 and BF16 weights ---- */
 
+/* 16 rows' values of one element as floats: F16 by conversion, BF16 (the high half of
+ * an F32) by widening 16 bits. */
+#define LOAD16_F16(p) _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p)))
+#define LOAD16_BF16(p)                                                                               \
+  _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)(p))), 16))
 
-static inline __attribute__((always_inline)) void
-panel_f16_cols(const uint16_t *panel, int64_t n, int n_rows, const float *act, size_t act_stride,
-               const int n_cols, float *out, size_t out_stride)
-{
-  __m512 acc[HN_PANEL_COLS];
-  _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++) acc[c] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i++) {
-    const __m512 w = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(panel + i * HN_PANEL_ROWS)));
-    _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++)
-      acc[c] = _mm512_fmadd_ps(w, _mm512_set1_ps(act[(size_t)c * act_stride + (size_t)i]), acc[c]);
+#define DEFINE_PANEL_GEMM_FLOAT(NAME, LOAD16)                                                        \
+  static inline __attribute__((always_inline)) void NAME##_cols(                                    \
+    const uint16_t *panel, int64_t n, int n_rows, const float *act, size_t act_stride, const int n_cols, \
+    float *out, size_t out_stride)                                                                 \
+  {                                                                                                \
+    __m512 acc[HN_PANEL_COLS];                                                                     \
+    _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++) acc[c] = _mm512_setzero_ps();         \
+    for (int64_t i = 0; i < n; i++) {                                                              \
+      const __m512 w = LOAD16(panel + i * HN_PANEL_ROWS);                                          \
+      _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++)                                     \
+        acc[c] = _mm512_fmadd_ps(w, _mm512_set1_ps(act[(size_t)c * act_stride + (size_t)i]), acc[c]); \
+    }                                                                                              \
+    const __mmask16 keep = (__mmask16)((1u << n_rows) - 1);                                        \
+    _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++)                                       \
+      _mm512_mask_storeu_ps(out + (size_t)c * out_stride, keep, acc[c]);                           \
+  }                                                                                                \
+                                                                                                   \
+  static void NAME(const void *panel, int64_t n, int n_rows, const float *act, size_t act_stride,  \
+                   int n_cols, float *out, size_t out_stride)                                      \
+  {                                                                                                \
+    const uint16_t *p = panel;                                                                     \
+    switch (n_cols) {                                                                              \
+    case 8: NAME##_cols(p, n, n_rows, act, act_stride, 8, out, out_stride); break;                 \
+    case 7: NAME##_cols(p, n, n_rows, act, act_stride, 7, out, out_stride); break;                 \
+    case 6: NAME##_cols(p, n, n_rows, act, act_stride, 6, out, out_stride); break;                 \
+    case 5: NAME##_cols(p, n, n_rows, act, act_stride, 5, out, out_stride); break;                 \
+    case 4: NAME##_cols(p, n, n_rows, act, act_stride, 4, out, out_stride); break;                 \
+    case 3: NAME##_cols(p, n, n_rows, act, act_stride, 3, out, out_stride); break;                 \
+    case 2: NAME##_cols(p, n, n_rows, act, act_stride, 2, out, out_stride); break;                 \
+    default: NAME##_cols(p, n, n_rows, act, act_stride, 1, out, out_stride); break;                \
+    }                                                                                              \
   }
-  const __mmask16 keep = (__mmask16)((1u << n_rows) - 1);
-  _Pragma("GCC unroll 8") for (int c = 0; c < n_cols; c++)
-    _mm512_mask_storeu_ps(out + (size_t)c * out_stride, keep, acc[c]);
-}
 
-static void
-panel_gemm_f16(const void *panel, int64_t n, int n_rows, const float *act, size_t act_stride, int n_cols,
-               float *out, size_t out_stride)
-{
-  const uint16_t *p = panel;
-  switch (n_cols) {
-  case 8: panel_f16_cols(p, n, n_rows, act, act_stride, 8, out, out_stride); break;
-  case 7: panel_f16_cols(p, n, n_rows, act, act_stride, 7, out, out_stride); break;
-  case 6: panel_f16_cols(p, n, n_rows, act, act_stride, 6, out, out_stride); break;
-  case 5: panel_f16_cols(p, n, n_rows, act, act_stride, 5, out, out_stride); break;
-  case 4: panel_f16_cols(p, n, n_rows, act, act_stride, 4, out, out_stride); break;
-  case 3: panel_f16_cols(p, n, n_rows, act, act_stride, 3, out, out_stride); break;
-  case 2: panel_f16_cols(p, n, n_rows, act, act_stride, 2, out, out_stride); break;
-  default: panel_f16_cols(p, n, n_rows, act, act_stride, 1, out, out_stride); break;
-  }
-}
+DEFINE_PANEL_GEMM_FLOAT(panel_gemm_f16, LOAD16_F16)
+DEFINE_PANEL_GEMM_FLOAT(panel_gemm_bf16, LOAD16_BF16)
 
 /* Decode with F16 weights reads 2 bytes per weight: wide loads, four accumulators and a
  * prefetch a little ahead of the row keep the memory bus busy. */
@@ -688,8 +704,10 @@ hn_simd_fill_avx512(HnSimdKernels *k)
 {
   k->level = HN_SIMD_AVX512;
   k->attn = attn_avx512;
-  k->pack_panel[HN_TYPE_F16] = pack_panel_f16;
+  k->pack_panel[HN_TYPE_F16] = pack_panel_16bit;
   k->panel_gemm_f16 = panel_gemm_f16;
+  k->pack_panel[HN_TYPE_BF16] = pack_panel_16bit;
+  k->panel_gemm_bf16 = panel_gemm_bf16;
   k->vec_dot[HN_TYPE_F16] = vec_dot_f16_512;
   k->attn_multiple = 16;
   k->pack_act = pack_act;
@@ -716,4 +734,22 @@ hn_simd_fill_avx512(HnSimdKernels *k)
   k->pack_panel[HN_TYPE_Q6_K] = pack_panel_q6_k;
   k->panel_gemm[HN_TYPE_Q6_K] = panel_gemm_halves;
   k->panel_offset[HN_TYPE_Q6_K] = 32;
+  k->pack_panel[HN_TYPE_Q5_0] = pack_panel_q5_0;
+  k->panel_gemm[HN_TYPE_Q5_0] = panel_gemm_single;
+  k->panel_offset[HN_TYPE_Q5_0] = 16;
+  k->pack_panel[HN_TYPE_Q4_1] = pack_panel_q4_1;
+  k->panel_gemm[HN_TYPE_Q4_1] = panel_gemm_min;
+  k->panel_offset[HN_TYPE_Q4_1] = 0;
+  k->pack_panel[HN_TYPE_Q5_1] = pack_panel_q5_1;
+  k->panel_gemm[HN_TYPE_Q5_1] = panel_gemm_min;
+  k->panel_offset[HN_TYPE_Q5_1] = 0;
+  k->pack_panel[HN_TYPE_Q5_K] = pack_panel_q5_k;
+  k->panel_gemm[HN_TYPE_Q5_K] = panel_gemm_min;
+  k->panel_offset[HN_TYPE_Q5_K] = 0;
+  k->pack_panel[HN_TYPE_Q3_K] = pack_panel_q3_k;
+  k->panel_gemm[HN_TYPE_Q3_K] = panel_gemm_halves;
+  k->panel_offset[HN_TYPE_Q3_K] = 4;
+  k->pack_panel[HN_TYPE_Q2_K] = pack_panel_q2_k;
+  k->panel_gemm[HN_TYPE_Q2_K] = panel_gemm_halves_min16;
+  k->panel_offset[HN_TYPE_Q2_K] = 0;
 }

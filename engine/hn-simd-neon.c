@@ -593,6 +593,127 @@ sums4_neon(const float32x4_t *a)
 #define ATTN_BODY attn_body_neon
 #include "hn-simd-attn.h"
 
+/* ---- panel GEMM for prompt processing ----
+ *
+ * The x86 panel layout (hn-simd-panel.h) with signed codes: a panel holds 16 weight rows;
+ * per 32-element block, eight 64-byte vectors whose 32-bit lane r carries four
+ * consecutive weights of row r (zero point already taken off), then the 16 rows' scales.
+ * A 128-bit register holds 4 rows' lanes, so each panel is walked once per group of 4
+ * rows, with up to 8 tokens (HnActBlock records, offset 0) per walk: per block and
+ * token, eight products of one code vector with four activation bytes broadcast to every
+ * lane — SDOT where the processor has it, otherwise widening multiplies whose pairwise
+ * sums keep each row's four products in its own lane.  The float work per block is one
+ * convert and one multiply-add per token for 4 rows. */
+
+typedef struct {
+  int8_t codes[8][64];
+  float scale[HN_PANEL_ROWS];
+} NeonPanelBlock;
+
+_Static_assert(sizeof(NeonPanelBlock) <= HN_PANEL_BLOCK_BYTES, "panel block size");
+
+/* acc + per lane the product of the lane's four weights with the four bytes of a4. */
+static inline int32x4_t
+dot_rows4(int32x4_t acc, int8x16_t codes, int8x16_t a4)
+{
+#ifdef HN_NEON_DOTPROD
+  return vdotq_s32(acc, codes, a4);
+#else
+  /* bytes 0-7 hold lanes 0-1, bytes 8-15 lanes 2-3: two pairwise widenings each */
+  const int32x4_t lo = vpaddlq_s16(vmull_s8(vget_low_s8(codes), vget_low_s8(a4)));
+  const int32x4_t hi = vpaddlq_s16(vmull_high_s8(codes, a4));
+  return vaddq_s32(acc, vpaddq_s32(lo, hi));
+#endif
+}
+
+static inline const uint8_t *
+neon_panel_row(const uint8_t *weight, size_t row_stride, int r, int n_rows)
+{
+  /* missing rows of a tail panel repeat the last row; their outputs are not stored */
+  return weight + (size_t)(r < n_rows ? r : n_rows - 1) * row_stride;
+}
+
+/* Packs 16 rows of a 32-element type whose DECODE gives signed weights. */
+#define DEFINE_PACK_PANEL_NEON(NAME, BLOCK, DECODE)                                              \
+  static void NAME(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)  \
+  {                                                                                            \
+    NeonPanelBlock *pb = panel;                                                                \
+    for (int64_t b = 0; b < n / 32; b++, pb++) {                                               \
+      uint32_t words[HN_PANEL_ROWS][8]; /* row r's 32 weights as 8 words of 4 */               \
+      for (int r = 0; r < HN_PANEL_ROWS; r++) {                                                \
+        const BLOCK *blk = (const BLOCK *)neon_panel_row(weight, row_stride, r, n_rows) + b;   \
+        int8x16_t q0, q1;                                                                      \
+        DECODE(blk, &q0, &q1);                                                                 \
+        vst1q_u32(words[r], vreinterpretq_u32_s8(q0));                                         \
+        vst1q_u32(words[r] + 4, vreinterpretq_u32_s8(q1));                                     \
+        pb->scale[r] = h2f(blk->d);                                                            \
+      }                                                                                        \
+      for (int j = 0; j < 8; j++)                                                              \
+        for (int r = 0; r < HN_PANEL_ROWS; r++)                                                \
+          memcpy(pb->codes[j] + 4 * r, &words[r][j], 4);                                       \
+    }                                                                                          \
+  }
+
+DEFINE_PACK_PANEL_NEON(pack_panel_q4_0, HnBlockQ4_0, decode_q4_0)
+DEFINE_PACK_PANEL_NEON(pack_panel_q5_0, HnBlockQ5_0, decode_q5_0)
+DEFINE_PACK_PANEL_NEON(pack_panel_q8_0, HnBlockQ8_0, decode_q8_0)
+
+static inline __attribute__((always_inline)) void
+panel_gemm_cols(const NeonPanelBlock *pb, int64_t n_blocks, int n_rows, const HnActBlock *act,
+                size_t act_stride, const int n_cols, float *out, size_t out_stride)
+{
+  for (int v = 0; v < 4 && 4 * v < n_rows; v++) {
+    float32x4_t acc[HN_PANEL_COLS];
+    for (int c = 0; c < n_cols; c++)
+      acc[c] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < n_blocks; b++) {
+      const NeonPanelBlock *p = pb + b;
+      int8x16_t codes[8];
+      for (int j = 0; j < 8; j++)
+        codes[j] = vld1q_s8(p->codes[j] + 16 * v);
+      const float32x4_t scale = vld1q_f32(p->scale + 4 * v);
+      for (int c = 0; c < n_cols; c++) {
+        const HnActBlock *a = act + (size_t)c * act_stride + b;
+        int32x4_t i0 = vdupq_n_s32(0), i1 = vdupq_n_s32(0);
+        for (int j = 0; j < 4; j++) {
+          i0 = dot_rows4(i0, codes[j], vreinterpretq_s8_s32(vld1q_dup_s32(&a->q4[j])));
+          i1 = dot_rows4(i1, codes[j + 4], vreinterpretq_s8_s32(vld1q_dup_s32(&a->q4[j + 4])));
+        }
+        acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(vaddq_s32(i0, i1)), vmulq_n_f32(scale, a->d));
+      }
+    }
+    const int live = n_rows - 4 * v;
+    for (int c = 0; c < n_cols; c++) {
+      float *dst = out + (size_t)c * out_stride + 4 * v;
+      if (live >= 4) {
+        vst1q_f32(dst, acc[c]);
+      } else {
+        float lanes[4];
+        vst1q_f32(lanes, acc[c]);
+        memcpy(dst, lanes, sizeof(float) * (size_t)live);
+      }
+    }
+  }
+}
+
+static void
+panel_gemm_signed(const void *panel, int64_t n, int n_rows, const HnActBlock *act, size_t act_stride, int n_cols,
+                  float *out, size_t out_stride)
+{
+  const NeonPanelBlock *pb = panel;
+  const int64_t nb = n / 32;
+  switch (n_cols) {
+  case 8: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 8, out, out_stride); break;
+  case 7: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 7, out, out_stride); break;
+  case 6: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 6, out, out_stride); break;
+  case 5: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 5, out, out_stride); break;
+  case 4: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 4, out, out_stride); break;
+  case 3: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 3, out, out_stride); break;
+  case 2: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 2, out, out_stride); break;
+  default: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 1, out, out_stride); break;
+  }
+}
+
 void
 FILL_NAME(HnSimdKernels *k)
 {
@@ -617,4 +738,12 @@ FILL_NAME(HnSimdKernels *k)
   k->vec_dot[HN_TYPE_Q4_K] = vec_dot_q4_k;
   k->vec_dot[HN_TYPE_Q5_K] = vec_dot_q5_k;
   k->vec_dot[HN_TYPE_Q6_K] = vec_dot_q6_k;
+
+  /* signed codes: no zero point to take off */
+  k->pack_panel[HN_TYPE_Q4_0] = pack_panel_q4_0;
+  k->panel_gemm[HN_TYPE_Q4_0] = panel_gemm_signed;
+  k->pack_panel[HN_TYPE_Q5_0] = pack_panel_q5_0;
+  k->panel_gemm[HN_TYPE_Q5_0] = panel_gemm_signed;
+  k->pack_panel[HN_TYPE_Q8_0] = pack_panel_q8_0;
+  k->panel_gemm[HN_TYPE_Q8_0] = panel_gemm_signed;
 }

@@ -3,13 +3,18 @@
  *
  * A panel holds 16 weight rows, per 32-element block: eight 64-byte vectors whose 32-bit
  * lane r carries four consecutive codes of row r, then the 16 rows' scales (two sets for
- * types with 16-element groups) and negated mins.  The includer defines
- * transpose_codes(tmp, pb), which writes the 32 codes of each of 16 rows (tmp[r], 32
- * bytes apart) in that lane order, with whichever gathers its instruction set has.
+ * types with 16-element groups) and their mins (one set per 32 elements; Q2_K, whose
+ * mins change every 16 elements, has the larger PanelBlockMin16 with two).  The includer
+ * defines transpose_codes(tmp, codes), which writes the 32 codes of each of 16 rows
+ * (tmp[r], 32 bytes apart) in that lane order, with whichever gathers its instruction
+ * set has.
  *
- * Codes are unsigned with a zero point (Q4_0: 8, Q6_K: 32, Q8_0: 128), which the GEMM
- * removes with the activation's precomputed -offset · Σq, except Q8_0 packed signed
- * (pack_panel_q8_0_signed) for kernels whose byte products saturate on 255 × 127.
+ * Codes are unsigned with a zero point (Q4_0: 8, Q5_0: 16, Q3_K: 4, Q6_K: 32, Q8_0: 128;
+ * 0 for the types with mins), which the GEMM removes with the activation's precomputed
+ * -offset · Σq, except Q8_0 packed signed (pack_panel_q8_0_signed) for kernels whose
+ * byte products saturate on 255 × 127.  The "min" of a block is whatever its weights add
+ * on top of scale · code: -dmin · m for the k-quants, +m for Q4_1 and Q5_1; the GEMM
+ * multiplies it by the activation's d · Σq.
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -19,17 +24,27 @@
 #include "hn-simd.h"
 
 #include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
 
 typedef struct {
   uint8_t codes[8][64];
   float scale[2][16];
-  float neg_min[16];
+  float neg_min[1][16];
 } PanelBlock;
 
-_Static_assert(sizeof(PanelBlock) == HN_PANEL_BLOCK_BYTES, "panel block size");
+/* Q2_K: scales and mins per 16 elements. */
+typedef struct {
+  uint8_t codes[8][64];
+  float scale[2][16];
+  float neg_min[2][16];
+} PanelBlockMin16;
+
+_Static_assert(sizeof(PanelBlock) % 64 == 0, "panel block alignment");
+_Static_assert(sizeof(PanelBlockMin16) == HN_PANEL_BLOCK_BYTES, "largest panel block size");
 
 /* Defined by the includer. */
-static inline void transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], PanelBlock *pb);
+static inline void transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], uint8_t codes[8][64]);
 
 static inline const uint8_t *
 panel_row(const uint8_t *weight, size_t row_stride, int r, int n_rows)
@@ -52,7 +67,7 @@ pack_panel_q8_0_flipped(const void *weight, size_t row_stride, int n_rows, int64
       _mm256_store_si256((__m256i *)tmp[r], _mm256_xor_si256(q, _mm256_set1_epi8(flip)));
       pb->scale[0][r] = _cvtsh_ss(blk->d);
     }
-    transpose_codes(tmp, pb);
+    transpose_codes(tmp, pb->codes);
   }
 }
 
@@ -68,26 +83,91 @@ pack_panel_q8_0_signed(const void *weight, size_t row_stride, int n_rows, int64_
   pack_panel_q8_0_flipped(weight, row_stride, n_rows, n, panel, 0);
 }
 
-static void
-pack_panel_q4_0(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+/* The 32 codes of a block's 16 packed nibbles: low nibbles (elements 0-15), then high. */
+static inline __m256i
+panel_nibbles(const uint8_t *qs)
 {
-  PanelBlock *pb = panel;
-  _Alignas(64) uint8_t tmp[HN_PANEL_ROWS][32];
+  const __m128i q = _mm_loadu_si128((const __m128i *)qs);
   const __m128i low4 = _mm_set1_epi8(0x0f);
-  for (int64_t b = 0; b < n / 32; b++, pb++) {
-    for (int r = 0; r < HN_PANEL_ROWS; r++) {
-      const HnBlockQ4_0 *blk = (const HnBlockQ4_0 *)panel_row(weight, row_stride, r, n_rows) + b;
-      __m128i q = _mm_loadu_si128((const __m128i *)blk->qs);
-      _mm_store_si128((__m128i *)tmp[r], _mm_and_si128(q, low4));
-      _mm_store_si128((__m128i *)(tmp[r] + 16), _mm_and_si128(_mm_srli_epi16(q, 4), low4));
-      pb->scale[0][r] = _cvtsh_ss(blk->d);
-    }
-    transpose_codes(tmp, pb);
-  }
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4));
 }
 
-static void
-pack_panel_q4_k(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+/* 32 bits (little-endian bytes) -> 32 bytes: `value` in byte i where bit i is set. */
+static inline __m256i
+panel_bits(const uint8_t *bits, char value)
+{
+  uint32_t x;
+  memcpy(&x, bits, 4);
+  /* byte i gets byte i / 8 of x, then keeps only bit i % 8 */
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x),
+                                             _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                                               0x0101010101010101, 0));
+  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(value));
+}
+
+/* `value` in each byte of `bytes` whose bit `bit` is set, else 0. */
+static inline __m256i
+panel_bit_plane(__m256i bytes, int bit, char value)
+{
+  const __m256i m = _mm256_set1_epi8((char)(1 << bit));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, m), m), _mm256_set1_epi8(value));
+}
+
+static inline __m256i
+codes_q4_0(const HnBlockQ4_0 *b)
+{
+  return panel_nibbles(b->qs);
+}
+
+static inline __m256i
+codes_q4_1(const HnBlockQ4_1 *b)
+{
+  return panel_nibbles(b->qs);
+}
+
+static inline __m256i
+codes_q5_0(const HnBlockQ5_0 *b)
+{
+  return _mm256_or_si256(panel_nibbles(b->qs), panel_bits(b->qh, 0x10));
+}
+
+static inline __m256i
+codes_q5_1(const HnBlockQ5_1 *b)
+{
+  return _mm256_or_si256(panel_nibbles(b->qs), panel_bits(b->qh, 0x10));
+}
+
+#define PANEL_NO_MIN(blk) 0.0f
+#define PANEL_MIN_M(blk) _cvtsh_ss((blk)->m)
+
+/* The 32-element types: per block its 32 codes, its scale d and its min (+m, or 0). */
+#define DEFINE_PACK_PANEL_32(NAME, BLOCK, CODES, MIN)                                                \
+  static void NAME(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)      \
+  {                                                                                                \
+    PanelBlock *pb = panel;                                                                        \
+    _Alignas(64) uint8_t tmp[HN_PANEL_ROWS][32];                                                   \
+    for (int64_t b = 0; b < n / 32; b++, pb++) {                                                   \
+      for (int r = 0; r < HN_PANEL_ROWS; r++) {                                                    \
+        const BLOCK *blk = (const BLOCK *)panel_row(weight, row_stride, r, n_rows) + b;            \
+        _mm256_store_si256((__m256i *)tmp[r], CODES(blk));                                         \
+        pb->scale[0][r] = _cvtsh_ss(blk->d);                                                       \
+        pb->neg_min[0][r] = MIN(blk);                                                              \
+      }                                                                                            \
+      transpose_codes(tmp, pb->codes);                                                             \
+    }                                                                                              \
+  }
+
+DEFINE_PACK_PANEL_32(pack_panel_q4_0, HnBlockQ4_0, codes_q4_0, PANEL_NO_MIN)
+DEFINE_PACK_PANEL_32(pack_panel_q5_0, HnBlockQ5_0, codes_q5_0, PANEL_NO_MIN)
+DEFINE_PACK_PANEL_32(pack_panel_q4_1, HnBlockQ4_1, codes_q4_1, PANEL_MIN_M)
+DEFINE_PACK_PANEL_32(pack_panel_q5_1, HnBlockQ5_1, codes_q5_1, PANEL_MIN_M)
+
+/* Q4_K and Q5_K (the same header: d, dmin, 12 bytes of 6-bit scales and mins; Q5_K adds
+ * 32 bytes of fifth bits, bit g of qh[l] for element l of group g). */
+static inline __attribute__((always_inline)) void
+pack_panel_k_mins(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel, size_t block_bytes,
+                  size_t qs_offset, bool fifth_bit, size_t qh_offset)
 {
   PanelBlock *pb = panel;
   _Alignas(64) uint8_t tmp[2][HN_PANEL_ROWS][32];
@@ -97,22 +177,44 @@ pack_panel_q4_k(const void *weight, size_t row_stride, int n_rows, int64_t n, vo
     const int64_t sb = b / 8;
     const int j = (int)(b % 8);
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
-      const HnBlockQ4_K *blk = (const HnBlockQ4_K *)panel_row(weight, row_stride, r, n_rows) + sb;
-      __m256i q = _mm256_loadu_si256((const __m256i *)(blk->qs + 16 * j));
-      _mm256_store_si256((__m256i *)tmp[0][r], _mm256_and_si256(q, low4));
-      _mm256_store_si256((__m256i *)tmp[1][r], _mm256_and_si256(_mm256_srli_epi16(q, 4), low4));
-      const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
+      const uint8_t *blk = panel_row(weight, row_stride, r, n_rows) + (size_t)sb * block_bytes;
+      const HnBlockQ4_K *head = (const HnBlockQ4_K *)blk; /* d, dmin, scales: same offsets */
+      __m256i q = _mm256_loadu_si256((const __m256i *)(blk + qs_offset + 16 * j));
+      __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      if (fifth_bit) {
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(blk + qh_offset));
+        lo = _mm256_or_si256(lo, panel_bit_plane(h, j, 0x10));
+        hi = _mm256_or_si256(hi, panel_bit_plane(h, j + 1, 0x10));
+      }
+      _mm256_store_si256((__m256i *)tmp[0][r], lo);
+      _mm256_store_si256((__m256i *)tmp[1][r], hi);
+      const float d = _cvtsh_ss(head->d), dmin = _cvtsh_ss(head->dmin);
       uint8_t sc, m;
-      hn_q4k_scale_min(j, blk->scales, &sc, &m);
+      hn_q4k_scale_min(j, head->scales, &sc, &m);
       pb[0].scale[0][r] = d * sc;
-      pb[0].neg_min[r] = -(dmin * m);
-      hn_q4k_scale_min(j + 1, blk->scales, &sc, &m);
+      pb[0].neg_min[0][r] = -(dmin * m);
+      hn_q4k_scale_min(j + 1, head->scales, &sc, &m);
       pb[1].scale[0][r] = d * sc;
-      pb[1].neg_min[r] = -(dmin * m);
+      pb[1].neg_min[0][r] = -(dmin * m);
     }
-    transpose_codes(tmp[0], &pb[0]);
-    transpose_codes(tmp[1], &pb[1]);
+    transpose_codes(tmp[0], pb[0].codes);
+    transpose_codes(tmp[1], pb[1].codes);
   }
+}
+
+_Static_assert(offsetof(HnBlockQ4_K, scales) == offsetof(HnBlockQ5_K, scales), "k-quant headers");
+
+static void
+pack_panel_q4_k(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+{
+  pack_panel_k_mins(weight, row_stride, n_rows, n, panel, sizeof(HnBlockQ4_K), offsetof(HnBlockQ4_K, qs), false, 0);
+}
+
+static void
+pack_panel_q5_k(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+{
+  pack_panel_k_mins(weight, row_stride, n_rows, n, panel, sizeof(HnBlockQ5_K), offsetof(HnBlockQ5_K, qs), true,
+                    offsetof(HnBlockQ5_K, qh));
 }
 
 static void
@@ -145,12 +247,76 @@ pack_panel_q6_k(const void *weight, size_t row_stride, int n_rows, int64_t n, vo
       }
     }
     for (int p = 0; p < 4; p++)
-      transpose_codes(tmp[p], &pb[p]);
+      transpose_codes(tmp[p], pb[p].codes);
+  }
+}
+
+/* Q3_K and Q2_K keep 2-bit codes the same way: a half super-block (128 elements) is 32
+ * bytes of qs whose bits 2p, 2p+1 are block p's (element l of the block in byte l), with
+ * a scale per 16 elements.  Q3_K adds a third bit (bit 4·half + p of hmask[l]; a clear
+ * bit means -4, so code = low | bit << 2 with zero point 4). */
+static inline __m256i
+panel_2bit_codes(__m256i q, int p)
+{
+  return _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * p)), _mm256_set1_epi8(3));
+}
+
+static void
+pack_panel_q3_k(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+{
+  PanelBlock *pb = panel;
+  _Alignas(64) uint8_t tmp[4][HN_PANEL_ROWS][32];
+  for (int64_t b = 0; b < n / 32; b += 4, pb += 4) {
+    const int64_t sb = b / 8;
+    const int half = (int)(b % 8) / 4;
+    for (int r = 0; r < HN_PANEL_ROWS; r++) {
+      const HnBlockQ3_K *blk = (const HnBlockQ3_K *)panel_row(weight, row_stride, r, n_rows) + sb;
+      const __m256i q = _mm256_loadu_si256((const __m256i *)(blk->qs + 32 * half));
+      const __m256i hm = _mm256_loadu_si256((const __m256i *)blk->hmask);
+      const float d = _cvtsh_ss(blk->d);
+      for (int p = 0; p < 4; p++) {
+        const int block = 4 * half + p;
+        _mm256_store_si256((__m256i *)tmp[p][r],
+                           _mm256_or_si256(panel_2bit_codes(q, p), panel_bit_plane(hm, block, 4)));
+        pb[p].scale[0][r] = d * (float)hn_q3k_scale(2 * block, blk->scales);
+        pb[p].scale[1][r] = d * (float)hn_q3k_scale(2 * block + 1, blk->scales);
+      }
+    }
+    for (int p = 0; p < 4; p++)
+      transpose_codes(tmp[p], pb[p].codes);
   }
 }
 
 static void
-pack_panel_f16(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+pack_panel_q2_k(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+{
+  PanelBlockMin16 *pb = panel;
+  _Alignas(64) uint8_t tmp[4][HN_PANEL_ROWS][32];
+  for (int64_t b = 0; b < n / 32; b += 4, pb += 4) {
+    const int64_t sb = b / 8;
+    const int half = (int)(b % 8) / 4;
+    for (int r = 0; r < HN_PANEL_ROWS; r++) {
+      const HnBlockQ2_K *blk = (const HnBlockQ2_K *)panel_row(weight, row_stride, r, n_rows) + sb;
+      const __m256i q = _mm256_loadu_si256((const __m256i *)(blk->qs + 32 * half));
+      const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
+      for (int p = 0; p < 4; p++) {
+        const int block = 4 * half + p;
+        _mm256_store_si256((__m256i *)tmp[p][r], panel_2bit_codes(q, p));
+        for (int k = 0; k < 2; k++) {
+          const uint8_t sc = blk->scales[2 * block + k];
+          pb[p].scale[k][r] = d * (float)(sc & 0xf);
+          pb[p].neg_min[k][r] = -(dmin * (float)(sc >> 4));
+        }
+      }
+    }
+    for (int p = 0; p < 4; p++)
+      transpose_codes(tmp[p], pb[p].codes);
+  }
+}
+
+/* F16 and BF16: the 16 rows' 16-bit values of each element together. */
+static void
+pack_panel_16bit(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
 {
   uint16_t *out = panel;
   const uint16_t *rows[HN_PANEL_ROWS];

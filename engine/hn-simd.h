@@ -45,7 +45,7 @@ typedef void (*HnGemmTileFn)(int64_t n, const void *weight, size_t weight_stride
                              float *out, size_t out_stride);
 
 /* Activations for the panel GEMM, one record per 32 elements (64 bytes).  Built from
- * the reference activation blocks (Q8_0 or Q8_K, bit-identical quantizers), so the GEMM
+ * the reference activation blocks (Q8_0, Q8_1 or Q8_K, bit-identical quantizers), so the GEMM
  * computes exactly what the reference dot products compute, up to summation order. */
 typedef struct {
   union {
@@ -55,16 +55,20 @@ typedef struct {
   float d;            /* scale of the 32 quants */
   int32_t off_sum[2]; /* -offset · Σ q over each half of 16 */
   int32_t off_sum32;  /* off_sum[0] + off_sum[1] */
-  float dsum;         /* d · Σ q, for weight types with mins */
-  uint8_t pad[12];
+  float dsum;         /* d · Σ q, for weight types with mins (Q8_1: its rounded s) */
+  float dsum_half[2]; /* d · Σ q over each half of 16 (Q2_K's mins per 16 elements) */
+  uint8_t pad[4];
 } HnActBlock;
+
+_Static_assert(sizeof(HnActBlock) == 64, "one activation block per cache line");
 
 /* Weight rows per panel: the panel GEMM transposes 16 rows into "row = 32-bit lane"
  * order once per matrix product and then streams every token through them. */
 #define HN_PANEL_ROWS 16
 #define HN_PANEL_COLS 8
-/* Bytes of one packed panel per 32 elements of a row. */
-#define HN_PANEL_BLOCK_BYTES 704
+/* Bytes of one packed panel per 32 elements of a row (the largest layout: Q2_K, with
+ * scales and mins per 16 elements). */
+#define HN_PANEL_BLOCK_BYTES 768
 
 /* Packs n_rows (<= HN_PANEL_ROWS) weight rows of n elements (n a multiple of the type's
  * block) into `panel` (n / 32 · HN_PANEL_BLOCK_BYTES bytes, 64-byte aligned). */
@@ -115,12 +119,13 @@ hn_attn_score_stride(int n_cells)
   return ((size_t)(n_cells > 0 ? n_cells : 0) + 15) & ~(size_t)15;
 }
 
-/* F16 weights: a panel holds 16 rows as halves, element-major (the 16 rows' values of
- * element i together), n · 32 bytes; activations are f32 rows (already rounded to F16
- * like the reference's F16 activations). */
+/* F16 and BF16 weights: a panel holds 16 rows as 16-bit values, element-major (the 16
+ * rows' values of element i together), n · 32 bytes; activations are f32 rows (already
+ * rounded to F16 or BF16, as the reference rounds its activations for these types). */
 typedef void (*HnPanelGemmF32Fn)(const void *panel, int64_t n, int n_rows, const float *act,
                                  size_t act_stride, int n_cols, float *out, size_t out_stride);
-/* y[i] = the F16 value nearest x[i], as a float (round to nearest even). */
+/* y[i] = the F16 (or BF16) value nearest x[i], as a float (round to nearest even;
+ * BF16 exactly as hn_fp32_to_bf16, NaNs made quiet). */
 typedef void (*HnRoundF16Fn)(const float *x, float *y, int64_t n);
 
 /* Scratch one packed panel of any type needs, per 32 elements of a row. */
@@ -130,6 +135,8 @@ typedef struct {
   HnSimdLevel level;
   HnPanelGemmF32Fn panel_gemm_f16;
   HnRoundF16Fn round_f16;
+  HnPanelGemmF32Fn panel_gemm_bf16;
+  HnRoundF16Fn round_bf16;
   HnAttnFn attn;       /* NULL: scalar attention */
   int attn_multiple;   /* head_dim must be a multiple of this for attn */
   HnPackPanelFn pack_panel[HN_TYPE_COUNT];

@@ -6,11 +6,13 @@
  */
 #include "hn-decode-choice.h"
 #include "hn-kernels.h"
+#include "hn-quants-blocks.h"
 #include "hn-quants.h"
 #include "hn-simd.h"
 
 #include <glib.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const HnType weight_types[] = {
@@ -243,8 +245,11 @@ test_gemm_tiles (void)
 
 /* hn_matmul (whatever path it takes: panel GEMM for batches, dot products otherwise)
  * against the reference dot product of the reference-quantized activations, for every
- * weight type, row counts that leave tail panels, odd block counts and batch sizes
- * around the panel threshold and the panel width. */
+ * weight type, row counts that leave tail panels (and tail halves of the 8-row AVX2
+ * walk), odd block counts and every batch size from 1 to 33 (below, at and above the
+ * panel threshold, every tail of the 8-token panel width).  Batches below the threshold
+ * also go through the panels on purpose (HN_MATMUL_BATCH), so that panels see 1 to 7
+ * tokens too.  Each case's reference is computed once and checked at every level. */
 static void
 test_matmul_paths (void)
 {
@@ -252,8 +257,8 @@ test_matmul_paths (void)
   HnError err = { 0 };
   HnThreadPool *pool = hn_threadpool_new (3, &err);
   g_assert_nonnull (pool);
-  const int token_counts[] = { 1, 3, 8, 9, 17 };
-  const int row_counts[] = { 1, 16, 37 };
+  enum { MAX_TOKENS = 33 };
+  const int row_counts[] = { 1, 7, 16, 37 };
 #if defined(__aarch64__)
   const char *levels[] = { "scalar", "neon", "neon-dotprod" };
 #else
@@ -261,62 +266,306 @@ test_matmul_paths (void)
   const char *levels[] = { "scalar", "avx2", "avx2-novnni", "avx512", "avx512-dot" };
 #endif
   int checked = 0;
-  for (gsize li = 0; li < G_N_ELEMENTS (levels); li++) {
-    /* hn_matmul picks its kernels per call, capped by HANASHI_SIMD */
-    gboolean dot = g_str_equal (levels[li], "avx512-dot");
-    g_setenv ("HANASHI_SIMD", dot ? "avx512" : levels[li], TRUE);
-    if (dot)
-      g_setenv ("HANASHI_DECODE", "dot", TRUE);
-    else
-      g_unsetenv ("HANASHI_DECODE");
-    for (gsize ti = 0; ti < G_N_ELEMENTS (weight_types); ti++) {
-      HnType type = weight_types[ti];
-      HnType vdt = hn_type_vec_dot_type (type);
-      int64_t block = hn_type_block_elems (type) == 1 ? 32 : hn_type_block_elems (type);
-      int64_t n = block == 32 ? 32 * 7 : block * 3;
-      size_t row_bytes = hn_type_row_bytes (type, n), act_row = hn_type_row_bytes (vdt, n);
-      for (gsize ri = 0; ri < G_N_ELEMENTS (row_counts); ri++)
-        for (gsize ki = 0; ki < G_N_ELEMENTS (token_counts); ki++) {
-          int rows = row_counts[ri], nt = token_counts[ki];
-          float *wf = g_new (float, n * rows), *x = g_new (float, n * nt);
-          guint8 *w = g_malloc0 (row_bytes * rows), *a = g_malloc0 (act_row * nt);
-          fill_random (rand, wf, n * rows);
-          fill_random (rand, x, n * nt);
-          for (int r = 0; r < rows; r++)
-            hn_quantize_row (type, wf + r * n, w + r * row_bytes, n);
-          for (int t = 0; t < nt; t++)
-            hn_quantize_row (vdt, x + t * n, a + t * act_row, n);
-          HnGgufTensor tensor = { .name = "w", .type = type, .n_dims = 2, .ne = { n, rows, 1, 1 },
-                                  .data = w, .nbytes = row_bytes * rows };
-          void *scratch = g_malloc (hn_matmul_scratch_bytes (n, nt, 3));
-          int64_t y_stride = rows + 3;
-          float *y = g_new0 (float, y_stride * nt);
-          hn_matmul (pool, &tensor, x, nt, scratch, y, y_stride);
-          for (int t = 0; t < nt; t++)
-            for (int r = 0; r < rows; r++) {
-              float ref = hn_vec_dot_ref (type, n, w + r * row_bytes, a + t * act_row);
-              double mag = 0;
-              for (int64_t i = 0; i < n; i++)
-                mag += fabs (wf[r * n + i] * x[t * n + i]);
-              float got = y[t * y_stride + r];
-              if (fabs (got - ref) > 1e-4 * (mag + 1e-3))
-                g_error ("matmul (%s) %s rows=%d tokens=%d r=%d t=%d: reference %g, got %g", levels[li],
-                         hn_type_name (type), rows, nt, r, t, ref, got);
-              checked++;
+  for (gsize ti = 0; ti < G_N_ELEMENTS (weight_types); ti++) {
+    HnType type = weight_types[ti];
+    HnType vdt = hn_type_vec_dot_type (type);
+    int64_t block = hn_type_block_elems (type) == 1 ? 32 : hn_type_block_elems (type);
+    int64_t n = block == 32 ? 32 * 7 : block * 3;
+    size_t row_bytes = hn_type_row_bytes (type, n), act_row = hn_type_row_bytes (vdt, n);
+    for (gsize ri = 0; ri < G_N_ELEMENTS (row_counts); ri++) {
+      int rows = row_counts[ri];
+      float *wf = g_new (float, n * rows);
+      guint8 *w = g_malloc0 (row_bytes * rows);
+      fill_random (rand, wf, n * rows);
+      for (int r = 0; r < rows; r++)
+        hn_quantize_row (type, wf + r * n, w + r * row_bytes, n);
+      HnGgufTensor tensor = { .name = "w", .type = type, .n_dims = 2, .ne = { n, rows, 1, 1 },
+                              .data = w, .nbytes = row_bytes * rows };
+      int64_t y_stride = rows + 3;
+      for (int nt = 1; nt <= MAX_TOKENS; nt++) {
+        float *x = g_new (float, n * nt);
+        guint8 *a = g_malloc0 (act_row * nt);
+        fill_random (rand, x, n * nt);
+        for (int t = 0; t < nt; t++)
+          hn_quantize_row (vdt, x + t * n, a + t * act_row, n);
+        float *ref = g_new (float, rows * nt), *tol = g_new (float, rows * nt);
+        for (int t = 0; t < nt; t++)
+          for (int r = 0; r < rows; r++) {
+            ref[t * rows + r] = hn_vec_dot_ref (type, n, w + r * row_bytes, a + t * act_row);
+            double mag = 0;
+            for (int64_t i = 0; i < n; i++)
+              mag += fabs (wf[r * n + i] * x[t * n + i]);
+            tol[t * rows + r] = (float) (1e-4 * (mag + 1e-3));
+          }
+        void *scratch = g_malloc (hn_matmul_scratch_bytes (n, nt, 3));
+        float *y = g_new0 (float, y_stride * nt);
+        for (gsize li = 0; li < G_N_ELEMENTS (levels); li++)
+          for (int forced = 0; forced < (nt < 8 ? 2 : 1); forced++) {
+            /* hn_matmul picks its kernels per call, capped by HANASHI_SIMD */
+            gboolean dot = g_str_equal (levels[li], "avx512-dot");
+            g_setenv ("HANASHI_SIMD", dot ? "avx512" : levels[li], TRUE);
+            if (dot)
+              g_setenv ("HANASHI_DECODE", "dot", TRUE);
+            else
+              g_unsetenv ("HANASHI_DECODE");
+            for (int64_t i = 0; i < y_stride * nt; i++)
+              y[i] = NAN;
+            hn_matmul_path (pool, &tensor, x, nt, scratch, y, y_stride, forced ? HN_MATMUL_BATCH : HN_MATMUL_AUTO);
+            for (int t = 0; t < nt; t++) {
+              for (int r = 0; r < rows; r++) {
+                float got = y[t * y_stride + r], want = ref[t * rows + r];
+                if (!(fabsf (got - want) <= tol[t * rows + r]))
+                  g_error ("matmul (%s%s) %s rows=%d tokens=%d r=%d t=%d: reference %g, got %g", levels[li],
+                           forced ? ", batch path" : "", hn_type_name (type), rows, nt, r, t, want, got);
+                checked++;
+              }
+              /* nothing beyond the rows is written */
+              for (int r = rows; r < y_stride; r++)
+                g_assert_true (isnan (y[t * y_stride + r]));
             }
-          g_free (wf);
-          g_free (x);
-          g_free (w);
-          g_free (a);
-          g_free (scratch);
-          g_free (y);
-        }
+          }
+        g_free (x);
+        g_free (a);
+        g_free (ref);
+        g_free (tol);
+        g_free (scratch);
+        g_free (y);
+      }
+      g_free (wf);
+      g_free (w);
     }
   }
   g_unsetenv ("HANASHI_SIMD");
   g_unsetenv ("HANASHI_DECODE");
   g_test_message ("%d matmul outputs compared over the levels this processor has", checked);
   hn_threadpool_free (pool);
+  g_rand_free (rand);
+}
+
+/* The panel GEMM's activation records built from reference-quantized activation rows
+ * (Q8_0, Q8_1 or Q8_K), written here from the block formats rather than taken from
+ * hn-kernels.c, so that the kernels are checked against the formats themselves. */
+static void
+act_blocks_from_reference (HnType vdt, const void *a, int64_t n, int offset, HnActBlock *out)
+{
+  for (int64_t b = 0; b < n / 32; b++) {
+    const int8_t *q;
+    float d, dsum = 0;
+    if (vdt == HN_TYPE_Q8_K) {
+      const HnBlockQ8_K *blk = (const HnBlockQ8_K *) a + b / 8;
+      q = blk->qs + 32 * (b % 8);
+      d = blk->d;
+    } else if (vdt == HN_TYPE_Q8_1) {
+      const HnBlockQ8_1 *blk = (const HnBlockQ8_1 *) a + b;
+      q = blk->qs;
+      d = hn_half_to_float (blk->d);
+      dsum = hn_half_to_float (blk->s);
+    } else {
+      const HnBlockQ8_0 *blk = (const HnBlockQ8_0 *) a + b;
+      q = blk->qs;
+      d = hn_half_to_float (blk->d);
+    }
+    int32_t s0 = 0, s1 = 0;
+    for (int l = 0; l < 16; l++) {
+      s0 += q[l];
+      s1 += q[16 + l];
+    }
+    HnActBlock *o = &out[b];
+    memset (o, 0, sizeof *o);
+    memcpy (o->q, q, 32);
+    o->d = d;
+    o->off_sum[0] = -offset * s0;
+    o->off_sum[1] = -offset * s1;
+    o->off_sum32 = -offset * (s0 + s1);
+    o->dsum = vdt == HN_TYPE_Q8_1 ? dsum : d * (float) (s0 + s1);
+    o->dsum_half[0] = d * (float) s0;
+    o->dsum_half[1] = d * (float) s1;
+  }
+}
+
+/* The panel kernels on their own (single-threaded: this is the check that runs under
+ * qemu for ARM64): every quantized type a level has a panel for, 1, 5 and 16 rows (tail
+ * panels), 1 to 8 tokens, against the reference dot product; outputs beyond the rows
+ * stay untouched. */
+static void
+test_panel_kernels (void)
+{
+  GRand *rand = g_rand_new_with_seed (808);
+  int checked = 0;
+  for (HnSimdLevel level = HN_SIMD_SCALAR + 1; level <= HN_SIMD_LEVEL_COUNT; level++) {
+    /* one round past the levels: the AVX2 variant without AVX-VNNI, where there is AVX2 */
+    const HnSimdKernels *k;
+    const char *name;
+    if (level < HN_SIMD_LEVEL_COUNT) {
+      k = hn_simd_kernels_for_level (level);
+      name = k ? hn_simd_level_name (level) : NULL;
+    } else {
+      k = NULL;
+      name = "avx2-novnni";
+#if defined(__x86_64__)
+      if (hn_simd_kernels_for_level (HN_SIMD_AVX2) != NULL) {
+        g_setenv ("HANASHI_SIMD", "avx2-novnni", TRUE);
+        k = hn_simd_kernels ();
+        g_unsetenv ("HANASHI_SIMD");
+      }
+#endif
+    }
+    if (k == NULL)
+      continue;
+    for (int t = 0; t < HN_TYPE_COUNT; t++) {
+      HnType type = (HnType) t;
+      if (k->pack_panel[type] == NULL || k->panel_gemm[type] == NULL)
+        continue;
+      HnType vdt = hn_type_vec_dot_type (type);
+      int64_t block = hn_type_block_elems (type);
+      int64_t n = block == 32 ? 32 * 9 : block * 3;
+      size_t row_bytes = hn_type_row_bytes (type, n), act_row = hn_type_row_bytes (vdt, n);
+      float *wf = g_new (float, n * HN_PANEL_ROWS), *x = g_new (float, n * HN_PANEL_COLS);
+      guint8 *w = g_malloc0 (row_bytes * HN_PANEL_ROWS), *a = g_malloc0 (act_row * HN_PANEL_COLS);
+      fill_random (rand, wf, n * HN_PANEL_ROWS);
+      fill_random (rand, x, n * HN_PANEL_COLS);
+      for (int r = 0; r < HN_PANEL_ROWS; r++)
+        hn_quantize_row (type, wf + r * n, w + r * row_bytes, n);
+      HnActBlock *act = g_new (HnActBlock, (n / 32) * HN_PANEL_COLS);
+      for (int c = 0; c < HN_PANEL_COLS; c++) {
+        hn_quantize_row (vdt, x + c * n, a + c * act_row, n);
+        act_blocks_from_reference (vdt, a + c * act_row, n, k->panel_offset[type], act + c * (n / 32));
+      }
+      size_t panel_bytes = ((size_t) (n / 32 + 1) * HN_PANEL_SCRATCH_PER_32 + 63) & ~(size_t) 63;
+      void *panel = aligned_alloc (64, panel_bytes);
+      const int row_counts[] = { 1, 5, 16 };
+      enum { OUT_STRIDE = HN_PANEL_ROWS + 3 };
+      for (gsize ri = 0; ri < G_N_ELEMENTS (row_counts); ri++) {
+        int rows = row_counts[ri];
+        k->pack_panel[type] (w, row_bytes, rows, n, panel);
+        for (int cols = 1; cols <= HN_PANEL_COLS; cols++) {
+          float out[HN_PANEL_COLS * OUT_STRIDE];
+          for (gsize i = 0; i < G_N_ELEMENTS (out); i++)
+            out[i] = NAN;
+          k->panel_gemm[type] (panel, n, rows, act, (size_t) (n / 32), cols, out, OUT_STRIDE);
+          for (int c = 0; c < HN_PANEL_COLS; c++)
+            for (int r = 0; r < OUT_STRIDE; r++) {
+              float got = out[c * OUT_STRIDE + r];
+              if (c >= cols || r >= rows) {
+                if (!isnan (got))
+                  g_error ("panel %s %s rows=%d cols=%d: wrote outside the output at r=%d c=%d", name,
+                           hn_type_name (type), rows, cols, r, c);
+                continue;
+              }
+              float ref = hn_vec_dot_ref (type, n, w + r * row_bytes, a + c * act_row);
+              double mag = 0;
+              for (int64_t i = 0; i < n; i++)
+                mag += fabs (wf[r * n + i] * x[c * n + i]);
+              if (!(fabs (got - ref) <= 1e-4 * (mag + 1e-3)))
+                g_error ("panel %s %s rows=%d cols=%d r=%d c=%d: reference %g, got %g", name, hn_type_name (type),
+                         rows, cols, r, c, ref, got);
+              checked++;
+            }
+        }
+      }
+      free (panel);
+      g_free (act);
+      g_free (wf);
+      g_free (x);
+      g_free (w);
+      g_free (a);
+    }
+  }
+  if (checked == 0)
+    g_test_skip ("no panel GEMM at the levels this processor has");
+  g_test_message ("%d panel outputs compared", checked);
+  g_rand_free (rand);
+}
+
+/* Every x86 level has the prompt GEMM (panel kernels) for every quantized type and for
+ * F16 and BF16, so that a batch never falls back to one dot product per row and token
+ * (several times slower); test_matmul_paths checks what they compute. */
+static void
+test_panel_types (void)
+{
+#if defined(__x86_64__)
+  const char *caps[] = { "avx2", "avx2-novnni", "avx512" };
+  const HnSimdLevel cap_levels[] = { HN_SIMD_AVX2, HN_SIMD_AVX2, HN_SIMD_AVX512 };
+  int checked = 0;
+  for (gsize ci = 0; ci < G_N_ELEMENTS (caps); ci++) {
+    if (hn_simd_kernels_for_level (cap_levels[ci]) == NULL)
+      continue;
+    g_setenv ("HANASHI_SIMD", caps[ci], TRUE);
+    const HnSimdKernels *k = hn_simd_kernels ();
+    g_assert_cmpint (k->level, ==, cap_levels[ci]);
+    for (gsize ti = 0; ti < G_N_ELEMENTS (weight_types); ti++) {
+      HnType type = weight_types[ti];
+      if (type == HN_TYPE_F32)
+        continue;
+      if (k->pack_panel[type] == NULL)
+        g_error ("%s: no panel packing for %s", caps[ci], hn_type_name (type));
+      if (type == HN_TYPE_F16)
+        g_assert_true (k->panel_gemm_f16 != NULL && k->round_f16 != NULL);
+      else if (type == HN_TYPE_BF16)
+        g_assert_true (k->panel_gemm_bf16 != NULL && k->round_bf16 != NULL);
+      else if (k->panel_gemm[type] == NULL)
+        g_error ("%s: no panel GEMM for %s", caps[ci], hn_type_name (type));
+      checked++;
+    }
+  }
+  g_unsetenv ("HANASHI_SIMD");
+  if (checked == 0)
+    g_test_skip ("this processor has no AVX2");
+#else
+  g_test_skip ("the panel GEMM is x86 only so far");
+#endif
+}
+
+/* round_f16 and round_bf16 against the reference conversions, bit for bit: random
+ * values of every magnitude, exact ties (to even both ways), values that round up into
+ * the next binade or to infinity, denormals, infinities and NaNs (made quiet). */
+static void
+test_round_levels (void)
+{
+  GRand *rand = g_rand_new_with_seed (77);
+  enum { N = 1003 }; /* not a multiple of the vector width: the tail too */
+  float *x = g_new (float, N), *y = g_new (float, N);
+  for (int i = 0; i < N; i++) {
+    uint32_t bits = g_rand_int (rand);
+    switch (i % 8) {
+    case 0: x[i] = (float) g_rand_double_range (rand, -100.0, 100.0); continue;
+    case 1: bits = (bits & 0xffff0000u) | 0x8000u; break; /* BF16 tie */
+    case 2: bits = (bits & 0xffffe000u) | 0x1000u; break; /* F16 tie (normal range) */
+    case 3: bits = (bits & 0x807fffffu) | 0x7f800000u; break; /* NaN or infinity */
+    case 4: bits = bits & 0x807fffffu; break; /* denormal */
+    case 5: bits = (bits & 0x80000000u) | 0x7f7f8000u | (bits & 0x7fffu); break; /* near FLT_MAX */
+    default: break; /* any bit pattern */
+    }
+    memcpy (&x[i], &bits, 4);
+  }
+  int checked = 0;
+  for (HnSimdLevel level = HN_SIMD_SCALAR + 1; level < HN_SIMD_LEVEL_COUNT; level++) {
+    const HnSimdKernels *k = hn_simd_kernels_for_level (level);
+    if (k == NULL)
+      continue;
+    if (k->round_bf16 != NULL) {
+      k->round_bf16 (x, y, N);
+      for (int i = 0; i < N; i++) {
+        float want = hn_bf16_to_fp32 (hn_fp32_to_bf16 (x[i]));
+        if (memcmp (&want, &y[i], 4) != 0)
+          g_error ("%s round_bf16(%a): %a, reference %a", hn_simd_level_name (level), x[i], y[i], want);
+      }
+      checked++;
+    }
+    if (k->round_f16 != NULL) {
+      k->round_f16 (x, y, N);
+      for (int i = 0; i < N; i++) {
+        float want = hn_half_to_float (hn_fp32_to_fp16 (x[i]));
+        if (isnan (want) ? !isnan (y[i]) : memcmp (&want, &y[i], 4) != 0)
+          g_error ("%s round_f16(%a): %a, reference %a", hn_simd_level_name (level), x[i], y[i], want);
+      }
+      checked++;
+    }
+  }
+  if (checked == 0)
+    g_test_skip ("this processor has no SIMD level to test");
+  g_free (x);
+  g_free (y);
   g_rand_free (rand);
 }
 
@@ -641,6 +890,9 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/simd/quantize", test_quantize_levels);
   g_test_add_func ("/engine/simd/gemm-tiles", test_gemm_tiles);
   g_test_add_func ("/engine/simd/matmul", test_matmul_paths);
+  g_test_add_func ("/engine/simd/panel", test_panel_kernels);
+  g_test_add_func ("/engine/simd/panel-types", test_panel_types);
+  g_test_add_func ("/engine/simd/round", test_round_levels);
   g_test_add_func ("/engine/simd/matvec-many", test_matvec_many);
   g_test_add_func ("/engine/simd/attention", test_attention);
   g_test_add_func ("/engine/simd/attention-nan", test_attention_nan);
