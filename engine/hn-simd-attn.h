@@ -30,7 +30,9 @@
  * poorly, and deep in a context these reads are what the attention waits for.  One
  * chunk ahead, into every cache level: on the AVX-512 Xeon this measured about 10%
  * faster at 4096 cells than none; two chunks ahead gained less, and a non-temporal
- * hint two chunks ahead was slower than none. */
+ * hint two chunks ahead was slower than none.  A caller that runs every KV head over
+ * the same block of cells asks the first head to fetch whole cell rows
+ * (prefetch_halves), so the others find their pieces in the cache. */
 #define PREFETCH_CELLS CHUNK
 
 static inline __attribute__((always_inline)) void
