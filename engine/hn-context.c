@@ -6,7 +6,9 @@
  * micro-batch.  Attention reads the F16 cache once per (token, KV head): the keys in a
  * first pass that keeps one row of scores per query head (per thread, n_ctx long), the
  * values in a second, so the probabilities can be rounded as the reference engine
- * rounds them (see HnAttnArgs).
+ * rounds them (see HnAttnArgs).  Beyond ATTN_BLOCK_CELLS visible cells it does so per
+ * block of cells and joins the blocks' softmaxes; a decode step shares the blocks
+ * between the threads (attn_worker_split).
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -55,6 +57,14 @@ struct HnContext {
   float *attn_scores; /* per thread: group × hn_attn_score_stride(n_ctx) */
   size_t attn_scores_floats;
   int32_t *attn_cells;
+  /* block results of the attention deep in a context (see ATTN_BLOCK_CELLS): per thread
+   * for one KV head's query heads, and shared by the threads for every query head of up
+   * to ATTN_SPLIT_TOKENS tokens, with each shared block's number of cells */
+  float *attn_parts;
+  size_t attn_parts_floats;
+  float *attn_split;
+  int32_t *attn_split_len;
+  int attn_max_blocks;
   /* output */
   float *logits;
   float *routing_lead; /* per logits row, see hn_context_routing_lead */
@@ -88,6 +98,7 @@ hn_context_free(HnContext *c)
   free(c->ord_tok); free(c->ord_pos); free(c->ord_seq); free(c->ord_from); free(c->ord_want);
   free(c->logit_row);
   free(c->attn_work); free(c->attn_cells); free(c->attn_scores);
+  free(c->attn_parts); free(c->attn_split); free(c->attn_split_len);
   hn_moe_scratch_clear(&c->moe);
   free(c->logits);
   free(c->routing_lead);
@@ -152,6 +163,21 @@ attn_scores_floats(const HnModel *m, const HnContextParams *p)
   return (size_t) (m->n_head / m->n_head_kv) * hn_attn_score_stride(p->n_kv_cells);
 }
 
+/* The attention splits the visible cells of a query into blocks of this many, in the
+ * order of their positions, and joins the blocks' softmaxes (hn_attn_merge_blocks).  A block
+ * is the unit of work when few tokens are evaluated (decode): each thread takes a range of
+ * blocks and runs every KV head over them, so it reads whole cell rows, one after the
+ * other, instead of every thread picking its KV heads' pieces out of each row.  The
+ * blocks are the same however the work is shared, so a token's result depends only on the
+ * cells it sees; up to one block (short contexts) it is a single softmax as before. */
+enum { ATTN_BLOCK_CELLS = 256, ATTN_SPLIT_TOKENS = 4 };
+
+static int
+attn_max_blocks(const HnContextParams *p)
+{
+  return (p->n_kv_cells + ATTN_BLOCK_CELLS - 1) / ATTN_BLOCK_CELLS;
+}
+
 /* Rows the sliding-window layers keep: a window for every sequence plus one batch. */
 static int
 ring_rows(const HnModel *m, const HnContextParams *p)
@@ -183,9 +209,12 @@ scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
                     + (uint64_t) nth * (uint64_t) m->head_dim
                     + (uint64_t) nth * hn_attn_work_floats(m->n_head / m->n_head_kv, m->head_dim)
                     + (uint64_t) nth * attn_scores_floats(m, p)
+                    + (uint64_t) (nth + ATTN_SPLIT_TOKENS) * (uint64_t) attn_max_blocks(p)
+                        * hn_attn_part_floats(m->n_head, m->head_dim)
                     + (uint64_t) m->n_vocab;
   return moe + floats * sizeof(float) + act_scratch_bytes(m, p, nth)
-         + (uint64_t) nth * (uint64_t) p->n_kv_cells * sizeof(int32_t) + nb * 2 * sizeof(int32_t);
+         + (uint64_t) nth * (uint64_t) p->n_kv_cells * sizeof(int32_t) + nb * 2 * sizeof(int32_t)
+         + (uint64_t) ATTN_SPLIT_TOKENS * (uint64_t) attn_max_blocks(p) * sizeof(int32_t);
 }
 
 static uint64_t
@@ -358,6 +387,12 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   c->attn_cells = malloc((size_t) nth * (size_t) p.n_kv_cells * sizeof(int32_t));
   c->attn_scores_floats = attn_scores_floats(m, &p);
   c->attn_scores = aligned_alloc(64, (size_t) nth * c->attn_scores_floats * sizeof(float));
+  c->attn_max_blocks = attn_max_blocks(&p);
+  c->attn_parts_floats = (size_t) c->attn_max_blocks * hn_attn_part_floats(m->n_head / m->n_head_kv, m->head_dim);
+  c->attn_parts = malloc((size_t) nth * c->attn_parts_floats * sizeof(float));
+  c->attn_split = malloc((size_t) ATTN_SPLIT_TOKENS * (size_t) c->attn_max_blocks
+                         * hn_attn_part_floats(m->n_head, m->head_dim) * sizeof(float));
+  c->attn_split_len = malloc((size_t) ATTN_SPLIT_TOKENS * (size_t) c->attn_max_blocks * sizeof(int32_t));
   c->cells = malloc(nb * sizeof(int32_t));
   c->out_rows = malloc(nb * sizeof(int32_t));
   c->ord_tok = malloc(nb * sizeof(int32_t));
@@ -369,7 +404,7 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   if (!c->ord_tok || !c->ord_pos || !c->ord_seq || !c->ord_from || !c->ord_want ||
       !c->x || !c->xn || !c->q || !c->attn || !c->k || !c->v || (dense_ff(m) && (!c->gate || !c->up)) ||
       !c->acc || !c->act || !c->cells || !c->out_rows || !c->attn_work || !c->attn_cells ||
-      !c->attn_scores) {
+      !c->attn_scores || !c->attn_parts || !c->attn_split || !c->attn_split_len) {
     hn_error_set(err, HN_ERR_NOMEM, "out of memory for a context of %d tokens", p.n_batch);
     goto fail;
   }
@@ -464,6 +499,7 @@ typedef struct {
   HnAttnFn attn;
   int window;    /* 0: every earlier position is visible */
   float softcap; /* 0: none */
+  int split_blocks; /* attn_worker_split: blocks per token (a bound: the later ones may be empty) */
 } AttnJob;
 
 /* Whether a query of sequence bit `bit` at position p sees the cell. */
@@ -578,6 +614,39 @@ sort_cells_by_pos(int32_t *a, int n, const HnKvCell *cells)
   }
 }
 
+/* The cells token t sees, as rows of the layer's storage (ring rows for sliding layers),
+ * in the order of their positions, so that the sums run as in a fresh evaluation. */
+static int
+list_rows(const AttnJob *job, int t, int32_t *visible)
+{
+  HnKvCache *kv = job->c->kv;
+  /* The sums run over the keys in the order of their positions, whatever cells they
+   * landed in (holes left by removed tokens, a table that wrapped around, other
+   * sequences in between), so a token's result does not depend on the cache's
+   * history: sequences decoded together give what each gives alone. */
+  int n = list_visible(hn_kv_cache_cells(kv), hn_kv_cache_n_cells(kv), job->seq[t], job->pos[t], job->window,
+                       visible);
+  /* (a visible cell always has its row: decode refuses positions before
+   * hn_kv_cache_seq_resume_min; the check only keeps a broken invariant harmless) */
+  if (hn_kv_cache_layer_sliding(kv, job->layer)) {
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+      int row = hn_kv_cache_row_of(kv, job->layer, visible[i]);
+      if (row >= 0)
+        visible[kept++] = row;
+    }
+    n = kept;
+  } /* else a global layer's row is the cell itself: no call per cell on long contexts */
+  return n;
+}
+
+static int
+block_cells(int n, int b)
+{
+  int len = n - b * ATTN_BLOCK_CELLS;
+  return len < 0 ? 0 : len < ATTN_BLOCK_CELLS ? len : ATTN_BLOCK_CELLS;
+}
+
 /* SIMD attention: one item is a (token, KV head) pair with all the query heads that
  * share the KV head, so each cached key and value is converted once per group.  Items
  * are dealt round-robin, which evens out the causal mask's growing rows. */
@@ -588,48 +657,119 @@ attn_worker(void *data, int ith, int nth)
   HnContext *c = job->c;
   const HnModel *m = c->model;
   HnKvCache *kv = c->kv;
-  const HnKvCell *cells = hn_kv_cache_cells(kv);
-  const int n_cells = hn_kv_cache_n_cells(kv), kv_dim = hn_kv_cache_kv_dim(kv);
+  const int kv_dim = hn_kv_cache_kv_dim(kv);
   const int hd = m->head_dim, group = m->n_head / m->n_head_kv, q_dim = m->n_head * hd;
   int32_t *visible = c->attn_cells + (size_t) ith * (size_t) c->params.n_kv_cells;
+  float *parts = c->attn_parts + (size_t) ith * c->attn_parts_floats;
+  const size_t part = hn_attn_part_floats(group, hd);
   HnAttnArgs args = {
     .head_dim = hd, .n_q = group, .q_stride = (size_t) hd, .scale = m->query_scale,
-    .softcap = job->softcap, .kv_stride = (size_t) kv_dim, .cells = visible, .out_stride = (size_t) hd,
+    .softcap = job->softcap, .kv_stride = (size_t) kv_dim, .out_stride = (size_t) hd,
     .work = c->attn_work + (size_t) ith * c->attn_work_floats,
     .scores = c->attn_scores + (size_t) ith * c->attn_scores_floats,
   };
-  /* the kernel reads rows of the layer's storage: ring rows for sliding layers, listed
-   * in the order of the cells so that the sums run as in a fresh evaluation */
   const uint16_t *k0 = hn_kv_cache_k_rows(kv, job->layer), *v0 = hn_kv_cache_v_rows(kv, job->layer);
-  const bool sliding = hn_kv_cache_layer_sliding(kv, job->layer);
-  int listed_for = -1;
+  int listed_for = -1, n = 0;
   for (int item = ith; item < job->n_tokens * m->n_head_kv; item += nth) {
     int t = item / m->n_head_kv, kvh = item % m->n_head_kv;
     if (listed_for != t) {
-      /* The sums run over the keys in the order of their positions, whatever cells they
-       * landed in (holes left by removed tokens, a table that wrapped around, other
-       * sequences in between), so a token's result does not depend on the cache's
-       * history: sequences decoded together give what each gives alone. */
-      int n = list_visible(cells, n_cells, job->seq[t], job->pos[t], job->window, visible);
-      /* (a visible cell always has its row: decode refuses positions before
-       * hn_kv_cache_seq_resume_min; the check only keeps a broken invariant harmless) */
-      if (sliding) {
-        int kept = 0;
-        for (int i = 0; i < n; i++) {
-          int row = hn_kv_cache_row_of(kv, job->layer, visible[i]);
-          if (row >= 0)
-            visible[kept++] = row;
-        }
-        n = kept;
-      } /* else a global layer's row is the cell itself: no call per cell on long contexts */
-      args.n_cells = n;
+      n = list_rows(job, t, visible);
       listed_for = t;
     }
     args.q = c->q + (size_t) t * (size_t) q_dim + (size_t) kvh * (size_t) group * (size_t) hd;
     args.k = k0 + (size_t) kvh * (size_t) hd;
     args.v = v0 + (size_t) kvh * (size_t) hd;
-    args.out = c->attn + (size_t) t * (size_t) q_dim + (size_t) kvh * (size_t) group * (size_t) hd;
-    job->attn(&args);
+    float *out = c->attn + (size_t) t * (size_t) q_dim + (size_t) kvh * (size_t) group * (size_t) hd;
+    int n_blocks = (n + ATTN_BLOCK_CELLS - 1) / ATTN_BLOCK_CELLS;
+    if (n_blocks <= 1) {
+      args.cells = visible;
+      args.n_cells = n;
+      args.out = out;
+      args.row_max = args.row_sum = NULL;
+      job->attn(&args);
+      continue;
+    }
+    for (int b = 0; b < n_blocks; b++) {
+      float *pb = parts + (size_t) b * part;
+      args.cells = visible + (size_t) b * ATTN_BLOCK_CELLS;
+      args.n_cells = block_cells(n, b);
+      args.out = pb;
+      args.row_max = pb + (size_t) group * (size_t) hd;
+      args.row_sum = args.row_max + group;
+      job->attn(&args);
+    }
+    for (int h = 0; h < group; h++)
+      hn_attn_merge_blocks(parts, n_blocks, group, hd, h, out + (size_t) h * (size_t) hd);
+  }
+}
+
+/* SIMD attention of a few tokens deep in a context: one item is a (token, block) pair,
+ * run for every KV head in turn, and each thread takes one contiguous range of items, so
+ * it streams through whole cell rows (the first KV head fetches the rows, the others find
+ * them in the cache).  The blocks land in c->attn_split; attn_join_split merges them. */
+static void
+attn_worker_split(void *data, int ith, int nth)
+{
+  const AttnJob *job = data;
+  HnContext *c = job->c;
+  const HnModel *m = c->model;
+  HnKvCache *kv = c->kv;
+  const int kv_dim = hn_kv_cache_kv_dim(kv);
+  const int hd = m->head_dim, group = m->n_head / m->n_head_kv, q_dim = m->n_head * hd;
+  int32_t *visible = c->attn_cells + (size_t) ith * (size_t) c->params.n_kv_cells;
+  const size_t part = hn_attn_part_floats(m->n_head, hd);
+  HnAttnArgs args = {
+    .head_dim = hd, .n_q = group, .q_stride = (size_t) hd, .scale = m->query_scale,
+    .softcap = job->softcap, .kv_stride = (size_t) kv_dim, .out_stride = (size_t) hd,
+    .work = c->attn_work + (size_t) ith * c->attn_work_floats,
+    .scores = c->attn_scores + (size_t) ith * c->attn_scores_floats,
+  };
+  const uint16_t *k0 = hn_kv_cache_k_rows(kv, job->layer), *v0 = hn_kv_cache_v_rows(kv, job->layer);
+  const int n_items = job->n_tokens * job->split_blocks;
+  const int first = (int) ((int64_t) n_items * ith / nth), end = (int) ((int64_t) n_items * (ith + 1) / nth);
+  int listed_for = -1, n = 0;
+  for (int item = first; item < end; item++) {
+    int t = item / job->split_blocks, b = item % job->split_blocks;
+    if (listed_for != t) {
+      n = list_rows(job, t, visible);
+      listed_for = t;
+    }
+    const int slot = t * c->attn_max_blocks + b;
+    const int len = block_cells(n, b);
+    c->attn_split_len[slot] = len;
+    if (len == 0)
+      continue;
+    float *pb = c->attn_split + (size_t) slot * part;
+    args.cells = visible + (size_t) b * ATTN_BLOCK_CELLS;
+    args.n_cells = len;
+    for (int kvh = 0; kvh < m->n_head_kv; kvh++) {
+      args.q = c->q + (size_t) t * (size_t) q_dim + (size_t) kvh * (size_t) group * (size_t) hd;
+      args.k = k0 + (size_t) kvh * (size_t) hd;
+      args.v = v0 + (size_t) kvh * (size_t) hd;
+      args.out = pb + (size_t) kvh * (size_t) group * (size_t) hd;
+      args.row_max = pb + (size_t) m->n_head * (size_t) hd + (size_t) kvh * (size_t) group;
+      args.row_sum = args.row_max + m->n_head;
+      /* the first head fetches the whole rows ahead; the others mostly find them cached */
+      args.prefetch_halves = kvh == 0 ? kv_dim : 0;
+      job->attn(&args);
+    }
+  }
+}
+
+static void
+attn_join_split(HnContext *c, const AttnJob *job)
+{
+  const HnModel *m = c->model;
+  const int hd = m->head_dim, q_dim = m->n_head * hd;
+  const size_t part = hn_attn_part_floats(m->n_head, hd);
+  for (int t = 0; t < job->n_tokens; t++) {
+    const int slot = t * c->attn_max_blocks;
+    int n_blocks = 0;
+    while (n_blocks < job->split_blocks && c->attn_split_len[slot + n_blocks] > 0)
+      n_blocks++;
+    for (int h = 0; h < m->n_head; h++)
+      hn_attn_merge_blocks(c->attn_split + (size_t) slot * part, n_blocks, m->n_head, hd, h,
+                   c->attn + (size_t) t * (size_t) q_dim + (size_t) h * (size_t) hd);
   }
 }
 
@@ -724,6 +864,7 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
   if (m->traits->moe)
     for (int t = 0; t < nt; t++)
       c->moe.lead[t] = INFINITY;
+  const int n_used = hn_kv_cache_n_used(c->kv);
   for (int il = 0; il < m->n_layer; il++) {
     if (c->cancel && c->cancel(c->cancel_data)) {
       hn_error_set(err, HN_ERR_CANCELLED, "cancelled");
@@ -771,7 +912,15 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
     AttnJob job = { .c = c, .layer = il, .n_tokens = nt, .pos = pos, .seq = seq,
                     .attn = k->attn && m->head_dim % k->attn_multiple == 0 ? k->attn : NULL,
                     .window = L->sliding ? m->swa_window : 0, .softcap = m->attn_softcap };
-    hn_threadpool_run(c->pool, job.attn ? attn_worker : attn_worker_scalar, &job);
+    /* a bound on the cells a token sees: the used cells, or a window of them */
+    int most_visible = job.window > 0 && job.window < n_used ? job.window : n_used;
+    job.split_blocks = (most_visible + ATTN_BLOCK_CELLS - 1) / ATTN_BLOCK_CELLS;
+    if (job.attn && nt <= ATTN_SPLIT_TOKENS && job.split_blocks > 1) {
+      hn_threadpool_run(c->pool, attn_worker_split, &job);
+      attn_join_split(c, &job);
+    } else {
+      hn_threadpool_run(c->pool, job.attn ? attn_worker : attn_worker_scalar, &job);
+    }
     project(c, L->wo, c->attn, nt, c->xn, E);
     add_residual(c->x, c->xn, L->attn_post_norm, nt, E, m->rms_eps);
     for (int t = 0; t < nt; t++)

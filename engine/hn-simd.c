@@ -4,6 +4,7 @@
  */
 #include "hn-simd.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,4 +58,31 @@ hn_simd_kernels(void)
     return &avx2_without_vnni;
   const HnSimdKernels *k = hn_simd_kernels_for_level(level);
   return k ? k : hn_simd_kernels_for_level(HN_SIMD_SCALAR);
+}
+
+void
+hn_attn_merge_blocks(const float *parts, int n_blocks, int n_q, int head_dim, int h, float *out)
+{
+  const size_t stride = hn_attn_part_floats(n_q, head_dim);
+  const float *mx = parts + (size_t)n_q * (size_t)head_dim + h, *sum = mx + n_q;
+  const float *o = parts + (size_t)h * (size_t)head_dim;
+  if (n_blocks <= 1) {
+    if (n_blocks == 1)
+      memcpy(out, o, (size_t)head_dim * sizeof(float));
+    else
+      memset(out, 0, (size_t)head_dim * sizeof(float));
+    return;
+  }
+  float top = -INFINITY;
+  for (int b = 0; b < n_blocks; b++)
+    top = mx[b * stride] > top ? mx[b * stride] : top;
+  double total = 0.0;
+  for (int b = 0; b < n_blocks; b++)
+    total += exp((double)mx[b * stride] - top) * sum[b * stride];
+  memset(out, 0, (size_t)head_dim * sizeof(float));
+  for (int b = 0; b < n_blocks; b++) {
+    const float w = (float)(exp((double)mx[b * stride] - top) * sum[b * stride] / total);
+    for (int d = 0; d < head_dim; d++)
+      out[d] += w * o[b * stride + d];
+  }
 }

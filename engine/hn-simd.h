@@ -101,6 +101,14 @@ typedef struct {
   size_t out_stride;
   float *work;   /* hn_attn_work_floats() floats, 64-byte aligned */
   float *scores; /* n_q × hn_attn_score_stride(n_cells) floats, 64-byte aligned */
+  /* Not NULL: row_max[h] gets query head h's highest score and row_sum[h] the softmax
+   * denominator Σ_c exp(score_c − row_max[h]), so that a caller that split the cells
+   * into blocks can weight each block's output by its share of the whole softmax. */
+  float *row_max, *row_sum;
+  /* Halves of each listed row to fetch ahead from k / v: 0 means head_dim (this head's
+   * piece), more covers the heads after it in the same cell row (a caller that runs every
+   * KV head over the same cells fetches whole rows on the first head), < 0 none. */
+  int prefetch_halves;
 } HnAttnArgs;
 typedef void (*HnAttnFn)(const HnAttnArgs *args);
 
@@ -118,6 +126,22 @@ hn_attn_score_stride(int n_cells)
 {
   return ((size_t)(n_cells > 0 ? n_cells : 0) + 15) & ~(size_t)15;
 }
+
+/* Attention over a long list of cells can run as consecutive blocks of it, each a call
+ * of the kernel with row_max and row_sum set, and be joined afterwards.  One block's
+ * result for n_q query heads: the outputs (n_q × head_dim, out_stride head_dim), then
+ * the n_q maxima, then the n_q sums. */
+static inline size_t
+hn_attn_part_floats(int n_q, int head_dim)
+{
+  return (size_t)n_q * (size_t)(head_dim + 2);
+}
+
+/* Joins the blocks' softmaxes of query head h (0 <= h < n_q) into out[head_dim]: each
+ * block's output, normalised over its own cells, weighs exp(max_b − max) · sum_b / Σ,
+ * summed in block order.  One block is copied as it is (a single softmax rounded like
+ * the reference's); none gives zeros. */
+void hn_attn_merge_blocks(const float *parts, int n_blocks, int n_q, int head_dim, int h, float *out);
 
 /* F16 and BF16 weights: a panel holds 16 rows as 16-bit values, element-major (the 16
  * rows' values of element i together), n · 32 bytes; activations are f32 rows (already

@@ -1,13 +1,18 @@
 /* bench-attention — the attention kernel alone in TinyLlama's decode shape (22 layers,
  * 4 KV heads of 64, 8 query heads sharing each), one token over 1024, 4096 and 8192
- * cells, for every SIMD level the processor has.  The cache holds all 22 layers' F16 rows
- * (88 MiB at 4096 cells), so the keys and values come from memory as in decode.  It
- * prints the thread CPU time per token (best of five; a busy neighbour inflates CPU time
- * far less than wall time) and the bytes of keys and values read per second.  A
+ * cells, for every SIMD level the processor has, with one and two threads, in two
+ * orders: whole KV heads over all the cells, and blocks of cells with every KV head over
+ * each (a decode step's order; with two threads each takes a range of blocks and reads
+ * whole cell rows, instead of picking its heads' pieces out of every row).  The cache
+ * holds all 22 layers' F16 rows (88 MiB at 4096 cells), so the keys and values come from
+ * memory as in decode.  It prints the thread CPU time per token (the slower thread's;
+ * best of five, the two orders alternating; a busy neighbour inflates CPU time far less
+ * than wall time) and the bytes of keys and values read per second.  A
  * benchmark, not a test: it prints numbers and only fails if something errors.
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +21,11 @@
 #include "hn-cpu.h"
 #include "hn-quants.h"
 #include "hn-simd.h"
+#include "hn-threadpool.h"
 
 enum { LAYERS = 22, KV_HEADS = 4, GROUP = 8, HEAD_DIM = 64, KV_DIM = KV_HEADS * HEAD_DIM };
+/* cells per block, as the context's ATTN_BLOCK_CELLS */
+enum { BLOCK = 256 };
 
 static double
 cpu_seconds(void)
@@ -38,6 +46,87 @@ aligned_floats(size_t n)
   return p;
 }
 
+/* The keys and values of every layer, laid out for max_depth cells as a cache is for
+ * n_ctx, and one token's queries. */
+typedef struct {
+  const uint16_t *k, *v;
+  size_t per_layer;
+  const int32_t *cells;
+  const float *q;
+  float *out;
+  float *parts; /* every query head's block results, shared */
+} Cache;
+
+typedef struct {
+  float *work, *scores;
+} Scratch;
+
+typedef struct {
+  const Cache *cache;
+  const HnSimdKernels *kern;
+  int depth;
+  bool blocked;
+  Scratch scratch[2];
+  double cpu[2]; /* each thread's CPU time */
+} Run;
+
+/* Thread ith of nth's share of one token's attention over every layer: whole KV heads
+ * dealt round-robin ("by head"), or a contiguous range of blocks with every KV head run
+ * over each ("by block"; the blocks are joined afterwards by join_blocks). */
+static void
+attention_share(void *data, int ith, int nth)
+{
+  Run *r = data;
+  const Cache *c = r->cache;
+  double t0 = cpu_seconds();
+  HnAttnArgs a = {
+    .head_dim = HEAD_DIM, .n_q = GROUP, .q_stride = HEAD_DIM, .scale = 0.125f, .kv_stride = KV_DIM,
+    .out_stride = HEAD_DIM, .work = r->scratch[ith].work, .scores = r->scratch[ith].scores,
+  };
+  const int n_blocks = (r->depth + BLOCK - 1) / BLOCK;
+  const int part = (int) hn_attn_part_floats(KV_HEADS * GROUP, HEAD_DIM);
+  for (int l = 0; l < LAYERS; l++) {
+    const uint16_t *k = c->k + l * c->per_layer, *v = c->v + l * c->per_layer;
+    if (!r->blocked) {
+      a.cells = c->cells;
+      a.n_cells = r->depth;
+      for (int h = ith; h < KV_HEADS; h += nth) {
+        a.q = c->q + h * GROUP * HEAD_DIM;
+        a.k = k + h * HEAD_DIM;
+        a.v = v + h * HEAD_DIM;
+        a.out = c->out + h * GROUP * HEAD_DIM;
+        r->kern->attn(&a);
+      }
+      continue;
+    }
+    for (int b = n_blocks * ith / nth; b < n_blocks * (ith + 1) / nth; b++) {
+      float *pb = c->parts + b * part;
+      a.cells = c->cells + b * BLOCK;
+      a.n_cells = r->depth - b * BLOCK < BLOCK ? r->depth - b * BLOCK : BLOCK;
+      for (int h = 0; h < KV_HEADS; h++) {
+        a.q = c->q + h * GROUP * HEAD_DIM;
+        a.k = k + h * HEAD_DIM;
+        a.v = v + h * HEAD_DIM;
+        a.out = pb + h * GROUP * HEAD_DIM;
+        a.row_max = pb + KV_HEADS * GROUP * HEAD_DIM + h * GROUP;
+        a.row_sum = a.row_max + KV_HEADS * GROUP;
+        a.prefetch_halves = h == 0 ? KV_DIM : 0;
+        r->kern->attn(&a);
+      }
+    }
+  }
+  r->cpu[ith] = cpu_seconds() - t0;
+}
+
+static void
+join_blocks(const Run *r)
+{
+  if (r->blocked)
+    for (int h = 0; h < KV_HEADS * GROUP; h++)
+      hn_attn_merge_blocks(r->cache->parts, (r->depth + BLOCK - 1) / BLOCK, KV_HEADS * GROUP, HEAD_DIM, h,
+                           r->cache->out + h * HEAD_DIM);
+}
+
 int
 main(void)
 {
@@ -49,6 +138,9 @@ main(void)
   float *q = aligned_floats(KV_HEADS * GROUP * HEAD_DIM), *out = aligned_floats(KV_HEADS * GROUP * HEAD_DIM);
   float *work = aligned_floats(hn_attn_work_floats(GROUP, HEAD_DIM));
   float *scores = aligned_floats(GROUP * hn_attn_score_stride(max_depth));
+  float *work2 = aligned_floats(hn_attn_work_floats(GROUP, HEAD_DIM));
+  float *scores2 = aligned_floats(GROUP * hn_attn_score_stride(max_depth));
+  float *parts = aligned_floats((max_depth + BLOCK - 1) / BLOCK * hn_attn_part_floats(KV_HEADS * GROUP, HEAD_DIM));
   if (!k || !v || !cells)
     return 1;
   uint32_t state = 1;
@@ -62,36 +154,42 @@ main(void)
   for (int i = 0; i < KV_HEADS * GROUP * HEAD_DIM; i++)
     q[i] = hn_fp16_to_fp32(hn_fp32_to_fp16((float) (i * 37 % 101 - 50) / 64.0f));
 
-  printf("CPU time per token of the attention, TinyLlama decode shape, one thread:\n");
+  Cache cache = { .k = k, .v = v, .per_layer = per_layer, .cells = cells, .q = q, .out = out, .parts = parts };
+  HnThreadPool *pool = hn_threadpool_new(2, NULL);
+  if (!pool)
+    return 1;
+  printf("CPU time per token of the attention, TinyLlama decode shape (the slower thread's with\n"
+         "two); \"by head\": whole KV heads over all the cells, dealt round-robin to the threads,\n"
+         "\"by block\": blocks of %d cells, every KV head over each block, each thread a range\n"
+         "of blocks, then joined (what a decode step does deep in a context):\n", BLOCK);
   for (HnSimdLevel level = HN_SIMD_SCALAR + 1; level < HN_SIMD_LEVEL_COUNT; level++) {
     const HnSimdKernels *kern = hn_simd_kernels_for_level(level);
     if (!kern || !kern->attn || HEAD_DIM % kern->attn_multiple != 0)
       continue;
-    for (size_t di = 0; di < sizeof depths / sizeof depths[0]; di++) {
-      int depth = depths[di];
-      double best = 1e30;
-      for (int rep = 0; rep < 6; rep++) { /* the first is a warm-up */
-        double t0 = cpu_seconds();
-        for (int l = 0; l < LAYERS; l++)
-          for (int h = 0; h < KV_HEADS; h++) {
-            /* the layer's rows are laid out for max_depth cells, as a cache is for n_ctx */
-            HnAttnArgs a = {
-              .head_dim = HEAD_DIM, .n_q = GROUP, .q = q + h * GROUP * HEAD_DIM, .q_stride = HEAD_DIM,
-              .scale = 0.125f, .k = k + l * per_layer + h * HEAD_DIM, .v = v + l * per_layer + h * HEAD_DIM,
-              .kv_stride = KV_DIM, .cells = cells, .n_cells = depth, .out = out + h * GROUP * HEAD_DIM,
-              .out_stride = HEAD_DIM, .work = work, .scores = scores,
-            };
-            kern->attn(&a);
-          }
-        double t = cpu_seconds() - t0;
-        if (rep > 0 && t < best)
-          best = t;
+    for (int nth = 1; nth <= 2; nth++)
+      for (size_t di = 0; di < sizeof depths / sizeof depths[0]; di++) {
+        double best[2] = { 1e30, 1e30 };
+        /* the two orders alternate, so that a neighbour's burst hits both alike */
+        for (int rep = 0; rep < 12; rep++) { /* the first two are warm-ups */
+          Run r = { .cache = &cache, .kern = kern, .depth = depths[di], .blocked = rep % 2,
+                    .scratch = { { work, scores }, { work2, scores2 } } };
+          if (nth == 1)
+            attention_share(&r, 0, 1);
+          else
+            hn_threadpool_run(pool, attention_share, &r);
+          join_blocks(&r);
+          double t = nth == 1 || r.cpu[0] > r.cpu[1] ? r.cpu[0] : r.cpu[1];
+          if (rep >= 2 && t < best[r.blocked])
+            best[r.blocked] = t;
+        }
+        double bytes = (double) depths[di] * LAYERS * 2.0 * HEAD_DIM * KV_HEADS * sizeof(uint16_t);
+        for (int blocked = 0; blocked < 2; blocked++)
+          printf("  %-16s %d thread%s %-8s depth %5d: %7.2f ms, %5.1f GB/s of keys and values\n",
+                 hn_simd_level_name(level), nth, nth == 1 ? " " : "s", blocked ? "by block" : "by head",
+                 depths[di], best[blocked] * 1e3, bytes / best[blocked] * 1e-9);
       }
-      double bytes = (double) depth * LAYERS * 2.0 * HEAD_DIM * KV_HEADS * sizeof(uint16_t);
-      printf("  %-16s depth %5d: %7.2f ms, %5.1f GB/s of keys and values (out[0] = %.6f)\n",
-             hn_simd_level_name(level), depth, best * 1e3, bytes / best * 1e-9, out[0]);
-    }
   }
+  hn_threadpool_free(pool);
   free(k);
   free(v);
   free(cells);
@@ -99,5 +197,8 @@ main(void)
   free(out);
   free(work);
   free(scores);
+  free(work2);
+  free(scores2);
+  free(parts);
   return 0;
 }

@@ -1,5 +1,5 @@
 /* Forward pass through the KV cache: incremental decode, several sequences in one batch,
- * position shift, cancellation, bad batches.  Uses the test models (2 threads).
+ * position shift, cancellation, bad batches, attention deep in a context.  Uses the test models (2 threads).
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -205,6 +205,65 @@ test_cancel_and_bad_batches(void)
   hn_model_free(m);
 }
 
+/* Deep in a context (more than one block of the attention's cells) a token's result
+ * depends only on the cells it sees, not on how the work was shared: one token alone
+ * (split into blocks across the threads), two tokens (the same) and six tokens of six
+ * sequences in one batch (each thread a KV head at a time) give the same logits to the
+ * last bit, every row wanting logits so that all take the one-row products.  And the
+ * blocked softmax still agrees with the same token evaluated as part of a prompt batch. */
+static void
+test_deep_attention(gconstpointer name)
+{
+  enum { DEPTH = 600, SEQS = 6 };
+  HnModel *m = load(name);
+  int nv = hn_model_n_vocab(m);
+  HnContextParams p = hn_context_default_params();
+  p.n_ctx = DEPTH + 8;
+  p.n_batch = 64;
+  p.n_threads = 2;
+  p.n_seq_max = SEQS;
+  HnError err = { 0 };
+  HnContext *c = hn_context_new(m, &p, &err);
+  g_assert_nonnull(c);
+  g_autofree int32_t *prompt = g_new(int32_t, DEPTH + 1);
+  for (int i = 0; i <= DEPTH; i++)
+    prompt[i] = toks[i % 16] + i % 7;
+  g_autofree float *rows = g_new(float, 64 * (size_t) nv);
+  for (int i = 0; i <= DEPTH; i += 64)
+    run(c, prompt + i, MIN(64, DEPTH + 1 - i), i, 0, rows);
+  /* the prompt's last row: token DEPTH among the 25 of the last batch */
+  g_autofree float *in_prompt = g_memdup2(rows + (size_t) (DEPTH % 64) * nv, (size_t) nv * sizeof(float));
+  HnKvCache *kv = hn_context_kv(c);
+  hn_kv_cache_seq_rm(kv, 0, DEPTH, -1);
+  for (int s = 1; s < SEQS; s++)
+    hn_kv_cache_seq_cp(kv, 0, s, -1, -1);
+
+  g_autofree float *alone = g_new(float, (size_t) nv);
+  run(c, prompt + DEPTH, 1, DEPTH, 0, alone);
+  hn_kv_cache_seq_rm(kv, 0, DEPTH, -1);
+  double bound = strstr((const char *) name, "f32") ? 1e-4 : 2e-2;
+  g_assert_cmpfloat(rel_diff(in_prompt, alone, (size_t) nv), <, bound);
+
+  for (int n = 2; n <= SEQS; n += SEQS - 2) {
+    int32_t tok[SEQS], pos[SEQS], sq[SEQS];
+    bool want[SEQS];
+    for (int i = 0; i < n; i++) {
+      tok[i] = prompt[DEPTH];
+      pos[i] = DEPTH;
+      sq[i] = i;
+      want[i] = true;
+    }
+    HnBatch b = { .n_tokens = n, .token = tok, .pos = pos, .seq_id = sq, .want_logits = want };
+    if (!hn_context_decode(c, &b, &err))
+      g_error("decode: %s", err.message);
+    for (int i = 0; i < n; i++)
+      g_assert_cmpmem(hn_context_get_logits(c, i), (size_t) nv * sizeof(float), alone, (size_t) nv * sizeof(float));
+    hn_kv_cache_seq_rm(kv, -1, DEPTH, -1);
+  }
+  hn_context_free(c);
+  hn_model_free(m);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -225,5 +284,10 @@ main(int argc, char **argv)
     g_test_add_data_func(s, models[i], test_shift);
   }
   g_test_add_func("/context/cancel-and-bad-batches", test_cancel_and_bad_batches);
+  static const char *deep_models[] = { "quant-llama-v512-f32.gguf", "tiny-qwen2-gpt2-q8_0.gguf" };
+  for (size_t i = 0; i < G_N_ELEMENTS(deep_models); i++) {
+    g_autofree char *d = g_strdup_printf("/context/deep-attention/%s", deep_models[i]);
+    g_test_add_data_func(d, deep_models[i], test_deep_attention);
+  }
   return g_test_run();
 }

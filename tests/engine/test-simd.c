@@ -684,10 +684,14 @@ test_attention (void)
           n_total--;
         for (int i = 0; i < n_cells; i++)
           cells[i] = (i * 37 + 5) % n_total; /* distinct, not ascending */
+        float row_max[8], row_sum[8];
         HnAttnArgs args = {
           .head_dim = hd, .n_q = n_q, .q = q, .q_stride = (size_t) hd, .scale = 1.0f / sqrtf ((float) hd),
           .softcap = softcap, .k = kc + hd, .v = vc + hd, .kv_stride = (size_t) kv_stride, .cells = cells,
           .n_cells = n_cells, .out = out, .out_stride = (size_t) hd, .work = work, .scores = scores,
+          .row_max = row_max, .row_sum = row_sum,
+          /* every other case fetches ahead the whole row or nothing: the same result */
+          .prefetch_halves = ci % 3 == 0 ? 0 : ci % 3 == 1 ? kv_stride - hd : -1,
         };
         k->attn (&args);
         for (int h = 0; h < n_q; h++) {
@@ -703,6 +707,12 @@ test_attention (void)
           }
           for (int c = 0; c < n_cells; c++)
             sum += s[c] = exp (s[c] - mx);
+          if (n_cells > 0) {
+            /* the block statistics a caller joins blocks with */
+            if (fabs (row_max[h] - mx) > 1e-5 * (1 + fabs (mx)) || fabs (row_sum[h] - sum) > 1e-5 * sum)
+              g_error ("%s attention hd=%d n_q=%d cells=%d head %d: max %g sum %g, expected %g and %g",
+                       hn_simd_level_name (level), hd, n_q, n_cells, h, row_max[h], row_sum[h], mx, sum);
+          }
           for (int i = 0; i < hd; i++) {
             double o = 0, slack = 0;
             for (int c = 0; c < n_cells; c++) {
@@ -797,6 +807,107 @@ test_attention_nan (void)
   }
   if (checked == 0)
     g_test_skip ("no SIMD attention on this processor");
+}
+
+/* Attention run over consecutive blocks of the cell list and joined with
+ * hn_attn_merge_blocks (the context does so deep in a context) against a double-precision
+ * softmax over all the cells: each block's probabilities are rounded to F16 within the
+ * block, so the output may be off by one F16 rounding of each probability, 2^-11 of the
+ * weighted values (all within ±1 here), and no more; a wrong weight of a block is far
+ * beyond that, because the blocks' scores are shifted apart.  One block is the kernel's
+ * output exactly. */
+static void
+test_attention_blocks (void)
+{
+  GRand *rand = g_rand_new_with_seed (11);
+  int checked = 0;
+  for (HnSimdLevel level = HN_SIMD_SCALAR + 1; level < HN_SIMD_LEVEL_COUNT; level++) {
+    const HnSimdKernels *k = hn_simd_kernels_for_level (level);
+    if (k == NULL || k->attn == NULL)
+      continue;
+    const int n_cells_cases[] = { 200, 257, 1100 }, block_cases[] = { 256, 100 };
+    for (gsize ni = 0; ni < G_N_ELEMENTS (n_cells_cases); ni++)
+      for (gsize bi = 0; bi < G_N_ELEMENTS (block_cases); bi++) {
+        const int hd = 64, n_q = 4, kv_stride = 3 * hd, n = n_cells_cases[ni], block = block_cases[bi];
+        const int n_blocks = (n + block - 1) / block;
+        float *q = g_new (float, n_q * hd), *out = g_new (float, n_q * hd), *whole = g_new (float, n_q * hd);
+        guint16 *kc = g_new (guint16, (gsize) n * kv_stride), *vc = g_new (guint16, (gsize) n * kv_stride);
+        gint32 *cells = g_new (gint32, n);
+        float *work = g_aligned_alloc (hn_attn_work_floats (n_q, hd), sizeof (float), 64);
+        float *scores = g_aligned_alloc (n_q * hn_attn_score_stride (n), sizeof (float), 64);
+        float *parts = g_new (float, n_blocks * hn_attn_part_floats (n_q, hd));
+        for (int i = 0; i < n_q * hd; i++)
+          q[i] = hn_fp16_to_fp32 (hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -2, 2)));
+        for (int c = 0; c < n; c++)
+          for (int i = 0; i < kv_stride; i++) {
+            /* later cells' keys lean towards the query, so the blocks' maxima differ */
+            double lean = (double) c / n * (i >= hd && i < 2 * hd ? q[i - hd] : 0);
+            kc[c * kv_stride + i] = hn_fp32_to_fp16 ((float) (g_rand_double_range (rand, -1, 1) + lean));
+            vc[c * kv_stride + i] = hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -1, 1));
+          }
+        for (int c = 0; c < n; c++)
+          cells[c] = c;
+        HnAttnArgs args = {
+          .head_dim = hd, .n_q = n_q, .q = q, .q_stride = (size_t) hd, .scale = 1.0f / sqrtf ((float) hd),
+          .k = kc + hd, .v = vc + hd, .kv_stride = (size_t) kv_stride, .out_stride = (size_t) hd,
+          .work = work, .scores = scores,
+        };
+        for (int b = 0; b < n_blocks; b++) {
+          float *pb = parts + b * hn_attn_part_floats (n_q, hd);
+          args.cells = cells + b * block;
+          args.n_cells = MIN (block, n - b * block);
+          args.out = pb;
+          args.row_max = pb + n_q * hd;
+          args.row_sum = args.row_max + n_q;
+          k->attn (&args);
+        }
+        for (int h = 0; h < n_q; h++)
+          hn_attn_merge_blocks (parts, n_blocks, n_q, hd, h, out + h * hd);
+        if (n_blocks == 1) {
+          args.cells = cells;
+          args.n_cells = n;
+          args.out = whole;
+          args.row_max = args.row_sum = NULL;
+          k->attn (&args);
+          g_assert_cmpmem (out, n_q * hd * sizeof (float), whole, n_q * hd * sizeof (float));
+        }
+        for (int h = 0; h < n_q; h++) {
+          double *s = g_new (double, n), mx = -INFINITY, sum = 0;
+          for (int c = 0; c < n; c++) {
+            double d = 0;
+            for (int i = 0; i < hd; i++)
+              d += q[h * hd + i] * (double) hn_fp16_to_fp32 (kc[c * kv_stride + hd + i]);
+            s[c] = d * args.scale;
+            mx = MAX (mx, s[c]);
+          }
+          for (int c = 0; c < n; c++)
+            sum += s[c] = exp (s[c] - mx);
+          for (int i = 0; i < hd; i++) {
+            double o = 0;
+            for (int c = 0; c < n; c++)
+              o += s[c] / sum * hn_fp16_to_fp32 (vc[c * kv_stride + hd + i]);
+            if (fabs (out[h * hd + i] - o) > 1.0 / 2048 + 1e-5)
+              g_error ("%s attention in blocks of %d, %d cells, head %d [%d]: %g, expected %g",
+                       hn_simd_level_name (level), block, n, h, i, out[h * hd + i], o);
+            checked++;
+          }
+          g_free (s);
+        }
+        g_free (q);
+        g_free (out);
+        g_free (whole);
+        g_free (kc);
+        g_free (vc);
+        g_free (cells);
+        g_free (parts);
+        g_aligned_free (work);
+        g_aligned_free (scores);
+      }
+  }
+  if (checked == 0)
+    g_test_skip ("no SIMD attention on this processor");
+  g_test_message ("%d attention outputs compared", checked);
+  g_rand_free (rand);
 }
 
 /* The decode kernel is chosen by the lower median of interleaved timings: one outlier
@@ -896,6 +1007,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/simd/matvec-many", test_matvec_many);
   g_test_add_func ("/engine/simd/attention", test_attention);
   g_test_add_func ("/engine/simd/attention-nan", test_attention_nan);
+  g_test_add_func ("/engine/simd/attention-blocks", test_attention_blocks);
   g_test_add_func ("/engine/simd/decode-pick", test_decode_pick);
   g_test_add_func ("/engine/simd/decode-cache-text", test_decode_cache_text);
   g_test_add_func ("/engine/simd/decode-override", test_decode_kernel_override);
