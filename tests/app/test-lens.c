@@ -16,23 +16,9 @@
 #include "test-screenshot.h"
 #include "test-widgets.h"
 #include "test-scripted.h"
+#include "test-lens-helpers.h"
 #include "test-window-helpers.h"
 #include "test-xdg.h"
-
-static gboolean
-chart_filled (gpointer chart)
-{
-  return hanashi_prob_chart_get_n_bars (chart) > 0;
-}
-
-static guint runs_awaited;
-
-static gboolean
-runs_reached (gpointer data)
-{
-  (void) data;
-  return hanashi_test_scripted_next_logits_runs () >= runs_awaited;
-}
 
 /* The probability after the chain that bar @i shows ("TEXT  12.0% → 34.0%"). */
 static double

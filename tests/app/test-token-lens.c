@@ -23,6 +23,7 @@
 #include "test-screenshot.h"
 #include "test-widgets.h"
 #include "test-scripted.h"
+#include "test-lens-helpers.h"
 #include "test-window-helpers.h"
 #include "test-xdg.h"
 #include "hanashi-test-seams.h"
@@ -300,21 +301,6 @@ test_lens (void)
 
   hanashi_test_scripted_set_reply (NULL);
   gtk_window_destroy (GTK_WINDOW (window));
-}
-
-static gboolean
-chart_filled (gpointer chart)
-{
-  return hanashi_prob_chart_get_n_bars (chart) > 0;
-}
-
-static guint runs_awaited;
-
-static gboolean
-runs_reached (gpointer data)
-{
-  (void) data;
-  return hanashi_test_scripted_next_logits_runs () >= runs_awaited;
 }
 
 static gboolean
