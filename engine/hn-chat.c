@@ -1030,6 +1030,11 @@ chat_prepare(HnChatModel *cm, ChatSeq *cs, HnChat *session_chat, ChatDonorFn don
   gr->sampler = sp;
   gr->grammar = grammar;
   gr->grammar_vocab = gvocab;
+  if (grammar) {
+    /* a branch of an answer: the grammar already saw the answer's tokens up to it */
+    gr->grammar_prefix = req->reply_prefix;
+    gr->n_grammar_prefix = req->n_reply_prefix;
+  }
   if (!req->prompt_tokens) {
     /* a raw prompt keeps hn-generate's own newline set (every token spelling "\n") */
     gr->newline_tokens = cm->newline_tokens;

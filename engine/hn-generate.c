@@ -432,6 +432,13 @@ hn_gen_seq_new(const HnGenBackend *b, const HnGenRequest *req, HnError *err)
     g->gstate = hn_grammar_state_new(g->req.grammar, g->req.grammar_vocab, err);
     if (!g->gstate)
       goto fail;
+    for (size_t i = 0; i < g->req.n_grammar_prefix; i++)
+      if (!hn_grammar_accept_token(g->gstate, g->req.grammar_prefix[i])) {
+        hn_error_set(err, HN_ERR_INVALID_ARG,
+                     "The start of the reply (token %zu of it) does not follow the grammar, so the reply "
+                     "cannot go on from there under it", i + 1);
+        goto fail;
+      }
   }
   g->pos_row = malloc((size_t) b->n_vocab * sizeof *g->pos_row);
   g->neg_row = cfg ? malloc((size_t) b->n_vocab * sizeof *g->neg_row) : NULL;

@@ -86,6 +86,11 @@ typedef struct {
   const HnSamplerParams *sampler;     /* NULL = defaults */
   const HnGrammar *grammar;           /* optional */
   const HnGrammarVocab *grammar_vocab; /* required with a grammar (build it once per model) */
+  /* The last tokens of the prompt that the grammar has already seen: a reply's forced
+   * start (a branch of an answer), so the grammar goes on after them instead of starting
+   * over; a token it does not accept is an error. */
+  const int32_t *grammar_prefix;
+  size_t n_grammar_prefix;
   const int32_t *newline_tokens;      /* for penalize_nl = false */
   size_t n_newline_tokens;
   HnGenTokenFunc on_token;

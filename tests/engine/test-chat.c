@@ -501,6 +501,48 @@ collect_probs (void *data, const HnTokenProbs *probs)
 /* A forced reply prefix (a branch of an answer at one token): the reply goes on after
  * exactly those tokens, the cells of the answer it branches from are reused up to the
  * branch, and the continuation is what the model gives for conversation + prefix. */
+/* Under a grammar, a reply that starts with the first tokens of its own greedy answer goes
+ * on exactly as that answer did: the grammar continues after the forced tokens instead of
+ * starting over (which would demand the leading "X" again).  A start the grammar rejects
+ * is refused with a sentence. */
+static void
+test_reply_prefix_grammar (void)
+{
+  HnChatModel *cm = chat_model ();
+  HnChat *chat = new_chat (cm, 256);
+  HnSamplerParams sp;
+  greedy (&sp, 8);
+  HnChatMessage msgs[] = { { "user", "Once upon a time" } };
+  HnChatRequest req;
+  request_for (&req, &sp, msgs, 1, "grammar-branch");
+  req.gbnf = "root ::= \"X\" [a-z ]+ \".\"";
+  HnChatStats st;
+  HnError err = { 0 };
+  g_assert_true (hn_chat_generate (chat, &req, NULL, &st, &err));
+  size_t n_reply = 0;
+  const int32_t *got = hn_chat_reply_tokens (chat, &n_reply);
+  g_assert_cmpuint (n_reply, >=, 5);
+  g_autofree int32_t *reply = g_memdup2 (got, n_reply * sizeof *reply);
+
+  enum { KEPT = 3 };
+  req.reply_prefix = reply;
+  req.n_reply_prefix = KEPT;
+  greedy (&sp, (int) (n_reply - KEPT));
+  g_assert_true (hn_chat_generate (chat, &req, NULL, &st, &err));
+  size_t n_continued = 0;
+  const int32_t *continued = hn_chat_reply_tokens (chat, &n_continued);
+  g_assert_cmpmem (continued, n_continued * sizeof *continued, reply + KEPT, (n_reply - KEPT) * sizeof *reply);
+
+  /* a start without the "X" the grammar begins with */
+  int32_t wrong[1] = { reply[1] };
+  req.reply_prefix = wrong;
+  req.n_reply_prefix = 1;
+  g_assert_false (hn_chat_generate (chat, &req, NULL, &st, &err));
+  g_assert_cmpint (err.code, ==, HN_ERR_INVALID_ARG);
+  g_assert_nonnull (strstr (err.message, "does not follow the grammar"));
+  hn_chat_free (chat);
+}
+
 static void
 test_reply_prefix (void)
 {
@@ -606,6 +648,7 @@ main (int argc, char **argv)
   g_test_add_func ("/chat/stop-reasons", test_stop_reasons);
   g_test_add_func ("/chat/errors", test_errors);
   g_test_add_func ("/chat/reply-prefix", test_reply_prefix);
+  g_test_add_func ("/chat/reply-prefix-grammar", test_reply_prefix_grammar);
   int r = g_test_run ();
   hn_vocab_free (vocab);
   hn_model_free (model);
