@@ -541,6 +541,7 @@ test_reply_prefix_grammar (void)
   g_assert_cmpint (err.code, ==, HN_ERR_INVALID_ARG);
   g_assert_nonnull (strstr (err.message, "does not follow the grammar"));
   hn_chat_free (chat);
+  hn_chat_model_free (cm);
 }
 
 static void
