@@ -513,24 +513,30 @@ vec_dot_q3_k(int64_t n, const void *w, const void *a)
   return hsum_ps(acc);
 }
 
-static float
-vec_dot_f16(int64_t n, const void *w, const void *a)
-{
-  const uint16_t *x = w;
-  const uint16_t *y = a;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))),
-                           _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i))), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + 8))),
-                           _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i + 8))), acc1);
+/* 8 values as floats: F16 by conversion, BF16 (the high half of an f32) by a shift */
+#define LOAD8_F16_AS_PS(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define LOAD8_BF16_AS_PS(p) \
+  _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+
+#define DEFINE_VEC_DOT_16BIT(NAME, LOAD8, TO_F32)                                           \
+  static float NAME(int64_t n, const void *w, const void *a)                                \
+  {                                                                                         \
+    const uint16_t *x = w;                                                                  \
+    const uint16_t *y = a;                                                                  \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                          \
+    int64_t i = 0;                                                                          \
+    for (; i + 16 <= n; i += 16) {                                                          \
+      acc0 = _mm256_fmadd_ps(LOAD8(x + i), LOAD8(y + i), acc0);                             \
+      acc1 = _mm256_fmadd_ps(LOAD8(x + i + 8), LOAD8(y + i + 8), acc1);                     \
+    }                                                                                       \
+    float sum = hsum_ps(_mm256_add_ps(acc0, acc1));                                         \
+    for (; i < n; i++)                                                                      \
+      sum += TO_F32(x[i]) * TO_F32(y[i]);                                                   \
+    return sum;                                                                             \
   }
-  float sum = hsum_ps(_mm256_add_ps(acc0, acc1));
-  for (; i < n; i++)
-    sum += h2f(x[i]) * h2f(y[i]);
-  return sum;
-}
+
+DEFINE_VEC_DOT_16BIT(vec_dot_f16, LOAD8_F16_AS_PS, h2f)
+DEFINE_VEC_DOT_16BIT(vec_dot_bf16, LOAD8_BF16_AS_PS, hn_bf16_to_fp32)
 
 static void
 round_f16(const float *x, float *y, int64_t n)
@@ -543,23 +549,45 @@ round_f16(const float *x, float *y, int64_t n)
 }
 
 /* BF16 rounding exactly as hn_fp32_to_bf16: to nearest even on the 16 dropped bits
- * (add 0x7fff plus the lowest kept bit), NaNs truncated and made quiet. */
+ * (add 0x7fff plus the lowest kept bit), NaNs truncated and made quiet.  The BF16 value
+ * ends up in the high half of each 32-bit lane; the low half is left over. */
+static inline __m256i
+bf16_round_bits(__m256 x)
+{
+  const __m256i b = _mm256_castps_si256(x);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_add_epi32(b, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff)),
+                                         _mm256_set1_epi32(0x7f800000));
+  const __m256i quiet = _mm256_or_si256(b, _mm256_set1_epi32(0x00400000));
+  return _mm256_blendv_epi8(rounded, quiet, nan);
+}
+
 static void
 round_bf16(const float *x, float *y, int64_t n)
 {
   const __m256i keep_high = _mm256_set1_epi32((int)0xffff0000u);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i b = _mm256_castps_si256(_mm256_loadu_ps(x + i));
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
-    const __m256i rounded = _mm256_add_epi32(b, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff)),
-                                           _mm256_set1_epi32(0x7f800000));
-    const __m256i quiet = _mm256_or_si256(b, _mm256_set1_epi32(0x00400000));
-    _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_and_si256(_mm256_blendv_epi8(rounded, quiet, nan), keep_high)));
-  }
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_and_si256(bf16_round_bits(_mm256_loadu_ps(x + i)), keep_high)));
   for (; i < n; i++)
     y[i] = hn_bf16_to_fp32(hn_fp32_to_bf16(x[i]));
+}
+
+/* BF16 activations for BF16 weights' dot products, bit-identical to hn_fp32_to_bf16 */
+static void
+quantize_bf16(const float *src, void *dst, int64_t n)
+{
+  uint16_t *y = dst;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i lo = _mm256_srli_epi32(bf16_round_bits(_mm256_loadu_ps(src + i)), 16);
+    const __m256i hi = _mm256_srli_epi32(bf16_round_bits(_mm256_loadu_ps(src + i + 8)), 16);
+    /* the pack interleaves the two inputs per 128-bit lane; the permute puts them back */
+    _mm256_storeu_si256((__m256i *)(y + i), _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8));
+  }
+  for (; i < n; i++)
+    y[i] = hn_fp32_to_bf16(src[i]);
 }
 
 static float
@@ -744,16 +772,7 @@ store_rows8(float *dst, __m256 v, int live)
   {                                                                                                \
     const BLOCK *pb = panel;                                                                       \
     const int64_t nb = n / 32;                                                                     \
-    switch (n_cols) {                                                                              \
-    case 8: NAME##_cols(pb, nb, n_rows, act, act_stride, 8, out, out_stride); break;               \
-    case 7: NAME##_cols(pb, nb, n_rows, act, act_stride, 7, out, out_stride); break;               \
-    case 6: NAME##_cols(pb, nb, n_rows, act, act_stride, 6, out, out_stride); break;               \
-    case 5: NAME##_cols(pb, nb, n_rows, act, act_stride, 5, out, out_stride); break;               \
-    case 4: NAME##_cols(pb, nb, n_rows, act, act_stride, 4, out, out_stride); break;               \
-    case 3: NAME##_cols(pb, nb, n_rows, act, act_stride, 3, out, out_stride); break;               \
-    case 2: NAME##_cols(pb, nb, n_rows, act, act_stride, 2, out, out_stride); break;               \
-    default: NAME##_cols(pb, nb, n_rows, act, act_stride, 1, out, out_stride); break;              \
-    }                                                                                              \
+    HN_PANEL_DISPATCH_COLS(NAME##_cols, pb, nb, n_rows, act, act_stride, n_cols, out, out_stride); \
   }
 
 /* Both byte-product variants of one panel kernel. */
@@ -795,16 +814,7 @@ DEFINE_PANEL_GEMM_BOTH(panel_gemm_halves_min16, PanelBlockMin16, 2, 2)
                    int n_cols, float *out, size_t out_stride)                                      \
   {                                                                                                \
     const uint16_t *p = panel;                                                                     \
-    switch (n_cols) {                                                                              \
-    case 8: NAME##_cols(p, n, n_rows, act, act_stride, 8, out, out_stride); break;                 \
-    case 7: NAME##_cols(p, n, n_rows, act, act_stride, 7, out, out_stride); break;                 \
-    case 6: NAME##_cols(p, n, n_rows, act, act_stride, 6, out, out_stride); break;                 \
-    case 5: NAME##_cols(p, n, n_rows, act, act_stride, 5, out, out_stride); break;                 \
-    case 4: NAME##_cols(p, n, n_rows, act, act_stride, 4, out, out_stride); break;                 \
-    case 3: NAME##_cols(p, n, n_rows, act, act_stride, 3, out, out_stride); break;                 \
-    case 2: NAME##_cols(p, n, n_rows, act, act_stride, 2, out, out_stride); break;                 \
-    default: NAME##_cols(p, n, n_rows, act, act_stride, 1, out, out_stride); break;                \
-    }                                                                                              \
+    HN_PANEL_DISPATCH_COLS(NAME##_cols, p, n, n_rows, act, act_stride, n_cols, out, out_stride);   \
   }
 
 DEFINE_PANEL_GEMM_FLOAT(panel_gemm_f16, LOAD8_F16)
@@ -820,8 +830,10 @@ hn_simd_fill_avx2(HnSimdKernels *k, bool avx_vnni)
   k->quantize[HN_TYPE_Q8_1] = quantize_q8_1;
   k->quantize[HN_TYPE_Q8_K] = quantize_q8_k;
   k->quantize[HN_TYPE_F16] = quantize_f16;
+  k->quantize[HN_TYPE_BF16] = quantize_bf16;
   k->vec_dot[HN_TYPE_F32] = vec_dot_f32;
   k->vec_dot[HN_TYPE_F16] = vec_dot_f16;
+  k->vec_dot[HN_TYPE_BF16] = vec_dot_bf16;
   k->round_f16 = round_f16;
   k->vec_dot[HN_TYPE_Q8_0] = vec_dot_q8_0;
   k->vec_dot[HN_TYPE_Q4_0] = vec_dot_q4_0;

@@ -66,6 +66,23 @@ _Static_assert(sizeof(HnActBlock) == 64, "one activation block per cache line");
  * order once per matrix product and then streams every token through them. */
 #define HN_PANEL_ROWS 16
 #define HN_PANEL_COLS 8
+
+/* Calls COLS_FN(panel, n, n_rows, act, act_stride, C, out, out_stride) with C the
+ * constant n_cols (1..HN_PANEL_COLS): each panel kernel is compiled once per column
+ * count, so that its accumulators stay in registers. */
+#define HN_PANEL_DISPATCH_COLS(COLS_FN, PANEL, N, N_ROWS, ACT, ACT_STRIDE, N_COLS, OUT, OUT_STRIDE) \
+  do {                                                                                              \
+    switch (N_COLS) {                                                                               \
+    case 8: COLS_FN(PANEL, N, N_ROWS, ACT, ACT_STRIDE, 8, OUT, OUT_STRIDE); break;                  \
+    case 7: COLS_FN(PANEL, N, N_ROWS, ACT, ACT_STRIDE, 7, OUT, OUT_STRIDE); break;                  \
+    case 6: COLS_FN(PANEL, N, N_ROWS, ACT, ACT_STRIDE, 6, OUT, OUT_STRIDE); break;                  \
+    case 5: COLS_FN(PANEL, N, N_ROWS, ACT, ACT_STRIDE, 5, OUT, OUT_STRIDE); break;                  \
+    case 4: COLS_FN(PANEL, N, N_ROWS, ACT, ACT_STRIDE, 4, OUT, OUT_STRIDE); break;                  \
+    case 3: COLS_FN(PANEL, N, N_ROWS, ACT, ACT_STRIDE, 3, OUT, OUT_STRIDE); break;                  \
+    case 2: COLS_FN(PANEL, N, N_ROWS, ACT, ACT_STRIDE, 2, OUT, OUT_STRIDE); break;                  \
+    default: COLS_FN(PANEL, N, N_ROWS, ACT, ACT_STRIDE, 1, OUT, OUT_STRIDE); break;                 \
+    }                                                                                               \
+  } while (0)
 /* Bytes of one packed panel per 32 elements of a row (the largest layout: Q2_K, with
  * scales and mins per 16 elements). */
 #define HN_PANEL_BLOCK_BYTES 768

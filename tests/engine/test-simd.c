@@ -122,7 +122,7 @@ static void
 test_quantize_levels (void)
 {
   GRand *rand = g_rand_new_with_seed (7);
-  const HnType acts[] = { HN_TYPE_Q8_0, HN_TYPE_Q8_1, HN_TYPE_Q8_K, HN_TYPE_F16 };
+  const HnType acts[] = { HN_TYPE_Q8_0, HN_TYPE_Q8_1, HN_TYPE_Q8_K, HN_TYPE_F16, HN_TYPE_BF16 };
   int checked = 0;
   for (HnSimdLevel level = HN_SIMD_SCALAR + 1; level < HN_SIMD_LEVEL_COUNT; level++) {
     const HnSimdKernels *k = hn_simd_kernels_for_level (level);
@@ -516,6 +516,33 @@ test_panel_types (void)
 #endif
 }
 
+/* Every SIMD level has a decode dot product for every weight type, and a fast quantizer
+ * for the activations it takes (F32 takes them as they are), so that generation never
+ * falls back to the scalar reference (BF16 did on x86); test_vec_dot_levels and
+ * test_quantize_levels check what they compute. */
+static void
+test_decode_types (void)
+{
+  int checked = 0;
+  for (HnSimdLevel level = HN_SIMD_SCALAR + 1; level < HN_SIMD_LEVEL_COUNT; level++) {
+    const HnSimdKernels *k = hn_simd_kernels_for_level (level);
+    if (k == NULL)
+      continue;
+    for (gsize ti = 0; ti < G_N_ELEMENTS (weight_types); ti++) {
+      HnType type = weight_types[ti];
+      if (k->vec_dot[type] == NULL)
+        g_error ("%s: no decode dot product for %s", hn_simd_level_name (level), hn_type_name (type));
+      HnType act = hn_type_vec_dot_type (type);
+      if (act != HN_TYPE_F32 && k->quantize[act] == NULL)
+        g_error ("%s: no activation quantizer %s for %s", hn_simd_level_name (level), hn_type_name (act),
+                 hn_type_name (type));
+      checked++;
+    }
+  }
+  if (checked == 0)
+    g_test_skip ("this processor has no SIMD level to test");
+}
+
 /* round_f16 and round_bf16 against the reference conversions, bit for bit: random
  * values of every magnitude, exact ties (to even both ways), values that round up into
  * the next binade or to infinity, denormals, infinities and NaNs (made quiet). */
@@ -550,6 +577,17 @@ test_round_levels (void)
         if (memcmp (&want, &y[i], 4) != 0)
           g_error ("%s round_bf16(%a): %a, reference %a", hn_simd_level_name (level), x[i], y[i], want);
       }
+      checked++;
+    }
+    /* the BF16 activations of BF16 dot products: the same rounding, stored as 16 bits */
+    if (k->quantize[HN_TYPE_BF16] != NULL) {
+      uint16_t *h = g_new (uint16_t, N);
+      k->quantize[HN_TYPE_BF16] (x, h, N);
+      for (int i = 0; i < N; i++)
+        if (h[i] != hn_fp32_to_bf16 (x[i]))
+          g_error ("%s quantize BF16(%a): %04x, reference %04x", hn_simd_level_name (level), x[i], h[i],
+                   hn_fp32_to_bf16 (x[i]));
+      g_free (h);
       checked++;
     }
     if (k->round_f16 != NULL) {
@@ -1004,6 +1042,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/simd/panel", test_panel_kernels);
   g_test_add_func ("/engine/simd/panel-types", test_panel_types);
   g_test_add_func ("/engine/simd/round", test_round_levels);
+  g_test_add_func ("/engine/simd/decode-types", test_decode_types);
   g_test_add_func ("/engine/simd/matvec-many", test_matvec_many);
   g_test_add_func ("/engine/simd/attention", test_attention);
   g_test_add_func ("/engine/simd/attention-nan", test_attention_nan);
