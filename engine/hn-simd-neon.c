@@ -1,11 +1,14 @@
 /* hn-simd-neon.c — ARM64 NEON kernels (decode dot products, activation quantizers,
- * attention over the F16 cache).  Compiled twice (see engine/meson.build): once for
- * baseline ARMv8-A, where 8-bit products go through widening multiplies, and once with
- * HN_NEON_DOTPROD and -march=armv8.2-a+dotprod, where they use SDOT.  hn-cpu.c picks
- * the table from the kernel's HWCAP bits, so one binary runs on every ARM64 machine.
+ * attention over the F16 cache, the panel GEMM for prompt batches).  Compiled twice (see
+ * engine/meson.build): once for baseline ARMv8-A, where 8-bit products go through
+ * widening multiplies, and once with HN_NEON_DOTPROD and -march=armv8.2-a+dotprod,
+ * where they use SDOT.  hn-cpu.c picks the table from the kernel's HWCAP bits, so one
+ * binary runs on every ARM64 machine.
  *
- * The weights are decoded to signed 8-bit values (the zero point already taken off), so
- * every integer product is signed × signed and both variants compute the same sums.
+ * Every integer product is signed × signed, so both variants compute the same sums: the
+ * dot products decode the weights to signed 8-bit values (the zero point already taken
+ * off); the panels keep unsigned codes below 64 (the same bytes read as signed) and take
+ * the zero point off through the activations, as on x86.
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
