@@ -746,6 +746,83 @@ DEFINE_PANEL_GEMM_NEON(panel_gemm_min, PanelBlock, 1, 1)
 DEFINE_PANEL_GEMM_NEON(panel_gemm_halves, PanelBlock, 2, 0)
 DEFINE_PANEL_GEMM_NEON(panel_gemm_halves_min16, PanelBlockMin16, 2, 2)
 
+#ifdef HN_NEON_DOTPROD
+/* With I8MM (SMMLA, compiled for it here and chosen at run time from HWCAP2), the
+ * single-scale panels multiply 2 rows × 8 codes with 2 tokens × 8 activation bytes per
+ * instruction, giving a 2 × 2 block of sums: half the multiply instructions of SDOT
+ * for the same products.  The panel layout stays the same: of two consecutive code
+ * vectors (codes 4j..4j+3 and 4j+4..4j+7 of 4 rows), the low and high 32-bit zips are
+ * the 8 consecutive codes of rows 0, 1 and of rows 2, 3 — done once per block and
+ * shared by the tokens.  Sums and scales are kept as {r0 t0, r0 t1, r1 t0, r1 t1} and
+ * unzipped into rows per token at the store. */
+#define I8MM_ATTR __attribute__((target("+i8mm")))
+
+#define DEFINE_PANEL_GEMM_I8MM(NAME, MINS)                                                           \
+  static inline __attribute__((always_inline)) I8MM_ATTR void NAME##_cols(                          \
+    const PanelBlock *pb, int64_t n_blocks, int n_rows, const HnActBlock *act, size_t act_stride,  \
+    const int n_cols, float *out, size_t out_stride)                                               \
+  {                                                                                                \
+    const int n_pairs = (n_cols + 1) / 2;                                                          \
+    for (int v = 0; v < 4 && 4 * v < n_rows; v++) {                                                \
+      /* acc01[t]: rows 4v, 4v+1 × tokens 2t, 2t+1; acc23[t]: rows 4v+2, 4v+3 */                   \
+      float32x4_t acc01[HN_PANEL_COLS / 2], acc23[HN_PANEL_COLS / 2];                              \
+      for (int t = 0; t < n_pairs; t++)                                                            \
+        acc01[t] = acc23[t] = vdupq_n_f32(0.0f);                                                   \
+      const PanelBlock *p = pb;                                                                    \
+      for (int64_t b = 0; b < n_blocks; b++, p++) {                                                \
+        int8x16_t w01[4], w23[4];                                                                  \
+        for (int m = 0; m < 4; m++) {                                                              \
+          const uint32x4_t c0 = vreinterpretq_u32_u8(vld1q_u8(p->codes[2 * m] + 16 * v));         \
+          const uint32x4_t c1 = vreinterpretq_u32_u8(vld1q_u8(p->codes[2 * m + 1] + 16 * v));     \
+          w01[m] = vreinterpretq_s8_u32(vzip1q_u32(c0, c1));                                       \
+          w23[m] = vreinterpretq_s8_u32(vzip2q_u32(c0, c1));                                       \
+        }                                                                                          \
+        const float32x4_t s = vld1q_f32(p->scale[0] + 4 * v);                                      \
+        const float32x4_t s01 = vzip1q_f32(s, s), s23 = vzip2q_f32(s, s);                          \
+        const float32x4_t nm = MINS ? vld1q_f32(p->neg_min[0] + 4 * v) : s;                        \
+        const float32x4_t nm01 = vzip1q_f32(nm, nm), nm23 = vzip2q_f32(nm, nm);                    \
+        for (int t = 0; t < n_pairs; t++) {                                                        \
+          /* an odd last token is paired with itself; its twin is not stored */                    \
+          const HnActBlock *a0 = act + (size_t)(2 * t) * act_stride + b;                           \
+          const HnActBlock *a1 = 2 * t + 1 < n_cols ? a0 + act_stride : a0;                        \
+          const int32x2_t off = vset_lane_s32(a1->off_sum32, vdup_n_s32(a0->off_sum32), 1);        \
+          int32x4_t i01 = vcombine_s32(off, off), i23 = i01;                                       \
+          for (int m = 0; m < 4; m++) {                                                            \
+            const int8x16_t x = vcombine_s8(vld1_s8(a0->q + 8 * m), vld1_s8(a1->q + 8 * m));       \
+            i01 = vmmlaq_s32(i01, w01[m], x);                                                      \
+            i23 = vmmlaq_s32(i23, w23[m], x);                                                      \
+          }                                                                                        \
+          const float32x2_t d2 = vset_lane_f32(a1->d, vdup_n_f32(a0->d), 1);                       \
+          const float32x4_t d = vcombine_f32(d2, d2);                                              \
+          acc01[t] = vfmaq_f32(acc01[t], vcvtq_f32_s32(i01), vmulq_f32(s01, d));                   \
+          acc23[t] = vfmaq_f32(acc23[t], vcvtq_f32_s32(i23), vmulq_f32(s23, d));                   \
+          if (MINS) {                                                                              \
+            const float32x2_t ds2 = vset_lane_f32(a1->dsum, vdup_n_f32(a0->dsum), 1);              \
+            const float32x4_t ds = vcombine_f32(ds2, ds2);                                         \
+            acc01[t] = vfmaq_f32(acc01[t], nm01, ds);                                              \
+            acc23[t] = vfmaq_f32(acc23[t], nm23, ds);                                              \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+      for (int t = 0; t < n_pairs; t++) {                                                          \
+        float *dst = out + (size_t)(2 * t) * out_stride + 4 * v;                                   \
+        store_rows4(dst, vuzp1q_f32(acc01[t], acc23[t]), n_rows - 4 * v);                          \
+        if (2 * t + 1 < n_cols)                                                                    \
+          store_rows4(dst + out_stride, vuzp2q_f32(acc01[t], acc23[t]), n_rows - 4 * v);           \
+      }                                                                                            \
+    }                                                                                              \
+  }                                                                                                \
+                                                                                                   \
+  static I8MM_ATTR void NAME(const void *panel, int64_t n, int n_rows, const HnActBlock *act,      \
+                             size_t act_stride, int n_cols, float *out, size_t out_stride)         \
+  {                                                                                                \
+    PANEL_SWITCH_COLS(NAME, (const PanelBlock *)panel, n / 32, n_rows, act, act_stride)            \
+  }
+
+DEFINE_PANEL_GEMM_I8MM(panel_gemm_single_i8mm, 0)
+DEFINE_PANEL_GEMM_I8MM(panel_gemm_min_i8mm, 1)
+#endif
+
 /* F16 and BF16 panels (element-major 16-bit values): 8 rows per walk, two 4-row FMAs per
  * element and token against the token's f32 activation (already rounded as the
  * reference rounds it, so the products are the reference's). */
@@ -803,8 +880,13 @@ round_bf16(const float *x, float *y, int64_t n)
     y[i] = hn_bf16_to_fp32(hn_fp32_to_bf16(x[i]));
 }
 
+#ifdef HN_NEON_DOTPROD
+void
+FILL_NAME(HnSimdKernels *k, bool i8mm)
+#else
 void
 FILL_NAME(HnSimdKernels *k)
+#endif
 {
   k->level = FILL_LEVEL;
   k->attn = attn_neon;
@@ -835,23 +917,30 @@ FILL_NAME(HnSimdKernels *k)
   k->panel_gemm_bf16 = panel_gemm_bf16;
 
   /* The panel kernel of each type (by its scales and mins) and the zero point of its
-   * packed codes, as on x86; Q8_0 is packed signed (SDOT and the widening multiplies take
-   * signed bytes, and 255 would not be one). */
+   * packed codes, as on x86; Q8_0 is packed signed (SDOT, SMMLA and the widening
+   * multiplies take signed bytes, and 255 would not be one).  With I8MM the single-scale
+   * shapes use SMMLA. */
+#ifdef HN_NEON_DOTPROD
+  const HnPanelGemmFn single = i8mm ? panel_gemm_single_i8mm : panel_gemm_single;
+  const HnPanelGemmFn with_min = i8mm ? panel_gemm_min_i8mm : panel_gemm_min;
+#else
+  const HnPanelGemmFn single = panel_gemm_single, with_min = panel_gemm_min;
+#endif
   const struct {
     HnType type;
     HnPackPanelFn pack;
     HnPanelGemmFn gemm;
     int offset;
   } panels[] = {
-    { HN_TYPE_Q8_0, pack_panel_q8_0_signed, panel_gemm_single, 0 },
-    { HN_TYPE_Q4_0, pack_panel_q4_0, panel_gemm_single, 8 },
-    { HN_TYPE_Q5_0, pack_panel_q5_0, panel_gemm_single, 16 },
-    { HN_TYPE_Q4_1, pack_panel_q4_1, panel_gemm_min, 0 },
-    { HN_TYPE_Q5_1, pack_panel_q5_1, panel_gemm_min, 0 },
+    { HN_TYPE_Q8_0, pack_panel_q8_0_signed, single, 0 },
+    { HN_TYPE_Q4_0, pack_panel_q4_0, single, 8 },
+    { HN_TYPE_Q5_0, pack_panel_q5_0, single, 16 },
+    { HN_TYPE_Q4_1, pack_panel_q4_1, with_min, 0 },
+    { HN_TYPE_Q5_1, pack_panel_q5_1, with_min, 0 },
     { HN_TYPE_Q2_K, pack_panel_q2_k, panel_gemm_halves_min16, 0 },
     { HN_TYPE_Q3_K, pack_panel_q3_k, panel_gemm_halves, 4 },
-    { HN_TYPE_Q4_K, pack_panel_q4_k, panel_gemm_min, 0 },
-    { HN_TYPE_Q5_K, pack_panel_q5_k, panel_gemm_min, 0 },
+    { HN_TYPE_Q4_K, pack_panel_q4_k, with_min, 0 },
+    { HN_TYPE_Q5_K, pack_panel_q5_k, with_min, 0 },
     { HN_TYPE_Q6_K, pack_panel_q6_k, panel_gemm_halves, 32 },
   };
   for (size_t i = 0; i < sizeof panels / sizeof panels[0]; i++) {

@@ -260,7 +260,8 @@ test_matmul_paths (void)
   enum { MAX_TOKENS = 33 };
   const int row_counts[] = { 1, 7, 16, 37 };
 #if defined(__aarch64__)
-  const char *levels[] = { "scalar", "neon", "neon-dotprod" };
+  /* "neon-noi8mm": DotProd without the I8MM panels */
+  const char *levels[] = { "scalar", "neon", "neon-dotprod", "neon-noi8mm" };
 #else
   /* "avx512-dot": AVX-512 with the dot-product decode kernel (HANASHI_DECODE=dot) */
   const char *levels[] = { "scalar", "avx2", "avx2-novnni", "avx512", "avx512-dot" };
@@ -397,7 +398,8 @@ test_panel_kernels (void)
   GRand *rand = g_rand_new_with_seed (808);
   int checked = 0;
   for (HnSimdLevel level = HN_SIMD_SCALAR + 1; level <= HN_SIMD_LEVEL_COUNT; level++) {
-    /* one round past the levels: the AVX2 variant without AVX-VNNI, where there is AVX2 */
+    /* one round past the levels: the AVX2 variant without AVX-VNNI where there is AVX2,
+     * DotProd without I8MM where there is DotProd */
     const HnSimdKernels *k;
     const char *name;
     if (level < HN_SIMD_LEVEL_COUNT) {
@@ -405,14 +407,18 @@ test_panel_kernels (void)
       name = k ? hn_simd_level_name (level) : NULL;
     } else {
       k = NULL;
+#if defined(__aarch64__)
+      name = "neon-noi8mm";
+      const HnSimdLevel variant_of = HN_SIMD_NEON_DOTPROD;
+#else
       name = "avx2-novnni";
-#if defined(__x86_64__)
-      if (hn_simd_kernels_for_level (HN_SIMD_AVX2) != NULL) {
-        g_setenv ("HANASHI_SIMD", "avx2-novnni", TRUE);
+      const HnSimdLevel variant_of = HN_SIMD_AVX2;
+#endif
+      if (hn_simd_kernels_for_level (variant_of) != NULL) {
+        g_setenv ("HANASHI_SIMD", name, TRUE);
         k = hn_simd_kernels ();
         g_unsetenv ("HANASHI_SIMD");
       }
-#endif
     }
     if (k == NULL)
       continue;
@@ -509,7 +515,7 @@ test_panel_kernels (void)
 /* Every SIMD level has the prompt GEMM (panel kernels) for every quantized type and for
  * F16 and BF16, so that a batch never falls back to one dot product per row and token
  * (several times slower): on x86 AVX2 (with and without AVX-VNNI) and AVX-512, on ARM64
- * baseline NEON and NEON with DotProd.  test_panel_kernels and test_matmul_paths check
+ * baseline NEON and NEON with DotProd (with and without I8MM).  test_panel_kernels and test_matmul_paths check
  * what they compute. */
 static void
 test_panel_types (void)
@@ -518,8 +524,8 @@ test_panel_types (void)
   const char *caps[] = { "avx2", "avx2-novnni", "avx512" };
   const HnSimdLevel cap_levels[] = { HN_SIMD_AVX2, HN_SIMD_AVX2, HN_SIMD_AVX512 };
 #elif defined(__aarch64__)
-  const char *caps[] = { "neon", "neon-dotprod" };
-  const HnSimdLevel cap_levels[] = { HN_SIMD_NEON, HN_SIMD_NEON_DOTPROD };
+  const char *caps[] = { "neon", "neon-dotprod", "neon-noi8mm" };
+  const HnSimdLevel cap_levels[] = { HN_SIMD_NEON, HN_SIMD_NEON_DOTPROD, HN_SIMD_NEON_DOTPROD };
 #else
   const char *caps[] = { NULL };
   const HnSimdLevel cap_levels[] = { HN_SIMD_SCALAR };
