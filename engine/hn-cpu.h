@@ -1,8 +1,9 @@
 /* hn-cpu.h — run-time CPU feature detection for choosing kernels.
  *
  * One binary runs on every x86-64 (or every ARM64) machine: SIMD kernels are compiled per
- * instruction set and chosen here.  HANASHI_SIMD=scalar|avx2|avx2-novnni|avx512|neon|neon-dotprod
- * in the environment caps the choice (tests use it to run the reference path and each fast
+ * instruction set and chosen here.
+ * HANASHI_SIMD=scalar|avx2|avx2-novnni|avx512|neon|neon-dotprod|neon-noi8mm in the
+ * environment caps the choice (tests use it to run the reference path and each fast
  * path on the same machine); a level the processor lacks leaves the choice alone.
  *
  * SPDX-License-Identifier: GPL-3.0-or-later

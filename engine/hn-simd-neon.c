@@ -1,11 +1,14 @@
 /* hn-simd-neon.c — ARM64 NEON kernels (decode dot products, activation quantizers,
- * attention over the F16 cache).  Compiled twice (see engine/meson.build): once for
- * baseline ARMv8-A, where 8-bit products go through widening multiplies, and once with
- * HN_NEON_DOTPROD and -march=armv8.2-a+dotprod, where they use SDOT.  hn-cpu.c picks
- * the table from the kernel's HWCAP bits, so one binary runs on every ARM64 machine.
+ * attention over the F16 cache, the panel GEMM for prompt batches).  Compiled twice (see
+ * engine/meson.build): once for baseline ARMv8-A, where 8-bit products go through
+ * widening multiplies, and once with HN_NEON_DOTPROD and -march=armv8.2-a+dotprod,
+ * where they use SDOT.  hn-cpu.c picks the table from the kernel's HWCAP bits, so one
+ * binary runs on every ARM64 machine.
  *
- * The weights are decoded to signed 8-bit values (the zero point already taken off), so
- * every integer product is signed × signed and both variants compute the same sums.
+ * Every integer product is signed × signed, so both variants compute the same sums: the
+ * dot products decode the weights to signed 8-bit values (the zero point already taken
+ * off); the panels keep unsigned codes below 64 (the same bytes read as signed) and take
+ * the zero point off through the activations, as on x86.
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -595,22 +598,43 @@ sums4_neon(const float32x4_t *a)
 
 /* ---- panel GEMM for prompt processing ----
  *
- * The x86 panel layout (hn-simd-panel.h) with signed codes: a panel holds 16 weight rows;
- * per 32-element block, eight 64-byte vectors whose 32-bit lane r carries four
- * consecutive weights of row r (zero point already taken off), then the 16 rows' scales.
- * A 128-bit register holds 4 rows' lanes, so each panel is walked once per group of 4
- * rows, with up to 8 tokens (HnActBlock records, offset 0) per walk: per block and
- * token, eight products of one code vector with four activation bytes broadcast to every
- * lane — SDOT where the processor has it, otherwise widening multiplies whose pairwise
- * sums keep each row's four products in its own lane.  The float work per block is one
- * convert and one multiply-add per token for 4 rows. */
+ * The panels of hn-simd-panel.h, packed by the same code as on x86 (unsigned codes with
+ * the type's zero point, which the activation's -offset · Σq seeding the integer sum
+ * takes off; Q8_0 packed signed): a panel holds 16 weight rows; per 32-element block,
+ * eight 64-byte vectors whose 32-bit lane r carries four consecutive codes of row r,
+ * then the 16 rows' scales and mins.  A 128-bit register holds 4 rows' lanes, so each
+ * panel is walked once per group of 4 rows, with up to 8 tokens (HnActBlock records) per
+ * walk: per block and token, eight products of one code vector with four activation
+ * bytes broadcast to every lane — SDOT where the processor has it, otherwise widening
+ * multiplies whose pairwise sums keep each row's four products in its own lane.  Codes
+ * other than Q8_0's are below 64, so they are the same bytes read as signed.  The float
+ * work per block is one convert and one multiply-add per token and scale set for 4 rows,
+ * plus one multiply-add per set of mins. */
+#include "hn-simd-panel.h"
 
-typedef struct {
-  int8_t codes[8][64];
-  float scale[HN_PANEL_ROWS];
-} NeonPanelBlock;
-
-_Static_assert(sizeof(NeonPanelBlock) <= HN_PANEL_BLOCK_BYTES, "panel block size");
+/* Writes the 32 codes of each of 16 rows (tmp[r], 32 bytes apart) in lane order: a 4 × 4
+ * transpose of 32-bit words per group of 4 rows and half block. */
+static inline void
+transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], uint8_t codes[8][64])
+{
+  for (int g = 0; g < 4; g++) {
+    for (int half = 0; half < 2; half++) {
+      uint32x4_t w[4];
+      for (int i = 0; i < 4; i++)
+        w[i] = vreinterpretq_u32_u8(vld1q_u8(tmp[4 * g + i] + 16 * half));
+      /* {a0 b0 a2 b2}, {a1 b1 a3 b3}, {c0 d0 c2 d2}, {c1 d1 c3 d3} */
+      const uint64x2_t ab0 = vreinterpretq_u64_u32(vtrn1q_u32(w[0], w[1]));
+      const uint64x2_t ab1 = vreinterpretq_u64_u32(vtrn2q_u32(w[0], w[1]));
+      const uint64x2_t cd0 = vreinterpretq_u64_u32(vtrn1q_u32(w[2], w[3]));
+      const uint64x2_t cd1 = vreinterpretq_u64_u32(vtrn2q_u32(w[2], w[3]));
+      uint8_t *dst = codes[4 * half] + 16 * g;
+      vst1q_u8(dst, vreinterpretq_u8_u64(vtrn1q_u64(ab0, cd0)));
+      vst1q_u8(dst + 64, vreinterpretq_u8_u64(vtrn1q_u64(ab1, cd1)));
+      vst1q_u8(dst + 128, vreinterpretq_u8_u64(vtrn2q_u64(ab0, cd0)));
+      vst1q_u8(dst + 192, vreinterpretq_u8_u64(vtrn2q_u64(ab1, cd1)));
+    }
+  }
+}
 
 /* acc + per lane the product of the lane's four weights with the four bytes of a4. */
 static inline int32x4_t
@@ -619,108 +643,256 @@ dot_rows4(int32x4_t acc, int8x16_t codes, int8x16_t a4)
 #ifdef HN_NEON_DOTPROD
   return vdotq_s32(acc, codes, a4);
 #else
-  /* bytes 0-7 hold lanes 0-1, bytes 8-15 lanes 2-3: two pairwise widenings each */
+  /* bytes 0-7 hold lanes 0-1, bytes 8-15 lanes 2-3: two pairwise widenings each
+   * (|w · a| <= 128 · 128 fits int16) */
   const int32x4_t lo = vpaddlq_s16(vmull_s8(vget_low_s8(codes), vget_low_s8(a4)));
   const int32x4_t hi = vpaddlq_s16(vmull_high_s8(codes, a4));
   return vaddq_s32(acc, vpaddq_s32(lo, hi));
 #endif
 }
 
-static inline const uint8_t *
-neon_panel_row(const uint8_t *weight, size_t row_stride, int r, int n_rows)
+static inline int8x16_t
+broadcast4(const int32_t *q4)
 {
-  /* missing rows of a tail panel repeat the last row; their outputs are not stored */
-  return weight + (size_t)(r < n_rows ? r : n_rows - 1) * row_stride;
+  return vreinterpretq_s8_s32(vld1q_dup_s32(q4));
 }
 
-/* Packs 16 rows of a 32-element type whose DECODE gives signed weights. */
-#define DEFINE_PACK_PANEL_NEON(NAME, BLOCK, DECODE)                                              \
-  static void NAME(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)  \
-  {                                                                                            \
-    NeonPanelBlock *pb = panel;                                                                \
-    for (int64_t b = 0; b < n / 32; b++, pb++) {                                               \
-      uint32_t words[HN_PANEL_ROWS][8]; /* row r's 32 weights as 8 words of 4 */               \
-      for (int r = 0; r < HN_PANEL_ROWS; r++) {                                                \
-        const BLOCK *blk = (const BLOCK *)neon_panel_row(weight, row_stride, r, n_rows) + b;   \
-        int8x16_t q0, q1;                                                                      \
-        DECODE(blk, &q0, &q1);                                                                 \
-        vst1q_u32(words[r], vreinterpretq_u32_s8(q0));                                         \
-        vst1q_u32(words[r] + 4, vreinterpretq_u32_s8(q1));                                     \
-        pb->scale[r] = h2f(blk->d);                                                            \
-      }                                                                                        \
-      for (int j = 0; j < 8; j++)                                                              \
-        for (int r = 0; r < HN_PANEL_ROWS; r++)                                                \
-          memcpy(pb->codes[j] + 4 * r, &words[r][j], 4);                                       \
-    }                                                                                          \
-  }
-
-DEFINE_PACK_PANEL_NEON(pack_panel_q4_0, HnBlockQ4_0, decode_q4_0)
-DEFINE_PACK_PANEL_NEON(pack_panel_q5_0, HnBlockQ5_0, decode_q5_0)
-DEFINE_PACK_PANEL_NEON(pack_panel_q8_0, HnBlockQ8_0, decode_q8_0)
-
-static inline __attribute__((always_inline)) void
-panel_gemm_cols(const NeonPanelBlock *pb, int64_t n_blocks, int n_rows, const HnActBlock *act,
-                size_t act_stride, const int n_cols, float *out, size_t out_stride)
+/* Stores the first `live` lanes of v (none when live <= 0). */
+static inline void
+store_rows4(float *dst, float32x4_t v, int live)
 {
-  for (int v = 0; v < 4 && 4 * v < n_rows; v++) {
-    float32x4_t acc[HN_PANEL_COLS];
-    for (int c = 0; c < n_cols; c++)
-      acc[c] = vdupq_n_f32(0.0f);
-    for (int64_t b = 0; b < n_blocks; b++) {
-      const NeonPanelBlock *p = pb + b;
-      int8x16_t codes[8];
-      for (int j = 0; j < 8; j++)
-        codes[j] = vld1q_s8(p->codes[j] + 16 * v);
-      const float32x4_t scale = vld1q_f32(p->scale + 4 * v);
-      for (int c = 0; c < n_cols; c++) {
-        const HnActBlock *a = act + (size_t)c * act_stride + b;
-        int32x4_t i0 = vdupq_n_s32(0), i1 = vdupq_n_s32(0);
-        for (int j = 0; j < 4; j++) {
-          i0 = dot_rows4(i0, codes[j], vreinterpretq_s8_s32(vld1q_dup_s32(&a->q4[j])));
-          i1 = dot_rows4(i1, codes[j + 4], vreinterpretq_s8_s32(vld1q_dup_s32(&a->q4[j + 4])));
-        }
-        acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(vaddq_s32(i0, i1)), vmulq_n_f32(scale, a->d));
-      }
-    }
-    const int live = n_rows - 4 * v;
-    for (int c = 0; c < n_cols; c++) {
-      float *dst = out + (size_t)c * out_stride + 4 * v;
-      if (live >= 4) {
-        vst1q_f32(dst, acc[c]);
-      } else {
-        float lanes[4];
-        vst1q_f32(lanes, acc[c]);
-        memcpy(dst, lanes, sizeof(float) * (size_t)live);
-      }
-    }
+  if (live >= 4) {
+    vst1q_f32(dst, v);
+  } else if (live > 0) {
+    float lanes[4];
+    vst1q_f32(lanes, v);
+    memcpy(dst, lanes, sizeof(float) * (size_t)live);
   }
 }
 
+/* Expands to one call of NAME##_cols per column count, so that the column loops unroll. */
+#define PANEL_SWITCH_COLS(NAME, ...)                                                                 \
+  switch (n_cols) {                                                                                \
+  case 8: NAME##_cols(__VA_ARGS__, 8, out, out_stride); break;                                     \
+  case 7: NAME##_cols(__VA_ARGS__, 7, out, out_stride); break;                                     \
+  case 6: NAME##_cols(__VA_ARGS__, 6, out, out_stride); break;                                     \
+  case 5: NAME##_cols(__VA_ARGS__, 5, out, out_stride); break;                                     \
+  case 4: NAME##_cols(__VA_ARGS__, 4, out, out_stride); break;                                     \
+  case 3: NAME##_cols(__VA_ARGS__, 3, out, out_stride); break;                                     \
+  case 2: NAME##_cols(__VA_ARGS__, 2, out, out_stride); break;                                     \
+  default: NAME##_cols(__VA_ARGS__, 1, out, out_stride); break;                                    \
+  }
+
+/* The integer panel kernels, one per shape as on x86.  HALVES: 1 scale per 32 codes, or
+ * 2 (one per 16).  MINS: 0, 1 per 32 elements (times the activation's d · Σq), or 2 per
+ * 16 (Q2_K, with BLOCK = PanelBlockMin16). */
+#define DEFINE_PANEL_GEMM_NEON(NAME, BLOCK, HALVES, MINS)                                            \
+  static inline __attribute__((always_inline)) void NAME##_cols(                                    \
+    const BLOCK *pb, int64_t n_blocks, int n_rows, const HnActBlock *act, size_t act_stride,       \
+    const int n_cols, float *out, size_t out_stride)                                               \
+  {                                                                                                \
+    for (int v = 0; v < 4 && 4 * v < n_rows; v++) {                                                \
+      float32x4_t acc[HN_PANEL_COLS];                                                              \
+      for (int c = 0; c < n_cols; c++)                                                             \
+        acc[c] = vdupq_n_f32(0.0f);                                                                \
+      const BLOCK *p = pb;                                                                         \
+      for (int64_t b = 0; b < n_blocks; b++, p++) {                                                \
+        int8x16_t codes[8];                                                                        \
+        for (int j = 0; j < 8; j++)                                                                \
+          codes[j] = vreinterpretq_s8_u8(vld1q_u8(p->codes[j] + 16 * v));                          \
+        const float32x4_t s0 = vld1q_f32(p->scale[0] + 4 * v);                                     \
+        const float32x4_t s1 = HALVES == 2 ? vld1q_f32(p->scale[1] + 4 * v) : s0;                  \
+        const float32x4_t nm0 = MINS ? vld1q_f32(p->neg_min[0] + 4 * v) : s0;                      \
+        const float32x4_t nm1 = MINS == 2 ? vld1q_f32(p->neg_min[MINS == 2 ? 1 : 0] + 4 * v) : s0; \
+        for (int c = 0; c < n_cols; c++) {                                                         \
+          const HnActBlock *a = act + (size_t)c * act_stride + b;                                  \
+          if (HALVES == 1) {                                                                       \
+            int32x4_t i0 = vdupq_n_s32(a->off_sum32), i1 = vdupq_n_s32(0);                         \
+            for (int j = 0; j < 4; j++) {                                                          \
+              i0 = dot_rows4(i0, codes[j], broadcast4(&a->q4[j]));                                 \
+              i1 = dot_rows4(i1, codes[j + 4], broadcast4(&a->q4[j + 4]));                         \
+            }                                                                                      \
+            acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(vaddq_s32(i0, i1)), vmulq_n_f32(s0, a->d));   \
+          } else {                                                                                 \
+            int32x4_t i0 = vdupq_n_s32(a->off_sum[0]), i1 = vdupq_n_s32(a->off_sum[1]);            \
+            for (int j = 0; j < 4; j++) {                                                          \
+              i0 = dot_rows4(i0, codes[j], broadcast4(&a->q4[j]));                                 \
+              i1 = dot_rows4(i1, codes[j + 4], broadcast4(&a->q4[j + 4]));                         \
+            }                                                                                      \
+            acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(i0), vmulq_n_f32(s0, a->d));                  \
+            acc[c] = vfmaq_f32(acc[c], vcvtq_f32_s32(i1), vmulq_n_f32(s1, a->d));                  \
+          }                                                                                        \
+          if (MINS == 1)                                                                           \
+            acc[c] = vfmaq_n_f32(acc[c], nm0, a->dsum);                                            \
+          if (MINS == 2) {                                                                         \
+            acc[c] = vfmaq_n_f32(acc[c], nm0, a->dsum_half[0]);                                    \
+            acc[c] = vfmaq_n_f32(acc[c], nm1, a->dsum_half[1]);                                    \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+      for (int c = 0; c < n_cols; c++)                                                             \
+        store_rows4(out + (size_t)c * out_stride + 4 * v, acc[c], n_rows - 4 * v);                 \
+    }                                                                                              \
+  }                                                                                                \
+                                                                                                   \
+  static void NAME(const void *panel, int64_t n, int n_rows, const HnActBlock *act, size_t act_stride, \
+                   int n_cols, float *out, size_t out_stride)                                      \
+  {                                                                                                \
+    PANEL_SWITCH_COLS(NAME, (const BLOCK *)panel, n / 32, n_rows, act, act_stride)                 \
+  }
+
+DEFINE_PANEL_GEMM_NEON(panel_gemm_single, PanelBlock, 1, 0)
+DEFINE_PANEL_GEMM_NEON(panel_gemm_min, PanelBlock, 1, 1)
+DEFINE_PANEL_GEMM_NEON(panel_gemm_halves, PanelBlock, 2, 0)
+DEFINE_PANEL_GEMM_NEON(panel_gemm_halves_min16, PanelBlockMin16, 2, 2)
+
+#ifdef HN_NEON_DOTPROD
+/* With I8MM (SMMLA, compiled for it here and chosen at run time from HWCAP2), the
+ * single-scale panels multiply 2 rows × 8 codes with 2 tokens × 8 activation bytes per
+ * instruction, giving a 2 × 2 block of sums: half the multiply instructions of SDOT
+ * for the same products.  The panel layout stays the same: of two consecutive code
+ * vectors (codes 4j..4j+3 and 4j+4..4j+7 of 4 rows), the low and high 32-bit zips are
+ * the 8 consecutive codes of rows 0, 1 and of rows 2, 3 — done once per block and
+ * shared by the tokens.  Sums and scales are kept as {r0 t0, r0 t1, r1 t0, r1 t1} and
+ * unzipped into rows per token at the store. */
+#define I8MM_ATTR __attribute__((target("+i8mm")))
+
+#define DEFINE_PANEL_GEMM_I8MM(NAME, MINS)                                                           \
+  static inline __attribute__((always_inline)) I8MM_ATTR void NAME##_cols(                          \
+    const PanelBlock *pb, int64_t n_blocks, int n_rows, const HnActBlock *act, size_t act_stride,  \
+    const int n_cols, float *out, size_t out_stride)                                               \
+  {                                                                                                \
+    const int n_pairs = (n_cols + 1) / 2;                                                          \
+    for (int v = 0; v < 4 && 4 * v < n_rows; v++) {                                                \
+      /* acc01[t]: rows 4v, 4v+1 × tokens 2t, 2t+1; acc23[t]: rows 4v+2, 4v+3 */                   \
+      float32x4_t acc01[HN_PANEL_COLS / 2], acc23[HN_PANEL_COLS / 2];                              \
+      for (int t = 0; t < n_pairs; t++)                                                            \
+        acc01[t] = acc23[t] = vdupq_n_f32(0.0f);                                                   \
+      const PanelBlock *p = pb;                                                                    \
+      for (int64_t b = 0; b < n_blocks; b++, p++) {                                                \
+        int8x16_t w01[4], w23[4];                                                                  \
+        for (int m = 0; m < 4; m++) {                                                              \
+          const uint32x4_t c0 = vreinterpretq_u32_u8(vld1q_u8(p->codes[2 * m] + 16 * v));         \
+          const uint32x4_t c1 = vreinterpretq_u32_u8(vld1q_u8(p->codes[2 * m + 1] + 16 * v));     \
+          w01[m] = vreinterpretq_s8_u32(vzip1q_u32(c0, c1));                                       \
+          w23[m] = vreinterpretq_s8_u32(vzip2q_u32(c0, c1));                                       \
+        }                                                                                          \
+        const float32x4_t s = vld1q_f32(p->scale[0] + 4 * v);                                      \
+        const float32x4_t s01 = vzip1q_f32(s, s), s23 = vzip2q_f32(s, s);                          \
+        const float32x4_t nm = MINS ? vld1q_f32(p->neg_min[0] + 4 * v) : s;                        \
+        const float32x4_t nm01 = vzip1q_f32(nm, nm), nm23 = vzip2q_f32(nm, nm);                    \
+        for (int t = 0; t < n_pairs; t++) {                                                        \
+          /* an odd last token is paired with itself; its twin is not stored */                    \
+          const HnActBlock *a0 = act + (size_t)(2 * t) * act_stride + b;                           \
+          const HnActBlock *a1 = 2 * t + 1 < n_cols ? a0 + act_stride : a0;                        \
+          const int32x2_t off = vset_lane_s32(a1->off_sum32, vdup_n_s32(a0->off_sum32), 1);        \
+          int32x4_t i01 = vcombine_s32(off, off), i23 = i01;                                       \
+          for (int m = 0; m < 4; m++) {                                                            \
+            const int8x16_t x = vcombine_s8(vld1_s8(a0->q + 8 * m), vld1_s8(a1->q + 8 * m));       \
+            i01 = vmmlaq_s32(i01, w01[m], x);                                                      \
+            i23 = vmmlaq_s32(i23, w23[m], x);                                                      \
+          }                                                                                        \
+          const float32x2_t d2 = vset_lane_f32(a1->d, vdup_n_f32(a0->d), 1);                       \
+          const float32x4_t d = vcombine_f32(d2, d2);                                              \
+          acc01[t] = vfmaq_f32(acc01[t], vcvtq_f32_s32(i01), vmulq_f32(s01, d));                   \
+          acc23[t] = vfmaq_f32(acc23[t], vcvtq_f32_s32(i23), vmulq_f32(s23, d));                   \
+          if (MINS) {                                                                              \
+            const float32x2_t ds2 = vset_lane_f32(a1->dsum, vdup_n_f32(a0->dsum), 1);              \
+            const float32x4_t ds = vcombine_f32(ds2, ds2);                                         \
+            acc01[t] = vfmaq_f32(acc01[t], nm01, ds);                                              \
+            acc23[t] = vfmaq_f32(acc23[t], nm23, ds);                                              \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+      for (int t = 0; t < n_pairs; t++) {                                                          \
+        float *dst = out + (size_t)(2 * t) * out_stride + 4 * v;                                   \
+        store_rows4(dst, vuzp1q_f32(acc01[t], acc23[t]), n_rows - 4 * v);                          \
+        if (2 * t + 1 < n_cols)                                                                    \
+          store_rows4(dst + out_stride, vuzp2q_f32(acc01[t], acc23[t]), n_rows - 4 * v);           \
+      }                                                                                            \
+    }                                                                                              \
+  }                                                                                                \
+                                                                                                   \
+  static I8MM_ATTR void NAME(const void *panel, int64_t n, int n_rows, const HnActBlock *act,      \
+                             size_t act_stride, int n_cols, float *out, size_t out_stride)         \
+  {                                                                                                \
+    PANEL_SWITCH_COLS(NAME, (const PanelBlock *)panel, n / 32, n_rows, act, act_stride)            \
+  }
+
+DEFINE_PANEL_GEMM_I8MM(panel_gemm_single_i8mm, 0)
+DEFINE_PANEL_GEMM_I8MM(panel_gemm_min_i8mm, 1)
+#endif
+
+/* F16 and BF16 panels (element-major 16-bit values): 8 rows per walk, two 4-row FMAs per
+ * element and token against the token's f32 activation (already rounded as the
+ * reference rounds it, so the products are the reference's). */
+#define DEFINE_PANEL_GEMM_FLOAT_NEON(NAME, LOAD4)                                                    \
+  static inline __attribute__((always_inline)) void NAME##_cols(                                    \
+    const uint16_t *panel, int64_t n, int n_rows, const float *act, size_t act_stride, const int n_cols, \
+    float *out, size_t out_stride)                                                                 \
+  {                                                                                                \
+    for (int h = 0; h < 2 && 8 * h < n_rows; h++) {                                                \
+      float32x4_t acc0[HN_PANEL_COLS], acc1[HN_PANEL_COLS];                                        \
+      for (int c = 0; c < n_cols; c++)                                                             \
+        acc0[c] = acc1[c] = vdupq_n_f32(0.0f);                                                     \
+      for (int64_t i = 0; i < n; i++) {                                                            \
+        const float32x4_t w0 = LOAD4(panel + i * HN_PANEL_ROWS + 8 * h);                           \
+        const float32x4_t w1 = LOAD4(panel + i * HN_PANEL_ROWS + 8 * h + 4);                       \
+        for (int c = 0; c < n_cols; c++) {                                                         \
+          const float x = act[(size_t)c * act_stride + (size_t)i];                                 \
+          acc0[c] = vfmaq_n_f32(acc0[c], w0, x);                                                   \
+          acc1[c] = vfmaq_n_f32(acc1[c], w1, x);                                                   \
+        }                                                                                          \
+      }                                                                                            \
+      for (int c = 0; c < n_cols; c++) {                                                           \
+        float *dst = out + (size_t)c * out_stride + 8 * h;                                         \
+        store_rows4(dst, acc0[c], n_rows - 8 * h);                                                 \
+        store_rows4(dst + 4, acc1[c], n_rows - 8 * h - 4);                                         \
+      }                                                                                            \
+    }                                                                                              \
+  }                                                                                                \
+                                                                                                   \
+  static void NAME(const void *panel, int64_t n, int n_rows, const float *act, size_t act_stride,  \
+                   int n_cols, float *out, size_t out_stride)                                      \
+  {                                                                                                \
+    PANEL_SWITCH_COLS(NAME, (const uint16_t *)panel, n, n_rows, act, act_stride)                   \
+  }
+
+DEFINE_PANEL_GEMM_FLOAT_NEON(panel_gemm_f16, load_f16x4)
+DEFINE_PANEL_GEMM_FLOAT_NEON(panel_gemm_bf16, load_bf16x4)
+
+/* BF16 rounding exactly as hn_fp32_to_bf16: to nearest even on the 16 dropped bits
+ * (add 0x7fff plus the lowest kept bit), NaNs truncated and made quiet. */
 static void
-panel_gemm_signed(const void *panel, int64_t n, int n_rows, const HnActBlock *act, size_t act_stride, int n_cols,
-                  float *out, size_t out_stride)
+round_bf16(const float *x, float *y, int64_t n)
 {
-  const NeonPanelBlock *pb = panel;
-  const int64_t nb = n / 32;
-  switch (n_cols) {
-  case 8: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 8, out, out_stride); break;
-  case 7: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 7, out, out_stride); break;
-  case 6: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 6, out, out_stride); break;
-  case 5: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 5, out, out_stride); break;
-  case 4: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 4, out, out_stride); break;
-  case 3: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 3, out, out_stride); break;
-  case 2: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 2, out, out_stride); break;
-  default: panel_gemm_cols(pb, nb, n_rows, act, act_stride, 1, out, out_stride); break;
+  const uint32x4_t keep_high = vdupq_n_u32(0xffff0000u);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const uint32x4_t b = vreinterpretq_u32_f32(vld1q_f32(x + i));
+    const uint32x4_t lsb = vandq_u32(vshrq_n_u32(b, 16), vdupq_n_u32(1));
+    const uint32x4_t rounded = vaddq_u32(b, vaddq_u32(lsb, vdupq_n_u32(0x7fff)));
+    const uint32x4_t nan = vcgtq_u32(vandq_u32(b, vdupq_n_u32(0x7fffffffu)), vdupq_n_u32(0x7f800000u));
+    const uint32x4_t quiet = vorrq_u32(b, vdupq_n_u32(0x00400000u));
+    vst1q_f32(y + i, vreinterpretq_f32_u32(vandq_u32(vbslq_u32(nan, quiet, rounded), keep_high)));
   }
+  for (; i < n; i++)
+    y[i] = hn_bf16_to_fp32(hn_fp32_to_bf16(x[i]));
 }
 
+#ifdef HN_NEON_DOTPROD
+void
+FILL_NAME(HnSimdKernels *k, bool i8mm)
+#else
 void
 FILL_NAME(HnSimdKernels *k)
+#endif
 {
   k->level = FILL_LEVEL;
   k->attn = attn_neon;
   k->attn_multiple = 4;
   k->round_f16 = round_f16;
+  k->round_bf16 = round_bf16;
   k->quantize[HN_TYPE_Q8_0] = quantize_q8_0;
   k->quantize[HN_TYPE_Q8_1] = quantize_q8_1;
   k->quantize[HN_TYPE_Q8_K] = quantize_q8_k;
@@ -739,11 +911,41 @@ FILL_NAME(HnSimdKernels *k)
   k->vec_dot[HN_TYPE_Q5_K] = vec_dot_q5_k;
   k->vec_dot[HN_TYPE_Q6_K] = vec_dot_q6_k;
 
-  /* signed codes: no zero point to take off */
-  k->pack_panel[HN_TYPE_Q4_0] = pack_panel_q4_0;
-  k->panel_gemm[HN_TYPE_Q4_0] = panel_gemm_signed;
-  k->pack_panel[HN_TYPE_Q5_0] = pack_panel_q5_0;
-  k->panel_gemm[HN_TYPE_Q5_0] = panel_gemm_signed;
-  k->pack_panel[HN_TYPE_Q8_0] = pack_panel_q8_0;
-  k->panel_gemm[HN_TYPE_Q8_0] = panel_gemm_signed;
+  k->pack_panel[HN_TYPE_F16] = pack_panel_16bit;
+  k->panel_gemm_f16 = panel_gemm_f16;
+  k->pack_panel[HN_TYPE_BF16] = pack_panel_16bit;
+  k->panel_gemm_bf16 = panel_gemm_bf16;
+
+  /* The panel kernel of each type (by its scales and mins) and the zero point of its
+   * packed codes, as on x86; Q8_0 is packed signed (SDOT, SMMLA and the widening
+   * multiplies take signed bytes, and 255 would not be one).  With I8MM the single-scale
+   * shapes use SMMLA. */
+#ifdef HN_NEON_DOTPROD
+  const HnPanelGemmFn single = i8mm ? panel_gemm_single_i8mm : panel_gemm_single;
+  const HnPanelGemmFn with_min = i8mm ? panel_gemm_min_i8mm : panel_gemm_min;
+#else
+  const HnPanelGemmFn single = panel_gemm_single, with_min = panel_gemm_min;
+#endif
+  const struct {
+    HnType type;
+    HnPackPanelFn pack;
+    HnPanelGemmFn gemm;
+    int offset;
+  } panels[] = {
+    { HN_TYPE_Q8_0, pack_panel_q8_0_signed, single, 0 },
+    { HN_TYPE_Q4_0, pack_panel_q4_0, single, 8 },
+    { HN_TYPE_Q5_0, pack_panel_q5_0, single, 16 },
+    { HN_TYPE_Q4_1, pack_panel_q4_1, with_min, 0 },
+    { HN_TYPE_Q5_1, pack_panel_q5_1, with_min, 0 },
+    { HN_TYPE_Q2_K, pack_panel_q2_k, panel_gemm_halves_min16, 0 },
+    { HN_TYPE_Q3_K, pack_panel_q3_k, panel_gemm_halves, 4 },
+    { HN_TYPE_Q4_K, pack_panel_q4_k, with_min, 0 },
+    { HN_TYPE_Q5_K, pack_panel_q5_k, with_min, 0 },
+    { HN_TYPE_Q6_K, pack_panel_q6_k, panel_gemm_halves, 32 },
+  };
+  for (size_t i = 0; i < sizeof panels / sizeof panels[0]; i++) {
+    k->pack_panel[panels[i].type] = panels[i].pack;
+    k->panel_gemm[panels[i].type] = panels[i].gemm;
+    k->panel_offset[panels[i].type] = panels[i].offset;
+  }
 }

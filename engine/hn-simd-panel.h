@@ -1,20 +1,25 @@
 /* hn-simd-panel.h — packing weight rows into panels for the prompt-processing GEMM,
- * shared by the AVX2 and AVX-512 kernels (included by each, compiled with its flags).
+ * shared by the AVX2, AVX-512 and NEON kernels (included by each, compiled with its
+ * flags).
  *
  * A panel holds 16 weight rows, per 32-element block: eight 64-byte vectors whose 32-bit
  * lane r carries four consecutive codes of row r, then the 16 rows' scales (two sets for
  * types with 16-element groups) and their mins (one set per 32 elements; Q2_K, whose
  * mins change every 16 elements, has the larger PanelBlockMin16 with two).  The includer
  * defines transpose_codes(tmp, codes), which writes the 32 codes of each of 16 rows
- * (tmp[r], 32 bytes apart) in that lane order, with whichever gathers its instruction
- * set has.
+ * (tmp[r], 32 bytes apart) in that lane order, with whichever gathers or shuffles its
+ * instruction set has.
+ *
+ * The packers are written once, on 32 bytes of codes at a time (PanelCodes and the pc_*
+ * operations below: one 256-bit register on x86, a pair of 128-bit registers on ARM64),
+ * so every level packs exactly the same panel.
  *
  * Codes are unsigned with a zero point (Q4_0: 8, Q5_0: 16, Q3_K: 4, Q6_K: 32, Q8_0: 128;
  * 0 for the types with mins), which the GEMM removes with the activation's precomputed
  * -offset · Σq, except Q8_0 packed signed (pack_panel_q8_0_signed) for kernels whose
- * byte products saturate on 255 × 127.  The "min" of a block is whatever its weights add
- * on top of scale · code: -dmin · m for the k-quants, +m for Q4_1 and Q5_1; the GEMM
- * multiplies it by the activation's d · Σq.
+ * byte products saturate on 255 × 127 or that multiply signed bytes.  The "min" of a
+ * block is whatever its weights add on top of scale · code: -dmin · m for the k-quants,
+ * +m for Q4_1 and Q5_1; the GEMM multiplies it by the activation's d · Σq.
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -23,9 +28,195 @@
 #include "hn-quants-blocks.h"
 #include "hn-simd.h"
 
-#include <immintrin.h>
 #include <stddef.h>
 #include <string.h>
+
+/* ---- 32 bytes of codes ----
+ *
+ * pc_shr and pc_shl may carry bits across byte boundaries (x86 shifts 16-bit lanes):
+ * callers mask the result, or shift values that leave no bits to carry. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+typedef __m256i PanelCodes;
+
+static inline float
+panel_h2f(uint16_t h)
+{
+  return _cvtsh_ss(h);
+}
+
+static inline PanelCodes
+pc_load(const uint8_t *p)
+{
+  return _mm256_loadu_si256((const __m256i *)p);
+}
+
+static inline void
+pc_store(uint8_t *p, PanelCodes v)
+{
+  _mm256_store_si256((__m256i *)p, v);
+}
+
+static inline PanelCodes
+pc_set1(char value)
+{
+  return _mm256_set1_epi8(value);
+}
+
+static inline PanelCodes
+pc_and(PanelCodes a, PanelCodes b)
+{
+  return _mm256_and_si256(a, b);
+}
+
+static inline PanelCodes
+pc_or(PanelCodes a, PanelCodes b)
+{
+  return _mm256_or_si256(a, b);
+}
+
+static inline PanelCodes
+pc_xor(PanelCodes a, PanelCodes b)
+{
+  return _mm256_xor_si256(a, b);
+}
+
+static inline PanelCodes
+pc_shr(PanelCodes v, int bits)
+{
+  return _mm256_srli_epi16(v, bits);
+}
+
+static inline PanelCodes
+pc_shl(PanelCodes v, int bits)
+{
+  return _mm256_slli_epi16(v, bits);
+}
+
+/* The 32 codes of a block's 16 packed nibbles: low nibbles (elements 0-15), then high. */
+static inline PanelCodes
+panel_nibbles(const uint8_t *qs)
+{
+  const __m128i q = _mm_loadu_si128((const __m128i *)qs);
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4));
+}
+
+/* 32 bits (little-endian bytes) -> 32 bytes: `value` in byte i where bit i is set. */
+static inline PanelCodes
+panel_bits(const uint8_t *bits, char value)
+{
+  uint32_t x;
+  memcpy(&x, bits, 4);
+  /* byte i gets byte i / 8 of x, then keeps only bit i % 8 */
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x),
+                                             _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                                               0x0101010101010101, 0));
+  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(value));
+}
+
+/* `value` in each byte of `bytes` whose bit `bit` is set, else 0. */
+static inline PanelCodes
+panel_bit_plane(PanelCodes bytes, int bit, char value)
+{
+  const __m256i m = _mm256_set1_epi8((char)(1 << bit));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, m), m), _mm256_set1_epi8(value));
+}
+
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+
+typedef uint8x16x2_t PanelCodes;
+
+static inline float
+panel_h2f(uint16_t h)
+{
+  return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
+
+static inline PanelCodes
+pc_load(const uint8_t *p)
+{
+  return (PanelCodes){ { vld1q_u8(p), vld1q_u8(p + 16) } };
+}
+
+static inline void
+pc_store(uint8_t *p, PanelCodes v)
+{
+  vst1q_u8(p, v.val[0]);
+  vst1q_u8(p + 16, v.val[1]);
+}
+
+static inline PanelCodes
+pc_set1(char value)
+{
+  const uint8x16_t v = vdupq_n_u8((uint8_t)value);
+  return (PanelCodes){ { v, v } };
+}
+
+static inline PanelCodes
+pc_and(PanelCodes a, PanelCodes b)
+{
+  return (PanelCodes){ { vandq_u8(a.val[0], b.val[0]), vandq_u8(a.val[1], b.val[1]) } };
+}
+
+static inline PanelCodes
+pc_or(PanelCodes a, PanelCodes b)
+{
+  return (PanelCodes){ { vorrq_u8(a.val[0], b.val[0]), vorrq_u8(a.val[1], b.val[1]) } };
+}
+
+static inline PanelCodes
+pc_xor(PanelCodes a, PanelCodes b)
+{
+  return (PanelCodes){ { veorq_u8(a.val[0], b.val[0]), veorq_u8(a.val[1], b.val[1]) } };
+}
+
+/* USHL by a negative count shifts right; the count may be a variable */
+static inline PanelCodes
+pc_shr(PanelCodes v, int bits)
+{
+  const int8x16_t count = vdupq_n_s8((int8_t)-bits);
+  return (PanelCodes){ { vshlq_u8(v.val[0], count), vshlq_u8(v.val[1], count) } };
+}
+
+static inline PanelCodes
+pc_shl(PanelCodes v, int bits)
+{
+  const int8x16_t count = vdupq_n_s8((int8_t)bits);
+  return (PanelCodes){ { vshlq_u8(v.val[0], count), vshlq_u8(v.val[1], count) } };
+}
+
+static inline PanelCodes
+panel_nibbles(const uint8_t *qs)
+{
+  const uint8x16_t q = vld1q_u8(qs);
+  return (PanelCodes){ { vandq_u8(q, vdupq_n_u8(0x0f)), vshrq_n_u8(q, 4) } };
+}
+
+static inline PanelCodes
+panel_bits(const uint8_t *bits, char value)
+{
+  static const uint8_t bit_of_byte[16] = { 1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128 };
+  const uint8x16_t bit = vld1q_u8(bit_of_byte), v = vdupq_n_u8((uint8_t)value);
+  /* byte i gets byte i / 8 of the bits, then keeps only bit i % 8 */
+  const uint8x16_t lo = vcombine_u8(vdup_n_u8(bits[0]), vdup_n_u8(bits[1]));
+  const uint8x16_t hi = vcombine_u8(vdup_n_u8(bits[2]), vdup_n_u8(bits[3]));
+  return (PanelCodes){ { vandq_u8(vtstq_u8(lo, bit), v), vandq_u8(vtstq_u8(hi, bit), v) } };
+}
+
+static inline PanelCodes
+panel_bit_plane(PanelCodes bytes, int bit, char value)
+{
+  const uint8x16_t m = vdupq_n_u8((uint8_t)(1 << bit)), v = vdupq_n_u8((uint8_t)value);
+  return (PanelCodes){ { vandq_u8(vtstq_u8(bytes.val[0], m), v), vandq_u8(vtstq_u8(bytes.val[1], m), v) } };
+}
+
+#else
+#error "hn-simd-panel.h: no 32-byte code operations for this processor"
+#endif
 
 typedef struct {
   uint8_t codes[8][64];
@@ -63,9 +254,8 @@ pack_panel_q8_0_flipped(const void *weight, size_t row_stride, int n_rows, int64
   for (int64_t b = 0; b < n / 32; b++, pb++) {
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
       const HnBlockQ8_0 *blk = (const HnBlockQ8_0 *)panel_row(weight, row_stride, r, n_rows) + b;
-      __m256i q = _mm256_loadu_si256((const __m256i *)blk->qs);
-      _mm256_store_si256((__m256i *)tmp[r], _mm256_xor_si256(q, _mm256_set1_epi8(flip)));
-      pb->scale[0][r] = _cvtsh_ss(blk->d);
+      pc_store(tmp[r], pc_xor(pc_load((const uint8_t *)blk->qs), pc_set1(flip)));
+      pb->scale[0][r] = panel_h2f(blk->d);
     }
     transpose_codes(tmp, pb->codes);
   }
@@ -83,63 +273,32 @@ pack_panel_q8_0_signed(const void *weight, size_t row_stride, int n_rows, int64_
   pack_panel_q8_0_flipped(weight, row_stride, n_rows, n, panel, 0);
 }
 
-/* The 32 codes of a block's 16 packed nibbles: low nibbles (elements 0-15), then high. */
-static inline __m256i
-panel_nibbles(const uint8_t *qs)
-{
-  const __m128i q = _mm_loadu_si128((const __m128i *)qs);
-  const __m128i low4 = _mm_set1_epi8(0x0f);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4));
-}
-
-/* 32 bits (little-endian bytes) -> 32 bytes: `value` in byte i where bit i is set. */
-static inline __m256i
-panel_bits(const uint8_t *bits, char value)
-{
-  uint32_t x;
-  memcpy(&x, bits, 4);
-  /* byte i gets byte i / 8 of x, then keeps only bit i % 8 */
-  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x),
-                                             _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                                               0x0101010101010101, 0));
-  const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(value));
-}
-
-/* `value` in each byte of `bytes` whose bit `bit` is set, else 0. */
-static inline __m256i
-panel_bit_plane(__m256i bytes, int bit, char value)
-{
-  const __m256i m = _mm256_set1_epi8((char)(1 << bit));
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, m), m), _mm256_set1_epi8(value));
-}
-
-static inline __m256i
+static inline PanelCodes
 codes_q4_0(const HnBlockQ4_0 *b)
 {
   return panel_nibbles(b->qs);
 }
 
-static inline __m256i
+static inline PanelCodes
 codes_q4_1(const HnBlockQ4_1 *b)
 {
   return panel_nibbles(b->qs);
 }
 
-static inline __m256i
+static inline PanelCodes
 codes_q5_0(const HnBlockQ5_0 *b)
 {
-  return _mm256_or_si256(panel_nibbles(b->qs), panel_bits(b->qh, 0x10));
+  return pc_or(panel_nibbles(b->qs), panel_bits(b->qh, 0x10));
 }
 
-static inline __m256i
+static inline PanelCodes
 codes_q5_1(const HnBlockQ5_1 *b)
 {
-  return _mm256_or_si256(panel_nibbles(b->qs), panel_bits(b->qh, 0x10));
+  return pc_or(panel_nibbles(b->qs), panel_bits(b->qh, 0x10));
 }
 
 #define PANEL_NO_MIN(blk) 0.0f
-#define PANEL_MIN_M(blk) _cvtsh_ss((blk)->m)
+#define PANEL_MIN_M(blk) panel_h2f((blk)->m)
 
 /* The 32-element types: per block its 32 codes, its scale d and its min (+m, or 0). */
 #define DEFINE_PACK_PANEL_32(NAME, BLOCK, CODES, MIN)                                                \
@@ -150,8 +309,8 @@ codes_q5_1(const HnBlockQ5_1 *b)
     for (int64_t b = 0; b < n / 32; b++, pb++) {                                                   \
       for (int r = 0; r < HN_PANEL_ROWS; r++) {                                                    \
         const BLOCK *blk = (const BLOCK *)panel_row(weight, row_stride, r, n_rows) + b;            \
-        _mm256_store_si256((__m256i *)tmp[r], CODES(blk));                                         \
-        pb->scale[0][r] = _cvtsh_ss(blk->d);                                                       \
+        pc_store(tmp[r], CODES(blk));                                                              \
+        pb->scale[0][r] = panel_h2f(blk->d);                                                       \
         pb->neg_min[0][r] = MIN(blk);                                                              \
       }                                                                                            \
       transpose_codes(tmp, pb->codes);                                                             \
@@ -171,7 +330,7 @@ pack_panel_k_mins(const void *weight, size_t row_stride, int n_rows, int64_t n, 
 {
   PanelBlock *pb = panel;
   _Alignas(64) uint8_t tmp[2][HN_PANEL_ROWS][32];
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const PanelCodes low4 = pc_set1(0x0f);
   /* two 32-element groups share one 32-byte run of qs (low, then high nibbles) */
   for (int64_t b = 0; b < n / 32; b += 2, pb += 2) {
     const int64_t sb = b / 8;
@@ -179,16 +338,16 @@ pack_panel_k_mins(const void *weight, size_t row_stride, int n_rows, int64_t n, 
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
       const uint8_t *blk = panel_row(weight, row_stride, r, n_rows) + (size_t)sb * block_bytes;
       const HnBlockQ4_K *head = (const HnBlockQ4_K *)blk; /* d, dmin, scales: same offsets */
-      __m256i q = _mm256_loadu_si256((const __m256i *)(blk + qs_offset + 16 * j));
-      __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      const PanelCodes q = pc_load(blk + qs_offset + 16 * j);
+      PanelCodes lo = pc_and(q, low4), hi = pc_and(pc_shr(q, 4), low4);
       if (fifth_bit) {
-        const __m256i h = _mm256_loadu_si256((const __m256i *)(blk + qh_offset));
-        lo = _mm256_or_si256(lo, panel_bit_plane(h, j, 0x10));
-        hi = _mm256_or_si256(hi, panel_bit_plane(h, j + 1, 0x10));
+        const PanelCodes h = pc_load(blk + qh_offset);
+        lo = pc_or(lo, panel_bit_plane(h, j, 0x10));
+        hi = pc_or(hi, panel_bit_plane(h, j + 1, 0x10));
       }
-      _mm256_store_si256((__m256i *)tmp[0][r], lo);
-      _mm256_store_si256((__m256i *)tmp[1][r], hi);
-      const float d = _cvtsh_ss(head->d), dmin = _cvtsh_ss(head->dmin);
+      pc_store(tmp[0][r], lo);
+      pc_store(tmp[1][r], hi);
+      const float d = panel_h2f(head->d), dmin = panel_h2f(head->dmin);
       uint8_t sc, m;
       hn_q4k_scale_min(j, head->scales, &sc, &m);
       pb[0].scale[0][r] = d * sc;
@@ -222,25 +381,24 @@ pack_panel_q6_k(const void *weight, size_t row_stride, int n_rows, int64_t n, vo
 {
   PanelBlock *pb = panel;
   _Alignas(64) uint8_t tmp[4][HN_PANEL_ROWS][32];
-  const __m256i low4 = _mm256_set1_epi8(0x0f), two = _mm256_set1_epi8(3);
+  const PanelCodes low4 = pc_set1(0x0f), two = pc_set1(3);
   /* one half super-block (128 elements) at a time: 32 bytes of qh and 64 of ql */
   for (int64_t b = 0; b < n / 32; b += 4, pb += 4) {
     const int64_t sb = b / 8;
     const int half = (int)(b % 8) / 4;
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
       const HnBlockQ6_K *blk = (const HnBlockQ6_K *)panel_row(weight, row_stride, r, n_rows) + sb;
-      __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * half));
-      __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk->ql + 64 * half + 32));
-      __m256i h = _mm256_loadu_si256((const __m256i *)(blk->qh + 32 * half));
-      __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(h, two), 4);
-      __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), two), 4);
-      __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), two), 4);
-      __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), two), 4);
-      _mm256_store_si256((__m256i *)tmp[0][r], _mm256_or_si256(_mm256_and_si256(l0, low4), h0));
-      _mm256_store_si256((__m256i *)tmp[1][r], _mm256_or_si256(_mm256_and_si256(l1, low4), h1));
-      _mm256_store_si256((__m256i *)tmp[2][r], _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), h2));
-      _mm256_store_si256((__m256i *)tmp[3][r], _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4), h3));
-      const float d = _cvtsh_ss(blk->d);
+      const PanelCodes l0 = pc_load(blk->ql + 64 * half), l1 = pc_load(blk->ql + 64 * half + 32);
+      const PanelCodes h = pc_load(blk->qh + 32 * half);
+      const PanelCodes h0 = pc_shl(pc_and(h, two), 4);
+      const PanelCodes h1 = pc_shl(pc_and(pc_shr(h, 2), two), 4);
+      const PanelCodes h2 = pc_shl(pc_and(pc_shr(h, 4), two), 4);
+      const PanelCodes h3 = pc_shl(pc_and(pc_shr(h, 6), two), 4);
+      pc_store(tmp[0][r], pc_or(pc_and(l0, low4), h0));
+      pc_store(tmp[1][r], pc_or(pc_and(l1, low4), h1));
+      pc_store(tmp[2][r], pc_or(pc_and(pc_shr(l0, 4), low4), h2));
+      pc_store(tmp[3][r], pc_or(pc_and(pc_shr(l1, 4), low4), h3));
+      const float d = panel_h2f(blk->d);
       for (int p = 0; p < 4; p++) {
         pb[p].scale[0][r] = d * blk->scales[8 * half + 2 * p];
         pb[p].scale[1][r] = d * blk->scales[8 * half + 2 * p + 1];
@@ -255,10 +413,10 @@ pack_panel_q6_k(const void *weight, size_t row_stride, int n_rows, int64_t n, vo
  * bytes of qs whose bits 2p, 2p+1 are block p's (element l of the block in byte l), with
  * a scale per 16 elements.  Q3_K adds a third bit (bit 4·half + p of hmask[l]; a clear
  * bit means -4, so code = low | bit << 2 with zero point 4). */
-static inline __m256i
-panel_2bit_codes(__m256i q, int p)
+static inline PanelCodes
+panel_2bit_codes(PanelCodes q, int p)
 {
-  return _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * p)), _mm256_set1_epi8(3));
+  return pc_and(pc_shr(q, 2 * p), pc_set1(3));
 }
 
 static void
@@ -271,13 +429,12 @@ pack_panel_q3_k(const void *weight, size_t row_stride, int n_rows, int64_t n, vo
     const int half = (int)(b % 8) / 4;
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
       const HnBlockQ3_K *blk = (const HnBlockQ3_K *)panel_row(weight, row_stride, r, n_rows) + sb;
-      const __m256i q = _mm256_loadu_si256((const __m256i *)(blk->qs + 32 * half));
-      const __m256i hm = _mm256_loadu_si256((const __m256i *)blk->hmask);
-      const float d = _cvtsh_ss(blk->d);
+      const PanelCodes q = pc_load(blk->qs + 32 * half);
+      const PanelCodes hm = pc_load(blk->hmask);
+      const float d = panel_h2f(blk->d);
       for (int p = 0; p < 4; p++) {
         const int block = 4 * half + p;
-        _mm256_store_si256((__m256i *)tmp[p][r],
-                           _mm256_or_si256(panel_2bit_codes(q, p), panel_bit_plane(hm, block, 4)));
+        pc_store(tmp[p][r], pc_or(panel_2bit_codes(q, p), panel_bit_plane(hm, block, 4)));
         pb[p].scale[0][r] = d * (float)hn_q3k_scale(2 * block, blk->scales);
         pb[p].scale[1][r] = d * (float)hn_q3k_scale(2 * block + 1, blk->scales);
       }
@@ -297,11 +454,11 @@ pack_panel_q2_k(const void *weight, size_t row_stride, int n_rows, int64_t n, vo
     const int half = (int)(b % 8) / 4;
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
       const HnBlockQ2_K *blk = (const HnBlockQ2_K *)panel_row(weight, row_stride, r, n_rows) + sb;
-      const __m256i q = _mm256_loadu_si256((const __m256i *)(blk->qs + 32 * half));
-      const float d = _cvtsh_ss(blk->d), dmin = _cvtsh_ss(blk->dmin);
+      const PanelCodes q = pc_load(blk->qs + 32 * half);
+      const float d = panel_h2f(blk->d), dmin = panel_h2f(blk->dmin);
       for (int p = 0; p < 4; p++) {
         const int block = 4 * half + p;
-        _mm256_store_si256((__m256i *)tmp[p][r], panel_2bit_codes(q, p));
+        pc_store(tmp[p][r], panel_2bit_codes(q, p));
         for (int k = 0; k < 2; k++) {
           const uint8_t sc = blk->scales[2 * block + k];
           pb[p].scale[k][r] = d * (float)(sc & 0xf);

@@ -13,6 +13,8 @@ static HnSimdKernels tables[HN_SIMD_LEVEL_COUNT];
 /* The AVX2 level as a processor without AVX-VNNI runs it (HANASHI_SIMD=avx2-novnni), so
  * that both variants can be tested and measured on one machine. */
 static HnSimdKernels avx2_without_vnni;
+/* The same for ARM64 DotProd without I8MM (HANASHI_SIMD=neon-noi8mm). */
+static HnSimdKernels neon_without_i8mm;
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -33,8 +35,10 @@ fill_tables(void)
   const HnCpuFeatures *f = hn_cpu_features();
   if (f->neon) {
     hn_simd_fill_neon(&tables[HN_SIMD_NEON]);
-    if (f->neon_dotprod)
-      hn_simd_fill_neon_dotprod(&tables[HN_SIMD_NEON_DOTPROD]);
+    if (f->neon_dotprod) {
+      hn_simd_fill_neon_dotprod(&tables[HN_SIMD_NEON_DOTPROD], f->neon_i8mm);
+      hn_simd_fill_neon_dotprod(&neon_without_i8mm, false);
+    }
   }
 #endif
 }
@@ -56,6 +60,9 @@ hn_simd_kernels(void)
   if (level == HN_SIMD_AVX2 && cap != NULL && strcmp(cap, "avx2-novnni") == 0 &&
       hn_simd_kernels_for_level(HN_SIMD_AVX2) != NULL)
     return &avx2_without_vnni;
+  if (level == HN_SIMD_NEON_DOTPROD && cap != NULL && strcmp(cap, "neon-noi8mm") == 0 &&
+      hn_simd_kernels_for_level(HN_SIMD_NEON_DOTPROD) != NULL)
+    return &neon_without_i8mm;
   const HnSimdKernels *k = hn_simd_kernels_for_level(level);
   return k ? k : hn_simd_kernels_for_level(HN_SIMD_SCALAR);
 }

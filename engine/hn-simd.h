@@ -193,7 +193,7 @@ typedef struct {
 } HnSimdKernels;
 
 /* The kernels for the machine's best level (capped by HANASHI_SIMD, where
- * "avx2-novnni" also leaves out AVX-VNNI), filled once. */
+ * "avx2-novnni" also leaves out AVX-VNNI and "neon-noi8mm" I8MM), filled once. */
 const HnSimdKernels *hn_simd_kernels(void);
 
 /* The kernels of one level (for tests that compare levels); NULL when the processor
@@ -205,7 +205,8 @@ const HnSimdKernels *hn_simd_kernels_for_level(HnSimdLevel level);
 void hn_simd_fill_avx2(HnSimdKernels *kernels, bool avx_vnni);
 void hn_simd_fill_avx512(HnSimdKernels *kernels);
 void hn_simd_fill_neon(HnSimdKernels *kernels);         /* hn-simd-neon.c, baseline */
-void hn_simd_fill_neon_dotprod(HnSimdKernels *kernels); /* the same file with +dotprod */
+/* the same file with +dotprod; i8mm: the single-scale panels use SMMLA (HWCAP2_I8MM) */
+void hn_simd_fill_neon_dotprod(HnSimdKernels *kernels, bool i8mm);
 
 #ifdef __cplusplus
 }

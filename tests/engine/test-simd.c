@@ -260,7 +260,8 @@ test_matmul_paths (void)
   enum { MAX_TOKENS = 33 };
   const int row_counts[] = { 1, 7, 16, 37 };
 #if defined(__aarch64__)
-  const char *levels[] = { "scalar", "neon", "neon-dotprod" };
+  /* "neon-noi8mm": DotProd without the I8MM panels */
+  const char *levels[] = { "scalar", "neon", "neon-dotprod", "neon-noi8mm" };
 #else
   /* "avx512-dot": AVX-512 with the dot-product decode kernel (HANASHI_DECODE=dot) */
   const char *levels[] = { "scalar", "avx2", "avx2-novnni", "avx512", "avx512-dot" };
@@ -384,16 +385,21 @@ act_blocks_from_reference (HnType vdt, const void *a, int64_t n, int offset, HnA
 }
 
 /* The panel kernels on their own (single-threaded: this is the check that runs under
- * qemu for ARM64): every quantized type a level has a panel for, 1, 5 and 16 rows (tail
- * panels), 1 to 8 tokens, against the reference dot product; outputs beyond the rows
- * stay untouched. */
+ * qemu for ARM64): every type a level has a panel for (the quantized types, F16 and
+ * BF16), row counts that leave every tail of the 4-row NEON groups and of the 8-row AVX2
+ * halves, and every batch of 1 to 33 tokens, dealt to the kernel HN_PANEL_COLS tokens at
+ * a time as hn_matmul deals them, against the reference dot product; outputs beyond the
+ * rows and tokens stay untouched. */
 static void
 test_panel_kernels (void)
 {
+  enum { MAX_TOKENS = 33, OUT_STRIDE = HN_PANEL_ROWS + 3 };
+  const int row_counts[] = { 1, 3, 6, 7, 13, 16 };
   GRand *rand = g_rand_new_with_seed (808);
   int checked = 0;
   for (HnSimdLevel level = HN_SIMD_SCALAR + 1; level <= HN_SIMD_LEVEL_COUNT; level++) {
-    /* one round past the levels: the AVX2 variant without AVX-VNNI, where there is AVX2 */
+    /* one round past the levels: the AVX2 variant without AVX-VNNI where there is AVX2,
+     * DotProd without I8MM where there is DotProd */
     const HnSimdKernels *k;
     const char *name;
     if (level < HN_SIMD_LEVEL_COUNT) {
@@ -401,70 +407,99 @@ test_panel_kernels (void)
       name = k ? hn_simd_level_name (level) : NULL;
     } else {
       k = NULL;
+#if defined(__aarch64__)
+      name = "neon-noi8mm";
+      const HnSimdLevel variant_of = HN_SIMD_NEON_DOTPROD;
+#else
       name = "avx2-novnni";
-#if defined(__x86_64__)
-      if (hn_simd_kernels_for_level (HN_SIMD_AVX2) != NULL) {
-        g_setenv ("HANASHI_SIMD", "avx2-novnni", TRUE);
+      const HnSimdLevel variant_of = HN_SIMD_AVX2;
+#endif
+      if (hn_simd_kernels_for_level (variant_of) != NULL) {
+        g_setenv ("HANASHI_SIMD", name, TRUE);
         k = hn_simd_kernels ();
         g_unsetenv ("HANASHI_SIMD");
       }
-#endif
     }
     if (k == NULL)
       continue;
     for (int t = 0; t < HN_TYPE_COUNT; t++) {
       HnType type = (HnType) t;
-      if (k->pack_panel[type] == NULL || k->panel_gemm[type] == NULL)
+      /* F16 and BF16 panels take f32 activations, rounded as the reference rounds them */
+      gboolean is_float = type == HN_TYPE_F16 || type == HN_TYPE_BF16;
+      HnPanelGemmF32Fn gemm_float = type == HN_TYPE_F16 ? k->panel_gemm_f16 : k->panel_gemm_bf16;
+      HnRoundF16Fn round = type == HN_TYPE_F16 ? k->round_f16 : k->round_bf16;
+      if (k->pack_panel[type] == NULL)
+        continue;
+      if (is_float ? (gemm_float == NULL || round == NULL) : k->panel_gemm[type] == NULL)
         continue;
       HnType vdt = hn_type_vec_dot_type (type);
       int64_t block = hn_type_block_elems (type);
-      int64_t n = block == 32 ? 32 * 9 : block * 3;
+      /* float rows need not be whole blocks of 32 */
+      int64_t n = is_float ? 32 * 9 + 5 : (block == 32 ? 32 * 9 : block * 3);
       size_t row_bytes = hn_type_row_bytes (type, n), act_row = hn_type_row_bytes (vdt, n);
-      float *wf = g_new (float, n * HN_PANEL_ROWS), *x = g_new (float, n * HN_PANEL_COLS);
-      guint8 *w = g_malloc0 (row_bytes * HN_PANEL_ROWS), *a = g_malloc0 (act_row * HN_PANEL_COLS);
+      float *wf = g_new (float, n * HN_PANEL_ROWS), *x = g_new (float, n * MAX_TOKENS);
+      guint8 *w = g_malloc0 (row_bytes * HN_PANEL_ROWS), *a = g_malloc0 (act_row * MAX_TOKENS);
       fill_random (rand, wf, n * HN_PANEL_ROWS);
-      fill_random (rand, x, n * HN_PANEL_COLS);
+      fill_random (rand, x, n * MAX_TOKENS);
       for (int r = 0; r < HN_PANEL_ROWS; r++)
         hn_quantize_row (type, wf + r * n, w + r * row_bytes, n);
-      HnActBlock *act = g_new (HnActBlock, (n / 32) * HN_PANEL_COLS);
-      for (int c = 0; c < HN_PANEL_COLS; c++) {
+      HnActBlock *act = g_new (HnActBlock, (n / 32) * MAX_TOKENS);
+      float *act_float = g_new (float, n * MAX_TOKENS);
+      float *ref = g_new (float, MAX_TOKENS * HN_PANEL_ROWS), *tol = g_new (float, MAX_TOKENS * HN_PANEL_ROWS);
+      for (int c = 0; c < MAX_TOKENS; c++) {
         hn_quantize_row (vdt, x + c * n, a + c * act_row, n);
-        act_blocks_from_reference (vdt, a + c * act_row, n, k->panel_offset[type], act + c * (n / 32));
+        if (is_float)
+          round (x + c * n, act_float + c * n, n);
+        else
+          act_blocks_from_reference (vdt, a + c * act_row, n, k->panel_offset[type], act + c * (n / 32));
+        for (int r = 0; r < HN_PANEL_ROWS; r++) {
+          ref[c * HN_PANEL_ROWS + r] = hn_vec_dot_ref (type, n, w + r * row_bytes, a + c * act_row);
+          double mag = 0;
+          for (int64_t i = 0; i < n; i++)
+            mag += fabs (wf[r * n + i] * x[c * n + i]);
+          tol[c * HN_PANEL_ROWS + r] = (float) (1e-4 * (mag + 1e-3));
+        }
       }
       size_t panel_bytes = ((size_t) (n / 32 + 1) * HN_PANEL_SCRATCH_PER_32 + 63) & ~(size_t) 63;
       void *panel = aligned_alloc (64, panel_bytes);
-      const int row_counts[] = { 1, 5, 16 };
-      enum { OUT_STRIDE = HN_PANEL_ROWS + 3 };
+      float *out = g_new (float, MAX_TOKENS * OUT_STRIDE);
       for (gsize ri = 0; ri < G_N_ELEMENTS (row_counts); ri++) {
         int rows = row_counts[ri];
         k->pack_panel[type] (w, row_bytes, rows, n, panel);
-        for (int cols = 1; cols <= HN_PANEL_COLS; cols++) {
-          float out[HN_PANEL_COLS * OUT_STRIDE];
-          for (gsize i = 0; i < G_N_ELEMENTS (out); i++)
+        for (int tokens = 1; tokens <= MAX_TOKENS; tokens++) {
+          for (int i = 0; i < MAX_TOKENS * OUT_STRIDE; i++)
             out[i] = NAN;
-          k->panel_gemm[type] (panel, n, rows, act, (size_t) (n / 32), cols, out, OUT_STRIDE);
-          for (int c = 0; c < HN_PANEL_COLS; c++)
+          for (int c0 = 0; c0 < tokens; c0 += HN_PANEL_COLS) {
+            int cols = MIN (HN_PANEL_COLS, tokens - c0);
+            if (is_float)
+              gemm_float (panel, n, rows, act_float + c0 * n, (size_t) n, cols, out + c0 * OUT_STRIDE, OUT_STRIDE);
+            else
+              k->panel_gemm[type] (panel, n, rows, act + c0 * (n / 32), (size_t) (n / 32), cols,
+                                   out + c0 * OUT_STRIDE, OUT_STRIDE);
+          }
+          for (int c = 0; c < MAX_TOKENS; c++)
             for (int r = 0; r < OUT_STRIDE; r++) {
               float got = out[c * OUT_STRIDE + r];
-              if (c >= cols || r >= rows) {
+              if (c >= tokens || r >= rows) {
                 if (!isnan (got))
-                  g_error ("panel %s %s rows=%d cols=%d: wrote outside the output at r=%d c=%d", name,
-                           hn_type_name (type), rows, cols, r, c);
+                  g_error ("panel %s %s rows=%d tokens=%d: wrote outside the output at r=%d c=%d", name,
+                           hn_type_name (type), rows, tokens, r, c);
                 continue;
               }
-              float ref = hn_vec_dot_ref (type, n, w + r * row_bytes, a + c * act_row);
-              double mag = 0;
-              for (int64_t i = 0; i < n; i++)
-                mag += fabs (wf[r * n + i] * x[c * n + i]);
-              if (!(fabs (got - ref) <= 1e-4 * (mag + 1e-3)))
-                g_error ("panel %s %s rows=%d cols=%d r=%d c=%d: reference %g, got %g", name, hn_type_name (type),
-                         rows, cols, r, c, ref, got);
+              float want = ref[c * HN_PANEL_ROWS + r];
+              if (!(fabsf (got - want) <= tol[c * HN_PANEL_ROWS + r]))
+                g_error ("panel %s %s rows=%d tokens=%d r=%d c=%d: reference %g, got %g", name,
+                         hn_type_name (type), rows, tokens, r, c, want, got);
               checked++;
             }
         }
       }
       free (panel);
+      g_free (out);
       g_free (act);
+      g_free (act_float);
+      g_free (ref);
+      g_free (tol);
       g_free (wf);
       g_free (x);
       g_free (w);
@@ -477,18 +512,27 @@ test_panel_kernels (void)
   g_rand_free (rand);
 }
 
-/* Every x86 level has the prompt GEMM (panel kernels) for every quantized type and for
+/* Every SIMD level has the prompt GEMM (panel kernels) for every quantized type and for
  * F16 and BF16, so that a batch never falls back to one dot product per row and token
- * (several times slower); test_matmul_paths checks what they compute. */
+ * (several times slower): on x86 AVX2 (with and without AVX-VNNI) and AVX-512, on ARM64
+ * baseline NEON and NEON with DotProd (with and without I8MM).  test_panel_kernels and test_matmul_paths check
+ * what they compute. */
 static void
 test_panel_types (void)
 {
 #if defined(__x86_64__)
   const char *caps[] = { "avx2", "avx2-novnni", "avx512" };
   const HnSimdLevel cap_levels[] = { HN_SIMD_AVX2, HN_SIMD_AVX2, HN_SIMD_AVX512 };
+#elif defined(__aarch64__)
+  const char *caps[] = { "neon", "neon-dotprod", "neon-noi8mm" };
+  const HnSimdLevel cap_levels[] = { HN_SIMD_NEON, HN_SIMD_NEON_DOTPROD, HN_SIMD_NEON_DOTPROD };
+#else
+  const char *caps[] = { NULL };
+  const HnSimdLevel cap_levels[] = { HN_SIMD_SCALAR };
+#endif
   int checked = 0;
   for (gsize ci = 0; ci < G_N_ELEMENTS (caps); ci++) {
-    if (hn_simd_kernels_for_level (cap_levels[ci]) == NULL)
+    if (caps[ci] == NULL || hn_simd_kernels_for_level (cap_levels[ci]) == NULL)
       continue;
     g_setenv ("HANASHI_SIMD", caps[ci], TRUE);
     const HnSimdKernels *k = hn_simd_kernels ();
@@ -499,21 +543,21 @@ test_panel_types (void)
         continue;
       if (k->pack_panel[type] == NULL)
         g_error ("%s: no panel packing for %s", caps[ci], hn_type_name (type));
-      if (type == HN_TYPE_F16)
-        g_assert_true (k->panel_gemm_f16 != NULL && k->round_f16 != NULL);
-      else if (type == HN_TYPE_BF16)
-        g_assert_true (k->panel_gemm_bf16 != NULL && k->round_bf16 != NULL);
-      else if (k->panel_gemm[type] == NULL)
+      if (type == HN_TYPE_F16) {
+        if (k->panel_gemm_f16 == NULL || k->round_f16 == NULL)
+          g_error ("%s: no panel GEMM for F16", caps[ci]);
+      } else if (type == HN_TYPE_BF16) {
+        if (k->panel_gemm_bf16 == NULL || k->round_bf16 == NULL)
+          g_error ("%s: no panel GEMM for BF16", caps[ci]);
+      } else if (k->panel_gemm[type] == NULL) {
         g_error ("%s: no panel GEMM for %s", caps[ci], hn_type_name (type));
+      }
       checked++;
     }
   }
   g_unsetenv ("HANASHI_SIMD");
   if (checked == 0)
-    g_test_skip ("this processor has no AVX2");
-#else
-  g_test_skip ("the panel GEMM is x86 only so far");
-#endif
+    g_test_skip ("this processor has no SIMD level with a panel GEMM");
 }
 
 /* Every SIMD level has a decode dot product for every weight type, and a fast quantizer
