@@ -65,6 +65,7 @@ hn_matmul_scratch_bytes(int64_t n, int n_tokens, int n_threads)
 
 typedef struct {
   HnVecDotFn fast;
+  HnVecDotRowsFn fast_rows; /* several rows at once, where the level has it */
   HnType type;
   int64_t n, rows;
   const uint8_t *w;
@@ -104,6 +105,16 @@ matmul_worker(void *data, int ith, int nth)
     if (r0 >= job->rows)
       break;
     int64_t r1 = r0 + job->unit < job->rows ? r0 + job->unit : job->rows;
+    if (job->fast_rows) {
+      /* a token's outputs of consecutive rows are consecutive in y */
+      for (int64_t r = r0; r < r1; r += HN_DOT_ROWS) {
+        int n_rows = r1 - r < HN_DOT_ROWS ? (int) (r1 - r) : HN_DOT_ROWS;
+        for (int t = 0; t < job->n_tokens; t++)
+          job->fast_rows(job->n, job->w + (size_t) r * job->w_row_bytes, job->w_row_bytes, n_rows,
+                         job->act + (size_t) t * job->act_row_bytes, job->y + (size_t) t * (size_t) job->y_stride + (size_t) r);
+      }
+      continue;
+    }
     for (int64_t r = r0; r < r1; r++) {
       const uint8_t *wr = job->w + (size_t) r * job->w_row_bytes;
       prefetch_next_rows(wr, job->w_row_bytes, job->rows - r);
@@ -430,7 +441,7 @@ matmul_impl(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tok
     return;
   }
   MatmulJob job = {
-    .fast = k ? k->vec_dot[type] : NULL, .type = type, .n = n, .rows = w->ne[1],
+    .fast = k ? k->vec_dot[type] : NULL, .fast_rows = k ? k->vec_dot_rows[type] : NULL, .type = type, .n = n, .rows = w->ne[1],
     .w = w->data, .w_row_bytes = hn_type_row_bytes(type, n), .act = scratch,
     .act_row_bytes = hn_type_row_bytes(vdt, n), .n_tokens = n_tokens, .y = y, .y_stride = y_stride,
     .unit = unit_rows(w->ne[1], hn_threadpool_n_threads(pool)),
@@ -491,7 +502,11 @@ matvec_worker(void *data, int ith, int nth)
     } else {
       /* as matmul_worker for one token */
       HnVecDotFn fast = job->k ? job->k->vec_dot[type] : NULL;
-      for (int64_t r = r0; r < r1; r++) {
+      HnVecDotRowsFn fast_rows = job->k ? job->k->vec_dot_rows[type] : NULL;
+      for (int64_t r = r0; fast_rows && r < r1; r += HN_DOT_ROWS)
+        fast_rows(n, w + (size_t) r * row_bytes, row_bytes, r1 - r < HN_DOT_ROWS ? (int) (r1 - r) : HN_DOT_ROWS,
+                  job->act[item], it->y + r);
+      for (int64_t r = fast_rows ? r1 : r0; r < r1; r++) {
         prefetch_next_rows(w + (size_t) r * row_bytes, row_bytes, rows - r);
         it->y[r] = fast ? fast(n, w + (size_t) r * row_bytes, job->act[item])
                         : hn_vec_dot_ref(type, n, w + (size_t) r * row_bytes, job->act[item]);

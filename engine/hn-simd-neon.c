@@ -670,19 +670,6 @@ store_rows4(float *dst, float32x4_t v, int live)
   }
 }
 
-/* Expands to one call of NAME##_cols per column count, so that the column loops unroll. */
-#define PANEL_SWITCH_COLS(NAME, ...)                                                                 \
-  switch (n_cols) {                                                                                \
-  case 8: NAME##_cols(__VA_ARGS__, 8, out, out_stride); break;                                     \
-  case 7: NAME##_cols(__VA_ARGS__, 7, out, out_stride); break;                                     \
-  case 6: NAME##_cols(__VA_ARGS__, 6, out, out_stride); break;                                     \
-  case 5: NAME##_cols(__VA_ARGS__, 5, out, out_stride); break;                                     \
-  case 4: NAME##_cols(__VA_ARGS__, 4, out, out_stride); break;                                     \
-  case 3: NAME##_cols(__VA_ARGS__, 3, out, out_stride); break;                                     \
-  case 2: NAME##_cols(__VA_ARGS__, 2, out, out_stride); break;                                     \
-  default: NAME##_cols(__VA_ARGS__, 1, out, out_stride); break;                                    \
-  }
-
 /* The integer panel kernels, one per shape as on x86.  HALVES: 1 scale per 32 codes, or
  * 2 (one per 16).  MINS: 0, 1 per 32 elements (times the activation's d · Σq), or 2 per
  * 16 (Q2_K, with BLOCK = PanelBlockMin16). */
@@ -738,7 +725,7 @@ store_rows4(float *dst, float32x4_t v, int live)
   static void NAME(const void *panel, int64_t n, int n_rows, const HnActBlock *act, size_t act_stride, \
                    int n_cols, float *out, size_t out_stride)                                      \
   {                                                                                                \
-    PANEL_SWITCH_COLS(NAME, (const BLOCK *)panel, n / 32, n_rows, act, act_stride)                 \
+    HN_PANEL_DISPATCH_COLS(NAME##_cols, (const BLOCK *)panel, n / 32, n_rows, act, act_stride, n_cols, out, out_stride);\
   }
 
 DEFINE_PANEL_GEMM_NEON(panel_gemm_single, PanelBlock, 1, 0)
@@ -816,7 +803,7 @@ DEFINE_PANEL_GEMM_NEON(panel_gemm_halves_min16, PanelBlockMin16, 2, 2)
   static I8MM_ATTR void NAME(const void *panel, int64_t n, int n_rows, const HnActBlock *act,      \
                              size_t act_stride, int n_cols, float *out, size_t out_stride)         \
   {                                                                                                \
-    PANEL_SWITCH_COLS(NAME, (const PanelBlock *)panel, n / 32, n_rows, act, act_stride)            \
+    HN_PANEL_DISPATCH_COLS(NAME##_cols, (const PanelBlock *)panel, n / 32, n_rows, act, act_stride, n_cols, out, out_stride);\
   }
 
 DEFINE_PANEL_GEMM_I8MM(panel_gemm_single_i8mm, 0)
@@ -855,29 +842,46 @@ DEFINE_PANEL_GEMM_I8MM(panel_gemm_min_i8mm, 1)
   static void NAME(const void *panel, int64_t n, int n_rows, const float *act, size_t act_stride,  \
                    int n_cols, float *out, size_t out_stride)                                      \
   {                                                                                                \
-    PANEL_SWITCH_COLS(NAME, (const uint16_t *)panel, n, n_rows, act, act_stride)                   \
+    HN_PANEL_DISPATCH_COLS(NAME##_cols, (const uint16_t *)panel, n, n_rows, act, act_stride, n_cols, out, out_stride);\
   }
 
 DEFINE_PANEL_GEMM_FLOAT_NEON(panel_gemm_f16, load_f16x4)
 DEFINE_PANEL_GEMM_FLOAT_NEON(panel_gemm_bf16, load_bf16x4)
 
-/* BF16 rounding exactly as hn_fp32_to_bf16: to nearest even on the 16 dropped bits
- * (add 0x7fff plus the lowest kept bit), NaNs truncated and made quiet. */
+/* BF16 rounding exactly as hn_fp32_to_bf16: to nearest even on the 16 dropped bits, NaNs
+ * truncated and made quiet; the BF16 value ends up in the high half of each lane. */
+static inline uint32x4_t
+bf16_round_bits(float32x4_t x)
+{
+  const uint32x4_t b = vreinterpretq_u32_f32(x);
+  const uint32x4_t lsb = vandq_u32(vshrq_n_u32(b, 16), vdupq_n_u32(1));
+  const uint32x4_t rounded = vaddq_u32(b, vaddq_u32(lsb, vdupq_n_u32(0x7fff)));
+  const uint32x4_t nan = vcgtq_u32(vandq_u32(b, vdupq_n_u32(0x7fffffffu)), vdupq_n_u32(0x7f800000u));
+  const uint32x4_t quiet = vorrq_u32(b, vdupq_n_u32(0x00400000u));
+  return vbslq_u32(nan, quiet, rounded);
+}
+
 static void
 round_bf16(const float *x, float *y, int64_t n)
 {
   const uint32x4_t keep_high = vdupq_n_u32(0xffff0000u);
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const uint32x4_t b = vreinterpretq_u32_f32(vld1q_f32(x + i));
-    const uint32x4_t lsb = vandq_u32(vshrq_n_u32(b, 16), vdupq_n_u32(1));
-    const uint32x4_t rounded = vaddq_u32(b, vaddq_u32(lsb, vdupq_n_u32(0x7fff)));
-    const uint32x4_t nan = vcgtq_u32(vandq_u32(b, vdupq_n_u32(0x7fffffffu)), vdupq_n_u32(0x7f800000u));
-    const uint32x4_t quiet = vorrq_u32(b, vdupq_n_u32(0x00400000u));
-    vst1q_f32(y + i, vreinterpretq_f32_u32(vandq_u32(vbslq_u32(nan, quiet, rounded), keep_high)));
-  }
+  for (; i + 4 <= n; i += 4)
+    vst1q_f32(y + i, vreinterpretq_f32_u32(vandq_u32(bf16_round_bits(vld1q_f32(x + i)), keep_high)));
   for (; i < n; i++)
     y[i] = hn_bf16_to_fp32(hn_fp32_to_bf16(x[i]));
+}
+
+/* BF16 activations for BF16 weights' dot products, bit-identical to hn_fp32_to_bf16 */
+static void
+quantize_bf16(const float *src, void *dst, int64_t n)
+{
+  uint16_t *y = dst;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    vst1_u16(y + i, vshrn_n_u32(bf16_round_bits(vld1q_f32(src + i)), 16));
+  for (; i < n; i++)
+    y[i] = hn_fp32_to_bf16(src[i]);
 }
 
 #ifdef HN_NEON_DOTPROD
@@ -897,6 +901,7 @@ FILL_NAME(HnSimdKernels *k)
   k->quantize[HN_TYPE_Q8_1] = quantize_q8_1;
   k->quantize[HN_TYPE_Q8_K] = quantize_q8_k;
   k->quantize[HN_TYPE_F16] = quantize_f16;
+  k->quantize[HN_TYPE_BF16] = quantize_bf16;
   k->vec_dot[HN_TYPE_F32] = vec_dot_f32;
   k->vec_dot[HN_TYPE_F16] = vec_dot_f16;
   k->vec_dot[HN_TYPE_BF16] = vec_dot_bf16;

@@ -19,6 +19,13 @@ extern "C" {
 /* Dot product of one weight row with one activation row, n elements. */
 typedef float (*HnVecDotFn)(int64_t n, const void *weight_row, const void *act_row);
 
+/* The dot products of n_rows (1..HN_DOT_ROWS) consecutive weight rows, row_stride bytes
+ * apart, with one activation row: out[r] for r < n_rows.  Reading several rows at once
+ * keeps several memory streams in flight and shares the activation's work. */
+#define HN_DOT_ROWS 4
+typedef void (*HnVecDotRowsFn)(int64_t n, const void *weight, size_t row_stride, int n_rows, const void *act_row,
+                               float *out);
+
 /* Converts n floats into activation blocks (Q8_0, Q8_1, Q8_K) or halves (F16). */
 typedef void (*HnQuantizeFn)(const float *src, void *dst, int64_t n);
 
@@ -189,6 +196,7 @@ typedef struct {
   int gemm_rows;                  /* tile height the kernels handle in one call (max) */
   int gemm_cols;                  /* tile width (max) */
   HnVecDotFn vec_dot[HN_TYPE_COUNT];
+  HnVecDotRowsFn vec_dot_rows[HN_TYPE_COUNT]; /* NULL: one vec_dot per row */
   HnQuantizeFn quantize[HN_TYPE_COUNT];
 } HnSimdKernels;
 
