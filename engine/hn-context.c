@@ -156,11 +156,16 @@ widest_input(const HnModel *m)
   return q_dim > w ? q_dim : w;
 }
 
-/* Per thread: the scores of every cell for the query heads of one KV head. */
+enum { ATTN_BLOCK_CELLS = 256, ATTN_SPLIT_TOKENS = 4 };
+
+/* Per thread: the scores of every cell for the query heads of one KV head, or of one
+ * block of cells for every query head (attn_worker_split). */
 static size_t
 attn_scores_floats(const HnModel *m, const HnContextParams *p)
 {
-  return (size_t) (m->n_head / m->n_head_kv) * hn_attn_score_stride(p->n_kv_cells);
+  size_t one_kv_head = (size_t) (m->n_head / m->n_head_kv) * hn_attn_score_stride(p->n_kv_cells);
+  size_t one_block = (size_t) m->n_head * hn_attn_score_stride(ATTN_BLOCK_CELLS);
+  return one_kv_head > one_block ? one_kv_head : one_block;
 }
 
 /* The attention splits the visible cells of a query into blocks of this many, in the
@@ -170,8 +175,6 @@ attn_scores_floats(const HnModel *m, const HnContextParams *p)
  * other, instead of every thread picking its KV heads' pieces out of each row.  The
  * blocks are the same however the work is shared, so a token's result depends only on the
  * cells it sees; up to one block (short contexts) it is a single softmax as before. */
-enum { ATTN_BLOCK_CELLS = 256, ATTN_SPLIT_TOKENS = 4 };
-
 static int
 attn_max_blocks(const HnContextParams *p)
 {
@@ -207,7 +210,7 @@ scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
                                                    hn_moe_ff_width(m->n_ff_exp, m->n_ff_shexp)) : 0;
   uint64_t floats = nb * (uint64_t) m->n_embd * 2 + nb * q_dim * 2 + nb * kv_dim * 2 + nb * (uint64_t) dense_ff(m) * 2
                     + (uint64_t) nth * (uint64_t) m->head_dim
-                    + (uint64_t) nth * hn_attn_work_floats(m->n_head / m->n_head_kv, m->head_dim)
+                    + (uint64_t) nth * hn_attn_work_floats(m->n_head, m->head_dim)
                     + (uint64_t) nth * attn_scores_floats(m, p)
                     + (uint64_t) (nth + ATTN_SPLIT_TOKENS) * (uint64_t) attn_max_blocks(p)
                         * hn_attn_part_floats(m->n_head, m->head_dim)
@@ -382,7 +385,7 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   }
   c->acc = malloc((size_t) nth * (size_t) m->head_dim * sizeof(float));
   c->act = malloc(act_scratch_bytes(m, &p, nth));
-  c->attn_work_floats = hn_attn_work_floats(m->n_head / m->n_head_kv, m->head_dim);
+  c->attn_work_floats = hn_attn_work_floats(m->n_head, m->head_dim); /* all the heads: attn_worker_split */
   c->attn_work = aligned_alloc(64, (size_t) nth * c->attn_work_floats * sizeof(float));
   c->attn_cells = malloc((size_t) nth * (size_t) p.n_kv_cells * sizeof(int32_t));
   c->attn_scores_floats = attn_scores_floats(m, &p);
@@ -704,9 +707,10 @@ attn_worker(void *data, int ith, int nth)
 }
 
 /* SIMD attention of a few tokens deep in a context: one item is a (token, block) pair,
- * run for every KV head in turn, and each thread takes one contiguous range of items, so
- * it streams through whole cell rows (the first KV head fetches the rows, the others find
- * them in the cache).  The blocks land in c->attn_split; attn_join_split merges them. */
+ * run for every KV head in one call, and each thread takes one contiguous range of items,
+ * so it streams through whole cell rows, front to back, and fetches the rows of its next
+ * block while it works on this one (HnAttnArgs.next_cells).  The blocks land in
+ * c->attn_split; attn_join_split merges them. */
 static void
 attn_worker_split(void *data, int ith, int nth)
 {
@@ -719,12 +723,12 @@ attn_worker_split(void *data, int ith, int nth)
   int32_t *visible = c->attn_cells + (size_t) ith * (size_t) c->params.n_kv_cells;
   const size_t part = hn_attn_part_floats(m->n_head, hd);
   HnAttnArgs args = {
-    .head_dim = hd, .n_q = group, .q_stride = (size_t) hd, .scale = m->query_scale,
+    .head_dim = hd, .n_q = group, .kv_heads = m->n_head_kv, .q_stride = (size_t) hd, .scale = m->query_scale,
     .softcap = job->softcap, .kv_stride = (size_t) kv_dim, .out_stride = (size_t) hd,
+    .k = hn_kv_cache_k_rows(kv, job->layer), .v = hn_kv_cache_v_rows(kv, job->layer),
     .work = c->attn_work + (size_t) ith * c->attn_work_floats,
     .scores = c->attn_scores + (size_t) ith * c->attn_scores_floats,
   };
-  const uint16_t *k0 = hn_kv_cache_k_rows(kv, job->layer), *v0 = hn_kv_cache_v_rows(kv, job->layer);
   const int n_items = job->n_tokens * job->split_blocks;
   const int first = (int) ((int64_t) n_items * ith / nth), end = (int) ((int64_t) n_items * (ith + 1) / nth);
   int listed_for = -1, n = 0;
@@ -742,17 +746,15 @@ attn_worker_split(void *data, int ith, int nth)
     float *pb = c->attn_split + (size_t) slot * part;
     args.cells = visible + (size_t) b * ATTN_BLOCK_CELLS;
     args.n_cells = len;
-    for (int kvh = 0; kvh < m->n_head_kv; kvh++) {
-      args.q = c->q + (size_t) t * (size_t) q_dim + (size_t) kvh * (size_t) group * (size_t) hd;
-      args.k = k0 + (size_t) kvh * (size_t) hd;
-      args.v = v0 + (size_t) kvh * (size_t) hd;
-      args.out = pb + (size_t) kvh * (size_t) group * (size_t) hd;
-      args.row_max = pb + (size_t) m->n_head * (size_t) hd + (size_t) kvh * (size_t) group;
-      args.row_sum = args.row_max + m->n_head;
-      /* the first head fetches the whole rows ahead; the others mostly find them cached */
-      args.prefetch_halves = kvh == 0 ? kv_dim : 0;
-      job->attn(&args);
-    }
+    /* the next block of the same token (the next token's list is not made yet) */
+    const bool next_here = item + 1 < end && (item + 1) / job->split_blocks == t;
+    args.next_cells = next_here ? args.cells + ATTN_BLOCK_CELLS : NULL;
+    args.next_n_cells = next_here ? block_cells(n, b + 1) : 0;
+    args.q = c->q + (size_t) t * (size_t) q_dim;
+    args.out = pb;
+    args.row_max = pb + (size_t) m->n_head * (size_t) hd;
+    args.row_sum = args.row_max + m->n_head;
+    job->attn(&args);
   }
 }
 

@@ -2,38 +2,72 @@
  * over a small vector vocabulary and included by each SIMD file, which defines:
  *   VEC, VLEN, VZERO(), VSET1(x), VLOAD(p), VSTORE(p, v), VLOAD_H(p) (VLEN halves),
  *   VROUND_H(v) (each lane to the nearest F16 value), VFMADD(a, b, c), VMUL(a, b),
- *   VADD(a, b), VHMAX(v), VEXP(v) (for v <= 0), VSUMS(a) (a vector whose
- *   lane i is the sum of the lanes of a[i], for VLEN vectors a[0..VLEN-1]) and
- *   ATTN_NAME / ATTN_BODY.
+ *   VADD(a, b), VMAX(a, b) (lane-wise, b where a is NaN), VHMAX(v), VEXP(v) (for v <= 0),
+ *   VSUMS(a) (a vector whose lane i is the sum of the lanes of a[i], for VLEN vectors
+ *   a[0..VLEN-1]), VSUM_DOUBLE(s, n) (Σ s[0..n) in double), ATTN_ACC_VECS (vectors of
+ *   the output the value pass may hold in registers) and ATTN_NAME / ATTN_BODY.
  *
  * Rounded like the reference engine (see HnAttnArgs): the query (already rounded by the
  * caller) meets the F16 keys, the softmax is taken over every visible cell, and each
  * probability is rounded to F16 before it weights its value.  So two passes: the first
  * converts the keys CHUNK cells at a time — once for all the query heads that share the
- * KV head — and keeps the scores, the second does the same with the values.
+ * KV head — and keeps the scores, the second does the same with the values.  A call may
+ * cover several KV heads (HnAttnArgs.kv_heads): each chunk then runs through them in
+ * turn, so the rows are read front to back.
  *
  * Why the loops look as they do (decode deep into a context is bound by them):
  * - scores are made VLEN cells at a time, one accumulator per cell, and the VLEN
  *   accumulators are summed across their lanes together (VSUMS: a transposing tree of
- *   shuffles and adds), instead of one horizontal sum per score;
- * - the values are accumulated into up to four independent vectors of the output at a
- *   time, so consecutive FMAs do not wait for each other;
- * - the softmax sum runs in four independent double sums.
+ *   shuffles and adds), instead of one horizontal sum per score; the running maximum is
+ *   kept by lane and reduced once per head;
+ * - the values are accumulated for several query heads at once (value_tile), up to
+ *   ATTN_ACC_VECS independent vectors, so that consecutive FMAs do not wait for each
+ *   other: one head's four vectors alone left the FMA units waiting on their own results
+ *   (4-cycle latency, one FMA per vector per cell);
+ * - the softmax sum runs vectorised, in double.
+ * On the AVX-512 Xeon of docs/speed.md these took the attention of a TinyLlama-shaped
+ * decode at 4224 cells from 14.3 to 11.3 ms per token (medians of 15 alternating runs
+ * of tests/bench/bench-attention-style calls); spreading the next block's fetches over
+ * the current block (next_cells) with all KV heads in one call took it to 9.5 ms.
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include <math.h>
 
 #define CHUNK HN_ATTN_CHUNK
-/* How far ahead the rows are fetched: one KV head's row is a short piece of a longer
- * cell row (128 of 512 bytes for TinyLlama), a pattern the hardware prefetchers follow
- * poorly, and deep in a context these reads are what the attention waits for.  One
- * chunk ahead, into every cache level: on the AVX-512 Xeon this measured about 10%
- * faster at 4096 cells than none; two chunks ahead gained less, and a non-temporal
- * hint two chunks ahead was slower than none.  A caller that runs every KV head over
- * the same block of cells asks the first head to fetch whole cell rows
- * (prefetch_halves), so the others find their pieces in the cache. */
+/* How far ahead the rows are fetched when the caller names no next block: one KV head's
+ * row is a short piece of a longer cell row (128 of 512 bytes for TinyLlama), a pattern
+ * the hardware prefetchers follow poorly.  One chunk ahead, into every cache level: on
+ * the AVX-512 Xeon this measured about 10% faster at 4096 cells than none; two chunks
+ * ahead gained less, and a non-temporal hint two chunks ahead was slower than none. */
 #define PREFETCH_CELLS CHUNK
+
+/* Spreads the fetches of the next call's rows over this call's work (see
+ * HnAttnArgs.next_cells): `quota` lines at each step, K rows first, then V rows, into
+ * the second-level cache.  A burst of fetches at the start of each chunk stalled on the
+ * core's few outstanding misses; spread out, they overlap the arithmetic. */
+typedef struct {
+  const char *base[2];
+  const int32_t *cells;
+  int n, cell, which;
+  size_t row_bytes, stride_bytes, off;
+} NextRows;
+
+static inline __attribute__((always_inline)) void
+next_rows_fetch(NextRows *r, int quota)
+{
+  for (int q = 0; q < quota && r->which < 2; q++) {
+    __builtin_prefetch(r->base[r->which] + (size_t)r->cells[r->cell] * r->stride_bytes + r->off, 0, 2);
+    r->off += 64;
+    if (r->off >= r->row_bytes) {
+      r->off = 0;
+      if (++r->cell == r->n) {
+        r->cell = 0;
+        r->which++;
+      }
+    }
+  }
+}
 
 static inline __attribute__((always_inline)) void
 prefetch_row(const uint16_t *row, int halves)
@@ -42,60 +76,139 @@ prefetch_row(const uint16_t *row, int halves)
     __builtin_prefetch((const char *)row + b, 0, 3);
 }
 
+/* out[h][j0 + t] += Σ_i p[h][i] · v[i][j0 + t] for `heads` query heads and `w` (<= vecs)
+ * vectors of the output, all held in registers: heads × vecs independent sums, so that
+ * consecutive FMAs do not wait for each other (one head's four vectors alone would leave
+ * the FMA units idle most of the time, each sum waiting on its previous step).  The
+ * values come from vf (converted to f32 beforehand, cell i at i · hd) or, with `direct`,
+ * straight from the F16 rows of `cells`: when each converted vector feeds two heads or
+ * more, converting it in the loop costs less than a pass that stores it and loads it
+ * back (about 6% of the attention at 4096 cells with AVX-512's four heads). */
+static inline __attribute__((always_inline)) void
+value_tile(const float *p, size_t p_stride, const float *vf, const bool direct, const uint16_t *v,
+           const int32_t *cells, size_t kv_stride, int nc, int hd, float *acc, int j0, const int heads,
+           const int vecs, int w, NextRows *next, int quota)
+{
+  VEC o[ATTN_ACC_VECS];
+#pragma GCC unroll 16
+  for (int t = 0; t < ATTN_ACC_VECS; t++) /* (what the tile leaves unused stays dead) */
+    o[t] = VZERO();
+#pragma GCC unroll 16
+  for (int h = 0; h < heads; h++)
+#pragma GCC unroll 16
+    for (int t = 0; t < vecs; t++)
+      o[h * vecs + t] = t < w ? VLOAD(acc + h * hd + (j0 + t) * VLEN) : VZERO();
+  for (int i = 0; i < nc; i++) {
+    const float *vi = vf + i * hd + j0 * VLEN;
+    const uint16_t *vh = direct ? v + (size_t)cells[i] * kv_stride + j0 * VLEN : NULL;
+    next_rows_fetch(next, quota);
+#pragma GCC unroll 16
+    for (int h = 0; h < heads; h++) {
+      const VEC pi = VSET1(p[(size_t)h * p_stride + i]);
+#pragma GCC unroll 16
+      for (int t = 0; t < vecs; t++)
+        if (t < w)
+          o[h * vecs + t] = VFMADD(pi, direct ? VLOAD_H(vh + t * VLEN) : VLOAD(vi + t * VLEN), o[h * vecs + t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int h = 0; h < heads; h++)
+#pragma GCC unroll 16
+    for (int t = 0; t < vecs; t++)
+      if (t < w)
+        VSTORE(acc + h * hd + (j0 + t) * VLEN, o[h * vecs + t]);
+}
+
+/* The value pass of one chunk for the query heads h0 .. h_end − 1 of one KV head: tiles
+ * of tile_heads heads, then the heads left over one at a time. */
+static inline __attribute__((always_inline)) void
+value_tiles(const float *p, size_t p_stride, const float *vf, const bool direct, const uint16_t *v,
+            const int32_t *cells, size_t kv_stride, int nc, int hd, float *acc, int h0, int h_end,
+            const int tile_heads, const int tile_vecs, int nv, NextRows *next, int quota)
+{
+  int h = h0;
+  for (; h + tile_heads <= h_end; h += tile_heads)
+    for (int j0 = 0; j0 < nv; j0 += tile_vecs)
+      value_tile(p + (size_t)h * p_stride, p_stride, vf, direct, v, cells, kv_stride, nc, hd, acc + h * hd, j0,
+                 tile_heads, tile_vecs, nv - j0 < tile_vecs ? nv - j0 : tile_vecs, next, quota);
+  for (; h < h_end; h++)
+    for (int j0 = 0; j0 < nv; j0 += tile_vecs)
+      value_tile(p + (size_t)h * p_stride, p_stride, vf, direct, v, cells, kv_stride, nc, hd, acc + h * hd, j0, 1,
+                 tile_vecs, nv - j0 < tile_vecs ? nv - j0 : tile_vecs, next, quota);
+}
+
 static inline __attribute__((always_inline)) void
 ATTN_BODY(const HnAttnArgs *a, const int hd)
 {
-  const int nq = a->n_q, nv = hd / VLEN, n = a->n_cells;
+  const int group = a->n_q, n_kv = a->kv_heads > 1 ? a->kv_heads : 1, nq = group * n_kv;
+  const int nv = hd / VLEN, n = a->n_cells;
   const size_t stride = hn_attn_score_stride(n);
-  float *acc = a->work;                 /* nq × hd */
+  float *acc = a->work;                   /* nq × hd */
+  float *lane_mx = acc + nq * hd;         /* nq × VLEN (VLEN <= CHUNK) */
   float *mx = acc + nq * hd + nq * CHUNK; /* nq (the layout of hn_attn_work_floats) */
   float *kf = a->work + ((size_t)nq * (size_t)(hd + CHUNK + 2) + 15) / 16 * 16; /* CHUNK × hd */
-  float *vf = kf + CHUNK * hd;          /* CHUNK × hd */
-  const int pf = a->prefetch_halves == 0 ? hd : a->prefetch_halves;
+  float *vf = kf + CHUNK * hd;            /* CHUNK × hd */
+  const int tile_vecs = nv < ATTN_ACC_VECS ? nv : ATTN_ACC_VECS, tile_heads = ATTN_ACC_VECS / tile_vecs;
+  /* halves of each row to fetch a chunk ahead (not with next_cells: those rows are
+   * fetched instead); with several KV heads each fetches its own piece */
+  const int pf = a->next_cells || a->prefetch_halves < 0 ? -1
+                 : n_kv > 1 || a->prefetch_halves == 0 ? hd : a->prefetch_halves;
+  NextRows next = {{(const char *)a->k, (const char *)a->v}, a->next_cells, a->next_n_cells, 0,
+                   a->next_cells && a->next_n_cells > 0 ? 0 : 2, (size_t)(n_kv * hd) * 2, a->kv_stride * 2, 0};
+  /* lines to fetch, spread over the score steps (one per VLEN cells of a query head) and
+   * the value steps (one per cell of a tile) */
+  const int n_lines = next.which == 2 ? 0 : 2 * a->next_n_cells * (int)((next.row_bytes + 63) / 64);
+  const int score_steps = (n + VLEN - 1) / VLEN * nq, value_steps = n * n_kv * ((group + tile_heads - 1) / tile_heads) * ((nv + tile_vecs - 1) / tile_vecs);
+  const int score_quota = (n_lines / 2 + score_steps - 1) / (score_steps > 0 ? score_steps : 1);
+  const int v_quota = (n_lines - n_lines / 2 + value_steps - 1) / (value_steps > 0 ? value_steps : 1);
   for (int h = 0; h < nq; h++) {
     for (int j = 0; j < nv; j++)
       VSTORE(acc + h * hd + j * VLEN, VZERO());
+    VSTORE(lane_mx + h * VLEN, VSET1(-INFINITY));
     mx[h] = -INFINITY;
   }
   for (int c0 = 0; c0 < n; c0 += CHUNK) {
     const int nc = n - c0 < CHUNK ? n - c0 : CHUNK;
     /* a chunk's last partial group of VLEN cells meets zero keys (scores ignored) */
     const int padded = (nc + VLEN - 1) / VLEN * VLEN;
-    for (int i = 0; i < nc; i++) {
-      const uint16_t *kr = a->k + (size_t)a->cells[c0 + i] * a->kv_stride;
-      if (pf > 0 && c0 + PREFETCH_CELLS + i < n)
-        prefetch_row(a->k + (size_t)a->cells[c0 + PREFETCH_CELLS + i] * a->kv_stride, pf);
-      for (int j = 0; j < nv; j++)
-        VSTORE(kf + i * hd + j * VLEN, VLOAD_H(kr + j * VLEN));
-    }
-    for (int i = nc; i < padded; i++)
-      for (int j = 0; j < nv; j++)
-        VSTORE(kf + i * hd + j * VLEN, VZERO());
-    for (int h = 0; h < nq; h++) {
-      const float *q = a->q + (size_t)h * a->q_stride;
-      float *s = a->scores + (size_t)h * stride + c0;
-      for (int i0 = 0; i0 < padded; i0 += VLEN) {
-        VEC d[VLEN];
+    for (int g = 0; g < n_kv; g++) {
+      const uint16_t *k = a->k + (size_t)g * (size_t)hd;
+      for (int i = 0; i < nc; i++) {
+        const uint16_t *kr = k + (size_t)a->cells[c0 + i] * a->kv_stride;
+        if (pf > 0 && c0 + PREFETCH_CELLS + i < n)
+          prefetch_row(k + (size_t)a->cells[c0 + PREFETCH_CELLS + i] * a->kv_stride, pf);
+        for (int j = 0; j < nv; j++)
+          VSTORE(kf + i * hd + j * VLEN, VLOAD_H(kr + j * VLEN));
+      }
+      for (int i = nc; i < padded; i++)
+        for (int j = 0; j < nv; j++)
+          VSTORE(kf + i * hd + j * VLEN, VZERO());
+      for (int h = g * group; h < (g + 1) * group; h++) {
+        const float *q = a->q + (size_t)h * a->q_stride;
+        float *s = a->scores + (size_t)h * stride + c0;
+        for (int i0 = 0; i0 < padded; i0 += VLEN) {
+          next_rows_fetch(&next, score_quota);
+          VEC d[VLEN];
 #pragma GCC unroll 16
-        for (int c = 0; c < VLEN; c++) {
-          const float *kc = kf + (i0 + c) * hd;
-          VEC e = VMUL(VLOAD(q), VLOAD(kc));
-          for (int j = 1; j < nv; j++)
-            e = VFMADD(VLOAD(q + j * VLEN), VLOAD(kc + j * VLEN), e);
-          d[c] = e;
-        }
-        const VEC sv = VMUL(VSUMS(d), VSET1(a->scale));
-        VSTORE(s + i0, sv);
-        const int valid = nc - i0 < VLEN ? nc - i0 : VLEN;
-        if (a->softcap > 0.0f || valid < VLEN) {
-          for (int i = i0; i < i0 + valid; i++) {
-            if (a->softcap > 0.0f)
-              s[i] = a->softcap * tanhf(s[i] / a->softcap);
-            mx[h] = s[i] > mx[h] ? s[i] : mx[h];
+          for (int c = 0; c < VLEN; c++) {
+            const float *kc = kf + (i0 + c) * hd;
+            VEC e = VMUL(VLOAD(q), VLOAD(kc));
+            for (int j = 1; j < nv; j++)
+              e = VFMADD(VLOAD(q + j * VLEN), VLOAD(kc + j * VLEN), e);
+            d[c] = e;
           }
-        } else {
-          const float m = VHMAX(sv);
-          mx[h] = m > mx[h] ? m : mx[h];
+          const VEC sv = VMUL(VSUMS(d), VSET1(a->scale));
+          VSTORE(s + i0, sv);
+          const int valid = nc - i0 < VLEN ? nc - i0 : VLEN;
+          if (a->softcap > 0.0f || valid < VLEN) {
+            for (int i = i0; i < i0 + valid; i++) {
+              if (a->softcap > 0.0f)
+                s[i] = a->softcap * tanhf(s[i] / a->softcap);
+              mx[h] = s[i] > mx[h] ? s[i] : mx[h];
+            }
+          } else {
+            VSTORE(lane_mx + h * VLEN, VMAX(sv, VLOAD(lane_mx + h * VLEN)));
+          }
         }
       }
     }
@@ -104,22 +217,14 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
    * maximum (a finite value) and are left out of the sum */
   for (int h = 0; h < nq; h++) {
     float *s = a->scores + (size_t)h * stride;
+    const float lm = VHMAX(VLOAD(lane_mx + h * VLEN));
+    mx[h] = lm > mx[h] ? lm : mx[h];
     for (size_t i = (size_t)n; i < stride; i++)
       s[i] = mx[h];
     const VEC vm = VSET1(mx[h]);
     for (size_t i = 0; i < stride; i += VLEN)
       VSTORE(s + i, VEXP(VSUB(VLOAD(s + i), vm)));
-    double sum0 = 0.0, sum1 = 0.0, sum2 = 0.0, sum3 = 0.0;
-    int i = 0;
-    for (; i + 4 <= n; i += 4) {
-      sum0 += s[i];
-      sum1 += s[i + 1];
-      sum2 += s[i + 2];
-      sum3 += s[i + 3];
-    }
-    for (; i < n; i++)
-      sum0 += s[i];
-    const double sum = (sum0 + sum1) + (sum2 + sum3);
+    const double sum = VSUM_DOUBLE(s, n);
     if (a->row_max) {
       a->row_max[h] = mx[h];
       a->row_sum[h] = (float)sum;
@@ -130,35 +235,25 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
   }
   for (int c0 = 0; c0 < n; c0 += CHUNK) {
     const int nc = n - c0 < CHUNK ? n - c0 : CHUNK;
-    for (int i = 0; i < nc; i++) {
-      const uint16_t *vr = a->v + (size_t)a->cells[c0 + i] * a->kv_stride;
-      if (pf > 0 && c0 + PREFETCH_CELLS + i < n)
-        prefetch_row(a->v + (size_t)a->cells[c0 + PREFETCH_CELLS + i] * a->kv_stride, pf);
-      for (int j = 0; j < nv; j++)
-        VSTORE(vf + i * hd + j * VLEN, VLOAD_H(vr + j * VLEN));
-    }
-    for (int h = 0; h < nq; h++) {
-      const float *p = a->scores + (size_t)h * stride + c0;
-      float *ah = acc + h * hd;
-      for (int j0 = 0; j0 < nv; j0 += 4) {
-        const int w = nv - j0 < 4 ? nv - j0 : 4;
-        VEC o[4];
-#pragma GCC unroll 4
-        for (int t = 0; t < 4; t++)
-          o[t] = t < w ? VLOAD(ah + (j0 + t) * VLEN) : VZERO();
-        for (int i = 0; i < nc; i++) {
-          const VEC pi = VSET1(p[i]);
-          const float *vi = vf + i * hd + j0 * VLEN;
-#pragma GCC unroll 4
-          for (int t = 0; t < 4; t++)
-            if (t < w)
-              o[t] = VFMADD(pi, VLOAD(vi + t * VLEN), o[t]);
-        }
-#pragma GCC unroll 4
-        for (int t = 0; t < 4; t++)
-          if (t < w)
-            VSTORE(ah + (j0 + t) * VLEN, o[t]);
+    for (int g = 0; g < n_kv; g++) {
+      const uint16_t *v = a->v + (size_t)g * (size_t)hd;
+      const float *p = a->scores + c0;
+      if (tile_heads >= 2) {
+        for (int i = 0; pf > 0 && i < nc && c0 + PREFETCH_CELLS + i < n; i++)
+          prefetch_row(v + (size_t)a->cells[c0 + PREFETCH_CELLS + i] * a->kv_stride, pf);
+        value_tiles(p, stride, vf, true, v, a->cells + c0, a->kv_stride, nc, hd, acc, g * group, (g + 1) * group,
+                    tile_heads, tile_vecs, nv, &next, v_quota);
+        continue;
       }
+      for (int i = 0; i < nc; i++) {
+        const uint16_t *vr = v + (size_t)a->cells[c0 + i] * a->kv_stride;
+        if (pf > 0 && c0 + PREFETCH_CELLS + i < n)
+          prefetch_row(v + (size_t)a->cells[c0 + PREFETCH_CELLS + i] * a->kv_stride, pf);
+        for (int j = 0; j < nv; j++)
+          VSTORE(vf + i * hd + j * VLEN, VLOAD_H(vr + j * VLEN));
+      }
+      value_tiles(p, stride, vf, false, v, a->cells + c0, a->kv_stride, nc, hd, acc, g * group, (g + 1) * group,
+                  tile_heads, tile_vecs, nv, &next, v_quota);
     }
   }
   for (int h = 0; h < nq; h++) {

@@ -656,6 +656,24 @@ hmax_ps(__m256 v)
   return _mm_cvtss_f32(m);
 }
 
+/* Σ s[0..n) in double: the softmax denominator, summed in double like the reference's. */
+static inline double
+sum_as_double_256(const float *s, int n)
+{
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(s + i)));
+    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(s + i + 4)));
+  }
+  const __m256d a = _mm256_add_pd(a0, a1);
+  const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+  double sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+  for (; i < n; i++)
+    sum += s[i];
+  return sum;
+}
+
 #define VEC __m256
 #define VLEN 8
 #define VZERO() _mm256_setzero_ps()
@@ -672,6 +690,9 @@ hmax_ps(__m256 v)
 #define VEXP(v) exp_neg_256(v)
 #define VHMAX(v) hmax_ps(v)
 #define VSUMS(a) sums8_256(a)
+#define VMAX(a, b) _mm256_max_ps(a, b)
+#define VSUM_DOUBLE(s, n) sum_as_double_256(s, n)
+#define ATTN_ACC_VECS 8
 #define ATTN_NAME attn_avx2
 #define ATTN_BODY attn_body_avx2
 #include "hn-simd-attn.h"

@@ -700,6 +700,22 @@ sums16_512(const __m512 *a)
   return _mm512_permutexvar_ps(order, w);
 }
 
+/* Σ s[0..n) in double: the softmax denominator, summed in double like the reference's. */
+static inline double
+sum_as_double_512(const float *s, int n)
+{
+  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm256_loadu_ps(s + i)));
+    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_loadu_ps(s + i + 8)));
+  }
+  double sum = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+  for (; i < n; i++)
+    sum += s[i];
+  return sum;
+}
+
 #define VEC __m512
 #define VLEN 16
 #define VZERO() _mm512_setzero_ps()
@@ -716,6 +732,9 @@ sums16_512(const __m512 *a)
 #define VEXP(v) exp_neg_512(v)
 #define VHMAX(v) _mm512_reduce_max_ps(v)
 #define VSUMS(a) sums16_512(a)
+#define VMAX(a, b) _mm512_max_ps(a, b)
+#define VSUM_DOUBLE(s, n) sum_as_double_512(s, n)
+#define ATTN_ACC_VECS 16
 #define ATTN_NAME attn_avx512
 #define ATTN_BODY attn_body_avx512
 #include "hn-simd-attn.h"

@@ -576,6 +576,23 @@ sums4_neon(const float32x4_t *a)
   return vpaddq_f32(vpaddq_f32(a[0], a[1]), vpaddq_f32(a[2], a[3]));
 }
 
+/* Σ s[0..n) in double: the softmax denominator, summed in double like the reference's. */
+static inline double
+sum_as_double_neon(const float *s, int n)
+{
+  float64x2_t a0 = vdupq_n_f64(0.0), a1 = vdupq_n_f64(0.0);
+  int i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float32x4_t x = vld1q_f32(s + i);
+    a0 = vaddq_f64(a0, vcvt_f64_f32(vget_low_f32(x)));
+    a1 = vaddq_f64(a1, vcvt_high_f64_f32(x));
+  }
+  double sum = vaddvq_f64(vaddq_f64(a0, a1));
+  for (; i < n; i++)
+    sum += s[i];
+  return sum;
+}
+
 #define VEC float32x4_t
 #define VLEN 4
 #define VZERO() vdupq_n_f32(0.0f)
@@ -592,6 +609,9 @@ sums4_neon(const float32x4_t *a)
 #define VEXP(v) exp_neg_neon(v)
 #define VHMAX(v) vmaxvq_f32(v)
 #define VSUMS(a) sums4_neon(a)
+#define VMAX(a, b) vmaxnmq_f32(a, b)
+#define VSUM_DOUBLE(s, n) sum_as_double_neon(s, n)
+#define ATTN_ACC_VECS 16
 #define ATTN_NAME attn_neon
 #define ATTN_BODY attn_body_neon
 #include "hn-simd-attn.h"

@@ -133,6 +133,18 @@ typedef struct {
    * piece), more covers the heads after it in the same cell row (a caller that runs every
    * KV head over the same cells fetches whole rows on the first head), < 0 none. */
   int prefetch_halves;
+  /* KV heads in this call (0 counts as 1): KV head g's piece of a row starts g · head_dim
+   * halves into it, and its n_q query heads are q heads g · n_q .. g · n_q + n_q − 1 (out,
+   * row_max and row_sum alike).  Running the heads of a block of cells in one call reads
+   * the cell rows front to back, a stream the hardware prefetchers follow, where one
+   * call per KV head reads a short piece of every row. */
+  int kv_heads;
+  /* Not NULL: the cells of the next call (same k, v and heads), whose rows this call
+   * fetches into the cache, spread over its own work, so that they are there when the
+   * next call starts; this call's own rows are then not fetched ahead (prefetch_halves
+   * is ignored). */
+  const int32_t *next_cells;
+  int next_n_cells;
 } HnAttnArgs;
 typedef void (*HnAttnFn)(const HnAttnArgs *args);
 

@@ -2,8 +2,9 @@
  * 4 KV heads of 64, 8 query heads sharing each), one token over 1024, 4096 and 8192
  * cells, for every SIMD level the processor has, with one and two threads, in two
  * orders: whole KV heads over all the cells, and blocks of cells with every KV head over
- * each (a decode step's order; with two threads each takes a range of blocks and reads
- * whole cell rows, instead of picking its heads' pieces out of every row).  The cache
+ * each in one call (a decode step's order; with two threads each takes a range of blocks
+ * and reads whole cell rows, instead of picking its heads' pieces out of every row, and
+ * fetches its next block's rows while it works on one).  The cache
  * holds all 22 layers' F16 rows (88 MiB at 4096 cells), so the keys and values come from
  * memory as in decode.  It prints the thread CPU time per token (the slower thread's;
  * best of five, the two orders alternating; a busy neighbour inflates CPU time far less
@@ -70,6 +71,12 @@ typedef struct {
   double cpu[2]; /* each thread's CPU time */
 } Run;
 
+static int
+block_cells(int depth, int b)
+{
+  return depth - b * BLOCK < BLOCK ? depth - b * BLOCK : BLOCK;
+}
+
 /* Thread ith of nth's share of one token's attention over every layer: whole KV heads
  * dealt round-robin ("by head"), or a contiguous range of blocks with every KV head run
  * over each ("by block"; the blocks are joined afterwards by join_blocks). */
@@ -99,20 +106,23 @@ attention_share(void *data, int ith, int nth)
       }
       continue;
     }
-    for (int b = n_blocks * ith / nth; b < n_blocks * (ith + 1) / nth; b++) {
+    /* as attn_worker_split: every KV head in one call per block, which fetches the rows
+     * of the thread's next block while it works */
+    const int first = n_blocks * ith / nth, end = n_blocks * (ith + 1) / nth;
+    for (int b = first; b < end; b++) {
       float *pb = c->parts + b * part;
       a.cells = c->cells + b * BLOCK;
-      a.n_cells = r->depth - b * BLOCK < BLOCK ? r->depth - b * BLOCK : BLOCK;
-      for (int h = 0; h < KV_HEADS; h++) {
-        a.q = c->q + h * GROUP * HEAD_DIM;
-        a.k = k + h * HEAD_DIM;
-        a.v = v + h * HEAD_DIM;
-        a.out = pb + h * GROUP * HEAD_DIM;
-        a.row_max = pb + KV_HEADS * GROUP * HEAD_DIM + h * GROUP;
-        a.row_sum = a.row_max + KV_HEADS * GROUP;
-        a.prefetch_halves = h == 0 ? KV_DIM : 0;
-        r->kern->attn(&a);
-      }
+      a.n_cells = block_cells(r->depth, b);
+      a.kv_heads = KV_HEADS;
+      a.q = c->q;
+      a.k = k;
+      a.v = v;
+      a.out = pb;
+      a.row_max = pb + KV_HEADS * GROUP * HEAD_DIM;
+      a.row_sum = a.row_max + KV_HEADS * GROUP;
+      a.next_cells = b + 1 < end ? a.cells + BLOCK : NULL;
+      a.next_n_cells = b + 1 < end ? block_cells(r->depth, b + 1) : 0;
+      r->kern->attn(&a);
     }
   }
   r->cpu[ith] = cpu_seconds() - t0;
@@ -136,9 +146,10 @@ main(void)
   uint16_t *k = malloc(per_layer * LAYERS * sizeof(uint16_t)), *v = malloc(per_layer * LAYERS * sizeof(uint16_t));
   int32_t *cells = malloc(max_depth * sizeof(int32_t));
   float *q = aligned_floats(KV_HEADS * GROUP * HEAD_DIM), *out = aligned_floats(KV_HEADS * GROUP * HEAD_DIM);
-  float *work = aligned_floats(hn_attn_work_floats(GROUP, HEAD_DIM));
+  /* (room for every query head: the blocked order runs all of them in one call) */
+  float *work = aligned_floats(hn_attn_work_floats(KV_HEADS * GROUP, HEAD_DIM));
   float *scores = aligned_floats(GROUP * hn_attn_score_stride(max_depth));
-  float *work2 = aligned_floats(hn_attn_work_floats(GROUP, HEAD_DIM));
+  float *work2 = aligned_floats(hn_attn_work_floats(KV_HEADS * GROUP, HEAD_DIM));
   float *scores2 = aligned_floats(GROUP * hn_attn_score_stride(max_depth));
   float *parts = aligned_floats((max_depth + BLOCK - 1) / BLOCK * hn_attn_part_floats(KV_HEADS * GROUP, HEAD_DIM));
   if (!k || !v || !cells)

@@ -721,10 +721,12 @@ test_matvec_many (void)
 /* The SIMD attention kernels against a double-precision softmax over the same F16 keys
  * and values with the probabilities rounded to F16 (the rounding HnAttnArgs asks for):
  * several head sizes, one to eight query heads sharing the KV head (grouped-query
- * attention), cell lists shorter than a vector, around the chunk and vector sizes, out of
- * order, deep into a context (4099 cells), empty, and with gemma2's soft-cap.  A
- * probability that lies within float rounding of a halfway point between two F16 values
- * may round either way: for those alone one F16 step times the value is allowed on top. */
+ * attention), two and three KV heads in one call, cell lists shorter than a vector, around
+ * the chunk and vector sizes, out of order, deep into a context (4099 cells), empty, and
+ * with gemma2's soft-cap; every case fetches ahead its own rows, whole rows, the rows of a
+ * next call, or nothing, which must not change a bit.  A probability that lies within
+ * float rounding of a halfway point between two F16 values may round either way: for
+ * those alone one F16 step times the value is allowed on top. */
 static void
 test_attention (void)
 {
@@ -733,11 +735,13 @@ test_attention (void)
   typedef struct {
     int n_q, n_cells;
     float softcap;
+    int kv_heads;
   } Case;
   const Case cases[] = {
-    { 3, 0, 0 }, { 3, 1, 0 }, { 3, 31, 0 }, { 3, 33, 0 }, { 3, 100, 0 }, { 1, 7, 0 }, { 1, 15, 0 },
-    { 8, 17, 0 }, { 8, 47, 0 }, { 1, 1000, 0 }, { 8, 4099, 0 }, { 4, 1031, 0 }, { 2, 45, 20.0f },
-    { 3, 130, 5.0f },
+    { 3, 0, 0, 1 }, { 3, 1, 0, 1 }, { 3, 31, 0, 1 }, { 3, 33, 0, 1 }, { 3, 100, 0, 1 }, { 1, 7, 0, 1 },
+    { 1, 15, 0, 1 }, { 8, 17, 0, 1 }, { 8, 47, 0, 1 }, { 1, 1000, 0, 1 }, { 8, 4099, 0, 1 }, { 4, 1031, 0, 1 },
+    { 2, 45, 20.0f, 1 }, { 3, 130, 5.0f, 1 }, { 8, 256, 0, 3 }, { 7, 77, 0, 2 }, { 2, 33, 30.0f, 3 },
+    { 1, 5, 0, 2 },
   };
   for (HnSimdLevel level = HN_SIMD_SCALAR + 1; level < HN_SIMD_LEVEL_COUNT; level++) {
     const HnSimdKernels *k = hn_simd_kernels_for_level (level);
@@ -746,7 +750,11 @@ test_attention (void)
     const int head_dims[] = { 64, 128, 48, 80 };
     for (gsize hi = 0; hi < G_N_ELEMENTS (head_dims); hi++)
       for (gsize ci = 0; ci < G_N_ELEMENTS (cases); ci++) {
-        int hd = head_dims[hi], n_q = cases[ci].n_q, n_cells = cases[ci].n_cells, kv_stride = 2 * hd;
+        /* one KV head: the second of a row of two; several: the first ones of a row of
+         * four */
+        const int hd = head_dims[hi], n_kv = cases[ci].kv_heads, n_q = cases[ci].n_q * n_kv;
+        const int n_cells = cases[ci].n_cells, kv_stride = (n_kv > 1 ? 4 : 2) * hd;
+        const int first_head = n_kv > 1 ? 0 : 1;
         int n_total = n_cells + 28 > 128 ? n_cells + 28 : 128; /* never a multiple of 37 */
         float softcap = cases[ci].softcap;
         if (hd % k->attn_multiple != 0)
@@ -766,22 +774,26 @@ test_attention (void)
           n_total--;
         for (int i = 0; i < n_cells; i++)
           cells[i] = (i * 37 + 5) % n_total; /* distinct, not ascending */
-        float row_max[8], row_sum[8];
+        float row_max[24], row_sum[24];
         HnAttnArgs args = {
-          .head_dim = hd, .n_q = n_q, .q = q, .q_stride = (size_t) hd, .scale = 1.0f / sqrtf ((float) hd),
-          .softcap = softcap, .k = kc + hd, .v = vc + hd, .kv_stride = (size_t) kv_stride, .cells = cells,
-          .n_cells = n_cells, .out = out, .out_stride = (size_t) hd, .work = work, .scores = scores,
-          .row_max = row_max, .row_sum = row_sum,
-          /* every other case fetches ahead the whole row or nothing: the same result */
-          .prefetch_halves = ci % 3 == 0 ? 0 : ci % 3 == 1 ? kv_stride - hd : -1,
+          .head_dim = hd, .n_q = n_q / n_kv, .kv_heads = n_kv, .q = q, .q_stride = (size_t) hd,
+          .scale = 1.0f / sqrtf ((float) hd), .softcap = softcap, .k = kc + first_head * hd,
+          .v = vc + first_head * hd, .kv_stride = (size_t) kv_stride, .cells = cells, .n_cells = n_cells,
+          .out = out, .out_stride = (size_t) hd, .work = work, .scores = scores, .row_max = row_max,
+          .row_sum = row_sum,
+          .prefetch_halves = ci % 4 == 0 ? 0 : ci % 4 == 1 ? kv_stride - first_head * hd : -1,
+          /* a next call's cells: any list of cells in the cache */
+          .next_cells = ci % 4 == 3 ? cells : NULL,
+          .next_n_cells = ci % 4 == 3 ? n_cells / 2 : 0,
         };
         k->attn (&args);
         for (int h = 0; h < n_q; h++) {
+          const int koff = (first_head + h / (n_q / n_kv)) * hd; /* the head's piece of a row */
           double *s = g_new (double, n_cells + 1), mx = -INFINITY, sum = 0;
           for (int c = 0; c < n_cells; c++) {
             double d = 0;
             for (int i = 0; i < hd; i++)
-              d += q[h * hd + i] * (double) hn_fp16_to_fp32 (kc[cells[c] * kv_stride + hd + i]);
+              d += q[h * hd + i] * (double) hn_fp16_to_fp32 (kc[cells[c] * kv_stride + koff + i]);
             s[c] = d * args.scale;
             if (softcap > 0)
               s[c] = softcap * tanh (s[c] / softcap);
@@ -801,7 +813,7 @@ test_attention (void)
               double exact = s[c] / sum;
               guint16 bits = hn_fp32_to_fp16 ((float) exact);
               double p = hn_fp16_to_fp32 (bits), step = hn_fp16_to_fp32 ((guint16) (bits + 1)) - p;
-              double v = hn_fp16_to_fp32 (vc[cells[c] * kv_stride + hd + i]);
+              double v = hn_fp16_to_fp32 (vc[cells[c] * kv_stride + koff + i]);
               o += p * v;
               if (fabs (fabs (exact - p) - step / 2) < 1e-6 * exact)
                 slack += step * fabs (v);
