@@ -25,10 +25,9 @@
  *   other: one head's four vectors alone left the FMA units waiting on their own results
  *   (4-cycle latency, one FMA per vector per cell);
  * - the softmax sum runs vectorised, in double.
- * On the AVX-512 Xeon of docs/speed.md these took the attention of a TinyLlama-shaped
- * decode at 4224 cells from 14.3 to 11.3 ms per token (medians of 15 alternating runs
- * of tests/bench/bench-attention-style calls); spreading the next block's fetches over
- * the current block (next_cells) with all KV heads in one call took it to 9.5 ms.
+ * With the next block's rows fetched during this one (next_cells, below) these took a
+ * TinyLlama-shaped decode's attention at 4096 cells from 11.6 to 7.6 ms of CPU time per
+ * token with AVX-512 (bench-attention; docs/speed.md, "Long context, third round").
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
