@@ -75,6 +75,24 @@ prefetch_row(const uint16_t *row, int halves)
     __builtin_prefetch((const char *)row + b, 0, 3);
 }
 
+/* Converts the rows of cells[c0 .. c0 + nc) (hd halves each) to f32 in buf, cell i at
+ * i · hd, fetching the rows PREFETCH_CELLS cells ahead (pf halves of each, when pf > 0);
+ * with buf NULL it only fetches. */
+static inline __attribute__((always_inline)) void
+stage_rows(const uint16_t *rows, const int32_t *cells, int c0, int nc, int n, size_t kv_stride, int pf,
+           int hd, float *buf)
+{
+  for (int i = 0; i < nc; i++) {
+    if (pf > 0 && c0 + PREFETCH_CELLS + i < n)
+      prefetch_row(rows + (size_t)cells[c0 + PREFETCH_CELLS + i] * kv_stride, pf);
+    if (buf) {
+      const uint16_t *r = rows + (size_t)cells[c0 + i] * kv_stride;
+      for (int j = 0; j < hd / VLEN; j++)
+        VSTORE(buf + i * hd + j * VLEN, VLOAD_H(r + j * VLEN));
+    }
+  }
+}
+
 /* out[h][j0 + t] += Σ_i p[h][i] · v[i][j0 + t] for `heads` query heads and `w` (<= vecs)
  * vectors of the output, all held in registers: heads × vecs independent sums, so that
  * consecutive FMAs do not wait for each other (one head's four vectors alone would leave
@@ -171,14 +189,7 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
     /* a chunk's last partial group of VLEN cells meets zero keys (scores ignored) */
     const int padded = (nc + VLEN - 1) / VLEN * VLEN;
     for (int g = 0; g < n_kv; g++) {
-      const uint16_t *k = a->k + (size_t)g * (size_t)hd;
-      for (int i = 0; i < nc; i++) {
-        const uint16_t *kr = k + (size_t)a->cells[c0 + i] * a->kv_stride;
-        if (pf > 0 && c0 + PREFETCH_CELLS + i < n)
-          prefetch_row(k + (size_t)a->cells[c0 + PREFETCH_CELLS + i] * a->kv_stride, pf);
-        for (int j = 0; j < nv; j++)
-          VSTORE(kf + i * hd + j * VLEN, VLOAD_H(kr + j * VLEN));
-      }
+      stage_rows(a->k + (size_t)g * (size_t)hd, a->cells, c0, nc, n, a->kv_stride, pf, hd, kf);
       for (int i = nc; i < padded; i++)
         for (int j = 0; j < nv; j++)
           VSTORE(kf + i * hd + j * VLEN, VZERO());
@@ -237,21 +248,10 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
     for (int g = 0; g < n_kv; g++) {
       const uint16_t *v = a->v + (size_t)g * (size_t)hd;
       const float *p = a->scores + c0;
-      if (tile_heads >= 2) {
-        for (int i = 0; pf > 0 && i < nc && c0 + PREFETCH_CELLS + i < n; i++)
-          prefetch_row(v + (size_t)a->cells[c0 + PREFETCH_CELLS + i] * a->kv_stride, pf);
-        value_tiles(p, stride, vf, true, v, a->cells + c0, a->kv_stride, nc, hd, acc, g * group, (g + 1) * group,
-                    tile_heads, tile_vecs, nv, &next, v_quota);
-        continue;
-      }
-      for (int i = 0; i < nc; i++) {
-        const uint16_t *vr = v + (size_t)a->cells[c0 + i] * a->kv_stride;
-        if (pf > 0 && c0 + PREFETCH_CELLS + i < n)
-          prefetch_row(v + (size_t)a->cells[c0 + PREFETCH_CELLS + i] * a->kv_stride, pf);
-        for (int j = 0; j < nv; j++)
-          VSTORE(vf + i * hd + j * VLEN, VLOAD_H(vr + j * VLEN));
-      }
-      value_tiles(p, stride, vf, false, v, a->cells + c0, a->kv_stride, nc, hd, acc, g * group, (g + 1) * group,
+      /* with tiles of two heads or more the values are converted in the tile's loop */
+      const bool direct = tile_heads >= 2;
+      stage_rows(v, a->cells, c0, nc, n, a->kv_stride, pf, hd, direct ? NULL : vf);
+      value_tiles(p, stride, vf, direct, v, a->cells + c0, a->kv_stride, nc, hd, acc, g * group, (g + 1) * group,
                   tile_heads, tile_vecs, nv, &next, v_quota);
     }
   }
