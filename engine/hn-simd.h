@@ -123,7 +123,8 @@ typedef struct {
   int n_cells;
   float *out;
   size_t out_stride;
-  float *work;   /* hn_attn_work_floats() floats, 64-byte aligned */
+  /* (with several KV heads, n_q below stands for all the query heads: n_q · kv_heads) */
+  float *work;   /* hn_attn_work_floats(n_q, head_dim) floats, 64-byte aligned */
   float *scores; /* n_q × hn_attn_score_stride(n_cells) floats, 64-byte aligned */
   /* Not NULL: row_max[h] gets query head h's highest score and row_sum[h] the softmax
    * denominator Σ_c exp(score_c − row_max[h]), so that a caller that split the cells
@@ -136,8 +137,8 @@ typedef struct {
   /* KV heads in this call (0 counts as 1): KV head g's piece of a row starts g · head_dim
    * halves into it, and its n_q query heads are q heads g · n_q .. g · n_q + n_q − 1 (out,
    * row_max and row_sum alike).  Running the heads of a block of cells in one call reads
-   * the cell rows front to back, a stream the hardware prefetchers follow, where one
-   * call per KV head reads a short piece of every row. */
+   * the cell rows front to back, where one call per KV head reads a short piece of every
+   * row, and lets next_cells fetch whole rows. */
   int kv_heads;
   /* Not NULL: the cells of the next call (same k, v and heads), whose rows this call
    * fetches into the cache, spread over its own work, so that they are there when the
