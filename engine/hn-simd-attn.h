@@ -165,7 +165,13 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
   float *mx = acc + nq * hd + nq * CHUNK; /* nq (the layout of hn_attn_work_floats) */
   float *kf = a->work + ((size_t)nq * (size_t)(hd + CHUNK + 2) + 15) / 16 * 16; /* CHUNK × hd */
   float *vf = kf + CHUNK * hd;            /* CHUNK × hd */
-  const int tile_vecs = nv < ATTN_ACC_VECS ? nv : ATTN_ACC_VECS, tile_heads = ATTN_ACC_VECS / tile_vecs;
+  /* Tiles need their shape at compile time to keep the sums in registers: the head
+   * sizes compiled as constants (ATTN_NAME) get the widest tile that fits, any other
+   * takes 4 vectors of one head at a time (a tile of runtime shape would index its
+   * accumulators at run time, through memory). */
+  const bool shaped = __builtin_constant_p(hd);
+  const int tile_vecs = !shaped ? (nv < 4 ? nv : 4) : nv < ATTN_ACC_VECS ? nv : ATTN_ACC_VECS;
+  const int tile_heads = shaped ? ATTN_ACC_VECS / tile_vecs : 1;
   /* halves of each row to fetch a chunk ahead (not with next_cells: those rows are
    * fetched instead); with several KV heads each fetches its own piece */
   const int pf = a->next_cells || a->prefetch_halves < 0 ? -1
