@@ -131,8 +131,8 @@ typedef struct {
    * into blocks can weight each block's output by its share of the whole softmax. */
   float *row_max, *row_sum;
   /* Halves of each listed row to fetch ahead from k / v: 0 means head_dim (this head's
-   * piece), more covers the heads after it in the same cell row (a caller that runs every
-   * KV head over the same cells fetches whole rows on the first head), < 0 none. */
+   * piece), more covers the heads after it in the same cell row, < 0 none.  (The decode
+   * split names next_cells instead, which overrides this.) */
   int prefetch_halves;
   /* KV heads in this call (0 counts as 1): KV head g's piece of a row starts g · head_dim
    * halves into it, and its n_q query heads are q heads g · n_q .. g · n_q + n_q − 1 (out,
