@@ -269,6 +269,22 @@ out:
 }
 
 void
+hn_decode_load_cached(void)
+{
+  const HnSimdKernels *k = hn_simd_kernels();
+  if (!k || k->level > HN_SIMD_AVX512) /* the levels with two decode kernels per type */
+    return;
+  HnDecodeKernel choice[HN_TYPE_COUNT] = { 0 };
+  if (!read_cache(hn_cpu_model_name(), hn_simd_level_name(k->level), choice))
+    return;
+  for (int t = 0; t < HN_TYPE_COUNT; t++) {
+    int unmeasured = HN_DECODE_UNMEASURED;
+    if (choice[t] != HN_DECODE_UNMEASURED)
+      atomic_compare_exchange_strong(&chosen[k->level][t], &unmeasured, (int) choice[t]);
+  }
+}
+
+void
 hn_decode_calibrate(HnThreadPool *pool, const HnType *types, int n_types)
 {
   const HnSimdKernels *k = hn_simd_kernels();

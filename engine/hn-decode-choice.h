@@ -48,6 +48,10 @@ bool hn_decode_choice_parse(const char *text, const char *cpu_model, const char 
  * set, else the measured choice, else the tile where there is one. */
 HnDecodeKernel hn_decode_kernel(const HnSimdKernels *k, HnType type);
 
+/* Takes the cached choices for this processor model and level, where none is known yet,
+ * without measuring anything (model loading asks before any context exists). */
+void hn_decode_load_cached(void);
+
 /* Measures the candidates for each listed type that has two and no choice yet (reading
  * and then updating the cache file first), on the pool's threads.  Costs a few tens of
  * milliseconds per type on the first load on a processor model, nothing after. */

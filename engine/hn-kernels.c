@@ -195,6 +195,40 @@ prepare_chunks(const HnSimdKernels *k, HnType vdt, int offset, const float *x, i
   }
 }
 
+/* Group g is written below chunk 8g, where no chunk still to be read lies. */
+void
+hn_act_chunks_group(HnActChunk *chunks, int64_t n)
+{
+  const int64_t n_groups = n / 32 / HN_Q4_0_GROUP_BLOCKS;
+  for (int64_t g = 0; g < n_groups; g++) {
+    HnActGroup group;
+    for (int j = 0; j < HN_Q4_0_GROUP_BLOCKS; j++) {
+      const HnActChunk *c = &chunks[g * HN_Q4_0_GROUP_BLOCKS / 2 + j / 2];
+      const int half = j % 2;
+      const int8_t *q = c->q + 32 * half;
+      for (int s = 0; s < 4; s++) {
+        memcpy(&group.q[2 * s][4 * j], q + 4 * s, 4);
+        memcpy(&group.q[2 * s + 1][4 * j], q + 16 + 4 * s, 4);
+      }
+      group.d[j] = c->d[8 * half];
+      int32_t offset_sum = 0;
+      for (int lane = 8 * half; lane < 8 * half + 8; lane++)
+        offset_sum += c->neg_offset_sum[lane];
+      group.neg_offset_sum[j] = offset_sum;
+    }
+    memcpy((HnActGroup *) chunks + g, &group, sizeof group);
+  }
+}
+
+/* A token's activations in the form the type's tile kernel reads. */
+static void
+prepare_tile_act(const HnSimdKernels *k, HnType type, const float *x, int64_t n, HnActChunk *out)
+{
+  prepare_chunks(k, hn_type_vec_dot_type(type), k->gemm_offset[type], x, n, out);
+  if (type == HN_TYPE_Q4_0_GROUPED)
+    hn_act_chunks_group(out, n);
+}
+
 static void
 tile_worker(void *data, int ith, int nth)
 {
@@ -435,8 +469,7 @@ matmul_impl(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tok
     };
     atomic_init(&job.next, 0);
     for (int t = 0; t < n_tokens; t++)
-      prepare_chunks(k, vdt, k->gemm_offset[type], x + (size_t) t * (size_t) n, n,
-                     (HnActChunk *) scratch + (size_t) t * (size_t) job.n_chunks);
+      prepare_tile_act(k, type, x + (size_t) t * (size_t) n, n, (HnActChunk *) scratch + (size_t) t * (size_t) job.n_chunks);
     hn_threadpool_run(pool, tile_worker, &job);
     return;
   }
@@ -545,7 +578,8 @@ hn_matvec_many(HnThreadPool *pool, const HnMatvec *items, int n_items, void *act
       const HnGgufTensor *wj = items[j].w;
       if (items[j].x == items[i].x && wj->ne[0] == n && job.tiled[j] == job.tiled[i] &&
           hn_type_vec_dot_type((HnType) wj->type) == vdt &&
-          (!job.tiled[i] || k->gemm_offset[wj->type] == k->gemm_offset[type])) {
+          (!job.tiled[i] || (k->gemm_offset[wj->type] == k->gemm_offset[type] &&
+                             (wj->type == HN_TYPE_Q4_0_GROUPED) == (type == HN_TYPE_Q4_0_GROUPED)))) {
         job.act[i] = job.act[j];
         break;
       }
@@ -555,7 +589,7 @@ hn_matvec_many(HnThreadPool *pool, const HnMatvec *items, int n_items, void *act
     uint8_t *dst = scratch + used;
     used += act_bytes(n, 1);
     if (job.tiled[i]) {
-      prepare_chunks(k, vdt, k->gemm_offset[type], items[i].x, n, (HnActChunk *) dst);
+      prepare_tile_act(k, type, items[i].x, n, (HnActChunk *) dst);
     } else {
       HnQuantizeFn quantize = k ? k->quantize[vdt] : NULL;
       if (quantize)

@@ -9,6 +9,7 @@
 
 #include "hn-gguf.h"
 #include "hn-quants.h"
+#include "hn-simd.h"
 #include "hn-threadpool.h"
 
 /* Bytes of scratch hn_matmul needs for n_tokens rows of n elements on a pool of
@@ -36,6 +37,11 @@ typedef struct {
 /* Scratch hn_matvec_many needs for items with at most n_inputs distinct x of at most n
  * elements. */
 size_t hn_matvec_many_scratch_bytes(int64_t n, int n_inputs);
+
+/* Rearranges one token's n / 64 packed chunks, in place, into the groups of 16 blocks
+ * (HnActGroup) that the tile kernel of HN_TYPE_Q4_0_GROUPED reads; the chunks after the
+ * last full group stay where they are. */
+void hn_act_chunks_group(HnActChunk *chunks, int64_t n);
 /* At most HN_MATVEC_MAX items. */
 #define HN_MATVEC_MAX 64
 void hn_matvec_many(HnThreadPool *pool, const HnMatvec *items, int n_items, void *act_scratch);

@@ -50,4 +50,19 @@ struct HnModel {
   bool *layer_sliding; /* n_layer, for hn_model_describe */
   int n_expert, n_expert_used; /* as the file states; the experts run where traits->moe */
   int64_t n_params;
+  /* Q4_0 matrices regrouped for the decode kernel (hn-model-regroup.c); the layer and
+   * output pointers above point at these copies */
+  HnGgufTensor *grouped_tensors;
+  int n_grouped;
+  void *grouped; /* anonymous mapping of grouped_bytes */
+  size_t grouped_bytes;
 };
+
+/* Whether hn_model_regroup_weights regroups Q4_0 on this processor: the kernel table
+ * has the grouped tile, the decode choice for Q4_0 is not the dot product, and
+ * HANASHI_REGROUP is not "0". */
+bool hn_model_regroup_enabled(void);
+/* Regroups the model's Q4_0 matrices (see hn-model-regroup.c); false only when memory
+ * for the copy is lacking. */
+bool hn_model_regroup_weights(HnModel *m, HnError *err);
+void hn_model_regroup_free(HnModel *m);

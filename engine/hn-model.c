@@ -120,6 +120,7 @@ hn_model_free(HnModel *m)
   free(m->rope_long);
   free(m->rope_short);
   free(m->layer_sliding);
+  hn_model_regroup_free(m);
   hn_gguf_close(m->gguf);
   free(m);
 }
@@ -475,6 +476,8 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
       continue;
     m->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
   }
+  if (!hn_model_regroup_weights(m, err))
+    goto fail;
   return m;
 fail:
   hn_model_free(m);

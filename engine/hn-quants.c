@@ -300,6 +300,16 @@ hn_dequantize_row(HnType type, const void *src, float *dst, int64_t n)
     break;
   }
   case HN_TYPE_Q4_0: dequant_q4_0(src, dst, nb); break;
+  case HN_TYPE_Q4_0_GROUPED: {
+    const int64_t full = nb / HN_Q4_0_GROUP_BLOCKS * HN_Q4_0_GROUP_BLOCKS;
+    for (int64_t b = 0; b < full; b += HN_Q4_0_GROUP_BLOCKS) {
+      HnBlockQ4_0 blocks[HN_Q4_0_GROUP_BLOCKS];
+      hn_q4_0_ungroup_row((const HnBlockQ4_0 *)src + b, blocks, HN_Q4_0_GROUP_BLOCKS * HN_QK4_0);
+      dequant_q4_0(blocks, dst + b * HN_QK4_0, HN_Q4_0_GROUP_BLOCKS);
+    }
+    dequant_q4_0((const HnBlockQ4_0 *)src + full, dst + full * HN_QK4_0, nb - full);
+    break;
+  }
   case HN_TYPE_Q4_1: dequant_q4_1(src, dst, nb); break;
   case HN_TYPE_Q5_0: dequant_q5_0(src, dst, nb); break;
   case HN_TYPE_Q5_1: dequant_q5_1(src, dst, nb); break;
@@ -927,6 +937,10 @@ hn_quantize_row(HnType type, const float *src, void *dst, int64_t n)
     break;
   }
   case HN_TYPE_Q4_0: quant_q4_0(src, dst, nb); break;
+  case HN_TYPE_Q4_0_GROUPED:
+    quant_q4_0(src, dst, nb);
+    hn_q4_0_regroup_row(dst, dst, n);
+    break;
   case HN_TYPE_Q4_1: quant_q4_1(src, dst, nb); break;
   case HN_TYPE_Q5_0: quant_q5_0(src, dst, nb); break;
   case HN_TYPE_Q5_1: quant_q5_1(src, dst, nb); break;
@@ -951,6 +965,7 @@ hn_type_vec_dot_type(HnType type)
 {
   switch (type) {
   case HN_TYPE_Q4_0:
+  case HN_TYPE_Q4_0_GROUPED:
   case HN_TYPE_Q5_0:
   case HN_TYPE_Q8_0:
     return HN_TYPE_Q8_0;
@@ -968,10 +983,11 @@ hn_type_vec_dot_type(HnType type)
   }
 }
 
+/* Continues `sum` over nb blocks, so that a row taken a few blocks at a time (the grouped
+ * layout) adds up in exactly the order of the whole row. */
 static float
-dot_q4_0(const HnBlockQ4_0 *x, const HnBlockQ8_0 *y, int64_t nb)
+dot_q4_0_from(float sum, const HnBlockQ4_0 *x, const HnBlockQ8_0 *y, int64_t nb)
 {
-  float sum = 0.0f;
   for (int64_t i = 0; i < nb; i++) {
     int isum = 0;
     for (int j = 0; j < HN_QK4_0 / 2; j++) {
@@ -981,6 +997,26 @@ dot_q4_0(const HnBlockQ4_0 *x, const HnBlockQ8_0 *y, int64_t nb)
     sum += isum * (h2f(x[i].d) * h2f(y[i].d));
   }
   return sum;
+}
+
+static float
+dot_q4_0(const HnBlockQ4_0 *x, const HnBlockQ8_0 *y, int64_t nb)
+{
+  return dot_q4_0_from(0.0f, x, y, nb);
+}
+
+/* A grouped Q4_0 row, one run of 16 blocks at a time in their file form. */
+static float
+dot_q4_0_grouped(const uint8_t *row, const HnBlockQ8_0 *y, int64_t n)
+{
+  const int64_t nb = n / HN_QK4_0, full = nb / HN_Q4_0_GROUP_BLOCKS * HN_Q4_0_GROUP_BLOCKS;
+  float sum = 0.0f;
+  for (int64_t b = 0; b < full; b += HN_Q4_0_GROUP_BLOCKS) {
+    HnBlockQ4_0 blocks[HN_Q4_0_GROUP_BLOCKS];
+    hn_q4_0_ungroup_row(row + b * sizeof(HnBlockQ4_0), blocks, HN_Q4_0_GROUP_BLOCKS * HN_QK4_0);
+    sum = dot_q4_0_from(sum, blocks, y + b, HN_Q4_0_GROUP_BLOCKS);
+  }
+  return dot_q4_0_from(sum, (const HnBlockQ4_0 *)row + full, y + full, nb - full);
 }
 
 static float
@@ -1242,6 +1278,7 @@ hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void *act_r
     return (float)sum;
   }
   case HN_TYPE_Q4_0: return dot_q4_0(weight_row, act_row, nb);
+  case HN_TYPE_Q4_0_GROUPED: return dot_q4_0_grouped(weight_row, act_row, n);
   case HN_TYPE_Q4_1: return dot_q4_1(weight_row, act_row, nb);
   case HN_TYPE_Q5_0: return dot_q5_0(weight_row, act_row, nb);
   case HN_TYPE_Q5_1: return dot_q5_1(weight_row, act_row, nb);
@@ -1255,4 +1292,47 @@ hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void *act_r
   case HN_TYPE_Q8_K: return dot_q8_k(weight_row, act_row, nb);
   default: return 0.0f;
   }
+}
+
+/* Where byte 4s+i of block j's quants lives inside a run of 16 grouped blocks. */
+static inline size_t
+grouped_quant_offset(int block, int s)
+{
+  return 2 * HN_Q4_0_GROUP_BLOCKS + 64 * (size_t)s + 4 * (size_t)block;
+}
+
+void
+hn_q4_0_regroup_row(const void *src, void *dst, int64_t n)
+{
+  const int64_t nb = n / HN_QK4_0, full = nb / HN_Q4_0_GROUP_BLOCKS * HN_Q4_0_GROUP_BLOCKS;
+  for (int64_t g = 0; g < full; g += HN_Q4_0_GROUP_BLOCKS) {
+    HnBlockQ4_0 in[HN_Q4_0_GROUP_BLOCKS]; /* a copy, so that src may be dst */
+    memcpy(in, (const HnBlockQ4_0 *)src + g, sizeof in);
+    uint8_t *out = (uint8_t *)((HnBlockQ4_0 *)dst + g);
+    for (int j = 0; j < HN_Q4_0_GROUP_BLOCKS; j++) {
+      memcpy(out + 2 * j, &in[j].d, 2);
+      for (int s = 0; s < 4; s++)
+        memcpy(out + grouped_quant_offset(j, s), in[j].qs + 4 * s, 4);
+    }
+  }
+  if (src != dst)
+    memmove((HnBlockQ4_0 *)dst + full, (const HnBlockQ4_0 *)src + full, (size_t)(nb - full) * sizeof(HnBlockQ4_0));
+}
+
+void
+hn_q4_0_ungroup_row(const void *src, void *dst, int64_t n)
+{
+  const int64_t nb = n / HN_QK4_0, full = nb / HN_Q4_0_GROUP_BLOCKS * HN_Q4_0_GROUP_BLOCKS;
+  for (int64_t g = 0; g < full; g += HN_Q4_0_GROUP_BLOCKS) {
+    uint8_t in[HN_Q4_0_GROUP_BLOCKS * sizeof(HnBlockQ4_0)];
+    memcpy(in, (const HnBlockQ4_0 *)src + g, sizeof in);
+    HnBlockQ4_0 *out = (HnBlockQ4_0 *)dst + g;
+    for (int j = 0; j < HN_Q4_0_GROUP_BLOCKS; j++) {
+      memcpy(&out[j].d, in + 2 * j, 2);
+      for (int s = 0; s < 4; s++)
+        memcpy(out[j].qs + 4 * s, in + grouped_quant_offset(j, s), 4);
+    }
+  }
+  if (src != dst)
+    memmove((HnBlockQ4_0 *)dst + full, (const HnBlockQ4_0 *)src + full, (size_t)(nb - full) * sizeof(HnBlockQ4_0));
 }

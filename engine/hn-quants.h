@@ -34,7 +34,11 @@ typedef enum {
   HN_TYPE_Q6_K = 14,
   HN_TYPE_Q8_K = 15,
   HN_TYPE_BF16 = 30,
-  HN_TYPE_COUNT = 40, /* one past the largest id the name table knows */
+  /* Not a file type: Q4_0 rows regrouped in memory for the AVX-512 decode kernel (see
+   * hn_q4_0_regroup_row).  GGUF readers reject it, as they reject every id that is not
+   * a weight type. */
+  HN_TYPE_Q4_0_GROUPED = 40,
+  HN_TYPE_COUNT = 41, /* one past the largest id the name table knows */
 } HnType;
 
 #define HN_QK_K 256 /* super-block size of the k-quants */
@@ -74,6 +78,16 @@ HnType hn_type_vec_dot_type(HnType type);
 /* Dot product of one weight row of `type` with one activation row already converted to
  * hn_type_vec_dot_type(type); `n` elements.  Scalar reference implementation. */
 float hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void *act_row);
+
+/* HN_TYPE_Q4_0_GROUPED: a Q4_0 row of n elements with every run of 16 blocks (288 bytes)
+ * rearranged so that one 64-byte load holds four quant bytes of each of the 16 blocks:
+ * the 16 half-float scales first (32 bytes), then for s = 0..3 the bytes 4s..4s+3 of
+ * block 0, block 1, ... block 15.  Blocks after the last full run stay as they are.  The
+ * row keeps its length in bytes and its blocks their values, so the two functions are
+ * each other's inverse; src may be dst. */
+#define HN_Q4_0_GROUP_BLOCKS 16
+void hn_q4_0_regroup_row(const void *src, void *dst, int64_t n);
+void hn_q4_0_ungroup_row(const void *src, void *dst, int64_t n);
 
 #ifdef __cplusplus
 }

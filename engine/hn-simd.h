@@ -41,6 +41,19 @@ typedef struct {
   float pad[14];
 } HnActChunk;
 
+/* The activations of 16 blocks for HN_TYPE_Q4_0_GROUPED weights, in the weights' order:
+ * lane j (4 bytes) of q[2s] holds quants 4s..4s+3 of block j, of q[2s + 1] quants
+ * 16+4s..16+4s+3, the elements that the low and high nibbles of the weights' bytes
+ * 4s..4s+3 stand for.  A column of a grouped matrix product holds its n / 512 groups from
+ * its start, then the chunks (HnActChunk) of the blocks after the last full group at
+ * their usual places: the groups take less room than the chunks they replace. */
+typedef struct {
+  int8_t q[8][64];
+  float d[16];                /* scale of block j */
+  int32_t neg_offset_sum[16]; /* -offset · Σ of block j's 32 quants */
+} HnActGroup;
+_Static_assert(sizeof(HnActGroup) <= 8 * sizeof(HnActChunk), "a group fits where its chunks were");
+
 /* Packs one activation row of n floats (n a multiple of 32) into ceil(n/64) chunks, for
  * a weight type whose unsigned codes have zero point `offset`. */
 typedef void (*HnPackActFn)(const float *x, int64_t n, int offset, HnActChunk *out);

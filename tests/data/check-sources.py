@@ -55,6 +55,7 @@ PRODUCT_ENV = {
     "HANASHI_HUB_URL": ("engine/download/hanashi-download.c", True),
     "HANASHI_SIMD": (("engine/hn-cpu.c", "engine/hn-simd.c"), False),
     "HANASHI_DECODE": ("engine/hn-decode-choice.c", False),
+    "HANASHI_REGROUP": ("engine/hn-model-regroup.c", False),
     "HANASHI_NOW": ("engine/cli/cli-chat-template.c", False),
     "HANASHI_API_KEY": ("engine/cli/cli-serve.c", False),
     "HANASHI_VULKAN_MEMORY_LIMIT": ("engine/vulkan/hn-vk.c", True),

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hn-context.h"
+#include "hn-model-internal.h" /* n_grouped: whether the Q4_0 weights were regrouped */
 
 static const char *testdata;
 
@@ -264,6 +265,47 @@ test_deep_attention(gconstpointer name)
   hn_model_free(m);
 }
 
+/* Q4_0 regrouped at load for the AVX-512 decode kernel against the file layout: the same
+ * 8-bit products summed in another order, for a prompt (the panel GEMM reads the grouped
+ * rows back) and for one token at a time (the grouped tile).  In this model only
+ * ffn_down (768 columns: one run of 16 blocks and a tail) is wide enough to regroup. */
+static void
+test_q4_0_grouped(void)
+{
+  const char *name = "quant-llama-v512-q4_0.gguf";
+  g_setenv("HANASHI_REGROUP", "0", TRUE);
+  HnModel *file_layout = load(name);
+  g_unsetenv("HANASHI_REGROUP");
+  HnModel *grouped = load(name);
+  g_assert_cmpint(file_layout->n_grouped, ==, 0);
+  if (!hn_model_regroup_enabled()) {
+    g_assert_cmpint(grouped->n_grouped, ==, 0);
+    hn_model_free(file_layout);
+    hn_model_free(grouped);
+    g_test_skip("this processor's kernels read Q4_0 in its file layout");
+    return;
+  }
+  g_assert_cmpint(grouped->n_grouped, ==, hn_model_n_layer(grouped));
+  g_assert_cmpint(grouped->layers[0].w_down->type, ==, HN_TYPE_Q4_0_GROUPED);
+  g_assert_cmpint(grouped->layers[0].w_gate->type, ==, HN_TYPE_Q4_0);
+  const int nv = hn_model_n_vocab(grouped), n_prompt = 12, n_steps = 4;
+  g_autofree float *want = g_new(float, (size_t) (n_prompt + n_steps) * nv);
+  g_autofree float *got = g_new(float, (size_t) (n_prompt + n_steps) * nv);
+  HnModel *models[2] = { file_layout, grouped };
+  float *rows[2] = { want, got };
+  for (int m = 0; m < 2; m++) {
+    HnContext *c = context(models[m], 64, 16);
+    run(c, toks, n_prompt, 0, 0, rows[m]);
+    for (int i = 0; i < n_steps; i++)
+      run(c, toks + n_prompt + i, 1, n_prompt + i, 0, rows[m] + (size_t) (n_prompt + i) * nv);
+    hn_context_free(c);
+  }
+  for (int i = 0; i < n_prompt + n_steps; i++)
+    g_assert_cmpfloat(rel_diff(want + (size_t) i * nv, got + (size_t) i * nv, (size_t) nv), <, 1e-4);
+  hn_model_free(file_layout);
+  hn_model_free(grouped);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -284,6 +326,7 @@ main(int argc, char **argv)
     g_test_add_data_func(s, models[i], test_shift);
   }
   g_test_add_func("/context/cancel-and-bad-batches", test_cancel_and_bad_batches);
+  g_test_add_func("/context/q4_0-grouped", test_q4_0_grouped);
   static const char *deep_models[] = { "quant-llama-v512-f32.gguf", "tiny-qwen2-gpt2-q8_0.gguf" };
   for (size_t i = 0; i < G_N_ELEMENTS(deep_models); i++) {
     g_autofree char *d = g_strdup_printf("/context/deep-attention/%s", deep_models[i]);

@@ -687,6 +687,55 @@ test_vec_dot (void)
   }
 }
 
+/* Q4_0 regrouped for the AVX-512 decode: the same blocks in another order, so the
+ * dequantized row and the reference dot product are bit for bit those of the file row,
+ * and ungrouping gives the file bytes back.  Row lengths with no run of 16 blocks, one
+ * run and a tail, and whole runs only. */
+static void
+test_q4_0_grouped (void)
+{
+  Rng rng = { 0x9e3779b97f4a7c15ull };
+  const int64_t lengths[] = { 32 * 7, 32 * 16, 32 * 21, 32 * 48 };
+  for (gsize i = 0; i < G_N_ELEMENTS (lengths); i++) {
+    const int64_t n = lengths[i];
+    const size_t bytes = hn_type_row_bytes (HN_TYPE_Q4_0, n);
+    g_assert_cmpuint (hn_type_row_bytes (HN_TYPE_Q4_0_GROUPED, n), ==, bytes);
+    g_autofree float *w = g_new (float, n), *a = g_new (float, n);
+    g_autofree float *file_values = g_new (float, n), *grouped_values = g_new (float, n);
+    fill_random (&rng, w, n, 0.05f);
+    fill_random (&rng, a, n, 2.0f);
+    g_autofree uint8_t *file_row = g_malloc (bytes), *grouped = g_malloc (bytes), *back = g_malloc (bytes);
+    g_autofree uint8_t *in_place = g_malloc (bytes), *quantized = g_malloc (bytes);
+    g_autofree uint8_t *act = g_malloc (hn_type_row_bytes (HN_TYPE_Q8_0, n));
+    hn_quantize_row (HN_TYPE_Q4_0, w, file_row, n);
+    hn_quantize_row (HN_TYPE_Q8_0, a, act, n);
+    hn_q4_0_regroup_row (file_row, grouped, n);
+    const gboolean has_run = n >= 32 * HN_Q4_0_GROUP_BLOCKS;
+    g_assert_true (has_run ? memcmp (grouped, file_row, bytes) != 0 : memcmp (grouped, file_row, bytes) == 0);
+    /* the first run's scales come first, then block 1's first four quant bytes at 36 */
+    if (has_run) {
+      g_assert_cmpint (memcmp (grouped + 2, file_row + 18, 2), ==, 0);
+      g_assert_cmpint (memcmp (grouped + 32 + 4, file_row + 18 + 2, 4), ==, 0);
+    }
+    hn_q4_0_ungroup_row (grouped, back, n);
+    g_assert_cmpint (memcmp (back, file_row, bytes), ==, 0);
+    memcpy (in_place, file_row, bytes);
+    hn_q4_0_regroup_row (in_place, in_place, n);
+    g_assert_cmpint (memcmp (in_place, grouped, bytes), ==, 0);
+    hn_quantize_row (HN_TYPE_Q4_0_GROUPED, w, quantized, n);
+    g_assert_cmpint (memcmp (quantized, grouped, bytes), ==, 0);
+    hn_dequantize_row (HN_TYPE_Q4_0, file_row, file_values, n);
+    hn_dequantize_row (HN_TYPE_Q4_0_GROUPED, grouped, grouped_values, n);
+    g_assert_cmpint (memcmp (file_values, grouped_values, sizeof (float) * (size_t) n), ==, 0);
+    const float file_dot = hn_vec_dot_ref (HN_TYPE_Q4_0, n, file_row, act);
+    const float grouped_dot = hn_vec_dot_ref (HN_TYPE_Q4_0_GROUPED, n, grouped, act);
+    g_assert_cmpint (memcmp (&file_dot, &grouped_dot, sizeof file_dot), ==, 0);
+    g_assert_cmpint (hn_type_vec_dot_type (HN_TYPE_Q4_0_GROUPED), ==, HN_TYPE_Q8_0);
+  }
+  /* an in-memory layout only: never a type a file may declare */
+  g_assert_false (hn_type_is_weight_type (HN_TYPE_Q4_0_GROUPED));
+}
+
 /* A Q4_0 x Q8_0 block pair worked out by hand: weights d=0.5, q-8 = j-8 (low) and 7-j
  * (high); activations d=0.25, q=1 everywhere.  sum_j (j-8) + (7-j) = -16 over 16 pairs,
  * so the dot is 0.5 * 0.25 * -16 = -2. */
@@ -732,6 +781,7 @@ main (int argc, char **argv)
   g_test_add_func ("/quants/half-to-float", test_half_to_float);
   g_test_add_func ("/quants/hand/f16-bf16-f32", test_hand_f16_bf16);
   g_test_add_func ("/quants/hand/q4_0-q4_1", test_hand_q4_0_q4_1);
+  g_test_add_func ("/quants/q4_0-grouped", test_q4_0_grouped);
   g_test_add_func ("/quants/hand/q5_0-q5_1", test_hand_q5);
   g_test_add_func ("/quants/hand/q8", test_hand_q8);
   g_test_add_func ("/quants/hand/q2_k", test_hand_q2_k);

@@ -203,13 +203,18 @@ test_gemm_tiles (void)
           hn_quantize_row ((HnType) t, wf + r * n, w + r * row_bytes, n);
           hn_dequantize_row ((HnType) t, w + r * row_bytes, wd + r * n, n);
         }
+        const bool grouped = t == HN_TYPE_Q4_0_GROUPED;
         HnActChunk *act = g_new0 (HnActChunk, n_chunks * cols);
         float *af = g_new (float, n * cols);
         fill_random (rand, af, n * cols);
         for (int c = 0; c < cols; c++)
           k->pack_act (af + c * n, n, k->gemm_offset[t], act + c * n_chunks);
+        /* the expectation below reads the chunks; the grouped kernel reads them regrouped */
+        g_autofree HnActChunk *kernel_act = g_memdup2 (act, sizeof *act * (gsize) (n_chunks * cols));
+        for (int c = 0; grouped && c < cols; c++)
+          hn_act_chunks_group (kernel_act + c * n_chunks, n);
         float out[64];
-        k->gemm_tile[t] (n, w, row_bytes, rows, act, n_chunks, cols, out, 8);
+        k->gemm_tile[t] (n, w, row_bytes, rows, kernel_act, n_chunks, cols, out, 8);
         for (int r = 0; r < rows; r++)
           for (int c = 0; c < cols; c++) {
             /* exact value from the dequantized weights and the packed activations */
@@ -435,7 +440,8 @@ test_panel_kernels (void)
       HnType vdt = hn_type_vec_dot_type (type);
       int64_t block = hn_type_block_elems (type);
       /* float rows need not be whole blocks of 32 */
-      int64_t n = is_float ? 32 * 9 + 5 : (block == 32 ? 32 * 9 : block * 3);
+      /* grouped Q4_0: one run of 16 blocks and the file layout after it */
+      int64_t n = is_float ? 32 * 9 + 5 : type == HN_TYPE_Q4_0_GROUPED ? 32 * 21 : (block == 32 ? 32 * 9 : block * 3);
       size_t row_bytes = hn_type_row_bytes (type, n), act_row = hn_type_row_bytes (vdt, n);
       float *wf = g_new (float, n * HN_PANEL_ROWS), *x = g_new (float, n * MAX_TOKENS);
       guint8 *w = g_malloc0 (row_bytes * HN_PANEL_ROWS), *a = g_malloc0 (act_row * MAX_TOKENS);
