@@ -233,6 +233,7 @@ measure(HnThreadPool *pool, HnType type)
   float *x = malloc(sizeof(float) * CAL_N * 16);
   float *y = malloc(sizeof(float) * (size_t) rows);
   void *scratch = malloc(hn_matmul_scratch_bytes(CAL_N, 1, nth));
+  uint8_t *grouped = NULL;
   HnDecodeKernel result = HN_DECODE_UNMEASURED;
   if (!w || !x || !y || !scratch)
     goto out;
@@ -249,19 +250,33 @@ measure(HnThreadPool *pool, HnType type)
     memcpy(w + (size_t) r * row_bytes, w + (size_t) (r % 16) * row_bytes, row_bytes);
   HnGgufTensor t = { .name = "calibration", .type = type, .n_dims = 2, .ne = { CAL_N, rows, 1, 1 },
                      .data = w, .nbytes = row_bytes * (size_t) rows };
+  /* Where Q4_0 matrices are regrouped at load (hn-model-regroup.c) the tile that would
+   * run is the grouped one, so that is the tile measured against the dot product. */
+  HnGgufTensor tile_t = t;
+  if (type == HN_TYPE_Q4_0 && hn_simd_kernels()->gemm_tile[HN_TYPE_Q4_0_GROUPED]) {
+    grouped = malloc(t.nbytes);
+    if (!grouped)
+      goto out;
+    for (int64_t r = 0; r < rows; r++)
+      hn_q4_0_regroup_row(w + (size_t) r * row_bytes, grouped + (size_t) r * row_bytes, CAL_N);
+    tile_t.type = HN_TYPE_Q4_0_GROUPED;
+    tile_t.data = grouped;
+  }
   const HnDecodeKernel candidates[2] = { HN_DECODE_TILE, HN_DECODE_DOT };
+  const HnGgufTensor *tensors[2] = { &tile_t, &t };
   double times[2 * CAL_SAMPLES];
   for (int c = 0; c < 2; c++) /* warm-up: page in the matrix, wake the workers */
-    hn_matmul_with(pool, &t, x, 1, scratch, y, rows, candidates[c]);
+    hn_matmul_with(pool, tensors[c], x, 1, scratch, y, rows, candidates[c]);
   for (int s = 0; s < CAL_SAMPLES; s++)
     for (int c = 0; c < 2; c++) {
       double t0 = now_seconds();
-      hn_matmul_with(pool, &t, x, 1, scratch, y, rows, candidates[c]);
+      hn_matmul_with(pool, tensors[c], x, 1, scratch, y, rows, candidates[c]);
       times[c * CAL_SAMPLES + s] = now_seconds() - t0;
     }
   result = candidates[hn_decode_pick_fastest(times, 2, CAL_SAMPLES)];
 out:
   free(w);
+  free(grouped);
   free(x);
   free(y);
   free(scratch);

@@ -29,7 +29,7 @@ typedef enum {
 } HnDecodeKernel;
 
 /* Bumped whenever a decode kernel changes, so that cached choices are measured again. */
-#define HN_DECODE_CHOICE_VERSION 2
+#define HN_DECODE_CHOICE_VERSION 3
 
 /* Index of the candidate with the lowest median of its n_samples timings
  * (times[c * n_samples + s]); ties go to the earlier candidate.  -1 when there is none. */
