@@ -127,10 +127,18 @@ hn_decode_choice_parse(const char *text, const char *cpu_model, const char *leve
   return true;
 }
 
+/* The type whose tile runs for a matrix of `type`: Q4_0 matrices are regrouped at load
+ * where the table has the grouped tile (hn-model-regroup.c). */
+static HnType
+tile_type(const HnSimdKernels *k, HnType type)
+{
+  return type == HN_TYPE_Q4_0 && k->gemm_tile[HN_TYPE_Q4_0_GROUPED] ? HN_TYPE_Q4_0_GROUPED : type;
+}
+
 static bool
 has_both(const HnSimdKernels *k, HnType type)
 {
-  return k && type >= 0 && type < HN_TYPE_COUNT && k->gemm_tile[type] && k->vec_dot[type];
+  return k && type >= 0 && type < HN_TYPE_COUNT && k->gemm_tile[tile_type(k, type)] && k->vec_dot[type];
 }
 
 HnDecodeKernel
@@ -253,7 +261,7 @@ measure(HnThreadPool *pool, HnType type)
   /* Where Q4_0 matrices are regrouped at load (hn-model-regroup.c) the tile that would
    * run is the grouped one, so that is the tile measured against the dot product. */
   HnGgufTensor tile_t = t;
-  if (type == HN_TYPE_Q4_0 && hn_simd_kernels()->gemm_tile[HN_TYPE_Q4_0_GROUPED]) {
+  if (tile_type(hn_simd_kernels(), type) == HN_TYPE_Q4_0_GROUPED) {
     grouped = malloc(t.nbytes);
     if (!grouped)
       goto out;

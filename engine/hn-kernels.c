@@ -145,8 +145,8 @@ typedef struct {
 
 /* Quantizes one token (reference format, bit-identical quantizer) and lays it out as
  * 64-element chunks with per-lane scales and sums for the tile kernels. */
-static void
-prepare_chunks(const HnSimdKernels *k, HnType vdt, int offset, const float *x, int64_t n, HnActChunk *out)
+void
+hn_act_chunks_prepare(const HnSimdKernels *k, HnType vdt, int offset, const float *x, int64_t n, HnActChunk *out)
 {
   HnQuantizeFn quantize = k->quantize[vdt];
   const int64_t n_blocks = n / 32;
@@ -224,7 +224,7 @@ hn_act_chunks_group(HnActChunk *chunks, int64_t n)
 static void
 prepare_tile_act(const HnSimdKernels *k, HnType type, const float *x, int64_t n, HnActChunk *out)
 {
-  prepare_chunks(k, hn_type_vec_dot_type(type), k->gemm_offset[type], x, n, out);
+  hn_act_chunks_prepare(k, hn_type_vec_dot_type(type), k->gemm_offset[type], x, n, out);
   if (type == HN_TYPE_Q4_0_GROUPED)
     hn_act_chunks_group(out, n);
 }

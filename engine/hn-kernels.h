@@ -38,6 +38,11 @@ typedef struct {
  * elements. */
 size_t hn_matvec_many_scratch_bytes(int64_t n, int n_inputs);
 
+/* Quantizes one token of n elements (reference format, bit-identical quantizer) and lays
+ * it out as the tile kernels' chunks, for codes with zero point `offset`. */
+void hn_act_chunks_prepare(const HnSimdKernels *k, HnType vdt, int offset, const float *x, int64_t n,
+                           HnActChunk *out);
+
 /* Rearranges one token's n / 64 packed chunks, in place, into the groups of 16 blocks
  * (HnActGroup) that the tile kernel of HN_TYPE_Q4_0_GROUPED reads; the chunks after the
  * last full group stay where they are. */

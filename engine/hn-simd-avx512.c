@@ -836,53 +836,6 @@ sum_as_double_512(const float *s, int n)
 #define ATTN_ACC_VECS 16
 #define ATTN_NAME attn_avx512
 #define ATTN_BODY attn_body_avx512
-/* A run of 16 grouped blocks of one row back in file form.  Lane c of the four quant
- * vectors holds the bytes of blocks 4c..4c+3, so a 4 × 4 transpose of 32-bit words within
- * each 128-bit lane gives, in vector k, the 16 quant bytes of blocks k, 4 + k, 8 + k and
- * 12 + k. */
-static inline void
-ungroup_run(const uint8_t *group, HnBlockQ4_0 out[HN_Q4_0_GROUP_BLOCKS])
-{
-  const uint8_t *q = group + 2 * HN_Q4_0_GROUP_BLOCKS;
-  const __m512i v0 = _mm512_loadu_si512(q), v1 = _mm512_loadu_si512(q + 64);
-  const __m512i v2 = _mm512_loadu_si512(q + 128), v3 = _mm512_loadu_si512(q + 192);
-  const __m512i a0 = _mm512_unpacklo_epi32(v0, v1), a1 = _mm512_unpackhi_epi32(v0, v1);
-  const __m512i a2 = _mm512_unpacklo_epi32(v2, v3), a3 = _mm512_unpackhi_epi32(v2, v3);
-  _Alignas(64) uint8_t t[4][64];
-  _mm512_store_si512(t[0], _mm512_unpacklo_epi64(a0, a2));
-  _mm512_store_si512(t[1], _mm512_unpackhi_epi64(a0, a2));
-  _mm512_store_si512(t[2], _mm512_unpacklo_epi64(a1, a3));
-  _mm512_store_si512(t[3], _mm512_unpackhi_epi64(a1, a3));
-  for (int b = 0; b < HN_Q4_0_GROUP_BLOCKS; b++) {
-    memcpy(&out[b].d, group + 2 * b, 2);
-    memcpy(out[b].qs, t[b % 4] + 16 * (b / 4), 16);
-  }
-}
-
-/* The panel of grouped Q4_0 rows: each run of 16 blocks is put back in file form first
- * (4.6 KB for the panel's 16 rows), then packed like Q4_0. */
-static void
-pack_panel_q4_0_grouped(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
-{
-  PanelBlock *pb = panel;
-  _Alignas(64) uint8_t tmp[HN_PANEL_ROWS][32];
-  HnBlockQ4_0 run[HN_PANEL_ROWS][HN_Q4_0_GROUP_BLOCKS];
-  const int64_t n_blocks = n / 32, full = n_blocks / HN_Q4_0_GROUP_BLOCKS * HN_Q4_0_GROUP_BLOCKS;
-  for (int64_t b = 0; b < n_blocks; b++, pb++) {
-    if (b < full && b % HN_Q4_0_GROUP_BLOCKS == 0)
-      for (int r = 0; r < HN_PANEL_ROWS; r++)
-        ungroup_run((const uint8_t *)panel_row(weight, row_stride, r, n_rows) + b * sizeof(HnBlockQ4_0), run[r]);
-    for (int r = 0; r < HN_PANEL_ROWS; r++) {
-      const HnBlockQ4_0 *blk = b < full ? &run[r][b % HN_Q4_0_GROUP_BLOCKS]
-                                        : (const HnBlockQ4_0 *)panel_row(weight, row_stride, r, n_rows) + b;
-      pc_store(tmp[r], codes_q4_0(blk));
-      pb->scale[0][r] = panel_h2f(blk->d);
-      pb->neg_min[0][r] = 0.0f;
-    }
-    transpose_codes(tmp, pb->codes);
-  }
-}
-
 #include "hn-simd-attn.h"
 
 void

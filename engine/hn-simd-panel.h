@@ -26,6 +26,7 @@
 #pragma once
 
 #include "hn-quants-blocks.h"
+#include "hn-quants.h"
 #include "hn-simd.h"
 
 #include <stddef.h>
@@ -319,6 +320,59 @@ codes_q5_1(const HnBlockQ5_1 *b)
 
 DEFINE_PACK_PANEL_32(pack_panel_q4_0, HnBlockQ4_0, codes_q4_0, PANEL_NO_MIN)
 DEFINE_PACK_PANEL_32(pack_panel_q5_0, HnBlockQ5_0, codes_q5_0, PANEL_NO_MIN)
+
+#if defined(__x86_64__) || defined(__i386__)
+/* Q4_0 regrouped at load (HN_TYPE_Q4_0_GROUPED; x86 only, where its decode kernels
+ * are).  A run of 16 grouped blocks of one row is put back in file form first: in each
+ * 128-bit lane of the quant vectors sit four bytes of each of four blocks, so a 4 × 4
+ * transpose of 32-bit words within the lanes gives the 16 quant bytes of block
+ * 4c + k (c the lane) in vector k — 8 unpacks per 8 blocks. */
+static inline void
+ungroup_run(const uint8_t *group, HnBlockQ4_0 out[HN_Q4_0_GROUP_BLOCKS])
+{
+  const uint8_t *q = group + 2 * HN_Q4_0_GROUP_BLOCKS;
+  for (int half = 0; half < 2; half++) {
+    const __m256i v0 = _mm256_loadu_si256((const __m256i *)(q + 32 * half));
+    const __m256i v1 = _mm256_loadu_si256((const __m256i *)(q + 64 + 32 * half));
+    const __m256i v2 = _mm256_loadu_si256((const __m256i *)(q + 128 + 32 * half));
+    const __m256i v3 = _mm256_loadu_si256((const __m256i *)(q + 192 + 32 * half));
+    const __m256i a0 = _mm256_unpacklo_epi32(v0, v1), a1 = _mm256_unpackhi_epi32(v0, v1);
+    const __m256i a2 = _mm256_unpacklo_epi32(v2, v3), a3 = _mm256_unpackhi_epi32(v2, v3);
+    _Alignas(32) uint8_t t[4][32];
+    _mm256_store_si256((__m256i *)t[0], _mm256_unpacklo_epi64(a0, a2));
+    _mm256_store_si256((__m256i *)t[1], _mm256_unpackhi_epi64(a0, a2));
+    _mm256_store_si256((__m256i *)t[2], _mm256_unpacklo_epi64(a1, a3));
+    _mm256_store_si256((__m256i *)t[3], _mm256_unpackhi_epi64(a1, a3));
+    for (int b = 0; b < 8; b++) {
+      memcpy(&out[8 * half + b].d, group + 2 * (8 * half + b), 2);
+      memcpy(out[8 * half + b].qs, t[b % 4] + 16 * (b / 4), 16);
+    }
+  }
+}
+
+static void
+pack_panel_q4_0_grouped(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+{
+  PanelBlock *pb = panel;
+  _Alignas(64) uint8_t tmp[HN_PANEL_ROWS][32];
+  HnBlockQ4_0 run[HN_PANEL_ROWS][HN_Q4_0_GROUP_BLOCKS];
+  const int64_t n_blocks = n / 32, full = n_blocks / HN_Q4_0_GROUP_BLOCKS * HN_Q4_0_GROUP_BLOCKS;
+  for (int64_t b = 0; b < n_blocks; b++, pb++) {
+    if (b < full && b % HN_Q4_0_GROUP_BLOCKS == 0)
+      for (int r = 0; r < HN_PANEL_ROWS; r++)
+        ungroup_run(panel_row(weight, row_stride, r, n_rows) + b * sizeof(HnBlockQ4_0), run[r]);
+    for (int r = 0; r < HN_PANEL_ROWS; r++) {
+      const HnBlockQ4_0 *blk = b < full ? &run[r][b % HN_Q4_0_GROUP_BLOCKS]
+                                        : (const HnBlockQ4_0 *)panel_row(weight, row_stride, r, n_rows) + b;
+      pc_store(tmp[r], codes_q4_0(blk));
+      pb->scale[0][r] = panel_h2f(blk->d);
+      pb->neg_min[0][r] = 0.0f;
+    }
+    transpose_codes(tmp, pb->codes);
+  }
+}
+#endif
+
 DEFINE_PACK_PANEL_32(pack_panel_q4_1, HnBlockQ4_1, codes_q4_1, PANEL_MIN_M)
 DEFINE_PACK_PANEL_32(pack_panel_q5_1, HnBlockQ5_1, codes_q5_1, PANEL_MIN_M)
 

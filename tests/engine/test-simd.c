@@ -173,16 +173,26 @@ test_quantize_levels (void)
   g_rand_free (rand);
 }
 
+/* Every tile kernel of every level the processor runs (AVX-512's for four types, AVX2's
+ * with and without AVX-VNNI for grouped Q4_0) against the dequantized weights. */
 static void
 test_gemm_tiles (void)
 {
-  const HnSimdKernels *k = hn_simd_kernels_for_level (HN_SIMD_AVX512);
-  if (k == NULL || k->pack_act == NULL) {
-    g_test_skip ("no GEMM kernels on this processor");
-    return;
-  }
   GRand *rand = g_rand_new_with_seed (99);
   int checked = 0;
+  for (int variant = 0; variant < 3; variant++) {
+  const HnSimdKernels *k = NULL;
+  if (variant == 0)
+    k = hn_simd_kernels_for_level (HN_SIMD_AVX512);
+  else if (variant == 1)
+    k = hn_simd_kernels_for_level (HN_SIMD_AVX2);
+  else if (hn_simd_kernels_for_level (HN_SIMD_AVX2) != NULL) {
+    g_setenv ("HANASHI_SIMD", "avx2-novnni", TRUE);
+    k = hn_simd_kernels ();
+    g_unsetenv ("HANASHI_SIMD");
+  }
+  if (k == NULL)
+    continue;
   for (int t = 0; t < HN_TYPE_COUNT; t++) {
     if (k->gemm_tile[t] == NULL)
       continue;
@@ -207,8 +217,13 @@ test_gemm_tiles (void)
         HnActChunk *act = g_new0 (HnActChunk, n_chunks * cols);
         float *af = g_new (float, n * cols);
         fill_random (rand, af, n * cols);
-        for (int c = 0; c < cols; c++)
-          k->pack_act (af + c * n, n, k->gemm_offset[t], act + c * n_chunks);
+        for (int c = 0; c < cols; c++) {
+          if (k->pack_act)
+            k->pack_act (af + c * n, n, k->gemm_offset[t], act + c * n_chunks);
+          else
+            hn_act_chunks_prepare (k, hn_type_vec_dot_type ((HnType) t), k->gemm_offset[t], af + c * n, n,
+                                   act + c * n_chunks);
+        }
         /* the expectation below reads the chunks; the grouped kernel reads them regrouped */
         g_autofree HnActChunk *kernel_act = g_memdup2 (act, sizeof *act * (gsize) (n_chunks * cols));
         for (int c = 0; grouped && c < cols; c++)
@@ -227,8 +242,8 @@ test_gemm_tiles (void)
             }
             double got = out[r * 8 + c];
             if (fabs (got - expect) > 1e-4 * (mag + 1e-3))
-              g_error ("GEMM %s rows=%d cols=%d r=%d c=%d: expected %g, got %g", hn_type_name ((uint32_t) t),
-                       rows, cols, r, c, expect, got);
+              g_error ("GEMM %s %s rows=%d cols=%d r=%d c=%d: expected %g, got %g",
+                       hn_simd_level_name (k->level), hn_type_name ((uint32_t) t), rows, cols, r, c, expect, got);
             /* and close to the float product (the activation rounding only) */
             double exact = 0;
             for (int64_t i = 0; i < n; i++)
@@ -244,6 +259,9 @@ test_gemm_tiles (void)
       }
     }
   }
+  }
+  if (checked == 0)
+    g_test_skip ("no GEMM kernels on this processor");
   g_test_message ("%d GEMM outputs compared", checked);
   g_rand_free (rand);
 }
@@ -1088,7 +1106,13 @@ test_decode_kernel_override (void)
   g_assert_cmpint (hn_decode_kernel (k, HN_TYPE_Q5_1), ==, HN_DECODE_DOT); /* no tile for Q5_1 */
   g_unsetenv ("HANASHI_DECODE");
   const HnSimdKernels *avx2 = hn_simd_kernels_for_level (HN_SIMD_AVX2);
+  g_assert_cmpint (hn_decode_kernel (avx2, HN_TYPE_Q8_0), ==, HN_DECODE_DOT);
+  /* AVX2's tile for Q4_0 is the grouped one (Q4_0 regrouped at load): two candidates */
+  g_setenv ("HANASHI_DECODE", "dot", TRUE);
   g_assert_cmpint (hn_decode_kernel (avx2, HN_TYPE_Q4_0), ==, HN_DECODE_DOT);
+  g_setenv ("HANASHI_DECODE", "tile", TRUE);
+  g_assert_cmpint (hn_decode_kernel (avx2, HN_TYPE_Q4_0), ==, HN_DECODE_TILE);
+  g_unsetenv ("HANASHI_DECODE");
 }
 
 int
