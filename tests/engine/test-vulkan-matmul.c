@@ -1,6 +1,6 @@
 /* The Vulkan matrix kernels against the processor's product: for every weight type the
  * device multiplies natively (and one it converts to F16 at upload), rows that are not a
- * multiple of any tile (67), rows whose length is not a multiple of the tiles' 32 where the
+ * multiple of any tile (67), grouped Q4_0 (the CPU's layout, put back at upload), rows whose length is not a multiple of the tiles' 32 where the
  * type allows it (100 for F32/F16/BF16), and batches of 1 and 3 tokens (the matrix-vector
  * kernel) and 7, 33 and 100 (the tiled kernel, partial token tiles included).  The
  * reference dequantizes the same bytes and sums in double; the device sums in float, so
@@ -33,6 +33,9 @@ static const Case cases[] = {
   { "q8_0", HN_TYPE_Q8_0, 96, false },  { "q4_k", HN_TYPE_Q4_K, 512, false },
   { "q5_k", HN_TYPE_Q5_K, 512, false }, { "q6_k", HN_TYPE_Q6_K, 512, false },
   { "q4_1", HN_TYPE_Q4_1, 96, true },
+  /* Q4_0 regrouped at load for the processor (two runs of 16 blocks and a tail block):
+   * put back in file layout for the Q4_0 kernel, not converted */
+  { "q4_0-grouped", HN_TYPE_Q4_0_GROUPED, 32 * 33, false },
 };
 
 static const int token_counts[] = { 1, 3, 7, 33, 100 };
