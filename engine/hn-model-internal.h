@@ -62,7 +62,7 @@ struct HnModel {
  * has the grouped tile, the decode choice for Q4_0 is not the dot product, and
  * HANASHI_REGROUP is not "0". */
 bool hn_model_regroup_enabled(void);
-/* Regroups the model's Q4_0 matrices (see hn-model-regroup.c); false only when memory
- * for the copy is lacking. */
-bool hn_model_regroup_weights(HnModel *m, HnError *err);
+/* Regroups the model's Q4_0 matrices (see hn-model-regroup.c).  An optimization only:
+ * without memory for the copy the matrices keep the file layout. */
+void hn_model_regroup_weights(HnModel *m);
 void hn_model_regroup_free(HnModel *m);

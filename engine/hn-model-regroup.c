@@ -79,33 +79,28 @@ padded_bytes(const HnGgufTensor *t)
   return (t->nbytes + 63) & ~(size_t) 63;
 }
 
-bool
-hn_model_regroup_weights(HnModel *m, HnError *err)
+void
+hn_model_regroup_weights(HnModel *m)
 {
   if (!hn_model_regroup_enabled())
-    return true;
+    return;
   const HnGgufTensor ***slots = calloc((size_t) m->n_layer * 7 + 1, sizeof *slots);
   if (!slots)
-    return hn_error_set(err, HN_ERR_NOMEM, "out of memory");
+    return;
   const size_t n = collect_slots(m, slots);
   size_t bytes = 0;
   for (size_t i = 0; i < n; i++)
     bytes += padded_bytes(*slots[i]);
-  if (n == 0) {
+  HnGgufTensor *copies = n > 0 ? calloc(n, sizeof *copies) : NULL;
+  void *mem = copies ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+  if (mem == MAP_FAILED) {
+    /* nothing to regroup, or no memory for the copy: decode reads the file layout */
+    free(copies);
     free(slots);
-    return true;
-  }
-  m->grouped_tensors = calloc(n, sizeof *m->grouped_tensors);
-  void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (!m->grouped_tensors || mem == MAP_FAILED) {
-    free(slots);
-    return hn_error_set(err, HN_ERR_NOMEM, "There is not enough memory to arrange the model's weights (%zu MB).",
-                        bytes >> 20);
+    return;
   }
   /* fewer TLB misses in a decode that walks all of it; advice only */
   madvise(mem, bytes, MADV_HUGEPAGE);
-  m->grouped = mem;
-  m->grouped_bytes = bytes;
   uint8_t *dst = mem;
   for (size_t i = 0; i < n; i++) {
     const HnGgufTensor *t = *slots[i];
@@ -113,17 +108,18 @@ hn_model_regroup_weights(HnModel *m, HnError *err)
     for (int64_t r = 0; r < t->ne[1]; r++)
       hn_q4_0_regroup_row((const uint8_t *) t->data + (size_t) r * row_bytes, dst + (size_t) r * row_bytes, t->ne[0]);
     release_pages(t->data, t->nbytes);
-    HnGgufTensor *copy = &m->grouped_tensors[i];
-    *copy = *t;
-    copy->data = dst;
-    copy->type = HN_TYPE_Q4_0_GROUPED;
-    *slots[i] = copy;
+    copies[i] = *t;
+    copies[i].data = dst;
+    copies[i].type = HN_TYPE_Q4_0_GROUPED;
+    *slots[i] = &copies[i];
     dst += padded_bytes(t);
   }
   mprotect(mem, bytes, PROT_READ);
+  m->grouped_tensors = copies;
   m->n_grouped = (int) n;
+  m->grouped = mem;
+  m->grouped_bytes = bytes;
   free(slots);
-  return true;
 }
 
 void

@@ -476,8 +476,7 @@ hn_model_from_gguf(HnGguf *g, HnError *err)
       continue;
     m->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
   }
-  if (!hn_model_regroup_weights(m, err))
-    goto fail;
+  hn_model_regroup_weights(m);
   return m;
 fail:
   hn_model_free(m);
