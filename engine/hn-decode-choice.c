@@ -54,27 +54,23 @@ kernel_word(HnDecodeKernel k)
   return k == HN_DECODE_TILE ? "tile" : k == HN_DECODE_DOT ? "dot" : NULL;
 }
 
-size_t
-hn_decode_choice_format(char *buf, size_t size, const char *cpu_model, const char *level,
-                        const HnDecodeKernel choice[HN_TYPE_COUNT])
+/* Text appended to a buffer like snprintf: `used` keeps counting past the end, so the
+ * length a short buffer would have needed is known. */
+typedef struct {
+  char *buf;
+  size_t size, used;
+  bool failed;
+} Appender;
+
+static void
+append_line(Appender *a, const char *first, const char *second)
 {
-  size_t used = 0;
-  int w = snprintf(buf, size, "%s %d\ncpu %s\nlevel %s\n", CACHE_HEADER, HN_DECODE_CHOICE_VERSION,
-                   cpu_model, level);
+  int w = snprintf(a->used < a->size ? a->buf + a->used : NULL, a->used < a->size ? a->size - a->used : 0,
+                   "%s%s%s\n", first, second ? " " : "", second ? second : "");
   if (w < 0)
-    return 0;
-  used = (size_t) w;
-  for (int t = 0; t < HN_TYPE_COUNT; t++) {
-    const char *word = kernel_word(choice[t]);
-    const char *name = hn_type_name((HnType) t);
-    if (!word || !name)
-      continue;
-    w = snprintf(used < size ? buf + used : NULL, used < size ? size - used : 0, "%s %s\n", name, word);
-    if (w < 0)
-      return 0;
-    used += (size_t) w;
-  }
-  return used;
+    a->failed = true;
+  else
+    a->used += (size_t) w;
 }
 
 /* The next line of *text (without its newline) into line[size]; false at the end. */
@@ -92,39 +88,89 @@ next_line(const char **text, char *line, size_t size)
   return true;
 }
 
-bool
-hn_decode_choice_parse(const char *text, const char *cpu_model, const char *level,
-                       HnDecodeKernel choice[HN_TYPE_COUNT])
+/* Reads a whole cache text: the header, the processor, then one section per kernel set
+ * ("level NAME" and a line per type).  Fills choice[] from the section of `kernel_set` (the
+ * last one, were there two) and sets *found; copies every line of the other sections to
+ * `others` when given.  False, with nothing filled, for another version or processor or
+ * any line it cannot read: a damaged file is measured over as a whole. */
+static bool
+scan_cache(const char *text, const char *cpu_model, const char *kernel_set, HnDecodeKernel choice[HN_TYPE_COUNT],
+           bool *found, Appender *others)
 {
   char line[256], expect[256];
+  *found = false;
   snprintf(expect, sizeof expect, "%s %d", CACHE_HEADER, HN_DECODE_CHOICE_VERSION);
   if (!next_line(&text, line, sizeof line) || strcmp(line, expect) != 0)
     return false;
   snprintf(expect, sizeof expect, "cpu %s", cpu_model);
   if (!next_line(&text, line, sizeof line) || strcmp(line, expect) != 0)
     return false;
-  snprintf(expect, sizeof expect, "level %s", level);
-  if (!next_line(&text, line, sizeof line) || strcmp(line, expect) != 0)
-    return false;
   HnDecodeKernel parsed[HN_TYPE_COUNT] = { 0 };
+  bool in_section = false, in_wanted = false;
   while (next_line(&text, line, sizeof line)) {
-    char *space = strchr(line, ' ');
-    if (!space)
-      return false;
-    *space = '\0';
-    HnDecodeKernel k = strcmp(space + 1, "tile") == 0 ? HN_DECODE_TILE
-                       : strcmp(space + 1, "dot") == 0 ? HN_DECODE_DOT
-                                                        : HN_DECODE_UNMEASURED;
-    int type = -1;
-    for (int t = 0; t < HN_TYPE_COUNT; t++)
-      if (hn_type_name((HnType) t) && strcmp(hn_type_name((HnType) t), line) == 0)
-        type = t;
-    if (type < 0 || k == HN_DECODE_UNMEASURED)
-      return false;
-    parsed[type] = k;
+    if (strncmp(line, "level ", 6) == 0) {
+      in_section = true;
+      in_wanted = strcmp(line + 6, kernel_set) == 0;
+      if (in_wanted) {
+        memset(parsed, 0, sizeof parsed);
+        *found = true;
+      }
+    } else {
+      char *space = strchr(line, ' ');
+      if (!in_section || !space)
+        return false;
+      *space = '\0';
+      HnDecodeKernel k = strcmp(space + 1, "tile") == 0 ? HN_DECODE_TILE
+                         : strcmp(space + 1, "dot") == 0 ? HN_DECODE_DOT
+                                                          : HN_DECODE_UNMEASURED;
+      int type = -1;
+      for (int t = 0; t < HN_TYPE_COUNT; t++)
+        if (hn_type_name((HnType) t) && strcmp(hn_type_name((HnType) t), line) == 0)
+          type = t;
+      if (type < 0 || k == HN_DECODE_UNMEASURED)
+        return false;
+      if (in_wanted)
+        parsed[type] = k;
+      *space = ' ';
+    }
+    if (others && !in_wanted)
+      append_line(others, line, NULL);
   }
-  memcpy(choice, parsed, sizeof parsed);
+  if (*found)
+    memcpy(choice, parsed, sizeof parsed);
   return true;
+}
+
+size_t
+hn_decode_choice_format(char *buf, size_t size, const char *previous, const char *cpu_model,
+                        const char *kernel_set, const HnDecodeKernel choice[HN_TYPE_COUNT])
+{
+  Appender a = { buf, size, 0, false };
+  char header[64];
+  snprintf(header, sizeof header, "%s %d", CACHE_HEADER, HN_DECODE_CHOICE_VERSION);
+  append_line(&a, header, NULL);
+  append_line(&a, "cpu", cpu_model);
+  HnDecodeKernel ignored[HN_TYPE_COUNT];
+  bool found;
+  /* checked whole before anything of it is copied */
+  if (previous && scan_cache(previous, cpu_model, kernel_set, ignored, &found, NULL))
+    scan_cache(previous, cpu_model, kernel_set, ignored, &found, &a);
+  append_line(&a, "level", kernel_set);
+  for (int t = 0; t < HN_TYPE_COUNT; t++) {
+    const char *word = kernel_word(choice[t]);
+    const char *name = hn_type_name((HnType) t);
+    if (word && name)
+      append_line(&a, name, word);
+  }
+  return a.failed ? 0 : a.used;
+}
+
+bool
+hn_decode_choice_parse(const char *text, const char *cpu_model, const char *kernel_set,
+                       HnDecodeKernel choice[HN_TYPE_COUNT])
+{
+  bool found;
+  return scan_cache(text, cpu_model, kernel_set, choice, &found, NULL) && found;
 }
 
 /* The type whose tile runs for a matrix of `type`: Q4_0 matrices are regrouped at load
@@ -180,29 +226,45 @@ cache_path(char *path, size_t size, bool make_dir)
   return true;
 }
 
+#define CACHE_TEXT_MAX 4096
+
+/* The cache file's text; false when there is none or it is longer than any this code
+ * writes (a few sections of a few lines). */
 static bool
-read_cache(const char *cpu, const char *level, HnDecodeKernel choice[HN_TYPE_COUNT])
+read_cache_text(char text[CACHE_TEXT_MAX])
 {
-  char path[1100], text[4096];
+  char path[1100];
   if (!cache_path(path, sizeof path, false))
     return false;
   FILE *f = fopen(path, "r");
   if (!f)
     return false;
-  size_t len = fread(text, 1, sizeof text - 1, f);
+  size_t len = fread(text, 1, CACHE_TEXT_MAX - 1, f);
+  bool whole = len < CACHE_TEXT_MAX - 1 || fgetc(f) == EOF;
   fclose(f);
   text[len] = '\0';
-  return hn_decode_choice_parse(text, cpu, level, choice);
+  return whole;
 }
 
-/* Best effort: a read-only or missing cache directory only means measuring next time. */
-static void
-write_cache(const char *cpu, const char *level, const HnDecodeKernel choice[HN_TYPE_COUNT])
+static bool
+read_cache(const char *cpu, const char *kernel_set, HnDecodeKernel choice[HN_TYPE_COUNT])
 {
-  char path[1100], tmp[1200], text[4096];
+  char text[CACHE_TEXT_MAX];
+  return read_cache_text(text) && hn_decode_choice_parse(text, cpu, kernel_set, choice);
+}
+
+/* Replaces this kernel set's section and keeps the others.  Best effort: a read-only or
+ * missing cache directory only means measuring next time. */
+static void
+write_cache(const char *cpu, const char *kernel_set, const HnDecodeKernel choice[HN_TYPE_COUNT])
+{
+  char path[1100], tmp[1200], previous[CACHE_TEXT_MAX], text[CACHE_TEXT_MAX];
   if (!cache_path(path, sizeof path, true))
     return;
-  size_t len = hn_decode_choice_format(text, sizeof text, cpu, level, choice);
+  bool had = read_cache_text(previous);
+  size_t len = hn_decode_choice_format(text, sizeof text, had ? previous : NULL, cpu, kernel_set, choice);
+  if (len >= sizeof text) /* the other sections do not fit: keep this one alone */
+    len = hn_decode_choice_format(text, sizeof text, NULL, cpu, kernel_set, choice);
   if (len == 0 || len >= sizeof text)
     return;
   snprintf(tmp, sizeof tmp, "%s.%ld", path, (long) getpid());
@@ -298,7 +360,7 @@ hn_decode_load_cached(void)
   if (!k || k->level > HN_SIMD_AVX512) /* the levels with two decode kernels per type */
     return;
   HnDecodeKernel choice[HN_TYPE_COUNT] = { 0 };
-  if (!read_cache(hn_cpu_model_name(), hn_simd_level_name(k->level), choice))
+  if (!read_cache(hn_cpu_model_name(), k->name, choice))
     return;
   for (int t = 0; t < HN_TYPE_COUNT; t++) {
     int unmeasured = HN_DECODE_UNMEASURED;
@@ -319,9 +381,9 @@ hn_decode_calibrate(HnThreadPool *pool, const HnType *types, int n_types)
       needed = true;
   if (!needed)
     return;
-  const char *cpu = hn_cpu_model_name(), *level = hn_simd_level_name(k->level);
+  const char *cpu = hn_cpu_model_name(), *kernel_set = k->name;
   HnDecodeKernel choice[HN_TYPE_COUNT] = { 0 };
-  read_cache(cpu, level, choice);
+  read_cache(cpu, kernel_set, choice);
   bool measured = false;
   for (int i = 0; i < n_types; i++) {
     HnType type = types[i];
@@ -334,5 +396,5 @@ hn_decode_calibrate(HnThreadPool *pool, const HnType *types, int n_types)
     if (choice[t] != HN_DECODE_UNMEASURED)
       atomic_store(&chosen[k->level][t], (int) choice[t]);
   if (measured)
-    write_cache(cpu, level, choice);
+    write_cache(cpu, kernel_set, choice);
 }

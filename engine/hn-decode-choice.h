@@ -7,8 +7,10 @@
  * the multi-row tile (gemm_tile) and the per-row dot product (vec_dot) — the first
  * model load times both on a matrix larger than the caches, interleaved, and keeps the
  * faster by median.  The result is cached per processor model in
- * $XDG_CACHE_HOME/hanashi/decode-kernels (~/.cache/… without it), so later loads cost
- * nothing.  HANASHI_DECODE=tile|dot forces one; HANASHI_SIMD still caps the level.
+ * $XDG_CACHE_HOME/hanashi/decode-kernels (~/.cache/… without it), one section per kernel
+ * set (HnSimdKernels.name: "AVX2" and "AVX2 (AVX-VNNI)" are different kernels), so later
+ * loads cost nothing, also when HANASHI_SIMD switches between sets.
+ * HANASHI_DECODE=tile|dot forces one kernel.
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
@@ -28,20 +30,25 @@ typedef enum {
   HN_DECODE_DOT = 2,
 } HnDecodeKernel;
 
-/* Bumped whenever a decode kernel changes, so that cached choices are measured again. */
-#define HN_DECODE_CHOICE_VERSION 3
+/* Bumped whenever a decode kernel or the cache's text changes, so that cached choices
+ * are measured again. */
+#define HN_DECODE_CHOICE_VERSION 4
 
 /* Index of the candidate with the lowest median of its n_samples timings
  * (times[c * n_samples + s]); ties go to the earlier candidate.  -1 when there is none. */
 int hn_decode_pick_fastest(const double *times, int n_candidates, int n_samples);
 
-/* The cache file's text for one processor model and level. */
-size_t hn_decode_choice_format(char *buf, size_t size, const char *cpu_model, const char *level,
-                               const HnDecodeKernel choice[HN_TYPE_COUNT]);
+/* The cache file's text with choice[] as the section of kernel set `kernel_set`, after the
+ * other sections of `previous` (the file's text so far, or NULL) where that is a cache
+ * text of this processor model and version.  Returns the length, which like snprintf's
+ * may exceed size (then buf holds a truncated text); 0 on an encoding error. */
+size_t hn_decode_choice_format(char *buf, size_t size, const char *previous, const char *cpu_model,
+                               const char *kernel_set, const HnDecodeKernel choice[HN_TYPE_COUNT]);
 
-/* Reads a cache file's text into choice[]; false (choice untouched) when it was written
- * for another processor model, level or version, or is not a cache file. */
-bool hn_decode_choice_parse(const char *text, const char *cpu_model, const char *level,
+/* Reads the section of kernel set `kernel_set` of a cache file's text into choice[]; false
+ * (choice untouched) when the text has no such section, was written for another
+ * processor model or version, or has a line it cannot read. */
+bool hn_decode_choice_parse(const char *text, const char *cpu_model, const char *kernel_set,
                             HnDecodeKernel choice[HN_TYPE_COUNT]);
 
 /* The kernel hn_matmul uses for one token of this type with table k: HANASHI_DECODE if

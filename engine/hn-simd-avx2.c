@@ -997,6 +997,7 @@ void
 hn_simd_fill_avx2(HnSimdKernels *k, bool avx_vnni)
 {
   k->level = HN_SIMD_AVX2;
+  k->name = avx_vnni ? "AVX2 (AVX-VNNI)" : "AVX2";
   k->attn = attn_avx2;
   k->attn_multiple = 8;
   k->quantize[HN_TYPE_Q8_0] = quantize_q8_0;

@@ -842,6 +842,7 @@ void
 hn_simd_fill_avx512(HnSimdKernels *k)
 {
   k->level = HN_SIMD_AVX512;
+  k->name = "AVX-512 (VNNI)";
   k->attn = attn_avx512;
   k->pack_panel[HN_TYPE_F16] = pack_panel_16bit;
   k->panel_gemm_f16 = panel_gemm_f16;

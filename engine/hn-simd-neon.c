@@ -913,6 +913,11 @@ FILL_NAME(HnSimdKernels *k)
 #endif
 {
   k->level = FILL_LEVEL;
+#ifdef HN_NEON_DOTPROD
+  k->name = i8mm ? "NEON (DotProd, I8MM)" : "NEON (DotProd)";
+#else
+  k->name = "NEON";
+#endif
   k->attn = attn_neon;
   k->attn_multiple = 4;
   k->round_f16 = round_f16;

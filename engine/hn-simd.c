@@ -21,6 +21,7 @@ static void
 fill_tables(void)
 {
   tables[HN_SIMD_SCALAR].level = HN_SIMD_SCALAR;
+  tables[HN_SIMD_SCALAR].name = "scalar";
 #if defined(__x86_64__)
   const HnCpuFeatures *f = hn_cpu_features();
   if (f->avx2 && f->fma && f->f16c) {

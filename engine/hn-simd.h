@@ -207,6 +207,9 @@ typedef void (*HnRoundF16Fn)(const float *x, float *y, int64_t n);
 
 typedef struct {
   HnSimdLevel level;
+  /* The kernel set, which one level can have in two variants (AVX2 with or without
+   * AVX-VNNI): the key of the measured decode choices (hn-decode-choice.c). */
+  const char *name;
   HnPanelGemmF32Fn panel_gemm_f16;
   HnRoundF16Fn round_f16;
   HnPanelGemmF32Fn panel_gemm_bf16;

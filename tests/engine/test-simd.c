@@ -1058,7 +1058,7 @@ test_decode_cache_text (void)
   choice[HN_TYPE_Q4_K] = HN_DECODE_TILE;
   choice[HN_TYPE_Q6_K] = HN_DECODE_DOT;
   char text[4096];
-  size_t len = hn_decode_choice_format (text, sizeof text, "AMD Ryzen 9 7950X 16-Core Processor",
+  size_t len = hn_decode_choice_format (text, sizeof text, NULL, "AMD Ryzen 9 7950X 16-Core Processor",
                                         "AVX-512 (VNNI)", choice);
   g_assert_cmpuint (len, ==, strlen (text));
   memset (back, 0, sizeof back);
@@ -1085,8 +1085,87 @@ test_decode_cache_text (void)
 
   /* a short buffer gets the length it would need, like snprintf */
   char small[16];
-  g_assert_cmpuint (hn_decode_choice_format (small, sizeof small, "AMD Ryzen 9 7950X 16-Core Processor",
+  g_assert_cmpuint (hn_decode_choice_format (small, sizeof small, NULL, "AMD Ryzen 9 7950X 16-Core Processor",
                                              "AVX-512 (VNNI)", choice), ==, len);
+}
+
+/* One file holds a section per kernel set: writing one set's choices keeps the others
+ * (switching HANASHI_SIMD must not measure again each time), replaces its own, and drops
+ * a previous text of another processor or a damaged one. */
+static void
+test_decode_cache_sections (void)
+{
+  const char *cpu = "AMD Ryzen 9 7950X 16-Core Processor";
+  HnDecodeKernel wide[HN_TYPE_COUNT] = { 0 }, narrow[HN_TYPE_COUNT] = { 0 }, back[HN_TYPE_COUNT];
+  wide[HN_TYPE_Q4_0] = HN_DECODE_DOT;
+  wide[HN_TYPE_Q8_0] = HN_DECODE_TILE;
+  narrow[HN_TYPE_Q4_0] = HN_DECODE_TILE;
+  char first[4096], both[4096], again[4096];
+  g_assert_cmpuint (hn_decode_choice_format (first, sizeof first, NULL, cpu, "AVX-512 (VNNI)", wide), <, sizeof first);
+  g_assert_cmpuint (hn_decode_choice_format (both, sizeof both, first, cpu, "AVX2 (AVX-VNNI)", narrow), <, sizeof both);
+  memset (back, 0, sizeof back);
+  g_assert_true (hn_decode_choice_parse (both, cpu, "AVX-512 (VNNI)", back));
+  g_assert_cmpmem (wide, sizeof wide, back, sizeof back);
+  memset (back, 0, sizeof back);
+  g_assert_true (hn_decode_choice_parse (both, cpu, "AVX2 (AVX-VNNI)", back));
+  g_assert_cmpmem (narrow, sizeof narrow, back, sizeof back);
+  /* "AVX2" is the same level without AVX-VNNI: other kernels, not yet measured */
+  g_assert_false (hn_decode_choice_parse (both, cpu, "AVX2", back));
+
+  /* measuring the first set again replaces its section; the second stays */
+  wide[HN_TYPE_Q4_0] = HN_DECODE_TILE;
+  g_assert_cmpuint (hn_decode_choice_format (again, sizeof again, both, cpu, "AVX-512 (VNNI)", wide), <, sizeof again);
+  char *first_section = strstr (again, "level AVX-512");
+  g_assert_nonnull (first_section);
+  g_assert_null (strstr (first_section + 1, "level AVX-512"));
+  memset (back, 0, sizeof back);
+  g_assert_true (hn_decode_choice_parse (again, cpu, "AVX-512 (VNNI)", back));
+  g_assert_cmpmem (wide, sizeof wide, back, sizeof back);
+  memset (back, 0, sizeof back);
+  g_assert_true (hn_decode_choice_parse (again, cpu, "AVX2 (AVX-VNNI)", back));
+  g_assert_cmpmem (narrow, sizeof narrow, back, sizeof back);
+
+  /* a previous text of another processor, or one with a line that cannot be read, is
+   * not carried over */
+  char other[4096], damaged_copy[4096];
+  g_assert_cmpuint (hn_decode_choice_format (other, sizeof other, both, "Intel(R) Core(TM) i7-1165G7", "AVX2", narrow), <, sizeof other);
+  g_assert_null (strstr (other, "AVX-512"));
+  g_autofree char *damaged = g_strconcat (both, "Q9_9 tile\n", NULL);
+  g_assert_false (hn_decode_choice_parse (damaged, cpu, "AVX2 (AVX-VNNI)", back));
+  g_assert_cmpuint (hn_decode_choice_format (damaged_copy, sizeof damaged_copy, damaged, cpu, "AVX2", narrow), <, sizeof damaged_copy);
+  g_assert_null (strstr (damaged_copy, "AVX-512"));
+  g_assert_true (hn_decode_choice_parse (damaged_copy, cpu, "AVX2", back));
+
+  /* every kernel table is named, and no two levels share a name */
+  const char *names[HN_SIMD_LEVEL_COUNT] = { NULL };
+  for (int level = 0; level < HN_SIMD_LEVEL_COUNT; level++) {
+    const HnSimdKernels *k = hn_simd_kernels_for_level ((HnSimdLevel) level);
+    if (!k)
+      continue;
+    g_assert_nonnull (k->name);
+    names[level] = k->name;
+    for (int other_level = 0; other_level < level; other_level++)
+      if (names[other_level])
+        g_assert_cmpstr (names[other_level], !=, k->name);
+  }
+  /* the variant without AVX-VNNI (or I8MM) shares its level's name only where it runs the
+   * same kernels, that is where the processor lacks the extension anyway */
+#if defined(__aarch64__)
+  const char *variant = "neon-noi8mm";
+  const HnSimdLevel variant_of = HN_SIMD_NEON_DOTPROD;
+#else
+  const char *variant = "avx2-novnni";
+  const HnSimdLevel variant_of = HN_SIMD_AVX2;
+#endif
+  const HnSimdKernels *full = hn_simd_kernels_for_level (variant_of);
+  if (full) {
+    g_setenv ("HANASHI_SIMD", variant, TRUE);
+    const HnSimdKernels *reduced = hn_simd_kernels ();
+    g_unsetenv ("HANASHI_SIMD");
+    g_assert_nonnull (reduced->name);
+    g_assert_cmpint (strcmp (full->name, reduced->name) == 0, ==,
+                     full->panel_gemm[HN_TYPE_Q4_0] == reduced->panel_gemm[HN_TYPE_Q4_0]);
+  }
 }
 
 /* HANASHI_DECODE forces a kernel; without it the choice stands, and a type whose level
@@ -1135,6 +1214,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/simd/attention-blocks", test_attention_blocks);
   g_test_add_func ("/engine/simd/decode-pick", test_decode_pick);
   g_test_add_func ("/engine/simd/decode-cache-text", test_decode_cache_text);
+  g_test_add_func ("/engine/simd/decode-cache-sections", test_decode_cache_sections);
   g_test_add_func ("/engine/simd/decode-override", test_decode_kernel_override);
   return g_test_run ();
 }
