@@ -173,12 +173,13 @@ hn_decode_choice_parse(const char *text, const char *cpu_model, const char *kern
   return scan_cache(text, cpu_model, kernel_set, choice, &found, NULL) && found;
 }
 
-/* The type whose tile runs for a matrix of `type`: Q4_0 matrices are regrouped at load
- * where the table has the grouped tile (hn-model-regroup.c). */
+/* The type whose tile runs for a matrix of `type`: a type with a regrouped layout is
+ * regrouped at load where the table has that layout's tile (hn-model-regroup.c). */
 static HnType
 tile_type(const HnSimdKernels *k, HnType type)
 {
-  return type == HN_TYPE_Q4_0 && k->gemm_tile[HN_TYPE_Q4_0_GROUPED] ? HN_TYPE_Q4_0_GROUPED : type;
+  const HnType grouped = hn_type_regrouped(type);
+  return grouped != HN_TYPE_COUNT && k->gemm_tile[grouped] ? grouped : type;
 }
 
 static bool
@@ -320,16 +321,18 @@ measure(HnThreadPool *pool, HnType type)
     memcpy(w + (size_t) r * row_bytes, w + (size_t) (r % 16) * row_bytes, row_bytes);
   HnGgufTensor t = { .name = "calibration", .type = type, .n_dims = 2, .ne = { CAL_N, rows, 1, 1 },
                      .data = w, .nbytes = row_bytes * (size_t) rows };
-  /* Where Q4_0 matrices are regrouped at load (hn-model-regroup.c) the tile that would
-   * run is the grouped one, so that is the tile measured against the dot product. */
+  /* Where matrices of the type are regrouped at load (hn-model-regroup.c) the tile that
+   * would run is the regrouped layout's, so that is the tile measured against the dot
+   * product. */
   HnGgufTensor tile_t = t;
-  if (tile_type(hn_simd_kernels(), type) == HN_TYPE_Q4_0_GROUPED) {
+  const HnType layout = tile_type(hn_simd_kernels(), type);
+  if (layout != type) {
     grouped = malloc(t.nbytes);
     if (!grouped)
       goto out;
     for (int64_t r = 0; r < rows; r++)
-      hn_q4_0_regroup_row(w + (size_t) r * row_bytes, grouped + (size_t) r * row_bytes, CAL_N);
-    tile_t.type = HN_TYPE_Q4_0_GROUPED;
+      hn_type_regroup_row(layout, w + (size_t) r * row_bytes, grouped + (size_t) r * row_bytes, CAL_N);
+    tile_t.type = layout;
     tile_t.data = grouped;
   }
   const HnDecodeKernel candidates[2] = { HN_DECODE_TILE, HN_DECODE_DOT };
@@ -381,6 +384,9 @@ hn_decode_calibrate(HnThreadPool *pool, const HnType *types, int n_types)
       needed = true;
   if (!needed)
     return;
+  HnThreadPool *own = NULL;
+  if (!pool && !(pool = own = hn_threadpool_new(0, NULL)))
+    return;
   const char *cpu = hn_cpu_model_name(), *kernel_set = k->name;
   HnDecodeKernel choice[HN_TYPE_COUNT] = { 0 };
   read_cache(cpu, kernel_set, choice);
@@ -397,4 +403,5 @@ hn_decode_calibrate(HnThreadPool *pool, const HnType *types, int n_types)
       atomic_store(&chosen[k->level][t], (int) choice[t]);
   if (measured)
     write_cache(cpu, kernel_set, choice);
+  hn_threadpool_free(own);
 }

@@ -60,7 +60,8 @@ HnDecodeKernel hn_decode_kernel(const HnSimdKernels *k, HnType type);
 void hn_decode_load_cached(void);
 
 /* Measures the candidates for each listed type that has two and no choice yet (reading
- * and then updating the cache file first), on the pool's threads.  Costs a few tens of
+ * and then updating the cache file first), on the pool's threads (pool NULL: on a pool
+ * of one thread per physical core, made for the measuring).  Costs a few tens of
  * milliseconds per type on the first load on a processor model, nothing after. */
 void hn_decode_calibrate(HnThreadPool *pool, const HnType *types, int n_types);
 

@@ -220,12 +220,19 @@ hn_act_chunks_group(HnActChunk *chunks, int64_t n)
   }
 }
 
+/* The tile kernels of regrouped layouts read a token's activations as HnActGroup records. */
+static inline bool
+reads_grouped_act(HnType type)
+{
+  return hn_type_file_layout(type) != type;
+}
+
 /* A token's activations in the form the type's tile kernel reads. */
 static void
 prepare_tile_act(const HnSimdKernels *k, HnType type, const float *x, int64_t n, HnActChunk *out)
 {
   hn_act_chunks_prepare(k, hn_type_vec_dot_type(type), k->gemm_offset[type], x, n, out);
-  if (type == HN_TYPE_Q4_0_GROUPED)
+  if (reads_grouped_act(type))
     hn_act_chunks_group(out, n);
 }
 
@@ -579,7 +586,7 @@ hn_matvec_many(HnThreadPool *pool, const HnMatvec *items, int n_items, void *act
       if (items[j].x == items[i].x && wj->ne[0] == n && job.tiled[j] == job.tiled[i] &&
           hn_type_vec_dot_type((HnType) wj->type) == vdt &&
           (!job.tiled[i] || (k->gemm_offset[wj->type] == k->gemm_offset[type] &&
-                             (wj->type == HN_TYPE_Q4_0_GROUPED) == (type == HN_TYPE_Q4_0_GROUPED)))) {
+                             reads_grouped_act((HnType) wj->type) == reads_grouped_act(type)))) {
         job.act[i] = job.act[j];
         break;
       }

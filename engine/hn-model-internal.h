@@ -58,11 +58,12 @@ struct HnModel {
   size_t grouped_bytes;
 };
 
-/* Whether hn_model_regroup_weights regroups Q4_0 on this processor: the kernel table
- * has the grouped tile, the decode choice for Q4_0 is not the dot product, and
- * HANASHI_REGROUP is not "0". */
-bool hn_model_regroup_enabled(void);
-/* Regroups the model's Q4_0 matrices (see hn-model-regroup.c).  An optimization only:
- * without memory for the copy the matrices keep the file layout. */
+/* Whether hn_model_regroup_weights regroups matrices of `type` on this processor: the
+ * type has a regrouped layout whose tile the kernel table has, its decode choice (as
+ * cached when the last model was loaded) is not the dot product, and HANASHI_REGROUP is
+ * not "0". */
+bool hn_model_regroups(HnType type);
+/* Regroups the model's matrices of those types (see hn-model-regroup.c).  An
+ * optimization only: without memory for the copy the matrices keep the file layout. */
 void hn_model_regroup_weights(HnModel *m);
 void hn_model_regroup_free(HnModel *m);

@@ -1336,3 +1336,64 @@ hn_q4_0_ungroup_row(const void *src, void *dst, int64_t n)
   if (src != dst)
     memmove((HnBlockQ4_0 *)dst + full, (const HnBlockQ4_0 *)src + full, (size_t)(nb - full) * sizeof(HnBlockQ4_0));
 }
+
+typedef struct {
+  HnType layout, file_type;
+  int64_t group_elems;
+  void (*regroup)(const void *src, void *dst, int64_t n);
+  void (*ungroup)(const void *src, void *dst, int64_t n);
+} RegroupedLayout;
+
+static const RegroupedLayout regrouped_layouts[] = {
+  { HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q4_0, HN_Q4_0_GROUP_BLOCKS * HN_QK4_0, hn_q4_0_regroup_row, hn_q4_0_ungroup_row },
+};
+
+static const RegroupedLayout *
+find_layout(HnType layout)
+{
+  for (size_t i = 0; i < sizeof regrouped_layouts / sizeof regrouped_layouts[0]; i++)
+    if (regrouped_layouts[i].layout == layout)
+      return &regrouped_layouts[i];
+  return NULL;
+}
+
+HnType
+hn_type_file_layout(HnType type)
+{
+  const RegroupedLayout *l = find_layout(type);
+  return l ? l->file_type : type;
+}
+
+HnType
+hn_type_regrouped(HnType file_type)
+{
+  for (size_t i = 0; i < sizeof regrouped_layouts / sizeof regrouped_layouts[0]; i++)
+    if (regrouped_layouts[i].file_type == file_type)
+      return regrouped_layouts[i].layout;
+  return HN_TYPE_COUNT;
+}
+
+int64_t
+hn_type_group_elems(HnType layout)
+{
+  const RegroupedLayout *l = find_layout(layout);
+  return l ? l->group_elems : 0;
+}
+
+bool
+hn_type_regroup_row(HnType layout, const void *src, void *dst, int64_t n)
+{
+  const RegroupedLayout *l = find_layout(layout);
+  if (l)
+    l->regroup(src, dst, n);
+  return l != NULL;
+}
+
+bool
+hn_type_ungroup_row(HnType layout, const void *src, void *dst, int64_t n)
+{
+  const RegroupedLayout *l = find_layout(layout);
+  if (l)
+    l->ungroup(src, dst, n);
+  return l != NULL;
+}

@@ -89,6 +89,27 @@ float hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void 
 void hn_q4_0_regroup_row(const void *src, void *dst, int64_t n);
 void hn_q4_0_ungroup_row(const void *src, void *dst, int64_t n);
 
+/* Regrouped layouts in general (today HN_TYPE_Q4_0_GROUPED alone): the rows of a file
+ * type rearranged in memory for a decode kernel, each row keeping its length in bytes
+ * and its values.  Their tile kernels read a token's activations as HnActGroup records
+ * (hn-simd.h); every other reader goes through the type.  Code that has to tell a
+ * regrouped layout from its file type asks these instead of naming the layout. */
+
+/* The file type whose rows `type` rearranges; `type` itself where it is a file type. */
+HnType hn_type_file_layout(HnType type);
+
+/* The regrouped layout of a file type; HN_TYPE_COUNT where it has none. */
+HnType hn_type_regrouped(HnType file_type);
+
+/* Elements of one regrouped run of `layout` (shorter rows keep the file layout
+ * throughout); 0 where `layout` is not a regrouped type. */
+int64_t hn_type_group_elems(HnType layout);
+
+/* One row of n elements from the file layout into `layout` and back; src may be dst.
+ * False (nothing written) where `layout` is not a regrouped type. */
+bool hn_type_regroup_row(HnType layout, const void *src, void *dst, int64_t n);
+bool hn_type_ungroup_row(HnType layout, const void *src, void *dst, int64_t n);
+
 #ifdef __cplusplus
 }
 #endif

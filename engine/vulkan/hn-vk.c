@@ -406,13 +406,12 @@ upload(HnVkOffload *o, VkBuf *dst, VkDeviceSize off, const void *src, VkDeviceSi
 static int
 matmul_pipe(uint32_t type)
 {
-  switch (type) {
+  /* a regrouped layout is put back in file layout at upload (upload_matrix) */
+  switch (hn_type_file_layout((HnType) type)) {
   case HN_TYPE_F32: return HN_VK_SHADER_MATMUL_F32;
   case HN_TYPE_F16: return HN_VK_SHADER_MATMUL_F16;
   case HN_TYPE_BF16: return HN_VK_SHADER_MATMUL_BF16;
-  case HN_TYPE_Q4_0:
-  case HN_TYPE_Q4_0_GROUPED: /* put back in file layout at upload */
-    return HN_VK_SHADER_MATMUL_Q4_0;
+  case HN_TYPE_Q4_0: return HN_VK_SHADER_MATMUL_Q4_0;
   case HN_TYPE_Q8_0: return HN_VK_SHADER_MATMUL_Q8_0;
   case HN_TYPE_Q4_K: return HN_VK_SHADER_MATMUL_Q4_K;
   case HN_TYPE_Q5_K: return HN_VK_SHADER_MATMUL_Q5_K;
@@ -460,14 +459,14 @@ plan_vector(HnVkOffload *o, const float *data, int n, VkVector *vec, VkDeviceSiz
 static bool
 upload_matrix(HnVkOffload *o, VkBuf *b, const HnGgufTensor *t, const VkMatrix *mx, HnError *err)
 {
-  if (t->type == HN_TYPE_Q4_0_GROUPED) {
-    /* regrouped at load for the CPU's decode kernel; the shader reads file layout */
+  if (hn_type_file_layout(t->type) != t->type) {
+    /* regrouped at load for the CPU's decode kernel; the shaders read file layout */
     uint8_t *rows = malloc((size_t) mx->size);
     if (!rows)
       return hn_error_set(err, HN_ERR_NOMEM, "out of memory converting %s for the graphics device", t->name);
     for (uint32_t r = 0; r < mx->N; r++)
-      hn_q4_0_ungroup_row((const uint8_t *) t->data + (size_t) r * mx->row_bytes, rows + (size_t) r * mx->row_bytes,
-                          mx->K);
+      hn_type_ungroup_row(t->type, (const uint8_t *) t->data + (size_t) r * mx->row_bytes,
+                          rows + (size_t) r * mx->row_bytes, mx->K);
     bool ok = upload(o, b, mx->off, rows, mx->size, err);
     free(rows);
     return ok;

@@ -4,11 +4,13 @@
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 
 #include "hn-context.h"
 #include "hn-model-internal.h" /* n_grouped: whether the Q4_0 weights were regrouped */
+#include "hn-simd.h"
 
 static const char *testdata;
 
@@ -278,7 +280,7 @@ test_q4_0_grouped(void)
   g_unsetenv("HANASHI_REGROUP");
   HnModel *grouped = load(name);
   g_assert_cmpint(file_layout->n_grouped, ==, 0);
-  if (!hn_model_regroup_enabled()) {
+  if (!hn_model_regroups(HN_TYPE_Q4_0)) {
     g_assert_cmpint(grouped->n_grouped, ==, 0);
     hn_model_free(file_layout);
     hn_model_free(grouped);
@@ -306,6 +308,49 @@ test_q4_0_grouped(void)
   hn_model_free(grouped);
 }
 
+/* The first load on a processor model, with nothing cached, measures the decode kernels
+ * of the types it would regroup before regrouping them (it used to regroup without
+ * knowing and leave the measuring to the first context).  Runs in a child process with
+ * an empty cache directory, so that no earlier test's choice is known. */
+static void
+test_regroup_measures_first(void)
+{
+  const HnSimdKernels *k = hn_simd_kernels();
+  const HnType layout = hn_type_regrouped(HN_TYPE_Q4_0);
+  if (!k || layout == HN_TYPE_COUNT || !k->gemm_tile[layout] || !k->vec_dot[HN_TYPE_Q4_0] ||
+      g_getenv("HANASHI_DECODE") || g_getenv("HANASHI_REGROUP")) {
+    g_test_skip("no regrouped Q4_0 tile to measure against the dot product here");
+    return;
+  }
+  if (g_test_subprocess()) {
+    g_setenv("XDG_CACHE_HOME", g_getenv("HANASHI_TEST_CACHE"), TRUE);
+    HnModel *m = load("quant-llama-v512-q4_0.gguf");
+    /* no context yet: whatever the cache holds now was measured by the load */
+    g_autofree char *path = g_build_filename(g_getenv("HANASHI_TEST_CACHE"), "hanashi", "decode-kernels", NULL);
+    g_autofree char *text = NULL;
+    g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+    g_assert_nonnull(strstr(text, "\nQ4_0 "));
+    /* and the load followed what it measured */
+    const gboolean tile = strstr(text, "\nQ4_0 tile") != NULL;
+    g_assert_cmpint(m->n_grouped > 0, ==, tile);
+    hn_model_free(m);
+    return;
+  }
+  g_autofree char *cache = g_dir_make_tmp("hanashi-cache-XXXXXX", NULL);
+  g_assert_nonnull(cache);
+  g_autofree char *file = g_build_filename(cache, "hanashi", "decode-kernels", NULL);
+  g_setenv("HANASHI_TEST_CACHE", cache, TRUE);
+  g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_unsetenv("HANASHI_TEST_CACHE");
+  const gboolean written = g_file_test(file, G_FILE_TEST_EXISTS);
+  g_remove(file);
+  g_autofree char *dir = g_path_get_dirname(file);
+  g_rmdir(dir);
+  g_rmdir(cache);
+  g_test_trap_assert_passed();
+  g_assert_true(written);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -327,6 +372,7 @@ main(int argc, char **argv)
   }
   g_test_add_func("/context/cancel-and-bad-batches", test_cancel_and_bad_batches);
   g_test_add_func("/context/q4_0-grouped", test_q4_0_grouped);
+  g_test_add_func("/context/regroup-measures-first", test_regroup_measures_first);
   static const char *deep_models[] = { "quant-llama-v512-f32.gguf", "tiny-qwen2-gpt2-q8_0.gguf" };
   for (size_t i = 0; i < G_N_ELEMENTS(deep_models); i++) {
     g_autofree char *d = g_strdup_printf("/context/deep-attention/%s", deep_models[i]);

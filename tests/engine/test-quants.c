@@ -736,6 +736,60 @@ test_q4_0_grouped (void)
   g_assert_false (hn_type_is_weight_type (HN_TYPE_Q4_0_GROUPED));
 }
 
+/* The table of regrouped layouts that the loader, the kernels' activation preparation,
+ * the decode choice and the Vulkan upload ask: each layout maps back to its file type,
+ * keeps the row length, is no file type itself, and converts rows as its own functions
+ * do; a type without a layout is its own file layout and converts nothing. */
+static void
+test_regrouped_layouts (void)
+{
+  int layouts = 0;
+  for (int t = 0; t < HN_TYPE_COUNT; t++) {
+    const HnType layout = hn_type_regrouped ((HnType) t);
+    if (layout == HN_TYPE_COUNT) {
+      /* a file type without a layout has no runs; a layout has no layout of its own */
+      if (hn_type_file_layout ((HnType) t) == (HnType) t)
+        g_assert_cmpint (hn_type_group_elems ((HnType) t), ==, 0);
+      continue;
+    }
+    layouts++;
+    g_assert_true (hn_type_is_weight_type ((uint32_t) t));
+    g_assert_false (hn_type_is_weight_type ((uint32_t) layout));
+    g_assert_cmpint (hn_type_file_layout (layout), ==, t);
+    g_assert_cmpint (hn_type_file_layout ((HnType) t), ==, t);
+    g_assert_cmpint (hn_type_vec_dot_type (layout), ==, hn_type_vec_dot_type ((HnType) t));
+    const int64_t run = hn_type_group_elems (layout);
+    g_assert_cmpint (run, >, 0);
+    g_assert_cmpint (run % hn_type_block_elems ((uint32_t) t), ==, 0);
+    g_assert_cmpuint (hn_type_row_bytes (layout, 3 * run), ==, hn_type_row_bytes ((uint32_t) t, 3 * run));
+  }
+  g_assert_cmpint (layouts, >=, 1);
+  g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q4_0), ==, HN_TYPE_Q4_0_GROUPED);
+  g_assert_cmpint (hn_type_group_elems (HN_TYPE_Q4_0_GROUPED), ==, 32 * HN_Q4_0_GROUP_BLOCKS);
+  g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q4_K), ==, HN_TYPE_COUNT);
+  g_assert_cmpint (hn_type_file_layout (HN_TYPE_Q4_K), ==, HN_TYPE_Q4_K);
+  g_assert_cmpint (hn_type_group_elems (HN_TYPE_Q4_0), ==, 0);
+
+  Rng rng = { 0x2545f4914f6cdd1dull };
+  const int64_t n = 32 * 37; /* two runs and a tail */
+  const size_t bytes = hn_type_row_bytes (HN_TYPE_Q4_0, n);
+  g_autofree float *w = g_new (float, n);
+  fill_random (&rng, w, n, 0.05f);
+  g_autofree uint8_t *file_row = g_malloc (bytes), *direct = g_malloc (bytes), *through = g_malloc (bytes);
+  g_autofree uint8_t *back = g_malloc (bytes), *untouched = g_malloc (bytes);
+  hn_quantize_row (HN_TYPE_Q4_0, w, file_row, n);
+  hn_q4_0_regroup_row (file_row, direct, n);
+  g_assert_true (hn_type_regroup_row (HN_TYPE_Q4_0_GROUPED, file_row, through, n));
+  g_assert_cmpint (memcmp (direct, through, bytes), ==, 0);
+  g_assert_true (hn_type_ungroup_row (HN_TYPE_Q4_0_GROUPED, through, back, n));
+  g_assert_cmpint (memcmp (back, file_row, bytes), ==, 0);
+  memset (untouched, 0xa5, bytes);
+  g_assert_false (hn_type_regroup_row (HN_TYPE_Q4_0, file_row, untouched, n));
+  g_assert_false (hn_type_ungroup_row (HN_TYPE_Q8_0, file_row, untouched, n));
+  for (size_t i = 0; i < bytes; i++)
+    g_assert_cmpuint (untouched[i], ==, 0xa5);
+}
+
 /* A Q4_0 x Q8_0 block pair worked out by hand: weights d=0.5, q-8 = j-8 (low) and 7-j
  * (high); activations d=0.25, q=1 everywhere.  sum_j (j-8) + (7-j) = -16 over 16 pairs,
  * so the dot is 0.5 * 0.25 * -16 = -2. */
@@ -782,6 +836,7 @@ main (int argc, char **argv)
   g_test_add_func ("/quants/hand/f16-bf16-f32", test_hand_f16_bf16);
   g_test_add_func ("/quants/hand/q4_0-q4_1", test_hand_q4_0_q4_1);
   g_test_add_func ("/quants/q4_0-grouped", test_q4_0_grouped);
+  g_test_add_func ("/quants/regrouped-layouts", test_regrouped_layouts);
   g_test_add_func ("/quants/hand/q5_0-q5_1", test_hand_q5);
   g_test_add_func ("/quants/hand/q8", test_hand_q8);
   g_test_add_func ("/quants/hand/q2_k", test_hand_q2_k);
