@@ -1089,6 +1089,15 @@ test_decode_cache_text (void)
                                              "AVX-512 (VNNI)", choice), ==, len);
 }
 
+/* The text's section of one kernel set holds exactly `want`. */
+static void
+assert_section (const char *text, const char *cpu, const char *kernel_set, const HnDecodeKernel want[HN_TYPE_COUNT])
+{
+  HnDecodeKernel back[HN_TYPE_COUNT] = { 0 };
+  g_assert_true (hn_decode_choice_parse (text, cpu, kernel_set, back));
+  g_assert_cmpmem (want, sizeof back, back, sizeof back);
+}
+
 /* One file holds a section per kernel set: writing one set's choices keeps the others
  * (switching HANASHI_SIMD must not measure again each time), replaces its own, and drops
  * a previous text of another processor or a damaged one. */
@@ -1103,12 +1112,8 @@ test_decode_cache_sections (void)
   char first[4096], both[4096], again[4096];
   g_assert_cmpuint (hn_decode_choice_format (first, sizeof first, NULL, cpu, "AVX-512 (VNNI)", wide), <, sizeof first);
   g_assert_cmpuint (hn_decode_choice_format (both, sizeof both, first, cpu, "AVX2 (AVX-VNNI)", narrow), <, sizeof both);
-  memset (back, 0, sizeof back);
-  g_assert_true (hn_decode_choice_parse (both, cpu, "AVX-512 (VNNI)", back));
-  g_assert_cmpmem (wide, sizeof wide, back, sizeof back);
-  memset (back, 0, sizeof back);
-  g_assert_true (hn_decode_choice_parse (both, cpu, "AVX2 (AVX-VNNI)", back));
-  g_assert_cmpmem (narrow, sizeof narrow, back, sizeof back);
+  assert_section (both, cpu, "AVX-512 (VNNI)", wide);
+  assert_section (both, cpu, "AVX2 (AVX-VNNI)", narrow);
   /* "AVX2" is the same level without AVX-VNNI: other kernels, not yet measured */
   g_assert_false (hn_decode_choice_parse (both, cpu, "AVX2", back));
 
@@ -1118,12 +1123,8 @@ test_decode_cache_sections (void)
   char *first_section = strstr (again, "level AVX-512");
   g_assert_nonnull (first_section);
   g_assert_null (strstr (first_section + 1, "level AVX-512"));
-  memset (back, 0, sizeof back);
-  g_assert_true (hn_decode_choice_parse (again, cpu, "AVX-512 (VNNI)", back));
-  g_assert_cmpmem (wide, sizeof wide, back, sizeof back);
-  memset (back, 0, sizeof back);
-  g_assert_true (hn_decode_choice_parse (again, cpu, "AVX2 (AVX-VNNI)", back));
-  g_assert_cmpmem (narrow, sizeof narrow, back, sizeof back);
+  assert_section (again, cpu, "AVX-512 (VNNI)", wide);
+  assert_section (again, cpu, "AVX2 (AVX-VNNI)", narrow);
 
   /* a previous text of another processor, or one with a line that cannot be read, is
    * not carried over */
@@ -1134,7 +1135,7 @@ test_decode_cache_sections (void)
   g_assert_false (hn_decode_choice_parse (damaged, cpu, "AVX2 (AVX-VNNI)", back));
   g_assert_cmpuint (hn_decode_choice_format (damaged_copy, sizeof damaged_copy, damaged, cpu, "AVX2", narrow), <, sizeof damaged_copy);
   g_assert_null (strstr (damaged_copy, "AVX-512"));
-  g_assert_true (hn_decode_choice_parse (damaged_copy, cpu, "AVX2", back));
+  assert_section (damaged_copy, cpu, "AVX2", narrow);
 
   /* every kernel table is named, and no two levels share a name */
   const char *names[HN_SIMD_LEVEL_COUNT] = { NULL };
