@@ -32,7 +32,7 @@ typedef enum {
 
 /* Bumped whenever a decode kernel or the cache's text changes, so that cached choices
  * are measured again. */
-#define HN_DECODE_CHOICE_VERSION 4
+#define HN_DECODE_CHOICE_VERSION 5
 
 /* Index of the candidate with the lowest median of its n_samples timings
  * (times[c * n_samples + s]); ties go to the earlier candidate.  -1 when there is none. */

@@ -199,11 +199,11 @@ hn_act_chunks_prepare(const HnSimdKernels *k, HnType vdt, int offset, const floa
 void
 hn_act_chunks_group(HnActChunk *chunks, int64_t n)
 {
-  const int64_t n_groups = n / 32 / HN_Q4_0_GROUP_BLOCKS;
+  const int64_t n_groups = n / 32 / HN_GROUP_BLOCKS;
   for (int64_t g = 0; g < n_groups; g++) {
     HnActGroup group;
-    for (int j = 0; j < HN_Q4_0_GROUP_BLOCKS; j++) {
-      const HnActChunk *c = &chunks[g * HN_Q4_0_GROUP_BLOCKS / 2 + j / 2];
+    for (int j = 0; j < HN_GROUP_BLOCKS; j++) {
+      const HnActChunk *c = &chunks[g * HN_GROUP_BLOCKS / 2 + j / 2];
       const int half = j % 2;
       const int8_t *q = c->q + 32 * half;
       for (int s = 0; s < 4; s++) {

@@ -44,7 +44,7 @@ void hn_act_chunks_prepare(const HnSimdKernels *k, HnType vdt, int offset, const
                            HnActChunk *out);
 
 /* Rearranges one token's n / 64 packed chunks, in place, into the groups of 16 blocks
- * (HnActGroup) that the tile kernel of HN_TYPE_Q4_0_GROUPED reads; the chunks after the
+ * (HnActGroup) that the tile kernels of regrouped layouts read; the chunks after the
  * last full group stay where they are. */
 void hn_act_chunks_group(HnActChunk *chunks, int64_t n);
 /* At most HN_MATVEC_MAX items. */

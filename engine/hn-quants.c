@@ -29,6 +29,10 @@ f2h(float f)
   return hn_fp32_to_fp16(f);
 }
 
+/* The readers of regrouped layouts (at the end of this file, with the layouts' table). */
+static void dequant_grouped(HnType layout, const void *src, float *dst, int64_t n);
+static float dot_grouped(HnType layout, const void *row, const void *act, int64_t n);
+
 /* Round to nearest, ties to even, for |x| < 2^22 (the k-quant encoders' rounding). */
 static inline int
 nearest_int(float x)
@@ -300,16 +304,8 @@ hn_dequantize_row(HnType type, const void *src, float *dst, int64_t n)
     break;
   }
   case HN_TYPE_Q4_0: dequant_q4_0(src, dst, nb); break;
-  case HN_TYPE_Q4_0_GROUPED: {
-    const int64_t full = nb / HN_Q4_0_GROUP_BLOCKS * HN_Q4_0_GROUP_BLOCKS;
-    for (int64_t b = 0; b < full; b += HN_Q4_0_GROUP_BLOCKS) {
-      HnBlockQ4_0 blocks[HN_Q4_0_GROUP_BLOCKS];
-      hn_q4_0_ungroup_row((const HnBlockQ4_0 *)src + b, blocks, HN_Q4_0_GROUP_BLOCKS * HN_QK4_0);
-      dequant_q4_0(blocks, dst + b * HN_QK4_0, HN_Q4_0_GROUP_BLOCKS);
-    }
-    dequant_q4_0((const HnBlockQ4_0 *)src + full, dst + full * HN_QK4_0, nb - full);
-    break;
-  }
+  case HN_TYPE_Q4_0_GROUPED:
+  case HN_TYPE_Q8_0_GROUPED: dequant_grouped(type, src, dst, n); break;
   case HN_TYPE_Q4_1: dequant_q4_1(src, dst, nb); break;
   case HN_TYPE_Q5_0: dequant_q5_0(src, dst, nb); break;
   case HN_TYPE_Q5_1: dequant_q5_1(src, dst, nb); break;
@@ -938,8 +934,9 @@ hn_quantize_row(HnType type, const float *src, void *dst, int64_t n)
   }
   case HN_TYPE_Q4_0: quant_q4_0(src, dst, nb); break;
   case HN_TYPE_Q4_0_GROUPED:
-    quant_q4_0(src, dst, nb);
-    hn_q4_0_regroup_row(dst, dst, n);
+  case HN_TYPE_Q8_0_GROUPED:
+    hn_quantize_row(hn_type_file_layout(type), src, dst, n);
+    hn_type_regroup_row(type, dst, dst, n);
     break;
   case HN_TYPE_Q4_1: quant_q4_1(src, dst, nb); break;
   case HN_TYPE_Q5_0: quant_q5_0(src, dst, nb); break;
@@ -968,6 +965,7 @@ hn_type_vec_dot_type(HnType type)
   case HN_TYPE_Q4_0_GROUPED:
   case HN_TYPE_Q5_0:
   case HN_TYPE_Q8_0:
+  case HN_TYPE_Q8_0_GROUPED:
     return HN_TYPE_Q8_0;
   case HN_TYPE_Q4_1:
   case HN_TYPE_Q5_1:
@@ -1003,20 +1001,6 @@ static float
 dot_q4_0(const HnBlockQ4_0 *x, const HnBlockQ8_0 *y, int64_t nb)
 {
   return dot_q4_0_from(0.0f, x, y, nb);
-}
-
-/* A grouped Q4_0 row, one run of 16 blocks at a time in their file form. */
-static float
-dot_q4_0_grouped(const uint8_t *row, const HnBlockQ8_0 *y, int64_t n)
-{
-  const int64_t nb = n / HN_QK4_0, full = nb / HN_Q4_0_GROUP_BLOCKS * HN_Q4_0_GROUP_BLOCKS;
-  float sum = 0.0f;
-  for (int64_t b = 0; b < full; b += HN_Q4_0_GROUP_BLOCKS) {
-    HnBlockQ4_0 blocks[HN_Q4_0_GROUP_BLOCKS];
-    hn_q4_0_ungroup_row(row + b * sizeof(HnBlockQ4_0), blocks, HN_Q4_0_GROUP_BLOCKS * HN_QK4_0);
-    sum = dot_q4_0_from(sum, blocks, y + b, HN_Q4_0_GROUP_BLOCKS);
-  }
-  return dot_q4_0_from(sum, (const HnBlockQ4_0 *)row + full, y + full, nb - full);
 }
 
 static float
@@ -1070,9 +1054,8 @@ dot_q5_1(const HnBlockQ5_1 *x, const HnBlockQ8_1 *y, int64_t nb)
 }
 
 static float
-dot_q8_0(const HnBlockQ8_0 *x, const HnBlockQ8_0 *y, int64_t nb)
+dot_q8_0_from(float sum, const HnBlockQ8_0 *x, const HnBlockQ8_0 *y, int64_t nb)
 {
-  float sum = 0.0f;
   for (int64_t i = 0; i < nb; i++) {
     int isum = 0;
     for (int j = 0; j < HN_QK8_0; j++)
@@ -1278,11 +1261,12 @@ hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void *act_r
     return (float)sum;
   }
   case HN_TYPE_Q4_0: return dot_q4_0(weight_row, act_row, nb);
-  case HN_TYPE_Q4_0_GROUPED: return dot_q4_0_grouped(weight_row, act_row, n);
+  case HN_TYPE_Q4_0_GROUPED:
+  case HN_TYPE_Q8_0_GROUPED: return dot_grouped(type, weight_row, act_row, n);
   case HN_TYPE_Q4_1: return dot_q4_1(weight_row, act_row, nb);
   case HN_TYPE_Q5_0: return dot_q5_0(weight_row, act_row, nb);
   case HN_TYPE_Q5_1: return dot_q5_1(weight_row, act_row, nb);
-  case HN_TYPE_Q8_0: return dot_q8_0(weight_row, act_row, nb);
+  case HN_TYPE_Q8_0: return dot_q8_0_from(0.0f, weight_row, act_row, nb);
   case HN_TYPE_Q8_1: return dot_q8_1(weight_row, act_row, nb);
   case HN_TYPE_Q2_K: return dot_q2_k(weight_row, act_row, nb);
   case HN_TYPE_Q3_K: return dot_q3_k(weight_row, act_row, nb);
@@ -1294,59 +1278,45 @@ hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void *act_r
   }
 }
 
-/* Where byte 4s+i of block j's quants lives inside a run of 16 grouped blocks. */
-static inline size_t
-grouped_quant_offset(int block, int s)
-{
-  return 2 * HN_Q4_0_GROUP_BLOCKS + 64 * (size_t)s + 4 * (size_t)block;
-}
+/* ------------------------------------------------------------------------------------ */
+/* Regrouped layouts (hn-quants.h)                                                       */
+/* ------------------------------------------------------------------------------------ */
 
-void
-hn_q4_0_regroup_row(const void *src, void *dst, int64_t n)
-{
-  const int64_t nb = n / HN_QK4_0, full = nb / HN_Q4_0_GROUP_BLOCKS * HN_Q4_0_GROUP_BLOCKS;
-  for (int64_t g = 0; g < full; g += HN_Q4_0_GROUP_BLOCKS) {
-    HnBlockQ4_0 in[HN_Q4_0_GROUP_BLOCKS]; /* a copy, so that src may be dst */
-    memcpy(in, (const HnBlockQ4_0 *)src + g, sizeof in);
-    uint8_t *out = (uint8_t *)((HnBlockQ4_0 *)dst + g);
-    for (int j = 0; j < HN_Q4_0_GROUP_BLOCKS; j++) {
-      memcpy(out + 2 * j, &in[j].d, 2);
-      for (int s = 0; s < 4; s++)
-        memcpy(out + grouped_quant_offset(j, s), in[j].qs + 4 * s, 4);
-    }
-  }
-  if (src != dst)
-    memmove((HnBlockQ4_0 *)dst + full, (const HnBlockQ4_0 *)src + full, (size_t)(nb - full) * sizeof(HnBlockQ4_0));
-}
-
-void
-hn_q4_0_ungroup_row(const void *src, void *dst, int64_t n)
-{
-  const int64_t nb = n / HN_QK4_0, full = nb / HN_Q4_0_GROUP_BLOCKS * HN_Q4_0_GROUP_BLOCKS;
-  for (int64_t g = 0; g < full; g += HN_Q4_0_GROUP_BLOCKS) {
-    uint8_t in[HN_Q4_0_GROUP_BLOCKS * sizeof(HnBlockQ4_0)];
-    memcpy(in, (const HnBlockQ4_0 *)src + g, sizeof in);
-    HnBlockQ4_0 *out = (HnBlockQ4_0 *)dst + g;
-    for (int j = 0; j < HN_Q4_0_GROUP_BLOCKS; j++) {
-      memcpy(&out[j].d, in + 2 * j, 2);
-      for (int s = 0; s < 4; s++)
-        memcpy(out[j].qs + 4 * s, in + grouped_quant_offset(j, s), 4);
-    }
-  }
-  if (src != dst)
-    memmove((HnBlockQ4_0 *)dst + full, (const HnBlockQ4_0 *)src + full, (size_t)(nb - full) * sizeof(HnBlockQ4_0));
-}
-
+/* A layout is a permutation of the bytes of each run of HN_GROUP_BLOCKS blocks: the
+ * blocks' half-float scales first (block j at 2j), then vectors of 64 bytes in which
+ * block j owns bytes 4j..4j+3.  Quad e of a block's quant bytes (its bytes 4e..4e+3) goes
+ * to vector vector_of_quad[e].  The vectors follow the activation records (HnActGroup,
+ * hn-simd.h): vector 2s holds elements 4s..4s+3 of each block, 2s + 1 elements
+ * 16+4s..16+4s+3 — for Q4_0 both in one vector of bytes (low and high nibbles), for
+ * Q8_0 in two. */
 typedef struct {
   HnType layout, file_type;
-  int64_t group_elems;
-  void (*regroup)(const void *src, void *dst, int64_t n);
-  void (*ungroup)(const void *src, void *dst, int64_t n);
+  size_t block_bytes;
+  int quads;
+  uint8_t vector_of_quad[8];
+  /* the reference dot product continued over nb more blocks, so that a row taken a run
+   * at a time adds up in exactly the order of the whole row */
+  float (*dot_from)(float sum, const void *x, const void *y, int64_t nb);
 } RegroupedLayout;
 
+static float
+q4_0_dot_from(float sum, const void *x, const void *y, int64_t nb)
+{
+  return dot_q4_0_from(sum, x, y, nb);
+}
+
+static float
+q8_0_dot_from(float sum, const void *x, const void *y, int64_t nb)
+{
+  return dot_q8_0_from(sum, x, y, nb);
+}
+
 static const RegroupedLayout regrouped_layouts[] = {
-  { HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q4_0, HN_Q4_0_GROUP_BLOCKS * HN_QK4_0, hn_q4_0_regroup_row, hn_q4_0_ungroup_row },
+  { HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q4_0, sizeof(HnBlockQ4_0), 4, { 0, 1, 2, 3 }, q4_0_dot_from },
+  { HN_TYPE_Q8_0_GROUPED, HN_TYPE_Q8_0, sizeof(HnBlockQ8_0), 8, { 0, 2, 4, 6, 1, 3, 5, 7 }, q8_0_dot_from },
 };
+
+#define MAX_RUN_BYTES (HN_GROUP_BLOCKS * sizeof(HnBlockQ8_0))
 
 static const RegroupedLayout *
 find_layout(HnType layout)
@@ -1355,6 +1325,73 @@ find_layout(HnType layout)
     if (regrouped_layouts[i].layout == layout)
       return &regrouped_layouts[i];
   return NULL;
+}
+
+/* One run from file order to the layout (grouped true) or back; in and out differ. */
+static void
+convert_run(const RegroupedLayout *l, const uint8_t *in, uint8_t *out, bool grouped)
+{
+  for (int j = 0; j < HN_GROUP_BLOCKS; j++) {
+    const size_t block = (size_t)j * l->block_bytes;
+    if (grouped)
+      memcpy(out + 2 * j, in + block, 2);
+    else
+      memcpy(out + block, in + 2 * j, 2);
+    for (int e = 0; e < l->quads; e++) {
+      const size_t at = 2 * HN_GROUP_BLOCKS + 64 * (size_t)l->vector_of_quad[e] + 4 * (size_t)j;
+      if (grouped)
+        memcpy(out + at, in + block + 2 + 4 * e, 4);
+      else
+        memcpy(out + block + 2 + 4 * e, in + at, 4);
+    }
+  }
+}
+
+static void
+convert_row(const RegroupedLayout *l, const void *src, void *dst, int64_t n, bool grouped)
+{
+  const size_t run_bytes = HN_GROUP_BLOCKS * l->block_bytes;
+  const int64_t runs = n / 32 / HN_GROUP_BLOCKS;
+  for (int64_t g = 0; g < runs; g++) {
+    uint8_t in[MAX_RUN_BYTES]; /* a copy, so that src may be dst */
+    memcpy(in, (const uint8_t *)src + (size_t)g * run_bytes, run_bytes);
+    convert_run(l, in, (uint8_t *)dst + (size_t)g * run_bytes, grouped);
+  }
+  const size_t done = (size_t)runs * run_bytes, total = (size_t)(n / 32) * l->block_bytes;
+  if (src != dst)
+    memmove((uint8_t *)dst + done, (const uint8_t *)src + done, total - done);
+}
+
+static void
+dequant_grouped(HnType layout, const void *src, float *dst, int64_t n)
+{
+  const RegroupedLayout *l = find_layout(layout);
+  const int64_t run_elems = 32 * HN_GROUP_BLOCKS, runs = n / run_elems;
+  const size_t run_bytes = HN_GROUP_BLOCKS * l->block_bytes;
+  for (int64_t g = 0; g < runs; g++) {
+    uint8_t blocks[MAX_RUN_BYTES];
+    convert_run(l, (const uint8_t *)src + (size_t)g * run_bytes, blocks, false);
+    hn_dequantize_row(l->file_type, blocks, dst + g * run_elems, run_elems);
+  }
+  hn_dequantize_row(l->file_type, (const uint8_t *)src + (size_t)runs * run_bytes, dst + runs * run_elems,
+                    n - runs * run_elems);
+}
+
+static float
+dot_grouped(HnType layout, const void *row, const void *act, int64_t n)
+{
+  const RegroupedLayout *l = find_layout(layout);
+  const HnBlockQ8_0 *y = act;
+  const int64_t nb = n / 32, runs = nb / HN_GROUP_BLOCKS;
+  const size_t run_bytes = HN_GROUP_BLOCKS * l->block_bytes;
+  float sum = 0.0f;
+  for (int64_t g = 0; g < runs; g++) {
+    uint8_t blocks[MAX_RUN_BYTES];
+    convert_run(l, (const uint8_t *)row + (size_t)g * run_bytes, blocks, false);
+    sum = l->dot_from(sum, blocks, y + g * HN_GROUP_BLOCKS, HN_GROUP_BLOCKS);
+  }
+  return l->dot_from(sum, (const uint8_t *)row + (size_t)runs * run_bytes, y + runs * HN_GROUP_BLOCKS,
+                     nb - runs * HN_GROUP_BLOCKS);
 }
 
 HnType
@@ -1376,8 +1413,7 @@ hn_type_regrouped(HnType file_type)
 int64_t
 hn_type_group_elems(HnType layout)
 {
-  const RegroupedLayout *l = find_layout(layout);
-  return l ? l->group_elems : 0;
+  return find_layout(layout) ? 32 * HN_GROUP_BLOCKS : 0;
 }
 
 bool
@@ -1385,7 +1421,7 @@ hn_type_regroup_row(HnType layout, const void *src, void *dst, int64_t n)
 {
   const RegroupedLayout *l = find_layout(layout);
   if (l)
-    l->regroup(src, dst, n);
+    convert_row(l, src, dst, n, true);
   return l != NULL;
 }
 
@@ -1394,6 +1430,6 @@ hn_type_ungroup_row(HnType layout, const void *src, void *dst, int64_t n)
 {
   const RegroupedLayout *l = find_layout(layout);
   if (l)
-    l->ungroup(src, dst, n);
+    convert_row(l, src, dst, n, false);
   return l != NULL;
 }

@@ -34,11 +34,12 @@ typedef enum {
   HN_TYPE_Q6_K = 14,
   HN_TYPE_Q8_K = 15,
   HN_TYPE_BF16 = 30,
-  /* Not a file type: Q4_0 rows regrouped in memory for the AVX-512 decode kernel (see
-   * hn_q4_0_regroup_row).  GGUF readers reject it, as they reject every id that is not
-   * a weight type. */
+  /* Not file types: Q4_0 and Q8_0 rows regrouped in memory for the decode kernels (see
+   * "Regrouped layouts" below).  GGUF readers reject them, as they reject every id that
+   * is not a weight type. */
   HN_TYPE_Q4_0_GROUPED = 40,
-  HN_TYPE_COUNT = 41, /* one past the largest id the name table knows */
+  HN_TYPE_Q8_0_GROUPED = 41,
+  HN_TYPE_COUNT = 42, /* one past the largest id the name table knows */
 } HnType;
 
 #define HN_QK_K 256 /* super-block size of the k-quants */
@@ -79,21 +80,22 @@ HnType hn_type_vec_dot_type(HnType type);
  * hn_type_vec_dot_type(type); `n` elements.  Scalar reference implementation. */
 float hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void *act_row);
 
-/* HN_TYPE_Q4_0_GROUPED: a Q4_0 row of n elements with every run of 16 blocks (288 bytes)
- * rearranged so that one 64-byte load holds four quant bytes of each of the 16 blocks:
- * the 16 half-float scales first (32 bytes), then for s = 0..3 the bytes 4s..4s+3 of
- * block 0, block 1, ... block 15.  Blocks after the last full run stay as they are.  The
- * row keeps its length in bytes and its blocks their values, so the two functions are
- * each other's inverse; src may be dst. */
-#define HN_Q4_0_GROUP_BLOCKS 16
-void hn_q4_0_regroup_row(const void *src, void *dst, int64_t n);
-void hn_q4_0_ungroup_row(const void *src, void *dst, int64_t n);
-
-/* Regrouped layouts in general (today HN_TYPE_Q4_0_GROUPED alone): the rows of a file
- * type rearranged in memory for a decode kernel, each row keeping its length in bytes
- * and its values.  Their tile kernels read a token's activations as HnActGroup records
- * (hn-simd.h); every other reader goes through the type.  Code that has to tell a
- * regrouped layout from its file type asks these instead of naming the layout. */
+/* Regrouped layouts: the rows of a file type rearranged in memory for a decode kernel,
+ * each row keeping its length in bytes and its blocks their values, so that converting
+ * a row there and back gives its bytes again.  Every run of HN_GROUP_BLOCKS blocks is
+ * laid out so that one 64-byte load holds four quant bytes of each of its 16 blocks: the
+ * 16 half-float scales first (32 bytes), then 64-byte vectors in which block j owns bytes
+ * 4j..4j+3.  Vector 2s holds what stands for elements 4s..4s+3 of each block, vector
+ * 2s + 1 elements 16+4s..16+4s+3:
+ *   HN_TYPE_Q4_0_GROUPED  (288-byte runs) 4 vectors, each byte the two nibbles of those
+ *                         elements (vector s = the block's quant bytes 4s..4s+3), so
+ *                         low nibbles give vector 2s and high nibbles vector 2s + 1;
+ *   HN_TYPE_Q8_0_GROUPED  (544-byte runs) 8 vectors of the signed quants themselves.
+ * Blocks after the last full run stay in the file layout.  Their tile kernels read a
+ * token's activations as HnActGroup records (hn-simd.h) in the same order; every other
+ * reader goes through the type.  Code that has to tell a regrouped layout from its file
+ * type asks these functions instead of naming a layout. */
+#define HN_GROUP_BLOCKS 16
 
 /* The file type whose rows `type` rearranges; `type` itself where it is a file type. */
 HnType hn_type_file_layout(HnType type);

@@ -756,14 +756,42 @@ codes_q8_0_biased(const HnBlockQ8_0 *b)
       out[r] = hsum_ps(acc[r]);                                                                    \
   }
 
-/* Q4_0 regrouped at load (HN_TYPE_Q4_0_GROUPED, layout in hn-quants.h): each half of a
- * run's 64-byte quant vectors holds four bytes of each of 8 blocks, lane j of 8 for
- * block j, so the byte products of a block add up in its own lane and its scale applies
- * once: per 8 blocks and row 4 loads, 12 unpacking instructions, 8 dot steps, one
- * convert and one FMA, where the four-row kernel below spends about six per block.
- * Tiles of 4 rows for one token (registers: 8 code vectors, 4 sums), of 1 row × up to
- * 4 tokens for more. */
-#define DEFINE_GEMM_Q4_0_GROUPED(NAME, DOT, ATTR)                                                  \
+/* Q4_0 and Q8_0 regrouped at load (HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q8_0_GROUPED, layouts
+ * in hn-quants.h): each half of a run's 64-byte quant vectors holds four bytes of each
+ * of 8 blocks, lane j of 8 for block j, so the byte products of a block add up in its
+ * own lane and its scale applies once.  For Q4_0, per 8 blocks and row: 4 loads, 12
+ * unpacking instructions, 8 dot steps, one convert and one FMA, where the four-row
+ * kernel below spends about six per block; Q8_0 takes 8 loads and, for VPDPBUSD, 8 XORs
+ * that make its bytes unsigned (without AVX-VNNI its bytes stay signed and take the
+ * sign trick).  Tiles of 4 rows for one token (registers: 8 code vectors, 4 sums), of
+ * 1 row × up to 4 tokens for more. */
+static inline __attribute__((always_inline)) void
+half_codes_q4_0(const uint8_t *group, int half, __m256i codes[8])
+{
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(group + 2 * HN_GROUP_BLOCKS + 64 * s + 32 * half));
+    codes[2 * s] = _mm256_and_si256(v, low4);
+    codes[2 * s + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+  }
+}
+
+static inline __attribute__((always_inline)) void
+half_codes_q8_0(const uint8_t *group, int half, __m256i codes[8])
+{
+  _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++)
+    codes[m] = _mm256_loadu_si256((const __m256i *)(group + 2 * HN_GROUP_BLOCKS + 64 * m + 32 * half));
+}
+
+static inline __attribute__((always_inline)) void
+half_codes_q8_0_biased(const uint8_t *group, int half, __m256i codes[8])
+{
+  half_codes_q8_0(group, half, codes);
+  _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++)
+    codes[m] = _mm256_xor_si256(codes[m], _mm256_set1_epi8((char)0x80));
+}
+
+#define DEFINE_GEMM_GROUPED(NAME, BLOCK, HALF_CODES, FILE_CODES, DOT, ATTR)                                                  \
   static inline __attribute__((always_inline)) ATTR void NAME##_tile(                            \
     int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,     \
     size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)                  \
@@ -774,10 +802,9 @@ codes_q8_0_biased(const HnBlockQ8_0 *b)
     __m256 acc[4][4];                                                                              \
     _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                           \
       _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm256_setzero_ps();        \
-    const int64_t n_blocks = n / 32, n_groups = n_blocks / HN_Q4_0_GROUP_BLOCKS;                   \
-    const size_t group_bytes = HN_Q4_0_GROUP_BLOCKS * sizeof(HnBlockQ4_0);                        \
+    const int64_t n_blocks = n / 32, n_groups = n_blocks / HN_GROUP_BLOCKS;                        \
+    const size_t group_bytes = HN_GROUP_BLOCKS * sizeof(BLOCK);                                    \
     const size_t next_tile = (size_t)NR * weight_stride;                                           \
-    const __m256i low4 = _mm256_set1_epi8(0x0f);                                                   \
     for (int64_t g = 0; g < n_groups; g++) {                                                       \
       _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                       \
         const uint8_t *group = rows[r] + (size_t)g * group_bytes;                                  \
@@ -787,12 +814,7 @@ codes_q8_0_biased(const HnBlockQ8_0 *b)
         }                                                                                          \
         _Pragma("GCC unroll 2") for (int half = 0; half < 2; half++) {                             \
           __m256i codes[8];                                                                        \
-          _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {                                    \
-            const __m256i v = _mm256_loadu_si256(                                                  \
-              (const __m256i *)(group + 2 * HN_Q4_0_GROUP_BLOCKS + 64 * s + 32 * half));           \
-            codes[2 * s] = _mm256_and_si256(v, low4);                                              \
-            codes[2 * s + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);                    \
-          }                                                                                        \
+          HALF_CODES(group, half, codes);                                                          \
           const __m256 weight_scales =                                                             \
             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 16 * half)));                \
           _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                                   \
@@ -808,10 +830,10 @@ codes_q8_0_biased(const HnBlockQ8_0 *b)
       }                                                                                            \
     }                                                                                              \
     /* the blocks after the last run, in file layout, against the chunks */                       \
-    for (int64_t b = n_groups * HN_Q4_0_GROUP_BLOCKS; b < n_blocks; b++) {                         \
+    for (int64_t b = n_groups * HN_GROUP_BLOCKS; b < n_blocks; b++) {                         \
       _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                       \
-        const HnBlockQ4_0 *blk = (const HnBlockQ4_0 *)rows[r] + b;                                 \
-        const __m256i codes = codes_q4_0(blk);                                                     \
+        const BLOCK *blk = (const BLOCK *)rows[r] + b;                                             \
+        const __m256i codes = FILE_CODES(blk);                                                     \
         const float wd = h2f(blk->d);                                                              \
         _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                                     \
           const HnActChunk *a = act + (size_t)c * act_stride + b / 2;                              \
@@ -849,8 +871,12 @@ codes_q8_0_biased(const HnBlockQ8_0 *b)
     }                                                                                              \
   }
 
-DEFINE_GEMM_Q4_0_GROUPED(gemm_q4_0_grouped, ROWS_DOT_MADDUBS, )
-DEFINE_GEMM_Q4_0_GROUPED(gemm_q4_0_grouped_vnni, ROWS_DOT_VNNI, __attribute__((target("avxvnni"))))
+DEFINE_GEMM_GROUPED(gemm_q4_0_grouped, HnBlockQ4_0, half_codes_q4_0, codes_q4_0, ROWS_DOT_MADDUBS, )
+DEFINE_GEMM_GROUPED(gemm_q4_0_grouped_vnni, HnBlockQ4_0, half_codes_q4_0, codes_q4_0, ROWS_DOT_VNNI,
+                    __attribute__((target("avxvnni"))))
+DEFINE_GEMM_GROUPED(gemm_q8_0_grouped, HnBlockQ8_0, half_codes_q8_0, decode_q8_0, ROWS_DOT_SIGNED, )
+DEFINE_GEMM_GROUPED(gemm_q8_0_grouped_vnni, HnBlockQ8_0, half_codes_q8_0_biased, codes_q8_0_biased, ROWS_DOT_VNNI,
+                    __attribute__((target("avxvnni"))))
 
 DEFINE_VEC_DOT_ROWS(vec_dot_rows_q4_0, HnBlockQ4_0, codes_q4_0, 8, ROWS_DOT_MADDUBS, )
 DEFINE_VEC_DOT_ROWS(vec_dot_rows_q4_0_vnni, HnBlockQ4_0, codes_q4_0, 8, ROWS_DOT_VNNI, __attribute__((target("avxvnni"))))
@@ -1056,16 +1082,21 @@ hn_simd_fill_avx2(HnSimdKernels *k, bool avx_vnni)
   k->gemm_cols = 4;
   k->gemm_tile[HN_TYPE_Q4_0_GROUPED] = avx_vnni ? gemm_q4_0_grouped_vnni : gemm_q4_0_grouped;
   k->gemm_offset[HN_TYPE_Q4_0_GROUPED] = 8;
+  k->gemm_tile[HN_TYPE_Q8_0_GROUPED] = avx_vnni ? gemm_q8_0_grouped_vnni : gemm_q8_0_grouped;
+  k->gemm_offset[HN_TYPE_Q8_0_GROUPED] = avx_vnni ? 128 : 0;
   k->pack_panel[HN_TYPE_Q4_0_GROUPED] = pack_panel_q4_0_grouped;
   k->panel_gemm[HN_TYPE_Q4_0_GROUPED] = avx_vnni ? panel_gemm_single_vnni : panel_gemm_single;
   k->panel_offset[HN_TYPE_Q4_0_GROUPED] = 8;
   if (avx_vnni) {
     k->pack_panel[HN_TYPE_Q8_0] = pack_panel_q8_0;
-    k->panel_gemm[HN_TYPE_Q8_0] = panel_gemm_single_vnni;
-    k->panel_offset[HN_TYPE_Q8_0] = 128;
+    k->pack_panel[HN_TYPE_Q8_0_GROUPED] = pack_panel_q8_0_grouped;
   } else {
     k->pack_panel[HN_TYPE_Q8_0] = pack_panel_q8_0_signed;
-    k->panel_gemm[HN_TYPE_Q8_0] = panel_gemm_signed;
-    k->panel_offset[HN_TYPE_Q8_0] = 0;
+    k->pack_panel[HN_TYPE_Q8_0_GROUPED] = pack_panel_q8_0_grouped_signed;
+  }
+  for (int i = 0; i < 2; i++) {
+    const HnType t = i == 0 ? HN_TYPE_Q8_0 : HN_TYPE_Q8_0_GROUPED;
+    k->panel_gemm[t] = avx_vnni ? panel_gemm_single_vnni : panel_gemm_signed;
+    k->panel_offset[t] = avx_vnni ? 128 : 0;
   }
 }

@@ -220,6 +220,30 @@ prefetch_block_weights(const void *ahead, const void *next_tile_block, size_t bl
   }
 }
 
+/* The kernel NAME over NAME##_tile: one tile of 8 rows for one token, tiles of
+ * TILE_ROWS rows for 2-4 tokens. */
+#define DEFINE_TILE_DISPATCH(NAME)                                                                 \
+  static void NAME(int64_t n, const void *weight, size_t weight_stride, int n_rows,                \
+                   const HnActChunk *act, size_t act_stride, int n_cols, float *out,               \
+                   size_t out_stride)                                                              \
+  {                                                                                                \
+    const uint8_t *w = weight;                                                                     \
+    if (n_cols == 1) {                                                                             \
+      NAME##_tile(n, w, weight_stride, n_rows, act, act_stride, 8, 1, out, out_stride);           \
+      return;                                                                                      \
+    }                                                                                              \
+    for (int r0 = 0; r0 < n_rows; r0 += TILE_ROWS) {                                               \
+      const uint8_t *wr = w + (size_t)r0 * weight_stride;                                          \
+      float *o = out + (size_t)r0 * out_stride;                                                    \
+      const int nr = n_rows - r0;                                                                  \
+      switch (n_cols) {                                                                            \
+      case 4: NAME##_tile(n, wr, weight_stride, nr, act, act_stride, TILE_ROWS, 4, o, out_stride); break; \
+      case 3: NAME##_tile(n, wr, weight_stride, nr, act, act_stride, TILE_ROWS, 3, o, out_stride); break; \
+      default: NAME##_tile(n, wr, weight_stride, nr, act, act_stride, TILE_ROWS, 2, o, out_stride); break; \
+      }                                                                                            \
+    }                                                                                              \
+  }
+
 #define DEFINE_GEMM(NAME, LOADER, HAS_MIN, CHUNK_BYTES)                                             \
   static inline __attribute__((always_inline)) void NAME##_tile(                                   \
     int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,     \
@@ -261,27 +285,7 @@ prefetch_block_weights(const void *ahead, const void *next_tile_block, size_t bl
       for (int c = 0; c < n_cols; c++)                                                             \
         out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);                        \
   }                                                                                                \
-                                                                                                   \
-  static void NAME(int64_t n, const void *weight, size_t weight_stride, int n_rows,                \
-                   const HnActChunk *act, size_t act_stride, int n_cols, float *out,               \
-                   size_t out_stride)                                                              \
-  {                                                                                                \
-    const uint8_t *w = weight;                                                                     \
-    if (n_cols == 1) {                                                                             \
-      NAME##_tile(n, w, weight_stride, n_rows, act, act_stride, 8, 1, out, out_stride);           \
-      return;                                                                                      \
-    }                                                                                              \
-    for (int r0 = 0; r0 < n_rows; r0 += TILE_ROWS) {                                               \
-      const uint8_t *wr = w + (size_t)r0 * weight_stride;                                          \
-      float *o = out + (size_t)r0 * out_stride;                                                    \
-      const int nr = n_rows - r0;                                                                  \
-      switch (n_cols) {                                                                            \
-      case 4: NAME##_tile(n, wr, weight_stride, nr, act, act_stride, TILE_ROWS, 4, o, out_stride); break; \
-      case 3: NAME##_tile(n, wr, weight_stride, nr, act, act_stride, TILE_ROWS, 3, o, out_stride); break; \
-      default: NAME##_tile(n, wr, weight_stride, nr, act, act_stride, TILE_ROWS, 2, o, out_stride); break; \
-      }                                                                                            \
-    }                                                                                              \
-  }
+  DEFINE_TILE_DISPATCH(NAME)
 
 DEFINE_GEMM(gemm_q8_0, load_q8_0, false, 68)
 DEFINE_GEMM(gemm_q4_0, load_q4_0, false, 36)
@@ -365,23 +369,33 @@ gemm_q4_0_dispatch(int64_t n, const void *weight, size_t weight_stride, int n_ro
   gemm_q4_0(n, weight, weight_stride, n_rows, act, act_stride, n_cols, out, out_stride);
 }
 
-/* Q4_0 regrouped at load (HN_TYPE_Q4_0_GROUPED, layout in hn-quants.h).  Four 64-byte
- * loads hold the quants of 16 blocks with lane j given to block j, so VPDPBUSD sums each
- * block's 32 products in its own lane, and the 16 block scales apply once, as a vector
- * read straight from the row: no gather, no per-block shuffle, and the nibbles unpack
- * with two instructions per 64 codes.  That is about a third of the vector instructions
- * of the Q4_0 tile above per weight byte, which is what lets decode keep pace with the
+/* Q4_0 and Q8_0 regrouped at load (HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q8_0_GROUPED, layouts
+ * in hn-quants.h).  Each 64-byte load holds quants of 16 blocks with lane j given to
+ * block j, so VPDPBUSD sums each block's 32 products in its own lane, and the 16 block
+ * scales apply once, as a vector read straight from the row: no gather, no per-block
+ * shuffle.  Q4_0's nibbles unpack with two instructions per 64 codes; Q8_0's bytes take
+ * one XOR to become unsigned.  That is about a third of the vector instructions of the
+ * file-layout tiles above per weight byte, which is what lets decode keep pace with the
  * memory bus.  Blocks after the last run of 16 are in the file layout and take the
  * chunk path. */
 static inline __attribute__((always_inline)) void
-grouped_codes(const uint8_t *group, __m512i codes[8])
+grouped_codes_q4_0(const uint8_t *group, __m512i codes[8])
 {
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {
-    const __m512i v = _mm512_loadu_si512(group + 2 * HN_Q4_0_GROUP_BLOCKS + 64 * s);
+    const __m512i v = _mm512_loadu_si512(group + 2 * HN_GROUP_BLOCKS + 64 * s);
     codes[2 * s] = _mm512_and_si512(v, low4);
     codes[2 * s + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
   }
+}
+
+/* q + 128 as an unsigned byte is q with its top bit flipped */
+static inline __attribute__((always_inline)) void
+grouped_codes_q8_0(const uint8_t *group, __m512i codes[8])
+{
+  const __m512i flip = _mm512_set1_epi8((char)0x80);
+  _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++)
+    codes[m] = _mm512_xor_si512(_mm512_loadu_si512(group + 2 * HN_GROUP_BLOCKS + 64 * m), flip);
 }
 
 /* Σ over each block's 32 products (lane j: block j), the zero point already corrected */
@@ -394,74 +408,56 @@ grouped_dot(const __m512i codes[8], const HnActGroup *a)
   return _mm512_cvtepi32_ps(sum);
 }
 
-#define Q40G_GROUP_BYTES (HN_Q4_0_GROUP_BLOCKS * sizeof(HnBlockQ4_0))
+#define DEFINE_GEMM_GROUPED(NAME, BLOCK, GROUP_CODES, FILE_LOADER)                                  \
+  static inline __attribute__((always_inline)) void NAME##_tile(                                   \
+    int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,     \
+    size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)                  \
+  {                                                                                                \
+    const size_t group_bytes = HN_GROUP_BLOCKS * sizeof(BLOCK);                                    \
+    const uint8_t *rows[8];                                                                        \
+    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                           \
+      rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;                             \
+    __m512 acc[8][TILE_COLS];                                                                      \
+    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                           \
+      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm512_setzero_ps();        \
+    const int64_t n_blocks = n / 32, n_groups = n_blocks / HN_GROUP_BLOCKS, n_chunks = (n_blocks + 1) / 2; \
+    const size_t next_tile = (size_t)NR * weight_stride;                                           \
+    for (int64_t g = 0; g < n_groups; g++) {                                                       \
+      _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                                       \
+        const uint8_t *group = rows[r] + (size_t)g * group_bytes;                                  \
+        for (size_t off = 0; off < group_bytes; off += 64)                                         \
+          prefetch_weights(group + off, next_tile);                                                \
+        __m512i codes[8];                                                                          \
+        GROUP_CODES(group, codes);                                                                 \
+        const __m512 weight_scales = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));  \
+        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                                     \
+          const HnActGroup *a = (const HnActGroup *)(act + (size_t)c * act_stride) + g;            \
+          acc[r][c] = _mm512_fmadd_ps(grouped_dot(codes, a), _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a->d)), \
+                                      acc[r][c]);                                                  \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    for (int64_t k = n_groups * HN_GROUP_BLOCKS / 2; k < n_chunks; k++) {                          \
+      const bool pair = 2 * k + 1 < n_blocks;                                                      \
+      _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                                       \
+        WeightChunk w;                                                                             \
+        FILE_LOADER(rows[r], k, pair, &w, NULL);                                                   \
+        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                                     \
+          const HnActChunk *a = act + (size_t)c * act_stride + k;                                  \
+          const __m512 f = _mm512_cvtepi32_ps(                                                     \
+            _mm512_dpbusd_epi32(_mm512_loadu_si512(a->neg_offset_sum), w.codes, _mm512_loadu_si512(a->q))); \
+          acc[r][c] = _mm512_fmadd_ps(f, _mm512_mul_ps(w.scale, _mm512_loadu_ps(a->d)), acc[r][c]); \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    for (int r = 0; r < n_rows && r < NR; r++)                                                     \
+      for (int c = 0; c < NC; c++)                                                                 \
+        out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);                        \
+  }                                                                                                \
+  DEFINE_TILE_DISPATCH(NAME)
 
-static inline __attribute__((always_inline)) void
-gemm_q4_0_grouped_tile(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
-                       size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)
-{
-  const uint8_t *rows[8];
-  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
-    rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;
-  __m512 acc[8][TILE_COLS];
-  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
-    _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++)
-      acc[r][c] = _mm512_setzero_ps();
-  const int64_t n_blocks = n / 32, n_groups = n_blocks / HN_Q4_0_GROUP_BLOCKS, n_chunks = (n_blocks + 1) / 2;
-  const size_t next_tile = (size_t)NR * weight_stride;
-  for (int64_t g = 0; g < n_groups; g++) {
-    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
-      const uint8_t *group = rows[r] + (size_t)g * Q40G_GROUP_BYTES;
-      for (size_t off = 0; off < Q40G_GROUP_BYTES; off += 64)
-        prefetch_weights(group + off, next_tile);
-      __m512i codes[8];
-      grouped_codes(group, codes);
-      const __m512 weight_scales = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));
-      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {
-        const HnActGroup *a = (const HnActGroup *)(act + (size_t)c * act_stride) + g;
-        acc[r][c] = _mm512_fmadd_ps(grouped_dot(codes, a), _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a->d)),
-                                    acc[r][c]);
-      }
-    }
-  }
-  for (int64_t k = n_groups * HN_Q4_0_GROUP_BLOCKS / 2; k < n_chunks; k++) {
-    const bool pair = 2 * k + 1 < n_blocks;
-    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
-      WeightChunk w;
-      load_q4_0(rows[r], k, pair, &w, NULL);
-      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {
-        const HnActChunk *a = act + (size_t)c * act_stride + k;
-        const __m512 f = _mm512_cvtepi32_ps(
-          _mm512_dpbusd_epi32(_mm512_loadu_si512(a->neg_offset_sum), w.codes, _mm512_loadu_si512(a->q)));
-        acc[r][c] = _mm512_fmadd_ps(f, _mm512_mul_ps(w.scale, _mm512_loadu_ps(a->d)), acc[r][c]);
-      }
-    }
-  }
-  for (int r = 0; r < n_rows && r < NR; r++)
-    for (int c = 0; c < NC; c++)
-      out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);
-}
-
-static void
-gemm_q4_0_grouped(int64_t n, const void *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
-                  size_t act_stride, int n_cols, float *out, size_t out_stride)
-{
-  const uint8_t *w = weight;
-  if (n_cols == 1) {
-    gemm_q4_0_grouped_tile(n, w, weight_stride, n_rows, act, act_stride, 8, 1, out, out_stride);
-    return;
-  }
-  for (int r0 = 0; r0 < n_rows; r0 += TILE_ROWS) {
-    const uint8_t *wr = w + (size_t)r0 * weight_stride;
-    float *o = out + (size_t)r0 * out_stride;
-    const int nr = n_rows - r0;
-    switch (n_cols) {
-    case 4: gemm_q4_0_grouped_tile(n, wr, weight_stride, nr, act, act_stride, TILE_ROWS, 4, o, out_stride); break;
-    case 3: gemm_q4_0_grouped_tile(n, wr, weight_stride, nr, act, act_stride, TILE_ROWS, 3, o, out_stride); break;
-    default: gemm_q4_0_grouped_tile(n, wr, weight_stride, nr, act, act_stride, TILE_ROWS, 2, o, out_stride); break;
-    }
-  }
-}
+DEFINE_GEMM_GROUPED(gemm_q4_0_grouped, HnBlockQ4_0, grouped_codes_q4_0, load_q4_0)
+DEFINE_GEMM_GROUPED(gemm_q8_0_grouped, HnBlockQ8_0, grouped_codes_q8_0, load_q8_0)
 
 /* Q4_K decode, one super-block at a time: the super-block's scales are unpacked once,
  * the four chunks' codes come from two 64-byte loads, and the mins are applied with one
@@ -860,6 +856,8 @@ hn_simd_fill_avx512(HnSimdKernels *k)
   k->gemm_offset[HN_TYPE_Q4_0] = 8;
   k->gemm_tile[HN_TYPE_Q4_0_GROUPED] = gemm_q4_0_grouped;
   k->gemm_offset[HN_TYPE_Q4_0_GROUPED] = 8;
+  k->gemm_tile[HN_TYPE_Q8_0_GROUPED] = gemm_q8_0_grouped;
+  k->gemm_offset[HN_TYPE_Q8_0_GROUPED] = 128;
   k->gemm_tile[HN_TYPE_Q4_K] = gemm_q4_k_dispatch;
   k->gemm_offset[HN_TYPE_Q4_K] = 0;
   k->gemm_tile[HN_TYPE_Q6_K] = gemm_q6_k_dispatch;
@@ -874,6 +872,9 @@ hn_simd_fill_avx512(HnSimdKernels *k)
   k->pack_panel[HN_TYPE_Q4_0_GROUPED] = pack_panel_q4_0_grouped;
   k->panel_gemm[HN_TYPE_Q4_0_GROUPED] = panel_gemm_single;
   k->panel_offset[HN_TYPE_Q4_0_GROUPED] = 8;
+  k->pack_panel[HN_TYPE_Q8_0_GROUPED] = pack_panel_q8_0_grouped;
+  k->panel_gemm[HN_TYPE_Q8_0_GROUPED] = panel_gemm_single;
+  k->panel_offset[HN_TYPE_Q8_0_GROUPED] = 128;
   k->pack_panel[HN_TYPE_Q4_K] = pack_panel_q4_k;
   k->panel_gemm[HN_TYPE_Q4_K] = panel_gemm_min;
   k->panel_offset[HN_TYPE_Q4_K] = 0;

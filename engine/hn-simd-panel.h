@@ -245,16 +245,38 @@ panel_row(const uint8_t *weight, size_t row_stride, int r, int n_rows)
   return weight + (size_t)(r < n_rows ? r : n_rows - 1) * row_stride;
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+static inline void ungroup_run_q8_0(const uint8_t *group, HnBlockQ8_0 out[HN_GROUP_BLOCKS]);
+#endif
+
 /* Q8_0 codes: the signed quants with their sign bit flipped by `flip` (0x80: unsigned
- * with zero point 128; 0: as they are). */
+ * with zero point 128; 0: as they are).  With `grouped` the rows are Q8_0 regrouped at
+ * load (x86 only), each run of 16 blocks put back in file form first. */
 static inline void
-pack_panel_q8_0_flipped(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel, char flip)
+pack_panel_q8_0_flipped(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel, char flip,
+                        bool grouped)
 {
   PanelBlock *pb = panel;
   _Alignas(64) uint8_t tmp[HN_PANEL_ROWS][32];
+#if defined(__x86_64__) || defined(__i386__)
+  HnBlockQ8_0 run[HN_PANEL_ROWS][HN_GROUP_BLOCKS];
+  const int64_t full = grouped ? n / 32 / HN_GROUP_BLOCKS * HN_GROUP_BLOCKS : 0;
+#else
+  const int64_t full = 0;
+  (void)grouped;
+#endif
   for (int64_t b = 0; b < n / 32; b++, pb++) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (b < full && b % HN_GROUP_BLOCKS == 0)
+      for (int r = 0; r < HN_PANEL_ROWS; r++)
+        ungroup_run_q8_0(panel_row(weight, row_stride, r, n_rows) + b * sizeof(HnBlockQ8_0), run[r]);
+#endif
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
-      const HnBlockQ8_0 *blk = (const HnBlockQ8_0 *)panel_row(weight, row_stride, r, n_rows) + b;
+      const HnBlockQ8_0 *blk =
+#if defined(__x86_64__) || defined(__i386__)
+        b < full ? &run[r][b % HN_GROUP_BLOCKS] :
+#endif
+                 (const HnBlockQ8_0 *)panel_row(weight, row_stride, r, n_rows) + b;
       pc_store(tmp[r], pc_xor(pc_load((const uint8_t *)blk->qs), pc_set1(flip)));
       pb->scale[0][r] = panel_h2f(blk->d);
     }
@@ -265,13 +287,13 @@ pack_panel_q8_0_flipped(const void *weight, size_t row_stride, int n_rows, int64
 static void __attribute__((unused))
 pack_panel_q8_0(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
 {
-  pack_panel_q8_0_flipped(weight, row_stride, n_rows, n, panel, (char)0x80);
+  pack_panel_q8_0_flipped(weight, row_stride, n_rows, n, panel, (char)0x80, false);
 }
 
 static void __attribute__((unused))
 pack_panel_q8_0_signed(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
 {
-  pack_panel_q8_0_flipped(weight, row_stride, n_rows, n, panel, 0);
+  pack_panel_q8_0_flipped(weight, row_stride, n_rows, n, panel, 0, false);
 }
 
 static inline PanelCodes
@@ -322,27 +344,34 @@ DEFINE_PACK_PANEL_32(pack_panel_q4_0, HnBlockQ4_0, codes_q4_0, PANEL_NO_MIN)
 DEFINE_PACK_PANEL_32(pack_panel_q5_0, HnBlockQ5_0, codes_q5_0, PANEL_NO_MIN)
 
 #if defined(__x86_64__) || defined(__i386__)
-/* Q4_0 regrouped at load (HN_TYPE_Q4_0_GROUPED; x86 only, where its decode kernels
- * are).  A run of 16 grouped blocks of one row is put back in file form first: in each
- * 128-bit lane of the quant vectors sit four bytes of each of four blocks, so a 4 × 4
- * transpose of 32-bit words within the lanes gives the 16 quant bytes of block
- * 4c + k (c the lane) in vector k — 8 unpacks per 8 blocks. */
+/* Q4_0 and Q8_0 regrouped at load (HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q8_0_GROUPED; x86 only,
+ * where their decode kernels are).  A run of 16 grouped blocks of one row is put back in
+ * file form first: in each 128-bit lane of four quant vectors sit four bytes of each of
+ * four blocks, so a 4 × 4 transpose of 32-bit words within the lanes gives the 16 bytes
+ * those vectors hold of block 4c + k (c the lane) in t[k] — 8 unpacks per 8 blocks.
+ * Vectors first, first + step, ... of the run; `half` picks blocks 0-7 or 8-15. */
 static inline void
-ungroup_run(const uint8_t *group, HnBlockQ4_0 out[HN_Q4_0_GROUP_BLOCKS])
+transpose_run_quads(const uint8_t *group, int first, int step, int half, uint8_t t[4][32])
 {
-  const uint8_t *q = group + 2 * HN_Q4_0_GROUP_BLOCKS;
+  const uint8_t *q = group + 2 * HN_GROUP_BLOCKS + 32 * half;
+  const __m256i v0 = _mm256_loadu_si256((const __m256i *)(q + 64 * first));
+  const __m256i v1 = _mm256_loadu_si256((const __m256i *)(q + 64 * (first + step)));
+  const __m256i v2 = _mm256_loadu_si256((const __m256i *)(q + 64 * (first + 2 * step)));
+  const __m256i v3 = _mm256_loadu_si256((const __m256i *)(q + 64 * (first + 3 * step)));
+  const __m256i a0 = _mm256_unpacklo_epi32(v0, v1), a1 = _mm256_unpackhi_epi32(v0, v1);
+  const __m256i a2 = _mm256_unpacklo_epi32(v2, v3), a3 = _mm256_unpackhi_epi32(v2, v3);
+  _mm256_storeu_si256((__m256i *)t[0], _mm256_unpacklo_epi64(a0, a2));
+  _mm256_storeu_si256((__m256i *)t[1], _mm256_unpackhi_epi64(a0, a2));
+  _mm256_storeu_si256((__m256i *)t[2], _mm256_unpacklo_epi64(a1, a3));
+  _mm256_storeu_si256((__m256i *)t[3], _mm256_unpackhi_epi64(a1, a3));
+}
+
+static inline void
+ungroup_run_q4_0(const uint8_t *group, HnBlockQ4_0 out[HN_GROUP_BLOCKS])
+{
   for (int half = 0; half < 2; half++) {
-    const __m256i v0 = _mm256_loadu_si256((const __m256i *)(q + 32 * half));
-    const __m256i v1 = _mm256_loadu_si256((const __m256i *)(q + 64 + 32 * half));
-    const __m256i v2 = _mm256_loadu_si256((const __m256i *)(q + 128 + 32 * half));
-    const __m256i v3 = _mm256_loadu_si256((const __m256i *)(q + 192 + 32 * half));
-    const __m256i a0 = _mm256_unpacklo_epi32(v0, v1), a1 = _mm256_unpackhi_epi32(v0, v1);
-    const __m256i a2 = _mm256_unpacklo_epi32(v2, v3), a3 = _mm256_unpackhi_epi32(v2, v3);
-    _Alignas(32) uint8_t t[4][32];
-    _mm256_store_si256((__m256i *)t[0], _mm256_unpacklo_epi64(a0, a2));
-    _mm256_store_si256((__m256i *)t[1], _mm256_unpackhi_epi64(a0, a2));
-    _mm256_store_si256((__m256i *)t[2], _mm256_unpacklo_epi64(a1, a3));
-    _mm256_store_si256((__m256i *)t[3], _mm256_unpackhi_epi64(a1, a3));
+    uint8_t t[4][32];
+    transpose_run_quads(group, 0, 1, half, t);
     for (int b = 0; b < 8; b++) {
       memcpy(&out[8 * half + b].d, group + 2 * (8 * half + b), 2);
       memcpy(out[8 * half + b].qs, t[b % 4] + 16 * (b / 4), 16);
@@ -350,19 +379,35 @@ ungroup_run(const uint8_t *group, HnBlockQ4_0 out[HN_Q4_0_GROUP_BLOCKS])
   }
 }
 
-static void
+/* Q8_0's vectors 0, 2, 4, 6 hold a block's bytes 0-15, vectors 1, 3, 5, 7 bytes 16-31. */
+static inline void
+ungroup_run_q8_0(const uint8_t *group, HnBlockQ8_0 out[HN_GROUP_BLOCKS])
+{
+  for (int half = 0; half < 2; half++) {
+    uint8_t lo[4][32], hi[4][32];
+    transpose_run_quads(group, 0, 2, half, lo);
+    transpose_run_quads(group, 1, 2, half, hi);
+    for (int b = 0; b < 8; b++) {
+      memcpy(&out[8 * half + b].d, group + 2 * (8 * half + b), 2);
+      memcpy(out[8 * half + b].qs, lo[b % 4] + 16 * (b / 4), 16);
+      memcpy(out[8 * half + b].qs + 16, hi[b % 4] + 16 * (b / 4), 16);
+    }
+  }
+}
+
+static void __attribute__((unused))
 pack_panel_q4_0_grouped(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
 {
   PanelBlock *pb = panel;
   _Alignas(64) uint8_t tmp[HN_PANEL_ROWS][32];
-  HnBlockQ4_0 run[HN_PANEL_ROWS][HN_Q4_0_GROUP_BLOCKS];
-  const int64_t n_blocks = n / 32, full = n_blocks / HN_Q4_0_GROUP_BLOCKS * HN_Q4_0_GROUP_BLOCKS;
+  HnBlockQ4_0 run[HN_PANEL_ROWS][HN_GROUP_BLOCKS];
+  const int64_t n_blocks = n / 32, full = n_blocks / HN_GROUP_BLOCKS * HN_GROUP_BLOCKS;
   for (int64_t b = 0; b < n_blocks; b++, pb++) {
-    if (b < full && b % HN_Q4_0_GROUP_BLOCKS == 0)
+    if (b < full && b % HN_GROUP_BLOCKS == 0)
       for (int r = 0; r < HN_PANEL_ROWS; r++)
-        ungroup_run(panel_row(weight, row_stride, r, n_rows) + b * sizeof(HnBlockQ4_0), run[r]);
+        ungroup_run_q4_0(panel_row(weight, row_stride, r, n_rows) + b * sizeof(HnBlockQ4_0), run[r]);
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
-      const HnBlockQ4_0 *blk = b < full ? &run[r][b % HN_Q4_0_GROUP_BLOCKS]
+      const HnBlockQ4_0 *blk = b < full ? &run[r][b % HN_GROUP_BLOCKS]
                                         : (const HnBlockQ4_0 *)panel_row(weight, row_stride, r, n_rows) + b;
       pc_store(tmp[r], codes_q4_0(blk));
       pb->scale[0][r] = panel_h2f(blk->d);
@@ -370,6 +415,18 @@ pack_panel_q4_0_grouped(const void *weight, size_t row_stride, int n_rows, int64
     }
     transpose_codes(tmp, pb->codes);
   }
+}
+
+static void __attribute__((unused))
+pack_panel_q8_0_grouped(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+{
+  pack_panel_q8_0_flipped(weight, row_stride, n_rows, n, panel, (char)0x80, true);
+}
+
+static void __attribute__((unused))
+pack_panel_q8_0_grouped_signed(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+{
+  pack_panel_q8_0_flipped(weight, row_stride, n_rows, n, panel, 0, true);
 }
 #endif
 

@@ -56,6 +56,7 @@ static const TypeTraits type_traits[HN_TYPE_COUNT] = {
   [38] = { "IQ4_NL_8_8 (removed)", 0, 0, false },
   [39] = { "MXFP4", 0, 0, false },
   [HN_TYPE_Q4_0_GROUPED] = { "Q4_0_GROUPED", 32, 2 + 16, false },
+  [HN_TYPE_Q8_0_GROUPED] = { "Q8_0_GROUPED", 32, 2 + 32, false },
 };
 
 const char *

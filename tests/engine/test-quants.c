@@ -687,19 +687,22 @@ test_vec_dot (void)
   }
 }
 
-/* Q4_0 regrouped for the AVX-512 decode: the same blocks in another order, so the
- * dequantized row and the reference dot product are bit for bit those of the file row,
- * and ungrouping gives the file bytes back.  Row lengths with no run of 16 blocks, one
- * run and a tail, and whole runs only. */
+/* Q4_0 and Q8_0 regrouped for the decode kernels: the same blocks in another order, so
+ * the dequantized row and the reference dot product are bit for bit those of the file
+ * row, and ungrouping gives the file bytes back.  Row lengths with no run of 16 blocks,
+ * one run and a tail, and whole runs only. */
 static void
-test_q4_0_grouped (void)
+test_grouped_layouts_keep_values (void)
 {
   Rng rng = { 0x9e3779b97f4a7c15ull };
+  const HnType layouts[] = { HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q8_0_GROUPED };
   const int64_t lengths[] = { 32 * 7, 32 * 16, 32 * 21, 32 * 48 };
+  for (gsize l = 0; l < G_N_ELEMENTS (layouts); l++)
   for (gsize i = 0; i < G_N_ELEMENTS (lengths); i++) {
+    const HnType layout = layouts[l], file_type = hn_type_file_layout (layout);
     const int64_t n = lengths[i];
-    const size_t bytes = hn_type_row_bytes (HN_TYPE_Q4_0, n);
-    g_assert_cmpuint (hn_type_row_bytes (HN_TYPE_Q4_0_GROUPED, n), ==, bytes);
+    const size_t bytes = hn_type_row_bytes (file_type, n);
+    g_assert_cmpuint (hn_type_row_bytes (layout, n), ==, bytes);
     g_autofree float *w = g_new (float, n), *a = g_new (float, n);
     g_autofree float *file_values = g_new (float, n), *grouped_values = g_new (float, n);
     fill_random (&rng, w, n, 0.05f);
@@ -707,33 +710,42 @@ test_q4_0_grouped (void)
     g_autofree uint8_t *file_row = g_malloc (bytes), *grouped = g_malloc (bytes), *back = g_malloc (bytes);
     g_autofree uint8_t *in_place = g_malloc (bytes), *quantized = g_malloc (bytes);
     g_autofree uint8_t *act = g_malloc (hn_type_row_bytes (HN_TYPE_Q8_0, n));
-    hn_quantize_row (HN_TYPE_Q4_0, w, file_row, n);
+    hn_quantize_row (file_type, w, file_row, n);
     hn_quantize_row (HN_TYPE_Q8_0, a, act, n);
-    hn_q4_0_regroup_row (file_row, grouped, n);
-    const gboolean has_run = n >= 32 * HN_Q4_0_GROUP_BLOCKS;
+    g_assert_true (hn_type_regroup_row (layout, file_row, grouped, n));
+    const gboolean has_run = n >= 32 * HN_GROUP_BLOCKS;
     g_assert_true (has_run ? memcmp (grouped, file_row, bytes) != 0 : memcmp (grouped, file_row, bytes) == 0);
     /* the first run's scales come first, then block 1's first four quant bytes at 36 */
+    const size_t block_bytes = hn_type_block_bytes (file_type);
     if (has_run) {
-      g_assert_cmpint (memcmp (grouped + 2, file_row + 18, 2), ==, 0);
-      g_assert_cmpint (memcmp (grouped + 32 + 4, file_row + 18 + 2, 4), ==, 0);
+      g_assert_cmpint (memcmp (grouped + 2, file_row + block_bytes, 2), ==, 0);
+      g_assert_cmpint (memcmp (grouped + 32 + 4, file_row + block_bytes + 2, 4), ==, 0);
+      if (layout == HN_TYPE_Q8_0_GROUPED) {
+        /* block 0's bytes 4..7 in vector 2, block 1's bytes 16..19 in vector 1 */
+        g_assert_cmpint (memcmp (grouped + 32 + 128, file_row + 2 + 4, 4), ==, 0);
+        g_assert_cmpint (memcmp (grouped + 32 + 64 + 4, file_row + block_bytes + 2 + 16, 4), ==, 0);
+      } else {
+        /* block 0's bytes 4..7 (elements 4..7 and 20..23) in vector 1 */
+        g_assert_cmpint (memcmp (grouped + 32 + 64, file_row + 2 + 4, 4), ==, 0);
+      }
     }
-    hn_q4_0_ungroup_row (grouped, back, n);
+    g_assert_true (hn_type_ungroup_row (layout, grouped, back, n));
     g_assert_cmpint (memcmp (back, file_row, bytes), ==, 0);
     memcpy (in_place, file_row, bytes);
-    hn_q4_0_regroup_row (in_place, in_place, n);
+    hn_type_regroup_row (layout, in_place, in_place, n);
     g_assert_cmpint (memcmp (in_place, grouped, bytes), ==, 0);
-    hn_quantize_row (HN_TYPE_Q4_0_GROUPED, w, quantized, n);
+    hn_quantize_row (layout, w, quantized, n);
     g_assert_cmpint (memcmp (quantized, grouped, bytes), ==, 0);
-    hn_dequantize_row (HN_TYPE_Q4_0, file_row, file_values, n);
-    hn_dequantize_row (HN_TYPE_Q4_0_GROUPED, grouped, grouped_values, n);
+    hn_dequantize_row (file_type, file_row, file_values, n);
+    hn_dequantize_row (layout, grouped, grouped_values, n);
     g_assert_cmpint (memcmp (file_values, grouped_values, sizeof (float) * (size_t) n), ==, 0);
-    const float file_dot = hn_vec_dot_ref (HN_TYPE_Q4_0, n, file_row, act);
-    const float grouped_dot = hn_vec_dot_ref (HN_TYPE_Q4_0_GROUPED, n, grouped, act);
+    const float file_dot = hn_vec_dot_ref (file_type, n, file_row, act);
+    const float grouped_dot = hn_vec_dot_ref (layout, n, grouped, act);
     g_assert_cmpint (memcmp (&file_dot, &grouped_dot, sizeof file_dot), ==, 0);
-    g_assert_cmpint (hn_type_vec_dot_type (HN_TYPE_Q4_0_GROUPED), ==, HN_TYPE_Q8_0);
+    g_assert_cmpint (hn_type_vec_dot_type (layout), ==, HN_TYPE_Q8_0);
+    /* an in-memory layout only: never a type a file may declare */
+    g_assert_false (hn_type_is_weight_type (layout));
   }
-  /* an in-memory layout only: never a type a file may declare */
-  g_assert_false (hn_type_is_weight_type (HN_TYPE_Q4_0_GROUPED));
 }
 
 /* The table of regrouped layouts that the loader, the kernels' activation preparation,
@@ -763,26 +775,24 @@ test_regrouped_layouts (void)
     g_assert_cmpint (run % hn_type_block_elems ((uint32_t) t), ==, 0);
     g_assert_cmpuint (hn_type_row_bytes (layout, 3 * run), ==, hn_type_row_bytes ((uint32_t) t, 3 * run));
   }
-  g_assert_cmpint (layouts, >=, 1);
+  g_assert_cmpint (layouts, >=, 2);
   g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q4_0), ==, HN_TYPE_Q4_0_GROUPED);
-  g_assert_cmpint (hn_type_group_elems (HN_TYPE_Q4_0_GROUPED), ==, 32 * HN_Q4_0_GROUP_BLOCKS);
+  g_assert_cmpint (hn_type_group_elems (HN_TYPE_Q4_0_GROUPED), ==, 32 * HN_GROUP_BLOCKS);
   g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q4_K), ==, HN_TYPE_COUNT);
   g_assert_cmpint (hn_type_file_layout (HN_TYPE_Q4_K), ==, HN_TYPE_Q4_K);
   g_assert_cmpint (hn_type_group_elems (HN_TYPE_Q4_0), ==, 0);
 
+  g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q8_0), ==, HN_TYPE_Q8_0_GROUPED);
+  g_assert_cmpint (hn_type_group_elems (HN_TYPE_Q8_0_GROUPED), ==, 32 * HN_GROUP_BLOCKS);
+
+  /* a type that is no layout converts nothing */
   Rng rng = { 0x2545f4914f6cdd1dull };
   const int64_t n = 32 * 37; /* two runs and a tail */
   const size_t bytes = hn_type_row_bytes (HN_TYPE_Q4_0, n);
   g_autofree float *w = g_new (float, n);
   fill_random (&rng, w, n, 0.05f);
-  g_autofree uint8_t *file_row = g_malloc (bytes), *direct = g_malloc (bytes), *through = g_malloc (bytes);
-  g_autofree uint8_t *back = g_malloc (bytes), *untouched = g_malloc (bytes);
+  g_autofree uint8_t *file_row = g_malloc (bytes), *untouched = g_malloc (bytes);
   hn_quantize_row (HN_TYPE_Q4_0, w, file_row, n);
-  hn_q4_0_regroup_row (file_row, direct, n);
-  g_assert_true (hn_type_regroup_row (HN_TYPE_Q4_0_GROUPED, file_row, through, n));
-  g_assert_cmpint (memcmp (direct, through, bytes), ==, 0);
-  g_assert_true (hn_type_ungroup_row (HN_TYPE_Q4_0_GROUPED, through, back, n));
-  g_assert_cmpint (memcmp (back, file_row, bytes), ==, 0);
   memset (untouched, 0xa5, bytes);
   g_assert_false (hn_type_regroup_row (HN_TYPE_Q4_0, file_row, untouched, n));
   g_assert_false (hn_type_ungroup_row (HN_TYPE_Q8_0, file_row, untouched, n));
@@ -835,7 +845,7 @@ main (int argc, char **argv)
   g_test_add_func ("/quants/half-to-float", test_half_to_float);
   g_test_add_func ("/quants/hand/f16-bf16-f32", test_hand_f16_bf16);
   g_test_add_func ("/quants/hand/q4_0-q4_1", test_hand_q4_0_q4_1);
-  g_test_add_func ("/quants/q4_0-grouped", test_q4_0_grouped);
+  g_test_add_func ("/quants/grouped-layouts-keep-values", test_grouped_layouts_keep_values);
   g_test_add_func ("/quants/regrouped-layouts", test_regrouped_layouts);
   g_test_add_func ("/quants/hand/q5_0-q5_1", test_hand_q5);
   g_test_add_func ("/quants/hand/q8", test_hand_q8);

@@ -173,8 +173,8 @@ test_quantize_levels (void)
   g_rand_free (rand);
 }
 
-/* Every tile kernel of every level the processor runs (AVX-512's for four types, AVX2's
- * with and without AVX-VNNI for grouped Q4_0) against the dequantized weights. */
+/* Every tile kernel of every level the processor runs (AVX-512's for six types, AVX2's
+ * with and without AVX-VNNI for grouped Q4_0 and Q8_0) against the dequantized weights. */
 static void
 test_gemm_tiles (void)
 {
@@ -213,7 +213,7 @@ test_gemm_tiles (void)
           hn_quantize_row ((HnType) t, wf + r * n, w + r * row_bytes, n);
           hn_dequantize_row ((HnType) t, w + r * row_bytes, wd + r * n, n);
         }
-        const bool grouped = t == HN_TYPE_Q4_0_GROUPED;
+        const bool grouped = hn_type_file_layout ((HnType) t) != (HnType) t;
         HnActChunk *act = g_new0 (HnActChunk, n_chunks * cols);
         float *af = g_new (float, n * cols);
         fill_random (rand, af, n * cols);
@@ -458,8 +458,9 @@ test_panel_kernels (void)
       HnType vdt = hn_type_vec_dot_type (type);
       int64_t block = hn_type_block_elems (type);
       /* float rows need not be whole blocks of 32 */
-      /* grouped Q4_0: one run of 16 blocks and the file layout after it */
-      int64_t n = is_float ? 32 * 9 + 5 : type == HN_TYPE_Q4_0_GROUPED ? 32 * 21 : (block == 32 ? 32 * 9 : block * 3);
+      /* regrouped layouts: one run of 16 blocks and the file layout after it */
+      const gboolean grouped = hn_type_file_layout (type) != type;
+      int64_t n = is_float ? 32 * 9 + 5 : grouped ? 32 * 21 : (block == 32 ? 32 * 9 : block * 3);
       size_t row_bytes = hn_type_row_bytes (type, n), act_row = hn_type_row_bytes (vdt, n);
       float *wf = g_new (float, n * HN_PANEL_ROWS), *x = g_new (float, n * MAX_TOKENS);
       guint8 *w = g_malloc0 (row_bytes * HN_PANEL_ROWS), *a = g_malloc0 (act_row * MAX_TOKENS);
@@ -1186,12 +1187,16 @@ test_decode_kernel_override (void)
   g_assert_cmpint (hn_decode_kernel (k, HN_TYPE_Q5_1), ==, HN_DECODE_DOT); /* no tile for Q5_1 */
   g_unsetenv ("HANASHI_DECODE");
   const HnSimdKernels *avx2 = hn_simd_kernels_for_level (HN_SIMD_AVX2);
-  g_assert_cmpint (hn_decode_kernel (avx2, HN_TYPE_Q8_0), ==, HN_DECODE_DOT);
-  /* AVX2's tile for Q4_0 is the grouped one (Q4_0 regrouped at load): two candidates */
-  g_setenv ("HANASHI_DECODE", "dot", TRUE);
-  g_assert_cmpint (hn_decode_kernel (avx2, HN_TYPE_Q4_0), ==, HN_DECODE_DOT);
-  g_setenv ("HANASHI_DECODE", "tile", TRUE);
-  g_assert_cmpint (hn_decode_kernel (avx2, HN_TYPE_Q4_0), ==, HN_DECODE_TILE);
+  g_assert_cmpint (hn_decode_kernel (avx2, HN_TYPE_Q5_0), ==, HN_DECODE_DOT);
+  /* AVX2's tiles for Q4_0 and Q8_0 are the regrouped ones (regrouped at load): two
+   * candidates each */
+  for (int i = 0; i < 2; i++) {
+    const HnType t = i == 0 ? HN_TYPE_Q4_0 : HN_TYPE_Q8_0;
+    g_setenv ("HANASHI_DECODE", "dot", TRUE);
+    g_assert_cmpint (hn_decode_kernel (avx2, t), ==, HN_DECODE_DOT);
+    g_setenv ("HANASHI_DECODE", "tile", TRUE);
+    g_assert_cmpint (hn_decode_kernel (avx2, t), ==, HN_DECODE_TILE);
+  }
   g_unsetenv ("HANASHI_DECODE");
 }
 
