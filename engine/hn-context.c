@@ -307,6 +307,9 @@ start_offload(HnContext *c, const HnContextParams *p)
   c->offload = hn_vk_offload_new(m, &vp, &err);
   if (c->offload) {
     c->first_gpu = vp.first_layer;
+    /* the device has those layers' matrices now: their copies in host memory go back
+     * (the layers point at the file's mapping again, which the kernel may drop) */
+    hn_model_unplace_layers((HnModel *) m, vp.first_layer);
     return;
   }
   char text[sizeof err.message + 32];

@@ -24,6 +24,14 @@ typedef struct {
   float *shexp_gate;                      /* owned (moe.shexp_gate), NULL without a shared expert */
 } HnLayer;
 
+/* A matrix copied out of the file's mapping (hn-model-regroup.c). */
+typedef struct {
+  const HnGgufTensor **slot; /* the layer's or the model's pointer, which points at copy */
+  const HnGgufTensor *file;  /* the file's tensor */
+  int layer;                 /* -1: the output matrix */
+  HnGgufTensor copy;
+} HnPlacedMatrix;
+
 struct HnModel {
   HnGguf *gguf;
   const HnArch *traits;
@@ -50,12 +58,13 @@ struct HnModel {
   bool *layer_sliding; /* n_layer, for hn_model_describe */
   int n_expert, n_expert_used; /* as the file states; the experts run where traits->moe */
   int64_t n_params;
-  /* Q4_0 matrices regrouped for the decode kernel (hn-model-regroup.c); the layer and
-   * output pointers above point at these copies */
-  HnGgufTensor *grouped_tensors;
-  int n_grouped;
-  void *grouped; /* anonymous mapping of grouped_bytes */
-  size_t grouped_bytes;
+  /* The blocks' matrices and a separate output matrix copied into memory of huge pages,
+   * regrouped where their type has a layout for the decode kernel (hn-model-regroup.c);
+   * the layer and output pointers above point at these copies */
+  HnPlacedMatrix *placed;
+  int n_placed, n_grouped; /* n_grouped of them in a regrouped layout */
+  void *placed_mem; /* anonymous mapping of placed_bytes */
+  size_t placed_bytes;
 };
 
 /* Whether hn_model_regroup_weights regroups matrices of `type` on this processor: the
@@ -63,7 +72,12 @@ struct HnModel {
  * cached when the last model was loaded) is not the dot product, and HANASHI_REGROUP is
  * not "0". */
 bool hn_model_regroups(HnType type);
-/* Regroups the model's matrices of those types (see hn-model-regroup.c).  An
- * optimization only: without memory for the copy the matrices keep the file layout. */
+/* Copies the blocks' matrices and a separate output matrix into memory of huge pages and
+ * regroups those of the types above (see hn-model-regroup.c).  An optimization only:
+ * without memory for the copy, or with HANASHI_REGROUP=0, the matrices stay in the
+ * file's mapping and layout. */
 void hn_model_regroup_weights(HnModel *m);
+/* Points the matrices of layers first_layer.. back at the file and gives their copies'
+ * memory back: those layers run on the graphics device, which has its own copy. */
+void hn_model_unplace_layers(HnModel *m, int first_layer);
 void hn_model_regroup_free(HnModel *m);

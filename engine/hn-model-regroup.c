@@ -1,18 +1,18 @@
-/* hn-model-regroup.c — weights put in the layout of their decode kernel (today Q4_0).
+/* hn-model-regroup.c — weights put in the layout of their decode kernel (Q4_0, Q8_0).
  *
  * Generation reads every weight once per token, so its speed is that of the weight
  * kernel's inner loop against the memory bus.  In the file's Q4_0 layout (18-byte
  * blocks) the AVX-512 kernel spends a gather and a shuffle per block on the scales and
  * the nibbles, and on a 2-core Xeon it read only 60–75 % of the bandwidth the bus gives.
- * Regrouped (hn_q4_0_regroup_row: 16 scales together, then the quants of 16 blocks
- * interleaved four bytes at a time) the same bytes take about a third of the
- * instructions.  The regrouped copy lives in anonymous memory and the file's pages of
+ * Regrouped (hn-quants.h, "Regrouped layouts": 16 scales together, then the quants of
+ * 16 blocks interleaved four bytes at a time) the same bytes take about a third of the
+ * instructions; Q8_0 likewise.  The regrouped copy lives in anonymous memory and the file's pages of
  * those tensors are released, so the resident size stays that of one copy.
  *
  * Only the matrices of the transformer blocks and a separate output matrix are
  * regrouped: the token embeddings are read a row at a time, in file layout.  Every other
  * reader of a regrouped tensor (the panel GEMM of prompts, the graphics upload, the
- * scalar reference) goes through its type, HN_TYPE_Q4_0_GROUPED.  Which types have a
+ * scalar reference) goes through its type (HN_TYPE_Q4_0_GROUPED, ...).  Which types have a
  * regrouped layout, and how a row is converted, is the type table's business
  * (hn_type_regrouped, hn_type_regroup_row): nothing here names one.
  *
@@ -21,7 +21,10 @@
 #include "hn-decode-choice.h"
 #include "hn-model-internal.h"
 #include "hn-simd.h"
+#include "hn-threadpool.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -98,7 +101,7 @@ considered_slots(HnModel *m, const HnGgufTensor ***slots)
  * measured now (on a pool made for it: the context measures the others on its own
  * threads) rather than regrouped without knowing whether their tile is the faster. */
 static void
-measure_undecided(const HnGgufTensor **tensors[], size_t n)
+measure_undecided(HnThreadPool *pool, const HnGgufTensor **tensors[], size_t n)
 {
   hn_decode_load_cached();
   HnType types[HN_TYPE_COUNT];
@@ -110,18 +113,7 @@ measure_undecided(const HnGgufTensor **tensors[], size_t n)
       types[n_types++] = (HnType) (*tensors[i])->type;
     }
   if (n_types > 0 && !regroup_turned_off())
-    hn_decode_calibrate(NULL, types, n_types);
-}
-
-/* Keeps the slots whose matrices are regrouped; returns how many. */
-static size_t
-keep_regrouped(const HnGgufTensor ***slots, size_t n)
-{
-  size_t kept = 0;
-  for (size_t i = 0; i < n; i++)
-    if (wants_regroup(*slots[i]))
-      slots[kept++] = slots[i];
-  return kept;
+    hn_decode_calibrate(pool, types, n_types);
 }
 
 static size_t
@@ -130,55 +122,176 @@ padded_bytes(const HnGgufTensor *t)
   return (t->nbytes + 63) & ~(size_t) 63;
 }
 
+/* MemAvailable of /proc/meminfo in bytes; 0 where it cannot be read. */
+static size_t
+available_memory(void)
+{
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f)
+    return 0;
+  char line[128];
+  unsigned long long kib = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+      break;
+  fclose(f);
+  return (size_t) kib * 1024;
+}
+
+/* The copying, shared by the threads in units of about UNIT_BYTES of one matrix. */
+#define UNIT_BYTES ((size_t) 4 << 20)
+
+typedef struct {
+  HnPlacedMatrix *placed;
+  size_t n;
+  int64_t *first_unit; /* n + 1 */
+  int64_t *unit_rows;  /* n */
+  atomic_int_fast64_t next;
+} CopyJob;
+
+static void
+copy_worker(void *data, int ith, int nth)
+{
+  CopyJob *job = data;
+  (void) ith;
+  (void) nth;
+  size_t i = 0;
+  for (int64_t u; (u = atomic_fetch_add(&job->next, 1)) < job->first_unit[job->n];) {
+    while (u >= job->first_unit[i + 1])
+      i++;
+    const HnPlacedMatrix *p = &job->placed[i];
+    const HnGgufTensor *t = p->file;
+    const size_t row_bytes = hn_type_row_bytes(t->type, t->ne[0]);
+    const int64_t r0 = (u - job->first_unit[i]) * job->unit_rows[i];
+    const int64_t r1 = r0 + job->unit_rows[i] < t->ne[1] ? r0 + job->unit_rows[i] : t->ne[1];
+    const uint8_t *src = (const uint8_t *) t->data + (size_t) r0 * row_bytes;
+    uint8_t *dst = (uint8_t *) p->copy.data + (size_t) r0 * row_bytes;
+    if (p->copy.type == t->type) {
+      memcpy(dst, src, (size_t) (r1 - r0) * row_bytes);
+      continue;
+    }
+    for (int64_t r = r0; r < r1; r++, src += row_bytes, dst += row_bytes)
+      hn_type_regroup_row(p->copy.type, src, dst, t->ne[0]);
+  }
+}
+
+/* Copies every placed matrix, on the pool's threads where there is one. */
+static bool
+copy_placed(HnThreadPool *pool, HnPlacedMatrix *placed, size_t n)
+{
+  CopyJob job = { .placed = placed, .n = n };
+  job.first_unit = calloc(n + 1, sizeof *job.first_unit);
+  job.unit_rows = calloc(n, sizeof *job.unit_rows);
+  if (!job.first_unit || !job.unit_rows) {
+    free(job.first_unit);
+    free(job.unit_rows);
+    return false;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const HnGgufTensor *t = placed[i].file;
+    const size_t row_bytes = hn_type_row_bytes(t->type, t->ne[0]);
+    job.unit_rows[i] = row_bytes >= UNIT_BYTES ? 1 : (int64_t) (UNIT_BYTES / row_bytes);
+    job.first_unit[i + 1] = job.first_unit[i] + (t->ne[1] + job.unit_rows[i] - 1) / job.unit_rows[i];
+  }
+  atomic_init(&job.next, 0);
+  if (pool)
+    hn_threadpool_run(pool, copy_worker, &job);
+  else
+    copy_worker(&job, 0, 1);
+  free(job.first_unit);
+  free(job.unit_rows);
+  return true;
+}
+
 void
 hn_model_regroup_weights(HnModel *m)
 {
   const HnGgufTensor ***slots = calloc((size_t) m->n_layer * 7 + 1, sizeof *slots);
-  if (!slots)
-    return;
-  size_t n = considered_slots(m, slots);
-  measure_undecided(slots, n);
-  n = keep_regrouped(slots, n);
-  size_t bytes = 0;
+  int *layers = calloc((size_t) m->n_layer * 7 + 1, sizeof *layers);
+  /* for measuring and copying: one thread per physical core (no context exists yet) */
+  HnThreadPool *pool = slots && layers && !regroup_turned_off() ? hn_threadpool_new(0, NULL) : NULL;
+  HnPlacedMatrix *placed = NULL;
+  void *mem = MAP_FAILED;
+  size_t n = 0, bytes = 0;
+  if (!slots || !layers)
+    goto out;
+  n = considered_slots(m, slots);
+  measure_undecided(pool, slots, n);
+  size_t kept = 0;
   for (size_t i = 0; i < n; i++)
-    bytes += padded_bytes(*slots[i]);
-  HnGgufTensor *copies = n > 0 ? calloc(n, sizeof *copies) : NULL;
-  void *mem = copies ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
-  if (mem == MAP_FAILED) {
-    /* nothing to regroup, or no memory for the copy: decode reads the file layout */
-    free(copies);
-    free(slots);
-    return;
-  }
-  /* fewer TLB misses in a decode that walks all of it; advice only */
-  madvise(mem, bytes, MADV_HUGEPAGE);
+    if (*slots[i] && (*slots[i])->ne[2] == 1 && (*slots[i])->ne[3] == 1) {
+      layers[kept] = (int) (i / 7) < m->n_layer ? (int) (i / 7) : -1; /* the output matrix last */
+      slots[kept++] = slots[i];
+      bytes += padded_bytes(*slots[i]);
+    }
+  n = kept;
+  /* The copy is anonymous memory, which the kernel cannot drop under pressure as it
+   * drops the file's pages: a model that would leave less than half of the available
+   * memory to everything else is read from the file's mapping instead. */
+  const size_t available = available_memory();
+  const bool fits = available == 0 || bytes <= available / 2;
+  placed = n > 0 && fits && !regroup_turned_off() ? calloc(n, sizeof *placed) : NULL;
+  mem = placed ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+  if (mem == MAP_FAILED) /* nothing to place, or no memory for the copy: decode reads the file's mapping */
+    goto out;
+  madvise(mem, bytes, MADV_HUGEPAGE); /* advice only */
   uint8_t *dst = mem;
+  int n_grouped = 0;
   for (size_t i = 0; i < n; i++) {
     const HnGgufTensor *t = *slots[i];
-    const HnType layout = hn_type_regrouped((HnType) t->type);
-    const size_t row_bytes = hn_type_row_bytes(t->type, t->ne[0]);
-    for (int64_t r = 0; r < t->ne[1]; r++)
-      hn_type_regroup_row(layout, (const uint8_t *) t->data + (size_t) r * row_bytes, dst + (size_t) r * row_bytes,
-                          t->ne[0]);
-    release_pages(t->data, t->nbytes);
-    copies[i] = *t;
-    copies[i].data = dst;
-    copies[i].type = layout;
-    *slots[i] = &copies[i];
+    HnPlacedMatrix *p = &placed[i];
+    p->slot = slots[i];
+    p->file = t;
+    p->layer = layers[i];
+    p->copy = *t;
+    p->copy.data = dst;
+    if (wants_regroup(t)) {
+      p->copy.type = hn_type_regrouped((HnType) t->type);
+      n_grouped++;
+    }
     dst += padded_bytes(t);
   }
+  if (!copy_placed(pool, placed, n)) {
+    munmap(mem, bytes);
+    mem = MAP_FAILED;
+    goto out;
+  }
+  for (size_t i = 0; i < n; i++) {
+    release_pages(placed[i].file->data, placed[i].file->nbytes);
+    *slots[i] = &placed[i].copy;
+  }
   mprotect(mem, bytes, PROT_READ);
-  m->grouped_tensors = copies;
-  m->n_grouped = (int) n;
-  m->grouped = mem;
-  m->grouped_bytes = bytes;
+  m->placed = placed;
+  m->n_placed = (int) n;
+  m->n_grouped = n_grouped;
+  m->placed_mem = mem;
+  m->placed_bytes = bytes;
+  placed = NULL;
+out:
+  free(placed);
   free(slots);
+  free(layers);
+  hn_threadpool_free(pool);
+}
+
+void
+hn_model_unplace_layers(HnModel *m, int first_layer)
+{
+  for (int i = 0; i < m->n_placed; i++) {
+    HnPlacedMatrix *p = &m->placed[i];
+    if (p->layer < first_layer || *p->slot != &p->copy)
+      continue;
+    *p->slot = p->file;
+    if (hn_type_file_layout(p->copy.type) != p->copy.type)
+      m->n_grouped--;
+    release_pages(p->copy.data, p->copy.nbytes);
+  }
 }
 
 void
 hn_model_regroup_free(HnModel *m)
 {
-  if (m->grouped)
-    munmap(m->grouped, m->grouped_bytes);
-  free(m->grouped_tensors);
+  if (m->placed_mem)
+    munmap(m->placed_mem, m->placed_bytes);
+  free(m->placed);
 }

@@ -9,8 +9,9 @@
 #include <string.h>
 
 #include "hn-context.h"
-#include "hn-model-internal.h" /* n_grouped: whether the Q4_0 weights were regrouped */
+#include "hn-model-internal.h" /* n_grouped, placed: where the weights were put at load */
 #include "hn-simd.h"
+#include "hn-vk.h"
 
 static const char *testdata;
 
@@ -308,6 +309,77 @@ test_q4_0_grouped(void)
   hn_model_free(grouped);
 }
 
+/* Whether `t` is the file's tensor of that name (the file's mapping), not a copy. */
+static gboolean
+reads_file(HnModel *m, const HnGgufTensor *t)
+{
+  return t == hn_gguf_find_tensor(hn_model_gguf(m), t->name);
+}
+
+/* The blocks' matrices are copied at load into memory of huge pages (decode on an AMD
+ * EPYC ran 27-29% faster there than from the file's pages), holding the file's bytes;
+ * HANASHI_REGROUP=0 leaves them in the file.  The same logits either way.  Layers that
+ * a context moves to the graphics device go back to the file's mapping, their copies
+ * given back; the layers left on the processor keep theirs. */
+static void
+test_placed_weights(void)
+{
+  const char *name = "quant-llama-v512-q6_k.gguf"; /* a type without a regrouped layout */
+  g_setenv("HANASHI_REGROUP", "0", TRUE);
+  HnModel *file = load(name);
+  g_unsetenv("HANASHI_REGROUP");
+  HnModel *placed = load(name);
+  g_assert_cmpint(file->n_placed, ==, 0);
+  const int n_layer = hn_model_n_layer(placed);
+  g_assert_cmpint(placed->n_placed, >=, 7 * n_layer);
+  g_assert_cmpint(placed->n_grouped, ==, 0);
+  for (int il = 0; il < n_layer; il++) {
+    const HnLayer *L = &placed->layers[il];
+    const HnGgufTensor *mats[7] = { L->wq, L->wk, L->wv, L->wo, L->w_gate, L->w_up, L->w_down };
+    for (int i = 0; i < 7; i++) {
+      g_assert_false(reads_file(placed, mats[i]));
+      const HnGgufTensor *f = hn_gguf_find_tensor(hn_model_gguf(file), mats[i]->name);
+      g_assert_cmpint(mats[i]->type, ==, f->type);
+      g_assert_cmpmem(mats[i]->data, mats[i]->nbytes, f->data, f->nbytes);
+    }
+    g_assert_true(reads_file(file, file->layers[il].wq));
+  }
+  const int nv = hn_model_n_vocab(placed), n_prompt = 6;
+  g_autofree float *want = g_new(float, (size_t) (n_prompt + 1) * nv);
+  g_autofree float *got = g_new(float, (size_t) (n_prompt + 1) * nv);
+  HnModel *models[2] = { file, placed };
+  float *rows[2] = { want, got };
+  for (int m = 0; m < 2; m++) {
+    HnContext *c = context(models[m], 64, 16);
+    run(c, toks, n_prompt, 0, 0, rows[m]);
+    run(c, toks + n_prompt, 1, n_prompt, 0, rows[m] + (size_t) n_prompt * nv);
+    hn_context_free(c);
+  }
+  g_assert_cmpmem(want, sizeof(float) * (size_t) (n_prompt + 1) * nv, got, sizeof(float) * (size_t) (n_prompt + 1) * nv);
+
+  HnVkDeviceInfo dev;
+  HnError err = { 0 };
+  if (hn_vk_list_devices(&dev, 1, &err) > 0) {
+    HnContextParams p = hn_context_default_params();
+    p.n_ctx = 64;
+    p.n_batch = 16;
+    p.n_threads = 2;
+    p.n_gpu_layers = 1;
+    p.gpu_device = 0;
+    HnContext *c = hn_context_new(placed, &p, &err);
+    g_assert_nonnull(c);
+    g_test_message("%d layer(s) on %s", hn_context_gpu_layers(c), dev.name);
+    if (hn_context_gpu_layers(c) == 1) {
+      g_assert_true(reads_file(placed, placed->layers[n_layer - 1].w_down));
+      g_assert_true(reads_file(placed, placed->layers[n_layer - 1].wq));
+      g_assert_false(reads_file(placed, placed->layers[n_layer - 2].w_down));
+    }
+    hn_context_free(c);
+  }
+  hn_model_free(file);
+  hn_model_free(placed);
+}
+
 /* The first load on a processor model, with nothing cached, measures the decode kernels
  * of the types it would regroup before regrouping them (it used to regroup without
  * knowing and leave the measuring to the first context).  Runs in a child process with
@@ -372,6 +444,7 @@ main(int argc, char **argv)
   }
   g_test_add_func("/context/cancel-and-bad-batches", test_cancel_and_bad_batches);
   g_test_add_func("/context/q4_0-grouped", test_q4_0_grouped);
+  g_test_add_func("/context/placed-weights", test_placed_weights);
   g_test_add_func("/context/regroup-measures-first", test_regroup_measures_first);
   static const char *deep_models[] = { "quant-llama-v512-f32.gguf", "tiny-qwen2-gpt2-q8_0.gguf" };
   for (size_t i = 0; i < G_N_ELEMENTS(deep_models); i++) {
