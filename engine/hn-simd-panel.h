@@ -262,8 +262,7 @@ pack_panel_q8_0_flipped(const void *weight, size_t row_stride, int n_rows, int64
   HnBlockQ8_0 run[HN_PANEL_ROWS][HN_GROUP_BLOCKS];
   const int64_t full = grouped ? n / 32 / HN_GROUP_BLOCKS * HN_GROUP_BLOCKS : 0;
 #else
-  const int64_t full = 0;
-  (void)grouped;
+  (void)grouped; /* the regrouped layouts are x86's */
 #endif
   for (int64_t b = 0; b < n / 32; b++, pb++) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -272,11 +271,11 @@ pack_panel_q8_0_flipped(const void *weight, size_t row_stride, int n_rows, int64
         ungroup_run_q8_0(panel_row(weight, row_stride, r, n_rows) + b * sizeof(HnBlockQ8_0), run[r]);
 #endif
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
-      const HnBlockQ8_0 *blk =
+      const HnBlockQ8_0 *blk = (const HnBlockQ8_0 *)panel_row(weight, row_stride, r, n_rows) + b;
 #if defined(__x86_64__) || defined(__i386__)
-        b < full ? &run[r][b % HN_GROUP_BLOCKS] :
+      if (b < full)
+        blk = &run[r][b % HN_GROUP_BLOCKS];
 #endif
-                 (const HnBlockQ8_0 *)panel_row(weight, row_stride, r, n_rows) + b;
       pc_store(tmp[r], pc_xor(pc_load((const uint8_t *)blk->qs), pc_set1(flip)));
       pb->scale[0][r] = panel_h2f(blk->d);
     }
