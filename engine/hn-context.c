@@ -238,6 +238,7 @@ need_for(const HnModel *m, const HnContextParams *p, int nth)
     .kv_cache = kv_bytes(m, p),
     .scratch = scratch_bytes(m, p, nth),
     .n_ctx = p->n_ctx,
+    .held = m->placed_held,
   };
 }
 

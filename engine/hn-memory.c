@@ -76,6 +76,7 @@ hn_memory_check(const HnMemoryNeed *need, HnError *err)
   if (!hn_memory_available(&available))
     return true;
   uint64_t total = hn_memory_need_total(need);
+  available += need->held < need->weights ? need->held : need->weights;
   if (total <= available)
     return true;
   char need_s[32], avail_s[32], kv_s[32];

@@ -25,6 +25,8 @@ typedef struct {
   uint64_t kv_cache; /* F16 K and V rows of every cell, and the cell table */
   uint64_t scratch;  /* activations, matmul packing, attention work, one row of logits */
   int n_ctx;         /* the context size the KV figure is for */
+  uint64_t held;     /* of weights, what the process holds already (the copy placed at load,
+                      * which MemAvailable no longer counts) */
 } HnMemoryNeed;
 
 uint64_t hn_memory_need_total(const HnMemoryNeed *need);
@@ -37,7 +39,7 @@ bool hn_memory_parse_meminfo(const char *text, uint64_t *bytes);
 bool hn_memory_available(uint64_t *bytes);
 
 /* Fails with HN_ERR_NOMEM and e.g. "This model needs about 5.2 GB of memory but only 3.1 GB
- * is available." when the need exceeds what is available. */
+ * is available." when the need exceeds what is available (MemAvailable plus `held`). */
 bool hn_memory_check(const HnMemoryNeed *need, HnError *err);
 
 /* "5.2 GB" at 1 GB and above, "640 MB" below (decimal units, like GNOME's tools). */

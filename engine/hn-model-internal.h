@@ -65,6 +65,7 @@ struct HnModel {
   int n_placed, n_grouped; /* n_grouped of them in a regrouped layout */
   void *placed_mem; /* anonymous mapping of placed_bytes */
   size_t placed_bytes;
+  size_t placed_held; /* of those, the copies not given back (hn_model_unplace_layers) */
 };
 
 /* Whether hn_model_regroup_weights regroups matrices of `type` on this processor: the

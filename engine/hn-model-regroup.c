@@ -266,6 +266,7 @@ hn_model_regroup_weights(HnModel *m)
   m->n_grouped = n_grouped;
   m->placed_mem = mem;
   m->placed_bytes = bytes;
+  m->placed_held = bytes;
   placed = NULL;
 out:
   free(placed);
@@ -285,6 +286,7 @@ hn_model_unplace_layers(HnModel *m, int first_layer)
     if (hn_type_file_layout(p->copy.type) != p->copy.type)
       m->n_grouped--;
     release_pages(p->copy.data, p->copy.nbytes);
+    m->placed_held -= padded_bytes(&p->copy);
   }
 }
 

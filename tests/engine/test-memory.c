@@ -80,6 +80,20 @@ test_check_sentence (void)
 
   HnMemoryNeed fits = { .weights = 3000000000ull, .kv_cache = 50000000ull, .scratch = 50000000ull, .n_ctx = 2048 };
   g_assert_true (hn_memory_check (&fits, &err));
+
+  /* Weights the process holds already (the copy placed at load) are no longer in
+   * MemAvailable: they count as available to the check, and the sentence says so. */
+  HnMemoryNeed held = small_kv;
+  held.held = 2200000000ull;
+  g_assert_true (hn_memory_check (&held, &err));
+  held.held = 1000000000ull;
+  g_assert_false (hn_memory_check (&held, &err));
+  g_assert_cmpstr (err.message, ==, "This model needs about 5.2 GB of memory but only 4.1 GB is available.");
+  /* never more than the weights */
+  HnMemoryNeed odd = fits;
+  odd.kv_cache = 3200000000ull;
+  odd.held = 10000000000ull;
+  g_assert_false (hn_memory_check (&odd, &err));
   g_unsetenv ("HANASHI_MEM_AVAILABLE_MB");
 }
 
@@ -124,16 +138,21 @@ test_model_estimate_and_refusal (void)
   g_assert_cmpuint (need_2k.kv_cache, ==, 4 * need.kv_cache);
   params.n_ctx = 512;
 
+  /* The weights copied at load are held already (none with HANASHI_REGROUP=0). */
+  g_assert_cmpuint (need.held, <=, need.weights);
+  if (!g_getenv ("HANASHI_REGROUP"))
+    g_assert_cmpuint (need.held, >, 0);
+
   /* Exactly at the boundary: one megabyte short is refused, enough is accepted. */
-  uint64_t total = hn_memory_need_total (&need);
-  g_autofree char *short_mb = g_strdup_printf ("%" G_GUINT64_FORMAT, total / 1000000);
-  g_autofree char *enough_mb = g_strdup_printf ("%" G_GUINT64_FORMAT, (total + 999999) / 1000000);
+  uint64_t total = hn_memory_need_total (&need), beyond_held = total - need.held;
+  g_autofree char *short_mb = g_strdup_printf ("%" G_GUINT64_FORMAT, beyond_held / 1000000);
+  g_autofree char *enough_mb = g_strdup_printf ("%" G_GUINT64_FORMAT, (beyond_held + 999999) / 1000000);
   g_setenv ("HANASHI_MEM_AVAILABLE_MB", short_mb, TRUE);
   g_assert_null (hn_context_new (model, &params, &err));
   g_assert_cmpint (err.code, ==, HN_ERR_NOMEM);
   char need_s[32], avail_s[32];
   hn_memory_format (total, need_s, sizeof need_s);
-  hn_memory_format (total / 1000000 * 1000000, avail_s, sizeof avail_s);
+  hn_memory_format (beyond_held / 1000000 * 1000000 + need.held, avail_s, sizeof avail_s);
   g_autofree char *expected = g_strdup_printf ("This model needs about %s of memory but only %s is available.",
                                                need_s, avail_s);
   g_assert_cmpstr (err.message, ==, expected);
@@ -209,7 +228,9 @@ test_cli (void)
   const char *plain[] = { "generate", "-m", model, "-p", "Hello", "-n", "2", "-t", "1", NULL };
   g_assert_cmpint (run_cli (plain, "1", &out, &err), ==, 1);
   g_assert_true (g_str_has_prefix (err, "hanashi-cli: error: This model needs about "));
-  g_assert_true (g_str_has_suffix (err, " MB of memory but only 1 MB is available.\n"));
+  /* what is available: the 1 MB given plus the weights the load copied already */
+  g_assert_nonnull (strstr (err, " MB of memory but only "));
+  g_assert_true (g_str_has_suffix (err, " MB is available.\n"));
   g_assert_cmpstr (out, ==, "");
 }
 
