@@ -19,9 +19,26 @@ test_screenshot_settle (void)
     }
 }
 
+/* gtk_window_present() maps a window only when the display server has answered, which
+ * on a loaded machine can take longer than test_screenshot_settle() waits, and an
+ * unmapped window draws nothing.  Waits for the map, ten seconds at most. */
+static void
+test_screenshot_wait_mapped (GtkWidget *window)
+{
+  gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+  while (!gtk_widget_get_mapped (window) && g_get_monotonic_time () < deadline)
+    {
+      while (g_main_context_iteration (NULL, FALSE))
+        ;
+      g_usleep (10000);
+    }
+  g_assert_true (gtk_widget_get_mapped (window));
+}
+
 static void
 test_screenshot_one (GtkWidget *window, const char *path)
 {
+  test_screenshot_wait_mapped (window);
   test_screenshot_settle ();
   int width = gtk_widget_get_width (window), height = gtk_widget_get_height (window);
   g_assert_cmpint (width, >, 0);
