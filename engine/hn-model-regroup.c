@@ -140,6 +140,7 @@ available_memory(void)
 
 /* The copying, shared by the threads in units of about UNIT_BYTES of one matrix. */
 #define UNIT_BYTES ((size_t) 4 << 20)
+#define POOL_BYTES ((size_t) 64 << 20)
 
 typedef struct {
   HnPlacedMatrix *placed;
@@ -208,15 +209,13 @@ hn_model_regroup_weights(HnModel *m)
 {
   const HnGgufTensor ***slots = calloc((size_t) m->n_layer * 7 + 1, sizeof *slots);
   int *layers = calloc((size_t) m->n_layer * 7 + 1, sizeof *layers);
-  /* for measuring and copying: one thread per physical core (no context exists yet) */
-  HnThreadPool *pool = slots && layers && !regroup_turned_off() ? hn_threadpool_new(0, NULL) : NULL;
+  HnThreadPool *pool = NULL;
   HnPlacedMatrix *placed = NULL;
   void *mem = MAP_FAILED;
   size_t n = 0, bytes = 0;
   if (!slots || !layers)
     goto out;
   n = considered_slots(m, slots);
-  measure_undecided(pool, slots, n);
   size_t kept = 0;
   for (size_t i = 0; i < n; i++)
     if (*slots[i] && (*slots[i])->ne[2] == 1 && (*slots[i])->ne[3] == 1) {
@@ -225,6 +224,12 @@ hn_model_regroup_weights(HnModel *m)
       bytes += padded_bytes(*slots[i]);
     }
   n = kept;
+  /* copying on one thread per physical core (no context exists yet) where the copy is
+   * large enough for threads to pay: not for the small test models, whose loads under
+   * qemu (the ARM64 check) spun for minutes in a pool of threads */
+  if (bytes >= POOL_BYTES && !regroup_turned_off())
+    pool = hn_threadpool_new(0, NULL);
+  measure_undecided(pool, slots, n);
   /* The copy is anonymous memory, which the kernel cannot drop under pressure as it
    * drops the file's pages: a model that would leave less than half of the available
    * memory to everything else is read from the file's mapping instead. */
