@@ -34,16 +34,23 @@ compare_doubles(const void *a, const void *b)
 int
 hn_decode_pick_fastest(const double *times, int n_candidates, int n_samples)
 {
-  if (n_candidates <= 0 || n_samples <= 0 || n_samples > 64)
+  if (n_candidates <= 0 || n_samples <= 0 || n_samples > HN_DECODE_MAX_SAMPLES)
     return -1;
   int best = -1;
   double best_median = 0;
   for (int c = 0; c < n_candidates; c++) {
-    double sorted[64];
-    memcpy(sorted, times + (size_t) c * (size_t) n_samples, (size_t) n_samples * sizeof *sorted);
-    qsort(sorted, (size_t) n_samples, sizeof *sorted, compare_doubles);
-    double median = n_samples % 2 ? sorted[n_samples / 2]
-                                  : 0.5 * (sorted[n_samples / 2 - 1] + sorted[n_samples / 2]);
+    /* each timing against the fastest of its own round */
+    double ratios[HN_DECODE_MAX_SAMPLES];
+    for (int s = 0; s < n_samples; s++) {
+      double fastest = times[s];
+      for (int o = 1; o < n_candidates; o++)
+        fastest = times[(size_t) o * (size_t) n_samples + (size_t) s] < fastest
+                    ? times[(size_t) o * (size_t) n_samples + (size_t) s] : fastest;
+      ratios[s] = times[(size_t) c * (size_t) n_samples + (size_t) s] / fastest;
+    }
+    qsort(ratios, (size_t) n_samples, sizeof *ratios, compare_doubles);
+    double median = n_samples % 2 ? ratios[n_samples / 2]
+                                  : 0.5 * (ratios[n_samples / 2 - 1] + ratios[n_samples / 2]);
     if (best < 0 || median < best_median) {
       best = c;
       best_median = median;
@@ -294,7 +301,7 @@ now_seconds(void)
 
 #define CAL_N 4096                     /* elements per row */
 #define CAL_BYTES ((size_t) 48 << 20)  /* about a matrix of a 7B model */
-#define CAL_SAMPLES 5
+#define CAL_SAMPLES 9
 
 /* Decode streams its weights from memory, so each timed pass starts with the matrix in
  * no cache.  A matrix larger than the last-level cache is not enough: an AMD EPYC

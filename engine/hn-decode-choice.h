@@ -30,12 +30,17 @@ typedef enum {
   HN_DECODE_DOT = 2,
 } HnDecodeKernel;
 
-/* Bumped whenever a decode kernel or the cache's text changes, so that cached choices
- * are measured again. */
-#define HN_DECODE_CHOICE_VERSION 5
+/* Bumped whenever a decode kernel, the cache's text or the way of choosing changes, so
+ * that cached choices are measured again. */
+#define HN_DECODE_CHOICE_VERSION 6
 
-/* Index of the candidate with the lowest median of its n_samples timings
- * (times[c * n_samples + s]); ties go to the earlier candidate.  -1 when there is none. */
+/* Index of the fastest of n_candidates kernels timed in n_samples rounds, one timing of
+ * each per round (times[c * n_samples + s]): each timing is divided by the fastest of its
+ * round, and the candidate with the lowest median of these ratios wins.  Comparing within
+ * a round keeps a change of load between rounds (a neighbour's build starting) out of
+ * the choice, which medians of the raw times let in.  Ties go to the earlier candidate;
+ * -1 when there is none or more than HN_DECODE_MAX_SAMPLES rounds. */
+#define HN_DECODE_MAX_SAMPLES 64
 int hn_decode_pick_fastest(const double *times, int n_candidates, int n_samples);
 
 /* The cache file's text with choice[] as the section of kernel set `kernel_set`, after the

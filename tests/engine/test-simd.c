@@ -1029,24 +1029,38 @@ test_attention_blocks (void)
   g_rand_free (rand);
 }
 
-/* The decode kernel is chosen by the lower median of interleaved timings: one outlier
- * (a neighbour's burst) must not decide, ties keep the first candidate. */
+/* The decode kernel is chosen by comparing the candidates within each round of
+ * interleaved timings: one outlier (a neighbour's burst) must not decide, nor a change of
+ * load between rounds; ties keep the first candidate. */
 static void
 test_decode_pick (void)
 {
   /* candidate 0 has the lower mean (one huge outlier in candidate 1 the other way) but
-   * candidate 1 the lower median */
-  const double a[] = { 5.0, 5.0, 5.0, 1.0, 1.0, /* median 5 */
-                       4.0, 4.0, 4.0, 4.0, 90.0 /* median 4 */ };
+   * candidate 1 is the faster in three rounds of five */
+  const double a[] = { 5.0, 5.0, 5.0, 1.0, 1.0,
+                       4.0, 4.0, 4.0, 4.0, 90.0 };
   g_assert_cmpint (hn_decode_pick_fastest (a, 2, 5), ==, 1);
+  /* the machine got three times slower after round 2, and in round 5 a burst hit
+   * candidate 0 alone: candidate 1 has the lower median of its raw times (1.1 against
+   * 3.0), but candidate 0 is 10% faster in every other round */
+  const double load[] = { 1.0, 1.0, 3.0, 3.0, 3.0,
+                          1.1, 1.1, 3.3, 3.3, 1.1 };
+  g_assert_cmpint (hn_decode_pick_fastest (load, 2, 5), ==, 0);
   const double tie[] = { 3.0, 2.0, 2.0, 3.0 };
   g_assert_cmpint (hn_decode_pick_fastest (tie, 2, 2), ==, 0);
-  const double even[] = { 1.0, 9.0, 9.0, 1.0, /* median 5 */ 4.0, 4.0, 6.0, 6.0 /* median 5 */,
-                          4.0, 4.5, 4.5, 4.0 /* median 4.25 */ };
-  g_assert_cmpint (hn_decode_pick_fastest (even, 3, 4), ==, 2);
+  /* three candidates: ratios to each round's fastest, medians 1.5, 2.67 and 2.56 */
+  const double three[] = { 1.0, 9.0, 9.0, 1.0,
+                           4.0, 4.0, 6.0, 6.0,
+                           4.0, 4.5, 4.5, 4.0 };
+  g_assert_cmpint (hn_decode_pick_fastest (three, 3, 4), ==, 0);
+  const double later[] = { 2.0, 2.0, 2.0,
+                           3.0, 3.0, 3.0,
+                           1.0, 1.5, 2.5 /* ratios 1, 1 and 1.25: median 1 */ };
+  g_assert_cmpint (hn_decode_pick_fastest (later, 3, 3), ==, 2);
   const double one[] = { 7.0 };
   g_assert_cmpint (hn_decode_pick_fastest (one, 1, 1), ==, 0);
   g_assert_cmpint (hn_decode_pick_fastest (one, 0, 1), ==, -1);
+  g_assert_cmpint (hn_decode_pick_fastest (one, 1, HN_DECODE_MAX_SAMPLES + 1), ==, -1);
 }
 
 /* The cache file: written and read back for the same processor and level; ignored for
