@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 bool
@@ -148,4 +149,21 @@ hn_time_now(void)
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void *
+hn_huge_alloc(size_t bytes)
+{
+  void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return NULL;
+  madvise(p, bytes ? bytes : 1, MADV_HUGEPAGE); /* advice only */
+  return p;
+}
+
+void
+hn_huge_free(void *p, size_t bytes)
+{
+  if (p)
+    munmap(p, bytes ? bytes : 1);
 }

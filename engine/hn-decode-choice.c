@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -320,27 +319,6 @@ evict_from_caches(const void *p, size_t bytes)
 #endif
 }
 
-/* Memory for a matrix of `bytes` in huge pages, as the model's matrices have
- * (hn-model-regroup.c): with the matrices of a 1B model in Q8_0 on an AMD EPYC (Zen 5),
- * the dot product decoded 27% faster from huge pages than from the file's small pages,
- * so the kind of page is part of what is measured.  NULL where it cannot be mapped. */
-static void *
-map_matrix(size_t bytes)
-{
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    return NULL;
-  madvise(p, bytes, MADV_HUGEPAGE); /* advice only */
-  return p;
-}
-
-static void
-unmap_matrix(void *p, size_t bytes)
-{
-  if (p)
-    munmap(p, bytes);
-}
-
 /* Times the two candidates for `type` on one matrix of CAL_BYTES, interleaved; returns
  * the faster, or HN_DECODE_UNMEASURED when memory ran out. */
 static HnDecodeKernel
@@ -350,7 +328,11 @@ measure(HnThreadPool *pool, HnType type)
   int64_t rows = (int64_t) (CAL_BYTES / row_bytes) / 16 * 16;
   int nth = hn_threadpool_n_threads(pool);
   const size_t matrix_bytes = row_bytes * (size_t) rows;
-  uint8_t *w = map_matrix(matrix_bytes);
+  /* in huge pages, as the model's matrices are (hn-model-regroup.c): with the matrices
+   * of a 1B model in Q8_0 on an AMD EPYC (Zen 5) the dot product decoded 27% faster from
+   * huge pages than from the file's small pages, so the kind of page is part of what is
+   * measured */
+  uint8_t *w = hn_huge_alloc(matrix_bytes);
   float *x = malloc(sizeof(float) * CAL_N * 16);
   float *y = malloc(sizeof(float) * (size_t) rows);
   void *scratch = malloc(hn_matmul_scratch_bytes(CAL_N, 1, nth));
@@ -377,7 +359,7 @@ measure(HnThreadPool *pool, HnType type)
   HnGgufTensor tile_t = t;
   const HnType layout = tile_type(hn_simd_kernels(), type);
   if (layout != type) {
-    grouped = map_matrix(matrix_bytes);
+    grouped = hn_huge_alloc(matrix_bytes);
     if (!grouped)
       goto out;
     for (int64_t r = 0; r < rows; r++)
@@ -399,8 +381,8 @@ measure(HnThreadPool *pool, HnType type)
     }
   result = candidates[hn_decode_pick_fastest(times, 2, CAL_SAMPLES)];
 out:
-  unmap_matrix(w, matrix_bytes);
-  unmap_matrix(grouped, matrix_bytes);
+  hn_huge_free(w, matrix_bytes);
+  hn_huge_free(grouped, matrix_bytes);
   free(x);
   free(y);
   free(scratch);

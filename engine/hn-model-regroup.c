@@ -169,10 +169,14 @@ copy_worker(void *data, int ith, int nth)
     uint8_t *dst = (uint8_t *) p->copy.data + (size_t) r0 * row_bytes;
     if (p->copy.type == t->type) {
       memcpy(dst, src, (size_t) (r1 - r0) * row_bytes);
-      continue;
+    } else {
+      for (int64_t r = r0; r < r1; r++)
+        hn_type_regroup_row(p->copy.type, src + (size_t) (r - r0) * row_bytes, dst + (size_t) (r - r0) * row_bytes,
+                            t->ne[0]);
     }
-    for (int64_t r = r0; r < r1; r++, src += row_bytes, dst += row_bytes)
-      hn_type_regroup_row(p->copy.type, src, dst, t->ne[0]);
+    /* the file's pages of this unit go as soon as it is copied, so that the process
+     * holds about one copy of the weights at any time, not both at the end */
+    release_pages(src, (size_t) (r1 - r0) * row_bytes);
   }
 }
 
@@ -211,7 +215,7 @@ hn_model_regroup_weights(HnModel *m)
   int *layers = calloc((size_t) m->n_layer * 7 + 1, sizeof *layers);
   HnThreadPool *pool = NULL;
   HnPlacedMatrix *placed = NULL;
-  void *mem = MAP_FAILED;
+  void *mem = NULL;
   size_t n = 0, bytes = 0;
   if (!slots || !layers)
     goto out;
@@ -236,10 +240,9 @@ hn_model_regroup_weights(HnModel *m)
   const size_t available = available_memory();
   const bool fits = available == 0 || bytes <= available / 2;
   placed = n > 0 && fits && !regroup_turned_off() ? calloc(n, sizeof *placed) : NULL;
-  mem = placed ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
-  if (mem == MAP_FAILED) /* nothing to place, or no memory for the copy: decode reads the file's mapping */
+  mem = placed ? hn_huge_alloc(bytes) : NULL;
+  if (!mem) /* nothing to place, or no memory for the copy: decode reads the file's mapping */
     goto out;
-  madvise(mem, bytes, MADV_HUGEPAGE); /* advice only */
   uint8_t *dst = mem;
   int n_grouped = 0;
   for (size_t i = 0; i < n; i++) {
@@ -257,8 +260,8 @@ hn_model_regroup_weights(HnModel *m)
     dst += padded_bytes(t);
   }
   if (!copy_placed(pool, placed, n)) {
-    munmap(mem, bytes);
-    mem = MAP_FAILED;
+    hn_huge_free(mem, bytes);
+    mem = NULL;
     goto out;
   }
   for (size_t i = 0; i < n; i++) {
@@ -299,6 +302,6 @@ void
 hn_model_regroup_free(HnModel *m)
 {
   if (m->placed_mem)
-    munmap(m->placed_mem, m->placed_bytes);
+    hn_huge_free(m->placed_mem, m->placed_bytes);
   free(m->placed);
 }
