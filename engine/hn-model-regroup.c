@@ -1,4 +1,5 @@
-/* hn-model-regroup.c — weights put in the layout of their decode kernel (Q4_0, Q8_0).
+/* hn-model-regroup.c — weights placed in huge pages at load, and put in the layout of
+ * their decode kernel (Q4_0, Q8_0) on the way.
  *
  * Generation reads every weight once per token, so its speed is that of the weight
  * kernel's inner loop against the memory bus.  In the file's Q4_0 layout (18-byte
@@ -6,11 +7,14 @@
  * the nibbles, and on a 2-core Xeon it read only 60–75 % of the bandwidth the bus gives.
  * Regrouped (hn-quants.h, "Regrouped layouts": 16 scales together, then the quants of
  * 16 blocks interleaved four bytes at a time) the same bytes take about a third of the
- * instructions; Q8_0 likewise.  The regrouped copy lives in anonymous memory and the file's pages of
- * those tensors are released, so the resident size stays that of one copy.
+ * instructions; Q8_0 likewise.  Every matrix of the blocks — the experts of a mixture
+ * too — and a separate output matrix is copied into anonymous memory of huge pages
+ * (regrouped or not: from the file's 4 KiB pages decode paid a page walk every 4 KiB),
+ * and the file's pages of each piece are released once it is copied, so the resident
+ * size stays about that of one copy.
  *
- * Only the matrices of the transformer blocks and a separate output matrix are
- * regrouped: the token embeddings are read a row at a time, in file layout.  Every other
+ * The token embeddings are read a row at a time and stay in the file.  Only 2-D
+ * matrices are regrouped (the experts keep the file layout).  Every other
  * reader of a regrouped tensor (the panel GEMM of prompts, the graphics upload, the
  * scalar reference) goes through its type (HN_TYPE_Q4_0_GROUPED, ...).  Which types have a
  * regrouped layout, and how a row is converted, is the type table's business
@@ -78,21 +82,43 @@ hn_model_regroups(HnType type)
   return hn_decode_kernel(k, type) != HN_DECODE_DOT;
 }
 
-/* The matrices that regrouping considers, as the places that point at them: every
- * block's seven and a separate output matrix.  slots has room for 7 per layer and one. */
+/* Matrices a block may have: the seven of attention and a dense feed-forward, and the
+ * router, the experts and the shared expert of a mixture of experts (those a block lacks
+ * are NULL). */
+#define SLOTS_PER_LAYER 14
+
+/* The matrices that placing considers, as the places that point at them, and the layer
+ * of each (-1: the output matrix): every block's and a separate output matrix.  slots
+ * and layers have room for SLOTS_PER_LAYER per layer and one; empty slots are listed
+ * too. */
 static size_t
-considered_slots(HnModel *m, const HnGgufTensor ***slots)
+considered_slots(HnModel *m, const HnGgufTensor ***slots, int *layers)
 {
   size_t n = 0;
   for (int i = 0; i < m->n_layer; i++) {
     HnLayer *l = &m->layers[i];
-    const HnGgufTensor **layer[7] = { &l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down };
-    for (int s = 0; s < 7; s++)
+    HnMoeLayer *x = &l->moe;
+    const HnGgufTensor **layer[SLOTS_PER_LAYER] = {
+      &l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down,
+      &x->router, &x->gate_exps, &x->up_exps, &x->down_exps, &x->gate_shexp, &x->up_shexp, &x->down_shexp,
+    };
+    for (int s = 0; s < SLOTS_PER_LAYER; s++) {
+      layers[n] = i;
       slots[n++] = layer[s];
+    }
   }
-  if (m->output != m->tok_embd)
+  if (m->output != m->tok_embd) {
+    layers[n] = -1;
     slots[n++] = &m->output;
+  }
   return n;
+}
+
+/* Rows of a matrix, or of all the experts of a stack of them. */
+static int64_t
+all_rows(const HnGgufTensor *t)
+{
+  return t->ne[1] * t->ne[2];
 }
 
 /* The model is regrouped before any context exists to measure the decode kernels, so
@@ -164,7 +190,7 @@ copy_worker(void *data, int ith, int nth)
     const HnGgufTensor *t = p->file;
     const size_t row_bytes = hn_type_row_bytes(t->type, t->ne[0]);
     const int64_t r0 = (u - job->first_unit[i]) * job->unit_rows[i];
-    const int64_t r1 = r0 + job->unit_rows[i] < t->ne[1] ? r0 + job->unit_rows[i] : t->ne[1];
+    const int64_t r1 = r0 + job->unit_rows[i] < all_rows(t) ? r0 + job->unit_rows[i] : all_rows(t);
     const uint8_t *src = (const uint8_t *) t->data + (size_t) r0 * row_bytes;
     uint8_t *dst = (uint8_t *) p->copy.data + (size_t) r0 * row_bytes;
     if (p->copy.type == t->type) {
@@ -196,7 +222,7 @@ copy_placed(HnThreadPool *pool, HnPlacedMatrix *placed, size_t n)
     const HnGgufTensor *t = placed[i].file;
     const size_t row_bytes = hn_type_row_bytes(t->type, t->ne[0]);
     job.unit_rows[i] = row_bytes >= UNIT_BYTES ? 1 : (int64_t) (UNIT_BYTES / row_bytes);
-    job.first_unit[i + 1] = job.first_unit[i] + (t->ne[1] + job.unit_rows[i] - 1) / job.unit_rows[i];
+    job.first_unit[i + 1] = job.first_unit[i] + (all_rows(t) + job.unit_rows[i] - 1) / job.unit_rows[i];
   }
   atomic_init(&job.next, 0);
   if (pool)
@@ -211,19 +237,19 @@ copy_placed(HnThreadPool *pool, HnPlacedMatrix *placed, size_t n)
 void
 hn_model_regroup_weights(HnModel *m)
 {
-  const HnGgufTensor ***slots = calloc((size_t) m->n_layer * 7 + 1, sizeof *slots);
-  int *layers = calloc((size_t) m->n_layer * 7 + 1, sizeof *layers);
+  const HnGgufTensor ***slots = calloc((size_t) m->n_layer * SLOTS_PER_LAYER + 1, sizeof *slots);
+  int *layers = calloc((size_t) m->n_layer * SLOTS_PER_LAYER + 1, sizeof *layers);
   HnThreadPool *pool = NULL;
   HnPlacedMatrix *placed = NULL;
   void *mem = NULL;
   size_t n = 0, bytes = 0;
   if (!slots || !layers)
     goto out;
-  n = considered_slots(m, slots);
+  n = considered_slots(m, slots, layers);
   size_t kept = 0;
   for (size_t i = 0; i < n; i++)
-    if (*slots[i] && (*slots[i])->ne[2] == 1 && (*slots[i])->ne[3] == 1) {
-      layers[kept] = (int) (i / 7) < m->n_layer ? (int) (i / 7) : -1; /* the output matrix last */
+    if (*slots[i] && (*slots[i])->ne[3] == 1) {
+      layers[kept] = layers[i];
       slots[kept++] = slots[i];
       bytes += padded_bytes(*slots[i]);
     }

@@ -13,6 +13,7 @@
 
 #include "hn-context.h"
 #include "hn-gguf-writer.h"
+#include "hn-model-internal.h" /* the layers' expert tensors, where the load put them */
 #include "hn-moe.h"
 
 /* ---- the routing rule ---- */
@@ -383,6 +384,31 @@ run_model(const char *path, bool one_by_one, float out[N_TOK][V], float lead[N_T
   hn_model_free(m);
 }
 
+/* The experts are copied at load into huge pages as the dense matrices are (a decode
+ * step reads a few experts' rows spread over the whole stack, a page walk every 4 KiB
+ * from the file's pages), holding the file's bytes. */
+static void
+assert_experts_placed(const char *path)
+{
+  HnError err = { 0 };
+  HnModel *m = hn_model_load(path, NULL, &err);
+  if (!m)
+    g_error("%s: %s", path, err.message);
+  g_assert_cmpint(m->n_placed, >, 0);
+  for (int il = 0; il < hn_model_n_layer(m); il++) {
+    const HnMoeLayer *x = &m->layers[il].moe;
+    const HnGgufTensor *stacks[] = { x->router, x->gate_exps, x->up_exps, x->down_exps };
+    for (gsize i = 0; i < G_N_ELEMENTS(stacks); i++) {
+      const HnGgufTensor *f = hn_gguf_find_tensor(hn_model_gguf(m), stacks[i]->name);
+      g_assert_nonnull(f);
+      g_assert_true(stacks[i] != f);
+      g_assert_cmpint(stacks[i]->ne[2], ==, f->ne[2]);
+      g_assert_cmpmem(stacks[i]->data, stacks[i]->nbytes, f->data, f->nbytes);
+    }
+  }
+  hn_model_free(m);
+}
+
 static double
 max_rel_diff(const float *a, const float *b, int n)
 {
@@ -422,6 +448,16 @@ test_model(gconstpointer data)
     double d = max_rel_diff(reff, batch[i], V);
     if (d > 1e-4)
       g_error("%s token %d: logits differ from the reference forward pass by %g", a->arch, tokens[i], d);
+  }
+
+  /* placed at load, with the logits of the file's own pages */
+  if (!g_getenv("HANASHI_REGROUP")) {
+    assert_experts_placed(base);
+    float from_file[N_TOK][V], lead_file[N_TOK];
+    g_setenv("HANASHI_REGROUP", "0", TRUE);
+    run_model(base, false, from_file, lead_file);
+    g_unsetenv("HANASHI_REGROUP");
+    g_assert_true(memcmp(from_file, batch, sizeof batch) == 0);
   }
 
   /* the batch, grouped by expert, gives what each token gives alone */
