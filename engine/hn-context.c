@@ -31,6 +31,13 @@
 
 #define NOTICE_MAX 512
 
+/* Whose visible cells a thread's attn_cells holds: token `token` of micro-batch number
+ * `ubatch` (see list_rows); ubatch 0 holds nothing. */
+typedef struct {
+  uint64_t ubatch;
+  int token, n;
+} AttnListed;
+
 struct HnContext {
   const HnModel *model;
   HnContextParams params;
@@ -57,6 +64,8 @@ struct HnContext {
   float *attn_scores; /* per thread: group × hn_attn_score_stride(n_ctx) */
   size_t attn_scores_floats;
   int32_t *attn_cells;
+  AttnListed *attn_listed; /* per thread */
+  uint64_t ubatch_serial;  /* micro-batches decoded, the current one included */
   /* block results of the attention deep in a context (see ATTN_BLOCK_CELLS): per thread
    * for one KV head's query heads, and shared by the threads for every query head of up
    * to ATTN_SPLIT_TOKENS tokens, with each shared block's number of cells */
@@ -97,7 +106,7 @@ hn_context_free(HnContext *c)
   free(c->gate); free(c->up); free(c->acc); free(c->act); free(c->cells); free(c->out_rows);
   free(c->ord_tok); free(c->ord_pos); free(c->ord_seq); free(c->ord_from); free(c->ord_want);
   free(c->logit_row);
-  free(c->attn_work); free(c->attn_cells); free(c->attn_scores);
+  free(c->attn_work); free(c->attn_cells); free(c->attn_listed); free(c->attn_scores);
   free(c->attn_parts); free(c->attn_split); free(c->attn_split_len);
   hn_moe_scratch_clear(&c->moe);
   free(c->logits);
@@ -392,6 +401,7 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   c->attn_work_floats = hn_attn_work_floats(m->n_head, m->head_dim); /* all the heads: attn_worker_split */
   c->attn_work = aligned_alloc(64, (size_t) nth * c->attn_work_floats * sizeof(float));
   c->attn_cells = malloc((size_t) nth * (size_t) p.n_kv_cells * sizeof(int32_t));
+  c->attn_listed = calloc((size_t) nth, sizeof(AttnListed));
   c->attn_scores_floats = attn_scores_floats(m, &p);
   c->attn_scores = aligned_alloc(64, (size_t) nth * c->attn_scores_floats * sizeof(float));
   c->attn_max_blocks = attn_max_blocks(&p);
@@ -410,7 +420,7 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   c->split = -1;
   if (!c->ord_tok || !c->ord_pos || !c->ord_seq || !c->ord_from || !c->ord_want ||
       !c->x || !c->xn || !c->q || !c->attn || !c->k || !c->v || (dense_ff(m) && (!c->gate || !c->up)) ||
-      !c->acc || !c->act || !c->cells || !c->out_rows || !c->attn_work || !c->attn_cells ||
+      !c->acc || !c->act || !c->cells || !c->out_rows || !c->attn_work || !c->attn_cells || !c->attn_listed ||
       !c->attn_scores || !c->attn_parts || !c->attn_split || !c->attn_split_len) {
     hn_error_set(err, HN_ERR_NOMEM, "out of memory for a context of %d tokens", p.n_batch);
     goto fail;
@@ -550,6 +560,7 @@ attn_worker_scalar(void *data, int ith, int nth)
   float *acc = job->c->acc + (size_t) ith * (size_t) hd;
   float *prob = job->c->attn_scores + (size_t) ith * job->c->attn_scores_floats;
   int32_t *visible = job->c->attn_cells + (size_t) ith * (size_t) job->c->params.n_kv_cells;
+  job->c->attn_listed[ith] = (AttnListed){ 0, -1, 0 }; /* (visible is overwritten below) */
   int listed_for = -1, n_visible = 0;
   for (int item = ith; item < job->n_tokens * m->n_head; item += nth) {
     int t = item / m->n_head, h = item % m->n_head, kvh = h / group;
@@ -622,11 +633,20 @@ sort_cells_by_pos(int32_t *a, int n, const HnKvCell *cells)
 }
 
 /* The cells token t sees, as rows of the layer's storage (ring rows for sliding layers),
- * in the order of their positions, so that the sums run as in a fresh evaluation. */
+ * in the order of their positions, so that the sums run as in a fresh evaluation; into
+ * thread ith's visible (its part of attn_cells).  The cell table does not change between
+ * the layers of a micro-batch, so a global layer takes the list the thread made for the
+ * same token at an earlier layer: the scan goes over every cell of the context, however
+ * few of them the conversation uses. */
 static int
-list_rows(const AttnJob *job, int t, int32_t *visible)
+list_rows(const AttnJob *job, int ith, int t, int32_t *visible)
 {
-  HnKvCache *kv = job->c->kv;
+  HnContext *c = job->c;
+  HnKvCache *kv = c->kv;
+  AttnListed *held = &c->attn_listed[ith];
+  const bool global = job->window == 0 && !hn_kv_cache_layer_sliding(kv, job->layer);
+  if (global && held->ubatch == c->ubatch_serial && held->token == t)
+    return held->n;
   /* The sums run over the keys in the order of their positions, whatever cells they
    * landed in (holes left by removed tokens, a table that wrapped around, other
    * sequences in between), so a token's result does not depend on the cache's
@@ -644,6 +664,7 @@ list_rows(const AttnJob *job, int t, int32_t *visible)
     }
     n = kept;
   } /* else a global layer's row is the cell itself: no call per cell on long contexts */
+  *held = global ? (AttnListed){ c->ubatch_serial, t, n } : (AttnListed){ 0, -1, 0 };
   return n;
 }
 
@@ -680,7 +701,7 @@ attn_worker(void *data, int ith, int nth)
   for (int item = ith; item < job->n_tokens * m->n_head_kv; item += nth) {
     int t = item / m->n_head_kv, kvh = item % m->n_head_kv;
     if (listed_for != t) {
-      n = list_rows(job, t, visible);
+      n = list_rows(job, ith, t, visible);
       listed_for = t;
     }
     args.q = c->q + (size_t) t * (size_t) q_dim + (size_t) kvh * (size_t) group * (size_t) hd;
@@ -739,7 +760,7 @@ attn_worker_split(void *data, int ith, int nth)
   for (int item = first; item < end; item++) {
     int t = item / job->split_blocks, b = item % job->split_blocks;
     if (listed_for != t) {
-      n = list_rows(job, t, visible);
+      n = list_rows(job, ith, t, visible);
       listed_for = t;
     }
     const int slot = t * c->attn_max_blocks + b;
@@ -871,6 +892,7 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
     for (int t = 0; t < nt; t++)
       c->moe.lead[t] = INFINITY;
   const int n_used = hn_kv_cache_n_used(c->kv);
+  c->ubatch_serial++; /* the lists of visible cells made for the last one are stale */
   for (int il = 0; il < m->n_layer; il++) {
     if (c->cancel && c->cancel(c->cancel_data)) {
       hn_error_set(err, HN_ERR_CANCELLED, "cancelled");
