@@ -676,6 +676,64 @@ test_round_levels (void)
   g_rand_free (rand);
 }
 
+/* hn_matmul_path with HN_MATMUL_ROW gives each token bit for bit what it gets alone,
+ * whatever else the call holds: sequences decoded together must each get what they get
+ * alone (test-chat-batch).  Every weight type, at every level, with the tile and the dot
+ * product decode kernels; AVX-512's tile kernels sum one column in another order than
+ * several, so the rows must not share a tile call. */
+static void
+test_matmul_rows_alone (void)
+{
+  GRand *rand = g_rand_new_with_seed (2468);
+  HnError err = { 0 };
+  HnThreadPool *pool = hn_threadpool_new (2, &err);
+  g_assert_nonnull (pool);
+  const char *levels[] = { "scalar", "avx2", "avx512" }, *decode[] = { "tile", "dot" };
+  enum { N_TOKENS = 5 };
+  const int64_t n = 256 * 2, rows = 21;
+  float *x = g_new (float, n * N_TOKENS), *y = g_new (float, rows * N_TOKENS), *alone = g_new (float, rows);
+  fill_random (rand, x, n * N_TOKENS);
+  void *scratch = g_malloc (hn_matmul_scratch_bytes (n, N_TOKENS, 2));
+  int checked = 0;
+  for (gsize li = 0; li < G_N_ELEMENTS (levels); li++)
+    for (gsize di = 0; di < G_N_ELEMENTS (decode); di++) {
+      g_setenv ("HANASHI_SIMD", levels[li], TRUE);
+      g_setenv ("HANASHI_DECODE", decode[di], TRUE);
+      for (gsize ti = 0; ti < G_N_ELEMENTS (weight_types); ti++) {
+        HnType type = weight_types[ti];
+        size_t row_bytes = hn_type_row_bytes (type, n);
+        float *wf = g_new (float, n * rows);
+        guint8 *w = g_malloc0 (row_bytes * rows);
+        fill_random (rand, wf, n * rows);
+        for (int r = 0; r < rows; r++)
+          hn_quantize_row (type, wf + r * n, w + r * row_bytes, n);
+        HnGgufTensor t = { .name = "w", .type = type, .n_dims = 2, .ne = { n, rows, 1, 1 }, .data = w,
+                           .nbytes = row_bytes * rows };
+        for (int nt = 2; nt <= N_TOKENS; nt++) {
+          hn_matmul_path (pool, &t, x, nt, scratch, y, rows, HN_MATMUL_ROW);
+          for (int c = 0; c < nt; c++) {
+            hn_matmul_path (pool, &t, x + c * n, 1, scratch, alone, rows, HN_MATMUL_ROW);
+            if (memcmp (alone, y + c * rows, rows * sizeof (float)) != 0)
+              g_error ("%s %s decode %s: token %d of %d differs from the token alone", levels[li],
+                       hn_type_name (type), decode[di], c, nt);
+            checked++;
+          }
+        }
+        g_free (wf);
+        g_free (w);
+      }
+    }
+  g_unsetenv ("HANASHI_SIMD");
+  g_unsetenv ("HANASHI_DECODE");
+  g_test_message ("%d tokens compared", checked);
+  g_free (x);
+  g_free (y);
+  g_free (alone);
+  g_free (scratch);
+  hn_threadpool_free (pool);
+  g_rand_free (rand);
+}
+
 /* hn_matvec_many (several one-token products in one parallel section, the chosen
  * experts of a decode step) gives every item bit for bit what hn_matmul gives it alone:
  * items of every weight type and of several lengths, some sharing their input, at every
@@ -1229,6 +1287,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/simd/round", test_round_levels);
   g_test_add_func ("/engine/simd/decode-types", test_decode_types);
   g_test_add_func ("/engine/simd/matvec-many", test_matvec_many);
+  g_test_add_func ("/engine/simd/matmul-rows-alone", test_matmul_rows_alone);
   g_test_add_func ("/engine/simd/attention", test_attention);
   g_test_add_func ("/engine/simd/attention-nan", test_attention_nan);
   g_test_add_func ("/engine/simd/attention-blocks", test_attention_blocks);
