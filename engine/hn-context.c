@@ -64,6 +64,9 @@ struct HnContext {
   float *attn_scores; /* per thread: group × hn_attn_score_stride(n_ctx) */
   size_t attn_scores_floats;
   int32_t *attn_cells;
+  /* a key on its way into the cache (kv_dim), then per thread one head's key copied out
+   * of it for the scalar attention (head_dim each): keys are not rows in every layout */
+  uint16_t *k_half;
   AttnListed *attn_listed; /* per thread */
   uint64_t ubatch_serial;  /* micro-batches decoded, the current one included */
   /* block results of the attention deep in a context (see ATTN_BLOCK_CELLS): per thread
@@ -106,7 +109,7 @@ hn_context_free(HnContext *c)
   free(c->gate); free(c->up); free(c->acc); free(c->act); free(c->cells); free(c->out_rows);
   free(c->ord_tok); free(c->ord_pos); free(c->ord_seq); free(c->ord_from); free(c->ord_want);
   free(c->logit_row);
-  free(c->attn_work); free(c->attn_cells); free(c->attn_listed); free(c->attn_scores);
+  free(c->attn_work); free(c->attn_cells); free(c->attn_listed); free(c->attn_scores); free(c->k_half);
   free(c->attn_parts); free(c->attn_split); free(c->attn_split_len);
   hn_moe_scratch_clear(&c->moe);
   free(c->logits);
@@ -226,6 +229,7 @@ scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
                     + (uint64_t) m->n_vocab;
   return moe + floats * sizeof(float) + act_scratch_bytes(m, p, nth)
          + (uint64_t) nth * (uint64_t) p->n_kv_cells * sizeof(int32_t) + nb * 2 * sizeof(int32_t)
+         + (kv_dim + (uint64_t) nth * (uint64_t) m->head_dim) * sizeof(uint16_t)
          + (uint64_t) ATTN_SPLIT_TOKENS * (uint64_t) attn_max_blocks(p) * sizeof(int32_t);
 }
 
@@ -234,9 +238,11 @@ kv_bytes(const HnModel *m, const HnContextParams *p)
 {
   int n_ring = ring_rows(m, p), n_sliding = n_ring ? m->n_sliding : 0;
   uint64_t rows = (uint64_t) (m->n_layer - n_sliding) * (uint64_t) p->n_kv_cells + (uint64_t) n_sliding * (uint64_t) n_ring;
-  uint64_t values = rows * (uint64_t) m->n_head_kv * (uint64_t) m->head_dim;
+  /* keys in tiles take whole tiles (a borrowed cache's keys, in rows, take less) */
+  uint64_t key_rows = rows + (uint64_t) (m->n_layer - n_sliding) * (uint64_t) ((HN_KV_TILE - p->n_kv_cells % HN_KV_TILE) % HN_KV_TILE);
+  uint64_t kv_dim = (uint64_t) m->n_head_kv * (uint64_t) m->head_dim;
   uint64_t ring_index = n_ring ? (uint64_t) p->n_kv_cells * 4 + (uint64_t) n_ring * 4 : 0;
-  return values * 2 * sizeof(uint16_t) + (uint64_t) p->n_kv_cells * sizeof(HnKvCell) + ring_index;
+  return (rows + key_rows) * kv_dim * sizeof(uint16_t) + (uint64_t) p->n_kv_cells * sizeof(HnKvCell) + ring_index;
 }
 
 static HnMemoryNeed
@@ -402,6 +408,7 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   c->attn_work = aligned_alloc(64, (size_t) nth * c->attn_work_floats * sizeof(float));
   c->attn_cells = malloc((size_t) nth * (size_t) p.n_kv_cells * sizeof(int32_t));
   c->attn_listed = calloc((size_t) nth, sizeof(AttnListed));
+  c->k_half = malloc(((size_t) kv_dim + (size_t) nth * (size_t) m->head_dim) * sizeof(uint16_t));
   c->attn_scores_floats = attn_scores_floats(m, &p);
   c->attn_scores = aligned_alloc(64, (size_t) nth * c->attn_scores_floats * sizeof(float));
   c->attn_max_blocks = attn_max_blocks(&p);
@@ -420,7 +427,7 @@ hn_context_new(const HnModel *m, const HnContextParams *params, HnError *err)
   c->split = -1;
   if (!c->ord_tok || !c->ord_pos || !c->ord_seq || !c->ord_from || !c->ord_want ||
       !c->x || !c->xn || !c->q || !c->attn || !c->k || !c->v || (dense_ff(m) && (!c->gate || !c->up)) ||
-      !c->acc || !c->act || !c->cells || !c->out_rows || !c->attn_work || !c->attn_cells || !c->attn_listed ||
+      !c->acc || !c->act || !c->cells || !c->out_rows || !c->attn_work || !c->attn_cells || !c->attn_listed || !c->k_half ||
       !c->attn_scores || !c->attn_parts || !c->attn_split || !c->attn_split_len) {
     hn_error_set(err, HN_ERR_NOMEM, "out of memory for a context of %d tokens", p.n_batch);
     goto fail;
@@ -558,6 +565,7 @@ attn_worker_scalar(void *data, int ith, int nth)
   int n_cells = hn_kv_cache_n_cells(kv);
   int hd = m->head_dim, group = m->n_head / m->n_head_kv, q_dim = m->n_head * hd;
   float *acc = job->c->acc + (size_t) ith * (size_t) hd;
+  uint16_t *kr = job->c->k_half + (size_t) hn_kv_cache_kv_dim(kv) + (size_t) ith * (size_t) hd;
   float *prob = job->c->attn_scores + (size_t) ith * job->c->attn_scores_floats;
   int32_t *visible = job->c->attn_cells + (size_t) ith * (size_t) job->c->params.n_kv_cells;
   job->c->attn_listed[ith] = (AttnListed){ 0, -1, 0 }; /* (visible is overwritten below) */
@@ -572,10 +580,8 @@ attn_worker_scalar(void *data, int ith, int nth)
     float mx = -INFINITY;
     for (int i = 0; i < n_visible; i++) {
       prob[i] = -INFINITY;
-      const uint16_t *k_row = hn_kv_cache_k_row(kv, job->layer, visible[i]);
-      if (!k_row)
+      if (!hn_kv_cache_read_k(kv, job->layer, visible[i], kvh * hd, hd, kr))
         continue;
-      const uint16_t *kr = k_row + (size_t) kvh * (size_t) hd;
       float s = 0.0f;
       for (int d = 0; d < hd; d++)
         s += q[d] * hn_fp16_to_fp32(kr[d]);
@@ -696,7 +702,9 @@ attn_worker(void *data, int ith, int nth)
     .work = c->attn_work + (size_t) ith * c->attn_work_floats,
     .scores = c->attn_scores + (size_t) ith * c->attn_scores_floats,
   };
-  const uint16_t *k0 = hn_kv_cache_k_rows(kv, job->layer), *v0 = hn_kv_cache_v_rows(kv, job->layer);
+  const uint16_t *k0 = hn_kv_cache_k_data(kv, job->layer), *v0 = hn_kv_cache_v_data(kv, job->layer);
+  args.k_tiled = hn_kv_cache_k_tiled(kv, job->layer);
+  const size_t k_head = (size_t) hd * (args.k_tiled ? HN_KV_TILE : 1); /* from one KV head's keys to the next */
   int listed_for = -1, n = 0;
   for (int item = ith; item < job->n_tokens * m->n_head_kv; item += nth) {
     int t = item / m->n_head_kv, kvh = item % m->n_head_kv;
@@ -705,7 +713,7 @@ attn_worker(void *data, int ith, int nth)
       listed_for = t;
     }
     args.q = c->q + (size_t) t * (size_t) q_dim + (size_t) kvh * (size_t) group * (size_t) hd;
-    args.k = k0 + (size_t) kvh * (size_t) hd;
+    args.k = k0 + (size_t) kvh * k_head;
     args.v = v0 + (size_t) kvh * (size_t) hd;
     float *out = c->attn + (size_t) t * (size_t) q_dim + (size_t) kvh * (size_t) group * (size_t) hd;
     int n_blocks = (n + ATTN_BLOCK_CELLS - 1) / ATTN_BLOCK_CELLS;
@@ -750,7 +758,8 @@ attn_worker_split(void *data, int ith, int nth)
   HnAttnArgs args = {
     .head_dim = hd, .n_q = group, .kv_heads = m->n_head_kv, .q_stride = (size_t) hd, .scale = m->query_scale,
     .softcap = job->softcap, .kv_stride = (size_t) kv_dim, .out_stride = (size_t) hd,
-    .k = hn_kv_cache_k_rows(kv, job->layer), .v = hn_kv_cache_v_rows(kv, job->layer),
+    .k = hn_kv_cache_k_data(kv, job->layer), .v = hn_kv_cache_v_data(kv, job->layer),
+    .k_tiled = hn_kv_cache_k_tiled(kv, job->layer),
     .work = c->attn_work + (size_t) ith * c->attn_work_floats,
     .scores = c->attn_scores + (size_t) ith * c->attn_scores_floats,
   };
@@ -923,12 +932,12 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
     for (int t = 0; t < nt; t++) {
       hn_rope_apply(rope, c->q + (size_t) t * Q, m->n_head, (float) pos[t]);
       hn_rope_apply(rope, c->k + (size_t) t * kv_dim, m->n_head_kv, (float) pos[t]);
-      uint16_t *kr = hn_kv_cache_k_row(c->kv, il, c->cells[t]);
       uint16_t *vr = hn_kv_cache_v_row(c->kv, il, c->cells[t]);
       for (int i = 0; i < kv_dim; i++) {
-        kr[i] = hn_fp32_to_fp16(c->k[(size_t) t * kv_dim + i]);
+        c->k_half[i] = hn_fp32_to_fp16(c->k[(size_t) t * kv_dim + i]);
         vr[i] = hn_fp32_to_fp16(c->v[(size_t) t * kv_dim + i]);
       }
+      hn_kv_cache_write_k(c->kv, il, c->cells[t], c->k_half);
     }
     /* the reference engine's attention takes the query as F16 (see HnAttnArgs) */
     const HnSimdKernels *k = hn_simd_kernels();

@@ -11,10 +11,13 @@
 struct HnKvCache {
   int n_layer, n_cells, kv_dim;
   HnKvCell *cells;
-  /* global layers: [global layer][cell][kv_dim], in huge pages (hn_huge_alloc): at 4096
-   * cells a TinyLlama-shaped decode step reads 92 MB of them */
+  /* global layers: [global layer][cell][kv_dim] values and, unless borrowed, keys in
+   * tiles (k_tiled, see hn-kv-cache.h); in huge pages (hn_huge_alloc): at 4096 cells a
+   * TinyLlama-shaped decode step reads 92 MB of them */
   uint16_t *k, *v;
-  size_t storage_bytes;  /* of k and of v, when not borrowed */
+  size_t k_bytes, v_bytes; /* when not borrowed */
+  size_t k_layer_halves;   /* from one global layer's keys to the next */
+  bool k_tiled;
   int search_start;      /* where the next find_slot starts, so cells are reused round-robin */
   /* sliding-window layers (none when window == 0) */
   int window, n_ring, n_sliding;
@@ -55,8 +58,12 @@ kv_cache_new (int n_layer, int n_cells, int kv_dim, const bool *sliding, int win
   else if (n_ring > n_cells)
     n_ring = n_cells;
   size_t n = (size_t) (n_layer - n_sliding) * (size_t) n_cells * (size_t) kv_dim;
+  /* tiles are whole: the last one may have room for cells the table does not have */
+  const bool k_tiled = k_storage == NULL;
+  size_t k_cells = k_tiled ? ((size_t) n_cells + HN_KV_TILE - 1) / HN_KV_TILE * HN_KV_TILE : (size_t) n_cells;
+  size_t n_k = (size_t) (n_layer - n_sliding) * k_cells * (size_t) kv_dim;
   size_t n_r = (size_t) n_sliding * (size_t) n_ring * (size_t) kv_dim;
-  if (n + n_r > ((size_t) 1 << 36) / sizeof (uint16_t)) {
+  if (n_k + n_r > ((size_t) 1 << 36) / sizeof (uint16_t)) {
     hn_error_set (err, HN_ERR_NOMEM, "KV cache of %zu values is too large", n + n_r);
     return NULL;
   }
@@ -65,9 +72,12 @@ kv_cache_new (int n_layer, int n_cells, int kv_dim, const bool *sliding, int win
   if (ok) {
     c->cells = malloc ((size_t) n_cells * sizeof *c->cells);
     c->borrowed = k_storage != NULL;
-    c->storage_bytes = n * sizeof (uint16_t);
-    c->k = k_storage ? k_storage : hn_huge_alloc (c->storage_bytes);
-    c->v = v_storage ? v_storage : hn_huge_alloc (c->storage_bytes);
+    c->k_tiled = k_tiled;
+    c->k_layer_halves = k_cells * (size_t) kv_dim;
+    c->k_bytes = n_k * sizeof (uint16_t);
+    c->v_bytes = n * sizeof (uint16_t);
+    c->k = k_storage ? k_storage : hn_huge_alloc (c->k_bytes);
+    c->v = v_storage ? v_storage : hn_huge_alloc (c->v_bytes);
     c->group_index = calloc ((size_t) n_layer, sizeof *c->group_index);
     c->sliding = calloc ((size_t) n_layer, sizeof *c->sliding);
     c->ropes = calloc ((size_t) n_layer, sizeof *c->ropes);
@@ -83,7 +93,7 @@ kv_cache_new (int n_layer, int n_cells, int kv_dim, const bool *sliding, int win
   }
   if (!ok) {
     hn_kv_cache_free (c);
-    hn_error_set (err, HN_ERR_NOMEM, "cannot allocate a KV cache of %zu values", 2 * (n + n_r));
+    hn_error_set (err, HN_ERR_NOMEM, "cannot allocate a KV cache of %zu values", n_k + n + 2 * n_r);
     return NULL;
   }
   c->n_layer = n_layer;
@@ -125,8 +135,8 @@ hn_kv_cache_free (HnKvCache *c)
     return;
   free (c->cells);
   if (!c->borrowed) {
-    hn_huge_free (c->k, c->storage_bytes);
-    hn_huge_free (c->v, c->storage_bytes);
+    hn_huge_free (c->k, c->k_bytes);
+    hn_huge_free (c->v, c->v_bytes);
   }
   free (c->group_index);
   free (c->sliding);
@@ -360,16 +370,21 @@ hn_kv_cache_row_of (const HnKvCache *c, int layer, int cell)
   return c->sliding[layer] ? c->ring_of_cell[cell] : cell;
 }
 
-uint16_t *
-hn_kv_cache_k_rows (HnKvCache *c, int layer)
+bool
+hn_kv_cache_k_tiled (const HnKvCache *c, int layer)
 {
-  size_t g = (size_t) c->group_index[layer];
-  return c->sliding[layer] ? c->ring_k + g * (size_t) c->n_ring * (size_t) c->kv_dim
-                           : c->k + g * (size_t) c->n_cells * (size_t) c->kv_dim;
+  return c->k_tiled && !c->sliding[layer];
 }
 
 uint16_t *
-hn_kv_cache_v_rows (HnKvCache *c, int layer)
+hn_kv_cache_k_data (HnKvCache *c, int layer)
+{
+  size_t g = (size_t) c->group_index[layer];
+  return c->sliding[layer] ? c->ring_k + g * (size_t) c->n_ring * (size_t) c->kv_dim : c->k + g * c->k_layer_halves;
+}
+
+uint16_t *
+hn_kv_cache_v_data (HnKvCache *c, int layer)
 {
   size_t g = (size_t) c->group_index[layer];
   return c->sliding[layer] ? c->ring_v + g * (size_t) c->n_ring * (size_t) c->kv_dim
@@ -377,17 +392,48 @@ hn_kv_cache_v_rows (HnKvCache *c, int layer)
 }
 
 uint16_t *
-hn_kv_cache_k_row (HnKvCache *c, int layer, int cell)
-{
-  int row = hn_kv_cache_row_of (c, layer, cell);
-  return row < 0 ? NULL : hn_kv_cache_k_rows (c, layer) + (size_t) row * (size_t) c->kv_dim;
-}
-
-uint16_t *
 hn_kv_cache_v_row (HnKvCache *c, int layer, int cell)
 {
   int row = hn_kv_cache_row_of (c, layer, cell);
-  return row < 0 ? NULL : hn_kv_cache_v_rows (c, layer) + (size_t) row * (size_t) c->kv_dim;
+  return row < 0 ? NULL : hn_kv_cache_v_data (c, layer) + (size_t) row * (size_t) c->kv_dim;
+}
+
+/* Where value j of the cell's key is, and how far apart consecutive values are. */
+static uint16_t *
+k_value (HnKvCache *c, int layer, int cell, size_t *step)
+{
+  if (hn_kv_cache_k_tiled (c, layer)) {
+    *step = HN_KV_TILE;
+    return hn_kv_cache_k_data (c, layer) + (size_t) (cell / HN_KV_TILE) * HN_KV_TILE * (size_t) c->kv_dim +
+           (size_t) (cell % HN_KV_TILE);
+  }
+  int row = hn_kv_cache_row_of (c, layer, cell);
+  *step = 1;
+  return row < 0 ? NULL : hn_kv_cache_k_data (c, layer) + (size_t) row * (size_t) c->kv_dim;
+}
+
+bool
+hn_kv_cache_read_k (HnKvCache *c, int layer, int cell, int first, int count, uint16_t *dst)
+{
+  size_t step;
+  const uint16_t *k = k_value (c, layer, cell, &step);
+  if (!k)
+    return false;
+  for (int j = 0; j < count; j++)
+    dst[j] = k[(size_t) (first + j) * step];
+  return true;
+}
+
+bool
+hn_kv_cache_write_k (HnKvCache *c, int layer, int cell, const uint16_t *src)
+{
+  size_t step;
+  uint16_t *k = k_value (c, layer, cell, &step);
+  if (!k)
+    return false;
+  for (int j = 0; j < c->kv_dim; j++)
+    k[(size_t) j * step] = src[j];
+  return true;
 }
 
 void
@@ -422,8 +468,12 @@ hn_kv_cache_seq_shift (HnKvCache *c, int seq, int32_t p0, int32_t p1, int32_t de
   uint32_t m = mask_of (seq);
   int n_head = c->kv_dim / rope->head_dim;
   float *tmp = malloc ((size_t) c->kv_dim * sizeof (float));
-  if (!tmp)
+  uint16_t *row = malloc ((size_t) c->kv_dim * sizeof *row);
+  if (!tmp || !row) {
+    free (tmp);
+    free (row);
     return;
+  }
   for (int i = 0; i < c->n_cells; i++) {
     HnKvCell *cell = &c->cells[i];
     if (cell->pos < 0 || !(cell->seq_mask & m) || !in_range (cell->pos, p0, p1))
@@ -435,18 +485,19 @@ hn_kv_cache_seq_shift (HnKvCache *c, int seq, int32_t p0, int32_t p1, int32_t de
     }
     cell->pos = (int32_t) np;
     for (int l = 0; l < c->n_layer; l++) {
-      uint16_t *k = hn_kv_cache_k_row (c, l, i);
-      if (!k)
+      if (!hn_kv_cache_read_k (c, l, i, 0, c->kv_dim, row))
         continue;
       /* a further rotation only: the attention factor is already in the stored keys */
       HnRope turn = *(c->ropes[l] ? c->ropes[l] : rope);
       turn.attn_factor = 1.0f;
       for (int j = 0; j < c->kv_dim; j++)
-        tmp[j] = hn_fp16_to_fp32 (k[j]);
+        tmp[j] = hn_fp16_to_fp32 (row[j]);
       hn_rope_apply (&turn, tmp, n_head, (float) delta);
       for (int j = 0; j < c->kv_dim; j++)
-        k[j] = hn_fp32_to_fp16 (tmp[j]);
+        row[j] = hn_fp32_to_fp16 (tmp[j]);
+      hn_kv_cache_write_k (c, l, i, row);
     }
   }
   free (tmp);
+  free (row);
 }

@@ -1,11 +1,18 @@
 /* KV cache: a table of cells, each one token of one or more sequences, and their keys and
  * values for every layer.
  *
- * Layout (also read by hn-session.c through hn-prompt-cache.c): K and V are separate
- * arrays of IEEE half floats, one row of kv_dim = n_head_kv * head_dim values per (layer,
- * cell), the heads of one row contiguous.  Keys are stored after RoPE at the cell's
- * position.  A cell is free when its pos is -1; seq_mask has bit s set when sequence s
- * (0..HN_KV_MAX_SEQ-1) sees it.
+ * Layout: K and V are separate arrays of IEEE half floats, kv_dim = n_head_kv * head_dim
+ * values per (layer, cell), the heads of a cell's values contiguous.  V holds one such row
+ * per cell.  K does too in a borrowed cache (the Vulkan offload's layout) and in
+ * sliding-window layers, but a global layer of a cache that owns its storage keeps its keys
+ * in tiles of HN_KV_TILE consecutive cells, [tile][kv_dim][HN_KV_TILE]: value j of the
+ * tile's cells side by side (hn_kv_cache_k_tiled).  Decode scores one query head against a
+ * tile as a row of HN_KV_TILE products, a vector, with no key conversion staged through
+ * memory and no sums across lanes (docs/speed.md, "Long context, fifth round").  Keys
+ * are read and written one cell at a time through hn_kv_cache_read_k / write_k, in rows,
+ * whatever the layout (session files store rows).  Keys are stored after RoPE at the
+ * cell's position.  A cell is free when its pos is -1; seq_mask has bit s set when
+ * sequence s (0..HN_KV_MAX_SEQ-1) sees it.
  *
  * Sliding-window layers (gemma2/3, phi3) keep their rows in a smaller ring of n_ring rows
  * instead: a query at position p only sees keys at p - window + 1 .. p, so when the ring
@@ -24,6 +31,8 @@
 #include "hn-common.h"
 
 #define HN_KV_MAX_SEQ 32
+/* Cells per tile of a tiled layer's keys. */
+#define HN_KV_TILE 16
 
 typedef struct {
   int32_t pos;
@@ -82,18 +91,26 @@ void hn_kv_cache_seq_shift (HnKvCache *cache, int seq, int32_t p0, int32_t p1, i
 int32_t hn_kv_cache_seq_pos_max (const HnKvCache *cache, int seq);
 void hn_kv_cache_clear (HnKvCache *cache);
 
-/* Raw half-float rows of kv_dim values; NULL for a sliding layer's row that was reused. */
-uint16_t *hn_kv_cache_k_row (HnKvCache *cache, int layer, int cell);
+/* The cell's value row (kv_dim half floats); NULL for a sliding layer's row that was
+ * reused. */
 uint16_t *hn_kv_cache_v_row (HnKvCache *cache, int layer, int cell);
+/* Copies values first .. first + count - 1 of the cell's key to dst / the cell's whole
+ * key (kv_dim values) from src; false (nothing copied) for a sliding layer's row that was
+ * reused. */
+bool hn_kv_cache_read_k (HnKvCache *cache, int layer, int cell, int first, int count, uint16_t *dst);
+bool hn_kv_cache_write_k (HnKvCache *cache, int layer, int cell, const uint16_t *src);
+/* Whether the layer's keys are in tiles (see the layout above). */
+bool hn_kv_cache_k_tiled (const HnKvCache *cache, int layer);
 
 /* The sliding window (0: none), the ring size and whether a layer uses them. */
 int hn_kv_cache_window (const HnKvCache *cache);
 int hn_kv_cache_n_ring (const HnKvCache *cache);
 bool hn_kv_cache_layer_sliding (const HnKvCache *cache, int layer);
-/* Where the layer's rows start (row r at r * kv_dim) and which row holds a cell: the cell
+/* Where the layer's values and keys start (value row r at r * kv_dim; key row r likewise,
+ * or tile t at t * HN_KV_TILE * kv_dim when tiled) and which row holds a cell: the cell
  * itself for global layers, its ring row for sliding ones, -1 when that row was reused. */
-uint16_t *hn_kv_cache_k_rows (HnKvCache *cache, int layer);
-uint16_t *hn_kv_cache_v_rows (HnKvCache *cache, int layer);
+uint16_t *hn_kv_cache_k_data (HnKvCache *cache, int layer);
+uint16_t *hn_kv_cache_v_data (HnKvCache *cache, int layer);
 int hn_kv_cache_row_of (const HnKvCache *cache, int layer, int cell);
 /* The lowest position n from which sequence seq can be evaluated further while keeping its
  * cells below n: 0 unless sliding rows were reused, else one window past the newest cell

@@ -38,7 +38,7 @@ hn_prompt_cache_params (HnContext *ctx, HnSessionParams *out, HnError *err)
 typedef struct {
   HnKvCache *kv;
   const int32_t *cell_of_pos; /* cell holding sequence 0's position i */
-  size_t row_bytes;
+  uint16_t *key;              /* one key row, copied out of the cache's layout */
 } SaveRows;
 
 static const void *
@@ -47,8 +47,9 @@ save_row (void *user, uint32_t layer, bool is_v, uint32_t i)
   const SaveRows *s = user;
   int cell = s->cell_of_pos[i];
   /* NULL for a sliding layer's row already handed on: the file records where rows start */
-  return is_v ? (const void *) hn_kv_cache_v_row (s->kv, (int) layer, cell)
-              : (const void *) hn_kv_cache_k_row (s->kv, (int) layer, cell);
+  if (is_v)
+    return hn_kv_cache_v_row (s->kv, (int) layer, cell);
+  return hn_kv_cache_read_k (s->kv, (int) layer, cell, 0, hn_kv_cache_kv_dim (s->kv), s->key) ? s->key : NULL;
 }
 
 bool
@@ -77,8 +78,11 @@ hn_prompt_cache_save (HnContext *ctx, const char *path, const int32_t *tokens, u
       return hn_error_set (err, HN_ERR_INVALID_ARG,
                            "position %u of the conversation is not in the KV cache; nothing was saved", i);
     }
-  SaveRows rows = { kv, cell_of_pos, (size_t) hn_kv_cache_kv_dim (kv) * 2 };
-  bool ok = hn_session_write (path, &params, tokens, n_tokens, save_row, &rows, err);
+  SaveRows rows = { kv, cell_of_pos, malloc ((size_t) hn_kv_cache_kv_dim (kv) * sizeof (uint16_t)) };
+  bool ok = rows.key != NULL
+                ? hn_session_write (path, &params, tokens, n_tokens, save_row, &rows, err)
+                : hn_error_set (err, HN_ERR_NOMEM, "out of memory");
+  free (rows.key);
   free (cell_of_pos);
   return ok;
 }
@@ -135,10 +139,10 @@ hn_prompt_cache_load (HnContext *ctx, const char *path, const int32_t *prompt, u
             hn_kv_cache_drop_window_rows (kv, slot[i]);
           for (int l = 0; l < n_layer; l++)
             {
-              uint16_t *k = hn_kv_cache_k_row (kv, l, slot[i]), *v = hn_kv_cache_v_row (kv, l, slot[i]);
-              if (k == NULL)
+              uint16_t *v = hn_kv_cache_v_row (kv, l, slot[i]);
+              if (v == NULL)
                 continue; /* a sliding layer's row that the window has already passed */
-              memcpy (k, hn_session_row (session, (uint32_t) l, false, i0 + i), row_bytes);
+              hn_kv_cache_write_k (kv, l, slot[i], hn_session_row (session, (uint32_t) l, false, i0 + i));
               memcpy (v, hn_session_row (session, (uint32_t) l, true, i0 + i), row_bytes);
             }
         }

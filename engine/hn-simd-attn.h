@@ -49,18 +49,20 @@ typedef struct {
   const char *base[2];
   const int32_t *cells;
   int n, cell, which;
-  size_t row_bytes, stride_bytes, off;
+  size_t row_bytes[2], stride_bytes[2], off;
+  int tile_shift[2]; /* K in tiles: one tile of row_bytes per HN_KV_TILE listed cells */
 } NextRows;
 
 static inline __attribute__((always_inline)) void
 next_rows_fetch(NextRows *r, int quota)
 {
   for (int q = 0; q < quota && r->which < 2; q++) {
-    __builtin_prefetch(r->base[r->which] + (size_t)r->cells[r->cell] * r->stride_bytes + r->off, 0, 2);
+    const int w = r->which, shift = r->tile_shift[w];
+    __builtin_prefetch(r->base[w] + (size_t)(r->cells[r->cell] >> shift) * r->stride_bytes[w] + r->off, 0, 2);
     r->off += 64;
-    if (r->off >= r->row_bytes) {
+    if (r->off >= r->row_bytes[w]) {
       r->off = 0;
-      if (++r->cell == r->n) {
+      if ((r->cell += 1 << shift) >= r->n) {
         r->cell = 0;
         r->which++;
       }
@@ -154,6 +156,186 @@ value_tiles(const float *p, size_t p_stride, const float *vf, const bool direct,
                  tile_vecs, nv - j0 < tile_vecs ? nv - j0 : tile_vecs, next, quota);
 }
 
+/* Keys in tiles (HnAttnArgs.k_tiled).  The listed cells are taken in groups of at most
+ * HN_KV_TILE: a group of HN_KV_TILE consecutive cells that fill one tile is read where it
+ * is; any other group (the end of the list, cells out of order, a list that starts inside
+ * a tile) is first copied into a tile of its own, the cells in list order, zeros after
+ * them.  Either way the same products run in the same order, so a cell's score does not
+ * depend on where its key sits. */
+enum { TILE_VECS = HN_KV_TILE / VLEN, TILE_PAIR_HEADS = ATTN_ACC_VECS / (2 * TILE_VECS) };
+_Static_assert(TILE_PAIR_HEADS >= 1 && TILE_PAIR_HEADS <= 8, "the score tile shapes below");
+
+/* Whether list entries i .. i + HN_KV_TILE − 1 are one whole tile, in order. */
+static inline __attribute__((always_inline)) bool
+whole_tile_at(const int32_t *cells, int i, int n)
+{
+  if (cells[i] % HN_KV_TILE != 0 || i + HN_KV_TILE > n)
+    return false;
+  for (int l = 1; l < HN_KV_TILE; l++)
+    if (cells[i + l] != cells[i] + l)
+      return false;
+  return true;
+}
+
+/* The length of the group that starts at list entry i: a whole tile, or the entries up
+ * to the next whole tile (at most HN_KV_TILE). */
+static inline __attribute__((always_inline)) int
+tile_group_len(const int32_t *cells, int i, int n, bool *whole)
+{
+  *whole = whole_tile_at(cells, i, n);
+  if (*whole)
+    return HN_KV_TILE;
+  int len = 1;
+  while (len < HN_KV_TILE && i + len < n && !whole_tile_at(cells, i + len, n))
+    len++;
+  return len;
+}
+
+/* Copies the keys of cells[0 .. len) (one KV head's piece, head_k) into the tile `out`. */
+static inline __attribute__((always_inline)) void
+gather_tile(const uint16_t *head_k, size_t tile_halves, const int32_t *cells, int len, int hd, uint16_t *out)
+{
+  for (int l = 0; l < HN_KV_TILE; l++) {
+    const uint16_t *src = l < len ? head_k + (size_t)(cells[l] / HN_KV_TILE) * tile_halves + cells[l] % HN_KV_TILE
+                                  : NULL;
+    for (int d = 0; d < hd; d++)
+      out[d * HN_KV_TILE + l] = src ? src[(size_t)d * HN_KV_TILE] : 0;
+  }
+}
+
+/* acc[h · n_tiles · TILE_VECS + t · TILE_VECS + v] = Σ_d q_h[d] · tile_t[d][v · VLEN ..]:
+ * the scores of `heads` query heads against n_tiles tiles, every sum in a register, each
+ * converted key vector used by every head. */
+static inline __attribute__((always_inline)) void
+tile_products(const float *q, size_t q_stride, const uint16_t *t0, const uint16_t *t1, const int n_tiles, int hd,
+              const int heads, VEC *acc)
+{
+#pragma GCC unroll 16
+  for (int x = 0; x < heads * n_tiles * TILE_VECS; x++)
+    acc[x] = VZERO();
+  for (int d = 0; d < hd; d++) {
+    VEC k[2 * TILE_VECS];
+#pragma GCC unroll 16
+    for (int v = 0; v < TILE_VECS; v++) {
+      k[v] = VLOAD_H(t0 + d * HN_KV_TILE + v * VLEN);
+      if (n_tiles == 2)
+        k[TILE_VECS + v] = VLOAD_H(t1 + d * HN_KV_TILE + v * VLEN);
+    }
+#pragma GCC unroll 16
+    for (int h = 0; h < heads; h++) {
+      const VEC qh = VSET1(q[(size_t)h * q_stride + d]);
+#pragma GCC unroll 16
+      for (int x = 0; x < n_tiles * TILE_VECS; x++)
+        acc[h * n_tiles * TILE_VECS + x] = VFMADD(qh, k[x], acc[h * n_tiles * TILE_VECS + x]);
+    }
+  }
+}
+
+/* The products and scores of query heads h .. h + heads − 1 (of KV head g) over one or two
+ * groups: scaled, stored, and their running maximum kept, by lane for whole groups
+ * without a cap.  Other groups go through `part` first and are finished one score at a
+ * time once no sum is held in a register any more: a call (tanhf) while the sums were
+ * live would have sent them all to memory for the whole product loop. */
+static inline __attribute__((always_inline)) void
+tile_scores(const HnAttnArgs *a, int hd, int h, const int heads, const uint16_t *t0, const uint16_t *t1,
+            const int n_tiles, const int *start, const int *len, size_t stride, float *lane_mx, float *mx)
+{
+  VEC acc[ATTN_ACC_VECS];
+  float part[ATTN_ACC_VECS * VLEN];
+  tile_products(a->q + (size_t)h * a->q_stride, a->q_stride, t0, t1, n_tiles, hd, heads, acc);
+  const bool by_lane = a->softcap <= 0.0f;
+#pragma GCC unroll 16
+  for (int x = 0; x < heads; x++)
+#pragma GCC unroll 2
+    for (int t = 0; t < n_tiles; t++)
+#pragma GCC unroll 16
+      for (int v = 0; v < TILE_VECS; v++) {
+        const int i = (x * n_tiles + t) * TILE_VECS + v;
+        const VEC sv = VMUL(acc[i], VSET1(a->scale));
+        if (by_lane && len[t] == HN_KV_TILE) {
+          VSTORE(a->scores + (size_t)(h + x) * stride + start[t] + v * VLEN, sv);
+          VSTORE(lane_mx + (h + x) * VLEN, VMAX(sv, VLOAD(lane_mx + (h + x) * VLEN)));
+        } else {
+          VSTORE(part + i * VLEN, sv);
+        }
+      }
+  for (int x = 0; x < heads; x++)
+    for (int t = 0; t < n_tiles; t++) {
+      if (by_lane && len[t] == HN_KV_TILE)
+        continue;
+      float *s = a->scores + (size_t)(h + x) * stride + start[t];
+      const float *from = part + (x * n_tiles + t) * HN_KV_TILE;
+      for (int i = 0; i < len[t]; i++) {
+        float sc = from[i];
+        if (a->softcap > 0.0f)
+          sc = a->softcap * tanhf(sc / a->softcap);
+        s[i] = sc;
+        mx[h + x] = sc > mx[h + x] ? sc : mx[h + x];
+      }
+    }
+}
+
+/* The score pass over tiled keys: groups two at a time, through every KV head, the query
+ * heads of each in shapes of TILE_PAIR_HEADS, then halves of it. */
+static inline __attribute__((always_inline)) void
+tiled_score_pass(const HnAttnArgs *a, const int hd, int group, int n_kv, size_t stride, uint16_t *gathered,
+                 int pf, float *lane_mx, float *mx, NextRows *next, int score_quota)
+{
+  const int n = a->n_cells;
+  const size_t tile_halves = a->kv_stride * HN_KV_TILE, head_halves = (size_t)hd * HN_KV_TILE;
+  for (int i = 0; i < n;) {
+    int start[2], len[2], n_groups = 0;
+    bool whole[2];
+    for (; n_groups < 2 && i < n; n_groups++) {
+      start[n_groups] = i;
+      len[n_groups] = tile_group_len(a->cells, i, n, &whole[n_groups]);
+      i += len[n_groups];
+    }
+    /* the tiles PREFETCH_CELLS ahead, when the caller names no next block */
+    if (pf > 0)
+      for (int x = 0; x < n_groups; x++)
+        if (start[x] + PREFETCH_CELLS < n) {
+          const char *p = (const char *)(a->k + (size_t)(a->cells[start[x] + PREFETCH_CELLS] / HN_KV_TILE) * tile_halves);
+          for (int b = 0; b < pf * HN_KV_TILE * 2; b += 64)
+            __builtin_prefetch(p + b, 0, 3);
+        }
+    for (int g = 0; g < n_kv; g++) {
+      const uint16_t *head_k = a->k + (size_t)g * head_halves, *tiles[2];
+      for (int x = 0; x < n_groups; x++) {
+        const uint16_t *own = gathered + (size_t)x * head_halves;
+        if (whole[x]) {
+          tiles[x] = head_k + (size_t)(a->cells[start[x]] / HN_KV_TILE) * tile_halves;
+        } else {
+          gather_tile(head_k, tile_halves, a->cells + start[x], len[x], hd, (uint16_t *)own);
+          tiles[x] = own;
+        }
+      }
+      for (int h = g * group, h_end = (g + 1) * group; h < h_end;) {
+        const int left = h_end - h;
+        /* constant shapes: TILE_PAIR_HEADS, then its halves, down to one head */
+        const int heads = left >= TILE_PAIR_HEADS ? TILE_PAIR_HEADS
+                          : TILE_PAIR_HEADS >= 8 && left >= 4 ? 4
+                          : TILE_PAIR_HEADS >= 4 && left >= 2 ? 2
+                          : 1;
+        next_rows_fetch(next, score_quota * heads * n_groups * TILE_VECS);
+#define TILE_SCORES(H)                                                                                       \
+  (n_groups == 2 ? tile_scores(a, hd, h, H, tiles[0], tiles[1], 2, start, len, stride, lane_mx, mx)         \
+                 : tile_scores(a, hd, h, H, tiles[0], NULL, 1, start, len, stride, lane_mx, mx))
+        if (heads == TILE_PAIR_HEADS)
+          TILE_SCORES(TILE_PAIR_HEADS);
+        else if (heads == 4)
+          TILE_SCORES(TILE_PAIR_HEADS >= 8 ? 4 : 1);
+        else if (heads == 2)
+          TILE_SCORES(TILE_PAIR_HEADS >= 4 ? 2 : 1);
+        else
+          TILE_SCORES(1);
+#undef TILE_SCORES
+        h += heads;
+      }
+    }
+  }
+}
+
 static inline __attribute__((always_inline)) void
 ATTN_BODY(const HnAttnArgs *a, const int hd)
 {
@@ -176,11 +358,21 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
    * fetched instead); with several KV heads each fetches its own piece */
   const int pf = a->next_cells || a->prefetch_halves < 0 ? -1
                  : n_kv > 1 || a->prefetch_halves == 0 ? hd : a->prefetch_halves;
-  NextRows next = {{(const char *)a->k, (const char *)a->v}, a->next_cells, a->next_n_cells, 0,
-                   a->next_cells && a->next_n_cells > 0 ? 0 : 2, (size_t)(n_kv * hd) * 2, a->kv_stride * 2, 0};
+  const int tile = a->k_tiled ? HN_KV_TILE : 1, tile_shift = a->k_tiled ? 4 : 0;
+  _Static_assert(HN_KV_TILE == 1 << 4, "tile_shift");
+  const size_t row_bytes = (size_t)(n_kv * hd) * 2;
+  NextRows next = {{(const char *)a->k, (const char *)a->v},
+                   a->next_cells,
+                   a->next_n_cells,
+                   0,
+                   a->next_cells && a->next_n_cells > 0 ? 0 : 2,
+                   {row_bytes * (size_t)tile, row_bytes},
+                   {a->kv_stride * 2 * (size_t)tile, a->kv_stride * 2},
+                   0,
+                   {tile_shift, 0}};
   /* lines to fetch, spread over the score steps (one per VLEN cells of a query head) and
    * the value steps (one per cell of a tile) */
-  const int n_lines = next.which == 2 ? 0 : 2 * a->next_n_cells * (int)((next.row_bytes + 63) / 64);
+  const int n_lines = next.which == 2 ? 0 : 2 * a->next_n_cells * (int)((row_bytes + 63) / 64);
   const int score_steps = (n + VLEN - 1) / VLEN * nq, value_steps = n * n_kv * ((group + tile_heads - 1) / tile_heads) * ((nv + tile_vecs - 1) / tile_vecs);
   const int score_quota = (n_lines / 2 + score_steps - 1) / (score_steps > 0 ? score_steps : 1);
   const int v_quota = (n_lines - n_lines / 2 + value_steps - 1) / (value_steps > 0 ? value_steps : 1);
@@ -190,7 +382,9 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
     VSTORE(lane_mx + h * VLEN, VSET1(-INFINITY));
     mx[h] = -INFINITY;
   }
-  for (int c0 = 0; c0 < n; c0 += CHUNK) {
+  if (a->k_tiled)
+    tiled_score_pass(a, hd, group, n_kv, stride, (uint16_t *)kf, pf, lane_mx, mx, &next, score_quota);
+  for (int c0 = 0; c0 < n && !a->k_tiled; c0 += CHUNK) {
     const int nc = n - c0 < CHUNK ? n - c0 : CHUNK;
     /* a chunk's last partial group of VLEN cells meets zero keys (scores ignored) */
     const int padded = (nc + VLEN - 1) / VLEN * VLEN;

@@ -11,6 +11,7 @@
 
 #include "hn-cpu.h"
 #include "hn-quants.h"
+#include "hn-kv-cache.h" /* HN_KV_TILE: the key tiles the attention reads */
 
 #ifdef __cplusplus
 extern "C" {
@@ -159,6 +160,11 @@ typedef struct {
    * is ignored). */
   const int32_t *next_cells;
   int next_n_cells;
+  /* The keys are in tiles of HN_KV_TILE cells (hn-kv-cache.h): k points at this call's
+   * first KV head's piece of tile 0, value d of cell c at
+   * k + (c / HN_KV_TILE) · kv_stride · HN_KV_TILE + d · HN_KV_TILE + c % HN_KV_TILE, and KV
+   * head g's piece head_dim · HN_KV_TILE halves after head 0's.  The values stay rows. */
+  bool k_tiled;
 } HnAttnArgs;
 typedef void (*HnAttnFn)(const HnAttnArgs *args);
 

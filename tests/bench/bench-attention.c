@@ -4,13 +4,16 @@
  * orders: whole KV heads over all the cells, and blocks of cells with every KV head over
  * each in one call (a decode step's order; with two threads each takes a range of blocks
  * and reads whole cell rows, instead of picking its heads' pieces out of every row, and
- * fetches its next block's rows while it works on one).  The cache
- * holds all 22 layers' F16 rows (88 MiB at 4096 cells), so the keys and values come from
- * memory as in decode.  It prints the thread CPU time per token (the slower thread's;
- * best of five, the orders alternating; a busy neighbour inflates CPU time far less
- * than wall time) and the bytes of keys and values read per second.  The cache lives in
- * huge pages, as the context's does (hn_huge_alloc); the block order also runs on a copy
- * in ordinary 4 KiB pages, in the same alternation, to show what the pages are worth.
+ * fetches its next block's rows while it works on one).  The keys are in tiles of
+ * HN_KV_TILE cells, as a context's cache keeps them; the block order also runs on the
+ * same keys in rows (the layout before the tiles, and that of the Vulkan offload's
+ * storage).  The cache holds all 22 layers' F16 keys and values (88 MiB at 4096 cells),
+ * so they come from memory as in decode.  It prints the thread CPU time per token (the
+ * slower thread's; best of five, the orders alternating; a busy neighbour inflates CPU
+ * time far less than wall time) and the bytes of keys and values read per second.  The
+ * cache lives in huge pages, as the context's does (hn_huge_alloc); the block order over
+ * rows also runs on a copy in ordinary 4 KiB pages, in the same alternation, to show what
+ * the pages are worth.
  * It also times the join of the blocks (hn_attn_merge_blocks) for every layer, which the
  * context runs on one thread between the attention and the next matrix.  A benchmark,
  * not a test: it prints numbers and only fails if something errors.
@@ -55,6 +58,7 @@ aligned_floats(size_t n)
  * n_ctx, and one token's queries. */
 typedef struct {
   const uint16_t *k, *v;
+  bool k_tiled;
   size_t per_layer;
   const int32_t *cells;
   const float *q;
@@ -93,7 +97,9 @@ attention_share(void *data, int ith, int nth)
   HnAttnArgs a = {
     .head_dim = HEAD_DIM, .n_q = GROUP, .q_stride = HEAD_DIM, .scale = 0.125f, .kv_stride = KV_DIM,
     .out_stride = HEAD_DIM, .work = r->scratch[ith].work, .scores = r->scratch[ith].scores,
+    .k_tiled = c->k_tiled,
   };
+  const int k_head = HEAD_DIM * (c->k_tiled ? HN_KV_TILE : 1); /* from one KV head's keys to the next */
   const int n_blocks = (r->depth + BLOCK - 1) / BLOCK;
   const int part = (int) hn_attn_part_floats(KV_HEADS * GROUP, HEAD_DIM);
   for (int l = 0; l < LAYERS; l++) {
@@ -103,7 +109,7 @@ attention_share(void *data, int ith, int nth)
       a.n_cells = r->depth;
       for (int h = ith; h < KV_HEADS; h += nth) {
         a.q = c->q + h * GROUP * HEAD_DIM;
-        a.k = k + h * HEAD_DIM;
+        a.k = k + h * k_head;
         a.v = v + h * HEAD_DIM;
         a.out = c->out + h * GROUP * HEAD_DIM;
         r->kern->attn(&a);
@@ -149,7 +155,7 @@ main(void)
   size_t per_layer = (size_t) max_depth * KV_DIM;
   const size_t kv_bytes = per_layer * LAYERS * sizeof(uint16_t);
   uint16_t *k = hn_huge_alloc(kv_bytes), *v = hn_huge_alloc(kv_bytes);
-  uint16_t *k_small = malloc(kv_bytes), *v_small = malloc(kv_bytes);
+  uint16_t *k_small = malloc(kv_bytes), *v_small = malloc(kv_bytes), *k_tiles = hn_huge_alloc(kv_bytes);
   int32_t *cells = malloc(max_depth * sizeof(int32_t));
   float *q = aligned_floats(KV_HEADS * GROUP * HEAD_DIM), *out = aligned_floats(KV_HEADS * GROUP * HEAD_DIM);
   /* (room for every query head: the blocked order runs all of them in one call) */
@@ -158,7 +164,7 @@ main(void)
   float *work2 = aligned_floats(hn_attn_work_floats(KV_HEADS * GROUP, HEAD_DIM));
   float *scores2 = aligned_floats(GROUP * hn_attn_score_stride(max_depth));
   float *parts = aligned_floats((max_depth + BLOCK - 1) / BLOCK * hn_attn_part_floats(KV_HEADS * GROUP, HEAD_DIM));
-  if (!k || !v || !k_small || !v_small || !cells)
+  if (!k || !v || !k_small || !v_small || !k_tiles || !cells)
     return 1;
   uint32_t state = 1;
   for (size_t i = 0; i < per_layer * LAYERS; i++) {
@@ -168,18 +174,29 @@ main(void)
   }
   memcpy(k_small, k, kv_bytes);
   memcpy(v_small, v, kv_bytes);
+  /* max_depth is a whole number of tiles */
+  for (size_t l = 0; l < LAYERS; l++)
+    for (size_t c = 0; c < (size_t) max_depth; c++)
+      for (size_t j = 0; j < KV_DIM; j++)
+        k_tiles[l * per_layer + c / HN_KV_TILE * HN_KV_TILE * KV_DIM + j * HN_KV_TILE + c % HN_KV_TILE] =
+            k[l * per_layer + c * KV_DIM + j];
   for (int i = 0; i < max_depth; i++)
     cells[i] = i;
   for (int i = 0; i < KV_HEADS * GROUP * HEAD_DIM; i++)
     q[i] = hn_fp16_to_fp32(hn_fp32_to_fp16((float) (i * 37 % 101 - 50) / 64.0f));
 
-  Cache cache = { .k = k, .v = v, .per_layer = per_layer, .cells = cells, .q = q, .out = out, .parts = parts };
+  Cache rows = { .k = k, .v = v, .per_layer = per_layer, .cells = cells, .q = q, .out = out, .parts = parts };
+  Cache cache = rows;
+  cache.k = k_tiles;
+  cache.k_tiled = true;
   Cache small_pages = cache;
   small_pages.k = k_small;
+  small_pages.k_tiled = false;
   small_pages.v = v_small;
   /* the orders measured, alternating */
-  enum { BY_HEAD, BY_BLOCK, BY_BLOCK_SMALL_PAGES, N_ORDERS };
-  static const char *const order_names[N_ORDERS] = { "by head", "by block", "by block, 4 KiB pages" };
+  enum { BY_HEAD, BY_BLOCK, BY_BLOCK_ROWS, BY_BLOCK_ROWS_SMALL_PAGES, N_ORDERS };
+  static const char *const order_names[N_ORDERS] = { "by head", "by block", "by block, keys in rows",
+                                                     "by block, rows, 4 KiB" };
   HnThreadPool *pool = hn_threadpool_new(2, NULL);
   if (!pool)
     return 1;
@@ -193,11 +210,12 @@ main(void)
       continue;
     for (int nth = 1; nth <= 2; nth++)
       for (size_t di = 0; di < sizeof depths / sizeof depths[0]; di++) {
-        double best[N_ORDERS] = { 1e30, 1e30, 1e30 }, best_join = 1e30;
+        double best[N_ORDERS] = { 1e30, 1e30, 1e30, 1e30 }, best_join = 1e30;
         /* the orders alternate, so that a neighbour's burst hits them alike */
         for (int rep = 0; rep < 6 * N_ORDERS; rep++) { /* the first round is a warm-up */
           const int order = rep % N_ORDERS;
-          Run r = { .cache = order == BY_BLOCK_SMALL_PAGES ? &small_pages : &cache, .kern = kern,
+          const Cache *in = order == BY_BLOCK_ROWS_SMALL_PAGES ? &small_pages : order == BY_BLOCK_ROWS ? &rows : &cache;
+          Run r = { .cache = in, .kern = kern,
                     .depth = depths[di], .blocked = order != BY_HEAD,
                     .scratch = { { work, scores }, { work2, scores2 } } };
           if (nth == 1)
@@ -228,6 +246,7 @@ main(void)
   hn_threadpool_free(pool);
   hn_huge_free(k, kv_bytes);
   hn_huge_free(v, kv_bytes);
+  hn_huge_free(k_tiles, kv_bytes);
   free(k_small);
   free(v_small);
   free(cells);

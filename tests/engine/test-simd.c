@@ -688,7 +688,8 @@ test_matmul_rows_alone (void)
   HnError err = { 0 };
   HnThreadPool *pool = hn_threadpool_new (2, &err);
   g_assert_nonnull (pool);
-  const char *levels[] = { "scalar", "avx2", "avx512" }, *decode[] = { "tile", "dot" };
+  /* (a name a processor has no level for means its best one) */
+  const char *levels[] = { "scalar", "avx2", "avx512", "neon" }, *decode[] = { "tile", "dot" };
   enum { N_TOKENS = 5 };
   const int64_t n = 256 * 2, rows = 21;
   float *x = g_new (float, n * N_TOKENS), *y = g_new (float, rows * N_TOKENS), *alone = g_new (float, rows);
@@ -801,15 +802,86 @@ test_matvec_many (void)
   g_rand_free (rand);
 }
 
-/* The SIMD attention kernels against a double-precision softmax over the same F16 keys
- * and values with the probabilities rounded to F16 (the rounding HnAttnArgs asks for):
+/* Checks the output of an attention call against a double-precision softmax over the
+ * same F16 keys (kc, in rows) and values with the probabilities rounded to F16 (the
+ * rounding HnAttnArgs asks for).  A probability that lies within float rounding of a
+ * halfway point between two F16 values may round either way: for those alone one F16
+ * step times the value is allowed on top.  Returns the outputs compared. */
+static int
+expect_attention (HnSimdLevel level, const HnAttnArgs *args, const guint16 *kc, const guint16 *vc, int first_head,
+                  const float *row_max, const float *row_sum)
+{
+  const int hd = args->head_dim, n_kv = MAX (args->kv_heads, 1), n_q = args->n_q * n_kv;
+  const int n_cells = args->n_cells, kv_stride = (int) args->kv_stride;
+  const float softcap = args->softcap, *q = args->q, *out = args->out;
+  const gint32 *cells = args->cells;
+  int checked = 0;
+  for (int h = 0; h < n_q; h++) {
+    const int koff = (first_head + h / args->n_q) * hd; /* the head's piece of a row */
+    double *s = g_new (double, n_cells + 1), mx = -INFINITY, sum = 0;
+    for (int c = 0; c < n_cells; c++) {
+      double d = 0;
+      for (int i = 0; i < hd; i++)
+        d += q[h * hd + i] * (double) hn_fp16_to_fp32 (kc[cells[c] * kv_stride + koff + i]);
+      s[c] = d * args->scale;
+      if (softcap > 0)
+        s[c] = softcap * tanh (s[c] / softcap);
+      mx = MAX (mx, s[c]);
+    }
+    for (int c = 0; c < n_cells; c++)
+      sum += s[c] = exp (s[c] - mx);
+    if (n_cells > 0) {
+      /* the block statistics a caller joins blocks with */
+      if (fabs (row_max[h] - mx) > 1e-5 * (1 + fabs (mx)) || fabs (row_sum[h] - sum) > 1e-5 * sum)
+        g_error ("%s attention hd=%d n_q=%d cells=%d tiled=%d head %d: max %g sum %g, expected %g and %g",
+                 hn_simd_level_name (level), hd, n_q, n_cells, args->k_tiled, h, row_max[h], row_sum[h], mx, sum);
+    }
+    for (int i = 0; i < hd; i++) {
+      double o = 0, slack = 0;
+      for (int c = 0; c < n_cells; c++) {
+        double exact = s[c] / sum;
+        guint16 bits = hn_fp32_to_fp16 ((float) exact);
+        double p = hn_fp16_to_fp32 (bits), step = hn_fp16_to_fp32 ((guint16) (bits + 1)) - p;
+        double v = hn_fp16_to_fp32 (vc[cells[c] * kv_stride + koff + i]);
+        o += p * v;
+        if (fabs (fabs (exact - p) - step / 2) < 1e-6 * exact)
+          slack += step * fabs (v);
+      }
+      if (fabs (out[h * hd + i] - o) > 1e-5 + slack)
+        g_error ("%s attention hd=%d n_q=%d cells=%d softcap=%g tiled=%d head %d [%d]: %g, expected %g",
+                 hn_simd_level_name (level), hd, n_q, n_cells, softcap, args->k_tiled, h, i, out[h * hd + i], o);
+      checked++;
+    }
+    g_free (s);
+  }
+  return checked;
+}
+
+/* Copies keys in rows (n_cells rows of kv_stride halves) into tiles of HN_KV_TILE cells,
+ * the layout of HnAttnArgs.k_tiled; the last tile's missing cells hold garbage (0x7e00,
+ * NaN), which no listed cell may reach. */
+static guint16 *
+keys_in_tiles (const guint16 *rows, int n_cells, int kv_stride)
+{
+  const int n_tiles = (n_cells + HN_KV_TILE - 1) / HN_KV_TILE;
+  guint16 *tiles = g_new (guint16, (gsize) n_tiles * HN_KV_TILE * kv_stride);
+  for (gsize i = 0; i < (gsize) n_tiles * HN_KV_TILE * kv_stride; i++)
+    tiles[i] = 0x7e00;
+  for (int c = 0; c < n_cells; c++)
+    for (int j = 0; j < kv_stride; j++)
+      tiles[(gsize) (c / HN_KV_TILE) * HN_KV_TILE * kv_stride + (gsize) j * HN_KV_TILE + c % HN_KV_TILE] =
+          rows[(gsize) c * kv_stride + j];
+  return tiles;
+}
+
+/* The SIMD attention kernels against a double-precision softmax (expect_attention):
  * several head sizes, one to eight query heads sharing the KV head (grouped-query
  * attention), two and three KV heads in one call, cell lists shorter than a vector, around
  * the chunk and vector sizes, out of order, deep into a context (4099 cells), empty, and
  * with gemma2's soft-cap; every case fetches ahead its own rows, whole rows, the rows of a
- * next call, or nothing, which must not change a bit.  A probability that lies within
- * float rounding of a halfway point between two F16 values may round either way: for
- * those alone one F16 step times the value is allowed on top. */
+ * next call, or nothing, which must not change a bit.  Each case runs with the keys in
+ * rows and in tiles, over a list out of order and, for tiles, also over consecutive cells
+ * from inside a tile (whole tiles between a partial first and last one). */
 static void
 test_attention (void)
 {
@@ -824,7 +896,7 @@ test_attention (void)
     { 3, 0, 0, 1 }, { 3, 1, 0, 1 }, { 3, 31, 0, 1 }, { 3, 33, 0, 1 }, { 3, 100, 0, 1 }, { 1, 7, 0, 1 },
     { 1, 15, 0, 1 }, { 8, 17, 0, 1 }, { 8, 47, 0, 1 }, { 1, 1000, 0, 1 }, { 8, 4099, 0, 1 }, { 4, 1031, 0, 1 },
     { 2, 45, 20.0f, 1 }, { 3, 130, 5.0f, 1 }, { 8, 256, 0, 3 }, { 7, 77, 0, 2 }, { 2, 33, 30.0f, 3 },
-    { 1, 5, 0, 2 },
+    { 1, 5, 0, 2 }, { 16, 70, 0, 1 }, { 6, 90, 0, 2 },
   };
   for (HnSimdLevel level = HN_SIMD_SCALAR + 1; level < HN_SIMD_LEVEL_COUNT; level++) {
     const HnSimdKernels *k = hn_simd_kernels_for_level (level);
@@ -832,94 +904,167 @@ test_attention (void)
       continue;
     const int head_dims[] = { 64, 128, 48, 80 };
     for (gsize hi = 0; hi < G_N_ELEMENTS (head_dims); hi++)
-      for (gsize ci = 0; ci < G_N_ELEMENTS (cases); ci++) {
-        /* one KV head: the second of a row of two; several: the first ones of a row of
-         * four */
-        const int hd = head_dims[hi], n_kv = cases[ci].kv_heads, n_q = cases[ci].n_q * n_kv;
-        const int n_cells = cases[ci].n_cells, kv_stride = (n_kv > 1 ? 4 : 2) * hd;
-        const int first_head = n_kv > 1 ? 0 : 1;
-        int n_total = n_cells + 28 > 128 ? n_cells + 28 : 128; /* never a multiple of 37 */
-        float softcap = cases[ci].softcap;
-        if (hd % k->attn_multiple != 0)
-          continue;
-        float *q = g_new (float, n_q * hd), *out = g_new (float, n_q * hd);
-        guint16 *kc = g_new (guint16, n_total * kv_stride), *vc = g_new (guint16, n_total * kv_stride);
-        gint32 *cells = g_new (gint32, n_total);
-        float *work = g_aligned_alloc (hn_attn_work_floats (n_q, hd), sizeof (float), 64);
-        float *scores = g_aligned_alloc (n_q * hn_attn_score_stride (n_cells) + 1, sizeof (float), 64);
-        for (int i = 0; i < n_q * hd; i++)
-          q[i] = hn_fp16_to_fp32 (hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -2, 2)));
-        for (int i = 0; i < n_total * kv_stride; i++) {
-          kc[i] = hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -1, 1));
-          vc[i] = hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -1, 1));
+      for (gsize ci = 0; ci < G_N_ELEMENTS (cases); ci++)
+        for (int layout = 0; layout < 3; layout++) {
+          /* one KV head: the second of a row of two; several: the first ones of a row of
+           * four */
+          const int hd = head_dims[hi], n_kv = cases[ci].kv_heads, n_q = cases[ci].n_q * n_kv;
+          const int n_cells = cases[ci].n_cells, kv_stride = (n_kv > 1 ? 4 : 2) * hd;
+          const int first_head = n_kv > 1 ? 0 : 1;
+          const bool tiled = layout > 0, consecutive = layout == 2;
+          int n_total = n_cells + 28 > 128 ? n_cells + 28 : 128; /* never a multiple of 37 */
+          float softcap = cases[ci].softcap;
+          if (hd % k->attn_multiple != 0)
+            continue;
+          float *q = g_new (float, n_q * hd), *out = g_new (float, n_q * hd);
+          guint16 *kc = g_new (guint16, n_total * kv_stride), *vc = g_new (guint16, n_total * kv_stride);
+          gint32 *cells = g_new (gint32, n_total);
+          float *work = g_aligned_alloc (hn_attn_work_floats (n_q, hd), sizeof (float), 64);
+          float *scores = g_aligned_alloc (n_q * hn_attn_score_stride (n_cells) + 1, sizeof (float), 64);
+          for (int i = 0; i < n_q * hd; i++)
+            q[i] = hn_fp16_to_fp32 (hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -2, 2)));
+          for (int i = 0; i < n_total * kv_stride; i++) {
+            kc[i] = hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -1, 1));
+            vc[i] = hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -1, 1));
+          }
+          guint16 *kt = tiled ? keys_in_tiles (kc, n_total, kv_stride) : NULL;
+          while (n_total % 37 == 0)
+            n_total--;
+          for (int i = 0; i < n_cells; i++) /* distinct; not ascending, or ascending from cell 5 */
+            cells[i] = consecutive ? (i + 5) % n_total : (i * 37 + 5) % n_total;
+          float row_max[48], row_sum[48];
+          HnAttnArgs args = {
+            .head_dim = hd, .n_q = n_q / n_kv, .kv_heads = n_kv, .q = q, .q_stride = (size_t) hd,
+            .scale = 1.0f / sqrtf ((float) hd), .softcap = softcap,
+            .k = tiled ? kt + first_head * hd * HN_KV_TILE : kc + first_head * hd, .k_tiled = tiled,
+            .v = vc + first_head * hd, .kv_stride = (size_t) kv_stride, .cells = cells, .n_cells = n_cells,
+            .out = out, .out_stride = (size_t) hd, .work = work, .scores = scores, .row_max = row_max,
+            .row_sum = row_sum,
+            .prefetch_halves = ci % 4 == 0 ? 0 : ci % 4 == 1 ? kv_stride - first_head * hd : -1,
+            /* a next call's cells: any list of cells in the cache */
+            .next_cells = ci % 4 == 3 ? cells : NULL,
+            .next_n_cells = ci % 4 == 3 ? n_cells / 2 : 0,
+          };
+          k->attn (&args);
+          checked += expect_attention (level, &args, kc, vc, first_head, row_max, row_sum);
+          g_free (q);
+          g_free (out);
+          g_free (kc);
+          g_free (kt);
+          g_free (vc);
+          g_free (cells);
+          g_aligned_free (work);
+          g_aligned_free (scores);
         }
-        while (n_total % 37 == 0)
-          n_total--;
-        for (int i = 0; i < n_cells; i++)
-          cells[i] = (i * 37 + 5) % n_total; /* distinct, not ascending */
-        float row_max[24], row_sum[24];
-        HnAttnArgs args = {
-          .head_dim = hd, .n_q = n_q / n_kv, .kv_heads = n_kv, .q = q, .q_stride = (size_t) hd,
-          .scale = 1.0f / sqrtf ((float) hd), .softcap = softcap, .k = kc + first_head * hd,
-          .v = vc + first_head * hd, .kv_stride = (size_t) kv_stride, .cells = cells, .n_cells = n_cells,
-          .out = out, .out_stride = (size_t) hd, .work = work, .scores = scores, .row_max = row_max,
-          .row_sum = row_sum,
-          .prefetch_halves = ci % 4 == 0 ? 0 : ci % 4 == 1 ? kv_stride - first_head * hd : -1,
-          /* a next call's cells: any list of cells in the cache */
-          .next_cells = ci % 4 == 3 ? cells : NULL,
-          .next_n_cells = ci % 4 == 3 ? n_cells / 2 : 0,
-        };
-        k->attn (&args);
-        for (int h = 0; h < n_q; h++) {
-          const int koff = (first_head + h / (n_q / n_kv)) * hd; /* the head's piece of a row */
-          double *s = g_new (double, n_cells + 1), mx = -INFINITY, sum = 0;
-          for (int c = 0; c < n_cells; c++) {
-            double d = 0;
-            for (int i = 0; i < hd; i++)
-              d += q[h * hd + i] * (double) hn_fp16_to_fp32 (kc[cells[c] * kv_stride + koff + i]);
-            s[c] = d * args.scale;
-            if (softcap > 0)
-              s[c] = softcap * tanh (s[c] / softcap);
-            mx = MAX (mx, s[c]);
-          }
-          for (int c = 0; c < n_cells; c++)
-            sum += s[c] = exp (s[c] - mx);
-          if (n_cells > 0) {
-            /* the block statistics a caller joins blocks with */
-            if (fabs (row_max[h] - mx) > 1e-5 * (1 + fabs (mx)) || fabs (row_sum[h] - sum) > 1e-5 * sum)
-              g_error ("%s attention hd=%d n_q=%d cells=%d head %d: max %g sum %g, expected %g and %g",
-                       hn_simd_level_name (level), hd, n_q, n_cells, h, row_max[h], row_sum[h], mx, sum);
-          }
-          for (int i = 0; i < hd; i++) {
-            double o = 0, slack = 0;
-            for (int c = 0; c < n_cells; c++) {
-              double exact = s[c] / sum;
-              guint16 bits = hn_fp32_to_fp16 ((float) exact);
-              double p = hn_fp16_to_fp32 (bits), step = hn_fp16_to_fp32 ((guint16) (bits + 1)) - p;
-              double v = hn_fp16_to_fp32 (vc[cells[c] * kv_stride + koff + i]);
-              o += p * v;
-              if (fabs (fabs (exact - p) - step / 2) < 1e-6 * exact)
-                slack += step * fabs (v);
-            }
-            if (fabs (out[h * hd + i] - o) > 1e-5 + slack)
-              g_error ("%s attention hd=%d n_q=%d cells=%d softcap=%g head %d [%d]: %g, expected %g",
-                       hn_simd_level_name (level), hd, n_q, n_cells, softcap, h, i, out[h * hd + i], o);
-            checked++;
-          }
-          g_free (s);
-        }
-        g_free (q);
-        g_free (out);
-        g_free (kc);
-        g_free (vc);
-        g_free (cells);
-        g_aligned_free (work);
-        g_aligned_free (scores);
-      }
   }
   if (checked == 0)
     g_test_skip ("no SIMD attention on this processor");
   g_test_message ("%d attention outputs compared", checked);
+  g_rand_free (rand);
+}
+
+/* With the keys in tiles, a cell's key is read where it lies when its whole tile is listed
+ * in order, and copied into a tile of its own otherwise; the two must give the same bits,
+ * or a sequence decoded beside others (its cells scattered) would answer differently from
+ * the same sequence alone (its cells consecutive).  The same keys and values, once in
+ * consecutive cells from the start of a tile and once scattered, must give equal
+ * outputs, maxima and sums, for every query-head count the score tiles split into. */
+static void
+test_attention_tiles_placement (void)
+{
+  GRand *rand = g_rand_new_with_seed (11);
+  int compared = 0;
+  for (HnSimdLevel level = HN_SIMD_SCALAR + 1; level < HN_SIMD_LEVEL_COUNT; level++) {
+    const HnSimdKernels *k = hn_simd_kernels_for_level (level);
+    if (k == NULL || k->attn == NULL)
+      continue;
+    const int head_dims[] = { 32, 64, 128 }, groups[] = { 1, 2, 3, 4, 5, 8, 16 }, lengths[] = { 16, 40, 300 };
+    for (gsize hi = 0; hi < G_N_ELEMENTS (head_dims); hi++)
+      for (gsize gi = 0; gi < G_N_ELEMENTS (groups); gi++)
+        for (gsize li = 0; li < G_N_ELEMENTS (lengths); li++)
+          for (int n_kv = 1; n_kv <= 2; n_kv++) {
+            const int hd = head_dims[hi], n_q = groups[gi] * n_kv, n = lengths[li], kv_stride = 2 * hd;
+            const int n_total = 2 * n + 64;
+            if (hd % k->attn_multiple != 0)
+              continue;
+            float *q = g_new (float, n_q * hd), *out[2], mx[2][32], sum[2][32];
+            guint16 *kc[2], *vc[2], *kt[2];
+            gint32 *cells[2];
+            float *work = g_aligned_alloc (hn_attn_work_floats (n_q, hd), sizeof (float), 64);
+            float *scores = g_aligned_alloc (n_q * hn_attn_score_stride (n), sizeof (float), 64);
+            for (int i = 0; i < n_q * hd; i++)
+              q[i] = hn_fp16_to_fp32 (hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -2, 2)));
+            for (int p = 0; p < 2; p++) {
+              out[p] = g_new (float, n_q * hd);
+              kc[p] = g_new0 (guint16, (gsize) n_total * kv_stride);
+              vc[p] = g_new0 (guint16, (gsize) n_total * kv_stride);
+              cells[p] = g_new (gint32, n);
+              for (int i = 0, c = 47; i < n; i++, c++) { /* consecutive from tile 1; runs with holes */
+                if (c % 32 == 31)
+                  c++;
+                cells[p][i] = p == 0 ? HN_KV_TILE + i : c;
+              }
+            }
+            for (int i = 0; i < n; i++)
+              for (int j = 0; j < kv_stride; j++) {
+                guint16 key = hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -1, 1));
+                guint16 value = hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -1, 1));
+                for (int p = 0; p < 2; p++) {
+                  kc[p][cells[p][i] * kv_stride + j] = key;
+                  vc[p][cells[p][i] * kv_stride + j] = value;
+                }
+              }
+            for (int p = 0; p < 2; p++) {
+              kt[p] = keys_in_tiles (kc[p], n_total, kv_stride);
+              HnAttnArgs args = {
+                .head_dim = hd, .n_q = n_q / n_kv, .kv_heads = n_kv, .q = q, .q_stride = (size_t) hd,
+                .scale = 1.0f / sqrtf ((float) hd), .k = kt[p], .k_tiled = true, .v = vc[p],
+                .kv_stride = (size_t) kv_stride, .cells = cells[p], .n_cells = n, .out = out[p],
+                .out_stride = (size_t) hd, .work = work, .scores = scores, .row_max = mx[p], .row_sum = sum[p],
+                .prefetch_halves = p == 0 ? 0 : -1,
+              };
+              k->attn (&args);
+              if (p == 0)
+                expect_attention (level, &args, kc[p], vc[p], 0, mx[p], sum[p]);
+            }
+            /* the KV heads one call each, as the worker of longer batches runs them */
+            float *alone = g_new (float, n_q * hd), amx[32], asum[32];
+            for (int g = 0; g < n_kv; g++) {
+              const int group = n_q / n_kv;
+              HnAttnArgs args = {
+                .head_dim = hd, .n_q = group, .q = q + g * group * hd, .q_stride = (size_t) hd,
+                .scale = 1.0f / sqrtf ((float) hd), .k = kt[1] + g * hd * HN_KV_TILE, .k_tiled = true,
+                .v = vc[1] + g * hd, .kv_stride = (size_t) kv_stride, .cells = cells[1], .n_cells = n,
+                .out = alone + g * group * hd, .out_stride = (size_t) hd, .work = work, .scores = scores,
+                .row_max = amx + g * group, .row_sum = asum + g * group, .prefetch_halves = hd,
+              };
+              k->attn (&args);
+            }
+            if (memcmp (out[1], alone, (gsize) n_q * hd * sizeof (float)) != 0)
+              g_error ("%s attention hd=%d n_q=%d kv_heads=%d cells=%d: one call per KV head gave other bits",
+                       hn_simd_level_name (level), hd, n_q, n_kv, n);
+            g_free (alone);
+            if (memcmp (out[0], out[1], (gsize) n_q * hd * sizeof (float)) != 0 ||
+                memcmp (mx[0], mx[1], (gsize) n_q * sizeof (float)) != 0 ||
+                memcmp (sum[0], sum[1], (gsize) n_q * sizeof (float)) != 0)
+              g_error ("%s attention hd=%d n_q=%d kv_heads=%d cells=%d: the keys' place in the cache changed the result",
+                       hn_simd_level_name (level), hd, n_q, n_kv, n);
+            compared++;
+            for (int p = 0; p < 2; p++) {
+              g_free (out[p]);
+              g_free (kc[p]);
+              g_free (vc[p]);
+              g_free (kt[p]);
+              g_free (cells[p]);
+            }
+            g_free (q);
+            g_aligned_free (work);
+            g_aligned_free (scores);
+          }
+  }
+  if (compared == 0)
+    g_test_skip ("no SIMD attention on this processor");
+  g_test_message ("%d placements compared", compared);
   g_rand_free (rand);
 }
 
@@ -1289,6 +1434,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/simd/matvec-many", test_matvec_many);
   g_test_add_func ("/engine/simd/matmul-rows-alone", test_matmul_rows_alone);
   g_test_add_func ("/engine/simd/attention", test_attention);
+  g_test_add_func ("/engine/simd/attention-tiles-placement", test_attention_tiles_placement);
   g_test_add_func ("/engine/simd/attention-nan", test_attention_nan);
   g_test_add_func ("/engine/simd/attention-blocks", test_attention_blocks);
   g_test_add_func ("/engine/simd/decode-pick", test_decode_pick);
