@@ -11,7 +11,9 @@
  * caller) meets the F16 keys, the softmax is taken over every visible cell, and each
  * probability is rounded to F16 before it weights its value.  So two passes: the first
  * converts the keys CHUNK cells at a time — once for all the query heads that share the
- * KV head — and keeps the scores, the second does the same with the values.  A call may
+ * KV head — and keeps the scores, the second does the same with the values.  Keys in
+ * tiles (HnAttnArgs.k_tiled, what a context's cache holds) take tiled_score_pass
+ * instead: the query heads times whole tiles, nothing staged.  A call may
  * cover several KV heads (HnAttnArgs.kv_heads): each chunk then runs through them in
  * turn, so the rows are read front to back.
  *
@@ -345,7 +347,8 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
   float *acc = a->work;                   /* nq × hd */
   float *lane_mx = acc + nq * hd;         /* nq × VLEN (VLEN <= CHUNK) */
   float *mx = acc + nq * hd + nq * CHUNK; /* nq (the layout of hn_attn_work_floats) */
-  float *kf = a->work + ((size_t)nq * (size_t)(hd + CHUNK + 2) + 15) / 16 * 16; /* CHUNK × hd */
+  /* CHUNK × hd; with tiled keys, the two tiles a score step copies its groups into */
+  float *kf = a->work + ((size_t)nq * (size_t)(hd + CHUNK + 2) + 15) / 16 * 16;
   float *vf = kf + CHUNK * hd;            /* CHUNK × hd */
   /* Tiles need their shape at compile time to keep the sums in registers: the head
    * sizes compiled as constants (ATTN_NAME) get the widest tile that fits, any other
