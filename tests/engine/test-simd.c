@@ -266,6 +266,25 @@ test_gemm_tiles (void)
   g_rand_free (rand);
 }
 
+/* A weight tensor of `rows` rows of n random values quantized to `type` (its data
+ * g_malloc'd); the values before quantization in *values when asked for (g_free both). */
+static HnGgufTensor
+random_weight (GRand *rand, HnType type, int64_t n, int64_t rows, float **values)
+{
+  size_t row_bytes = hn_type_row_bytes (type, n);
+  float *wf = g_new (float, n * rows);
+  guint8 *w = g_malloc0 (row_bytes * rows);
+  fill_random (rand, wf, n * rows);
+  for (int64_t r = 0; r < rows; r++)
+    hn_quantize_row (type, wf + r * n, w + r * row_bytes, n);
+  if (values)
+    *values = wf;
+  else
+    g_free (wf);
+  return (HnGgufTensor) { .name = "w", .type = type, .n_dims = 2, .ne = { n, rows, 1, 1 }, .data = w,
+                          .nbytes = row_bytes * rows };
+}
+
 /* hn_matmul (whatever path it takes: panel GEMM for batches, dot products otherwise)
  * against the reference dot product of the reference-quantized activations, for every
  * weight type, row counts that leave tail panels (and tail halves of the 8-row AVX2
@@ -298,13 +317,9 @@ test_matmul_paths (void)
     size_t row_bytes = hn_type_row_bytes (type, n), act_row = hn_type_row_bytes (vdt, n);
     for (gsize ri = 0; ri < G_N_ELEMENTS (row_counts); ri++) {
       int rows = row_counts[ri];
-      float *wf = g_new (float, n * rows);
-      guint8 *w = g_malloc0 (row_bytes * rows);
-      fill_random (rand, wf, n * rows);
-      for (int r = 0; r < rows; r++)
-        hn_quantize_row (type, wf + r * n, w + r * row_bytes, n);
-      HnGgufTensor tensor = { .name = "w", .type = type, .n_dims = 2, .ne = { n, rows, 1, 1 },
-                              .data = w, .nbytes = row_bytes * rows };
+      float *wf;
+      HnGgufTensor tensor = random_weight (rand, type, n, rows, &wf);
+      const guint8 *w = tensor.data;
       int64_t y_stride = rows + 3;
       for (int nt = 1; nt <= MAX_TOKENS; nt++) {
         float *x = g_new (float, n * nt);
@@ -356,7 +371,7 @@ test_matmul_paths (void)
         g_free (y);
       }
       g_free (wf);
-      g_free (w);
+      g_free ((void *) w);
     }
   }
   g_unsetenv ("HANASHI_SIMD");
@@ -704,14 +719,7 @@ test_matmul_rows_alone (void)
       g_setenv ("HANASHI_DECODE", decode[di], TRUE);
       for (gsize ti = 0; ti < G_N_ELEMENTS (weight_types); ti++) {
         HnType type = weight_types[ti];
-        size_t row_bytes = hn_type_row_bytes (type, n);
-        float *wf = g_new (float, n * rows);
-        guint8 *w = g_malloc0 (row_bytes * rows);
-        fill_random (rand, wf, n * rows);
-        for (int r = 0; r < rows; r++)
-          hn_quantize_row (type, wf + r * n, w + r * row_bytes, n);
-        HnGgufTensor t = { .name = "w", .type = type, .n_dims = 2, .ne = { n, rows, 1, 1 }, .data = w,
-                           .nbytes = row_bytes * rows };
+        HnGgufTensor t = random_weight (rand, type, n, rows, NULL);
         for (int nt = 2; nt <= N_TOKENS; nt += N_TOKENS - 2) {
           hn_matmul_path (pool, &t, x, nt, scratch, y, rows, HN_MATMUL_ROW);
           for (int c = 0; c < nt; c++) {
@@ -722,8 +730,7 @@ test_matmul_rows_alone (void)
             checked++;
           }
         }
-        g_free (wf);
-        g_free (w);
+        g_free ((void *) t.data);
       }
     }
   g_unsetenv ("HANASHI_SIMD");
@@ -766,15 +773,7 @@ test_matvec_many (void)
       HnType type = weight_types[i % G_N_ELEMENTS (weight_types)];
       int which = i % 3;
       int64_t n = lengths[which], rows = 5 + 11 * (i % 4); /* tails of the 8-row tiles */
-      size_t row_bytes = hn_type_row_bytes (type, n);
-      float *wf = g_new (float, n * rows);
-      guint8 *w = g_malloc0 (row_bytes * rows);
-      fill_random (rand, wf, n * rows);
-      for (int r = 0; r < rows; r++)
-        hn_quantize_row (type, wf + r * n, w + r * row_bytes, n);
-      g_free (wf);
-      tensors[i] = (HnGgufTensor) { .name = "w", .type = type, .n_dims = 2, .ne = { n, rows, 1, 1 },
-                                    .data = w, .nbytes = row_bytes * rows };
+      tensors[i] = random_weight (rand, type, n, rows, NULL);
       items[i] = (HnMatvec) { &tensors[i], inputs[which], g_new0 (float, rows) };
       scratch_bytes = MAX (scratch_bytes, hn_matmul_scratch_bytes (n, 1, 3));
     }
