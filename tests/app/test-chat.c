@@ -75,6 +75,7 @@ test_send (void)
   GListModel *messages = hanashi_window_get_messages (window);
 
   /* With the model loaded, typing goes into the composer. */
+  wait_window_active (GTK_WINDOW (window));
   g_assert_true (gtk_widget_has_focus (GTK_WIDGET (hanashi_composer_get_text_view (composer))));
   guint changes = 0;
   g_signal_connect_swapped (window, "conversations-changed", G_CALLBACK (count_changes), &changes);
@@ -504,13 +505,16 @@ child_drawn_blank (GtkWidget *row, GtkWidget *child)
 
 /* Whether @child ends up drawn blank (@blank) or visible once the CSS transition (150 ms)
  * has run.  The transition follows the frame clock, which a loaded machine or a sanitizer
- * slows down, so this looks again for up to ten seconds before it gives the last answer. */
+ * slows down, so this looks again for up to ten seconds before it gives the last answer.
+ * Another test's window can take the shared display's keyboard meanwhile (and the focus
+ * state with it): the window is raised again before each look. */
 static gboolean
 child_becomes_blank (GtkWidget *row, GtkWidget *child, gboolean blank)
 {
   gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
   for (;;)
     {
+      wait_window_active (GTK_WINDOW (gtk_widget_get_root (row)));
       while (g_main_context_iteration (NULL, FALSE))
         ;
       g_usleep (20000);
@@ -571,6 +575,7 @@ test_copy (void)
   else
     g_test_message ("the pointer is on the reply; its hidden state is not checked");
   g_assert_true (gtk_widget_grab_focus (copy_button));
+  wait_window_active (GTK_WINDOW (window));
   g_assert_true (gtk_widget_get_state_flags (reply_row) & GTK_STATE_FLAG_FOCUS_WITHIN);
   g_assert_false (child_becomes_blank (reply_row, copy_button, FALSE));
   click_message_button (window, "chat.copy", message_at (window, 1));

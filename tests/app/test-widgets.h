@@ -134,6 +134,24 @@ wait_until (Condition condition, gpointer data)
     }
 }
 
+static inline gboolean
+window_is_active (gpointer window)
+{
+  return gtk_window_is_active (window);
+}
+
+/* GUI tests share one virtual display without a window manager, where the keyboard goes to
+ * the window under the pointer: another test's window mapped on top makes this one
+ * inactive, and GTK then takes the focus state (has-focus, :focus-within) off its widgets.
+ * Checks of where the keyboard focus is first raise @window back under the pointer. */
+static inline void
+wait_window_active (GtkWindow *window)
+{
+  if (!gtk_window_is_active (window))
+    gtk_window_present (window);
+  wait_until (window_is_active, window);
+}
+
 /* Runs the main loop until a label under @root (a window: a toast, say) contains @needle. */
 static inline void
 wait_for_text (gpointer root, const char *needle)
