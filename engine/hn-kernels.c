@@ -140,11 +140,6 @@ typedef struct {
   float *y;
   int64_t y_stride;
   int64_t unit;
-  /* tokens per tile call: the level's gemm_cols, or 1 on HN_MATMUL_ROW, whose tokens must
-   * each get what they get alone (AVX-512's one-column tiles sum in another order than
-   * its several-column ones); the rows of a tile are then read again from the cache,
-   * not from memory */
-  int cols_at_once;
   atomic_int next;
 } TileJob;
 
@@ -246,7 +241,7 @@ tile_worker(void *data, int ith, int nth)
 {
   TileJob *job = data;
   HnGemmTileFn tile = job->k->gemm_tile[job->type];
-  const int tr = job->k->gemm_rows, tc = job->cols_at_once;
+  const int tr = job->k->gemm_rows, tc = job->k->gemm_cols;
   (void) ith;
   (void) nth;
   for (;;) {
@@ -478,7 +473,6 @@ matmul_impl(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_tok
       .act = (const HnActChunk *) scratch, .n_tokens = n_tokens, .w = w->data,
       .w_row_bytes = hn_type_row_bytes(type, n), .y = y, .y_stride = y_stride,
       .unit = unit_rows(w->ne[1], hn_threadpool_n_threads(pool)),
-      .cols_at_once = path == HN_MATMUL_ROW ? 1 : k->gemm_cols,
     };
     atomic_init(&job.next, 0);
     for (int t = 0; t < n_tokens; t++)

@@ -91,18 +91,11 @@ pack_act(const float *x, int64_t n, int offset, HnActChunk *out)
 typedef struct {
   __m512i codes;
   __m512 scale;
-  __m512 neg_min; /* only for types with mins */
 } WeightChunk;
 
-/* Per-row state a loader may keep across the chunks of one super-block. */
-typedef struct {
-  __m512 scale_min; /* Q4_K: d·scale of the 8 groups (lanes 0-7), -dmin·min (lanes 8-15) */
-} LoaderState;
-
 static inline void
-load_q8_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w, LoaderState *st)
+load_q8_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)
 {
-  (void)st;
   const HnBlockQ8_0 *b = (const HnBlockQ8_0 *)row + 2 * k;
   __m256i lo = _mm256_loadu_si256((const __m256i *)b[0].qs);
   __m256i hi = pair ? _mm256_loadu_si256((const __m256i *)b[1].qs) : _mm256_setzero_si256();
@@ -113,9 +106,8 @@ load_q8_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w, LoaderState 
 }
 
 static inline void
-load_q4_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w, LoaderState *st)
+load_q4_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)
 {
-  (void)st;
   const HnBlockQ4_0 *b = (const HnBlockQ4_0 *)row + 2 * k;
   __m128i p0 = _mm_loadu_si128((const __m128i *)b[0].qs);
   __m128i p1 = pair ? _mm_loadu_si128((const __m128i *)b[1].qs) : _mm_setzero_si128();
@@ -146,27 +138,8 @@ q4_k_scales_mins(const HnBlockQ4_K *b)
 }
 
 static inline void
-load_q4_k(const uint8_t *row, int64_t k, bool pair, WeightChunk *w, LoaderState *st)
+load_q6_k(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)
 {
-  const HnBlockQ4_K *b = (const HnBlockQ4_K *)row + k / 4;
-  const int j = (int)(k % 4);
-  if (j == 0)
-    st->scale_min = q4_k_scales_mins(b);
-  __m256i bits = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
-  __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(bits), _mm256_srli_epi16(bits, 4), 1);
-  w->codes = _mm512_and_si512(both, _mm512_set1_epi8(0x0f));
-  /* lanes 0-7 take group 2j, lanes 8-15 group 2j+1; the mins sit 8 lanes further */
-  const __m512i pick = _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-                                        _mm512_set1_epi32(2 * j));
-  w->scale = _mm512_permutexvar_ps(pick, st->scale_min);
-  w->neg_min = _mm512_permutexvar_ps(_mm512_add_epi32(pick, _mm512_set1_epi32(8)), st->scale_min);
-  (void)pair;
-}
-
-static inline void
-load_q6_k(const uint8_t *row, int64_t k, bool pair, WeightChunk *w, LoaderState *st)
-{
-  (void)st;
   const HnBlockQ6_K *b = (const HnBlockQ6_K *)row + k / 4;
   const int quarter = (int)(k % 4), half = quarter / 2, part = quarter % 2;
   __m512i ql = _mm512_loadu_si512(b->ql + 64 * half);
@@ -244,7 +217,7 @@ prefetch_block_weights(const void *ahead, const void *next_tile_block, size_t bl
     }                                                                                              \
   }
 
-#define DEFINE_GEMM(NAME, LOADER, HAS_MIN, CHUNK_BYTES)                                             \
+#define DEFINE_GEMM(NAME, LOADER, CHUNK_BYTES)                                                     \
   static inline __attribute__((always_inline)) void NAME##_tile(                                   \
     int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,     \
     size_t act_stride, const int NR, const int n_cols, float *out, size_t out_stride)              \
@@ -253,12 +226,8 @@ prefetch_block_weights(const void *ahead, const void *next_tile_block, size_t bl
     _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                           \
       rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;                             \
     __m512 acc[8][TILE_COLS];                                                                      \
-    LoaderState st[8];                                                                             \
-    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                                         \
-      st[r].scale_min = _mm512_setzero_ps();                                                       \
-      _Pragma("GCC unroll 4") for (int c = 0; c < n_cols; c++)                                    \
-        acc[r][c] = _mm512_setzero_ps();                                                           \
-    }                                                                                              \
+    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                           \
+      _Pragma("GCC unroll 4") for (int c = 0; c < n_cols; c++) acc[r][c] = _mm512_setzero_ps();    \
     const int64_t n_blocks = n / 32, n_chunks = (n_blocks + 1) / 2;                                \
     const size_t next_tile = (size_t)NR * weight_stride;                                           \
     for (int64_t k = 0; k < n_chunks; k++) {                                                       \
@@ -266,7 +235,7 @@ prefetch_block_weights(const void *ahead, const void *next_tile_block, size_t bl
       WeightChunk w[8];                                                                            \
       _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                                       \
         prefetch_weights(rows[r] + k * (CHUNK_BYTES), next_tile);                                  \
-        LOADER(rows[r], k, pair, &w[r], &st[r]);                                                   \
+        LOADER(rows[r], k, pair, &w[r]);                                                           \
       }                                                                                            \
       _Pragma("GCC unroll 4") for (int c = 0; c < n_cols; c++) {                                  \
         const HnActChunk *a = act + (size_t)c * act_stride + k;                                    \
@@ -275,8 +244,6 @@ prefetch_block_weights(const void *ahead, const void *next_tile_block, size_t bl
         const __m512 d = _mm512_loadu_ps(a->d);                                                    \
         _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                                     \
           __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(off, w[r].codes, q));                  \
-          if (HAS_MIN)                                                                             \
-            acc[r][c] = _mm512_fmadd_ps(w[r].neg_min, _mm512_loadu_ps(a->lane_sum), acc[r][c]);    \
           acc[r][c] = _mm512_fmadd_ps(f, _mm512_mul_ps(w[r].scale, d), acc[r][c]);                 \
         }                                                                                          \
       }                                                                                            \
@@ -287,33 +254,38 @@ prefetch_block_weights(const void *ahead, const void *next_tile_block, size_t bl
   }                                                                                                \
   DEFINE_TILE_DISPATCH(NAME)
 
-DEFINE_GEMM(gemm_q8_0, load_q8_0, false, 68)
-DEFINE_GEMM(gemm_q4_0, load_q4_0, false, 36)
-DEFINE_GEMM(gemm_q4_k, load_q4_k, true, 36)
-DEFINE_GEMM(gemm_q6_k, load_q6_k, false, 52)
+DEFINE_GEMM(gemm_q8_0, load_q8_0, 68)
+DEFINE_GEMM(gemm_q6_k, load_q6_k, 52)
 
-/* Q4_0 decode: the scales of 16 blocks come from one gather per row; the two blocks of a
- * chunk are unpacked without a cross-lane shuffle (low nibbles of both, then high
- * nibbles of both), and the activation chunk is shuffled to that order instead — once
- * per chunk for all the rows of the call. */
-#define Q40_ROWS 8
-static void
-gemv_q4_0(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
-          float *out, size_t out_stride)
+/* Q4_0 in the file layout (the experts of a mixture; other matrices are regrouped at
+ * load): the scales of 16 blocks come from one gather per row; the two blocks of a chunk
+ * are unpacked without a cross-lane shuffle (low nibbles of both, then high nibbles of
+ * both), and the activation chunk is shuffled to that order instead — once per chunk for
+ * all the rows of the call.
+ *
+ * Each column is summed as it is alone: the same products in the same lanes in the same
+ * order, whatever NC is, so sequences decoded in one step get what each gets alone
+ * (/engine/simd/matmul-rows-alone).  The block scale is the weight's scale times the
+ * activation's, permuted to the chunk's lanes; for one column that product is formed once
+ * per group of 16 blocks and permuted, for more the two are permuted and multiplied per
+ * chunk: the same lane pairs, so the same results. */
+static inline __attribute__((always_inline)) void
+gemm_q4_0_tile(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
+               size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)
 {
-  const uint8_t *rows[Q40_ROWS];
-  for (int r = 0; r < Q40_ROWS; r++)
+  const uint8_t *rows[8];
+  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
     rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;
-  __m512 acc[Q40_ROWS];
-  for (int r = 0; r < Q40_ROWS; r++)
-    acc[r] = _mm512_setzero_ps();
+  __m512 acc[8][TILE_COLS];
+  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+    _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm512_setzero_ps();
   const __m512i block_offsets = _mm512_setr_epi32(0, 18, 36, 54, 72, 90, 108, 126, 144, 162, 180, 198, 216,
                                                   234, 252, 270);
   /* in the shuffled order lanes 0-3 and 8-11 belong to the chunk's first block */
   const __m512i pair_pick = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const int64_t n_blocks = n / 32, n_chunks = (n_blocks + 1) / 2;
-  const size_t next_tile = Q40_ROWS * weight_stride;
+  const size_t next_tile = (size_t)NR * weight_stride;
   /* where block i of a group of 16 finds its activation scale: lane 0 of chunk i / 2 for
    * the chunk's first block, lane 8 for its second */
   int32_t act_d_index[16];
@@ -324,24 +296,34 @@ gemv_q4_0(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, co
   for (int64_t k0 = 0; k0 < n_chunks; k0 += 8) {
     const int64_t b0 = 2 * k0, group = n_blocks - b0 < 16 ? n_blocks - b0 : 16;
     const __mmask16 valid = (__mmask16)((1u << group) - 1);
-    /* weight scale × activation scale of each block, once per group of 16 blocks rather
-     * than once per chunk and row: the same products, so the same results */
-    const __m512 act_d = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, act_d_offsets, (const void *)(act + k0), 1);
-    __m512 scales[Q40_ROWS];
-    _Pragma("GCC unroll 8") for (int r = 0; r < Q40_ROWS; r++) {
+    __m512 act_d[TILE_COLS];
+    _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++)
+      act_d[c] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, act_d_offsets,
+                                          (const void *)(act + (size_t)c * act_stride + k0), 1);
+    /* one column: the weight's scales times the activation's; more: the weight's alone */
+    __m512 scales[8];
+    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
       const __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, block_offsets,
                                                       rows[r] + 18 * b0, 1);
-      scales[r] = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)), act_d);
+      scales[r] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+      if (NC == 1)
+        scales[r] = _mm512_mul_ps(scales[r], act_d[0]);
     }
     const int64_t k1 = k0 + 8 < n_chunks ? k0 + 8 : n_chunks;
     for (int64_t k = k0; k < k1; k++) {
       const bool pair = 2 * k + 1 < n_blocks;
-      const HnActChunk *a = act + k;
-      const __m512i q = _mm512_shuffle_i64x2(_mm512_loadu_si512(a->q), _mm512_loadu_si512(a->q), _MM_SHUFFLE(3, 1, 2, 0));
-      const __m512i off = _mm512_shuffle_i64x2(_mm512_loadu_si512(a->neg_offset_sum), _mm512_loadu_si512(a->neg_offset_sum),
-                                               _MM_SHUFFLE(3, 1, 2, 0));
       const __m512i pick = _mm512_add_epi32(pair_pick, _mm512_set1_epi32((int)(2 * (k - k0))));
-      _Pragma("GCC unroll 8") for (int r = 0; r < Q40_ROWS; r++) {
+      __m512i q[TILE_COLS], off[TILE_COLS];
+      __m512 act_scale[TILE_COLS];
+      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {
+        const HnActChunk *a = act + (size_t)c * act_stride + k;
+        q[c] = _mm512_shuffle_i64x2(_mm512_loadu_si512(a->q), _mm512_loadu_si512(a->q), _MM_SHUFFLE(3, 1, 2, 0));
+        off[c] = _mm512_shuffle_i64x2(_mm512_loadu_si512(a->neg_offset_sum), _mm512_loadu_si512(a->neg_offset_sum),
+                                      _MM_SHUFFLE(3, 1, 2, 0));
+        if (NC > 1)
+          act_scale[c] = _mm512_permutexvar_ps(pick, act_d[c]);
+      }
+      _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
         const HnBlockQ4_0 *b = (const HnBlockQ4_0 *)rows[r] + 2 * k;
         prefetch_weights(b, next_tile);
         const __m128i p0 = _mm_loadu_si128((const __m128i *)b[0].qs);
@@ -349,25 +331,20 @@ gemv_q4_0(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, co
         const __m256i packed = _mm256_inserti128_si256(_mm256_castsi128_si256(p0), p1, 1);
         const __m512i codes = _mm512_and_si512(
           _mm512_inserti64x4(_mm512_castsi256_si512(packed), _mm256_srli_epi16(packed, 4), 1), low4);
-        const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(off, codes, q));
-        acc[r] = _mm512_fmadd_ps(f, _mm512_permutexvar_ps(pick, scales[r]), acc[r]);
+        const __m512 weight_scale = _mm512_permutexvar_ps(pick, scales[r]);
+        _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {
+          const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(off[c], codes, q[c]));
+          const __m512 scale = NC == 1 ? weight_scale : _mm512_mul_ps(weight_scale, act_scale[c]);
+          acc[r][c] = _mm512_fmadd_ps(f, scale, acc[r][c]);
+        }
       }
     }
   }
-  for (int r = 0; r < n_rows && r < Q40_ROWS; r++)
-    out[(size_t)r * out_stride] = _mm512_reduce_add_ps(acc[r]);
+  for (int r = 0; r < n_rows && r < NR; r++)
+    for (int c = 0; c < NC; c++)
+      out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);
 }
-
-static void
-gemm_q4_0_dispatch(int64_t n, const void *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
-                   size_t act_stride, int n_cols, float *out, size_t out_stride)
-{
-  if (n_cols == 1) {
-    gemv_q4_0(n, weight, weight_stride, n_rows, act, out, out_stride);
-    return;
-  }
-  gemm_q4_0(n, weight, weight_stride, n_rows, act, act_stride, n_cols, out, out_stride);
-}
+DEFINE_TILE_DISPATCH(gemm_q4_0)
 
 /* Q4_0 and Q8_0 regrouped at load (HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q8_0_GROUPED, layouts
  * in hn-quants.h).  Each 64-byte load holds quants of 16 blocks with lane j given to
@@ -441,7 +418,7 @@ grouped_dot(const __m512i codes[8], const HnActGroup *a)
       const bool pair = 2 * k + 1 < n_blocks;                                                      \
       _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                                       \
         WeightChunk w;                                                                             \
-        FILE_LOADER(rows[r], k, pair, &w, NULL);                                                   \
+        FILE_LOADER(rows[r], k, pair, &w);                                                   \
         _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                                     \
           const HnActChunk *a = act + (size_t)c * act_stride + k;                                  \
           const __m512 f = _mm512_cvtepi32_ps(                                                     \
@@ -459,37 +436,41 @@ grouped_dot(const __m512i codes[8], const HnActGroup *a)
 DEFINE_GEMM_GROUPED(gemm_q4_0_grouped, HnBlockQ4_0, grouped_codes_q4_0, load_q4_0)
 DEFINE_GEMM_GROUPED(gemm_q8_0_grouped, HnBlockQ8_0, grouped_codes_q8_0, load_q8_0)
 
-/* Q4_K decode, one super-block at a time: the super-block's scales are unpacked once,
- * the four chunks' codes come from two 64-byte loads, and the mins are applied with one
- * FMA against the activation's group sums instead of once per chunk. */
-#define Q4K_ROWS 8
-static void
-gemv_q4_k(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
-          float *out, size_t out_stride)
+/* Q4_K, one super-block at a time: the super-block's scales are unpacked once, the four
+ * chunks' codes come from two 64-byte loads, and the mins are applied with one FMA
+ * against the activation's group sums instead of once per chunk.  Each column is summed
+ * as it is alone, whatever NC is (as Q4_0's above). */
+static inline __attribute__((always_inline)) void
+gemm_q4_k_tile(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
+               size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)
 {
-  const uint8_t *rows[Q4K_ROWS];
-  for (int r = 0; r < Q4K_ROWS; r++)
+  const uint8_t *rows[8];
+  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
     rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;
-  __m512 acc[Q4K_ROWS];
-  for (int r = 0; r < Q4K_ROWS; r++)
-    acc[r] = _mm512_setzero_ps();
-  const size_t next_tile = Q4K_ROWS * weight_stride;
+  __m512 acc[8][TILE_COLS];
+  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+    _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm512_setzero_ps();
+  const size_t next_tile = (size_t)NR * weight_stride;
   const __m512i half_pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   const __m512i pick1 = _mm512_add_epi32(half_pick, _mm512_set1_epi32(2));
   const __m512i pick2 = _mm512_add_epi32(half_pick, _mm512_set1_epi32(4));
   const __m512i pick3 = _mm512_add_epi32(half_pick, _mm512_set1_epi32(6));
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   for (int64_t sb = 0; sb < n / HN_QK_K; sb++) {
-    const HnActChunk *a = act + 4 * sb;
-    const __m512i q0 = _mm512_loadu_si512(a[0].q), q1 = _mm512_loadu_si512(a[1].q);
-    const __m512i q2 = _mm512_loadu_si512(a[2].q), q3 = _mm512_loadu_si512(a[3].q);
-    const __m512 d0 = _mm512_loadu_ps(a[0].d), d1 = _mm512_loadu_ps(a[1].d);
-    const __m512 d2 = _mm512_loadu_ps(a[2].d), d3 = _mm512_loadu_ps(a[3].d);
-    /* lanes 8-15: d·Σ of each group, to meet the -dmin·min lanes of the scale vector */
-    const __m256 gs = _mm256_setr_ps(a[0].block_sum[0], a[0].block_sum[1], a[1].block_sum[0], a[1].block_sum[1],
-                                     a[2].block_sum[0], a[2].block_sum[1], a[3].block_sum[0], a[3].block_sum[1]);
-    const __m512 group_sums = high_half_ps(gs);
-    _Pragma("GCC unroll 8") for (int r = 0; r < Q4K_ROWS; r++) {
+    __m512i q[TILE_COLS][4];
+    __m512 d[TILE_COLS][4], group_sums[TILE_COLS];
+    _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {
+      const HnActChunk *a = act + (size_t)c * act_stride + 4 * sb;
+      _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        q[c][j] = _mm512_loadu_si512(a[j].q);
+        d[c][j] = _mm512_loadu_ps(a[j].d);
+      }
+      /* lanes 8-15: d·Σ of each group, to meet the -dmin·min lanes of the scale vector */
+      group_sums[c] = high_half_ps(_mm256_setr_ps(a[0].block_sum[0], a[0].block_sum[1], a[1].block_sum[0],
+                                                  a[1].block_sum[1], a[2].block_sum[0], a[2].block_sum[1],
+                                                  a[3].block_sum[0], a[3].block_sum[1]));
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
       const HnBlockQ4_K *b = (const HnBlockQ4_K *)rows[r] + sb;
       prefetch_block_weights(b + 4, (const char *)b + next_tile, sizeof *b);
       const __m512 sm = q4_k_scales_mins(b);
@@ -497,37 +478,33 @@ gemv_q4_k(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, co
       /* chunk j needs [low nibbles | high nibbles] of qs[32j .. 32j+31] */
       const __m512i lo01 = _mm512_and_si512(bits01, low4), hi01 = _mm512_and_si512(_mm512_srli_epi16(bits01, 4), low4);
       const __m512i lo23 = _mm512_and_si512(bits23, low4), hi23 = _mm512_and_si512(_mm512_srli_epi16(bits23, 4), low4);
-      const __m512i c0 = _mm512_shuffle_i64x2(lo01, hi01, _MM_SHUFFLE(1, 0, 1, 0));
-      const __m512i c1 = _mm512_shuffle_i64x2(lo01, hi01, _MM_SHUFFLE(3, 2, 3, 2));
-      const __m512i c2 = _mm512_shuffle_i64x2(lo23, hi23, _MM_SHUFFLE(1, 0, 1, 0));
-      const __m512i c3 = _mm512_shuffle_i64x2(lo23, hi23, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m512i codes[4] = {
+        _mm512_shuffle_i64x2(lo01, hi01, _MM_SHUFFLE(1, 0, 1, 0)),
+        _mm512_shuffle_i64x2(lo01, hi01, _MM_SHUFFLE(3, 2, 3, 2)),
+        _mm512_shuffle_i64x2(lo23, hi23, _MM_SHUFFLE(1, 0, 1, 0)),
+        _mm512_shuffle_i64x2(lo23, hi23, _MM_SHUFFLE(3, 2, 3, 2)),
+      };
+      /* lanes 0-7 take group 2j's scale, 8-15 group 2j+1's */
+      const __m512 group_scale[4] = {
+        _mm512_permutexvar_ps(half_pick, sm),
+        _mm512_permutexvar_ps(pick1, sm),
+        _mm512_permutexvar_ps(pick2, sm),
+        _mm512_permutexvar_ps(pick3, sm),
+      };
       const __m512i z = _mm512_setzero_si512();
-      /* lanes 0-7 take group 2j's scale, 8-15 group 2j+1's; times the lanes' activation scales */
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(z, c0, q0)),
-                               _mm512_mul_ps(_mm512_permutexvar_ps(half_pick, sm), d0), acc[r]);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(z, c1, q1)),
-                               _mm512_mul_ps(_mm512_permutexvar_ps(pick1, sm), d1), acc[r]);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(z, c2, q2)),
-                               _mm512_mul_ps(_mm512_permutexvar_ps(pick2, sm), d2), acc[r]);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(z, c3, q3)),
-                               _mm512_mul_ps(_mm512_permutexvar_ps(pick3, sm), d3), acc[r]);
-      acc[r] = _mm512_fmadd_ps(sm, group_sums, acc[r]);
+      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+          acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(z, codes[j], q[c][j])),
+                                      _mm512_mul_ps(group_scale[j], d[c][j]), acc[r][c]);
+        acc[r][c] = _mm512_fmadd_ps(sm, group_sums[c], acc[r][c]);
+      }
     }
   }
-  for (int r = 0; r < n_rows && r < Q4K_ROWS; r++)
-    out[(size_t)r * out_stride] = _mm512_reduce_add_ps(acc[r]);
+  for (int r = 0; r < n_rows && r < NR; r++)
+    for (int c = 0; c < NC; c++)
+      out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);
 }
-
-static void
-gemm_q4_k_dispatch(int64_t n, const void *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
-                   size_t act_stride, int n_cols, float *out, size_t out_stride)
-{
-  if (n_cols == 1) {
-    gemv_q4_k(n, weight, weight_stride, n_rows, act, out, out_stride);
-    return;
-  }
-  gemm_q4_k(n, weight, weight_stride, n_rows, act, act_stride, n_cols, out, out_stride);
-}
+DEFINE_TILE_DISPATCH(gemm_q4_k)
 
 /* Q6_K decode, one super-block at a time: the 16 group scales are converted once, each
  * half super-block's ql/qh bytes are loaded once for its two chunks, and a chunk's
@@ -852,13 +829,13 @@ hn_simd_fill_avx512(HnSimdKernels *k)
   k->gemm_cols = TILE_COLS;
   k->gemm_tile[HN_TYPE_Q8_0] = gemm_q8_0;
   k->gemm_offset[HN_TYPE_Q8_0] = 128;
-  k->gemm_tile[HN_TYPE_Q4_0] = gemm_q4_0_dispatch;
+  k->gemm_tile[HN_TYPE_Q4_0] = gemm_q4_0;
   k->gemm_offset[HN_TYPE_Q4_0] = 8;
   k->gemm_tile[HN_TYPE_Q4_0_GROUPED] = gemm_q4_0_grouped;
   k->gemm_offset[HN_TYPE_Q4_0_GROUPED] = 8;
   k->gemm_tile[HN_TYPE_Q8_0_GROUPED] = gemm_q8_0_grouped;
   k->gemm_offset[HN_TYPE_Q8_0_GROUPED] = 128;
-  k->gemm_tile[HN_TYPE_Q4_K] = gemm_q4_k_dispatch;
+  k->gemm_tile[HN_TYPE_Q4_K] = gemm_q4_k;
   k->gemm_offset[HN_TYPE_Q4_K] = 0;
   k->gemm_tile[HN_TYPE_Q6_K] = gemm_q6_k_dispatch;
   k->gemm_offset[HN_TYPE_Q6_K] = 32;

@@ -60,7 +60,9 @@ _Static_assert(sizeof(HnActGroup) <= 8 * sizeof(HnActChunk), "a group fits where
 typedef void (*HnPackActFn)(const float *x, int64_t n, int offset, HnActChunk *out);
 
 /* out[r * out_stride + c] = dot(weight row r, packed activation column c) for r < n_rows,
- * c < n_cols; columns are `act_stride` chunks apart. */
+ * c < n_cols; columns are `act_stride` chunks apart.  A column's result does not depend on
+ * n_cols or on the other columns, bit for bit: sequences decoded in one step get what
+ * each gets alone (/engine/simd/matmul-rows-alone). */
 typedef void (*HnGemmTileFn)(int64_t n, const void *weight, size_t weight_stride, int n_rows,
                              const HnActChunk *act, size_t act_stride, int n_cols,
                              float *out, size_t out_stride);
