@@ -25,6 +25,8 @@
  */
 #pragma once
 
+
+
 #include "hn-quants-blocks.h"
 #include "hn-quants.h"
 #include "hn-simd.h"
@@ -245,6 +247,25 @@ panel_row(const uint8_t *weight, size_t row_stride, int r, int n_rows)
   return weight + (size_t)(r < n_rows ? r : n_rows - 1) * row_stride;
 }
 
+/* A packer reads its 16 rows side by side: 16 short streams, which the hardware
+ * prefetchers follow poorly, so that waiting for the weights was most of the time of a
+ * panel packed for a few tokens.  As a packer starts on a row's next `bytes`, it asks
+ * for the bytes PANEL_AHEAD further on into the first-level cache and for the same place
+ * 16 rows down (the next panel) into the second.  AMD EPYC (Zen 5), TinyLlama-shaped
+ * Q4_K_M, `bench -p 8`: 47 t/s without, 63–70 with both, 60–66 with the first alone,
+ * 52–55 with the second alone; 576 or 1024 bytes ahead were slower than 288. */
+#define PANEL_AHEAD 288
+
+static inline void
+panel_prefetch(const void *at, size_t bytes, size_t row_stride)
+{
+  const char *p = at;
+  for (size_t off = 0; off < bytes; off += 64) {
+    __builtin_prefetch(p + off + PANEL_AHEAD, 0, 3);
+    __builtin_prefetch(p + off + HN_PANEL_ROWS * row_stride, 0, 2);
+  }
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 static inline void ungroup_run_q8_0(const uint8_t *group, HnBlockQ8_0 out[HN_GROUP_BLOCKS]);
 #endif
@@ -272,6 +293,7 @@ pack_panel_q8_0_flipped(const void *weight, size_t row_stride, int n_rows, int64
 #endif
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
       const HnBlockQ8_0 *blk = (const HnBlockQ8_0 *)panel_row(weight, row_stride, r, n_rows) + b;
+      panel_prefetch(blk, sizeof *blk, row_stride); /* (a regrouped run takes the same bytes) */
 #if defined(__x86_64__) || defined(__i386__)
       if (b < full)
         blk = &run[r][b % HN_GROUP_BLOCKS];
@@ -331,6 +353,7 @@ codes_q5_1(const HnBlockQ5_1 *b)
     for (int64_t b = 0; b < n / 32; b++, pb++) {                                                   \
       for (int r = 0; r < HN_PANEL_ROWS; r++) {                                                    \
         const BLOCK *blk = (const BLOCK *)panel_row(weight, row_stride, r, n_rows) + b;            \
+        panel_prefetch(blk, sizeof *blk, row_stride);                                              \
         pc_store(tmp[r], CODES(blk));                                                              \
         pb->scale[0][r] = panel_h2f(blk->d);                                                       \
         pb->neg_min[0][r] = MIN(blk);                                                              \
@@ -406,6 +429,8 @@ pack_panel_q4_0_grouped(const void *weight, size_t row_stride, int n_rows, int64
       for (int r = 0; r < HN_PANEL_ROWS; r++)
         ungroup_run_q4_0(panel_row(weight, row_stride, r, n_rows) + b * sizeof(HnBlockQ4_0), run[r]);
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
+      /* (a regrouped run takes the same bytes as its blocks in file form) */
+      panel_prefetch((const HnBlockQ4_0 *)panel_row(weight, row_stride, r, n_rows) + b, sizeof(HnBlockQ4_0), row_stride);
       const HnBlockQ4_0 *blk = b < full ? &run[r][b % HN_GROUP_BLOCKS]
                                         : (const HnBlockQ4_0 *)panel_row(weight, row_stride, r, n_rows) + b;
       pc_store(tmp[r], codes_q4_0(blk));
@@ -448,6 +473,8 @@ pack_panel_k_mins(const void *weight, size_t row_stride, int n_rows, int64_t n, 
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
       const uint8_t *blk = panel_row(weight, row_stride, r, n_rows) + (size_t)sb * block_bytes;
       const HnBlockQ4_K *head = (const HnBlockQ4_K *)blk; /* d, dmin, scales: same offsets */
+      if (j == 0)
+        panel_prefetch(blk, block_bytes, row_stride);
       const PanelCodes q = pc_load(blk + qs_offset + 16 * j);
       PanelCodes lo = pc_and(q, low4), hi = pc_and(pc_shr(q, 4), low4);
       if (fifth_bit) {
@@ -498,6 +525,8 @@ pack_panel_q6_k(const void *weight, size_t row_stride, int n_rows, int64_t n, vo
     const int half = (int)(b % 8) / 4;
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
       const HnBlockQ6_K *blk = (const HnBlockQ6_K *)panel_row(weight, row_stride, r, n_rows) + sb;
+      if (half == 0)
+        panel_prefetch(blk, sizeof *blk, row_stride);
       const PanelCodes l0 = pc_load(blk->ql + 64 * half), l1 = pc_load(blk->ql + 64 * half + 32);
       const PanelCodes h = pc_load(blk->qh + 32 * half);
       const PanelCodes h0 = pc_shl(pc_and(h, two), 4);
@@ -539,6 +568,8 @@ pack_panel_q3_k(const void *weight, size_t row_stride, int n_rows, int64_t n, vo
     const int half = (int)(b % 8) / 4;
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
       const HnBlockQ3_K *blk = (const HnBlockQ3_K *)panel_row(weight, row_stride, r, n_rows) + sb;
+      if (half == 0)
+        panel_prefetch(blk, sizeof *blk, row_stride);
       const PanelCodes q = pc_load(blk->qs + 32 * half);
       const PanelCodes hm = pc_load(blk->hmask);
       const float d = panel_h2f(blk->d);
@@ -564,6 +595,8 @@ pack_panel_q2_k(const void *weight, size_t row_stride, int n_rows, int64_t n, vo
     const int half = (int)(b % 8) / 4;
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
       const HnBlockQ2_K *blk = (const HnBlockQ2_K *)panel_row(weight, row_stride, r, n_rows) + sb;
+      if (half == 0)
+        panel_prefetch(blk, sizeof *blk, row_stride);
       const PanelCodes q = pc_load(blk->qs + 32 * half);
       const float d = panel_h2f(blk->d), dmin = panel_h2f(blk->dmin);
       for (int p = 0; p < 4; p++) {
@@ -589,7 +622,11 @@ pack_panel_16bit(const void *weight, size_t row_stride, int n_rows, int64_t n, v
   const uint16_t *rows[HN_PANEL_ROWS];
   for (int r = 0; r < HN_PANEL_ROWS; r++)
     rows[r] = (const uint16_t *)panel_row(weight, row_stride, r, n_rows);
-  for (int64_t i = 0; i < n; i++)
+  for (int64_t i = 0; i < n; i++) {
+    if (i % 32 == 0)
+      for (int r = 0; r < HN_PANEL_ROWS; r++)
+        panel_prefetch(rows[r] + i, 64, row_stride);
     for (int r = 0; r < HN_PANEL_ROWS; r++)
       out[i * HN_PANEL_ROWS + r] = rows[r][i];
+  }
 }
