@@ -885,14 +885,32 @@ DEFINE_VEC_DOT_ROWS(vec_dot_rows_q8_0_vnni, HnBlockQ8_0, codes_q8_0_biased, 128,
                     __attribute__((target("avxvnni"))))
 
 
+/* Writes the 32 codes of each of 16 rows (tmp[r], 32 bytes apart) in lane order: two
+ * 8 × 8 transposes of 32-bit words (rows 0-7 into the first 32 bytes of each output,
+ * rows 8-15 into the second) with unpacks and 128-bit permutes, in place of sixteen
+ * gathers per block (slow on AMD processors, hn-simd-avx512.c). */
 static inline void
 transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], uint8_t codes[8][64])
 {
-  const __m256i base = _mm256_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224);
-  _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
-    const __m256i idx = _mm256_add_epi32(base, _mm256_set1_epi32(4 * j));
-    _mm256_store_si256((__m256i *)codes[j], _mm256_i32gather_epi32((const int *)tmp[0], idx, 1));
-    _mm256_store_si256((__m256i *)(codes[j] + 32), _mm256_i32gather_epi32((const int *)tmp[8], idx, 1));
+  _Pragma("GCC unroll 2") for (int half = 0; half < 2; half++) {
+    __m256i t[8], u[8];
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+      const __m256i a = _mm256_load_si256((const __m256i *)tmp[8 * half + 2 * k]);
+      const __m256i b = _mm256_load_si256((const __m256i *)tmp[8 * half + 2 * k + 1]);
+      t[2 * k] = _mm256_unpacklo_epi32(a, b);
+      t[2 * k + 1] = _mm256_unpackhi_epi32(a, b);
+    }
+    /* u[4h + c]: lane l holds word c + 4 l of rows 4h .. 4h + 3 */
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+      u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+      u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+      u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+      u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+    }
+    _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+      _mm256_store_si256((__m256i *)(codes[c] + 32 * half), _mm256_permute2x128_si256(u[c], u[4 + c], 0x20));
+      _mm256_store_si256((__m256i *)(codes[c + 4] + 32 * half), _mm256_permute2x128_si256(u[c], u[4 + c], 0x31));
+    }
   }
 }
 

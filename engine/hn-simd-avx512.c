@@ -578,15 +578,36 @@ gemm_q6_k_dispatch(int64_t n, const void *weight, size_t weight_stride, int n_ro
 
 #include "hn-simd-panel.h"
 
-/* Writes the 32 codes of each of 16 rows (tmp[r], 32 bytes apart) in lane order. */
+/* Writes the 32 codes of each of 16 rows (tmp[r], 32 bytes apart) in lane order: a
+ * transpose of 16 rows × 8 words, as two 8 × 8 transposes side by side (rows 0-7 in the
+ * low half of each vector, rows 8-15 in the high half) with in-lane unpacks and one
+ * two-source permute per output.  It replaced eight gathers per block, which on an AMD
+ * EPYC (Zen 5) were most of the packing once the weights were prefetched. */
 static inline void
 transpose_codes(const uint8_t tmp[HN_PANEL_ROWS][32], uint8_t codes[8][64])
 {
-  const __m512i base = _mm512_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384,
-                                         416, 448, 480);
-  _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
-    _mm512_store_si512(codes[j],
-                       _mm512_i32gather_epi32(_mm512_add_epi32(base, _mm512_set1_epi32(4 * j)), tmp, 1));
+  __m512i z[8], t[8], u[8];
+  _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)
+    z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256((const __m256i *)tmp[i])),
+                              _mm256_load_si256((const __m256i *)tmp[i + 8]), 1);
+  /* per 128-bit lane: words of rows 2k and 2k+1 interleaved */
+  _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+    t[2 * k] = _mm512_unpacklo_epi32(z[2 * k], z[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_epi32(z[2 * k], z[2 * k + 1]);
+  }
+  /* u[4h + c]: lane l holds word c + 4 (l % 2) of rows 4h .. 4h + 3 (+ 8 in lanes 2, 3) */
+  _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+    u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  const __m512i low_words = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i high_words = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) {
+    _mm512_store_si512(codes[c], _mm512_permutex2var_epi64(u[c], low_words, u[4 + c]));
+    _mm512_store_si512(codes[c + 4], _mm512_permutex2var_epi64(u[c], high_words, u[4 + c]));
+  }
 }
 
 
