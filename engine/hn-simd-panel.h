@@ -25,8 +25,6 @@
  */
 #pragma once
 
-
-
 #include "hn-quants-blocks.h"
 #include "hn-quants.h"
 #include "hn-simd.h"
@@ -429,10 +427,9 @@ pack_panel_q4_0_grouped(const void *weight, size_t row_stride, int n_rows, int64
       for (int r = 0; r < HN_PANEL_ROWS; r++)
         ungroup_run_q4_0(panel_row(weight, row_stride, r, n_rows) + b * sizeof(HnBlockQ4_0), run[r]);
     for (int r = 0; r < HN_PANEL_ROWS; r++) {
-      /* (a regrouped run takes the same bytes as its blocks in file form) */
-      panel_prefetch((const HnBlockQ4_0 *)panel_row(weight, row_stride, r, n_rows) + b, sizeof(HnBlockQ4_0), row_stride);
-      const HnBlockQ4_0 *blk = b < full ? &run[r][b % HN_GROUP_BLOCKS]
-                                        : (const HnBlockQ4_0 *)panel_row(weight, row_stride, r, n_rows) + b;
+      const HnBlockQ4_0 *in_file = (const HnBlockQ4_0 *)panel_row(weight, row_stride, r, n_rows) + b;
+      panel_prefetch(in_file, sizeof *in_file, row_stride); /* (a regrouped run takes the same bytes) */
+      const HnBlockQ4_0 *blk = b < full ? &run[r][b % HN_GROUP_BLOCKS] : in_file;
       pc_store(tmp[r], codes_q4_0(blk));
       pb->scale[0][r] = panel_h2f(blk->d);
       pb->neg_min[0][r] = 0.0f;
