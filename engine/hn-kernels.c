@@ -27,14 +27,39 @@
 /* Below this many tokens, packing panels costs more than it saves. */
 #define HN_PANEL_MIN_TOKENS 8
 
-/* Work is dealt in units of whole 16-row groups (no two threads write one cache line of
- * the output) from a shared counter, about eight units per thread: on a machine shared
- * with other programs a thread that gets preempted then holds up nobody. */
+/* Work is dealt from a shared counter in whole 16-row groups (no two threads write one
+ * cache line of the output), about eight units per thread: on a machine shared with
+ * other programs a thread that gets preempted then holds up nobody. */
 static int64_t
 unit_rows(int64_t rows, int nth)
 {
   int64_t u = (rows / ((int64_t) nth * 8) + 15) / 16 * 16;
   return u < 16 ? 16 : u;
+}
+
+/* Claims the next rows [*r0, *r1) of `rows`: `unit` rows at a time while plenty is left,
+ * then 1 / (2 · nth) of what is left, down to 16 rows, so that the threads run out of
+ * work together.  With whole units to the end, the thread that took the last one kept
+ * the others waiting for half a unit on average, at every product: a decode step runs
+ * nearly two hundred of them (TinyLlama-shaped Q4_0, AMD EPYC, 2 threads: a median of
+ * 2.3-4.1 µs of waiting per product before, 1.0-1.2 µs after). */
+static bool
+claim_rows(atomic_llong *next, int64_t rows, int64_t unit, int nth, int64_t *r0, int64_t *r1)
+{
+  long long start = atomic_load_explicit(next, memory_order_relaxed);
+  for (;;) {
+    if (start >= rows)
+      return false;
+    int64_t left = rows - start, size = (left / (2 * (int64_t) nth) + 15) / 16 * 16;
+    size = size > unit ? unit : size < 16 ? 16 : size;
+    size = size > left ? left : size;
+    if (atomic_compare_exchange_weak_explicit(next, &start, start + size, memory_order_relaxed,
+                                              memory_order_relaxed)) {
+      *r0 = start;
+      *r1 = start + size;
+      return true;
+    }
+  }
 }
 
 static size_t
@@ -76,7 +101,7 @@ typedef struct {
   float *y;
   int64_t y_stride;
   int64_t unit;
-  atomic_int next;
+  atomic_llong next;
 } MatmulJob;
 
 /* The dot-product path reads one row after the other: one stream per thread, which the
@@ -99,12 +124,7 @@ matmul_worker(void *data, int ith, int nth)
 {
   MatmulJob *job = data;
   (void) ith;
-  (void) nth;
-  for (;;) {
-    int64_t r0 = (int64_t) atomic_fetch_add(&job->next, 1) * job->unit;
-    if (r0 >= job->rows)
-      break;
-    int64_t r1 = r0 + job->unit < job->rows ? r0 + job->unit : job->rows;
+  for (int64_t r0, r1; claim_rows(&job->next, job->rows, job->unit, nth, &r0, &r1);) {
     if (job->fast_rows) {
       /* a token's outputs of consecutive rows are consecutive in y */
       for (int64_t r = r0; r < r1; r += HN_DOT_ROWS) {
@@ -140,7 +160,7 @@ typedef struct {
   float *y;
   int64_t y_stride;
   int64_t unit;
-  atomic_int next;
+  atomic_llong next;
 } TileJob;
 
 /* Quantizes one token (reference format, bit-identical quantizer) and lays it out as
@@ -243,12 +263,7 @@ tile_worker(void *data, int ith, int nth)
   HnGemmTileFn tile = job->k->gemm_tile[job->type];
   const int tr = job->k->gemm_rows, tc = job->k->gemm_cols;
   (void) ith;
-  (void) nth;
-  for (;;) {
-    int64_t r0 = (int64_t) atomic_fetch_add(&job->next, 1) * job->unit;
-    if (r0 >= job->rows)
-      break;
-    int64_t r1 = r0 + job->unit < job->rows ? r0 + job->unit : job->rows;
+  for (int64_t r0, r1; claim_rows(&job->next, job->rows, job->unit, nth, &r0, &r1);) {
     for (int64_t r = r0; r < r1; r += tr) {
       int n_rows = r1 - r < tr ? (int) (r1 - r) : tr;
       for (int t = 0; t < job->n_tokens; t += tc) {
@@ -508,49 +523,61 @@ typedef struct {
   const HnMatvec *items;
   const uint8_t *act[HN_MATVEC_MAX]; /* each item's converted input */
   bool tiled[HN_MATVEC_MAX];         /* tile kernel, else one dot product per row */
-  int64_t unit[HN_MATVEC_MAX];       /* rows per work unit */
-  int first_unit[HN_MATVEC_MAX + 1]; /* units of the items before, in order */
-  atomic_int next;
+  /* the items' rows laid end to end, each item from a multiple of 16 on (no two threads
+   * write one cache line of an output), so the threads claim rows of all of them */
+  int64_t first_row[HN_MATVEC_MAX + 1];
+  int64_t unit;
+  atomic_llong next;
 } MatvecJob;
+
+/* Rows [r0, r1) of item `item`. */
+static void
+matvec_rows(const MatvecJob *job, int item, int64_t r0, int64_t r1)
+{
+  const HnMatvec *it = &job->items[item];
+  HnType type = (HnType) it->w->type;
+  int64_t n = it->w->ne[0], rows = it->w->ne[1];
+  size_t row_bytes = hn_type_row_bytes(type, n);
+  const uint8_t *w = it->w->data;
+  if (job->tiled[item]) {
+    /* as tile_worker for one token */
+    HnGemmTileFn tile = job->k->gemm_tile[type];
+    const int tr = job->k->gemm_rows;
+    for (int64_t r = r0; r < r1; r += tr) {
+      int n_rows = r1 - r < tr ? (int) (r1 - r) : tr;
+      tile(n, w + (size_t) r * row_bytes, row_bytes, n_rows, (const HnActChunk *) job->act[item],
+           (size_t) ((n / 32 + 1) / 2), 1, it->y + r, 1);
+    }
+    return;
+  }
+  /* as matmul_worker for one token */
+  HnVecDotFn fast = job->k ? job->k->vec_dot[type] : NULL;
+  HnVecDotRowsFn fast_rows = job->k ? job->k->vec_dot_rows[type] : NULL;
+  for (int64_t r = r0; fast_rows && r < r1; r += HN_DOT_ROWS)
+    fast_rows(n, w + (size_t) r * row_bytes, row_bytes, r1 - r < HN_DOT_ROWS ? (int) (r1 - r) : HN_DOT_ROWS,
+              job->act[item], it->y + r);
+  for (int64_t r = fast_rows ? r1 : r0; r < r1; r++) {
+    prefetch_next_rows(w + (size_t) r * row_bytes, row_bytes, rows - r);
+    it->y[r] = fast ? fast(n, w + (size_t) r * row_bytes, job->act[item])
+                    : hn_vec_dot_ref(type, n, w + (size_t) r * row_bytes, job->act[item]);
+  }
+}
 
 static void
 matvec_worker(void *data, int ith, int nth)
 {
   MatvecJob *job = data;
   (void) ith;
-  (void) nth;
   int item = 0;
-  for (int u; (u = atomic_fetch_add(&job->next, 1)) < job->first_unit[job->n_items];) {
-    while (u >= job->first_unit[item + 1])
+  for (int64_t g0, g1; claim_rows(&job->next, job->first_row[job->n_items], job->unit, nth, &g0, &g1);) {
+    /* claims only move forward, so the first item to look at never goes back */
+    while (g0 >= job->first_row[item + 1])
       item++;
-    const HnMatvec *it = &job->items[item];
-    HnType type = (HnType) it->w->type;
-    int64_t n = it->w->ne[0], rows = it->w->ne[1];
-    size_t row_bytes = hn_type_row_bytes(type, n);
-    const uint8_t *w = it->w->data;
-    int64_t r0 = (int64_t) (u - job->first_unit[item]) * job->unit[item];
-    int64_t r1 = r0 + job->unit[item] < rows ? r0 + job->unit[item] : rows;
-    if (job->tiled[item]) {
-      /* as tile_worker for one token */
-      HnGemmTileFn tile = job->k->gemm_tile[type];
-      const int tr = job->k->gemm_rows;
-      for (int64_t r = r0; r < r1; r += tr) {
-        int n_rows = r1 - r < tr ? (int) (r1 - r) : tr;
-        tile(n, w + (size_t) r * row_bytes, row_bytes, n_rows, (const HnActChunk *) job->act[item],
-             (size_t) ((n / 32 + 1) / 2), 1, it->y + r, 1);
-      }
-    } else {
-      /* as matmul_worker for one token */
-      HnVecDotFn fast = job->k ? job->k->vec_dot[type] : NULL;
-      HnVecDotRowsFn fast_rows = job->k ? job->k->vec_dot_rows[type] : NULL;
-      for (int64_t r = r0; fast_rows && r < r1; r += HN_DOT_ROWS)
-        fast_rows(n, w + (size_t) r * row_bytes, row_bytes, r1 - r < HN_DOT_ROWS ? (int) (r1 - r) : HN_DOT_ROWS,
-                  job->act[item], it->y + r);
-      for (int64_t r = fast_rows ? r1 : r0; r < r1; r++) {
-        prefetch_next_rows(w + (size_t) r * row_bytes, row_bytes, rows - r);
-        it->y[r] = fast ? fast(n, w + (size_t) r * row_bytes, job->act[item])
-                        : hn_vec_dot_ref(type, n, w + (size_t) r * row_bytes, job->act[item]);
-      }
+    for (int i = item; i < job->n_items && job->first_row[i] < g1; i++) {
+      int64_t from = job->first_row[i], rows = job->items[i].w->ne[1];
+      int64_t r0 = g0 > from ? g0 - from : 0, r1 = g1 - from < rows ? g1 - from : rows;
+      if (r0 < r1)
+        matvec_rows(job, i, r0, r1);
     }
   }
 }
@@ -569,7 +596,7 @@ hn_matvec_many(HnThreadPool *pool, const HnMatvec *items, int n_items, void *act
   uint8_t *scratch = (uint8_t *) align64((size_t) act_scratch);
   int nth = hn_threadpool_n_threads(pool);
   size_t used = 0;
-  job.first_unit[0] = 0;
+  job.first_row[0] = 0;
   for (int i = 0; i < n_items; i++) {
     const HnGgufTensor *w = items[i].w;
     HnType type = (HnType) w->type, vdt = hn_type_vec_dot_type(type);
@@ -577,8 +604,7 @@ hn_matvec_many(HnThreadPool *pool, const HnMatvec *items, int n_items, void *act
     /* the same choice as hn_matmul makes for one token, the measured decode kernel included */
     job.tiled[i] = k && k->gemm_tile[type] && hn_decode_kernel(k, type) != HN_DECODE_DOT && n % 32 == 0 &&
                    k->gemm_rows <= 16 && k->gemm_cols <= 16;
-    job.unit[i] = unit_rows(w->ne[1], nth);
-    job.first_unit[i + 1] = job.first_unit[i] + (int) ((w->ne[1] + job.unit[i] - 1) / job.unit[i]);
+    job.first_row[i + 1] = job.first_row[i] + (w->ne[1] + 15) / 16 * 16;
     /* an input converted for an earlier item of the same format is reused */
     job.act[i] = NULL;
     for (int j = 0; j < i; j++) {
@@ -606,6 +632,7 @@ hn_matvec_many(HnThreadPool *pool, const HnMatvec *items, int n_items, void *act
     }
     job.act[i] = dst;
   }
+  job.unit = unit_rows(job.first_row[n_items], nth);
   atomic_init(&job.next, 0);
   hn_threadpool_run(pool, matvec_worker, &job);
 }

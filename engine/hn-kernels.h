@@ -26,7 +26,8 @@ void hn_matmul(HnThreadPool *pool, const HnGgufTensor *w, const float *x, int n_
 /* Several matrix-vector products in one parallel section: y_i = W_i · x_i (one token
  * each), with the same kernels as hn_matmul for one token, so each y_i is bit for bit
  * what hn_matmul gives.  Items that share an x pointer share its conversion.  For the
- * chosen experts of a decode step, whose matrices are small: one dispatch instead of one
+ * chosen experts of a decode step, whose matrices are small, and a one-token step's
+ * products of one input (query, key and value; gate and up): one dispatch instead of one
  * per matrix, and the threads balance over all of them at once. */
 typedef struct {
   const HnGgufTensor *w;
