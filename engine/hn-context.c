@@ -209,6 +209,8 @@ act_scratch_bytes(const HnModel *m, const HnContextParams *p, int nth)
 {
   size_t bytes = hn_matmul_scratch_bytes(widest_input(m), p->n_batch, nth);
   size_t moe = m->traits->moe ? hn_moe_act_scratch_bytes(widest_input(m), m->n_expert_used) : 0;
+  size_t same_input = hn_matvec_many_scratch_bytes(widest_input(m), 3); /* project_same_input */
+  bytes = same_input > bytes ? same_input : bytes;
   return moe > bytes ? moe : bytes;
 }
 
@@ -864,6 +866,23 @@ project(HnContext *c, const HnGgufTensor *w, const float *x, int nt, float *y, i
                    y_stride, HN_MATMUL_ROW);
 }
 
+/* Products of one input x (a layer's query, key and value; its gate and up): for a
+ * micro-batch of one row on the one-row kernels, in one parallel section
+ * (hn_matvec_many, which gives each what hn_matmul gives), so the threads meet once
+ * instead of once per matrix and x is converted once per format; else one by one. */
+static void
+project_same_input(HnContext *c, const float *x, int nt, HnMatvec *items, int n_items)
+{
+  if (nt == 1 && c->split <= 0) {
+    for (int i = 0; i < n_items; i++)
+      items[i].x = x;
+    hn_matvec_many(c->pool, items, n_items, c->act);
+    return;
+  }
+  for (int i = 0; i < n_items; i++)
+    project(c, items[i].w, x, nt, items[i].y, items[i].w->ne[1]);
+}
+
 /* One micro-batch of at most n_batch tokens; outputs go to logits rows from *n_out on. */
 static bool
 decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, const int32_t *seq,
@@ -921,9 +940,8 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
     const HnRope *rope = L->sliding ? &c->rope_local : &c->rope;
     for (int t = 0; t < nt; t++)
       rms_norm(c->x + (size_t) t * E, L->attn_norm, c->xn + (size_t) t * E, E, m->rms_eps);
-    project(c, L->wq, c->xn, nt, c->q, Q);
-    project(c, L->wk, c->xn, nt, c->k, kv_dim);
-    project(c, L->wv, c->xn, nt, c->v, kv_dim);
+    project_same_input(c, c->xn, nt, (HnMatvec[]){ { .w = L->wq, .y = c->q }, { .w = L->wk, .y = c->k },
+                                                    { .w = L->wv, .y = c->v } }, 3);
     add_bias(c->q, L->bq, nt, Q);
     add_bias(c->k, L->bk, nt, kv_dim);
     add_bias(c->v, L->bv, nt, kv_dim);
@@ -967,8 +985,8 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
       hn_moe_forward(&L->moe, &c->moe, c->pool, c->xn, nt, c->act, c->x);
       continue;
     }
-    project(c, L->w_gate, c->xn, nt, c->gate, F);
-    project(c, L->w_up, c->xn, nt, c->up, F);
+    project_same_input(c, c->xn, nt, (HnMatvec[]){ { .w = L->w_gate, .y = c->gate }, { .w = L->w_up, .y = c->up } },
+                       2);
     if (m->traits->act == HN_ACT_GELU_TANH)
       for (size_t i = 0; i < (size_t) nt * F; i++)
         c->gate[i] = gelu_tanh(c->gate[i]) * c->up[i];
