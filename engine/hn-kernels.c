@@ -42,7 +42,7 @@ unit_rows(int64_t rows, int nth)
  * work together.  With whole units to the end, the thread that took the last one kept
  * the others waiting for half a unit on average, at every product: a decode step runs
  * nearly two hundred of them (TinyLlama-shaped Q4_0, AMD EPYC, 2 threads: a median of
- * 2.3-4.1 µs of waiting per product before, 1.0-1.2 µs after). */
+ * 2.3-4.1 µs of waiting per product before, 1.0-1.3 µs after). */
 static bool
 claim_rows(atomic_llong *next, int64_t rows, int64_t unit, int nth, int64_t *r0, int64_t *r1)
 {
