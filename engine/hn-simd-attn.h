@@ -62,11 +62,44 @@ typedef struct {
   int n, cell, which;
   size_t row_bytes[2], stride_bytes[2], off;
   int tile_shift[2]; /* K in tiles: one tile of row_bytes per HN_KV_TILE listed cells */
+  /* When the next cells are consecutive and the call covers whole rows, their K and then
+   * their V rows are two spans of memory: span walks them (span_end[which]), with no list
+   * lookup or multiply per line.  NULL: walk the list. */
+  const char *span, *span_start[2], *span_end[2];
 } NextRows;
+
+/* Turns r into two spans when its cells are consecutive and each row is read whole (the
+ * common case: a decode step's blocks); otherwise leaves the list walk. */
+static inline void
+next_rows_spans(NextRows *r)
+{
+  r->span = NULL;
+  if (r->which == 2 || r->row_bytes[0] != r->stride_bytes[0] || r->row_bytes[1] != r->stride_bytes[1])
+    return;
+  const int32_t first = r->cells[0];
+  for (int i = 1; i < r->n; i++)
+    if (r->cells[i] != first + i)
+      return;
+  const int32_t last = first + r->n - 1;
+  for (int w = 0; w < 2; w++) {
+    r->span_start[w] = r->base[w] + (size_t)(first >> r->tile_shift[w]) * r->stride_bytes[w];
+    r->span_end[w] = r->base[w] + (size_t)((last >> r->tile_shift[w]) + 1) * r->stride_bytes[w];
+  }
+  r->span = r->span_start[0];
+}
 
 static inline __attribute__((always_inline)) void
 next_rows_fetch(NextRows *r, int quota)
 {
+  if (r->span) {
+    for (int q = 0; q < quota && r->which < 2; q++) {
+      __builtin_prefetch(r->span, 0, NEXT_ROWS_LOCALITY);
+      r->span += 64;
+      if (r->span >= r->span_end[r->which] && ++r->which < 2)
+        r->span = r->span_start[1];
+    }
+    return;
+  }
   for (int q = 0; q < quota && r->which < 2; q++) {
     const int w = r->which, shift = r->tile_shift[w];
     __builtin_prefetch(r->base[w] + (size_t)(r->cells[r->cell] >> shift) * r->stride_bytes[w] + r->off, 0,
@@ -254,7 +287,10 @@ tile_scores(const HnAttnArgs *a, int hd, int h, const int heads, const uint16_t 
 {
   VEC acc[ATTN_ACC_VECS];
   float part[ATTN_ACC_VECS * VLEN];
-  tile_products(a->q + (size_t)h * a->q_stride, a->q_stride, t0, t1, n_tiles, hd, heads, acc);
+  if (a->q_stride == (size_t)hd)
+    tile_products(a->q + (size_t)h * (size_t)hd, (size_t)hd, t0, t1, n_tiles, hd, heads, acc);
+  else
+    tile_products(a->q + (size_t)h * a->q_stride, a->q_stride, t0, t1, n_tiles, hd, heads, acc);
   const bool by_lane = a->softcap <= 0.0f;
 #pragma GCC unroll 16
   for (int x = 0; x < heads; x++)
@@ -383,6 +419,7 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
                    {a->kv_stride * 2 * (size_t)tile, a->kv_stride * 2},
                    0,
                    {tile_shift, 0}};
+  next_rows_spans(&next);
   /* lines to fetch, spread over the score steps (one per VLEN cells of a query head) and
    * the value steps (one per cell of a tile) */
   const int n_lines = next.which == 2 ? 0 : 2 * a->next_n_cells * (int)((row_bytes + 63) / 64);
