@@ -150,8 +150,8 @@ stage_rows(const uint16_t *rows, const int32_t *cells, int c0, int nc, int n, si
  * back (about 6% of the attention at 4096 cells with AVX-512's four heads). */
 static inline __attribute__((always_inline)) void
 value_tile(const float *p, size_t p_stride, const float *vf, const bool direct, const uint16_t *v,
-           const int32_t *cells, size_t kv_stride, int nc, int hd, float *acc, int j0, const int heads,
-           const int vecs, int w, NextRows *next, int quota)
+           const int32_t *cells, const bool consecutive, size_t kv_stride, int nc, int hd, float *acc, int j0,
+           const int heads, const int vecs, int w, NextRows *next, int quota)
 {
   VEC o[ATTN_ACC_VECS];
 #pragma GCC unroll 16
@@ -164,7 +164,8 @@ value_tile(const float *p, size_t p_stride, const float *vf, const bool direct, 
       o[h * vecs + t] = t < w ? VLOAD(acc + h * hd + (j0 + t) * VLEN) : VZERO();
   for (int i = 0; i < nc; i++) {
     const float *vi = vf + i * hd + j0 * VLEN;
-    const uint16_t *vh = direct ? v + (size_t)cells[i] * kv_stride + j0 * VLEN : NULL;
+    const uint16_t *vh = !direct ? NULL
+                         : v + (size_t)(consecutive ? cells[0] + i : cells[i]) * kv_stride + j0 * VLEN;
     next_rows_fetch(next, quota);
 #pragma GCC unroll 16
     for (int h = 0; h < heads; h++) {
@@ -187,18 +188,18 @@ value_tile(const float *p, size_t p_stride, const float *vf, const bool direct, 
  * of tile_heads heads, then the heads left over one at a time. */
 static inline __attribute__((always_inline)) void
 value_tiles(const float *p, size_t p_stride, const float *vf, const bool direct, const uint16_t *v,
-            const int32_t *cells, size_t kv_stride, int nc, int hd, float *acc, int h0, int h_end,
-            const int tile_heads, const int tile_vecs, int nv, NextRows *next, int quota)
+            const int32_t *cells, const bool consecutive, size_t kv_stride, int nc, int hd, float *acc, int h0,
+            int h_end, const int tile_heads, const int tile_vecs, int nv, NextRows *next, int quota)
 {
   int h = h0;
   for (; h + tile_heads <= h_end; h += tile_heads)
     for (int j0 = 0; j0 < nv; j0 += tile_vecs)
-      value_tile(p + (size_t)h * p_stride, p_stride, vf, direct, v, cells, kv_stride, nc, hd, acc + h * hd, j0,
-                 tile_heads, tile_vecs, nv - j0 < tile_vecs ? nv - j0 : tile_vecs, next, quota);
+      value_tile(p + (size_t)h * p_stride, p_stride, vf, direct, v, cells, consecutive, kv_stride, nc, hd,
+                 acc + h * hd, j0, tile_heads, tile_vecs, nv - j0 < tile_vecs ? nv - j0 : tile_vecs, next, quota);
   for (; h < h_end; h++)
     for (int j0 = 0; j0 < nv; j0 += tile_vecs)
-      value_tile(p + (size_t)h * p_stride, p_stride, vf, direct, v, cells, kv_stride, nc, hd, acc + h * hd, j0, 1,
-                 tile_vecs, nv - j0 < tile_vecs ? nv - j0 : tile_vecs, next, quota);
+      value_tile(p + (size_t)h * p_stride, p_stride, vf, direct, v, cells, consecutive, kv_stride, nc, hd,
+                 acc + h * hd, j0, 1, tile_vecs, nv - j0 < tile_vecs ? nv - j0 : tile_vecs, next, quota);
 }
 
 /* Keys in tiles (HnAttnArgs.k_tiled).  The listed cells are taken in groups of at most
@@ -495,14 +496,22 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
   }
   for (int c0 = 0; c0 < n; c0 += CHUNK) {
     const int nc = n - c0 < CHUNK ? n - c0 : CHUNK;
+    /* consecutive cells (a decode step's blocks): the rows are walked by pointer */
+    bool consecutive = true;
+    for (int i = 1; i < nc; i++)
+      consecutive = consecutive && a->cells[c0 + i] == a->cells[c0] + i;
     for (int g = 0; g < n_kv; g++) {
       const uint16_t *v = a->v + (size_t)g * (size_t)hd;
       const float *p = a->scores + c0;
       /* with tiles of two heads or more the values are converted in the tile's loop */
       const bool direct = tile_heads >= 2;
       stage_rows(v, a->cells, c0, nc, n, a->kv_stride, pf, hd, direct ? NULL : vf);
-      value_tiles(p, stride, vf, direct, v, a->cells + c0, a->kv_stride, nc, hd, acc, g * group, (g + 1) * group,
-                  tile_heads, tile_vecs, nv, &next, v_quota);
+      if (consecutive)
+        value_tiles(p, stride, vf, direct, v, a->cells + c0, true, a->kv_stride, nc, hd, acc, g * group,
+                    (g + 1) * group, tile_heads, tile_vecs, nv, &next, v_quota);
+      else
+        value_tiles(p, stride, vf, direct, v, a->cells + c0, false, a->kv_stride, nc, hd, acc, g * group,
+                    (g + 1) * group, tile_heads, tile_vecs, nv, &next, v_quota);
     }
   }
   for (int h = 0; h < nq; h++) {

@@ -818,6 +818,7 @@ expect_attention (HnSimdLevel level, const HnAttnArgs *args, const guint16 *kc, 
   const int hd = args->head_dim, n_kv = MAX (args->kv_heads, 1), n_q = args->n_q * n_kv;
   const int n_cells = args->n_cells, kv_stride = (int) args->kv_stride;
   const float softcap = args->softcap, *q = args->q, *out = args->out;
+  const size_t q_stride = args->q_stride;
   const gint32 *cells = args->cells;
   int checked = 0;
   for (int h = 0; h < n_q; h++) {
@@ -826,7 +827,7 @@ expect_attention (HnSimdLevel level, const HnAttnArgs *args, const guint16 *kc, 
     for (int c = 0; c < n_cells; c++) {
       double d = 0;
       for (int i = 0; i < hd; i++)
-        d += q[h * hd + i] * (double) hn_fp16_to_fp32 (kc[cells[c] * kv_stride + koff + i]);
+        d += q[h * q_stride + i] * (double) hn_fp16_to_fp32 (kc[cells[c] * kv_stride + koff + i]);
       s[c] = d * args->scale;
       if (softcap > 0)
         s[c] = softcap * tanh (s[c] / softcap);
@@ -920,12 +921,14 @@ test_attention (void)
           float softcap = cases[ci].softcap;
           if (hd % k->attn_multiple != 0)
             continue;
-          float *q = g_new (float, n_q * hd), *out = g_new (float, n_q * hd);
+          /* the queries packed head after head (the context's layout) or with a gap */
+          const int q_stride = ci % 2 == 0 ? hd : hd + 8;
+          float *q = g_new (float, n_q * q_stride), *out = g_new (float, n_q * hd);
           guint16 *kc = g_new (guint16, n_total * kv_stride), *vc = g_new (guint16, n_total * kv_stride);
           gint32 *cells = g_new (gint32, n_total);
           float *work = g_aligned_alloc (hn_attn_work_floats (n_q, hd), sizeof (float), 64);
           float *scores = g_aligned_alloc (n_q * hn_attn_score_stride (n_cells) + 1, sizeof (float), 64);
-          for (int i = 0; i < n_q * hd; i++)
+          for (int i = 0; i < n_q * q_stride; i++)
             q[i] = hn_fp16_to_fp32 (hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -2, 2)));
           for (int i = 0; i < n_total * kv_stride; i++) {
             kc[i] = hn_fp32_to_fp16 ((float) g_rand_double_range (rand, -1, 1));
@@ -938,7 +941,7 @@ test_attention (void)
             cells[i] = consecutive ? (i + 5) % n_total : (i * 37 + 5) % n_total;
           float row_max[48], row_sum[48];
           HnAttnArgs args = {
-            .head_dim = hd, .n_q = n_q / n_kv, .kv_heads = n_kv, .q = q, .q_stride = (size_t) hd,
+            .head_dim = hd, .n_q = n_q / n_kv, .kv_heads = n_kv, .q = q, .q_stride = (size_t) q_stride,
             .scale = 1.0f / sqrtf ((float) hd), .softcap = softcap,
             .k = tiled ? kt + first_head * hd * HN_KV_TILE : kc + first_head * hd, .k_tiled = tiled,
             .v = vc + first_head * hd, .kv_stride = (size_t) kv_stride, .cells = cells, .n_cells = n_cells,
