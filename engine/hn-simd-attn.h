@@ -68,19 +68,26 @@ typedef struct {
   const char *span, *span_start[2], *span_end[2];
 } NextRows;
 
+/* Whether cells[0 .. n) are consecutive: cells[0], cells[0] + 1, ... */
+static inline bool
+cells_consecutive(const int32_t *cells, int n)
+{
+  for (int i = 1; i < n; i++)
+    if (cells[i] != cells[0] + i)
+      return false;
+  return true;
+}
+
 /* Turns r into two spans when its cells are consecutive and each row is read whole (the
  * common case: a decode step's blocks); otherwise leaves the list walk. */
 static inline void
 next_rows_spans(NextRows *r)
 {
   r->span = NULL;
-  if (r->which == 2 || r->row_bytes[0] != r->stride_bytes[0] || r->row_bytes[1] != r->stride_bytes[1])
+  if (r->which == 2 || r->row_bytes[0] != r->stride_bytes[0] || r->row_bytes[1] != r->stride_bytes[1] ||
+      !cells_consecutive(r->cells, r->n))
     return;
-  const int32_t first = r->cells[0];
-  for (int i = 1; i < r->n; i++)
-    if (r->cells[i] != first + i)
-      return;
-  const int32_t last = first + r->n - 1;
+  const int32_t first = r->cells[0], last = first + r->n - 1;
   for (int w = 0; w < 2; w++) {
     r->span_start[w] = r->base[w] + (size_t)(first >> r->tile_shift[w]) * r->stride_bytes[w];
     r->span_end[w] = r->base[w] + (size_t)((last >> r->tile_shift[w]) + 1) * r->stride_bytes[w];
@@ -215,12 +222,7 @@ _Static_assert(TILE_PAIR_HEADS >= 1 && TILE_PAIR_HEADS <= 8, "the score tile sha
 static inline __attribute__((always_inline)) bool
 whole_tile_at(const int32_t *cells, int i, int n)
 {
-  if (cells[i] % HN_KV_TILE != 0 || i + HN_KV_TILE > n)
-    return false;
-  for (int l = 1; l < HN_KV_TILE; l++)
-    if (cells[i + l] != cells[i] + l)
-      return false;
-  return true;
+  return cells[i] % HN_KV_TILE == 0 && i + HN_KV_TILE <= n && cells_consecutive(cells + i, HN_KV_TILE);
 }
 
 /* The length of the group that starts at list entry i: a whole tile, or the entries up
@@ -497,9 +499,7 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
   for (int c0 = 0; c0 < n; c0 += CHUNK) {
     const int nc = n - c0 < CHUNK ? n - c0 : CHUNK;
     /* consecutive cells (a decode step's blocks): the rows are walked by pointer */
-    bool consecutive = true;
-    for (int i = 1; i < nc; i++)
-      consecutive = consecutive && a->cells[c0 + i] == a->cells[c0] + i;
+    const bool consecutive = cells_consecutive(a->cells + c0, nc);
     for (int g = 0; g < n_kv; g++) {
       const uint16_t *v = a->v + (size_t)g * (size_t)hd;
       const float *p = a->scores + c0;
