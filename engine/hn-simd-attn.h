@@ -290,6 +290,8 @@ tile_scores(const HnAttnArgs *a, int hd, int h, const int heads, const uint16_t 
 {
   VEC acc[ATTN_ACC_VECS];
   float part[ATTN_ACC_VECS * VLEN];
+  /* queries packed head after head (the context's layout): a constant stride lets the
+   * heads' broadcasts share one base register instead of a pointer each */
   if (a->q_stride == (size_t)hd)
     tile_products(a->q + (size_t)h * (size_t)hd, (size_t)hd, t0, t1, n_tiles, hd, heads, acc);
   else
