@@ -13,6 +13,7 @@
 #include "hn-model-internal.h" /* n_grouped, placed: where the weights were put at load */
 #include "hn-simd.h"
 #include "hn-vk.h"
+#include "rel-diff.h"
 
 static const char *testdata;
 
@@ -60,17 +61,6 @@ run(HnContext *c, const int32_t *tok, int n, int32_t pos0, int32_t seq, float *r
   int nv = hn_model_n_vocab(hn_context_model(c));
   for (int i = 0; i < n; i++)
     memcpy(rows + (size_t) i * nv, hn_context_get_logits(c, i), (size_t) nv * sizeof(float));
-}
-
-static double
-rel_diff(const float *a, const float *b, size_t n)
-{
-  double d = 0.0, s = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    d = fmax(d, fabs((double) a[i] - b[i]));
-    s = fmax(s, fabs((double) a[i]));
-  }
-  return d / s;
 }
 
 static const int32_t toks[16] = { 1, 72, 305, 11, 400, 9, 77, 123, 45, 310, 2, 88, 256, 17, 500, 63 };

@@ -15,6 +15,7 @@
 #include "hn-gguf-writer.h"
 #include "hn-model-internal.h" /* the layers' expert tensors, where the load put them */
 #include "hn-moe.h"
+#include "rel-diff.h"
 
 /* ---- the routing rule ---- */
 
@@ -409,17 +410,6 @@ assert_experts_placed(const char *path)
   hn_model_free(m);
 }
 
-static double
-max_rel_diff(const float *a, const float *b, int n)
-{
-  double d = 0.0, s = 0.0;
-  for (int i = 0; i < n; i++) {
-    d = fmax(d, fabs((double) a[i] - b[i]));
-    s = fmax(s, fabs((double) a[i]));
-  }
-  return d / s;
-}
-
 static void
 test_model(gconstpointer data)
 {
@@ -445,7 +435,7 @@ test_model(gconstpointer data)
     float reff[V];
     for (int o = 0; o < V; o++)
       reff[o] = (float) ref[o];
-    double d = max_rel_diff(reff, batch[i], V);
+    double d = rel_diff(reff, batch[i], V);
     if (d > 1e-4)
       g_error("%s token %d: logits differ from the reference forward pass by %g", a->arch, tokens[i], d);
   }
@@ -463,7 +453,7 @@ test_model(gconstpointer data)
   /* the batch, grouped by expert, gives what each token gives alone */
   run_model(base, true, single, lead_single);
   for (int i = 0; i < N_TOK; i++) {
-    g_assert_cmpfloat(max_rel_diff(single[i], batch[i], V), <, 1e-5);
+    g_assert_cmpfloat(rel_diff(single[i], batch[i], V), <, 1e-5);
     g_assert_cmpfloat_with_epsilon(lead_single[i], lead[i], 1e-5);
   }
 
@@ -475,7 +465,7 @@ test_model(gconstpointer data)
     for (int i = 0; i < N_TOK; i++) {
       bool routed = pair[tokens[i]][0] == x || pair[tokens[i]][1] == x;
       if (routed)
-        g_assert_cmpfloat(max_rel_diff(batch[i], boosted[i], V), >, 1e-3);
+        g_assert_cmpfloat(rel_diff(batch[i], boosted[i], V), >, 1e-3);
       else
         g_assert_true(memcmp(batch[i], boosted[i], sizeof batch[i]) == 0);
     }
