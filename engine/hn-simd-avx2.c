@@ -884,6 +884,132 @@ DEFINE_VEC_DOT_ROWS(vec_dot_rows_q8_0, HnBlockQ8_0, decode_q8_0, 0, ROWS_DOT_SIG
 DEFINE_VEC_DOT_ROWS(vec_dot_rows_q8_0_vnni, HnBlockQ8_0, codes_q8_0_biased, 128, ROWS_DOT_VNNI,
                     __attribute__((target("avxvnni"))))
 
+/* The eight 6-bit scales and the eight mins of a Q4_K block (hn_q4k_scale_min) as
+ * 16-bit lanes, unpacked four at a time with 32-bit masks. */
+static inline void
+scales_mins_q4_k(const uint8_t *packed, __m128i *scales, __m128i *mins)
+{
+  uint32_t p[3];
+  memcpy(p, packed, 12);
+  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
+  const uint32_t scales_hi = (p[2] & low4) | (((p[0] >> 6) & top2) << 4);
+  const uint32_t mins_hi = ((p[2] >> 4) & low4) | (((p[1] >> 6) & top2) << 4);
+  const __m128i bytes = _mm_setr_epi32((int)(p[0] & low6), (int)scales_hi, (int)(p[1] & low6), (int)mins_hi);
+  *scales = _mm_cvtepu8_epi16(bytes);
+  *mins = _mm_unpackhi_epi8(bytes, _mm_setzero_si128());
+}
+
+/* Decode of Q4_K, HN_DOT_ROWS rows at a time.  Per block, the activation's group sums
+ * are paired once for all rows (each min covers 32 elements, two groups of 16); per row,
+ * the scales and mins are unpacked in a few 32-bit operations instead of byte by byte,
+ * each 32-element run takes its scale from one byte shuffle, and the mins' correction is
+ * one 16-bit multiply-add.  The integer sums are the single-row kernel's; only the float
+ * order differs.  Rows of a Q4_K block span more than two cache lines, so each prefetch
+ * step covers three. */
+static void
+vec_dot_rows_q4_k(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out)
+{
+  const HnBlockQ8_K *y = a;
+  const int64_t nb = n / HN_QK_K;
+  const HnBlockQ4_K *x[HN_DOT_ROWS];
+  _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++)
+    x[r] = (const HnBlockQ4_K *)((const uint8_t *)w + (size_t)(r < n_rows ? r : 0) * row_stride);
+  const size_t next_rows = HN_DOT_ROWS * row_stride;
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  __m256 acc[HN_DOT_ROWS];
+  _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; i++) {
+    const __m128i bsum_pairs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[i].bsums),
+                                              _mm_loadu_si128((const __m128i *)(y[i].bsums + 8)));
+    const int8_t *q8 = y[i].qs;
+    _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) {
+      const HnBlockQ4_K *b = &x[r][i];
+      _Pragma("GCC unroll 3") for (int line = 0; line < 3; line++) {
+        _mm_prefetch((const char *)b + 768 + 64 * line, _MM_HINT_T0);
+        _mm_prefetch((const char *)b + next_rows + 64 * line, _MM_HINT_T1);
+      }
+      __m128i scales16, mins16;
+      scales_mins_q4_k(b->scales, &scales16, &mins16);
+      const __m256i scales = _mm256_broadcastsi128_si256(scales16);
+      __m256i sum = _mm256_setzero_si256();
+      _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        const __m256i bits = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
+        const __m256i lo = _mm256_and_si256(bits, low4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+        /* each 16-bit lane picks bytes 4j, 4j+1 (the scale of run 2j) or 4j+2, 4j+3 */
+        const __m256i scale_lo = _mm256_shuffle_epi8(scales, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
+        const __m256i scale_hi = _mm256_shuffle_epi8(scales, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
+        const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(q8 + 64 * j))), scale_lo);
+        const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q8 + 64 * j + 32))), scale_hi);
+        sum = _mm256_add_epi32(sum, _mm256_add_epi32(p_lo, p_hi));
+      }
+      const __m256i min_sum = _mm256_zextsi128_si256(_mm_madd_epi16(mins16, bsum_pairs));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(b->d)), _mm256_cvtepi32_ps(sum), acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y[i].d * h2f(b->dmin)), _mm256_cvtepi32_ps(min_sum), acc[r]);
+    }
+  }
+  for (int r = 0; r < n_rows && r < HN_DOT_ROWS; r++)
+    out[r] = hsum_ps(acc[r]);
+}
+
+/* Decode of Q6_K, HN_DOT_ROWS rows at a time, as vec_dot_rows_q4_k: each 32-element run
+ * covers two groups of 16 with their own signed scales, which one byte shuffle per run
+ * spreads over the two 128-bit lanes; the codes' zero point (32) comes off once per
+ * block as 32 · Σ scale · group sum, in two 16-bit multiply-adds. */
+static void
+vec_dot_rows_q6_k(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out)
+{
+  const HnBlockQ8_K *y = a;
+  const int64_t nb = n / HN_QK_K;
+  const HnBlockQ6_K *x[HN_DOT_ROWS];
+  _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++)
+    x[r] = (const HnBlockQ6_K *)((const uint8_t *)w + (size_t)(r < n_rows ? r : 0) * row_stride);
+  const size_t next_rows = HN_DOT_ROWS * row_stride;
+  const __m256i low4 = _mm256_set1_epi8(0x0f), two_bits = _mm256_set1_epi8(0x03);
+  __m256 acc[HN_DOT_ROWS];
+  _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; i++) {
+    const __m128i bsums_lo = _mm_loadu_si128((const __m128i *)y[i].bsums);
+    const __m128i bsums_hi = _mm_loadu_si128((const __m128i *)(y[i].bsums + 8));
+    _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) {
+      const HnBlockQ6_K *b = &x[r][i];
+      _Pragma("GCC unroll 4") for (int line = 0; line < 4; line++) {
+        _mm_prefetch((const char *)b + 768 + 64 * line, _MM_HINT_T0);
+        _mm_prefetch((const char *)b + next_rows + 64 * line, _MM_HINT_T1);
+      }
+      const __m128i scale_bytes = _mm_loadu_si128((const __m128i *)b->scales);
+      const __m128i scales_lo = _mm_cvtepi8_epi16(scale_bytes);
+      const __m128i scales_hi = _mm_cvtepi8_epi16(_mm_unpackhi_epi64(scale_bytes, scale_bytes));
+      const __m128i offsets = _mm_add_epi32(_mm_madd_epi16(scales_lo, bsums_lo), _mm_madd_epi16(scales_hi, bsums_hi));
+      __m256i sum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_zextsi128_si256(_mm_slli_epi32(offsets, 5)));
+      _Pragma("GCC unroll 2") for (int half = 0; half < 2; half++) {
+        const __m256i scales = _mm256_broadcastsi128_si256(half ? scales_hi : scales_lo);
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * half));
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * half));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * half + 32));
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, two_bits), 4));
+        q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two_bits), 4));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two_bits), 4));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two_bits), 4));
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+          /* the low lane takes the scale of group 2k (bytes 4k, 4k+1), the high one 2k+1 */
+          const __m256i pick = _mm256_set_m128i(_mm_set1_epi16((short)(((4 * k + 3) << 8) | (4 * k + 2))),
+                                                _mm_set1_epi16((short)(((4 * k + 1) << 8) | (4 * k))));
+          const __m256i yk = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * half + 32 * k));
+          sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yk), _mm256_shuffle_epi8(scales, pick)));
+        }
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(b->d)), _mm256_cvtepi32_ps(sum), acc[r]);
+    }
+  }
+  for (int r = 0; r < n_rows && r < HN_DOT_ROWS; r++)
+    out[r] = hsum_ps(acc[r]);
+}
+
 
 /* Writes the 32 codes of each of 16 rows (tmp[r], 32 bytes apart) in lane order: two
  * 8 × 8 transposes of 32-bit words (rows 0-7 into the first 32 bytes of each output,
@@ -1095,6 +1221,8 @@ hn_simd_fill_avx2(HnSimdKernels *k, bool avx_vnni)
   }
   k->vec_dot_rows[HN_TYPE_Q4_0] = avx_vnni ? vec_dot_rows_q4_0_vnni : vec_dot_rows_q4_0;
   k->vec_dot_rows[HN_TYPE_Q8_0] = avx_vnni ? vec_dot_rows_q8_0_vnni : vec_dot_rows_q8_0;
+  k->vec_dot_rows[HN_TYPE_Q4_K] = vec_dot_rows_q4_k;
+  k->vec_dot_rows[HN_TYPE_Q6_K] = vec_dot_rows_q6_k;
   /* the tile path, for Q4_0 regrouped at load only */
   k->gemm_rows = 4;
   k->gemm_cols = 4;
