@@ -899,23 +899,26 @@ scales_mins_q4_k(const uint8_t *packed, __m128i *scales, __m128i *mins)
   *mins = _mm_unpackhi_epi8(bytes, _mm_setzero_si128());
 }
 
-/* Decode of Q4_K, HN_DOT_ROWS rows at a time.  Per block, the activation's group sums
- * are paired once for all rows (each min covers 32 elements, two groups of 16); per row,
- * the scales and mins are unpacked in a few 32-bit operations instead of byte by byte,
- * each 32-element run takes its scale from one byte shuffle, and the mins' correction is
- * one 16-bit multiply-add.  The integer sums are the single-row kernel's; only the float
- * order differs.  Rows of a Q4_K block span more than two cache lines, so each prefetch
- * step covers three. */
-static void
-vec_dot_rows_q4_k(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out)
+/* Decode of Q4_K and Q5_K, HN_DOT_ROWS rows at a time.  Per block, the activation's
+ * group sums are paired once for all rows (each min covers 32 elements, two groups of
+ * 16); per row, the scales and mins are unpacked in a few 32-bit operations instead of
+ * byte by byte, each 32-element run takes its scale from one byte shuffle, and the
+ * mins' correction is one 16-bit multiply-add.  Q5_K adds each run's fifth bits, bit 2j
+ * and 2j+1 of qh for runs 2j and 2j+1.  The integer sums are the single-row kernels';
+ * only the float order differs.  A block spans more than two cache lines, so each
+ * prefetch step covers three. */
+static inline __attribute__((always_inline)) void
+vec_dot_rows_k4(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out,
+                const bool five_bits)
 {
   const HnBlockQ8_K *y = a;
   const int64_t nb = n / HN_QK_K;
-  const HnBlockQ4_K *x[HN_DOT_ROWS];
+  const size_t block_bytes = five_bits ? sizeof(HnBlockQ5_K) : sizeof(HnBlockQ4_K);
+  const uint8_t *x[HN_DOT_ROWS];
   _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++)
-    x[r] = (const HnBlockQ4_K *)((const uint8_t *)w + (size_t)(r < n_rows ? r : 0) * row_stride);
+    x[r] = (const uint8_t *)w + (size_t)(r < n_rows ? r : 0) * row_stride;
   const size_t next_rows = HN_DOT_ROWS * row_stride;
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
   __m256 acc[HN_DOT_ROWS];
   _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; i++) {
@@ -923,19 +926,28 @@ vec_dot_rows_q4_k(int64_t n, const void *w, size_t row_stride, int n_rows, const
                                               _mm_loadu_si128((const __m128i *)(y[i].bsums + 8)));
     const int8_t *q8 = y[i].qs;
     _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) {
-      const HnBlockQ4_K *b = &x[r][i];
+      const uint8_t *block = x[r] + (size_t)i * block_bytes;
+      const HnBlockQ4_K *b4 = (const HnBlockQ4_K *)block;
+      const HnBlockQ5_K *b5 = (const HnBlockQ5_K *)block;
+      const uint16_t d = five_bits ? b5->d : b4->d, dmin = five_bits ? b5->dmin : b4->dmin;
+      const uint8_t *qs = five_bits ? b5->qs : b4->qs;
       _Pragma("GCC unroll 3") for (int line = 0; line < 3; line++) {
-        _mm_prefetch((const char *)b + 768 + 64 * line, _MM_HINT_T0);
-        _mm_prefetch((const char *)b + next_rows + 64 * line, _MM_HINT_T1);
+        _mm_prefetch((const char *)block + 768 + 64 * line, _MM_HINT_T0);
+        _mm_prefetch((const char *)block + next_rows + 64 * line, _MM_HINT_T1);
       }
       __m128i scales16, mins16;
-      scales_mins_q4_k(b->scales, &scales16, &mins16);
+      scales_mins_q4_k(five_bits ? b5->scales : b4->scales, &scales16, &mins16);
       const __m256i scales = _mm256_broadcastsi128_si256(scales16);
+      const __m256i qh = five_bits ? _mm256_loadu_si256((const __m256i *)b5->qh) : _mm256_setzero_si256();
       __m256i sum = _mm256_setzero_si256();
       _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-        const __m256i bits = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
-        const __m256i lo = _mm256_and_si256(bits, low4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+        const __m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(bits, low4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+        if (five_bits) {
+          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
+          hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
+        }
         /* each 16-bit lane picks bytes 4j, 4j+1 (the scale of run 2j) or 4j+2, 4j+3 */
         const __m256i scale_lo = _mm256_shuffle_epi8(scales, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
         const __m256i scale_hi = _mm256_shuffle_epi8(scales, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
@@ -944,12 +956,24 @@ vec_dot_rows_q4_k(int64_t n, const void *w, size_t row_stride, int n_rows, const
         sum = _mm256_add_epi32(sum, _mm256_add_epi32(p_lo, p_hi));
       }
       const __m256i min_sum = _mm256_zextsi128_si256(_mm_madd_epi16(mins16, bsum_pairs));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(b->d)), _mm256_cvtepi32_ps(sum), acc[r]);
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y[i].d * h2f(b->dmin)), _mm256_cvtepi32_ps(min_sum), acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(d)), _mm256_cvtepi32_ps(sum), acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y[i].d * h2f(dmin)), _mm256_cvtepi32_ps(min_sum), acc[r]);
     }
   }
   for (int r = 0; r < n_rows && r < HN_DOT_ROWS; r++)
     out[r] = hsum_ps(acc[r]);
+}
+
+static void
+vec_dot_rows_q4_k(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out)
+{
+  vec_dot_rows_k4(n, w, row_stride, n_rows, a, out, false);
+}
+
+static void
+vec_dot_rows_q5_k(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out)
+{
+  vec_dot_rows_k4(n, w, row_stride, n_rows, a, out, true);
 }
 
 /* Decode of Q6_K, HN_DOT_ROWS rows at a time, as vec_dot_rows_q4_k: each 32-element run
@@ -1222,6 +1246,7 @@ hn_simd_fill_avx2(HnSimdKernels *k, bool avx_vnni)
   k->vec_dot_rows[HN_TYPE_Q4_0] = avx_vnni ? vec_dot_rows_q4_0_vnni : vec_dot_rows_q4_0;
   k->vec_dot_rows[HN_TYPE_Q8_0] = avx_vnni ? vec_dot_rows_q8_0_vnni : vec_dot_rows_q8_0;
   k->vec_dot_rows[HN_TYPE_Q4_K] = vec_dot_rows_q4_k;
+  k->vec_dot_rows[HN_TYPE_Q5_K] = vec_dot_rows_q5_k;
   k->vec_dot_rows[HN_TYPE_Q6_K] = vec_dot_rows_q6_k;
   /* the tile path, for Q4_0 regrouped at load only */
   k->gemm_rows = 4;
