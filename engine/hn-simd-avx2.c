@@ -976,49 +976,99 @@ vec_dot_rows_q5_k(int64_t n, const void *w, size_t row_stride, int n_rows, const
   vec_dot_rows_k4(n, w, row_stride, n_rows, a, out, true);
 }
 
-/* Decode of Q6_K, HN_DOT_ROWS rows at a time, as vec_dot_rows_q4_k: each 32-element run
- * covers two groups of 16 with their own signed scales, which one byte shuffle per run
- * spreads over the two 128-bit lanes; the codes' zero point (32) comes off once per
- * block as 32 · Σ scale · group sum, in two 16-bit multiply-adds. */
-static void
-vec_dot_rows_q6_k(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out)
+/* Decode of the k-quants with 16 groups of 16 (Q2_K, Q3_K, Q6_K), HN_DOT_ROWS rows at a
+ * time, as vec_dot_rows_k4: each 32-element run covers two groups with their own
+ * scales, which one byte shuffle per run spreads over the two 128-bit lanes.  What
+ * differs by type is folded in once per block and row: Q2_K's mins (4 bits each) come
+ * off as dmin · Σ min · group sum, Q3_K's and Q6_K's zero points (4 and 32) as
+ * zero point · Σ scale · group sum, each in two 16-bit multiply-adds. */
+typedef enum { K16_Q2_K, K16_Q3_K, K16_Q6_K } K16Type;
+
+/* The four 32-element runs of one half (128 elements) of a block, as unsigned codes. */
+static inline __attribute__((always_inline)) void
+k16_codes(const uint8_t *block, int half, const K16Type type, __m256i q[4])
+{
+  const __m256i two_bits = _mm256_set1_epi8(0x03), low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+  if (type == K16_Q6_K) {
+    const HnBlockQ6_K *b = (const HnBlockQ6_K *)block;
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * half));
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * half));
+    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * half + 32));
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+      const __m256i low = _mm256_and_si256(k < 2 ? (k ? l1 : l0) : _mm256_srli_epi16(k == 3 ? l1 : l0, 4), low4);
+      q[k] = _mm256_or_si256(low, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), two_bits), 4));
+    }
+    return;
+  }
+  const uint8_t *qs = type == K16_Q2_K ? ((const HnBlockQ2_K *)block)->qs : ((const HnBlockQ3_K *)block)->qs;
+  const __m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * half));
+  _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+    q[k] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), two_bits);
+    if (type == K16_Q3_K) {
+      const __m256i hmask = _mm256_loadu_si256((const __m256i *)((const HnBlockQ3_K *)block)->hmask);
+      const __m256i high = _mm256_and_si256(_mm256_srli_epi16(hmask, 4 * half + k), one);
+      q[k] = _mm256_or_si256(q[k], _mm256_slli_epi16(high, 2));
+    }
+  }
+}
+
+static inline __attribute__((always_inline)) void
+vec_dot_rows_k16(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out,
+                 const K16Type type)
 {
   const HnBlockQ8_K *y = a;
   const int64_t nb = n / HN_QK_K;
-  const HnBlockQ6_K *x[HN_DOT_ROWS];
+  const size_t block_bytes = type == K16_Q2_K   ? sizeof(HnBlockQ2_K)
+                             : type == K16_Q3_K ? sizeof(HnBlockQ3_K)
+                                                : sizeof(HnBlockQ6_K);
+  const int zero_point = type == K16_Q3_K ? 4 : type == K16_Q6_K ? 32 : 0;
+  const uint8_t *x[HN_DOT_ROWS];
   _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++)
-    x[r] = (const HnBlockQ6_K *)((const uint8_t *)w + (size_t)(r < n_rows ? r : 0) * row_stride);
+    x[r] = (const uint8_t *)w + (size_t)(r < n_rows ? r : 0) * row_stride;
   const size_t next_rows = HN_DOT_ROWS * row_stride;
-  const __m256i low4 = _mm256_set1_epi8(0x0f), two_bits = _mm256_set1_epi8(0x03);
   __m256 acc[HN_DOT_ROWS];
   _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; i++) {
     const __m128i bsums_lo = _mm_loadu_si128((const __m128i *)y[i].bsums);
     const __m128i bsums_hi = _mm_loadu_si128((const __m128i *)(y[i].bsums + 8));
     _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) {
-      const HnBlockQ6_K *b = &x[r][i];
-      _Pragma("GCC unroll 4") for (int line = 0; line < 4; line++) {
-        _mm_prefetch((const char *)b + 768 + 64 * line, _MM_HINT_T0);
-        _mm_prefetch((const char *)b + next_rows + 64 * line, _MM_HINT_T1);
+      const uint8_t *block = x[r] + (size_t)i * block_bytes;
+      _Pragma("GCC unroll 4") for (size_t line = 0; line < (block_bytes + 63) / 64; line++) {
+        _mm_prefetch((const char *)block + 768 + 64 * line, _MM_HINT_T0);
+        _mm_prefetch((const char *)block + next_rows + 64 * line, _MM_HINT_T1);
       }
-      const __m128i scale_bytes = _mm_loadu_si128((const __m128i *)b->scales);
+      /* the 16 group scales as signed bytes, and Q2_K's mins */
+      __m128i scale_bytes, min_bytes = _mm_setzero_si128();
+      uint16_t d, dmin = 0;
+      if (type == K16_Q2_K) {
+        const HnBlockQ2_K *b = (const HnBlockQ2_K *)block;
+        const __m128i packed = _mm_loadu_si128((const __m128i *)b->scales);
+        scale_bytes = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
+        min_bytes = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f));
+        d = b->d;
+        dmin = b->dmin;
+      } else if (type == K16_Q3_K) {
+        const HnBlockQ3_K *b = (const HnBlockQ3_K *)block;
+        int8_t scales[16];
+        unpack_scales_q3_k(b->scales, scales);
+        scale_bytes = _mm_loadu_si128((const __m128i *)scales);
+        d = b->d;
+      } else {
+        const HnBlockQ6_K *b = (const HnBlockQ6_K *)block;
+        scale_bytes = _mm_loadu_si128((const __m128i *)b->scales);
+        d = b->d;
+      }
       const __m128i scales_lo = _mm_cvtepi8_epi16(scale_bytes);
       const __m128i scales_hi = _mm_cvtepi8_epi16(_mm_unpackhi_epi64(scale_bytes, scale_bytes));
-      const __m128i offsets = _mm_add_epi32(_mm_madd_epi16(scales_lo, bsums_lo), _mm_madd_epi16(scales_hi, bsums_hi));
-      __m256i sum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_zextsi128_si256(_mm_slli_epi32(offsets, 5)));
+      __m256i sum = _mm256_setzero_si256();
+      if (zero_point) {
+        const __m128i offsets = _mm_add_epi32(_mm_madd_epi16(scales_lo, bsums_lo), _mm_madd_epi16(scales_hi, bsums_hi));
+        sum = _mm256_zextsi128_si256(_mm_mullo_epi32(offsets, _mm_set1_epi32(-zero_point)));
+      }
       _Pragma("GCC unroll 2") for (int half = 0; half < 2; half++) {
         const __m256i scales = _mm256_broadcastsi128_si256(half ? scales_hi : scales_lo);
-        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * half));
-        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * half));
-        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * half + 32));
         __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, two_bits), 4));
-        q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two_bits), 4));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two_bits), 4));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two_bits), 4));
+        k16_codes(block, half, type, q);
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
           /* the low lane takes the scale of group 2k (bytes 4k, 4k+1), the high one 2k+1 */
           const __m256i pick = _mm256_set_m128i(_mm_set1_epi16((short)(((4 * k + 3) << 8) | (4 * k + 2))),
@@ -1027,11 +1077,34 @@ vec_dot_rows_q6_k(int64_t n, const void *w, size_t row_stride, int n_rows, const
           sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yk), _mm256_shuffle_epi8(scales, pick)));
         }
       }
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(b->d)), _mm256_cvtepi32_ps(sum), acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(d)), _mm256_cvtepi32_ps(sum), acc[r]);
+      if (type == K16_Q2_K) {
+        const __m128i mins = _mm_add_epi32(_mm_madd_epi16(_mm_cvtepu8_epi16(min_bytes), bsums_lo),
+                                           _mm_madd_epi16(_mm_unpackhi_epi8(min_bytes, _mm_setzero_si128()), bsums_hi));
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y[i].d * h2f(dmin)), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(mins)), acc[r]);
+      }
     }
   }
   for (int r = 0; r < n_rows && r < HN_DOT_ROWS; r++)
     out[r] = hsum_ps(acc[r]);
+}
+
+static void
+vec_dot_rows_q2_k(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out)
+{
+  vec_dot_rows_k16(n, w, row_stride, n_rows, a, out, K16_Q2_K);
+}
+
+static void
+vec_dot_rows_q3_k(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out)
+{
+  vec_dot_rows_k16(n, w, row_stride, n_rows, a, out, K16_Q3_K);
+}
+
+static void
+vec_dot_rows_q6_k(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out)
+{
+  vec_dot_rows_k16(n, w, row_stride, n_rows, a, out, K16_Q6_K);
 }
 
 
@@ -1247,6 +1320,8 @@ hn_simd_fill_avx2(HnSimdKernels *k, bool avx_vnni)
   k->vec_dot_rows[HN_TYPE_Q8_0] = avx_vnni ? vec_dot_rows_q8_0_vnni : vec_dot_rows_q8_0;
   k->vec_dot_rows[HN_TYPE_Q4_K] = vec_dot_rows_q4_k;
   k->vec_dot_rows[HN_TYPE_Q5_K] = vec_dot_rows_q5_k;
+  k->vec_dot_rows[HN_TYPE_Q2_K] = vec_dot_rows_q2_k;
+  k->vec_dot_rows[HN_TYPE_Q3_K] = vec_dot_rows_q3_k;
   k->vec_dot_rows[HN_TYPE_Q6_K] = vec_dot_rows_q6_k;
   /* the tile path, for Q4_0 regrouped at load only */
   k->gemm_rows = 4;
