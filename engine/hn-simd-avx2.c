@@ -964,17 +964,6 @@ vec_dot_rows_k4(int64_t n, const void *w, size_t row_stride, int n_rows, const v
     out[r] = hsum_ps(acc[r]);
 }
 
-static void
-vec_dot_rows_q4_k(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out)
-{
-  vec_dot_rows_k4(n, w, row_stride, n_rows, a, out, false);
-}
-
-static void
-vec_dot_rows_q5_k(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out)
-{
-  vec_dot_rows_k4(n, w, row_stride, n_rows, a, out, true);
-}
 
 /* Decode of the k-quants with 16 groups of 16 (Q2_K, Q3_K, Q6_K), HN_DOT_ROWS rows at a
  * time, as vec_dot_rows_k4: each 32-element run covers two groups with their own
@@ -1089,23 +1078,18 @@ vec_dot_rows_k16(int64_t n, const void *w, size_t row_stride, int n_rows, const 
     out[r] = hsum_ps(acc[r]);
 }
 
-static void
-vec_dot_rows_q2_k(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out)
-{
-  vec_dot_rows_k16(n, w, row_stride, n_rows, a, out, K16_Q2_K);
-}
+/* the k-quants' HnVecDotRowsFn entry points, one instance of a body per type */
+#define DEFINE_VEC_DOT_ROWS_K(NAME, BODY, TYPE)                                                      \
+  static void NAME(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out) \
+  {                                                                                                \
+    BODY(n, w, row_stride, n_rows, a, out, TYPE);                                                  \
+  }
 
-static void
-vec_dot_rows_q3_k(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out)
-{
-  vec_dot_rows_k16(n, w, row_stride, n_rows, a, out, K16_Q3_K);
-}
-
-static void
-vec_dot_rows_q6_k(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out)
-{
-  vec_dot_rows_k16(n, w, row_stride, n_rows, a, out, K16_Q6_K);
-}
+DEFINE_VEC_DOT_ROWS_K(vec_dot_rows_q4_k, vec_dot_rows_k4, false)
+DEFINE_VEC_DOT_ROWS_K(vec_dot_rows_q5_k, vec_dot_rows_k4, true)
+DEFINE_VEC_DOT_ROWS_K(vec_dot_rows_q2_k, vec_dot_rows_k16, K16_Q2_K)
+DEFINE_VEC_DOT_ROWS_K(vec_dot_rows_q3_k, vec_dot_rows_k16, K16_Q3_K)
+DEFINE_VEC_DOT_ROWS_K(vec_dot_rows_q6_k, vec_dot_rows_k16, K16_Q6_K)
 
 
 /* Writes the 32 codes of each of 16 rows (tmp[r], 32 bytes apart) in lane order: two
