@@ -762,6 +762,7 @@ attn_worker_split(void *data, int ith, int nth)
     .softcap = job->softcap, .kv_stride = (size_t) kv_dim, .out_stride = (size_t) hd,
     .k = hn_kv_cache_k_data(kv, job->layer), .v = hn_kv_cache_v_data(kv, job->layer),
     .k_tiled = hn_kv_cache_k_tiled(kv, job->layer),
+    .next_to_l2 = hn_cpu_features()->intel,
     .work = c->attn_work + (size_t) ith * c->attn_work_floats,
     .scores = c->attn_scores + (size_t) ith * c->attn_scores_floats,
   };

@@ -22,6 +22,9 @@ static void
 detect(HnCpuFeatures *f)
 {
   unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d))
+    return;
+  f->intel = b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
   if (!__get_cpuid(1, &a, &b, &c, &d))
     return;
   bool osxsave = (c >> 27) & 1;

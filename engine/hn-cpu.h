@@ -29,6 +29,7 @@ typedef struct {
   bool avx2, fma, f16c;
   bool avx512f, avx512bw, avx512vl, avx512vnni;
   bool avx_vnni;
+  bool intel; /* x86: the vendor is GenuineIntel (some cache hints differ by vendor) */
   bool neon, neon_dotprod, neon_i8mm; /* ARM64: from the kernel's HWCAP bits */
 } HnCpuFeatures;
 

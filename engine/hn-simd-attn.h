@@ -42,19 +42,26 @@
  * the AVX-512 Xeon this measured about 10% faster at 4096 cells than none; two chunks
  * ahead gained less, and a non-temporal hint two chunks ahead was slower than none. */
 #define PREFETCH_CELLS CHUNK
+/* How many cells ahead the value loop fetches its rows into the first-level cache, once
+ * the next-block fetch (below) has brought them into the second: on the Intel Xeon
+ * without AMX, from memory, about 3% faster than leaving it to the hardware (4, 8 and 16
+ * measured alike). */
+#define VALUE_ROWS_AHEAD 8
 
 /* Spreads the fetches of the next call's rows over this call's work (see
  * HnAttnArgs.next_cells): `quota` lines at each step, K rows first, then V rows.  A
  * burst of fetches at the start of each chunk stalled on the core's few outstanding
- * misses; spread out, they overlap the arithmetic.  On x86 they go into every cache
- * level: on the AMD EPYC (Zen 5) that measured about 5% faster than into the second
- * level only (bench-attention, 2 threads, 4096 and 8192 cells, AVX-512 and AVX2 alike),
- * although a block's rows are far larger than the first-level cache.  ARM64 keeps the
- * second level, unmeasured on real hardware. */
+ * misses; spread out, they overlap the arithmetic.  On x86 where they go is the
+ * processor's (HnAttnArgs.next_to_l2): on the AMD EPYC (Zen 5) into every cache level
+ * measured about 5% faster than into the second level only (bench-attention, 2 threads,
+ * 4096 and 8192 cells, AVX-512 and AVX2 alike), although a block's rows are far larger
+ * than the first-level cache; on the Intel Xeon without AMX the second level only was
+ * about 6% faster (one thread, rows in the third level).  ARM64 keeps the second level, unmeasured on real
+ * hardware. */
 #if defined(__x86_64__) || defined(__i386__)
-#define NEXT_ROWS_LOCALITY 3
+#define FETCH_NEXT_LINE(r, p) ((r)->to_l2 ? __builtin_prefetch((p), 0, 2) : __builtin_prefetch((p), 0, 3))
 #else
-#define NEXT_ROWS_LOCALITY 2
+#define FETCH_NEXT_LINE(r, p) __builtin_prefetch((p), 0, 2)
 #endif
 typedef struct {
   const char *base[2];
@@ -62,6 +69,7 @@ typedef struct {
   int n, cell, which;
   size_t row_bytes[2], stride_bytes[2], off;
   int tile_shift[2]; /* K in tiles: one tile of row_bytes per HN_KV_TILE listed cells */
+  bool to_l2;        /* HnAttnArgs.next_to_l2 */
   /* When the next cells are consecutive and the call covers whole rows, their K and then
    * their V rows are two spans of memory: span walks them (span_end[which]), with no list
    * lookup or multiply per line.  NULL: walk the list. */
@@ -100,7 +108,7 @@ next_rows_fetch(NextRows *r, int quota)
 {
   if (r->span) {
     for (int q = 0; q < quota && r->which < 2; q++) {
-      __builtin_prefetch(r->span, 0, NEXT_ROWS_LOCALITY);
+      FETCH_NEXT_LINE(r, r->span);
       r->span += 64;
       if (r->span >= r->span_end[r->which] && ++r->which < 2)
         r->span = r->span_start[1];
@@ -109,8 +117,7 @@ next_rows_fetch(NextRows *r, int quota)
   }
   for (int q = 0; q < quota && r->which < 2; q++) {
     const int w = r->which, shift = r->tile_shift[w];
-    __builtin_prefetch(r->base[w] + (size_t)(r->cells[r->cell] >> shift) * r->stride_bytes[w] + r->off, 0,
-                       NEXT_ROWS_LOCALITY);
+    FETCH_NEXT_LINE(r, r->base[w] + (size_t)(r->cells[r->cell] >> shift) * r->stride_bytes[w] + r->off);
     r->off += 64;
     if (r->off >= r->row_bytes[w]) {
       r->off = 0;
@@ -157,8 +164,8 @@ stage_rows(const uint16_t *rows, const int32_t *cells, int c0, int nc, int n, si
  * back (about 6% of the attention at 4096 cells with AVX-512's four heads). */
 static inline __attribute__((always_inline)) void
 value_tile(const float *p, size_t p_stride, const float *vf, const bool direct, const uint16_t *v,
-           const int32_t *cells, const bool consecutive, size_t kv_stride, int nc, int hd, float *acc, int j0,
-           const int heads, const int vecs, int w, NextRows *next, int quota)
+           const int32_t *cells, const bool consecutive, size_t kv_stride, int nc, int n_rest, int hd, float *acc,
+           int j0, const int heads, const int vecs, int w, NextRows *next, int quota)
 {
   VEC o[ATTN_ACC_VECS];
 #pragma GCC unroll 16
@@ -173,6 +180,9 @@ value_tile(const float *p, size_t p_stride, const float *vf, const bool direct, 
     const float *vi = vf + i * hd + j0 * VLEN;
     const uint16_t *vh = !direct ? NULL
                          : v + (size_t)(consecutive ? cells[0] + i : cells[i]) * kv_stride + j0 * VLEN;
+    if (direct && consecutive && i + VALUE_ROWS_AHEAD < n_rest)
+      for (int b = 0; b < w * VLEN * 2; b += 64)
+        __builtin_prefetch((const char *)(vh + VALUE_ROWS_AHEAD * kv_stride) + b, 0, 3);
     next_rows_fetch(next, quota);
 #pragma GCC unroll 16
     for (int h = 0; h < heads; h++) {
@@ -195,17 +205,18 @@ value_tile(const float *p, size_t p_stride, const float *vf, const bool direct, 
  * of tile_heads heads, then the heads left over one at a time. */
 static inline __attribute__((always_inline)) void
 value_tiles(const float *p, size_t p_stride, const float *vf, const bool direct, const uint16_t *v,
-            const int32_t *cells, const bool consecutive, size_t kv_stride, int nc, int hd, float *acc, int h0,
+            const int32_t *cells, const bool consecutive, size_t kv_stride, int nc, int n_rest, int hd, float *acc,
+            int h0,
             int h_end, const int tile_heads, const int tile_vecs, int nv, NextRows *next, int quota)
 {
   int h = h0;
   for (; h + tile_heads <= h_end; h += tile_heads)
     for (int j0 = 0; j0 < nv; j0 += tile_vecs)
-      value_tile(p + (size_t)h * p_stride, p_stride, vf, direct, v, cells, consecutive, kv_stride, nc, hd,
+      value_tile(p + (size_t)h * p_stride, p_stride, vf, direct, v, cells, consecutive, kv_stride, nc, n_rest, hd,
                  acc + h * hd, j0, tile_heads, tile_vecs, nv - j0 < tile_vecs ? nv - j0 : tile_vecs, next, quota);
   for (; h < h_end; h++)
     for (int j0 = 0; j0 < nv; j0 += tile_vecs)
-      value_tile(p + (size_t)h * p_stride, p_stride, vf, direct, v, cells, consecutive, kv_stride, nc, hd,
+      value_tile(p + (size_t)h * p_stride, p_stride, vf, direct, v, cells, consecutive, kv_stride, nc, n_rest, hd,
                  acc + h * hd, j0, 1, tile_vecs, nv - j0 < tile_vecs ? nv - j0 : tile_vecs, next, quota);
 }
 
@@ -251,31 +262,51 @@ gather_tile(const uint16_t *head_k, size_t tile_halves, const int32_t *cells, in
   }
 }
 
-/* acc[h · n_tiles · TILE_VECS + t · TILE_VECS + v] = Σ_d q_h[d] · tile_t[d][v · VLEN ..]:
- * the scores of `heads` query heads against n_tiles tiles, every sum in a register, each
- * converted key vector used by every head. */
+/* acc[h · n_tiles · TILE_VECS + t · TILE_VECS + v] += q_h[d] · tile_t[d][v · VLEN ..]: one
+ * dimension of the scores of `heads` query heads against n_tiles tiles, every sum in a
+ * register, each converted key vector used by every head. */
+static inline __attribute__((always_inline)) void
+tile_products_at(const float *q, size_t q_stride, const uint16_t *t0, const uint16_t *t1, const int n_tiles,
+                 const int heads, VEC *acc, int d)
+{
+  VEC k[2 * TILE_VECS];
+#pragma GCC unroll 16
+  for (int v = 0; v < TILE_VECS; v++) {
+    k[v] = VLOAD_H(t0 + d * HN_KV_TILE + v * VLEN);
+    if (n_tiles == 2)
+      k[TILE_VECS + v] = VLOAD_H(t1 + d * HN_KV_TILE + v * VLEN);
+  }
+#pragma GCC unroll 16
+  for (int h = 0; h < heads; h++) {
+    const VEC qh = VSET1(q[(size_t)h * q_stride + d]);
+#pragma GCC unroll 16
+    for (int x = 0; x < n_tiles * TILE_VECS; x++)
+      acc[h * n_tiles * TILE_VECS + x] = VFMADD(qh, k[x], acc[h * n_tiles * TILE_VECS + x]);
+  }
+}
+
+/* The same, fetching the next call's `quota` lines spread over the loop, a share every
+ * four dimensions: in one burst before the loop they stalled it on the Intel Xeon
+ * without AMX (a tenth of the attention's time sat on the fetches), spread out it ran
+ * 6-9% faster there (no difference on the AMD EPYC). */
 static inline __attribute__((always_inline)) void
 tile_products(const float *q, size_t q_stride, const uint16_t *t0, const uint16_t *t1, const int n_tiles, int hd,
-              const int heads, VEC *acc)
+              const int heads, VEC *acc, NextRows *next, int quota)
 {
 #pragma GCC unroll 16
   for (int x = 0; x < heads * n_tiles * TILE_VECS; x++)
     acc[x] = VZERO();
-  for (int d = 0; d < hd; d++) {
-    VEC k[2 * TILE_VECS];
-#pragma GCC unroll 16
-    for (int v = 0; v < TILE_VECS; v++) {
-      k[v] = VLOAD_H(t0 + d * HN_KV_TILE + v * VLEN);
-      if (n_tiles == 2)
-        k[TILE_VECS + v] = VLOAD_H(t1 + d * HN_KV_TILE + v * VLEN);
-    }
-#pragma GCC unroll 16
-    for (int h = 0; h < heads; h++) {
-      const VEC qh = VSET1(q[(size_t)h * q_stride + d]);
-#pragma GCC unroll 16
-      for (int x = 0; x < n_tiles * TILE_VECS; x++)
-        acc[h * n_tiles * TILE_VECS + x] = VFMADD(qh, k[x], acc[h * n_tiles * TILE_VECS + x]);
-    }
+  const int steps = hd >= 4 ? hd / 4 : 1, per_step = (quota + steps - 1) / steps;
+  int d = 0;
+  for (; d + 4 <= hd; d += 4) {
+    next_rows_fetch(next, per_step);
+#pragma GCC unroll 4
+    for (int e = 0; e < 4; e++)
+      tile_products_at(q, q_stride, t0, t1, n_tiles, heads, acc, d + e);
+  }
+  for (; d < hd; d++) {
+    next_rows_fetch(next, per_step);
+    tile_products_at(q, q_stride, t0, t1, n_tiles, heads, acc, d);
   }
 }
 
@@ -286,16 +317,17 @@ tile_products(const float *q, size_t q_stride, const uint16_t *t0, const uint16_
  * live would have sent them all to memory for the whole product loop. */
 static inline __attribute__((always_inline)) void
 tile_scores(const HnAttnArgs *a, int hd, int h, const int heads, const uint16_t *t0, const uint16_t *t1,
-            const int n_tiles, const int *start, const int *len, size_t stride, float *lane_mx, float *mx)
+            const int n_tiles, const int *start, const int *len, size_t stride, float *lane_mx, float *mx,
+            NextRows *next, int quota)
 {
   VEC acc[ATTN_ACC_VECS];
   float part[ATTN_ACC_VECS * VLEN];
   /* queries packed head after head (the context's layout): a constant stride lets the
    * heads' broadcasts share one base register instead of a pointer each */
   if (a->q_stride == (size_t)hd)
-    tile_products(a->q + (size_t)h * (size_t)hd, (size_t)hd, t0, t1, n_tiles, hd, heads, acc);
+    tile_products(a->q + (size_t)h * (size_t)hd, (size_t)hd, t0, t1, n_tiles, hd, heads, acc, next, quota);
   else
-    tile_products(a->q + (size_t)h * a->q_stride, a->q_stride, t0, t1, n_tiles, hd, heads, acc);
+    tile_products(a->q + (size_t)h * a->q_stride, a->q_stride, t0, t1, n_tiles, hd, heads, acc, next, quota);
   const bool by_lane = a->softcap <= 0.0f;
 #pragma GCC unroll 16
   for (int x = 0; x < heads; x++)
@@ -370,10 +402,10 @@ tiled_score_pass(const HnAttnArgs *a, const int hd, int group, int n_kv, size_t 
                           : TILE_PAIR_HEADS >= 8 && left >= 4 ? 4
                           : TILE_PAIR_HEADS >= 4 && left >= 2 ? 2
                           : 1;
-        next_rows_fetch(next, score_quota * heads * n_groups * TILE_VECS);
+        const int quota = score_quota * heads * n_groups * TILE_VECS;
 #define TILE_SCORES(H)                                                                                       \
-  (n_groups == 2 ? tile_scores(a, hd, h, H, tiles[0], tiles[1], 2, start, len, stride, lane_mx, mx)         \
-                 : tile_scores(a, hd, h, H, tiles[0], NULL, 1, start, len, stride, lane_mx, mx))
+  (n_groups == 2 ? tile_scores(a, hd, h, H, tiles[0], tiles[1], 2, start, len, stride, lane_mx, mx, next, quota) \
+                 : tile_scores(a, hd, h, H, tiles[0], NULL, 1, start, len, stride, lane_mx, mx, next, quota))
         if (heads == TILE_PAIR_HEADS)
           TILE_SCORES(TILE_PAIR_HEADS);
         else if (heads == 4)
@@ -415,15 +447,14 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
   const int tile = a->k_tiled ? HN_KV_TILE : 1, tile_shift = a->k_tiled ? 4 : 0;
   _Static_assert(HN_KV_TILE == 1 << 4, "tile_shift");
   const size_t row_bytes = (size_t)(n_kv * hd) * 2;
-  NextRows next = {{(const char *)a->k, (const char *)a->v},
-                   a->next_cells,
-                   a->next_n_cells,
-                   0,
-                   a->next_cells && a->next_n_cells > 0 ? 0 : 2,
-                   {row_bytes * (size_t)tile, row_bytes},
-                   {a->kv_stride * 2 * (size_t)tile, a->kv_stride * 2},
-                   0,
-                   {tile_shift, 0}};
+  NextRows next = {.base = {(const char *)a->k, (const char *)a->v},
+                   .cells = a->next_cells,
+                   .n = a->next_n_cells,
+                   .which = a->next_cells && a->next_n_cells > 0 ? 0 : 2,
+                   .row_bytes = {row_bytes * (size_t)tile, row_bytes},
+                   .stride_bytes = {a->kv_stride * 2 * (size_t)tile, a->kv_stride * 2},
+                   .tile_shift = {tile_shift, 0},
+                   .to_l2 = a->next_to_l2};
   next_rows_spans(&next);
   /* lines to fetch, spread over the score steps (one per VLEN cells of a query head) and
    * the value steps (one per cell of a tile) */
@@ -509,10 +540,10 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
       const bool direct = tile_heads >= 2;
       stage_rows(v, a->cells, c0, nc, n, a->kv_stride, pf, hd, direct ? NULL : vf);
       if (consecutive)
-        value_tiles(p, stride, vf, direct, v, a->cells + c0, true, a->kv_stride, nc, hd, acc, g * group,
+        value_tiles(p, stride, vf, direct, v, a->cells + c0, true, a->kv_stride, nc, n - c0, hd, acc, g * group,
                     (g + 1) * group, tile_heads, tile_vecs, nv, &next, v_quota);
       else
-        value_tiles(p, stride, vf, direct, v, a->cells + c0, false, a->kv_stride, nc, hd, acc, g * group,
+        value_tiles(p, stride, vf, direct, v, a->cells + c0, false, a->kv_stride, nc, n - c0, hd, acc, g * group,
                     (g + 1) * group, tile_heads, tile_vecs, nv, &next, v_quota);
     }
   }
@@ -537,4 +568,5 @@ ATTN_NAME(const HnAttnArgs *a)
 
 #undef CHUNK
 #undef PREFETCH_CELLS
-#undef NEXT_ROWS_LOCALITY
+#undef FETCH_NEXT_LINE
+#undef VALUE_ROWS_AHEAD

@@ -167,6 +167,10 @@ typedef struct {
    * k + (c / HN_KV_TILE) · kv_stride · HN_KV_TILE + d · HN_KV_TILE + c % HN_KV_TILE, and KV
    * head g's piece head_dim · HN_KV_TILE halves after head 0's.  The values stay rows. */
   bool k_tiled;
+  /* x86: next_cells' rows go into the second-level cache only, not every level; each
+   * measured faster on one vendor (Intel and AMD; hn-simd-attn.h), so the caller sets it
+   * from hn_cpu_features()->intel.  ARM64 always fetches into the second level. */
+  bool next_to_l2;
 } HnAttnArgs;
 typedef void (*HnAttnFn)(const HnAttnArgs *args);
 

@@ -951,6 +951,8 @@ test_attention (void)
             /* a next call's cells: any list of cells in the cache */
             .next_cells = ci % 4 == 3 ? cells : NULL,
             .next_n_cells = ci % 4 == 3 ? n_cells / 2 : 0,
+            /* both places the next rows may go, which must not change a result */
+            .next_to_l2 = ci % 8 == 7,
           };
           k->attn (&args);
           checked += expect_attention (level, &args, kc, vc, first_head, row_max, row_sum);
