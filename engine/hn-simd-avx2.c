@@ -693,6 +693,7 @@ sum_as_double_256(const float *s, int n)
 #define VMAX(a, b) _mm256_max_ps(a, b)
 #define VSUM_DOUBLE(s, n) sum_as_double_256(s, n)
 #define ATTN_ACC_VECS 8
+#define ATTN_SCORE_GROUPS 1
 #define ATTN_NAME attn_avx2
 #define ATTN_BODY attn_body_avx2
 #include "hn-simd-attn.h"
