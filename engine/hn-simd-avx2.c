@@ -965,7 +965,6 @@ vec_dot_rows_k4(int64_t n, const void *w, size_t row_stride, int n_rows, const v
     out[r] = hsum_ps(acc[r]);
 }
 
-
 /* Decode of the k-quants with 16 groups of 16 (Q2_K, Q3_K, Q6_K), HN_DOT_ROWS rows at a
  * time, as vec_dot_rows_k4: each 32-element run covers two groups with their own
  * scales, which one byte shuffle per run spreads over the two 128-bit lanes.  What
@@ -1091,7 +1090,6 @@ DEFINE_VEC_DOT_ROWS_K(vec_dot_rows_q5_k, vec_dot_rows_k4, true)
 DEFINE_VEC_DOT_ROWS_K(vec_dot_rows_q2_k, vec_dot_rows_k16, K16_Q2_K)
 DEFINE_VEC_DOT_ROWS_K(vec_dot_rows_q3_k, vec_dot_rows_k16, K16_Q3_K)
 DEFINE_VEC_DOT_ROWS_K(vec_dot_rows_q6_k, vec_dot_rows_k16, K16_Q6_K)
-
 
 /* Writes the 32 codes of each of 16 rows (tmp[r], 32 bytes apart) in lane order: two
  * 8 × 8 transposes of 32-bit words (rows 0-7 into the first 32 bytes of each output,
