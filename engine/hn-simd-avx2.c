@@ -708,14 +708,14 @@ sum_as_double_256(const float *s, int n)
  * with the sign trick (|w| × sign(a, w)), since 255 × 127 twice would saturate. */
 #include "hn-simd-panel.h"
 
-/* Decode of Q4_0 and Q8_0, HN_DOT_ROWS rows at a time.  The codes are taken unsigned
+/* Decode of Q4_0 and Q8_0 (and Q5_0, Q4_1, Q5_1), HN_DOT_ROWS rows at a time.  The codes are taken unsigned
  * (Q4_0's nibbles; Q8_0's bytes + 128 where VPDPBUSD can take them without saturating)
  * and their zero point comes off once per block for all rows as -offset · Σy; the
  * integer sums are the single-row kernels', so only the float order differs.  Fewer
  * instructions per block than the signed single-row kernels (on a 2-core Xeon AVX2 decode
  * was bound by them, at well under the memory's bandwidth), and four streams in flight
  * with each row's place in the next four rows prefetched into L2.  (codes_q4_0 is the
- * panel packer's.) */
+ * panel packer's, as are those of Q5_0, Q4_1 and Q5_1.) */
 static inline __m256i
 codes_q8_0_biased(const HnBlockQ8_0 *b)
 {
@@ -728,17 +728,26 @@ codes_q8_0_biased(const HnBlockQ8_0 *b)
                                           _mm256_set1_epi16(1)))
 #define ROWS_DOT_VNNI(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
 
-#define DEFINE_VEC_DOT_ROWS(NAME, WBLOCK, CODES, OFFSET, DOT, ATTR)                                  \
+/* Q4_1 and Q5_1 take Q8_1 activations and add each block's min times the activation
+ * block's d · Σq (its s), as the single-row kernels do; the others have no min. */
+#define ROWS_NO_MIN(x, y) 0.0f
+#define ROWS_MIN_M(x, y) (h2f((x)->m) * h2f((y)->s))
+
+#define DEFINE_VEC_DOT_ROWS(NAME, WBLOCK, ABLOCK, CODES, OFFSET, WITH_MIN, MIN, DOT, ATTR)          \
   static ATTR void NAME(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out) \
   {                                                                                                \
-    const HnBlockQ8_0 *y = a;                                                                      \
+    const ABLOCK *y = a;                                                                           \
     const int64_t nb = n / QK;                                                                     \
     const WBLOCK *x[HN_DOT_ROWS];                                                                  \
     _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++)                                  \
       x[r] = (const WBLOCK *)((const uint8_t *)w + (size_t)(r < n_rows ? r : 0) * row_stride);     \
     const size_t next_rows = HN_DOT_ROWS * row_stride;                                             \
     __m256 acc[HN_DOT_ROWS];                                                                       \
-    _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) acc[r] = _mm256_setzero_ps();    \
+    float mins[HN_DOT_ROWS];                                                                       \
+    _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) {                                \
+      acc[r] = _mm256_setzero_ps();                                                                \
+      mins[r] = 0.0f;                                                                              \
+    }                                                                                              \
     for (int64_t i = 0; i < nb; i++) {                                                             \
       const __m256i yq = _mm256_loadu_si256((const __m256i *)y[i].qs);                             \
       const float yd = h2f(y[i].d);                                                                \
@@ -751,10 +760,12 @@ codes_q8_0_biased(const HnBlockQ8_0 *b)
         _mm_prefetch((const char *)&x[r][i] + next_rows, _MM_HINT_T1);                             \
         const __m256i p = DOT(zero_point, CODES(&x[r][i]), yq);                                    \
         acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[r][i].d) * yd), _mm256_cvtepi32_ps(p), acc[r]); \
+        if (WITH_MIN)                                                                              \
+          mins[r] += MIN(&x[r][i], &y[i]);                                                         \
       }                                                                                            \
     }                                                                                              \
     for (int r = 0; r < n_rows && r < HN_DOT_ROWS; r++)                                            \
-      out[r] = hsum_ps(acc[r]);                                                                    \
+      out[r] = WITH_MIN ? hsum_ps(acc[r]) + mins[r] : hsum_ps(acc[r]);                             \
   }
 
 /* Q4_0 and Q8_0 regrouped at load (HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q8_0_GROUPED, layouts
@@ -872,18 +883,30 @@ half_codes_q8_0_biased(const uint8_t *group, int half, __m256i codes[8])
     }                                                                                              \
   }
 
+#define VNNI_ATTR __attribute__((target("avxvnni")))
 DEFINE_GEMM_GROUPED(gemm_q4_0_grouped, HnBlockQ4_0, half_codes_q4_0, codes_q4_0, ROWS_DOT_MADDUBS, )
-DEFINE_GEMM_GROUPED(gemm_q4_0_grouped_vnni, HnBlockQ4_0, half_codes_q4_0, codes_q4_0, ROWS_DOT_VNNI,
-                    __attribute__((target("avxvnni"))))
+DEFINE_GEMM_GROUPED(gemm_q4_0_grouped_vnni, HnBlockQ4_0, half_codes_q4_0, codes_q4_0, ROWS_DOT_VNNI, VNNI_ATTR)
 DEFINE_GEMM_GROUPED(gemm_q8_0_grouped, HnBlockQ8_0, half_codes_q8_0, decode_q8_0, ROWS_DOT_SIGNED, )
 DEFINE_GEMM_GROUPED(gemm_q8_0_grouped_vnni, HnBlockQ8_0, half_codes_q8_0_biased, codes_q8_0_biased, ROWS_DOT_VNNI,
-                    __attribute__((target("avxvnni"))))
+                    VNNI_ATTR)
 
-DEFINE_VEC_DOT_ROWS(vec_dot_rows_q4_0, HnBlockQ4_0, codes_q4_0, 8, ROWS_DOT_MADDUBS, )
-DEFINE_VEC_DOT_ROWS(vec_dot_rows_q4_0_vnni, HnBlockQ4_0, codes_q4_0, 8, ROWS_DOT_VNNI, __attribute__((target("avxvnni"))))
-DEFINE_VEC_DOT_ROWS(vec_dot_rows_q8_0, HnBlockQ8_0, decode_q8_0, 0, ROWS_DOT_SIGNED, )
-DEFINE_VEC_DOT_ROWS(vec_dot_rows_q8_0_vnni, HnBlockQ8_0, codes_q8_0_biased, 128, ROWS_DOT_VNNI,
-                    __attribute__((target("avxvnni"))))
+DEFINE_VEC_DOT_ROWS(vec_dot_rows_q4_0, HnBlockQ4_0, HnBlockQ8_0, codes_q4_0, 8, false, ROWS_NO_MIN, ROWS_DOT_MADDUBS, )
+DEFINE_VEC_DOT_ROWS(vec_dot_rows_q4_0_vnni, HnBlockQ4_0, HnBlockQ8_0, codes_q4_0, 8, false, ROWS_NO_MIN, ROWS_DOT_VNNI,
+                    VNNI_ATTR)
+DEFINE_VEC_DOT_ROWS(vec_dot_rows_q8_0, HnBlockQ8_0, HnBlockQ8_0, decode_q8_0, 0, false, ROWS_NO_MIN, ROWS_DOT_SIGNED, )
+DEFINE_VEC_DOT_ROWS(vec_dot_rows_q8_0_vnni, HnBlockQ8_0, HnBlockQ8_0, codes_q8_0_biased, 128, false, ROWS_NO_MIN,
+                    ROWS_DOT_VNNI, VNNI_ATTR)
+/* The legacy types with a fifth bit or a min: their codes unsigned (0..31), as the panel
+ * packer takes them; Q5_0's zero point is 16. */
+DEFINE_VEC_DOT_ROWS(vec_dot_rows_q5_0, HnBlockQ5_0, HnBlockQ8_0, codes_q5_0, 16, false, ROWS_NO_MIN, ROWS_DOT_MADDUBS, )
+DEFINE_VEC_DOT_ROWS(vec_dot_rows_q5_0_vnni, HnBlockQ5_0, HnBlockQ8_0, codes_q5_0, 16, false, ROWS_NO_MIN, ROWS_DOT_VNNI,
+                    VNNI_ATTR)
+DEFINE_VEC_DOT_ROWS(vec_dot_rows_q4_1, HnBlockQ4_1, HnBlockQ8_1, codes_q4_1, 0, true, ROWS_MIN_M, ROWS_DOT_MADDUBS, )
+DEFINE_VEC_DOT_ROWS(vec_dot_rows_q4_1_vnni, HnBlockQ4_1, HnBlockQ8_1, codes_q4_1, 0, true, ROWS_MIN_M, ROWS_DOT_VNNI,
+                    VNNI_ATTR)
+DEFINE_VEC_DOT_ROWS(vec_dot_rows_q5_1, HnBlockQ5_1, HnBlockQ8_1, codes_q5_1, 0, true, ROWS_MIN_M, ROWS_DOT_MADDUBS, )
+DEFINE_VEC_DOT_ROWS(vec_dot_rows_q5_1_vnni, HnBlockQ5_1, HnBlockQ8_1, codes_q5_1, 0, true, ROWS_MIN_M, ROWS_DOT_VNNI,
+                    VNNI_ATTR)
 
 /* The eight 6-bit scales and the eight mins of a Q4_K block (hn_q4k_scale_min) as
  * 16-bit lanes, unpacked four at a time with 32-bit masks. */
@@ -1137,7 +1160,6 @@ store_rows8(float *dst, __m256 v, int live)
   _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(s, w)), ones16))
 #define DOT_VNNI(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
 #define NO_ATTR
-#define VNNI_ATTR __attribute__((target("avxvnni")))
 
 /* HALVES: 1 scale per 32 codes, or 2 (one per 16).  MINS: 0, 1 per 32 elements (times
  * the activation's d · Σq), or 2 per 16 (Q2_K, with BLOCK = PanelBlockMin16). */
@@ -1301,6 +1323,9 @@ hn_simd_fill_avx2(HnSimdKernels *k, bool avx_vnni)
   }
   k->vec_dot_rows[HN_TYPE_Q4_0] = avx_vnni ? vec_dot_rows_q4_0_vnni : vec_dot_rows_q4_0;
   k->vec_dot_rows[HN_TYPE_Q8_0] = avx_vnni ? vec_dot_rows_q8_0_vnni : vec_dot_rows_q8_0;
+  k->vec_dot_rows[HN_TYPE_Q5_0] = avx_vnni ? vec_dot_rows_q5_0_vnni : vec_dot_rows_q5_0;
+  k->vec_dot_rows[HN_TYPE_Q4_1] = avx_vnni ? vec_dot_rows_q4_1_vnni : vec_dot_rows_q4_1;
+  k->vec_dot_rows[HN_TYPE_Q5_1] = avx_vnni ? vec_dot_rows_q5_1_vnni : vec_dot_rows_q5_1;
   k->vec_dot_rows[HN_TYPE_Q4_K] = vec_dot_rows_q4_k;
   k->vec_dot_rows[HN_TYPE_Q5_K] = vec_dot_rows_q5_k;
   k->vec_dot_rows[HN_TYPE_Q2_K] = vec_dot_rows_q2_k;
