@@ -7,6 +7,7 @@
  */
 #include "hn-simd.h"
 #include "hn-quants-blocks.h"
+#include "hn-simd-x86.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -458,24 +459,6 @@ vec_dot_q2_k(int64_t n, const void *w, const void *a)
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
   }
   return hsum_ps(acc) - acc_min;
-}
-
-/* Q3_K's 16 group scales, signed, from their 12 packed bytes: the low four bits of scale
- * g are the low (g < 8) or high nibble of byte g % 8, the high two bits are bits
- * 2 · (g / 4) of byte 8 + g % 4; then minus 32.  In registers: a scalar unpack through
- * memory cost a sixth of a Q2_K file's decode on the Intel Xeon without AMX (the
- * 16-byte load waited on four 4-byte stores). */
-static inline __attribute__((always_inline)) __m128i
-scales_q3_k(const uint8_t *packed)
-{
-  const __m128i mask4 = _mm_set1_epi8(0x0f), mask2 = _mm_set1_epi8(0x03);
-  const __m128i bytes = _mm_loadl_epi64((const __m128i *)packed);
-  const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(bytes, mask4), _mm_and_si128(_mm_srli_epi16(bytes, 4), mask4));
-  uint32_t top;
-  memcpy(&top, packed + 8, 4);
-  /* lane k: the four bytes shifted by 2k, so byte j of lane k holds scale 4k + j's bits */
-  const __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)top), _mm_setr_epi32(0, 2, 4, 6)), mask2);
-  return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
 }
 
 static float
@@ -996,8 +979,6 @@ vec_dot_rows_k4(int64_t n, const void *w, size_t row_stride, int n_rows, const v
  * differs by type is folded in once per block and row: Q2_K's mins (4 bits each) come
  * off as dmin · Σ min · group sum, Q3_K's and Q6_K's zero points (4 and 32) as
  * zero point · Σ scale · group sum, each in two 16-bit multiply-adds. */
-typedef enum { K16_Q2_K, K16_Q3_K, K16_Q6_K } K16Type;
-
 /* The four 32-element runs of one half (128 elements) of a block, as unsigned codes. */
 static inline __attribute__((always_inline)) void
 k16_codes(const uint8_t *block, int half, const K16Type type, __m256i q[4])
@@ -1035,7 +1016,6 @@ vec_dot_rows_k16(int64_t n, const void *w, size_t row_stride, int n_rows, const 
   const size_t block_bytes = type == K16_Q2_K   ? sizeof(HnBlockQ2_K)
                              : type == K16_Q3_K ? sizeof(HnBlockQ3_K)
                                                 : sizeof(HnBlockQ6_K);
-  const int zero_point = type == K16_Q3_K ? 4 : type == K16_Q6_K ? 32 : 0;
   const uint8_t *x[HN_DOT_ROWS];
   _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++)
     x[r] = (const uint8_t *)w + (size_t)(r < n_rows ? r : 0) * row_stride;
@@ -1051,32 +1031,11 @@ vec_dot_rows_k16(int64_t n, const void *w, size_t row_stride, int n_rows, const 
         _mm_prefetch((const char *)block + 768 + 64 * line, _MM_HINT_T0);
         _mm_prefetch((const char *)block + next_rows + 64 * line, _MM_HINT_T1);
       }
-      /* the 16 group scales as signed bytes, and Q2_K's mins */
-      __m128i scale_bytes, min_bytes = _mm_setzero_si128();
-      uint16_t d, dmin = 0;
-      if (type == K16_Q2_K) {
-        const HnBlockQ2_K *b = (const HnBlockQ2_K *)block;
-        const __m128i packed = _mm_loadu_si128((const __m128i *)b->scales);
-        scale_bytes = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
-        min_bytes = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f));
-        d = b->d;
-        dmin = b->dmin;
-      } else if (type == K16_Q3_K) {
-        const HnBlockQ3_K *b = (const HnBlockQ3_K *)block;
-        scale_bytes = scales_q3_k(b->scales);
-        d = b->d;
-      } else {
-        const HnBlockQ6_K *b = (const HnBlockQ6_K *)block;
-        scale_bytes = _mm_loadu_si128((const __m128i *)b->scales);
-        d = b->d;
-      }
-      const __m128i scales_lo = _mm_cvtepi8_epi16(scale_bytes);
-      const __m128i scales_hi = _mm_cvtepi8_epi16(_mm_unpackhi_epi64(scale_bytes, scale_bytes));
-      __m256i sum = _mm256_setzero_si256();
-      if (zero_point) {
-        const __m128i offsets = _mm_add_epi32(_mm_madd_epi16(scales_lo, bsums_lo), _mm_madd_epi16(scales_hi, bsums_hi));
-        sum = _mm256_zextsi128_si256(_mm_mullo_epi32(offsets, _mm_set1_epi32(-zero_point)));
-      }
+      __m128i scales_lo, scales_hi, min_bytes, mins;
+      uint16_t d, dmin;
+      k16_scales(block, type, &scales_lo, &scales_hi, &min_bytes, &d, &dmin);
+      __m256i sum = _mm256_zextsi128_si256(
+          k16_corrections(type, scales_lo, scales_hi, min_bytes, bsums_lo, bsums_hi, &mins));
       _Pragma("GCC unroll 2") for (int half = 0; half < 2; half++) {
         const __m256i scales = _mm256_broadcastsi128_si256(half ? scales_hi : scales_lo);
         __m256i q[4];
@@ -1090,11 +1049,8 @@ vec_dot_rows_k16(int64_t n, const void *w, size_t row_stride, int n_rows, const 
         }
       }
       acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(d)), _mm256_cvtepi32_ps(sum), acc[r]);
-      if (type == K16_Q2_K) {
-        const __m128i mins = _mm_add_epi32(_mm_madd_epi16(_mm_cvtepu8_epi16(min_bytes), bsums_lo),
-                                           _mm_madd_epi16(_mm_unpackhi_epi8(min_bytes, _mm_setzero_si128()), bsums_hi));
+      if (type == K16_Q2_K)
         acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y[i].d * h2f(dmin)), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(mins)), acc[r]);
-      }
     }
   }
   for (int r = 0; r < n_rows && r < HN_DOT_ROWS; r++)

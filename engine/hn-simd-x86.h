@@ -1,0 +1,81 @@
+/* hn-simd-x86.h — pieces shared by the AVX2 and AVX-512 kernels (included by each,
+ * compiled with its flags; both have AVX2).
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#pragma once
+
+#include "hn-quants-blocks.h"
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The k-quants with 16 groups of 16, which share one decode kernel per level. */
+typedef enum { K16_Q2_K, K16_Q3_K, K16_Q6_K } K16Type;
+
+/* Q3_K's 16 group scales, signed, from their 12 packed bytes: the low four bits of scale
+ * g are the low (g < 8) or high nibble of byte g % 8, the high two bits are bits
+ * 2 · (g / 4) of byte 8 + g % 4; then minus 32.  In registers: a scalar unpack through
+ * memory cost a sixth of a Q2_K file's decode on the Intel Xeon without AMX (the
+ * 16-byte load waited on four 4-byte stores). */
+static inline __attribute__((always_inline)) __m128i
+scales_q3_k(const uint8_t *packed)
+{
+  const __m128i mask4 = _mm_set1_epi8(0x0f), mask2 = _mm_set1_epi8(0x03);
+  const __m128i bytes = _mm_loadl_epi64((const __m128i *)packed);
+  const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(bytes, mask4), _mm_and_si128(_mm_srli_epi16(bytes, 4), mask4));
+  uint32_t top;
+  memcpy(&top, packed + 8, 4);
+  /* lane k: the four bytes shifted by 2k, so byte j of lane k holds scale 4k + j's bits */
+  const __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)top), _mm_setr_epi32(0, 2, 4, 6)), mask2);
+  return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
+}
+
+/* A block's 16 group scales as signed 16-bit values (groups 0-7 in *lo, 8-15 in *hi)
+ * and, for Q2_K, its 16 mins as bytes (else zero); *d and *dmin its F16 scales (dmin 0
+ * but for Q2_K). */
+static inline __attribute__((always_inline)) void
+k16_scales(const uint8_t *block, const K16Type type, __m128i *lo, __m128i *hi, __m128i *min_bytes, uint16_t *d,
+           uint16_t *dmin)
+{
+  __m128i scale_bytes;
+  *min_bytes = _mm_setzero_si128();
+  *dmin = 0;
+  if (type == K16_Q2_K) {
+    const HnBlockQ2_K *b = (const HnBlockQ2_K *)block;
+    const __m128i packed = _mm_loadu_si128((const __m128i *)b->scales);
+    scale_bytes = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
+    *min_bytes = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f));
+    *d = b->d;
+    *dmin = b->dmin;
+  } else if (type == K16_Q3_K) {
+    const HnBlockQ3_K *b = (const HnBlockQ3_K *)block;
+    scale_bytes = scales_q3_k(b->scales);
+    *d = b->d;
+  } else {
+    const HnBlockQ6_K *b = (const HnBlockQ6_K *)block;
+    scale_bytes = _mm_loadu_si128((const __m128i *)b->scales);
+    *d = b->d;
+  }
+  *lo = _mm_cvtepi8_epi16(scale_bytes);
+  *hi = _mm_cvtepi8_epi16(_mm_unpackhi_epi64(scale_bytes, scale_bytes));
+}
+
+/* What a block's zero point and mins take off its sum, from the activation's group sums
+ * (bsums_lo: groups 0-7, bsums_hi: 8-15): -zero point · Σ scale · group sum as four 32-bit
+ * parts, and Q2_K's Σ min · group sum (*mins; zero for the others). */
+static inline __attribute__((always_inline)) __m128i
+k16_corrections(const K16Type type, __m128i scales_lo, __m128i scales_hi, __m128i min_bytes, __m128i bsums_lo,
+                __m128i bsums_hi, __m128i *mins)
+{
+  const int zero_point = type == K16_Q3_K ? 4 : type == K16_Q6_K ? 32 : 0;
+  *mins = _mm_setzero_si128();
+  if (type == K16_Q2_K)
+    *mins = _mm_add_epi32(_mm_madd_epi16(_mm_cvtepu8_epi16(min_bytes), bsums_lo),
+                          _mm_madd_epi16(_mm_unpackhi_epi8(min_bytes, _mm_setzero_si128()), bsums_hi));
+  if (!zero_point)
+    return _mm_setzero_si128();
+  const __m128i offsets = _mm_add_epi32(_mm_madd_epi16(scales_lo, bsums_lo), _mm_madd_epi16(scales_hi, bsums_hi));
+  return _mm_mullo_epi32(offsets, _mm_set1_epi32(-zero_point));
+}
