@@ -893,21 +893,6 @@ DEFINE_VEC_DOT_ROWS(vec_dot_rows_q5_1, HnBlockQ5_1, HnBlockQ8_1, codes_q5_1, 0, 
 DEFINE_VEC_DOT_ROWS(vec_dot_rows_q5_1_vnni, HnBlockQ5_1, HnBlockQ8_1, codes_q5_1, 0, true, ROWS_MIN_M, ROWS_DOT_VNNI,
                     VNNI_ATTR)
 
-/* The eight 6-bit scales and the eight mins of a Q4_K block (hn_q4k_scale_min) as
- * 16-bit lanes, unpacked four at a time with 32-bit masks. */
-static inline void
-scales_mins_q4_k(const uint8_t *packed, __m128i *scales, __m128i *mins)
-{
-  uint32_t p[3];
-  memcpy(p, packed, 12);
-  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
-  const uint32_t scales_hi = (p[2] & low4) | (((p[0] >> 6) & top2) << 4);
-  const uint32_t mins_hi = ((p[2] >> 4) & low4) | (((p[1] >> 6) & top2) << 4);
-  const __m128i bytes = _mm_setr_epi32((int)(p[0] & low6), (int)scales_hi, (int)(p[1] & low6), (int)mins_hi);
-  *scales = _mm_cvtepu8_epi16(bytes);
-  *mins = _mm_unpackhi_epi8(bytes, _mm_setzero_si128());
-}
-
 /* Decode of Q4_K and Q5_K, HN_DOT_ROWS rows at a time.  Per block, the activation's
  * group sums are paired once for all rows (each min covers 32 elements, two groups of
  * 16); per row, the scales and mins are unpacked in a few 32-bit operations instead of
