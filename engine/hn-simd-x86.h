@@ -1,5 +1,5 @@
-/* hn-simd-x86.h — pieces shared by the AVX2 and AVX-512 kernels (included by each,
- * compiled with its flags; both have AVX2).
+/* hn-simd-x86.h — the k-quant block unpacking that the AVX2 and AVX-512 decode kernels
+ * share (included by each, compiled with its flags; both have AVX2).
  *
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
