@@ -893,167 +893,32 @@ DEFINE_VEC_DOT_ROWS(vec_dot_rows_q5_1, HnBlockQ5_1, HnBlockQ8_1, codes_q5_1, 0, 
 DEFINE_VEC_DOT_ROWS(vec_dot_rows_q5_1_vnni, HnBlockQ5_1, HnBlockQ8_1, codes_q5_1, 0, true, ROWS_MIN_M, ROWS_DOT_VNNI,
                     VNNI_ATTR)
 
-/* Decode of Q4_K and Q5_K, HN_DOT_ROWS rows at a time.  Per block, the activation's
- * group sums are paired once for all rows (each min covers 32 elements, two groups of
- * 16); per row, the scales and mins are unpacked in a few 32-bit operations instead of
- * byte by byte, each 32-element run takes its scale from one byte shuffle, and the
- * mins' correction is one 16-bit multiply-add.  Q5_K adds each run's fifth bits, bit 2j
- * and 2j+1 of qh for runs 2j and 2j+1.  The integer sums are the single-row kernels';
- * only the float order differs.  A block spans more than two cache lines, so each
- * prefetch step covers three. */
-static inline __attribute__((always_inline)) void
-vec_dot_rows_k4(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out,
-                const bool five_bits)
-{
-  const HnBlockQ8_K *y = a;
-  const int64_t nb = n / HN_QK_K;
-  const size_t block_bytes = five_bits ? sizeof(HnBlockQ5_K) : sizeof(HnBlockQ4_K);
-  const uint8_t *x[HN_DOT_ROWS];
-  _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++)
-    x[r] = (const uint8_t *)w + (size_t)(r < n_rows ? r : 0) * row_stride;
-  const size_t next_rows = HN_DOT_ROWS * row_stride;
-  const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
-  __m256 acc[HN_DOT_ROWS];
-  _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) acc[r] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; i++) {
-    const __m128i bsum_pairs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[i].bsums),
-                                              _mm_loadu_si128((const __m128i *)(y[i].bsums + 8)));
-    const int8_t *q8 = y[i].qs;
-    _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) {
-      const uint8_t *block = x[r] + (size_t)i * block_bytes;
-      const HnBlockQ4_K *b4 = (const HnBlockQ4_K *)block;
-      const HnBlockQ5_K *b5 = (const HnBlockQ5_K *)block;
-      const uint16_t d = five_bits ? b5->d : b4->d, dmin = five_bits ? b5->dmin : b4->dmin;
-      const uint8_t *qs = five_bits ? b5->qs : b4->qs;
-      _Pragma("GCC unroll 3") for (int line = 0; line < 3; line++) {
-        _mm_prefetch((const char *)block + 768 + 64 * line, _MM_HINT_T0);
-        _mm_prefetch((const char *)block + next_rows + 64 * line, _MM_HINT_T1);
-      }
-      __m128i scales16, mins16;
-      scales_mins_q4_k(five_bits ? b5->scales : b4->scales, &scales16, &mins16);
-      const __m256i scales = _mm256_broadcastsi128_si256(scales16);
-      const __m256i qh = five_bits ? _mm256_loadu_si256((const __m256i *)b5->qh) : _mm256_setzero_si256();
-      __m256i sum = _mm256_setzero_si256();
-      _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-        const __m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-        __m256i lo = _mm256_and_si256(bits, low4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
-        if (five_bits) {
-          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), one), 4));
-          hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * j + 1), one), 4));
-        }
-        /* each 16-bit lane picks bytes 4j, 4j+1 (the scale of run 2j) or 4j+2, 4j+3 */
-        const __m256i scale_lo = _mm256_shuffle_epi8(scales, _mm256_set1_epi16((short)(((4 * j + 1) << 8) | (4 * j))));
-        const __m256i scale_hi = _mm256_shuffle_epi8(scales, _mm256_set1_epi16((short)(((4 * j + 3) << 8) | (4 * j + 2))));
-        const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(q8 + 64 * j))), scale_lo);
-        const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q8 + 64 * j + 32))), scale_hi);
-        sum = _mm256_add_epi32(sum, _mm256_add_epi32(p_lo, p_hi));
-      }
-      const __m256i min_sum = _mm256_zextsi128_si256(_mm_madd_epi16(mins16, bsum_pairs));
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(d)), _mm256_cvtepi32_ps(sum), acc[r]);
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y[i].d * h2f(dmin)), _mm256_cvtepi32_ps(min_sum), acc[r]);
-    }
-  }
-  for (int r = 0; r < n_rows && r < HN_DOT_ROWS; r++)
-    out[r] = hsum_ps(acc[r]);
-}
-
-/* Decode of the k-quants with 16 groups of 16 (Q2_K, Q3_K, Q6_K), HN_DOT_ROWS rows at a
- * time, as vec_dot_rows_k4: each 32-element run covers two groups with their own
- * scales, which one byte shuffle per run spreads over the two 128-bit lanes.  What
- * differs by type is folded in once per block and row: Q2_K's mins (4 bits each) come
- * off as dmin · Σ min · group sum, Q3_K's and Q6_K's zero points (4 and 32) as
- * zero point · Σ scale · group sum, each in two 16-bit multiply-adds. */
-/* The four 32-element runs of one half (128 elements) of a block, as unsigned codes. */
-static inline __attribute__((always_inline)) void
-k16_codes(const uint8_t *block, int half, const K16Type type, __m256i q[4])
-{
-  const __m256i two_bits = _mm256_set1_epi8(0x03), low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
-  if (type == K16_Q6_K) {
-    const HnBlockQ6_K *b = (const HnBlockQ6_K *)block;
-    const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * half));
-    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * half));
-    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * half + 32));
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-      const __m256i low = _mm256_and_si256(k < 2 ? (k ? l1 : l0) : _mm256_srli_epi16(k == 3 ? l1 : l0, 4), low4);
-      q[k] = _mm256_or_si256(low, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), two_bits), 4));
-    }
-    return;
-  }
-  const uint8_t *qs = type == K16_Q2_K ? ((const HnBlockQ2_K *)block)->qs : ((const HnBlockQ3_K *)block)->qs;
-  const __m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * half));
-  _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-    q[k] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), two_bits);
-    if (type == K16_Q3_K) {
-      const __m256i hmask = _mm256_loadu_si256((const __m256i *)((const HnBlockQ3_K *)block)->hmask);
-      const __m256i high = _mm256_and_si256(_mm256_srli_epi16(hmask, 4 * half + k), one);
-      q[k] = _mm256_or_si256(q[k], _mm256_slli_epi16(high, 2));
-    }
-  }
-}
-
-static inline __attribute__((always_inline)) void
-vec_dot_rows_k16(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out,
-                 const K16Type type)
-{
-  const HnBlockQ8_K *y = a;
-  const int64_t nb = n / HN_QK_K;
-  const size_t block_bytes = type == K16_Q2_K   ? sizeof(HnBlockQ2_K)
-                             : type == K16_Q3_K ? sizeof(HnBlockQ3_K)
-                                                : sizeof(HnBlockQ6_K);
-  const uint8_t *x[HN_DOT_ROWS];
-  _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++)
-    x[r] = (const uint8_t *)w + (size_t)(r < n_rows ? r : 0) * row_stride;
-  const size_t next_rows = HN_DOT_ROWS * row_stride;
-  __m256 acc[HN_DOT_ROWS];
-  _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) acc[r] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; i++) {
-    const __m128i bsums_lo = _mm_loadu_si128((const __m128i *)y[i].bsums);
-    const __m128i bsums_hi = _mm_loadu_si128((const __m128i *)(y[i].bsums + 8));
-    _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) {
-      const uint8_t *block = x[r] + (size_t)i * block_bytes;
-      _Pragma("GCC unroll 4") for (size_t line = 0; line < (block_bytes + 63) / 64; line++) {
-        _mm_prefetch((const char *)block + 768 + 64 * line, _MM_HINT_T0);
-        _mm_prefetch((const char *)block + next_rows + 64 * line, _MM_HINT_T1);
-      }
-      __m128i scales_lo, scales_hi, min_bytes, mins;
-      uint16_t d, dmin;
-      k16_scales(block, type, &scales_lo, &scales_hi, &min_bytes, &d, &dmin);
-      __m256i sum = _mm256_zextsi128_si256(
-          k16_corrections(type, scales_lo, scales_hi, min_bytes, bsums_lo, bsums_hi, &mins));
-      _Pragma("GCC unroll 2") for (int half = 0; half < 2; half++) {
-        const __m256i scales = _mm256_broadcastsi128_si256(half ? scales_hi : scales_lo);
-        __m256i q[4];
-        k16_codes(block, half, type, q);
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-          /* the low lane takes the scale of group 2k (bytes 4k, 4k+1), the high one 2k+1 */
-          const __m256i pick = _mm256_set_m128i(_mm_set1_epi16((short)(((4 * k + 3) << 8) | (4 * k + 2))),
-                                                _mm_set1_epi16((short)(((4 * k + 1) << 8) | (4 * k))));
-          const __m256i yk = _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * half + 32 * k));
-          sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], yk), _mm256_shuffle_epi8(scales, pick)));
-        }
-      }
-      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(d)), _mm256_cvtepi32_ps(sum), acc[r]);
-      if (type == K16_Q2_K)
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y[i].d * h2f(dmin)), _mm256_cvtepi32_ps(_mm256_zextsi128_si256(mins)), acc[r]);
-    }
-  }
-  for (int r = 0; r < n_rows && r < HN_DOT_ROWS; r++)
-    out[r] = hsum_ps(acc[r]);
-}
-
-/* the k-quants' HnVecDotRowsFn entry points, one instance of a body per type */
-#define DEFINE_VEC_DOT_ROWS_K(NAME, BODY, TYPE)                                                      \
-  static void NAME(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out) \
-  {                                                                                                \
-    BODY(n, w, row_stride, n_rows, a, out, TYPE);                                                  \
-  }
-
-DEFINE_VEC_DOT_ROWS_K(vec_dot_rows_q4_k, vec_dot_rows_k4, false)
-DEFINE_VEC_DOT_ROWS_K(vec_dot_rows_q5_k, vec_dot_rows_k4, true)
-DEFINE_VEC_DOT_ROWS_K(vec_dot_rows_q2_k, vec_dot_rows_k16, K16_Q2_K)
-DEFINE_VEC_DOT_ROWS_K(vec_dot_rows_q3_k, vec_dot_rows_k16, K16_Q3_K)
-DEFINE_VEC_DOT_ROWS_K(vec_dot_rows_q6_k, vec_dot_rows_k16, K16_Q6_K)
+/* The k-quants' four-row decode (hn-simd-kquant-rows.h), one run of codes per vector. */
+#define KQ_VEC __m256i
+#define KQ_FVEC __m256
+#define KQ_RUNS 1
+#define KQ_JOIN256(a, b) (a)
+#define KQ_BCAST128(x) _mm256_broadcastsi128_si256(x)
+#define KQ_FROM128(x) _mm256_zextsi128_si256(x)
+#define KQ_LOADU(p) _mm256_loadu_si256((const __m256i *)(p))
+#define KQ_ZERO() _mm256_setzero_si256()
+#define KQ_SET1_8(x) _mm256_set1_epi8((char)(x))
+#define KQ_AND(a, b) _mm256_and_si256(a, b)
+#define KQ_OR(a, b) _mm256_or_si256(a, b)
+#define KQ_SRLI16(v, n) _mm256_srli_epi16(v, n)
+#define KQ_SLLI16(v, n) _mm256_slli_epi16(v, n)
+#define KQ_ADD32(a, b) _mm256_add_epi32(a, b)
+#define KQ_MADDUBS(a, b) _mm256_maddubs_epi16(a, b)
+#define KQ_MADD(a, b) _mm256_madd_epi16(a, b)
+#define KQ_SHUFFLE8(a, b) _mm256_shuffle_epi8(a, b)
+#define KQ_CVT(v) _mm256_cvtepi32_ps(v)
+#define KQ_FZERO() _mm256_setzero_ps()
+#define KQ_FSET1(x) _mm256_set1_ps(x)
+#define KQ_FMADD(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define KQ_REDUCE(v) hsum_ps(v)
+#define KQ_HOIST_Y 0 /* the activation read where it is used: AVX2 has 16 registers */
+#define KQ_NAME(x) x
+#include "hn-simd-kquant-rows.h"
 
 /* Writes the 32 codes of each of 16 rows (tmp[r], 32 bytes apart) in lane order: two
  * 8 × 8 transposes of 32-bit words (rows 0-7 into the first 32 bytes of each output,

@@ -13,7 +13,6 @@
 #include "hn-simd.h"
 #include "hn-quants-blocks.h"
 #include "hn-quants.h"
-#include "hn-simd-x86.h"
 
 #include <immintrin.h>
 #include <stddef.h>
@@ -555,189 +554,33 @@ gemv_q6_k(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, co
     out[(size_t)r * out_stride] = _mm512_reduce_add_ps(acc[r]);
 }
 
-/* Decode of Q4_K and Q5_K, HN_DOT_ROWS rows at a time: AVX2's vec_dot_rows_k4 with two
- * 32-byte runs of codes in one register (runs 2p and 2p + 1, each with its low and high
- * nibbles), so a block takes two steps instead of four.  The byte shuffle that hands the
- * runs their scales picks run 2p's in the low 256 bits and 2p + 1's in the high ones, and
- * Q5_K's fifth bits of run 2p + 1 come from qh shifted down by two in the high half.
- * The activation's runs are paired once per block for the four rows.  The integer sums
- * are AVX2's; only the float order differs. */
-static inline __attribute__((always_inline)) void
-vec_dot_rows_k4_512(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out,
-                    const bool five_bits)
-{
-  const HnBlockQ8_K *y = a;
-  const int64_t nb = n / HN_QK_K;
-  const size_t block_bytes = five_bits ? sizeof(HnBlockQ5_K) : sizeof(HnBlockQ4_K);
-  const uint8_t *x[HN_DOT_ROWS];
-  _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++)
-    x[r] = (const uint8_t *)w + (size_t)(r < n_rows ? r : 0) * row_stride;
-  const size_t next_rows = HN_DOT_ROWS * row_stride;
-  const __m512i low4 = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1);
-  /* run j's low nibbles take scale 2j (bytes 4j, 4j+1 of the 16-bit scales), its high
-   * nibbles 2j + 1 (bytes 4j+2, 4j+3) */
-  __m512i pick_lo[2], pick_hi[2];
-  _Pragma("GCC unroll 2") for (int p = 0; p < 2; p++) {
-    const int j0 = 2 * p, j1 = 2 * p + 1;
-    pick_lo[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)(((4 * j0 + 1) << 8) | (4 * j0)))),
-                                    _mm256_set1_epi16((short)(((4 * j1 + 1) << 8) | (4 * j1))), 1);
-    pick_hi[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)(((4 * j0 + 3) << 8) | (4 * j0 + 2)))),
-                                    _mm256_set1_epi16((short)(((4 * j1 + 3) << 8) | (4 * j1 + 2))), 1);
-  }
-  __m512 acc[HN_DOT_ROWS];
-  _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) acc[r] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < nb; i++) {
-    const __m128i bsum_pairs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[i].bsums),
-                                              _mm_loadu_si128((const __m128i *)(y[i].bsums + 8)));
-    const int8_t *q8 = y[i].qs;
-    __m512i y_lo[2], y_hi[2];
-    _Pragma("GCC unroll 2") for (int p = 0; p < 2; p++) {
-      y_lo[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(q8 + 128 * p))),
-                                   _mm256_loadu_si256((const __m256i *)(q8 + 128 * p + 64)), 1);
-      y_hi[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(q8 + 128 * p + 32))),
-                                   _mm256_loadu_si256((const __m256i *)(q8 + 128 * p + 96)), 1);
-    }
-    _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) {
-      const uint8_t *block = x[r] + (size_t)i * block_bytes;
-      const HnBlockQ4_K *b4 = (const HnBlockQ4_K *)block;
-      const HnBlockQ5_K *b5 = (const HnBlockQ5_K *)block;
-      const uint16_t d = five_bits ? b5->d : b4->d, dmin = five_bits ? b5->dmin : b4->dmin;
-      const uint8_t *qs = five_bits ? b5->qs : b4->qs;
-      prefetch_block_weights(block + 768, block + next_rows, block_bytes);
-      __m128i scales16, mins16;
-      scales_mins_q4_k(five_bits ? b5->scales : b4->scales, &scales16, &mins16);
-      const __m512i scales = _mm512_broadcast_i32x4(scales16);
-      __m512i qh = _mm512_setzero_si512();
-      if (five_bits) {
-        const __m256i qh256 = _mm256_loadu_si256((const __m256i *)b5->qh);
-        qh = _mm512_inserti64x4(_mm512_castsi256_si512(qh256), _mm256_srli_epi16(qh256, 2), 1);
-      }
-      __m512i sum = _mm512_setzero_si512();
-      _Pragma("GCC unroll 2") for (int p = 0; p < 2; p++) {
-        const __m512i bits = _mm512_loadu_si512(qs + 64 * p);
-        __m512i lo = _mm512_and_si512(bits, low4);
-        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(bits, 4), low4);
-        if (five_bits) {
-          lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4 * p), one), 4));
-          hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4 * p + 1), one), 4));
-        }
-        const __m512i p_lo = _mm512_madd_epi16(_mm512_maddubs_epi16(lo, y_lo[p]), _mm512_shuffle_epi8(scales, pick_lo[p]));
-        const __m512i p_hi = _mm512_madd_epi16(_mm512_maddubs_epi16(hi, y_hi[p]), _mm512_shuffle_epi8(scales, pick_hi[p]));
-        sum = _mm512_add_epi32(sum, _mm512_add_epi32(p_lo, p_hi));
-      }
-      const __m512i min_sum = _mm512_zextsi128_si512(_mm_madd_epi16(mins16, bsum_pairs));
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(y[i].d * _cvtsh_ss(d)), _mm512_cvtepi32_ps(sum), acc[r]);
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(-y[i].d * _cvtsh_ss(dmin)), _mm512_cvtepi32_ps(min_sum), acc[r]);
-    }
-  }
-  for (int r = 0; r < n_rows && r < HN_DOT_ROWS; r++)
-    out[r] = _mm512_reduce_add_ps(acc[r]);
-}
+/* The k-quants' four-row decode (hn-simd-kquant-rows.h), two runs of codes per vector. */
+#define KQ_VEC __m512i
+#define KQ_FVEC __m512
+#define KQ_RUNS 2
+#define KQ_JOIN256(a, b) _mm512_inserti64x4(_mm512_castsi256_si512(a), (b), 1)
+#define KQ_BCAST128(x) _mm512_broadcast_i32x4(x)
+#define KQ_FROM128(x) _mm512_zextsi128_si512(x)
+#define KQ_LOADU(p) _mm512_loadu_si512(p)
+#define KQ_ZERO() _mm512_setzero_si512()
+#define KQ_SET1_8(x) _mm512_set1_epi8((char)(x))
+#define KQ_AND(a, b) _mm512_and_si512(a, b)
+#define KQ_OR(a, b) _mm512_or_si512(a, b)
+#define KQ_SRLI16(v, n) _mm512_srli_epi16(v, n)
+#define KQ_SLLI16(v, n) _mm512_slli_epi16(v, n)
+#define KQ_ADD32(a, b) _mm512_add_epi32(a, b)
+#define KQ_MADDUBS(a, b) _mm512_maddubs_epi16(a, b)
+#define KQ_MADD(a, b) _mm512_madd_epi16(a, b)
+#define KQ_SHUFFLE8(a, b) _mm512_shuffle_epi8(a, b)
+#define KQ_CVT(v) _mm512_cvtepi32_ps(v)
+#define KQ_FZERO() _mm512_setzero_ps()
+#define KQ_FSET1(x) _mm512_set1_ps(x)
+#define KQ_FMADD(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define KQ_REDUCE(v) _mm512_reduce_add_ps(v)
+#define KQ_HOIST_Y 1 /* the activation's runs paired once per block for the four rows */
+#define KQ_NAME(x) x##_512
+#include "hn-simd-kquant-rows.h"
 
-/* Decode of the k-quants with 16 groups of 16 (Q2_K, Q3_K, Q6_K), HN_DOT_ROWS rows at a
- * time: AVX2's vec_dot_rows_k16 with both halves of a block in one register, so each of
- * the four runs of 64 codes takes one multiply-add pair where AVX2 takes two.  The 128-bit
- * lanes hold groups 2k, 2k+1 (first half) and 8+2k, 9+2k (second half), and one byte
- * shuffle per run hands each lane its scale.  The activation's runs are paired once per
- * block for all the rows.  The integer sums are AVX2's; only the float order differs. */
-static inline __attribute__((always_inline)) void
-k16_codes_512(const uint8_t *block, const K16Type type, __m512i q[4])
-{
-  const __m512i two_bits = _mm512_set1_epi8(0x03), low4 = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1);
-  if (type == K16_Q6_K) {
-    const HnBlockQ6_K *b = (const HnBlockQ6_K *)block;
-    /* run k of half h: nibbles of ql[64h + 32(k % 2) ..], low for k < 2, high after;
-     * its fifth and sixth bits at 2k of qh[32h ..] */
-    const __m512i qh = _mm512_loadu_si512(b->qh);
-    const __m512i l0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b->ql)),
-                                          _mm256_loadu_si256((const __m256i *)(b->ql + 64)), 1);
-    const __m512i l1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b->ql + 32))),
-                                          _mm256_loadu_si256((const __m256i *)(b->ql + 96)), 1);
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-      const __m512i low = _mm512_and_si512(k < 2 ? (k ? l1 : l0) : _mm512_srli_epi16(k == 3 ? l1 : l0, 4), low4);
-      q[k] = _mm512_or_si512(low, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2 * k), two_bits), 4));
-    }
-    return;
-  }
-  const uint8_t *qs = type == K16_Q2_K ? ((const HnBlockQ2_K *)block)->qs : ((const HnBlockQ3_K *)block)->qs;
-  const __m512i bits = _mm512_loadu_si512(qs);
-  __m512i high_bits = _mm512_setzero_si512();
-  if (type == K16_Q3_K) {
-    /* the second half's high-mask bits are 4 to 7: shifted down to the first half's 0 to 3 */
-    const __m256i hmask = _mm256_loadu_si256((const __m256i *)((const HnBlockQ3_K *)block)->hmask);
-    high_bits = _mm512_inserti64x4(_mm512_castsi256_si512(hmask), _mm256_srli_epi16(hmask, 4), 1);
-  }
-  _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-    q[k] = _mm512_and_si512(_mm512_srli_epi16(bits, 2 * k), two_bits);
-    if (type == K16_Q3_K)
-      q[k] = _mm512_or_si512(q[k], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(high_bits, k), one), 2));
-  }
-}
-
-static inline __attribute__((always_inline)) void
-vec_dot_rows_k16_512(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out,
-                     const K16Type type)
-{
-  const HnBlockQ8_K *y = a;
-  const int64_t nb = n / HN_QK_K;
-  const size_t block_bytes = type == K16_Q2_K   ? sizeof(HnBlockQ2_K)
-                             : type == K16_Q3_K ? sizeof(HnBlockQ3_K)
-                                                : sizeof(HnBlockQ6_K);
-  const uint8_t *x[HN_DOT_ROWS];
-  _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++)
-    x[r] = (const uint8_t *)w + (size_t)(r < n_rows ? r : 0) * row_stride;
-  const size_t next_rows = HN_DOT_ROWS * row_stride;
-  __m512i pick[4];
-  _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-    /* lanes 0 and 2 take the scale of group 2k of their half (bytes 4k, 4k+1), 1 and 3 2k+1 */
-    const __m256i pair = _mm256_set_m128i(_mm_set1_epi16((short)(((4 * k + 3) << 8) | (4 * k + 2))),
-                                          _mm_set1_epi16((short)(((4 * k + 1) << 8) | (4 * k))));
-    pick[k] = _mm512_inserti64x4(_mm512_castsi256_si512(pair), pair, 1);
-  }
-  __m512 acc[HN_DOT_ROWS];
-  _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) acc[r] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < nb; i++) {
-    const __m128i bsums_lo = _mm_loadu_si128((const __m128i *)y[i].bsums);
-    const __m128i bsums_hi = _mm_loadu_si128((const __m128i *)(y[i].bsums + 8));
-    __m512i yk[4];
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
-      yk[k] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * k))),
-                                 _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 + 32 * k)), 1);
-    _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) {
-      const uint8_t *block = x[r] + (size_t)i * block_bytes;
-      prefetch_block_weights(block + 768, block + next_rows, block_bytes);
-      __m128i scales_lo, scales_hi, min_bytes, mins;
-      uint16_t d, dmin;
-      k16_scales(block, type, &scales_lo, &scales_hi, &min_bytes, &d, &dmin);
-      __m512i sum = _mm512_zextsi128_si512(
-          k16_corrections(type, scales_lo, scales_hi, min_bytes, bsums_lo, bsums_hi, &mins));
-      const __m512i scales = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(scales_lo)),
-                                                _mm256_broadcastsi128_si256(scales_hi), 1);
-      __m512i q[4];
-      k16_codes_512(block, type, q);
-      _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
-        sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(q[k], yk[k]), _mm512_shuffle_epi8(scales, pick[k])));
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(y[i].d * _cvtsh_ss(d)), _mm512_cvtepi32_ps(sum), acc[r]);
-      if (type == K16_Q2_K)
-        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(-y[i].d * _cvtsh_ss(dmin)), _mm512_cvtepi32_ps(_mm512_zextsi128_si512(mins)),
-                                 acc[r]);
-    }
-  }
-  for (int r = 0; r < n_rows && r < HN_DOT_ROWS; r++)
-    out[r] = _mm512_reduce_add_ps(acc[r]);
-}
-
-/* the k-quants' HnVecDotRowsFn entry points, one instance of a body per type */
-#define DEFINE_VEC_DOT_ROWS_K_512(NAME, BODY, TYPE)                                                  \
-  static void NAME(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out) \
-  {                                                                                                \
-    BODY(n, w, row_stride, n_rows, a, out, TYPE);                                                  \
-  }
-DEFINE_VEC_DOT_ROWS_K_512(vec_dot_rows_q4_k_512, vec_dot_rows_k4_512, false)
-DEFINE_VEC_DOT_ROWS_K_512(vec_dot_rows_q5_k_512, vec_dot_rows_k4_512, true)
-DEFINE_VEC_DOT_ROWS_K_512(vec_dot_rows_q2_k_512, vec_dot_rows_k16_512, K16_Q2_K)
-DEFINE_VEC_DOT_ROWS_K_512(vec_dot_rows_q3_k_512, vec_dot_rows_k16_512, K16_Q3_K)
-DEFINE_VEC_DOT_ROWS_K_512(vec_dot_rows_q6_k_512, vec_dot_rows_k16_512, K16_Q6_K)
 
 static void
 gemm_q6_k_dispatch(int64_t n, const void *weight, size_t weight_stride, int n_rows, const HnActChunk *act,

@@ -1,0 +1,273 @@
+/* hn-simd-kquant-rows.h — the four-row decode of the k-quants (HnVecDotRowsFn), written
+ * once over a small vector vocabulary and included by the AVX2 and AVX-512 files, which
+ * define:
+ *   KQ_VEC, KQ_FVEC (integer and float vectors of 256 or 512 bits), KQ_RUNS (32-byte runs
+ *   of codes per vector: 1 or 2), KQ_JOIN256(a, b) (a vector of the 256-bit a, then b
+ *   where KQ_RUNS is 2; b unused where it is 1), KQ_BCAST128(x) (a 128-bit value in
+ *   every 128-bit lane), KQ_FROM128(x) (zero-extended), KQ_LOADU(p) (KQ_RUNS · 32 bytes
+ *   at p, unaligned), KQ_ZERO(), KQ_SET1_8(x),
+ *   KQ_AND, KQ_OR, KQ_SRLI16(v, n), KQ_SLLI16(v, n), KQ_ADD32, KQ_MADDUBS, KQ_MADD,
+ *   KQ_SHUFFLE8, KQ_CVT (int32 to float), KQ_FZERO(), KQ_FSET1(x), KQ_FMADD(a, b, c),
+ *   KQ_REDUCE(v) (the sum of the lanes), KQ_HOIST_Y (whether the activation's vectors
+ *   are made once per block for all rows, or where they are used) and KQ_NAME(x)
+ *   (this level's name for x).
+ *
+ * A block is taken in steps of KQ_RUNS runs of 32 codes: with 256-bit vectors one run at
+ * a time, with 512-bit ones two, so each multiply-add pair does twice the work.  Per
+ * block, the activation's group sums are loaded (and for Q4_K/Q5_K's 32-element mins
+ * paired) once for all the rows; per row, the scales come out of their packing in
+ * registers (hn-simd-x86.h), one byte shuffle per run hands each 128-bit lane its scale,
+ * and the mins or the zero point come off in 16-bit multiply-adds against the group
+ * sums.  The integer sums are the single-row kernels'; only the float order differs.
+ * On the Intel Xeon without AMX the 512-bit steps took Q3_K_M generation from 37.6 to
+ * 39.7 t/s and Q5_K_M from 32.2 to 34.8 (docs/speed.md, "Q3_K's scales in registers").
+ *
+ * SPDX-License-Identifier: GPL-3.0-or-later
+ */
+#include "hn-simd-x86.h"
+
+/* A byte shuffle that gives every 16-bit lane scale 2j + pair of its 128-bit lane of
+ * 16-bit scales (bytes 4j + 2·pair and the next): Q4_K's sub-block 2j + pair, a 16-group
+ * type's group 2j + pair. */
+static inline __attribute__((always_inline)) __m256i
+KQ_NAME(scale_pick)(int j, int pair)
+{
+  const int b = 4 * j + 2 * pair;
+  return _mm256_set1_epi16((short)(((b + 1) << 8) | b));
+}
+
+/* Fetches a block's lines of the row four rows down into L2 and the block 768 bytes
+ * further into L1: each row is a stream of its own. */
+static inline __attribute__((always_inline)) void
+KQ_NAME(fetch_rows)(const uint8_t *block, size_t next_rows, size_t block_bytes)
+{
+  for (size_t line = 0; line < block_bytes; line += 64) {
+    _mm_prefetch((const char *)block + 768 + line, _MM_HINT_T0);
+    _mm_prefetch((const char *)block + next_rows + line, _MM_HINT_T1);
+  }
+}
+
+/* The rows' starts (a row past n_rows reads row 0; its sum is not stored) and their sums,
+ * zeroed. */
+static inline __attribute__((always_inline)) void
+KQ_NAME(rows_begin)(const void *w, size_t row_stride, int n_rows, const uint8_t *x[HN_DOT_ROWS],
+                    KQ_FVEC acc[HN_DOT_ROWS])
+{
+  _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) {
+    x[r] = (const uint8_t *)w + (size_t)(r < n_rows ? r : 0) * row_stride;
+    acc[r] = KQ_FZERO();
+  }
+}
+
+/* Q4_K and Q5_K: step p takes runs KQ_RUNS·p onwards (qs bytes 32 apart), each with its
+ * low nibbles (scale 2j, activation bytes 64j ..) and its high ones (scale 2j + 1,
+ * 64j + 32 ..); Q5_K's fifth bits of run j are bits 2j and 2j + 1 of qh, which the
+ * second run of a 512-bit step finds in qh shifted down by two. */
+static inline __attribute__((always_inline)) void
+KQ_NAME(vec_dot_rows_k4)(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out,
+                         const bool five_bits)
+{
+  enum { STEPS = 4 / KQ_RUNS };
+  const HnBlockQ8_K *y = a;
+  const int64_t nb = n / HN_QK_K;
+  const size_t block_bytes = five_bits ? sizeof(HnBlockQ5_K) : sizeof(HnBlockQ4_K);
+  const uint8_t *x[HN_DOT_ROWS];
+  KQ_FVEC acc[HN_DOT_ROWS];
+  KQ_NAME(rows_begin)(w, row_stride, n_rows, x, acc);
+  const size_t next_rows = HN_DOT_ROWS * row_stride;
+  const KQ_VEC low4 = KQ_SET1_8(0x0f), one = KQ_SET1_8(1);
+  for (int64_t i = 0; i < nb; i++) {
+    const __m128i bsum_pairs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[i].bsums),
+                                              _mm_loadu_si128((const __m128i *)(y[i].bsums + 8)));
+    const int8_t *q8 = y[i].qs;
+    KQ_VEC y_lo[STEPS], y_hi[STEPS];
+    if (KQ_HOIST_Y)
+      _Pragma("GCC unroll 4") for (int p = 0; p < STEPS; p++) {
+        y_lo[p] = KQ_JOIN256(_mm256_loadu_si256((const __m256i *)(q8 + 64 * KQ_RUNS * p)),
+                             _mm256_loadu_si256((const __m256i *)(q8 + 64 * KQ_RUNS * p + 64)));
+        y_hi[p] = KQ_JOIN256(_mm256_loadu_si256((const __m256i *)(q8 + 64 * KQ_RUNS * p + 32)),
+                             _mm256_loadu_si256((const __m256i *)(q8 + 64 * KQ_RUNS * p + 96)));
+      }
+    _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) {
+      const uint8_t *block = x[r] + (size_t)i * block_bytes;
+      const HnBlockQ4_K *b4 = (const HnBlockQ4_K *)block;
+      const HnBlockQ5_K *b5 = (const HnBlockQ5_K *)block;
+      const uint16_t d = five_bits ? b5->d : b4->d, dmin = five_bits ? b5->dmin : b4->dmin;
+      const uint8_t *qs = five_bits ? b5->qs : b4->qs;
+      KQ_NAME(fetch_rows)(block, next_rows, block_bytes);
+      __m128i scales16, mins16;
+      scales_mins_q4_k(five_bits ? b5->scales : b4->scales, &scales16, &mins16);
+      const KQ_VEC scales = KQ_BCAST128(scales16);
+      KQ_VEC qh = KQ_ZERO();
+      if (five_bits) {
+        const __m256i qh256 = _mm256_loadu_si256((const __m256i *)b5->qh);
+        qh = KQ_JOIN256(qh256, _mm256_srli_epi16(qh256, 2));
+      }
+      KQ_VEC sum = KQ_ZERO();
+      _Pragma("GCC unroll 4") for (int p = 0; p < STEPS; p++) {
+        const int j = KQ_RUNS * p; /* the step's first run */
+        const KQ_VEC bits = KQ_LOADU(qs + 32 * j);
+        KQ_VEC lo = KQ_AND(bits, low4);
+        KQ_VEC hi = KQ_AND(KQ_SRLI16(bits, 4), low4);
+        if (five_bits) {
+          lo = KQ_OR(lo, KQ_SLLI16(KQ_AND(KQ_SRLI16(qh, 2 * j), one), 4));
+          hi = KQ_OR(hi, KQ_SLLI16(KQ_AND(KQ_SRLI16(qh, 2 * j + 1), one), 4));
+        }
+        const KQ_VEC ylo = KQ_HOIST_Y ? y_lo[p]
+                                      : KQ_JOIN256(_mm256_loadu_si256((const __m256i *)(q8 + 64 * j)),
+                                                   _mm256_loadu_si256((const __m256i *)(q8 + 64 * j + 64)));
+        const KQ_VEC yhi = KQ_HOIST_Y ? y_hi[p]
+                                      : KQ_JOIN256(_mm256_loadu_si256((const __m256i *)(q8 + 64 * j + 32)),
+                                                   _mm256_loadu_si256((const __m256i *)(q8 + 64 * j + 96)));
+        const KQ_VEC scale_lo = KQ_SHUFFLE8(scales, KQ_JOIN256(KQ_NAME(scale_pick)(j, 0), KQ_NAME(scale_pick)(j + 1, 0)));
+        const KQ_VEC scale_hi = KQ_SHUFFLE8(scales, KQ_JOIN256(KQ_NAME(scale_pick)(j, 1), KQ_NAME(scale_pick)(j + 1, 1)));
+        sum = KQ_ADD32(sum, KQ_ADD32(KQ_MADD(KQ_MADDUBS(lo, ylo), scale_lo), KQ_MADD(KQ_MADDUBS(hi, yhi), scale_hi)));
+      }
+      const KQ_VEC min_sum = KQ_FROM128(_mm_madd_epi16(mins16, bsum_pairs));
+      acc[r] = KQ_FMADD(KQ_FSET1(y[i].d * _cvtsh_ss(d)), KQ_CVT(sum), acc[r]);
+      acc[r] = KQ_FMADD(KQ_FSET1(-y[i].d * _cvtsh_ss(dmin)), KQ_CVT(min_sum), acc[r]);
+    }
+  }
+  for (int r = 0; r < n_rows && r < HN_DOT_ROWS; r++)
+    out[r] = KQ_REDUCE(acc[r]);
+}
+
+/* The codes of the k16 types' step s: half h = KQ_RUNS·s onwards (128 elements each),
+ * run k (32 bytes of each half) in q[k], unsigned.  A 512-bit step holds both halves:
+ * the second half's bits sit 32 bytes (Q2_K, Q3_K, Q6_K's qh) or 64 bytes (Q6_K's ql)
+ * further, and Q3_K's high-mask bits of the second half are bits 4 to 7 of hmask,
+ * shifted down by four. */
+static inline __attribute__((always_inline)) void
+KQ_NAME(k16_codes)(const uint8_t *block, int s, const K16Type type, KQ_VEC q[4])
+{
+  const KQ_VEC two_bits = KQ_SET1_8(0x03), low4 = KQ_SET1_8(0x0f), one = KQ_SET1_8(1);
+  const int h = KQ_RUNS * s;
+  if (type == K16_Q6_K) {
+    const HnBlockQ6_K *b = (const HnBlockQ6_K *)block;
+    /* run k: nibbles of ql[64h + 32(k % 2) ..], low for k < 2, high after; its fifth and
+     * sixth bits at 2k of qh[32h ..] */
+    const KQ_VEC qh = KQ_LOADU(b->qh + 32 * h);
+    const KQ_VEC l0 = KQ_JOIN256(_mm256_loadu_si256((const __m256i *)(b->ql + 64 * h)),
+                                 _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 64)));
+    const KQ_VEC l1 = KQ_JOIN256(_mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32)),
+                                 _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 96)));
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+      const KQ_VEC low = KQ_AND(k < 2 ? (k ? l1 : l0) : KQ_SRLI16(k == 3 ? l1 : l0, 4), low4);
+      q[k] = KQ_OR(low, KQ_SLLI16(KQ_AND(KQ_SRLI16(qh, 2 * k), two_bits), 4));
+    }
+    return;
+  }
+  const uint8_t *qs = type == K16_Q2_K ? ((const HnBlockQ2_K *)block)->qs : ((const HnBlockQ3_K *)block)->qs;
+  const KQ_VEC bits = KQ_LOADU(qs + 32 * h);
+  KQ_VEC high_bits = KQ_ZERO();
+  if (type == K16_Q3_K) {
+    const __m256i hmask = _mm256_loadu_si256((const __m256i *)((const HnBlockQ3_K *)block)->hmask);
+    high_bits = KQ_JOIN256(_mm256_srli_epi16(hmask, 4 * h), _mm256_srli_epi16(hmask, 4 * h + 4));
+  }
+  _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+    q[k] = KQ_AND(KQ_SRLI16(bits, 2 * k), two_bits);
+    if (type == K16_Q3_K)
+      q[k] = KQ_OR(q[k], KQ_SLLI16(KQ_AND(KQ_SRLI16(high_bits, k), one), 2));
+  }
+}
+
+/* Q2_K, Q3_K and Q6_K: 16 groups of 16, so each run of 32 codes covers two groups; the
+ * 128-bit lanes of a step hold groups 2k and 2k + 1 of each half, and the scale vector
+ * holds the first half's eight scales (then, at 512 bits, the second half's).  Q2_K's
+ * mins (4 bits each) come off as dmin · Σ min · group sum, Q3_K's and Q6_K's zero points
+ * (4 and 32) as zero point · Σ scale · group sum. */
+static inline __attribute__((always_inline)) void
+KQ_NAME(vec_dot_rows_k16)(int64_t n, const void *w, size_t row_stride, int n_rows, const void *a, float *out,
+                          const K16Type type)
+{
+  enum { STEPS = 2 / KQ_RUNS };
+  const HnBlockQ8_K *y = a;
+  const int64_t nb = n / HN_QK_K;
+  const size_t block_bytes = type == K16_Q2_K   ? sizeof(HnBlockQ2_K)
+                             : type == K16_Q3_K ? sizeof(HnBlockQ3_K)
+                                                : sizeof(HnBlockQ6_K);
+  const uint8_t *x[HN_DOT_ROWS];
+  KQ_FVEC acc[HN_DOT_ROWS];
+  KQ_NAME(rows_begin)(w, row_stride, n_rows, x, acc);
+  const size_t next_rows = HN_DOT_ROWS * row_stride;
+  for (int64_t i = 0; i < nb; i++) {
+    const __m128i bsums_lo = _mm_loadu_si128((const __m128i *)y[i].bsums);
+    const __m128i bsums_hi = _mm_loadu_si128((const __m128i *)(y[i].bsums + 8));
+    /* run k of half h: activation bytes 128h + 32k .. */
+    KQ_VEC yk[STEPS][4];
+    if (KQ_HOIST_Y)
+      _Pragma("GCC unroll 2") for (int s = 0; s < STEPS; s++)
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+          yk[s][k] = KQ_JOIN256(_mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * KQ_RUNS * s + 32 * k)),
+                                _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * KQ_RUNS * s + 128 + 32 * k)));
+    _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) {
+      const uint8_t *block = x[r] + (size_t)i * block_bytes;
+      KQ_NAME(fetch_rows)(block, next_rows, block_bytes);
+      __m128i scales_lo, scales_hi, min_bytes, mins;
+      uint16_t d, dmin;
+      k16_scales(block, type, &scales_lo, &scales_hi, &min_bytes, &d, &dmin);
+      KQ_VEC sum = KQ_FROM128(k16_corrections(type, scales_lo, scales_hi, min_bytes, bsums_lo, bsums_hi, &mins));
+      _Pragma("GCC unroll 2") for (int s = 0; s < STEPS; s++) {
+        const KQ_VEC scales = KQ_JOIN256(_mm256_broadcastsi128_si256(s ? scales_hi : scales_lo),
+                                         _mm256_broadcastsi128_si256(scales_hi));
+        KQ_VEC q[4];
+        KQ_NAME(k16_codes)(block, s, type, q);
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+          /* the low 128-bit lane of each half takes the scale of group 2k, the high 2k + 1 */
+          const __m256i pick = _mm256_set_m128i(_mm256_castsi256_si128(KQ_NAME(scale_pick)(k, 1)),
+                                                _mm256_castsi256_si128(KQ_NAME(scale_pick)(k, 0)));
+          const int h = KQ_RUNS * s;
+          const KQ_VEC y_run =
+            KQ_HOIST_Y ? yk[s][k]
+                       : KQ_JOIN256(_mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k)),
+                                    _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 128 + 32 * k)));
+          sum = KQ_ADD32(sum, KQ_MADD(KQ_MADDUBS(q[k], y_run), KQ_SHUFFLE8(scales, KQ_JOIN256(pick, pick))));
+        }
+      }
+      acc[r] = KQ_FMADD(KQ_FSET1(y[i].d * _cvtsh_ss(d)), KQ_CVT(sum), acc[r]);
+      if (type == K16_Q2_K)
+        acc[r] = KQ_FMADD(KQ_FSET1(-y[i].d * _cvtsh_ss(dmin)), KQ_CVT(KQ_FROM128(mins)), acc[r]);
+    }
+  }
+  for (int r = 0; r < n_rows && r < HN_DOT_ROWS; r++)
+    out[r] = KQ_REDUCE(acc[r]);
+}
+
+/* the HnVecDotRowsFn entry points, one instance of a body per type */
+#define KQ_ENTRY(TYPE_NAME, BODY, TYPE)                                                                 \
+  static void KQ_NAME(vec_dot_rows_##TYPE_NAME)(int64_t n, const void *w, size_t row_stride, int n_rows, \
+                                               const void *a, float *out)                              \
+  {                                                                                                     \
+    KQ_NAME(BODY)(n, w, row_stride, n_rows, a, out, TYPE);                                              \
+  }
+KQ_ENTRY(q4_k, vec_dot_rows_k4, false)
+KQ_ENTRY(q5_k, vec_dot_rows_k4, true)
+KQ_ENTRY(q2_k, vec_dot_rows_k16, K16_Q2_K)
+KQ_ENTRY(q3_k, vec_dot_rows_k16, K16_Q3_K)
+KQ_ENTRY(q6_k, vec_dot_rows_k16, K16_Q6_K)
+#undef KQ_ENTRY
+
+#undef KQ_VEC
+#undef KQ_FVEC
+#undef KQ_RUNS
+#undef KQ_JOIN256
+#undef KQ_BCAST128
+#undef KQ_FROM128
+#undef KQ_LOADU
+#undef KQ_ZERO
+#undef KQ_SET1_8
+#undef KQ_AND
+#undef KQ_OR
+#undef KQ_SRLI16
+#undef KQ_SLLI16
+#undef KQ_ADD32
+#undef KQ_MADDUBS
+#undef KQ_MADD
+#undef KQ_SHUFFLE8
+#undef KQ_CVT
+#undef KQ_FZERO
+#undef KQ_FSET1
+#undef KQ_FMADD
+#undef KQ_REDUCE
+#undef KQ_HOIST_Y
+#undef KQ_NAME
