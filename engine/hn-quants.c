@@ -305,7 +305,10 @@ hn_dequantize_row(HnType type, const void *src, float *dst, int64_t n)
   }
   case HN_TYPE_Q4_0: dequant_q4_0(src, dst, nb); break;
   case HN_TYPE_Q4_0_GROUPED:
-  case HN_TYPE_Q8_0_GROUPED: dequant_grouped(type, src, dst, n); break;
+  case HN_TYPE_Q8_0_GROUPED:
+  case HN_TYPE_Q5_0_GROUPED:
+  case HN_TYPE_Q4_1_GROUPED:
+  case HN_TYPE_Q5_1_GROUPED: dequant_grouped(type, src, dst, n); break;
   case HN_TYPE_Q4_1: dequant_q4_1(src, dst, nb); break;
   case HN_TYPE_Q5_0: dequant_q5_0(src, dst, nb); break;
   case HN_TYPE_Q5_1: dequant_q5_1(src, dst, nb); break;
@@ -935,6 +938,9 @@ hn_quantize_row(HnType type, const float *src, void *dst, int64_t n)
   case HN_TYPE_Q4_0: quant_q4_0(src, dst, nb); break;
   case HN_TYPE_Q4_0_GROUPED:
   case HN_TYPE_Q8_0_GROUPED:
+  case HN_TYPE_Q5_0_GROUPED:
+  case HN_TYPE_Q4_1_GROUPED:
+  case HN_TYPE_Q5_1_GROUPED:
     hn_quantize_row(hn_type_file_layout(type), src, dst, n);
     hn_type_regroup_row(type, dst, dst, n);
     break;
@@ -964,11 +970,14 @@ hn_type_vec_dot_type(HnType type)
   case HN_TYPE_Q4_0:
   case HN_TYPE_Q4_0_GROUPED:
   case HN_TYPE_Q5_0:
+  case HN_TYPE_Q5_0_GROUPED:
   case HN_TYPE_Q8_0:
   case HN_TYPE_Q8_0_GROUPED:
     return HN_TYPE_Q8_0;
   case HN_TYPE_Q4_1:
+  case HN_TYPE_Q4_1_GROUPED:
   case HN_TYPE_Q5_1:
+  case HN_TYPE_Q5_1_GROUPED:
     return HN_TYPE_Q8_1;
   case HN_TYPE_Q2_K:
   case HN_TYPE_Q3_K:
@@ -1004,9 +1013,8 @@ dot_q4_0(const HnBlockQ4_0 *x, const HnBlockQ8_0 *y, int64_t nb)
 }
 
 static float
-dot_q4_1(const HnBlockQ4_1 *x, const HnBlockQ8_1 *y, int64_t nb)
+dot_q4_1_from(float sum, const HnBlockQ4_1 *x, const HnBlockQ8_1 *y, int64_t nb)
 {
-  float sum = 0.0f;
   for (int64_t i = 0; i < nb; i++) {
     int isum = 0;
     for (int j = 0; j < HN_QK4_1 / 2; j++) {
@@ -1020,9 +1028,14 @@ dot_q4_1(const HnBlockQ4_1 *x, const HnBlockQ8_1 *y, int64_t nb)
 }
 
 static float
-dot_q5_0(const HnBlockQ5_0 *x, const HnBlockQ8_0 *y, int64_t nb)
+dot_q4_1(const HnBlockQ4_1 *x, const HnBlockQ8_1 *y, int64_t nb)
 {
-  float sum = 0.0f;
+  return dot_q4_1_from(0.0f, x, y, nb);
+}
+
+static float
+dot_q5_0_from(float sum, const HnBlockQ5_0 *x, const HnBlockQ8_0 *y, int64_t nb)
+{
   for (int64_t i = 0; i < nb; i++) {
     const uint32_t qh = load_u32_le(x[i].qh);
     int isum = 0;
@@ -1037,9 +1050,14 @@ dot_q5_0(const HnBlockQ5_0 *x, const HnBlockQ8_0 *y, int64_t nb)
 }
 
 static float
-dot_q5_1(const HnBlockQ5_1 *x, const HnBlockQ8_1 *y, int64_t nb)
+dot_q5_0(const HnBlockQ5_0 *x, const HnBlockQ8_0 *y, int64_t nb)
 {
-  float sum = 0.0f;
+  return dot_q5_0_from(0.0f, x, y, nb);
+}
+
+static float
+dot_q5_1_from(float sum, const HnBlockQ5_1 *x, const HnBlockQ8_1 *y, int64_t nb)
+{
   for (int64_t i = 0; i < nb; i++) {
     const uint32_t qh = load_u32_le(x[i].qh);
     int isum = 0;
@@ -1051,6 +1069,12 @@ dot_q5_1(const HnBlockQ5_1 *x, const HnBlockQ8_1 *y, int64_t nb)
     sum += (h2f(x[i].d) * h2f(y[i].d)) * isum + h2f(x[i].m) * h2f(y[i].s);
   }
   return sum;
+}
+
+static float
+dot_q5_1(const HnBlockQ5_1 *x, const HnBlockQ8_1 *y, int64_t nb)
+{
+  return dot_q5_1_from(0.0f, x, y, nb);
 }
 
 static float
@@ -1262,7 +1286,10 @@ hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void *act_r
   }
   case HN_TYPE_Q4_0: return dot_q4_0(weight_row, act_row, nb);
   case HN_TYPE_Q4_0_GROUPED:
-  case HN_TYPE_Q8_0_GROUPED: return dot_grouped(type, weight_row, act_row, n);
+  case HN_TYPE_Q8_0_GROUPED:
+  case HN_TYPE_Q5_0_GROUPED:
+  case HN_TYPE_Q4_1_GROUPED:
+  case HN_TYPE_Q5_1_GROUPED: return dot_grouped(type, weight_row, act_row, n);
   case HN_TYPE_Q4_1: return dot_q4_1(weight_row, act_row, nb);
   case HN_TYPE_Q5_0: return dot_q5_0(weight_row, act_row, nb);
   case HN_TYPE_Q5_1: return dot_q5_1(weight_row, act_row, nb);
@@ -1283,15 +1310,19 @@ hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void *act_r
 /* ------------------------------------------------------------------------------------ */
 
 /* A layout is a permutation of the bytes of each run of HN_GROUP_BLOCKS blocks: the
- * blocks' half-float scales first (block j at 2j), then vectors of 64 bytes in which
- * block j owns bytes 4j..4j+3.  Quad e of a block's quant bytes (its bytes 4e..4e+3) goes
- * to vector vector_of_quad[e].  The vectors follow the activation records (HnActGroup,
- * hn-simd.h): vector 2s holds elements 4s..4s+3 of each block, 2s + 1 elements
- * 16+4s..16+4s+3 — for Q4_0 both in one vector of bytes (low and high nibbles), for
- * Q8_0 in two. */
+ * blocks' half-float scales first (block j at 2j), their mins next where the type has
+ * them, then the fifth bits where it has them, as 64 bytes of bit planes
+ * (fifth_bits_to_planes), then vectors of 64 bytes in which block j owns bytes
+ * 4j..4j+3.  Quad e of a block's quant bytes (its bytes 4e..4e+3) goes to vector
+ * vector_of_quad[e].  The vectors follow the activation records (HnActGroup, hn-simd.h):
+ * vector 2s holds elements 4s..4s+3 of each block, 2s + 1 elements 16+4s..16+4s+3 — for
+ * the 4- and 5-bit types both in one vector of bytes (low and high nibbles), for Q8_0
+ * in two. */
 typedef struct {
   HnType layout, file_type;
   size_t block_bytes;
+  bool mins;       /* a half-float min after d in the block (Q4_1, Q5_1) */
+  bool fifth_bits; /* 4 bytes of fifth bits before the nibbles (Q5_0, Q5_1) */
   int quads;
   uint8_t vector_of_quad[8];
   /* the reference dot product continued over nb more blocks, so that a row taken a run
@@ -1311,9 +1342,31 @@ q8_0_dot_from(float sum, const void *x, const void *y, int64_t nb)
   return dot_q8_0_from(sum, x, y, nb);
 }
 
+static float
+q5_0_dot_from(float sum, const void *x, const void *y, int64_t nb)
+{
+  return dot_q5_0_from(sum, x, y, nb);
+}
+
+static float
+q4_1_dot_from(float sum, const void *x, const void *y, int64_t nb)
+{
+  return dot_q4_1_from(sum, x, y, nb);
+}
+
+static float
+q5_1_dot_from(float sum, const void *x, const void *y, int64_t nb)
+{
+  return dot_q5_1_from(sum, x, y, nb);
+}
+
 static const RegroupedLayout regrouped_layouts[] = {
-  { HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q4_0, sizeof(HnBlockQ4_0), 4, { 0, 1, 2, 3 }, q4_0_dot_from },
-  { HN_TYPE_Q8_0_GROUPED, HN_TYPE_Q8_0, sizeof(HnBlockQ8_0), 8, { 0, 2, 4, 6, 1, 3, 5, 7 }, q8_0_dot_from },
+  { HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q4_0, sizeof(HnBlockQ4_0), false, false, 4, { 0, 1, 2, 3 }, q4_0_dot_from },
+  { HN_TYPE_Q8_0_GROUPED, HN_TYPE_Q8_0, sizeof(HnBlockQ8_0), false, false, 8, { 0, 2, 4, 6, 1, 3, 5, 7 },
+    q8_0_dot_from },
+  { HN_TYPE_Q5_0_GROUPED, HN_TYPE_Q5_0, sizeof(HnBlockQ5_0), false, true, 4, { 0, 1, 2, 3 }, q5_0_dot_from },
+  { HN_TYPE_Q4_1_GROUPED, HN_TYPE_Q4_1, sizeof(HnBlockQ4_1), true, false, 4, { 0, 1, 2, 3 }, q4_1_dot_from },
+  { HN_TYPE_Q5_1_GROUPED, HN_TYPE_Q5_1, sizeof(HnBlockQ5_1), true, true, 4, { 0, 1, 2, 3 }, q5_1_dot_from },
 };
 
 #define MAX_RUN_BYTES (HN_GROUP_BLOCKS * sizeof(HnBlockQ8_0))
@@ -1327,23 +1380,68 @@ find_layout(HnType layout)
   return NULL;
 }
 
+/* The element of a block that byte k (0..3) of its lane in code vector m stands for. */
+static int
+element_of_code(int m, int k)
+{
+  return (m % 2 ? 16 : 0) + 4 * (m / 2) + k;
+}
+
+/* A block's 32 fifth bits (qh, little-endian) as the four bytes of its lane in the bit
+ * planes: bit m of byte k is the fifth bit of byte k of its lane in code vector m, so
+ * that a kernel takes vector m's bits with one shift and one mask for 16 blocks. */
+static void
+fifth_bits_to_planes(const uint8_t qh[4], uint8_t planes[4])
+{
+  const uint32_t bits = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+  for (int k = 0; k < 4; k++) {
+    planes[k] = 0;
+    for (int m = 0; m < 8; m++)
+      planes[k] |= (uint8_t)(((bits >> element_of_code(m, k)) & 1u) << m);
+  }
+}
+
+static void
+planes_to_fifth_bits(const uint8_t planes[4], uint8_t qh[4])
+{
+  uint32_t bits = 0;
+  for (int k = 0; k < 4; k++)
+    for (int m = 0; m < 8; m++)
+      bits |= (uint32_t)((planes[k] >> m) & 1u) << element_of_code(m, k);
+  for (int i = 0; i < 4; i++)
+    qh[i] = (uint8_t)(bits >> (8 * i));
+}
+
+/* Copies `bytes` bytes from the file's blocks (offset `in_blocks`) to the run's layout
+ * (offset `in_run`) where grouped, the other way back where not. */
+static void
+move_bytes(const uint8_t *in, uint8_t *out, size_t in_run, size_t in_blocks, size_t bytes, bool grouped)
+{
+  if (grouped)
+    memcpy(out + in_run, in + in_blocks, bytes);
+  else
+    memcpy(out + in_blocks, in + in_run, bytes);
+}
+
 /* One run from file order to the layout (grouped true) or back; in and out differ. */
 static void
 convert_run(const RegroupedLayout *l, const uint8_t *in, uint8_t *out, bool grouped)
 {
+  const size_t mins = 2 * HN_GROUP_BLOCKS, planes = mins + (l->mins ? 2 * HN_GROUP_BLOCKS : 0);
+  const size_t vectors = planes + (l->fifth_bits ? 64 : 0);
+  const size_t block_qh = l->mins ? 4 : 2, block_quants = block_qh + (l->fifth_bits ? 4 : 0);
   for (int j = 0; j < HN_GROUP_BLOCKS; j++) {
     const size_t block = (size_t)j * l->block_bytes;
-    if (grouped)
-      memcpy(out + 2 * j, in + block, 2);
-    else
-      memcpy(out + block, in + 2 * j, 2);
-    for (int e = 0; e < l->quads; e++) {
-      const size_t at = 2 * HN_GROUP_BLOCKS + 64 * (size_t)l->vector_of_quad[e] + 4 * (size_t)j;
-      if (grouped)
-        memcpy(out + at, in + block + 2 + 4 * e, 4);
-      else
-        memcpy(out + block + 2 + 4 * e, in + at, 4);
-    }
+    move_bytes(in, out, 2 * (size_t)j, block, 2, grouped);
+    if (l->mins)
+      move_bytes(in, out, mins + 2 * (size_t)j, block + 2, 2, grouped);
+    if (l->fifth_bits && grouped)
+      fifth_bits_to_planes(in + block + block_qh, out + planes + 4 * (size_t)j);
+    else if (l->fifth_bits)
+      planes_to_fifth_bits(in + planes + 4 * (size_t)j, out + block + block_qh);
+    for (int e = 0; e < l->quads; e++)
+      move_bytes(in, out, vectors + 64 * (size_t)l->vector_of_quad[e] + 4 * (size_t)j,
+                 block + block_quants + 4 * (size_t)e, 4, grouped);
   }
 }
 
@@ -1381,16 +1479,17 @@ static float
 dot_grouped(HnType layout, const void *row, const void *act, int64_t n)
 {
   const RegroupedLayout *l = find_layout(layout);
-  const HnBlockQ8_0 *y = act;
+  const uint8_t *y = act;
+  const size_t act_run_bytes = HN_GROUP_BLOCKS * hn_type_block_bytes(hn_type_vec_dot_type(l->file_type));
   const int64_t nb = n / 32, runs = nb / HN_GROUP_BLOCKS;
   const size_t run_bytes = HN_GROUP_BLOCKS * l->block_bytes;
   float sum = 0.0f;
   for (int64_t g = 0; g < runs; g++) {
     uint8_t blocks[MAX_RUN_BYTES];
     convert_run(l, (const uint8_t *)row + (size_t)g * run_bytes, blocks, false);
-    sum = l->dot_from(sum, blocks, y + g * HN_GROUP_BLOCKS, HN_GROUP_BLOCKS);
+    sum = l->dot_from(sum, blocks, y + (size_t)g * act_run_bytes, HN_GROUP_BLOCKS);
   }
-  return l->dot_from(sum, (const uint8_t *)row + (size_t)runs * run_bytes, y + runs * HN_GROUP_BLOCKS,
+  return l->dot_from(sum, (const uint8_t *)row + (size_t)runs * run_bytes, y + (size_t)runs * act_run_bytes,
                      nb - runs * HN_GROUP_BLOCKS);
 }
 

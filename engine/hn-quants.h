@@ -34,12 +34,15 @@ typedef enum {
   HN_TYPE_Q6_K = 14,
   HN_TYPE_Q8_K = 15,
   HN_TYPE_BF16 = 30,
-  /* Not file types: Q4_0 and Q8_0 rows regrouped in memory for the decode kernels (see
+  /* Not file types: rows of the 32-element types regrouped in memory for the decode kernels (see
    * "Regrouped layouts" below).  GGUF readers reject them, as they reject every id that
    * is not a weight type. */
   HN_TYPE_Q4_0_GROUPED = 40,
   HN_TYPE_Q8_0_GROUPED = 41,
-  HN_TYPE_COUNT = 42, /* one past the largest id the name table knows */
+  HN_TYPE_Q5_0_GROUPED = 42,
+  HN_TYPE_Q4_1_GROUPED = 43,
+  HN_TYPE_Q5_1_GROUPED = 44,
+  HN_TYPE_COUNT = 45, /* one past the largest id the name table knows */
 } HnType;
 
 #define HN_QK_K 256 /* super-block size of the k-quants */
@@ -90,7 +93,15 @@ float hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void 
  *   HN_TYPE_Q4_0_GROUPED  (288-byte runs) 4 vectors, each byte the two nibbles of those
  *                         elements (vector s = the block's quant bytes 4s..4s+3), so
  *                         low nibbles give vector 2s and high nibbles vector 2s + 1;
- *   HN_TYPE_Q8_0_GROUPED  (544-byte runs) 8 vectors of the signed quants themselves.
+ *   HN_TYPE_Q8_0_GROUPED  (544-byte runs) 8 vectors of the signed quants themselves;
+ *   HN_TYPE_Q5_0_GROUPED  (352-byte runs) Q4_0's 4 vectors of nibbles, after 64 bytes
+ *                         of fifth bits between the scales and them: bit m of byte
+ *                         4j + k is the fifth bit of byte 4j + k of code vector m
+ *                         (vector 2s: low nibbles of nibble vector s, 2s + 1: high),
+ *                         so one shift and one mask give 16 blocks' bits of vector m;
+ *   HN_TYPE_Q4_1_GROUPED  (320-byte runs) Q4_0's, with the 16 half-float mins (32 bytes)
+ *                         after the scales;
+ *   HN_TYPE_Q5_1_GROUPED  (384-byte runs) Q5_0's, with the mins after the scales.
  * Blocks after the last full run stay in the file layout.  Their tile kernels read a
  * token's activations as HnActGroup records (hn-simd.h) in the same order; every other
  * reader goes through the type.  Code that has to tell a regrouped layout from its file

@@ -57,6 +57,9 @@ static const TypeTraits type_traits[HN_TYPE_COUNT] = {
   [39] = { "MXFP4", 0, 0, false },
   [HN_TYPE_Q4_0_GROUPED] = { "Q4_0_GROUPED", 32, 2 + 16, false },
   [HN_TYPE_Q8_0_GROUPED] = { "Q8_0_GROUPED", 32, 2 + 32, false },
+  [HN_TYPE_Q5_0_GROUPED] = { "Q5_0_GROUPED", 32, 2 + 4 + 16, false },
+  [HN_TYPE_Q4_1_GROUPED] = { "Q4_1_GROUPED", 32, 2 + 2 + 16, false },
+  [HN_TYPE_Q5_1_GROUPED] = { "Q5_1_GROUPED", 32, 2 + 2 + 4 + 16, false },
 };
 
 const char *

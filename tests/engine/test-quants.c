@@ -687,19 +687,61 @@ test_vec_dot (void)
   }
 }
 
-/* Q4_0 and Q8_0 regrouped for the decode kernels: the same blocks in another order, so
- * the dequantized row and the reference dot product are bit for bit those of the file
- * row, and ungrouping gives the file bytes back.  Row lengths with no run of 16 blocks,
- * one run and a tail, and whole runs only. */
+/* Where the layouts of the 4- and 5-bit types put a run's parts (hn-quants.h), and where
+ * the blocks of the file hold them. */
+typedef struct {
+  HnType layout;
+  size_t mins, planes, vectors; /* in the run; 0: none */
+  size_t block_min, block_qh, block_qs;
+} NibbleLayout;
+
+static const NibbleLayout nibble_layouts[] = {
+  { HN_TYPE_Q4_0_GROUPED, 0, 0, 32, 0, 0, 2 },
+  { HN_TYPE_Q5_0_GROUPED, 0, 32, 96, 0, 2, 6 },
+  { HN_TYPE_Q4_1_GROUPED, 32, 0, 64, 2, 0, 4 },
+  { HN_TYPE_Q5_1_GROUPED, 32, 64, 128, 2, 4, 8 },
+};
+
+/* The first run of a row of a 4- or 5-bit type, byte by byte where it matters: scales
+ * first, then the mins, then bit m of plane byte 4j + k the fifth bit of element
+ * 4(m / 2) + k (+16 for odd m) of block j, then the nibbles four bytes of a block at a
+ * time. */
+static void
+check_nibble_run (const NibbleLayout *l, const uint8_t *file_row, const uint8_t *grouped, size_t block_bytes)
+{
+  for (int j = 0; j < HN_GROUP_BLOCKS; j++) {
+    const uint8_t *block = file_row + (size_t) j * block_bytes;
+    g_assert_cmpint (memcmp (grouped + 2 * j, block, 2), ==, 0);
+    if (l->mins)
+      g_assert_cmpint (memcmp (grouped + l->mins + 2 * j, block + l->block_min, 2), ==, 0);
+    for (int quad = 0; quad < 4; quad++)
+      g_assert_cmpint (memcmp (grouped + l->vectors + 64 * quad + 4 * j, block + l->block_qs + 4 * quad, 4), ==, 0);
+    if (!l->planes)
+      continue;
+    const uint8_t *qh = block + l->block_qh;
+    const uint32_t bits = (uint32_t) qh[0] | (uint32_t) qh[1] << 8 | (uint32_t) qh[2] << 16 | (uint32_t) qh[3] << 24;
+    for (int k = 0; k < 4; k++)
+      for (int m = 0; m < 8; m++)
+        g_assert_cmpuint ((grouped[l->planes + 4 * j + k] >> m) & 1u, ==,
+                          (bits >> ((m % 2 ? 16 : 0) + 4 * (m / 2) + k)) & 1u);
+  }
+}
+
+/* The types regrouped for the decode kernels: the same blocks in another order, so the
+ * dequantized row and the reference dot product are bit for bit those of the file row,
+ * and ungrouping gives the file bytes back.  Row lengths with no run of 16 blocks, one
+ * run and a tail, and whole runs only. */
 static void
 test_grouped_layouts_keep_values (void)
 {
   Rng rng = { 0x9e3779b97f4a7c15ull };
-  const HnType layouts[] = { HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q8_0_GROUPED };
+  const HnType layouts[] = { HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q8_0_GROUPED, HN_TYPE_Q5_0_GROUPED,
+                             HN_TYPE_Q4_1_GROUPED, HN_TYPE_Q5_1_GROUPED };
   const int64_t lengths[] = { 32 * 7, 32 * 16, 32 * 21, 32 * 48 };
   for (gsize l = 0; l < G_N_ELEMENTS (layouts); l++)
   for (gsize i = 0; i < G_N_ELEMENTS (lengths); i++) {
     const HnType layout = layouts[l], file_type = hn_type_file_layout (layout);
+    const HnType act_type = hn_type_vec_dot_type (file_type);
     const int64_t n = lengths[i];
     const size_t bytes = hn_type_row_bytes (file_type, n);
     g_assert_cmpuint (hn_type_row_bytes (layout, n), ==, bytes);
@@ -709,25 +751,23 @@ test_grouped_layouts_keep_values (void)
     fill_random (&rng, a, n, 2.0f);
     g_autofree uint8_t *file_row = g_malloc (bytes), *grouped = g_malloc (bytes), *back = g_malloc (bytes);
     g_autofree uint8_t *in_place = g_malloc (bytes), *quantized = g_malloc (bytes);
-    g_autofree uint8_t *act = g_malloc (hn_type_row_bytes (HN_TYPE_Q8_0, n));
+    g_autofree uint8_t *act = g_malloc (hn_type_row_bytes (act_type, n));
     hn_quantize_row (file_type, w, file_row, n);
-    hn_quantize_row (HN_TYPE_Q8_0, a, act, n);
+    hn_quantize_row (act_type, a, act, n);
     g_assert_true (hn_type_regroup_row (layout, file_row, grouped, n));
     const gboolean has_run = n >= 32 * HN_GROUP_BLOCKS;
     g_assert_true (has_run ? memcmp (grouped, file_row, bytes) != 0 : memcmp (grouped, file_row, bytes) == 0);
-    /* the first run's scales come first, then block 1's first four quant bytes at 36 */
     const size_t block_bytes = hn_type_block_bytes (file_type);
-    if (has_run) {
+    for (gsize k = 0; has_run && k < G_N_ELEMENTS (nibble_layouts); k++)
+      if (nibble_layouts[k].layout == layout)
+        check_nibble_run (&nibble_layouts[k], file_row, grouped, block_bytes);
+    if (has_run && layout == HN_TYPE_Q8_0_GROUPED) {
+      /* the scales first, then block 1's first four quant bytes at 36 */
       g_assert_cmpint (memcmp (grouped + 2, file_row + block_bytes, 2), ==, 0);
       g_assert_cmpint (memcmp (grouped + 32 + 4, file_row + block_bytes + 2, 4), ==, 0);
-      if (layout == HN_TYPE_Q8_0_GROUPED) {
-        /* block 0's bytes 4..7 in vector 2, block 1's bytes 16..19 in vector 1 */
-        g_assert_cmpint (memcmp (grouped + 32 + 128, file_row + 2 + 4, 4), ==, 0);
-        g_assert_cmpint (memcmp (grouped + 32 + 64 + 4, file_row + block_bytes + 2 + 16, 4), ==, 0);
-      } else {
-        /* block 0's bytes 4..7 (elements 4..7 and 20..23) in vector 1 */
-        g_assert_cmpint (memcmp (grouped + 32 + 64, file_row + 2 + 4, 4), ==, 0);
-      }
+      /* block 0's bytes 4..7 in vector 2, block 1's bytes 16..19 in vector 1 */
+      g_assert_cmpint (memcmp (grouped + 32 + 128, file_row + 2 + 4, 4), ==, 0);
+      g_assert_cmpint (memcmp (grouped + 32 + 64 + 4, file_row + block_bytes + 2 + 16, 4), ==, 0);
     }
     g_assert_true (hn_type_ungroup_row (layout, grouped, back, n));
     g_assert_cmpint (memcmp (back, file_row, bytes), ==, 0);
@@ -742,7 +782,7 @@ test_grouped_layouts_keep_values (void)
     const float file_dot = hn_vec_dot_ref (file_type, n, file_row, act);
     const float grouped_dot = hn_vec_dot_ref (layout, n, grouped, act);
     g_assert_cmpint (memcmp (&file_dot, &grouped_dot, sizeof file_dot), ==, 0);
-    g_assert_cmpint (hn_type_vec_dot_type (layout), ==, HN_TYPE_Q8_0);
+    g_assert_cmpint (hn_type_vec_dot_type (layout), ==, act_type);
     /* an in-memory layout only: never a type a file may declare */
     g_assert_false (hn_type_is_weight_type (layout));
   }
@@ -775,7 +815,7 @@ test_regrouped_layouts (void)
     g_assert_cmpint (run % hn_type_block_elems ((uint32_t) t), ==, 0);
     g_assert_cmpuint (hn_type_row_bytes (layout, 3 * run), ==, hn_type_row_bytes ((uint32_t) t, 3 * run));
   }
-  g_assert_cmpint (layouts, >=, 2);
+  g_assert_cmpint (layouts, >=, 5);
   g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q4_0), ==, HN_TYPE_Q4_0_GROUPED);
   g_assert_cmpint (hn_type_group_elems (HN_TYPE_Q4_0_GROUPED), ==, 32 * HN_GROUP_BLOCKS);
   g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q4_K), ==, HN_TYPE_COUNT);
@@ -784,6 +824,11 @@ test_regrouped_layouts (void)
 
   g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q8_0), ==, HN_TYPE_Q8_0_GROUPED);
   g_assert_cmpint (hn_type_group_elems (HN_TYPE_Q8_0_GROUPED), ==, 32 * HN_GROUP_BLOCKS);
+  g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q5_0), ==, HN_TYPE_Q5_0_GROUPED);
+  g_assert_cmpint (hn_type_group_elems (HN_TYPE_Q5_0_GROUPED), ==, 32 * HN_GROUP_BLOCKS);
+  g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q4_1), ==, HN_TYPE_Q4_1_GROUPED);
+  g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q5_1), ==, HN_TYPE_Q5_1_GROUPED);
+  g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q6_K), ==, HN_TYPE_COUNT);
 
   /* a type that is no layout converts nothing */
   Rng rng = { 0x2545f4914f6cdd1dull };
