@@ -459,8 +459,9 @@ plan_vector(HnVkOffload *o, const float *data, int n, VkVector *vec, VkDeviceSiz
 static bool
 upload_matrix(HnVkOffload *o, VkBuf *b, const HnGgufTensor *t, const VkMatrix *mx, HnError *err)
 {
-  if (hn_type_file_layout(t->type) != t->type) {
-    /* regrouped at load for the CPU's decode kernel; the shaders read file layout */
+  if (hn_type_file_layout(t->type) != t->type && matmul_pipe(t->type) >= 0) {
+    /* regrouped at load for the CPU's decode kernel; the shaders read file layout (a
+     * type without a shader is converted below, through its own type) */
     uint8_t *rows = malloc((size_t) mx->size);
     if (!rows)
       return hn_error_set(err, HN_ERR_NOMEM, "out of memory converting %s for the graphics device", t->name);

@@ -33,10 +33,14 @@ static const Case cases[] = {
   { "q8_0", HN_TYPE_Q8_0, 96, false },  { "q4_k", HN_TYPE_Q4_K, 512, false },
   { "q5_k", HN_TYPE_Q5_K, 512, false }, { "q6_k", HN_TYPE_Q6_K, 512, false },
   { "q4_1", HN_TYPE_Q4_1, 96, true },
-  /* Q4_0 and Q8_0 regrouped at load for the processor (two runs of 16 blocks and a tail
-   * block): put back in file layout for the file type's kernel, not converted */
+  /* types regrouped at load for the processor (two runs of 16 blocks and a tail block):
+   * put back in file layout for the file type's kernel, or converted to F16 as the file
+   * type is */
   { "q4_0-grouped", HN_TYPE_Q4_0_GROUPED, 32 * 33, false },
   { "q8_0-grouped", HN_TYPE_Q8_0_GROUPED, 32 * 33, false },
+  { "q5_0-grouped", HN_TYPE_Q5_0_GROUPED, 32 * 33, true },
+  { "q4_1-grouped", HN_TYPE_Q4_1_GROUPED, 32 * 33, true },
+  { "q5_1-grouped", HN_TYPE_Q5_1_GROUPED, 32 * 33, true },
 };
 
 static const int token_counts[] = { 1, 3, 7, 33, 100 };
