@@ -164,7 +164,9 @@ typedef struct {
 } TileJob;
 
 /* Quantizes one token (reference format, bit-identical quantizer) and lays it out as
- * 64-element chunks with per-lane scales and sums for the tile kernels. */
+ * 64-element chunks with per-lane scales and sums for the tile kernels.  Each 32-block's
+ * d · Σq (block_sum) is, for Q8_1, the block's own rounded s, which the reference
+ * multiplies the weights' mins with. */
 void
 hn_act_chunks_prepare(const HnSimdKernels *k, HnType vdt, int offset, const float *x, int64_t n, HnActChunk *out)
 {
@@ -174,8 +176,19 @@ hn_act_chunks_prepare(const HnSimdKernels *k, HnType vdt, int offset, const floa
   for (int64_t i0 = 0; i0 < n; i0 += HN_QK_K) {
     int64_t len = n - i0 < HN_QK_K ? n - i0 : HN_QK_K;
     int8_t qs[HN_QK_K];
-    float d[HN_QK_K / 32];
-    if (vdt == HN_TYPE_Q8_K) {
+    float d[HN_QK_K / 32], rounded_sum[HN_QK_K / 32];
+    if (vdt == HN_TYPE_Q8_1) {
+      HnBlockQ8_1 q[HN_QK_K / 32];
+      if (quantize)
+        quantize(x + i0, q, len);
+      else
+        hn_quantize_row(HN_TYPE_Q8_1, x + i0, q, len);
+      for (int b = 0; b < len / 32; b++) {
+        memcpy(qs + 32 * b, q[b].qs, 32);
+        d[b] = hn_half_to_float(q[b].d);
+        rounded_sum[b] = hn_half_to_float(q[b].s);
+      }
+    } else if (vdt == HN_TYPE_Q8_K) {
       HnBlockQ8_K q;
       if (quantize)
         quantize(x + i0, &q, HN_QK_K);
@@ -210,7 +223,7 @@ hn_act_chunks_prepare(const HnSimdKernels *k, HnType vdt, int offset, const floa
       for (int l = 0; l < 32; l++)
         s32 += qs[32 * b + l];
       int64_t g = i0 / 32 + b;
-      out[g / 2].block_sum[g % 2] = d[b] * (float) s32;
+      out[g / 2].block_sum[g % 2] = vdt == HN_TYPE_Q8_1 ? rounded_sum[b] : d[b] * (float) s32;
     }
   }
 }
@@ -235,6 +248,7 @@ hn_act_chunks_group(HnActChunk *chunks, int64_t n)
       for (int lane = 8 * half; lane < 8 * half + 8; lane++)
         offset_sum += c->neg_offset_sum[lane];
       group.neg_offset_sum[j] = offset_sum;
+      group.block_sum[j] = c->block_sum[half];
     }
     memcpy((HnActGroup *) chunks + g, &group, sizeof group);
   }

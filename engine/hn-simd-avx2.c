@@ -753,24 +753,73 @@ codes_q8_0_biased(const HnBlockQ8_0 *b)
       out[r] = WITH_MIN ? hsum_ps(acc[r]) + mins[r] : hsum_ps(acc[r]);                             \
   }
 
-/* Q4_0 and Q8_0 regrouped at load (HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q8_0_GROUPED, layouts
- * in hn-quants.h): each half of a run's 64-byte quant vectors holds four bytes of each
- * of 8 blocks, lane j of 8 for block j, so the byte products of a block add up in its
- * own lane and its scale applies once.  For Q4_0, per 8 blocks and row: 4 loads, 12
- * unpacking instructions, 8 dot steps, one convert and one FMA, where the four-row
- * kernel below spends about six per block; Q8_0 takes 8 loads and, for VPDPBUSD, 8 XORs
- * that make its bytes unsigned (without AVX-VNNI its bytes stay signed and take the
- * sign trick).  Tiles of 4 rows for one token (registers: 8 code vectors, 4 sums), of
- * 1 row × up to 4 tokens for more. */
+/* The 32-element types regrouped at load (layouts in hn-quants.h): each half of a run's
+ * 64-byte quant vectors holds four bytes of each of 8 blocks, lane j of 8 for block j,
+ * so the byte products of a block add up in its own lane and its scale applies once.
+ * For Q4_0, per 8 blocks and row: 4 loads, 12 unpacking instructions, 8 dot steps, one
+ * convert and one FMA, where the four-row kernel below spends about six per block.
+ * Q5_0 and Q5_1 add a load and three instructions per code vector for the fifth bits;
+ * Q4_1 and Q5_1 a conversion and an FMA per 8 blocks and token for the mins (times the
+ * activations' block sums, a vector of 8 like the scales).  Q8_0 takes 8 loads and,
+ * for VPDPBUSD, 8 XORs that make its bytes unsigned (without AVX-VNNI its bytes stay
+ * signed and take the sign trick).  Tiles of 4 rows for one token (registers: 8 code
+ * vectors, 4 sums), of 1 row × up to 4 tokens for more. */
+
+/* The nibbles of the 4- and 5-bit layouts: four vectors of bytes from `vectors`, low
+ * nibbles giving code vector 2s and high nibbles 2s + 1. */
 static inline __attribute__((always_inline)) void
-half_codes_q4_0(const uint8_t *group, int half, __m256i codes[8])
+half_nibble_codes(const uint8_t *vectors, int half, __m256i codes[8])
 {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {
-    const __m256i v = _mm256_loadu_si256((const __m256i *)(group + 2 * HN_GROUP_BLOCKS + 64 * s + 32 * half));
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(vectors + 64 * s + 32 * half));
     codes[2 * s] = _mm256_and_si256(v, low4);
     codes[2 * s + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
   }
+}
+
+/* The 5-bit layouts: code vector m takes its fifth bits from bit m of the bit planes
+ * (two shifts of 16-bit lanes move them to bit 4; the mask drops what crossed from the
+ * neighbouring byte). */
+static inline __m256i
+plane_to_bit4(__m256i planes, int m)
+{
+  return m < 4 ? _mm256_slli_epi16(planes, 4 - m) : _mm256_srli_epi16(planes, m - 4);
+}
+
+static inline __attribute__((always_inline)) void
+half_nibble_codes_fifth(const uint8_t *planes, const uint8_t *vectors, int half, __m256i codes[8])
+{
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  const __m256i bits = _mm256_loadu_si256((const __m256i *)(planes + 32 * half));
+  half_nibble_codes(vectors, half, codes);
+  _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++)
+    codes[m] = _mm256_or_si256(codes[m], _mm256_and_si256(plane_to_bit4(bits, m), bit4));
+}
+
+/* where each layout's parts start in a run: scales at 0, then mins, planes, nibbles */
+static inline __attribute__((always_inline)) void
+half_codes_q4_0(const uint8_t *group, int half, __m256i codes[8])
+{
+  half_nibble_codes(group + 32, half, codes);
+}
+
+static inline __attribute__((always_inline)) void
+half_codes_q4_1(const uint8_t *group, int half, __m256i codes[8])
+{
+  half_nibble_codes(group + 64, half, codes);
+}
+
+static inline __attribute__((always_inline)) void
+half_codes_q5_0(const uint8_t *group, int half, __m256i codes[8])
+{
+  half_nibble_codes_fifth(group + 32, group + 96, half, codes);
+}
+
+static inline __attribute__((always_inline)) void
+half_codes_q5_1(const uint8_t *group, int half, __m256i codes[8])
+{
+  half_nibble_codes_fifth(group + 64, group + 128, half, codes);
 }
 
 static inline __attribute__((always_inline)) void
@@ -788,7 +837,7 @@ half_codes_q8_0_biased(const uint8_t *group, int half, __m256i codes[8])
     codes[m] = _mm256_xor_si256(codes[m], _mm256_set1_epi8((char)0x80));
 }
 
-#define DEFINE_GEMM_GROUPED(NAME, BLOCK, HALF_CODES, FILE_CODES, DOT, ATTR)                                                  \
+#define DEFINE_GEMM_GROUPED(NAME, BLOCK, HALF_CODES, FILE_CODES, MINS, TAIL_MIN, DOT, ATTR)     \
   static inline __attribute__((always_inline)) ATTR void NAME##_tile(                            \
     int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,     \
     size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)                  \
@@ -797,6 +846,7 @@ half_codes_q8_0_biased(const uint8_t *group, int half, __m256i codes[8])
     _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                           \
       rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;                             \
     __m256 acc[4][4];                                                                              \
+    float tail_mins[4][4] = { { 0.0f } }; /* the file-layout blocks' mins times their sums */     \
     _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                           \
       _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm256_setzero_ps();        \
     const int64_t n_blocks = n / 32, n_groups = n_blocks / HN_GROUP_BLOCKS;                        \
@@ -814,6 +864,9 @@ half_codes_q8_0_biased(const uint8_t *group, int half, __m256i codes[8])
           HALF_CODES(group, half, codes);                                                          \
           const __m256 weight_scales =                                                             \
             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 16 * half)));                \
+          const __m256 weight_mins =                                                               \
+            MINS ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 32 + 16 * half)))     \
+                 : _mm256_setzero_ps();                                                            \
           _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                                   \
             const HnActGroup *a = (const HnActGroup *)(act + (size_t)c * act_stride) + g;          \
             __m256i sum = _mm256_loadu_si256((const __m256i *)(a->neg_offset_sum + 8 * half));     \
@@ -822,6 +875,8 @@ half_codes_q8_0_biased(const uint8_t *group, int half, __m256i codes[8])
             acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum),                                   \
                                         _mm256_mul_ps(weight_scales, _mm256_loadu_ps(a->d + 8 * half)), \
                                         acc[r][c]);                                                \
+            if (MINS)                                                                              \
+              acc[r][c] = _mm256_fmadd_ps(weight_mins, _mm256_loadu_ps(a->block_sum + 8 * half), acc[r][c]); \
           }                                                                                        \
         }                                                                                          \
       }                                                                                            \
@@ -840,12 +895,14 @@ half_codes_q8_0_biased(const uint8_t *group, int half, __m256i codes[8])
           acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum),                                     \
                                       _mm256_mul_ps(_mm256_set1_ps(wd), _mm256_loadu_ps(a->d + 8 * half)), \
                                       acc[r][c]);                                                  \
+          if (MINS)                                                                                \
+            tail_mins[r][c] += TAIL_MIN(blk) * a->block_sum[half];                                 \
         }                                                                                          \
       }                                                                                            \
     }                                                                                              \
     for (int r = 0; r < n_rows && r < NR; r++)                                                     \
       for (int c = 0; c < NC; c++)                                                                 \
-        out[(size_t)r * out_stride + c] = hsum_ps(acc[r][c]);                                      \
+        out[(size_t)r * out_stride + c] = hsum_ps(acc[r][c]) + tail_mins[r][c];                    \
   }                                                                                                \
                                                                                                    \
   static ATTR void NAME(int64_t n, const void *weight, size_t weight_stride, int n_rows,           \
@@ -869,11 +926,23 @@ half_codes_q8_0_biased(const uint8_t *group, int half, __m256i codes[8])
   }
 
 #define VNNI_ATTR __attribute__((target("avxvnni")))
-DEFINE_GEMM_GROUPED(gemm_q4_0_grouped, HnBlockQ4_0, half_codes_q4_0, codes_q4_0, ROWS_DOT_MADDUBS, )
-DEFINE_GEMM_GROUPED(gemm_q4_0_grouped_vnni, HnBlockQ4_0, half_codes_q4_0, codes_q4_0, ROWS_DOT_VNNI, VNNI_ATTR)
-DEFINE_GEMM_GROUPED(gemm_q8_0_grouped, HnBlockQ8_0, half_codes_q8_0, decode_q8_0, ROWS_DOT_SIGNED, )
-DEFINE_GEMM_GROUPED(gemm_q8_0_grouped_vnni, HnBlockQ8_0, half_codes_q8_0_biased, codes_q8_0_biased, ROWS_DOT_VNNI,
+#define NO_TAIL_MIN(blk) ((void)(blk), 0.0f)
+#define TAIL_MIN_M(blk) h2f((blk)->m)
+DEFINE_GEMM_GROUPED(gemm_q4_0_grouped, HnBlockQ4_0, half_codes_q4_0, codes_q4_0, 0, NO_TAIL_MIN, ROWS_DOT_MADDUBS, )
+DEFINE_GEMM_GROUPED(gemm_q4_0_grouped_vnni, HnBlockQ4_0, half_codes_q4_0, codes_q4_0, 0, NO_TAIL_MIN, ROWS_DOT_VNNI,
                     VNNI_ATTR)
+DEFINE_GEMM_GROUPED(gemm_q5_0_grouped, HnBlockQ5_0, half_codes_q5_0, codes_q5_0, 0, NO_TAIL_MIN, ROWS_DOT_MADDUBS, )
+DEFINE_GEMM_GROUPED(gemm_q5_0_grouped_vnni, HnBlockQ5_0, half_codes_q5_0, codes_q5_0, 0, NO_TAIL_MIN, ROWS_DOT_VNNI,
+                    VNNI_ATTR)
+DEFINE_GEMM_GROUPED(gemm_q4_1_grouped, HnBlockQ4_1, half_codes_q4_1, codes_q4_1, 1, TAIL_MIN_M, ROWS_DOT_MADDUBS, )
+DEFINE_GEMM_GROUPED(gemm_q4_1_grouped_vnni, HnBlockQ4_1, half_codes_q4_1, codes_q4_1, 1, TAIL_MIN_M, ROWS_DOT_VNNI,
+                    VNNI_ATTR)
+DEFINE_GEMM_GROUPED(gemm_q5_1_grouped, HnBlockQ5_1, half_codes_q5_1, codes_q5_1, 1, TAIL_MIN_M, ROWS_DOT_MADDUBS, )
+DEFINE_GEMM_GROUPED(gemm_q5_1_grouped_vnni, HnBlockQ5_1, half_codes_q5_1, codes_q5_1, 1, TAIL_MIN_M, ROWS_DOT_VNNI,
+                    VNNI_ATTR)
+DEFINE_GEMM_GROUPED(gemm_q8_0_grouped, HnBlockQ8_0, half_codes_q8_0, decode_q8_0, 0, NO_TAIL_MIN, ROWS_DOT_SIGNED, )
+DEFINE_GEMM_GROUPED(gemm_q8_0_grouped_vnni, HnBlockQ8_0, half_codes_q8_0_biased, codes_q8_0_biased, 0, NO_TAIL_MIN,
+                    ROWS_DOT_VNNI, VNNI_ATTR)
 
 DEFINE_VEC_DOT_ROWS(vec_dot_rows_q4_0, HnBlockQ4_0, HnBlockQ8_0, codes_q4_0, 8, false, ROWS_NO_MIN, ROWS_DOT_MADDUBS, )
 DEFINE_VEC_DOT_ROWS(vec_dot_rows_q4_0_vnni, HnBlockQ4_0, HnBlockQ8_0, codes_q4_0, 8, false, ROWS_NO_MIN, ROWS_DOT_VNNI,
@@ -1137,11 +1206,26 @@ hn_simd_fill_avx2(HnSimdKernels *k, bool avx_vnni)
   k->vec_dot_rows[HN_TYPE_Q2_K] = vec_dot_rows_q2_k;
   k->vec_dot_rows[HN_TYPE_Q3_K] = vec_dot_rows_q3_k;
   k->vec_dot_rows[HN_TYPE_Q6_K] = vec_dot_rows_q6_k;
-  /* the tile path, for Q4_0 regrouped at load only */
+  /* the tile path, for the layouts regrouped at load only */
   k->gemm_rows = 4;
   k->gemm_cols = 4;
   k->gemm_tile[HN_TYPE_Q4_0_GROUPED] = avx_vnni ? gemm_q4_0_grouped_vnni : gemm_q4_0_grouped;
   k->gemm_offset[HN_TYPE_Q4_0_GROUPED] = 8;
+  k->gemm_tile[HN_TYPE_Q5_0_GROUPED] = avx_vnni ? gemm_q5_0_grouped_vnni : gemm_q5_0_grouped;
+  k->gemm_offset[HN_TYPE_Q5_0_GROUPED] = 16;
+  k->gemm_tile[HN_TYPE_Q4_1_GROUPED] = avx_vnni ? gemm_q4_1_grouped_vnni : gemm_q4_1_grouped;
+  k->gemm_offset[HN_TYPE_Q4_1_GROUPED] = 0;
+  k->gemm_tile[HN_TYPE_Q5_1_GROUPED] = avx_vnni ? gemm_q5_1_grouped_vnni : gemm_q5_1_grouped;
+  k->gemm_offset[HN_TYPE_Q5_1_GROUPED] = 0;
+  k->pack_panel[HN_TYPE_Q5_0_GROUPED] = pack_panel_q5_0_grouped;
+  k->panel_gemm[HN_TYPE_Q5_0_GROUPED] = avx_vnni ? panel_gemm_single_vnni : panel_gemm_single;
+  k->panel_offset[HN_TYPE_Q5_0_GROUPED] = 16;
+  k->pack_panel[HN_TYPE_Q4_1_GROUPED] = pack_panel_q4_1_grouped;
+  k->panel_gemm[HN_TYPE_Q4_1_GROUPED] = avx_vnni ? panel_gemm_min_vnni : panel_gemm_min;
+  k->panel_offset[HN_TYPE_Q4_1_GROUPED] = 0;
+  k->pack_panel[HN_TYPE_Q5_1_GROUPED] = pack_panel_q5_1_grouped;
+  k->panel_gemm[HN_TYPE_Q5_1_GROUPED] = avx_vnni ? panel_gemm_min_vnni : panel_gemm_min;
+  k->panel_offset[HN_TYPE_Q5_1_GROUPED] = 0;
   k->gemm_tile[HN_TYPE_Q8_0_GROUPED] = avx_vnni ? gemm_q8_0_grouped_vnni : gemm_q8_0_grouped;
   k->gemm_offset[HN_TYPE_Q8_0_GROUPED] = avx_vnni ? 128 : 0;
   k->pack_panel[HN_TYPE_Q4_0_GROUPED] = pack_panel_q4_0_grouped;

@@ -105,19 +105,47 @@ load_q8_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)
   w->scale = broadcast_pair_halves(b[0].d, pair ? b[1].d : 0);
 }
 
-static inline void
-load_q4_0(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)
+/* Two blocks' 16 bytes of nibbles (the second's NULL: none) as 64 codes in element order */
+static inline __m512i
+nibble_pair_codes(const uint8_t *qs0, const uint8_t *qs1)
 {
-  const HnBlockQ4_0 *b = (const HnBlockQ4_0 *)row + 2 * k;
-  __m128i p0 = _mm_loadu_si128((const __m128i *)b[0].qs);
-  __m128i p1 = pair ? _mm_loadu_si128((const __m128i *)b[1].qs) : _mm_setzero_si128();
+  __m128i p0 = _mm_loadu_si128((const __m128i *)qs0);
+  __m128i p1 = qs1 ? _mm_loadu_si128((const __m128i *)qs1) : _mm_setzero_si128();
   __m256i packed = _mm256_set_m128i(p1, p0);
   __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(packed), _mm256_srli_epi16(packed, 4), 1);
   /* [b0 low, b1 low, b0 high, b1 high] -> element order [b0 low, b0 high, b1 low, b1 high] */
   both = _mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(3, 1, 2, 0));
-  w->codes = _mm512_and_si512(both, _mm512_set1_epi8(0x0f));
-  w->scale = broadcast_pair_halves(b[0].d, pair ? b[1].d : 0);
+  return _mm512_and_si512(both, _mm512_set1_epi8(0x0f));
 }
+
+/* Two blocks' fifth bits, element i of the pair at bit i, add 16 to the codes where set. */
+static inline __m512i
+add_fifth_bits(__m512i nibbles, const uint8_t *qh0, const uint8_t *qh1)
+{
+  uint32_t high0, high1 = 0;
+  memcpy(&high0, qh0, 4);
+  if (qh1)
+    memcpy(&high1, qh1, 4);
+  return _mm512_mask_add_epi8(nibbles, (__mmask64)high0 | (__mmask64)high1 << 32, nibbles, _mm512_set1_epi8(16));
+}
+
+#define NO_FIFTH_BITS(codes, b, pair) (codes)
+#define WITH_FIFTH_BITS(codes, b, pair) add_fifth_bits(codes, (b)[0].qh, (pair) ? (b)[1].qh : NULL)
+
+/* The 4- and 5-bit types in the file layout, two blocks at a time (the experts of a
+ * mixture, and the blocks after a regrouped row's last run). */
+#define DEFINE_LOAD_NIBBLE_PAIR(NAME, BLOCK, FIFTH_BITS)                                            \
+  static inline void NAME(const uint8_t *row, int64_t k, bool pair, WeightChunk *w)                \
+  {                                                                                                \
+    const BLOCK *b = (const BLOCK *)row + 2 * k;                                                   \
+    w->codes = FIFTH_BITS(nibble_pair_codes(b[0].qs, pair ? b[1].qs : NULL), b, pair);             \
+    w->scale = broadcast_pair_halves(b[0].d, pair ? b[1].d : 0);                                   \
+  }
+
+DEFINE_LOAD_NIBBLE_PAIR(load_q4_0, HnBlockQ4_0, NO_FIFTH_BITS)
+DEFINE_LOAD_NIBBLE_PAIR(load_q5_0, HnBlockQ5_0, WITH_FIFTH_BITS)
+DEFINE_LOAD_NIBBLE_PAIR(load_q4_1, HnBlockQ4_1, NO_FIFTH_BITS)
+DEFINE_LOAD_NIBBLE_PAIR(load_q5_1, HnBlockQ5_1, WITH_FIFTH_BITS)
 
 /* The 8 scales and 8 mins of a Q4_K super-block, 6 bits each in 12 bytes, unpacked with
  * four 32-bit operations instead of sixteen byte extractions. */
@@ -346,24 +374,69 @@ gemm_q4_0_tile(int64_t n, const uint8_t *weight, size_t weight_stride, int n_row
 }
 DEFINE_TILE_DISPATCH(gemm_q4_0)
 
-/* Q4_0 and Q8_0 regrouped at load (HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q8_0_GROUPED, layouts
- * in hn-quants.h).  Each 64-byte load holds quants of 16 blocks with lane j given to
- * block j, so VPDPBUSD sums each block's 32 products in its own lane, and the 16 block
- * scales apply once, as a vector read straight from the row: no gather, no per-block
- * shuffle.  Q4_0's nibbles unpack with two instructions per 64 codes; Q8_0's bytes take
- * one XOR to become unsigned.  That is about a third of the vector instructions of the
- * file-layout tiles above per weight byte, which is what lets decode keep pace with the
- * memory bus.  Blocks after the last run of 16 are in the file layout and take the
- * chunk path. */
+/* The 32-element types regrouped at load (layouts in hn-quants.h).  Each 64-byte load
+ * holds quants of 16 blocks with lane j given to block j, so VPDPBUSD sums each block's
+ * 32 products in its own lane, and the 16 block scales apply once, as a vector read
+ * straight from the row: no gather, no per-block shuffle.  Nibbles unpack with two
+ * instructions per 64 codes, fifth bits (Q5_0, Q5_1) with three more from one load of
+ * bit planes per run; Q8_0's bytes take one XOR to become unsigned; the mins (Q4_1,
+ * Q5_1) take one conversion and one FMA per run and token, times the activations' block
+ * sums.  That is about a third of the vector instructions of the file-layout tiles
+ * above per weight byte, which is what lets decode keep pace with the memory bus.
+ * Blocks after the last run of 16 are in the file layout and take the chunk path. */
+/* The nibbles of the 4- and 5-bit layouts: four vectors of bytes from `vectors`, low
+ * nibbles giving code vector 2s and high nibbles 2s + 1. */
 static inline __attribute__((always_inline)) void
-grouped_codes_q4_0(const uint8_t *group, __m512i codes[8])
+grouped_nibble_codes(const uint8_t *vectors, __m512i codes[8])
 {
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {
-    const __m512i v = _mm512_loadu_si512(group + 2 * HN_GROUP_BLOCKS + 64 * s);
+    const __m512i v = _mm512_loadu_si512(vectors + 64 * s);
     codes[2 * s] = _mm512_and_si512(v, low4);
     codes[2 * s + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
   }
+}
+
+/* The 5-bit layouts: code vector m takes its fifth bits from bit m of the bit planes,
+ * moved to bit 4 by a shift of 16-bit lanes and masked. */
+static inline __m512i
+plane_to_bit4(__m512i planes, int m)
+{
+  return m < 4 ? _mm512_slli_epi16(planes, 4 - m) : _mm512_srli_epi16(planes, m - 4);
+}
+
+static inline __attribute__((always_inline)) void
+grouped_nibble_codes_fifth(const uint8_t *planes, const uint8_t *vectors, __m512i codes[8])
+{
+  const __m512i bit4 = _mm512_set1_epi8(0x10), bits = _mm512_loadu_si512(planes);
+  grouped_nibble_codes(vectors, codes);
+  _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++)
+    codes[m] = _mm512_or_si512(codes[m], _mm512_and_si512(plane_to_bit4(bits, m), bit4));
+}
+
+/* where each layout's parts start in a run: scales at 0, then mins, planes, nibbles */
+static inline __attribute__((always_inline)) void
+grouped_codes_q4_0(const uint8_t *group, __m512i codes[8])
+{
+  grouped_nibble_codes(group + 32, codes);
+}
+
+static inline __attribute__((always_inline)) void
+grouped_codes_q4_1(const uint8_t *group, __m512i codes[8])
+{
+  grouped_nibble_codes(group + 64, codes);
+}
+
+static inline __attribute__((always_inline)) void
+grouped_codes_q5_0(const uint8_t *group, __m512i codes[8])
+{
+  grouped_nibble_codes_fifth(group + 32, group + 96, codes);
+}
+
+static inline __attribute__((always_inline)) void
+grouped_codes_q5_1(const uint8_t *group, __m512i codes[8])
+{
+  grouped_nibble_codes_fifth(group + 64, group + 128, codes);
 }
 
 /* q + 128 as an unsigned byte is q with its top bit flipped */
@@ -385,7 +458,7 @@ grouped_dot(const __m512i codes[8], const HnActGroup *a)
   return _mm512_cvtepi32_ps(sum);
 }
 
-#define DEFINE_GEMM_GROUPED(NAME, BLOCK, GROUP_CODES, FILE_LOADER)                                  \
+#define DEFINE_GEMM_GROUPED(NAME, BLOCK, GROUP_CODES, FILE_LOADER, MINS, TAIL_MIN)                \
   static inline __attribute__((always_inline)) void NAME##_tile(                                   \
     int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,     \
     size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)                  \
@@ -395,6 +468,7 @@ grouped_dot(const __m512i codes[8], const HnActGroup *a)
     _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                           \
       rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;                             \
     __m512 acc[8][TILE_COLS];                                                                      \
+    float tail_mins[8][TILE_COLS] = { { 0.0f } }; /* the file-layout blocks' mins times their sums */ \
     _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                           \
       _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm512_setzero_ps();        \
     const int64_t n_blocks = n / 32, n_groups = n_blocks / HN_GROUP_BLOCKS, n_chunks = (n_blocks + 1) / 2; \
@@ -407,10 +481,14 @@ grouped_dot(const __m512i codes[8], const HnActGroup *a)
         __m512i codes[8];                                                                          \
         GROUP_CODES(group, codes);                                                                 \
         const __m512 weight_scales = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));  \
+        const __m512 weight_mins =                                                                 \
+          MINS ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + 32))) : _mm512_setzero_ps(); \
         _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                                     \
           const HnActGroup *a = (const HnActGroup *)(act + (size_t)c * act_stride) + g;            \
           acc[r][c] = _mm512_fmadd_ps(grouped_dot(codes, a), _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a->d)), \
                                       acc[r][c]);                                                  \
+          if (MINS)                                                                                \
+            acc[r][c] = _mm512_fmadd_ps(weight_mins, _mm512_loadu_ps(a->block_sum), acc[r][c]);    \
         }                                                                                          \
       }                                                                                            \
     }                                                                                              \
@@ -424,17 +502,26 @@ grouped_dot(const __m512i codes[8], const HnActGroup *a)
           const __m512 f = _mm512_cvtepi32_ps(                                                     \
             _mm512_dpbusd_epi32(_mm512_loadu_si512(a->neg_offset_sum), w.codes, _mm512_loadu_si512(a->q))); \
           acc[r][c] = _mm512_fmadd_ps(f, _mm512_mul_ps(w.scale, _mm512_loadu_ps(a->d)), acc[r][c]); \
+          if (MINS) {                                                                              \
+            const BLOCK *b = (const BLOCK *)rows[r] + 2 * k;                                       \
+            tail_mins[r][c] += TAIL_MIN(&b[0]) * a->block_sum[0] + (pair ? TAIL_MIN(&b[1]) * a->block_sum[1] : 0.0f); \
+          }                                                                                        \
         }                                                                                          \
       }                                                                                            \
     }                                                                                              \
     for (int r = 0; r < n_rows && r < NR; r++)                                                     \
       for (int c = 0; c < NC; c++)                                                                 \
-        out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);                        \
+        out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]) + tail_mins[r][c];      \
   }                                                                                                \
   DEFINE_TILE_DISPATCH(NAME)
 
-DEFINE_GEMM_GROUPED(gemm_q4_0_grouped, HnBlockQ4_0, grouped_codes_q4_0, load_q4_0)
-DEFINE_GEMM_GROUPED(gemm_q8_0_grouped, HnBlockQ8_0, grouped_codes_q8_0, load_q8_0)
+#define NO_TAIL_MIN(blk) ((void)(blk), 0.0f)
+#define TAIL_MIN_M(blk) _cvtsh_ss((blk)->m)
+DEFINE_GEMM_GROUPED(gemm_q4_0_grouped, HnBlockQ4_0, grouped_codes_q4_0, load_q4_0, 0, NO_TAIL_MIN)
+DEFINE_GEMM_GROUPED(gemm_q8_0_grouped, HnBlockQ8_0, grouped_codes_q8_0, load_q8_0, 0, NO_TAIL_MIN)
+DEFINE_GEMM_GROUPED(gemm_q5_0_grouped, HnBlockQ5_0, grouped_codes_q5_0, load_q5_0, 0, NO_TAIL_MIN)
+DEFINE_GEMM_GROUPED(gemm_q4_1_grouped, HnBlockQ4_1, grouped_codes_q4_1, load_q4_1, 1, TAIL_MIN_M)
+DEFINE_GEMM_GROUPED(gemm_q5_1_grouped, HnBlockQ5_1, grouped_codes_q5_1, load_q5_1, 1, TAIL_MIN_M)
 
 /* Q4_K, one super-block at a time: the super-block's scales are unpacked once, the four
  * chunks' codes come from two 64-byte loads, and the mins are applied with one FMA
@@ -884,6 +971,12 @@ hn_simd_fill_avx512(HnSimdKernels *k)
   k->gemm_offset[HN_TYPE_Q4_0_GROUPED] = 8;
   k->gemm_tile[HN_TYPE_Q8_0_GROUPED] = gemm_q8_0_grouped;
   k->gemm_offset[HN_TYPE_Q8_0_GROUPED] = 128;
+  k->gemm_tile[HN_TYPE_Q5_0_GROUPED] = gemm_q5_0_grouped;
+  k->gemm_offset[HN_TYPE_Q5_0_GROUPED] = 16;
+  k->gemm_tile[HN_TYPE_Q4_1_GROUPED] = gemm_q4_1_grouped;
+  k->gemm_offset[HN_TYPE_Q4_1_GROUPED] = 0;
+  k->gemm_tile[HN_TYPE_Q5_1_GROUPED] = gemm_q5_1_grouped;
+  k->gemm_offset[HN_TYPE_Q5_1_GROUPED] = 0;
   k->gemm_tile[HN_TYPE_Q4_K] = gemm_q4_k;
   k->gemm_offset[HN_TYPE_Q4_K] = 0;
   k->gemm_tile[HN_TYPE_Q6_K] = gemm_q6_k_dispatch;
@@ -901,6 +994,15 @@ hn_simd_fill_avx512(HnSimdKernels *k)
   k->pack_panel[HN_TYPE_Q8_0_GROUPED] = pack_panel_q8_0_grouped;
   k->panel_gemm[HN_TYPE_Q8_0_GROUPED] = panel_gemm_single;
   k->panel_offset[HN_TYPE_Q8_0_GROUPED] = 128;
+  k->pack_panel[HN_TYPE_Q5_0_GROUPED] = pack_panel_q5_0_grouped;
+  k->panel_gemm[HN_TYPE_Q5_0_GROUPED] = panel_gemm_single;
+  k->panel_offset[HN_TYPE_Q5_0_GROUPED] = 16;
+  k->pack_panel[HN_TYPE_Q4_1_GROUPED] = pack_panel_q4_1_grouped;
+  k->panel_gemm[HN_TYPE_Q4_1_GROUPED] = panel_gemm_min;
+  k->panel_offset[HN_TYPE_Q4_1_GROUPED] = 0;
+  k->pack_panel[HN_TYPE_Q5_1_GROUPED] = pack_panel_q5_1_grouped;
+  k->panel_gemm[HN_TYPE_Q5_1_GROUPED] = panel_gemm_min;
+  k->panel_offset[HN_TYPE_Q5_1_GROUPED] = 0;
   k->pack_panel[HN_TYPE_Q4_K] = pack_panel_q4_k;
   k->panel_gemm[HN_TYPE_Q4_K] = panel_gemm_min;
   k->panel_offset[HN_TYPE_Q4_K] = 0;

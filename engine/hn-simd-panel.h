@@ -342,16 +342,25 @@ codes_q5_1(const HnBlockQ5_1 *b)
 #define PANEL_NO_MIN(blk) 0.0f
 #define PANEL_MIN_M(blk) panel_h2f((blk)->m)
 
-/* The 32-element types: per block its 32 codes, its scale d and its min (+m, or 0). */
-#define DEFINE_PACK_PANEL_32(NAME, BLOCK, CODES, MIN)                                                \
-  static void NAME(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)      \
+/* The 32-element types: per block its 32 codes, its scale d and its min (+m, or 0).
+ * With GROUPED the rows are in a regrouped layout (hn-quants.h): each run of 16 blocks
+ * is put back in file form by UNGROUP_RUN first, the blocks after the last run are in
+ * file form already. */
+#define DEFINE_PACK_PANEL_32(NAME, BLOCK, CODES, MIN, GROUPED, UNGROUP_RUN)                         \
+  static void __attribute__((unused)) NAME(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel) \
   {                                                                                                \
     PanelBlock *pb = panel;                                                                        \
     _Alignas(64) uint8_t tmp[HN_PANEL_ROWS][32];                                                   \
-    for (int64_t b = 0; b < n / 32; b++, pb++) {                                                   \
+    BLOCK run[GROUPED ? HN_PANEL_ROWS : 1][HN_GROUP_BLOCKS];                                       \
+    const int64_t n_blocks = n / 32, full = GROUPED ? n_blocks / HN_GROUP_BLOCKS * HN_GROUP_BLOCKS : 0; \
+    for (int64_t b = 0; b < n_blocks; b++, pb++) {                                                 \
+      if (b < full && b % HN_GROUP_BLOCKS == 0)                                                    \
+        for (int r = 0; r < HN_PANEL_ROWS; r++)                                                    \
+          UNGROUP_RUN(panel_row(weight, row_stride, r, n_rows) + b * sizeof(BLOCK), run[r]);      \
       for (int r = 0; r < HN_PANEL_ROWS; r++) {                                                    \
-        const BLOCK *blk = (const BLOCK *)panel_row(weight, row_stride, r, n_rows) + b;            \
-        panel_prefetch(blk, sizeof *blk, row_stride);                                              \
+        const BLOCK *in_file = (const BLOCK *)panel_row(weight, row_stride, r, n_rows) + b;        \
+        panel_prefetch(in_file, sizeof *in_file, row_stride); /* (a regrouped run takes the same bytes) */ \
+        const BLOCK *blk = b < full ? &run[r][b % HN_GROUP_BLOCKS] : in_file;                      \
         pc_store(tmp[r], CODES(blk));                                                              \
         pb->scale[0][r] = panel_h2f(blk->d);                                                       \
         pb->neg_min[0][r] = MIN(blk);                                                              \
@@ -360,15 +369,19 @@ codes_q5_1(const HnBlockQ5_1 *b)
     }                                                                                              \
   }
 
-DEFINE_PACK_PANEL_32(pack_panel_q4_0, HnBlockQ4_0, codes_q4_0, PANEL_NO_MIN)
-DEFINE_PACK_PANEL_32(pack_panel_q5_0, HnBlockQ5_0, codes_q5_0, PANEL_NO_MIN)
+#define FILE_LAYOUT_RUN(group, out) ((void)(group), (void)(out))
+DEFINE_PACK_PANEL_32(pack_panel_q4_0, HnBlockQ4_0, codes_q4_0, PANEL_NO_MIN, 0, FILE_LAYOUT_RUN)
+DEFINE_PACK_PANEL_32(pack_panel_q5_0, HnBlockQ5_0, codes_q5_0, PANEL_NO_MIN, 0, FILE_LAYOUT_RUN)
+DEFINE_PACK_PANEL_32(pack_panel_q4_1, HnBlockQ4_1, codes_q4_1, PANEL_MIN_M, 0, FILE_LAYOUT_RUN)
+DEFINE_PACK_PANEL_32(pack_panel_q5_1, HnBlockQ5_1, codes_q5_1, PANEL_MIN_M, 0, FILE_LAYOUT_RUN)
 
 #if defined(__x86_64__) || defined(__i386__)
-/* Q4_0 and Q8_0 regrouped at load (HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q8_0_GROUPED; x86 only,
- * where their decode kernels are).  A run of 16 grouped blocks of one row is put back in
- * file form first: in each 128-bit lane of four quant vectors sit four bytes of each of
- * four blocks, so a 4 × 4 transpose of 32-bit words within the lanes gives the 16 bytes
- * those vectors hold of block 4c + k (c the lane) in t[k] — 8 unpacks per 8 blocks.
+/* The layouts regrouped at load (hn-quants.h; x86 only, where their decode kernels
+ * are).  A run of 16 grouped blocks of one row is put back in file form first; for Q4_0
+ * and Q8_0 with vector unpacks: in each 128-bit lane of four quant vectors sit four
+ * bytes of each of four blocks, so a 4 × 4 transpose of 32-bit words within the lanes
+ * gives the 16 bytes those vectors hold of block 4c + k (c the lane) in t[k] — 8 unpacks
+ * per 8 blocks.
  * Vectors first, first + step, ... of the run; `half` picks blocks 0-7 or 8-15. */
 static inline void
 transpose_run_quads(const uint8_t *group, int first, int step, int half, uint8_t t[4][32])
@@ -415,28 +428,23 @@ ungroup_run_q8_0(const uint8_t *group, HnBlockQ8_0 out[HN_GROUP_BLOCKS])
   }
 }
 
-static void __attribute__((unused))
-pack_panel_q4_0_grouped(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+/* The other nibble layouts' runs go back through the type table's conversion: their
+ * fifth bits are a bit permutation that no vector shuffle does in a few instructions,
+ * and a prompt packs each run once for all its tokens. */
+static inline void
+ungroup_run_by_table(HnType layout, const uint8_t *group, void *out)
 {
-  PanelBlock *pb = panel;
-  _Alignas(64) uint8_t tmp[HN_PANEL_ROWS][32];
-  HnBlockQ4_0 run[HN_PANEL_ROWS][HN_GROUP_BLOCKS];
-  const int64_t n_blocks = n / 32, full = n_blocks / HN_GROUP_BLOCKS * HN_GROUP_BLOCKS;
-  for (int64_t b = 0; b < n_blocks; b++, pb++) {
-    if (b < full && b % HN_GROUP_BLOCKS == 0)
-      for (int r = 0; r < HN_PANEL_ROWS; r++)
-        ungroup_run_q4_0(panel_row(weight, row_stride, r, n_rows) + b * sizeof(HnBlockQ4_0), run[r]);
-    for (int r = 0; r < HN_PANEL_ROWS; r++) {
-      const HnBlockQ4_0 *in_file = (const HnBlockQ4_0 *)panel_row(weight, row_stride, r, n_rows) + b;
-      panel_prefetch(in_file, sizeof *in_file, row_stride); /* (a regrouped run takes the same bytes) */
-      const HnBlockQ4_0 *blk = b < full ? &run[r][b % HN_GROUP_BLOCKS] : in_file;
-      pc_store(tmp[r], codes_q4_0(blk));
-      pb->scale[0][r] = panel_h2f(blk->d);
-      pb->neg_min[0][r] = 0.0f;
-    }
-    transpose_codes(tmp, pb->codes);
-  }
+  hn_type_ungroup_row(layout, group, out, 32 * HN_GROUP_BLOCKS);
 }
+
+#define UNGROUP_RUN_Q5_0(group, out) ungroup_run_by_table(HN_TYPE_Q5_0_GROUPED, group, out)
+#define UNGROUP_RUN_Q4_1(group, out) ungroup_run_by_table(HN_TYPE_Q4_1_GROUPED, group, out)
+#define UNGROUP_RUN_Q5_1(group, out) ungroup_run_by_table(HN_TYPE_Q5_1_GROUPED, group, out)
+
+DEFINE_PACK_PANEL_32(pack_panel_q4_0_grouped, HnBlockQ4_0, codes_q4_0, PANEL_NO_MIN, 1, ungroup_run_q4_0)
+DEFINE_PACK_PANEL_32(pack_panel_q5_0_grouped, HnBlockQ5_0, codes_q5_0, PANEL_NO_MIN, 1, UNGROUP_RUN_Q5_0)
+DEFINE_PACK_PANEL_32(pack_panel_q4_1_grouped, HnBlockQ4_1, codes_q4_1, PANEL_MIN_M, 1, UNGROUP_RUN_Q4_1)
+DEFINE_PACK_PANEL_32(pack_panel_q5_1_grouped, HnBlockQ5_1, codes_q5_1, PANEL_MIN_M, 1, UNGROUP_RUN_Q5_1)
 
 static void __attribute__((unused))
 pack_panel_q8_0_grouped(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
@@ -450,9 +458,6 @@ pack_panel_q8_0_grouped_signed(const void *weight, size_t row_stride, int n_rows
   pack_panel_q8_0_flipped(weight, row_stride, n_rows, n, panel, 0, true);
 }
 #endif
-
-DEFINE_PACK_PANEL_32(pack_panel_q4_1, HnBlockQ4_1, codes_q4_1, PANEL_MIN_M)
-DEFINE_PACK_PANEL_32(pack_panel_q5_1, HnBlockQ5_1, codes_q5_1, PANEL_MIN_M)
 
 /* Q4_K and Q5_K (the same header: d, dmin, 12 bytes of 6-bit scales and mins; Q5_K adds
  * 32 bytes of fifth bits, bit g of qh[l] for element l of group g). */

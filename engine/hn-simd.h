@@ -42,16 +42,18 @@ typedef struct {
   float pad[14];
 } HnActChunk;
 
-/* The activations of 16 blocks for regrouped weights (Q4_0, Q8_0), in the weights' order:
+/* The activations of 16 blocks for regrouped weights (hn-quants.h), in the weights' order:
  * lane j (4 bytes) of q[2s] holds quants 4s..4s+3 of block j, of q[2s + 1] quants
- * 16+4s..16+4s+3 (for Q4_0 the elements that the low and high nibbles of the weights'
- * bytes 4s..4s+3 stand for; for Q8_0 the weights' vectors 2s and 2s + 1).  A column of a grouped matrix product holds its n / 512 groups from
- * its start, then the chunks (HnActChunk) of the blocks after the last full group at
- * their usual places: the groups take less room than the chunks they replace. */
+ * 16+4s..16+4s+3 (for the 4- and 5-bit types the elements that the low and high nibbles
+ * of the weights' bytes 4s..4s+3 stand for; for Q8_0 the weights' vectors 2s and
+ * 2s + 1).  A column of a grouped matrix product holds its n / 512 groups from its
+ * start, then the chunks (HnActChunk) of the blocks after the last full group at their
+ * usual places: the groups take less room than the chunks they replace. */
 typedef struct {
   int8_t q[8][64];
   float d[16];                /* scale of block j */
   int32_t neg_offset_sum[16]; /* -offset · Σ of block j's 32 quants */
+  float block_sum[16];        /* d · Σ of block j's quants (for the weights' mins) */
 } HnActGroup;
 _Static_assert(sizeof(HnActGroup) <= 8 * sizeof(HnActChunk), "a group fits where its chunks were");
 

@@ -259,29 +259,32 @@ test_deep_attention(gconstpointer name)
   hn_model_free(m);
 }
 
-/* Q4_0 regrouped at load for the AVX-512 decode kernel against the file layout: the same
- * 8-bit products summed in another order, for a prompt (the panel GEMM reads the grouped
- * rows back) and for one token at a time (the grouped tile).  In this model only
- * ffn_down (768 columns: one run of 16 blocks and a tail) is wide enough to regroup. */
+/* A type regrouped at load for its decode tile (Q4_0, Q8_0, Q5_0, Q4_1, Q5_1) against the
+ * file layout: the same 8-bit products summed in another order, for a prompt (the panel
+ * GEMM reads the grouped rows back) and for one token at a time (the grouped tile).  In
+ * these models only ffn_down (768 columns: one run of 16 blocks and a tail) is wide
+ * enough to regroup. */
 static void
-test_q4_0_grouped(void)
+test_grouped_model(gconstpointer data)
 {
-  const char *name = "quant-llama-v512-q4_0.gguf";
+  const HnType type = (HnType) GPOINTER_TO_INT(data);
+  g_autofree char *type_name = g_ascii_strdown(hn_type_name(type), -1);
+  g_autofree char *name = g_strdup_printf("quant-llama-v512-%s.gguf", type_name);
   g_setenv("HANASHI_REGROUP", "0", TRUE);
   HnModel *file_layout = load(name);
   g_unsetenv("HANASHI_REGROUP");
   HnModel *grouped = load(name);
   g_assert_cmpint(file_layout->n_grouped, ==, 0);
-  if (!hn_model_regroups(HN_TYPE_Q4_0)) {
+  if (!hn_model_regroups(type)) {
     g_assert_cmpint(grouped->n_grouped, ==, 0);
     hn_model_free(file_layout);
     hn_model_free(grouped);
-    g_test_skip("this processor's kernels read Q4_0 in its file layout");
+    g_test_skip("this processor's kernels read the type in its file layout");
     return;
   }
   g_assert_cmpint(grouped->n_grouped, ==, hn_model_n_layer(grouped));
-  g_assert_cmpint(grouped->layers[0].w_down->type, ==, HN_TYPE_Q4_0_GROUPED);
-  g_assert_cmpint(grouped->layers[0].w_gate->type, ==, HN_TYPE_Q4_0);
+  g_assert_cmpint(grouped->layers[0].w_down->type, ==, hn_type_regrouped(type));
+  g_assert_cmpint(grouped->layers[0].w_gate->type, ==, type);
   const int nv = hn_model_n_vocab(grouped), n_prompt = 12, n_steps = 4;
   g_autofree float *want = g_new(float, (size_t) (n_prompt + n_steps) * nv);
   g_autofree float *got = g_new(float, (size_t) (n_prompt + n_steps) * nv);
@@ -503,7 +506,11 @@ main(int argc, char **argv)
     g_test_add_data_func(s, models[i], test_shift);
   }
   g_test_add_func("/context/cancel-and-bad-batches", test_cancel_and_bad_batches);
-  g_test_add_func("/context/q4_0-grouped", test_q4_0_grouped);
+  g_test_add_data_func("/context/q4_0-grouped", GINT_TO_POINTER(HN_TYPE_Q4_0), test_grouped_model);
+  g_test_add_data_func("/context/q8_0-grouped", GINT_TO_POINTER(HN_TYPE_Q8_0), test_grouped_model);
+  g_test_add_data_func("/context/q5_0-grouped", GINT_TO_POINTER(HN_TYPE_Q5_0), test_grouped_model);
+  g_test_add_data_func("/context/q4_1-grouped", GINT_TO_POINTER(HN_TYPE_Q4_1), test_grouped_model);
+  g_test_add_data_func("/context/q5_1-grouped", GINT_TO_POINTER(HN_TYPE_Q5_1), test_grouped_model);
   g_test_add_func("/context/placed-weights", test_placed_weights);
   g_test_add_func("/context/placed-weights-peak", test_placed_weights_peak);
   g_test_add_func("/context/regroup-measures-first", test_regroup_measures_first);

@@ -240,6 +240,21 @@ test_gemm_tiles (void)
               expect += wd[r * n + i] * av;
               mag += fabs (wd[r * n + i] * av);
             }
+            /* Q4_1 and Q5_1 take each block's min times the activations' d · Σq as the
+             * chunks give it (block_sum: for Q8_1 its rounded s, as the reference) */
+            if (hn_type_vec_dot_type ((HnType) t) == HN_TYPE_Q8_1) {
+              g_autofree uint8_t *file_row = g_memdup2 (w + r * row_bytes, row_bytes);
+              hn_type_ungroup_row ((HnType) t, w + r * row_bytes, file_row, n);
+              for (int64_t b = 0; b < n / 32; b++) {
+                uint16_t min_half;
+                memcpy (&min_half, file_row + b * hn_type_block_bytes ((uint32_t) t) + 2, 2);
+                const HnActChunk *a = act + c * n_chunks + b / 2;
+                double sum = 0;
+                for (int i = 0; i < 32; i++)
+                  sum += a->q[32 * (b % 2) + i] * (double) a->d[8 * (b % 2)];
+                expect += hn_half_to_float (min_half) * (a->block_sum[b % 2] - sum);
+              }
+            }
             double got = out[r * 8 + c];
             if (fabs (got - expect) > 1e-4 * (mag + 1e-3))
               g_error ("GEMM %s %s rows=%d cols=%d r=%d c=%d: expected %g, got %g",
@@ -1410,14 +1425,17 @@ test_decode_kernel_override (void)
   g_assert_cmpint (hn_decode_kernel (k, HN_TYPE_Q4_0), ==, HN_DECODE_DOT);
   g_setenv ("HANASHI_DECODE", "tile", TRUE);
   g_assert_cmpint (hn_decode_kernel (k, HN_TYPE_Q4_0), ==, HN_DECODE_TILE);
-  g_assert_cmpint (hn_decode_kernel (k, HN_TYPE_Q5_1), ==, HN_DECODE_DOT); /* no tile for Q5_1 */
+  g_assert_cmpint (hn_decode_kernel (k, HN_TYPE_Q5_K), ==, HN_DECODE_DOT); /* no tile for Q5_K */
   g_unsetenv ("HANASHI_DECODE");
   const HnSimdKernels *avx2 = hn_simd_kernels_for_level (HN_SIMD_AVX2);
-  g_assert_cmpint (hn_decode_kernel (avx2, HN_TYPE_Q5_0), ==, HN_DECODE_DOT);
-  /* AVX2's tiles for Q4_0 and Q8_0 are the regrouped ones (regrouped at load): two
+  g_setenv ("HANASHI_DECODE", "tile", TRUE);
+  g_assert_cmpint (hn_decode_kernel (avx2, HN_TYPE_Q5_K), ==, HN_DECODE_DOT);
+  g_assert_cmpint (hn_decode_kernel (avx2, HN_TYPE_Q4_K), ==, HN_DECODE_DOT);
+  /* AVX2's tiles for the 32-element types are the regrouped ones (regrouped at load): two
    * candidates each */
-  for (int i = 0; i < 2; i++) {
-    const HnType t = i == 0 ? HN_TYPE_Q4_0 : HN_TYPE_Q8_0;
+  const HnType with_layouts[] = { HN_TYPE_Q4_0, HN_TYPE_Q8_0, HN_TYPE_Q5_0, HN_TYPE_Q4_1, HN_TYPE_Q5_1 };
+  for (gsize i = 0; i < G_N_ELEMENTS (with_layouts); i++) {
+    const HnType t = with_layouts[i];
     g_setenv ("HANASHI_DECODE", "dot", TRUE);
     g_assert_cmpint (hn_decode_kernel (avx2, t), ==, HN_DECODE_DOT);
     g_setenv ("HANASHI_DECODE", "tile", TRUE);
