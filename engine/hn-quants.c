@@ -1380,36 +1380,44 @@ find_layout(HnType layout)
   return NULL;
 }
 
-/* The element of a block that byte k (0..3) of its lane in code vector m stands for. */
-static int
-element_of_code(int m, int k)
+/* A block's 32 fifth bits (qh, little-endian) as the four bytes of its lane in the bit
+ * planes: bit m of byte k is the fifth bit of byte k of its lane in code vector m, the
+ * element 4 (m / 2) + k, plus 16 for odd m.  So nibble i of the low (m even) or high
+ * (m odd) 16 bits of qh goes, bit k to byte k, to bit 2i or 2i + 1 of the bytes: a 4 × 4
+ * bit transpose per nibble, which one multiply does (spread_nibble, gather_nibble) —
+ * the load converts every block of a model's matrices. */
+static uint32_t
+spread_nibble(uint32_t v)
 {
-  return (m % 2 ? 16 : 0) + 4 * (m / 2) + k;
+  return (v * 0x00204081u) & 0x01010101u; /* bit k to bit 8k: v · (1 + 2^7 + 2^14 + 2^21) */
 }
 
-/* A block's 32 fifth bits (qh, little-endian) as the four bytes of its lane in the bit
- * planes: bit m of byte k is the fifth bit of byte k of its lane in code vector m, so
- * that a kernel takes vector m's bits with one shift and one mask for 16 blocks. */
+static uint32_t
+gather_nibble(uint32_t x)
+{
+  return ((x & 0x01010101u) * 0x01020408u) >> 24 & 0xfu; /* bit 8k to bit 24 + k */
+}
+
 static void
 fifth_bits_to_planes(const uint8_t qh[4], uint8_t planes[4])
 {
   const uint32_t bits = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
-  for (int k = 0; k < 4; k++) {
-    planes[k] = 0;
-    for (int m = 0; m < 8; m++)
-      planes[k] |= (uint8_t)(((bits >> element_of_code(m, k)) & 1u) << m);
-  }
+  uint32_t p = 0;
+  for (int i = 0; i < 4; i++)
+    p |= spread_nibble(bits >> (4 * i) & 0xfu) << (2 * i) | spread_nibble(bits >> (16 + 4 * i) & 0xfu) << (2 * i + 1);
+  for (int k = 0; k < 4; k++)
+    planes[k] = (uint8_t)(p >> (8 * k));
 }
 
 static void
 planes_to_fifth_bits(const uint8_t planes[4], uint8_t qh[4])
 {
+  const uint32_t p = (uint32_t)planes[0] | (uint32_t)planes[1] << 8 | (uint32_t)planes[2] << 16 | (uint32_t)planes[3] << 24;
   uint32_t bits = 0;
-  for (int k = 0; k < 4; k++)
-    for (int m = 0; m < 8; m++)
-      bits |= (uint32_t)((planes[k] >> m) & 1u) << element_of_code(m, k);
   for (int i = 0; i < 4; i++)
-    qh[i] = (uint8_t)(bits >> (8 * i));
+    bits |= gather_nibble(p >> (2 * i)) << (4 * i) | gather_nibble(p >> (2 * i + 1)) << (16 + 4 * i);
+  for (int k = 0; k < 4; k++)
+    qh[k] = (uint8_t)(bits >> (8 * k));
 }
 
 /* Copies `bytes` bytes from the file's blocks (offset `in_blocks`) to the run's layout
