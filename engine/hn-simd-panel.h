@@ -342,25 +342,16 @@ codes_q5_1(const HnBlockQ5_1 *b)
 #define PANEL_NO_MIN(blk) 0.0f
 #define PANEL_MIN_M(blk) panel_h2f((blk)->m)
 
-/* The 32-element types: per block its 32 codes, its scale d and its min (+m, or 0).
- * With GROUPED the rows are in a regrouped layout (hn-quants.h): each run of 16 blocks
- * is put back in file form by UNGROUP_RUN first, the blocks after the last run are in
- * file form already. */
-#define DEFINE_PACK_PANEL_32(NAME, BLOCK, CODES, MIN, GROUPED, UNGROUP_RUN)                         \
-  static void __attribute__((unused)) NAME(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel) \
+/* The 32-element types: per block its 32 codes, its scale d and its min (+m, or 0). */
+#define DEFINE_PACK_PANEL_32(NAME, BLOCK, CODES, MIN)                                                \
+  static void NAME(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)      \
   {                                                                                                \
     PanelBlock *pb = panel;                                                                        \
     _Alignas(64) uint8_t tmp[HN_PANEL_ROWS][32];                                                   \
-    BLOCK run[GROUPED ? HN_PANEL_ROWS : 1][HN_GROUP_BLOCKS];                                       \
-    const int64_t n_blocks = n / 32, full = GROUPED ? n_blocks / HN_GROUP_BLOCKS * HN_GROUP_BLOCKS : 0; \
-    for (int64_t b = 0; b < n_blocks; b++, pb++) {                                                 \
-      if (b < full && b % HN_GROUP_BLOCKS == 0)                                                    \
-        for (int r = 0; r < HN_PANEL_ROWS; r++)                                                    \
-          UNGROUP_RUN(panel_row(weight, row_stride, r, n_rows) + b * sizeof(BLOCK), run[r]);      \
+    for (int64_t b = 0; b < n / 32; b++, pb++) {                                                   \
       for (int r = 0; r < HN_PANEL_ROWS; r++) {                                                    \
-        const BLOCK *in_file = (const BLOCK *)panel_row(weight, row_stride, r, n_rows) + b;        \
-        panel_prefetch(in_file, sizeof *in_file, row_stride); /* (a regrouped run takes the same bytes) */ \
-        const BLOCK *blk = b < full ? &run[r][b % HN_GROUP_BLOCKS] : in_file;                      \
+        const BLOCK *blk = (const BLOCK *)panel_row(weight, row_stride, r, n_rows) + b;            \
+        panel_prefetch(blk, sizeof *blk, row_stride);                                              \
         pc_store(tmp[r], CODES(blk));                                                              \
         pb->scale[0][r] = panel_h2f(blk->d);                                                       \
         pb->neg_min[0][r] = MIN(blk);                                                              \
@@ -369,28 +360,19 @@ codes_q5_1(const HnBlockQ5_1 *b)
     }                                                                                              \
   }
 
-#define FILE_LAYOUT_RUN(group, out) ((void)(group), (void)(out))
-DEFINE_PACK_PANEL_32(pack_panel_q4_0, HnBlockQ4_0, codes_q4_0, PANEL_NO_MIN, 0, FILE_LAYOUT_RUN)
-DEFINE_PACK_PANEL_32(pack_panel_q5_0, HnBlockQ5_0, codes_q5_0, PANEL_NO_MIN, 0, FILE_LAYOUT_RUN)
-DEFINE_PACK_PANEL_32(pack_panel_q4_1, HnBlockQ4_1, codes_q4_1, PANEL_MIN_M, 0, FILE_LAYOUT_RUN)
-DEFINE_PACK_PANEL_32(pack_panel_q5_1, HnBlockQ5_1, codes_q5_1, PANEL_MIN_M, 0, FILE_LAYOUT_RUN)
+DEFINE_PACK_PANEL_32(pack_panel_q4_0, HnBlockQ4_0, codes_q4_0, PANEL_NO_MIN)
+DEFINE_PACK_PANEL_32(pack_panel_q5_0, HnBlockQ5_0, codes_q5_0, PANEL_NO_MIN)
+DEFINE_PACK_PANEL_32(pack_panel_q4_1, HnBlockQ4_1, codes_q4_1, PANEL_MIN_M)
+DEFINE_PACK_PANEL_32(pack_panel_q5_1, HnBlockQ5_1, codes_q5_1, PANEL_MIN_M)
 
 #if defined(__x86_64__) || defined(__i386__)
 /* The layouts regrouped at load (hn-quants.h; x86 only, where their decode kernels
- * are).  A run of 16 grouped blocks of one row is put back in file form first; for Q4_0
- * and Q8_0 with vector unpacks: in each 128-bit lane of four quant vectors sit four
- * bytes of each of four blocks, so a 4 × 4 transpose of 32-bit words within the lanes
- * gives the 16 bytes those vectors hold of block 4c + k (c the lane) in t[k] — 8 unpacks
- * per 8 blocks.
- * Vectors first, first + step, ... of the run; `half` picks blocks 0-7 or 8-15. */
+ * are).  In each 128-bit lane of four vectors of a half run sit four bytes of each of
+ * four blocks, so a 4 × 4 transpose of 32-bit words within the lanes gives the 16 bytes
+ * those vectors hold of block 4c + k (c the lane) in t[k] — 8 unpacks per 8 blocks. */
 static inline void
-transpose_run_quads(const uint8_t *group, int first, int step, int half, uint8_t t[4][32])
+transpose_quads(__m256i v0, __m256i v1, __m256i v2, __m256i v3, uint8_t t[4][32])
 {
-  const uint8_t *q = group + 2 * HN_GROUP_BLOCKS + 32 * half;
-  const __m256i v0 = _mm256_loadu_si256((const __m256i *)(q + 64 * first));
-  const __m256i v1 = _mm256_loadu_si256((const __m256i *)(q + 64 * (first + step)));
-  const __m256i v2 = _mm256_loadu_si256((const __m256i *)(q + 64 * (first + 2 * step)));
-  const __m256i v3 = _mm256_loadu_si256((const __m256i *)(q + 64 * (first + 3 * step)));
   const __m256i a0 = _mm256_unpacklo_epi32(v0, v1), a1 = _mm256_unpackhi_epi32(v0, v1);
   const __m256i a2 = _mm256_unpacklo_epi32(v2, v3), a3 = _mm256_unpackhi_epi32(v2, v3);
   _mm256_storeu_si256((__m256i *)t[0], _mm256_unpacklo_epi64(a0, a2));
@@ -399,16 +381,18 @@ transpose_run_quads(const uint8_t *group, int first, int step, int half, uint8_t
   _mm256_storeu_si256((__m256i *)t[3], _mm256_unpackhi_epi64(a1, a3));
 }
 
+/* Eight code vectors of a half run (blocks 8 · half ..), vector 2s holding elements
+ * 4s..4s+3 of each block and 2s + 1 elements 16+4s..16+4s+3, as each block's 32 codes in
+ * element order. */
 static inline void
-ungroup_run_q4_0(const uint8_t *group, HnBlockQ4_0 out[HN_GROUP_BLOCKS])
+half_run_block_codes(const __m256i v[8], int half, uint8_t codes[HN_GROUP_BLOCKS][32])
 {
-  for (int half = 0; half < 2; half++) {
-    uint8_t t[4][32];
-    transpose_run_quads(group, 0, 1, half, t);
-    for (int b = 0; b < 8; b++) {
-      memcpy(&out[8 * half + b].d, group + 2 * (8 * half + b), 2);
-      memcpy(out[8 * half + b].qs, t[b % 4] + 16 * (b / 4), 16);
-    }
+  uint8_t lo[4][32], hi[4][32];
+  transpose_quads(v[0], v[2], v[4], v[6], lo);
+  transpose_quads(v[1], v[3], v[5], v[7], hi);
+  for (int b = 0; b < 8; b++) {
+    memcpy(codes[8 * half + b], lo[b % 4] + 16 * (b / 4), 16);
+    memcpy(codes[8 * half + b] + 16, hi[b % 4] + 16 * (b / 4), 16);
   }
 }
 
@@ -416,35 +400,87 @@ ungroup_run_q4_0(const uint8_t *group, HnBlockQ4_0 out[HN_GROUP_BLOCKS])
 static inline void
 ungroup_run_q8_0(const uint8_t *group, HnBlockQ8_0 out[HN_GROUP_BLOCKS])
 {
+  uint8_t codes[HN_GROUP_BLOCKS][32];
   for (int half = 0; half < 2; half++) {
-    uint8_t lo[4][32], hi[4][32];
-    transpose_run_quads(group, 0, 2, half, lo);
-    transpose_run_quads(group, 1, 2, half, hi);
-    for (int b = 0; b < 8; b++) {
-      memcpy(&out[8 * half + b].d, group + 2 * (8 * half + b), 2);
-      memcpy(out[8 * half + b].qs, lo[b % 4] + 16 * (b / 4), 16);
-      memcpy(out[8 * half + b].qs + 16, hi[b % 4] + 16 * (b / 4), 16);
-    }
+    __m256i v[8];
+    for (int m = 0; m < 8; m++)
+      v[m] = _mm256_loadu_si256((const __m256i *)(group + 2 * HN_GROUP_BLOCKS + 64 * m + 32 * half));
+    half_run_block_codes(v, half, codes);
+  }
+  for (int b = 0; b < HN_GROUP_BLOCKS; b++) {
+    memcpy(&out[b].d, group + 2 * b, 2);
+    memcpy(out[b].qs, codes[b], 32);
   }
 }
 
-/* The other nibble layouts' runs go back through the type table's conversion: their
- * fifth bits are a bit permutation that no vector shuffle does in a few instructions,
- * and a prompt packs each run once for all its tokens. */
+/* The unsigned codes of a run of the 4- and 5-bit layouts, block by block: nibbles
+ * from the four vectors at `vectors`, fifth bits (bit m of the planes for code vector m)
+ * from `planes` where the layout has them. */
 static inline void
-ungroup_run_by_table(HnType layout, const uint8_t *group, void *out)
+nibble_run_codes(const uint8_t *planes, const uint8_t *vectors, uint8_t codes[HN_GROUP_BLOCKS][32])
 {
-  hn_type_ungroup_row(layout, group, out, 32 * HN_GROUP_BLOCKS);
+  const __m256i low4 = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
+  for (int half = 0; half < 2; half++) {
+    __m256i v[8];
+    for (int s = 0; s < 4; s++) {
+      const __m256i x = _mm256_loadu_si256((const __m256i *)(vectors + 64 * s + 32 * half));
+      v[2 * s] = _mm256_and_si256(x, low4);
+      v[2 * s + 1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), low4);
+    }
+    if (planes) {
+      const __m256i bits = _mm256_loadu_si256((const __m256i *)(planes + 32 * half));
+      for (int m = 0; m < 8; m++) {
+        const __m256i at4 = m < 4 ? _mm256_slli_epi16(bits, 4 - m) : _mm256_srli_epi16(bits, m - 4);
+        v[m] = _mm256_or_si256(v[m], _mm256_and_si256(at4, bit4));
+      }
+    }
+    half_run_block_codes(v, half, codes);
+  }
 }
 
-#define UNGROUP_RUN_Q5_0(group, out) ungroup_run_by_table(HN_TYPE_Q5_0_GROUPED, group, out)
-#define UNGROUP_RUN_Q4_1(group, out) ungroup_run_by_table(HN_TYPE_Q4_1_GROUPED, group, out)
-#define UNGROUP_RUN_Q5_1(group, out) ungroup_run_by_table(HN_TYPE_Q5_1_GROUPED, group, out)
+/* A regrouped row of a 4- or 5-bit type: the codes of each run of 16 blocks come out of
+ * its vectors (PLANES, VECTORS: where the run holds them; PLANES 0: none), its scales and
+ * mins (MINS_AT; 0: none) straight from the run; the blocks after the last run are in
+ * file form. */
+#define DEFINE_PACK_PANEL_GROUPED(NAME, BLOCK, CODES, MIN, MINS_AT, PLANES, VECTORS)               \
+  static void __attribute__((unused)) NAME(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel) \
+  {                                                                                                \
+    PanelBlock *pb = panel;                                                                        \
+    _Alignas(64) uint8_t tmp[HN_PANEL_ROWS][32];                                                   \
+    uint8_t run[HN_PANEL_ROWS][HN_GROUP_BLOCKS][32];                                               \
+    const int64_t n_blocks = n / 32, full = n_blocks / HN_GROUP_BLOCKS * HN_GROUP_BLOCKS;          \
+    for (int64_t b = 0; b < n_blocks; b++, pb++) {                                                 \
+      const int64_t first = b / HN_GROUP_BLOCKS * HN_GROUP_BLOCKS;                                 \
+      const int j = (int)(b % HN_GROUP_BLOCKS);                                                    \
+      for (int r = 0; r < HN_PANEL_ROWS; r++) {                                                    \
+        const uint8_t *row = panel_row(weight, row_stride, r, n_rows);                             \
+        const BLOCK *in_file = (const BLOCK *)row + b;                                             \
+        panel_prefetch(in_file, sizeof *in_file, row_stride); /* (a regrouped run takes the same bytes) */ \
+        if (b >= full) {                                                                           \
+          pc_store(tmp[r], CODES(in_file));                                                        \
+          pb->scale[0][r] = panel_h2f(in_file->d);                                                 \
+          pb->neg_min[0][r] = MIN(in_file);                                                        \
+          continue;                                                                                \
+        }                                                                                          \
+        const uint8_t *group = row + first * sizeof(BLOCK);                                        \
+        if (j == 0)                                                                                \
+          nibble_run_codes(PLANES ? group + PLANES : NULL, group + VECTORS, run[r]);               \
+        uint16_t scale, min = 0;                                                                   \
+        memcpy(&scale, group + 2 * j, 2);                                                          \
+        if (MINS_AT)                                                                               \
+          memcpy(&min, group + MINS_AT + 2 * j, 2);                                                \
+        memcpy(tmp[r], run[r][j], 32);                                                             \
+        pb->scale[0][r] = panel_h2f(scale);                                                        \
+        pb->neg_min[0][r] = MINS_AT ? panel_h2f(min) : 0.0f;                                       \
+      }                                                                                            \
+      transpose_codes(tmp, pb->codes);                                                             \
+    }                                                                                              \
+  }
 
-DEFINE_PACK_PANEL_32(pack_panel_q4_0_grouped, HnBlockQ4_0, codes_q4_0, PANEL_NO_MIN, 1, ungroup_run_q4_0)
-DEFINE_PACK_PANEL_32(pack_panel_q5_0_grouped, HnBlockQ5_0, codes_q5_0, PANEL_NO_MIN, 1, UNGROUP_RUN_Q5_0)
-DEFINE_PACK_PANEL_32(pack_panel_q4_1_grouped, HnBlockQ4_1, codes_q4_1, PANEL_MIN_M, 1, UNGROUP_RUN_Q4_1)
-DEFINE_PACK_PANEL_32(pack_panel_q5_1_grouped, HnBlockQ5_1, codes_q5_1, PANEL_MIN_M, 1, UNGROUP_RUN_Q5_1)
+DEFINE_PACK_PANEL_GROUPED(pack_panel_q4_0_grouped, HnBlockQ4_0, codes_q4_0, PANEL_NO_MIN, 0, 0, 32)
+DEFINE_PACK_PANEL_GROUPED(pack_panel_q5_0_grouped, HnBlockQ5_0, codes_q5_0, PANEL_NO_MIN, 0, 32, 96)
+DEFINE_PACK_PANEL_GROUPED(pack_panel_q4_1_grouped, HnBlockQ4_1, codes_q4_1, PANEL_MIN_M, 32, 0, 64)
+DEFINE_PACK_PANEL_GROUPED(pack_panel_q5_1_grouped, HnBlockQ5_1, codes_q5_1, PANEL_MIN_M, 32, 64, 128)
 
 static void __attribute__((unused))
 pack_panel_q8_0_grouped(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
