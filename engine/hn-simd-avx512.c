@@ -13,6 +13,7 @@
 #include "hn-simd.h"
 #include "hn-quants-blocks.h"
 #include "hn-quants.h"
+#include "hn-simd-x86.h"
 
 #include <immintrin.h>
 #include <stddef.h>
@@ -147,18 +148,11 @@ DEFINE_LOAD_NIBBLE_PAIR(load_q5_0, HnBlockQ5_0, WITH_FIFTH_BITS)
 DEFINE_LOAD_NIBBLE_PAIR(load_q4_1, HnBlockQ4_1, NO_FIFTH_BITS)
 DEFINE_LOAD_NIBBLE_PAIR(load_q5_1, HnBlockQ5_1, WITH_FIFTH_BITS)
 
-/* The 8 scales and 8 mins of a Q4_K super-block, 6 bits each in 12 bytes, unpacked with
- * four 32-bit operations instead of sixteen byte extractions. */
+/* The 8 scales and 8 mins of a Q4_K super-block as floats, times d and -dmin. */
 static inline __m512
 q4_k_scales_mins(const HnBlockQ4_K *b)
 {
-  uint32_t u[3];
-  memcpy(u, b->scales, 12);
-  const uint32_t sc_lo = u[0] & 0x3f3f3f3f, mn_lo = u[1] & 0x3f3f3f3f;
-  const uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-  const uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-  const __m128i bytes = _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
-  const __m512 all = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)); /* 8 scales, 8 mins */
+  const __m512 all = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scale_min_bytes_q4_k(b->scales))); /* 8 scales, 8 mins */
   const __m512 dd = _mm512_insertf32x4(_mm512_insertf32x4(_mm512_set1_ps(_cvtsh_ss(b->d)),
                                                           _mm_set1_ps(-_cvtsh_ss(b->dmin)), 2),
                                        _mm_set1_ps(-_cvtsh_ss(b->dmin)), 3);

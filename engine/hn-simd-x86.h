@@ -11,17 +11,24 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The eight 6-bit scales and the eight mins of a Q4_K block (hn_q4k_scale_min) as
- * 16-bit lanes, unpacked four at a time with 32-bit masks. */
-static inline __attribute__((always_inline)) void
-scales_mins_q4_k(const uint8_t *packed, __m128i *scales, __m128i *mins)
+/* The eight 6-bit scales and the eight mins of a Q4_K block (hn_q4k_scale_min) as 16
+ * bytes, scales first, unpacked four at a time with 32-bit masks. */
+static inline __attribute__((always_inline)) __m128i
+scale_min_bytes_q4_k(const uint8_t *packed)
 {
   uint32_t p[3];
   memcpy(p, packed, 12);
   const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
   const uint32_t scales_hi = (p[2] & low4) | (((p[0] >> 6) & top2) << 4);
   const uint32_t mins_hi = ((p[2] >> 4) & low4) | (((p[1] >> 6) & top2) << 4);
-  const __m128i bytes = _mm_setr_epi32((int)(p[0] & low6), (int)scales_hi, (int)(p[1] & low6), (int)mins_hi);
+  return _mm_setr_epi32((int)(p[0] & low6), (int)scales_hi, (int)(p[1] & low6), (int)mins_hi);
+}
+
+/* The same as 16-bit lanes, scales and mins apart. */
+static inline __attribute__((always_inline)) void
+scales_mins_q4_k(const uint8_t *packed, __m128i *scales, __m128i *mins)
+{
+  const __m128i bytes = scale_min_bytes_q4_k(packed);
   *scales = _mm_cvtepu8_epi16(bytes);
   *mins = _mm_unpackhi_epi8(bytes, _mm_setzero_si128());
 }
