@@ -1,5 +1,5 @@
 /* hn-model-regroup.c — weights placed in huge pages at load, and put in the layout of
- * their decode kernel (Q4_0, Q8_0) on the way.
+ * their decode kernel (Q4_0, Q8_0, Q5_0, Q4_1, Q5_1) on the way.
  *
  * Generation reads every weight once per token, so its speed is that of the weight
  * kernel's inner loop against the memory bus.  In the file's Q4_0 layout (18-byte
@@ -7,11 +7,11 @@
  * the nibbles, and on a 2-core Xeon it read only 60–75 % of the bandwidth the bus gives.
  * Regrouped (hn-quants.h, "Regrouped layouts": 16 scales together, then the quants of
  * 16 blocks interleaved four bytes at a time) the same bytes take about a third of the
- * instructions; Q8_0 likewise.  Every matrix of the blocks — the experts of a mixture
- * too — and a separate output matrix is copied into anonymous memory of huge pages
- * (regrouped or not: from the file's 4 KiB pages decode paid a page walk every 4 KiB),
- * and the file's pages of each piece are released once it is copied, so the resident
- * size stays about that of one copy.
+ * instructions; the other 32-element types likewise.  Every matrix of the blocks — the
+ * experts of a mixture too — and a separate output matrix is copied into anonymous
+ * memory of huge pages (regrouped or not: from the file's 4 KiB pages decode paid a page
+ * walk every 4 KiB), and the file's pages of each piece are released once it is
+ * copied, so the resident size stays about that of one copy.
  *
  * The token embeddings are read a row at a time and stay in the file.  Only 2-D
  * matrices are regrouped (the experts keep the file layout).  Every other
