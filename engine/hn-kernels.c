@@ -177,18 +177,7 @@ hn_act_chunks_prepare(const HnSimdKernels *k, HnType vdt, int offset, const floa
     int64_t len = n - i0 < HN_QK_K ? n - i0 : HN_QK_K;
     int8_t qs[HN_QK_K];
     float d[HN_QK_K / 32], rounded_sum[HN_QK_K / 32];
-    if (vdt == HN_TYPE_Q8_1) {
-      HnBlockQ8_1 q[HN_QK_K / 32];
-      if (quantize)
-        quantize(x + i0, q, len);
-      else
-        hn_quantize_row(HN_TYPE_Q8_1, x + i0, q, len);
-      for (int b = 0; b < len / 32; b++) {
-        memcpy(qs + 32 * b, q[b].qs, 32);
-        d[b] = hn_half_to_float(q[b].d);
-        rounded_sum[b] = hn_half_to_float(q[b].s);
-      }
-    } else if (vdt == HN_TYPE_Q8_K) {
+    if (vdt == HN_TYPE_Q8_K) {
       HnBlockQ8_K q;
       if (quantize)
         quantize(x + i0, &q, HN_QK_K);
@@ -198,14 +187,24 @@ hn_act_chunks_prepare(const HnSimdKernels *k, HnType vdt, int offset, const floa
       for (int b = 0; b < HN_QK_K / 32; b++)
         d[b] = q.d;
     } else {
-      HnBlockQ8_0 q[HN_QK_K / 32];
+      /* Q8_0 or Q8_1 blocks: d first, then Q8_1's rounded s, then the 32 quants */
+      const HnType block_type = vdt == HN_TYPE_Q8_1 ? HN_TYPE_Q8_1 : HN_TYPE_Q8_0;
+      const size_t block_bytes = hn_type_block_bytes(block_type);
+      _Alignas(16) uint8_t q[HN_QK_K / 32 * sizeof(HnBlockQ8_1)];
       if (quantize)
         quantize(x + i0, q, len);
       else
-        hn_quantize_row(HN_TYPE_Q8_0, x + i0, q, len);
+        hn_quantize_row(block_type, x + i0, q, len);
       for (int b = 0; b < len / 32; b++) {
-        memcpy(qs + 32 * b, q[b].qs, 32);
-        d[b] = hn_half_to_float(q[b].d);
+        const uint8_t *block = q + (size_t) b * block_bytes;
+        uint16_t half;
+        memcpy(&half, block, 2);
+        d[b] = hn_half_to_float(half);
+        if (block_type == HN_TYPE_Q8_1) {
+          memcpy(&half, block + 2, 2);
+          rounded_sum[b] = hn_half_to_float(half);
+        }
+        memcpy(qs + 32 * b, block + block_bytes - 32, 32);
       }
     }
     for (int64_t e = 0; e < len; e += 4) {

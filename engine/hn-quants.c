@@ -993,8 +993,10 @@ hn_type_vec_dot_type(HnType type)
 /* Continues `sum` over nb blocks, so that a row taken a few blocks at a time (the grouped
  * layout) adds up in exactly the order of the whole row. */
 static float
-dot_q4_0_from(float sum, const HnBlockQ4_0 *x, const HnBlockQ8_0 *y, int64_t nb)
+dot_q4_0_from(float sum, const void *weight, const void *act, int64_t nb)
 {
+  const HnBlockQ4_0 *x = weight;
+  const HnBlockQ8_0 *y = act;
   for (int64_t i = 0; i < nb; i++) {
     int isum = 0;
     for (int j = 0; j < HN_QK4_0 / 2; j++) {
@@ -1013,8 +1015,10 @@ dot_q4_0(const HnBlockQ4_0 *x, const HnBlockQ8_0 *y, int64_t nb)
 }
 
 static float
-dot_q4_1_from(float sum, const HnBlockQ4_1 *x, const HnBlockQ8_1 *y, int64_t nb)
+dot_q4_1_from(float sum, const void *weight, const void *act, int64_t nb)
 {
+  const HnBlockQ4_1 *x = weight;
+  const HnBlockQ8_1 *y = act;
   for (int64_t i = 0; i < nb; i++) {
     int isum = 0;
     for (int j = 0; j < HN_QK4_1 / 2; j++) {
@@ -1034,8 +1038,10 @@ dot_q4_1(const HnBlockQ4_1 *x, const HnBlockQ8_1 *y, int64_t nb)
 }
 
 static float
-dot_q5_0_from(float sum, const HnBlockQ5_0 *x, const HnBlockQ8_0 *y, int64_t nb)
+dot_q5_0_from(float sum, const void *weight, const void *act, int64_t nb)
 {
+  const HnBlockQ5_0 *x = weight;
+  const HnBlockQ8_0 *y = act;
   for (int64_t i = 0; i < nb; i++) {
     const uint32_t qh = load_u32_le(x[i].qh);
     int isum = 0;
@@ -1056,8 +1062,10 @@ dot_q5_0(const HnBlockQ5_0 *x, const HnBlockQ8_0 *y, int64_t nb)
 }
 
 static float
-dot_q5_1_from(float sum, const HnBlockQ5_1 *x, const HnBlockQ8_1 *y, int64_t nb)
+dot_q5_1_from(float sum, const void *weight, const void *act, int64_t nb)
 {
+  const HnBlockQ5_1 *x = weight;
+  const HnBlockQ8_1 *y = act;
   for (int64_t i = 0; i < nb; i++) {
     const uint32_t qh = load_u32_le(x[i].qh);
     int isum = 0;
@@ -1078,8 +1086,10 @@ dot_q5_1(const HnBlockQ5_1 *x, const HnBlockQ8_1 *y, int64_t nb)
 }
 
 static float
-dot_q8_0_from(float sum, const HnBlockQ8_0 *x, const HnBlockQ8_0 *y, int64_t nb)
+dot_q8_0_from(float sum, const void *weight, const void *act, int64_t nb)
 {
+  const HnBlockQ8_0 *x = weight;
+  const HnBlockQ8_0 *y = act;
   for (int64_t i = 0; i < nb; i++) {
     int isum = 0;
     for (int j = 0; j < HN_QK8_0; j++)
@@ -1330,43 +1340,13 @@ typedef struct {
   float (*dot_from)(float sum, const void *x, const void *y, int64_t nb);
 } RegroupedLayout;
 
-static float
-q4_0_dot_from(float sum, const void *x, const void *y, int64_t nb)
-{
-  return dot_q4_0_from(sum, x, y, nb);
-}
-
-static float
-q8_0_dot_from(float sum, const void *x, const void *y, int64_t nb)
-{
-  return dot_q8_0_from(sum, x, y, nb);
-}
-
-static float
-q5_0_dot_from(float sum, const void *x, const void *y, int64_t nb)
-{
-  return dot_q5_0_from(sum, x, y, nb);
-}
-
-static float
-q4_1_dot_from(float sum, const void *x, const void *y, int64_t nb)
-{
-  return dot_q4_1_from(sum, x, y, nb);
-}
-
-static float
-q5_1_dot_from(float sum, const void *x, const void *y, int64_t nb)
-{
-  return dot_q5_1_from(sum, x, y, nb);
-}
-
 static const RegroupedLayout regrouped_layouts[] = {
-  { HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q4_0, sizeof(HnBlockQ4_0), false, false, 4, { 0, 1, 2, 3 }, q4_0_dot_from },
+  { HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q4_0, sizeof(HnBlockQ4_0), false, false, 4, { 0, 1, 2, 3 }, dot_q4_0_from },
   { HN_TYPE_Q8_0_GROUPED, HN_TYPE_Q8_0, sizeof(HnBlockQ8_0), false, false, 8, { 0, 2, 4, 6, 1, 3, 5, 7 },
-    q8_0_dot_from },
-  { HN_TYPE_Q5_0_GROUPED, HN_TYPE_Q5_0, sizeof(HnBlockQ5_0), false, true, 4, { 0, 1, 2, 3 }, q5_0_dot_from },
-  { HN_TYPE_Q4_1_GROUPED, HN_TYPE_Q4_1, sizeof(HnBlockQ4_1), true, false, 4, { 0, 1, 2, 3 }, q4_1_dot_from },
-  { HN_TYPE_Q5_1_GROUPED, HN_TYPE_Q5_1, sizeof(HnBlockQ5_1), true, true, 4, { 0, 1, 2, 3 }, q5_1_dot_from },
+    dot_q8_0_from },
+  { HN_TYPE_Q5_0_GROUPED, HN_TYPE_Q5_0, sizeof(HnBlockQ5_0), false, true, 4, { 0, 1, 2, 3 }, dot_q5_0_from },
+  { HN_TYPE_Q4_1_GROUPED, HN_TYPE_Q4_1, sizeof(HnBlockQ4_1), true, false, 4, { 0, 1, 2, 3 }, dot_q4_1_from },
+  { HN_TYPE_Q5_1_GROUPED, HN_TYPE_Q5_1, sizeof(HnBlockQ5_1), true, true, 4, { 0, 1, 2, 3 }, dot_q5_1_from },
 };
 
 #define MAX_RUN_BYTES (HN_GROUP_BLOCKS * sizeof(HnBlockQ8_0))
