@@ -1381,23 +1381,21 @@ gather_nibble(uint32_t x)
 static void
 fifth_bits_to_planes(const uint8_t qh[4], uint8_t planes[4])
 {
-  const uint32_t bits = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+  const uint32_t bits = load_u32_le(qh);
   uint32_t p = 0;
   for (int i = 0; i < 4; i++)
     p |= spread_nibble(bits >> (4 * i) & 0xfu) << (2 * i) | spread_nibble(bits >> (16 + 4 * i) & 0xfu) << (2 * i + 1);
-  for (int k = 0; k < 4; k++)
-    planes[k] = (uint8_t)(p >> (8 * k));
+  store_u32_le(planes, p);
 }
 
 static void
 planes_to_fifth_bits(const uint8_t planes[4], uint8_t qh[4])
 {
-  const uint32_t p = (uint32_t)planes[0] | (uint32_t)planes[1] << 8 | (uint32_t)planes[2] << 16 | (uint32_t)planes[3] << 24;
+  const uint32_t p = load_u32_le(planes);
   uint32_t bits = 0;
   for (int i = 0; i < 4; i++)
     bits |= gather_nibble(p >> (2 * i)) << (4 * i) | gather_nibble(p >> (2 * i + 1)) << (16 + 4 * i);
-  for (int k = 0; k < 4; k++)
-    qh[k] = (uint8_t)(bits >> (8 * k));
+  store_u32_le(qh, bits);
 }
 
 /* Copies `bytes` bytes from the file's blocks (offset `in_blocks`) to the run's layout

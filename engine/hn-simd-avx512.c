@@ -152,7 +152,8 @@ DEFINE_LOAD_NIBBLE_PAIR(load_q5_1, HnBlockQ5_1, WITH_FIFTH_BITS)
 static inline __m512
 q4_k_scales_mins(const HnBlockQ4_K *b)
 {
-  const __m512 all = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scale_min_bytes_q4_k(b->scales))); /* 8 scales, 8 mins */
+  const __m128i bytes = scale_min_bytes_q4_k(b->scales);
+  const __m512 all = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)); /* 8 scales, 8 mins */
   const __m512 dd = _mm512_insertf32x4(_mm512_insertf32x4(_mm512_set1_ps(_cvtsh_ss(b->d)),
                                                           _mm_set1_ps(-_cvtsh_ss(b->dmin)), 2),
                                        _mm_set1_ps(-_cvtsh_ss(b->dmin)), 3);
@@ -378,6 +379,7 @@ DEFINE_TILE_DISPATCH(gemm_q4_0)
  * sums.  That is about a third of the vector instructions of the file-layout tiles
  * above per weight byte, which is what lets decode keep pace with the memory bus.
  * Blocks after the last run of 16 are in the file layout and take the chunk path. */
+
 /* The nibbles of the 4- and 5-bit layouts: four vectors of bytes from `vectors`, low
  * nibbles giving code vector 2s and high nibbles 2s + 1. */
 static inline __attribute__((always_inline)) void
