@@ -1413,8 +1413,8 @@ move_bytes(const uint8_t *in, uint8_t *out, size_t in_run, size_t in_blocks, siz
 static void
 convert_run(const RegroupedLayout *l, const uint8_t *in, uint8_t *out, bool grouped)
 {
-  const size_t mins = 2 * HN_GROUP_BLOCKS, planes = mins + (l->mins ? 2 * HN_GROUP_BLOCKS : 0);
-  const size_t vectors = planes + (l->fifth_bits ? 64 : 0);
+  const size_t mins = HN_RUN_MINS_AT, planes = HN_RUN_PLANES_AT(l->mins);
+  const size_t vectors = HN_RUN_VECTORS_AT(l->mins, l->fifth_bits);
   const size_t block_qh = l->mins ? 4 : 2, block_quants = block_qh + (l->fifth_bits ? 4 : 0);
   for (int j = 0; j < HN_GROUP_BLOCKS; j++) {
     const size_t block = (size_t)j * l->block_bytes;

@@ -107,6 +107,12 @@ float hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void 
  * reader goes through the type.  Code that has to tell a regrouped layout from its file
  * type asks these functions instead of naming a layout. */
 #define HN_GROUP_BLOCKS 16
+/* Where the parts of a run start, in bytes from its start, for a layout that has mins
+ * (MINS 1) or not (0) and fifth bits (PLANES 1) or not: the scales at 0, the mins after
+ * them, then the bit planes, then the vectors (Q8_0's: HN_RUN_VECTORS_AT(0, 0)). */
+#define HN_RUN_MINS_AT (2 * HN_GROUP_BLOCKS)
+#define HN_RUN_PLANES_AT(MINS) (2 * HN_GROUP_BLOCKS * (1 + (MINS)))
+#define HN_RUN_VECTORS_AT(MINS, PLANES) (HN_RUN_PLANES_AT(MINS) + 64 * (PLANES))
 
 /* The file type whose rows `type` rearranges; `type` itself where it is a file type. */
 HnType hn_type_file_layout(HnType type);

@@ -765,68 +765,29 @@ codes_q8_0_biased(const HnBlockQ8_0 *b)
  * signed and take the sign trick).  Tiles of 4 rows for one token (registers: 8 code
  * vectors, 4 sums), of 1 row × up to 4 tokens for more. */
 
-/* The nibbles of the 4- and 5-bit layouts: four vectors of bytes from `vectors`, low
- * nibbles giving code vector 2s and high nibbles 2s + 1. */
-static inline __attribute__((always_inline)) void
-half_nibble_codes(const uint8_t *vectors, int half, __m256i codes[8])
-{
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {
-    const __m256i v = _mm256_loadu_si256((const __m256i *)(vectors + 64 * s + 32 * half));
-    codes[2 * s] = _mm256_and_si256(v, low4);
-    codes[2 * s + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-  }
-}
-
-/* The 5-bit layouts: code vector m takes its fifth bits from bit m of the bit planes
- * (two shifts of 16-bit lanes move them to bit 4; the mask drops what crossed from the
- * neighbouring byte). */
-static inline __m256i
-plane_to_bit4(__m256i planes, int m)
-{
-  return m < 4 ? _mm256_slli_epi16(planes, 4 - m) : _mm256_srli_epi16(planes, m - 4);
-}
-
-static inline __attribute__((always_inline)) void
-half_nibble_codes_fifth(const uint8_t *planes, const uint8_t *vectors, int half, __m256i codes[8])
-{
-  const __m256i bit4 = _mm256_set1_epi8(0x10);
-  const __m256i bits = _mm256_loadu_si256((const __m256i *)(planes + 32 * half));
-  half_nibble_codes(vectors, half, codes);
-  _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++)
-    codes[m] = _mm256_or_si256(codes[m], _mm256_and_si256(plane_to_bit4(bits, m), bit4));
-}
-
-/* where each layout's parts start in a run: scales at 0, then mins, planes, nibbles */
+/* the code vectors of a half run (hn-simd-panel.h), by layout */
 static inline __attribute__((always_inline)) void
 half_codes_q4_0(const uint8_t *group, int half, __m256i codes[8])
 {
-  half_nibble_codes(group + 32, half, codes);
+  half_run_nibble_codes(group, half, 0, 0, codes);
 }
 
 static inline __attribute__((always_inline)) void
 half_codes_q4_1(const uint8_t *group, int half, __m256i codes[8])
 {
-  half_nibble_codes(group + 64, half, codes);
+  half_run_nibble_codes(group, half, 1, 0, codes);
 }
 
 static inline __attribute__((always_inline)) void
 half_codes_q5_0(const uint8_t *group, int half, __m256i codes[8])
 {
-  half_nibble_codes_fifth(group + 32, group + 96, half, codes);
+  half_run_nibble_codes(group, half, 0, 1, codes);
 }
 
 static inline __attribute__((always_inline)) void
 half_codes_q5_1(const uint8_t *group, int half, __m256i codes[8])
 {
-  half_nibble_codes_fifth(group + 64, group + 128, half, codes);
-}
-
-static inline __attribute__((always_inline)) void
-half_codes_q8_0(const uint8_t *group, int half, __m256i codes[8])
-{
-  _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++)
-    codes[m] = _mm256_loadu_si256((const __m256i *)(group + 2 * HN_GROUP_BLOCKS + 64 * m + 32 * half));
+  half_run_nibble_codes(group, half, 1, 1, codes);
 }
 
 static inline __attribute__((always_inline)) void
@@ -865,7 +826,7 @@ half_codes_q8_0_biased(const uint8_t *group, int half, __m256i codes[8])
           const __m256 weight_scales =                                                             \
             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 16 * half)));                \
           const __m256 weight_mins =                                                               \
-            MINS ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + 32 + 16 * half)))     \
+            MINS ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(group + HN_RUN_MINS_AT + 16 * half))) \
                  : _mm256_setzero_ps();                                                            \
           _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                                   \
             const HnActGroup *a = (const HnActGroup *)(act + (size_t)c * act_stride) + g;          \

@@ -410,29 +410,40 @@ grouped_nibble_codes_fifth(const uint8_t *planes, const uint8_t *vectors, __m512
     codes[m] = _mm512_or_si512(codes[m], _mm512_and_si512(plane_to_bit4(bits, m), bit4));
 }
 
-/* where each layout's parts start in a run: scales at 0, then mins, planes, nibbles */
+/* A run of a 4- or 5-bit layout with mins (MINS 1) or not and fifth bits (PLANES 1) or
+ * not: its parts where HN_RUN_VECTORS_AT puts them. */
+static inline __attribute__((always_inline)) void
+grouped_run_nibble_codes(const uint8_t *group, const int mins, const int planes, __m512i codes[8])
+{
+  if (planes)
+    grouped_nibble_codes_fifth(group + HN_RUN_PLANES_AT(mins), group + HN_RUN_VECTORS_AT(mins, 1), codes);
+  else
+    grouped_nibble_codes(group + HN_RUN_VECTORS_AT(mins, 0), codes);
+}
+
+/* the code vectors of a run, by layout */
 static inline __attribute__((always_inline)) void
 grouped_codes_q4_0(const uint8_t *group, __m512i codes[8])
 {
-  grouped_nibble_codes(group + 32, codes);
+  grouped_run_nibble_codes(group, 0, 0, codes);
 }
 
 static inline __attribute__((always_inline)) void
 grouped_codes_q4_1(const uint8_t *group, __m512i codes[8])
 {
-  grouped_nibble_codes(group + 64, codes);
+  grouped_run_nibble_codes(group, 1, 0, codes);
 }
 
 static inline __attribute__((always_inline)) void
 grouped_codes_q5_0(const uint8_t *group, __m512i codes[8])
 {
-  grouped_nibble_codes_fifth(group + 32, group + 96, codes);
+  grouped_run_nibble_codes(group, 0, 1, codes);
 }
 
 static inline __attribute__((always_inline)) void
 grouped_codes_q5_1(const uint8_t *group, __m512i codes[8])
 {
-  grouped_nibble_codes_fifth(group + 64, group + 128, codes);
+  grouped_run_nibble_codes(group, 1, 1, codes);
 }
 
 /* q + 128 as an unsigned byte is q with its top bit flipped */
@@ -441,7 +452,7 @@ grouped_codes_q8_0(const uint8_t *group, __m512i codes[8])
 {
   const __m512i flip = _mm512_set1_epi8((char)0x80);
   _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++)
-    codes[m] = _mm512_xor_si512(_mm512_loadu_si512(group + 2 * HN_GROUP_BLOCKS + 64 * m), flip);
+    codes[m] = _mm512_xor_si512(_mm512_loadu_si512(group + HN_RUN_VECTORS_AT(0, 0) + 64 * m), flip);
 }
 
 /* Σ over each block's 32 products (lane j: block j), the zero point already corrected */
@@ -478,7 +489,7 @@ grouped_dot(const __m512i codes[8], const HnActGroup *a)
         GROUP_CODES(group, codes);                                                                 \
         const __m512 weight_scales = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)group));  \
         const __m512 weight_mins =                                                                 \
-          MINS ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + 32))) : _mm512_setzero_ps(); \
+          MINS ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(group + HN_RUN_MINS_AT))) : _mm512_setzero_ps(); \
         _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                                     \
           const HnActGroup *a = (const HnActGroup *)(act + (size_t)c * act_stride) + g;            \
           acc[r][c] = _mm512_fmadd_ps(grouped_dot(codes, a), _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a->d)), \

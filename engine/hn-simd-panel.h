@@ -396,6 +396,55 @@ half_run_block_codes(const __m256i v[8], int half, uint8_t codes[HN_GROUP_BLOCKS
   }
 }
 
+/* The code vectors of half `half` of a run (blocks 8 · half ..), as a 256-bit tile takes
+ * them and the packers below unpack them.  The nibbles of the 4- and 5-bit layouts: four
+ * vectors of bytes from `vectors`, low nibbles giving code vector 2s and high nibbles
+ * 2s + 1. */
+static inline __attribute__((always_inline)) void
+half_nibble_codes(const uint8_t *vectors, int half, __m256i codes[8])
+{
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  _Pragma("GCC unroll 4") for (int s = 0; s < 4; s++) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(vectors + 64 * s + 32 * half));
+    codes[2 * s] = _mm256_and_si256(v, low4);
+    codes[2 * s + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+  }
+}
+
+/* The 5-bit layouts: code vector m takes its fifth bits from bit m of the bit planes
+ * (two shifts of 16-bit lanes move them to bit 4; the mask drops what crossed from the
+ * neighbouring byte). */
+static inline __attribute__((always_inline)) void
+half_nibble_codes_fifth(const uint8_t *planes, const uint8_t *vectors, int half, __m256i codes[8])
+{
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  const __m256i bits = _mm256_loadu_si256((const __m256i *)(planes + 32 * half));
+  half_nibble_codes(vectors, half, codes);
+  _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++) {
+    const __m256i at4 = m < 4 ? _mm256_slli_epi16(bits, 4 - m) : _mm256_srli_epi16(bits, m - 4);
+    codes[m] = _mm256_or_si256(codes[m], _mm256_and_si256(at4, bit4));
+  }
+}
+
+/* A run of a 4- or 5-bit layout with mins (MINS 1) or not and fifth bits (PLANES 1) or
+ * not: its parts where HN_RUN_VECTORS_AT puts them. */
+static inline __attribute__((always_inline)) void
+half_run_nibble_codes(const uint8_t *group, int half, const int mins, const int planes, __m256i codes[8])
+{
+  if (planes)
+    half_nibble_codes_fifth(group + HN_RUN_PLANES_AT(mins), group + HN_RUN_VECTORS_AT(mins, 1), half, codes);
+  else
+    half_nibble_codes(group + HN_RUN_VECTORS_AT(mins, 0), half, codes);
+}
+
+/* Q8_0's eight vectors of signed quants */
+static inline __attribute__((always_inline)) void
+half_codes_q8_0(const uint8_t *group, int half, __m256i codes[8])
+{
+  _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++)
+    codes[m] = _mm256_loadu_si256((const __m256i *)(group + HN_RUN_VECTORS_AT(0, 0) + 64 * m + 32 * half));
+}
+
 /* Q8_0's vectors 0, 2, 4, 6 hold a block's bytes 0-15, vectors 1, 3, 5, 7 bytes 16-31. */
 static inline void
 ungroup_run_q8_0(const uint8_t *group, HnBlockQ8_0 out[HN_GROUP_BLOCKS])
@@ -403,8 +452,7 @@ ungroup_run_q8_0(const uint8_t *group, HnBlockQ8_0 out[HN_GROUP_BLOCKS])
   uint8_t codes[HN_GROUP_BLOCKS][32];
   for (int half = 0; half < 2; half++) {
     __m256i v[8];
-    for (int m = 0; m < 8; m++)
-      v[m] = _mm256_loadu_si256((const __m256i *)(group + 2 * HN_GROUP_BLOCKS + 64 * m + 32 * half));
+    half_codes_q8_0(group, half, v);
     half_run_block_codes(v, half, codes);
   }
   for (int b = 0; b < HN_GROUP_BLOCKS; b++) {
@@ -413,36 +461,21 @@ ungroup_run_q8_0(const uint8_t *group, HnBlockQ8_0 out[HN_GROUP_BLOCKS])
   }
 }
 
-/* The unsigned codes of a run of the 4- and 5-bit layouts, block by block: nibbles
- * from the four vectors at `vectors`, fifth bits (bit m of the planes for code vector m)
- * from `planes` where the layout has them. */
+/* The unsigned codes of a run of the 4- and 5-bit layouts, block by block. */
 static inline void
-nibble_run_codes(const uint8_t *planes, const uint8_t *vectors, uint8_t codes[HN_GROUP_BLOCKS][32])
+nibble_run_codes(const uint8_t *group, const int mins, const int planes, uint8_t codes[HN_GROUP_BLOCKS][32])
 {
-  const __m256i low4 = _mm256_set1_epi8(0x0f), bit4 = _mm256_set1_epi8(0x10);
   for (int half = 0; half < 2; half++) {
     __m256i v[8];
-    for (int s = 0; s < 4; s++) {
-      const __m256i x = _mm256_loadu_si256((const __m256i *)(vectors + 64 * s + 32 * half));
-      v[2 * s] = _mm256_and_si256(x, low4);
-      v[2 * s + 1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), low4);
-    }
-    if (planes) {
-      const __m256i bits = _mm256_loadu_si256((const __m256i *)(planes + 32 * half));
-      for (int m = 0; m < 8; m++) {
-        const __m256i at4 = m < 4 ? _mm256_slli_epi16(bits, 4 - m) : _mm256_srli_epi16(bits, m - 4);
-        v[m] = _mm256_or_si256(v[m], _mm256_and_si256(at4, bit4));
-      }
-    }
+    half_run_nibble_codes(group, half, mins, planes, v);
     half_run_block_codes(v, half, codes);
   }
 }
 
-/* A regrouped row of a 4- or 5-bit type: the codes of each run of 16 blocks come out of
- * its vectors (PLANES, VECTORS: where the run holds them; PLANES 0: none), its scales and
- * mins (MINS_AT; 0: none) straight from the run; the blocks after the last run are in
- * file form. */
-#define DEFINE_PACK_PANEL_GROUPED(NAME, BLOCK, CODES, MIN, MINS_AT, PLANES, VECTORS)               \
+/* A regrouped row of a 4- or 5-bit type (MINS, PLANES: whether it has mins and fifth
+ * bits): the codes of each run of 16 blocks come out of its vectors, its scales and mins
+ * straight from the run; the blocks after the last run are in file form. */
+#define DEFINE_PACK_PANEL_GROUPED(NAME, BLOCK, CODES, MIN, MINS, PLANES)                          \
   static void __attribute__((unused)) NAME(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel) \
   {                                                                                                \
     PanelBlock *pb = panel;                                                                        \
@@ -464,23 +497,23 @@ nibble_run_codes(const uint8_t *planes, const uint8_t *vectors, uint8_t codes[HN
         }                                                                                          \
         const uint8_t *group = row + first * sizeof(BLOCK);                                        \
         if (j == 0)                                                                                \
-          nibble_run_codes(PLANES ? group + PLANES : NULL, group + VECTORS, run[r]);               \
+          nibble_run_codes(group, MINS, PLANES, run[r]);                                           \
         uint16_t scale, min = 0;                                                                   \
         memcpy(&scale, group + 2 * j, 2);                                                          \
-        if (MINS_AT)                                                                               \
-          memcpy(&min, group + MINS_AT + 2 * j, 2);                                                \
+        if (MINS)                                                                                  \
+          memcpy(&min, group + HN_RUN_MINS_AT + 2 * j, 2);                                         \
         memcpy(tmp[r], run[r][j], 32);                                                             \
         pb->scale[0][r] = panel_h2f(scale);                                                        \
-        pb->neg_min[0][r] = MINS_AT ? panel_h2f(min) : 0.0f;                                       \
+        pb->neg_min[0][r] = MINS ? panel_h2f(min) : 0.0f;                                          \
       }                                                                                            \
       transpose_codes(tmp, pb->codes);                                                             \
     }                                                                                              \
   }
 
-DEFINE_PACK_PANEL_GROUPED(pack_panel_q4_0_grouped, HnBlockQ4_0, codes_q4_0, PANEL_NO_MIN, 0, 0, 32)
-DEFINE_PACK_PANEL_GROUPED(pack_panel_q5_0_grouped, HnBlockQ5_0, codes_q5_0, PANEL_NO_MIN, 0, 32, 96)
-DEFINE_PACK_PANEL_GROUPED(pack_panel_q4_1_grouped, HnBlockQ4_1, codes_q4_1, PANEL_MIN_M, 32, 0, 64)
-DEFINE_PACK_PANEL_GROUPED(pack_panel_q5_1_grouped, HnBlockQ5_1, codes_q5_1, PANEL_MIN_M, 32, 64, 128)
+DEFINE_PACK_PANEL_GROUPED(pack_panel_q4_0_grouped, HnBlockQ4_0, codes_q4_0, PANEL_NO_MIN, 0, 0)
+DEFINE_PACK_PANEL_GROUPED(pack_panel_q5_0_grouped, HnBlockQ5_0, codes_q5_0, PANEL_NO_MIN, 0, 1)
+DEFINE_PACK_PANEL_GROUPED(pack_panel_q4_1_grouped, HnBlockQ4_1, codes_q4_1, PANEL_MIN_M, 1, 0)
+DEFINE_PACK_PANEL_GROUPED(pack_panel_q5_1_grouped, HnBlockQ5_1, codes_q5_1, PANEL_MIN_M, 1, 1)
 
 static void __attribute__((unused))
 pack_panel_q8_0_grouped(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
