@@ -60,7 +60,14 @@
  * about 6% faster (one thread, rows in the third level).  ARM64 keeps the second level,
  * unmeasured on real hardware. */
 #if defined(__x86_64__) || defined(__i386__)
-#define FETCH_NEXT_LINE(r, p) ((r)->to_l2 ? __builtin_prefetch((p), 0, 2) : __builtin_prefetch((p), 0, 3))
+/* (an if, not a conditional expression of two fetches: clang 14 crashes on that at -O0) */
+#define FETCH_NEXT_LINE(r, p)                                                                                \
+  do {                                                                                                       \
+    if ((r)->to_l2)                                                                                          \
+      __builtin_prefetch((p), 0, 2);                                                                         \
+    else                                                                                                     \
+      __builtin_prefetch((p), 0, 3);                                                                         \
+  } while (0)
 #else
 #define FETCH_NEXT_LINE(r, p) __builtin_prefetch((p), 0, 2)
 #endif
