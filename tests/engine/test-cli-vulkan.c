@@ -97,7 +97,7 @@ session_between (const char *writer, const char *reader)
   g_autofree char *session = g_build_filename (tmpdir, "shared.hnsession", NULL);
   g_remove (session);
   g_autofree char *err1 = NULL;
-  g_autofree char *first = generate (PROMPT, writer, session, &err1);
+  g_free (generate (PROMPT, writer, session, &err1)); /* (its text: what the session is written for) */
   g_assert_nonnull (strstr (err1, "session: reused 0 of "));
   g_autofree char *err2 = NULL;
   g_autofree char *reused = generate (LONGER, reader, session, &err2);
