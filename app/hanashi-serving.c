@@ -135,7 +135,8 @@ static void
 stop_listening (HanashiServing *self)
 {
   g_autoptr (HanashiServer) server = g_steal_pointer (&self->server);
-  g_autoptr (HanashiModelLoan) served = g_steal_pointer (&self->served);
+  /* held only to be released last, after the server has stopped */
+  G_GNUC_UNUSED g_autoptr (HanashiModelLoan) served = g_steal_pointer (&self->served);
   g_autoptr (SoupServer) refuser = g_steal_pointer (&self->refuser);
 
   g_clear_pointer (&self->host, g_free);

@@ -386,7 +386,6 @@ test_defaults_mode_writes_settings (void)
   g_autoptr (GSettings) settings = g_settings_new (APP_ID);
   g_autoptr (HanashiParamsPanel) panel = g_object_ref_sink (hanashi_params_panel_new_for_defaults ());
   set_spin (panel, "temperature", 0.55);
-  g_autofree char *stored = g_settings_get_string (settings, "default-params");
   g_auto (HanashiParams) params;
   hanashi_params_load_defaults (&params, settings);
   g_assert_cmpfloat_with_epsilon (params.sampling.temperature, 0.55, 1e-6);

@@ -442,7 +442,6 @@ static void
 test_open_best_sentences (void)
 {
   g_autofree char *path = database_path ();
-  g_autofree char *dir = g_path_get_dirname (path);
   g_autoptr (GError) problem = NULL;
   remove_database_folder ();
   make_history ();

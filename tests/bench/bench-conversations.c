@@ -207,6 +207,7 @@ main (int argc, char **argv)
     start = now_ms ();
     g_autofree char *md = hanashi_conversation_export_markdown (store, id, &error);
     tm[r] = now_ms () - start;
+    g_assert_nonnull (md);
     start = now_ms ();
     g_autoptr(HanashiConversationData) data = hanashi_conversation_import_json_data (json, strlen (json), &error);
     tp[r] = now_ms () - start;
