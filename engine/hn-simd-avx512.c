@@ -648,6 +648,37 @@ gemv_q6_k(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, co
     out[(size_t)r * out_stride] = _mm512_reduce_add_ps(acc[r]);
 }
 
+/* Q2_K's codes times their group's scale, for VPDPBUSD (KQ_Q2_K_TABLES below): a code is
+ * 0-3 and a scale 0-15, so the product fits an unsigned byte and the sums stay the exact
+ * integers of VPMADDUBSW and VPMADDWD against the scales.  Each 128-bit lane of a run
+ * holds one group's 16 codes (lane L: group 8 · (L / 2) + 2k + L % 2 for run k), so one
+ * byte shuffle of a lane's table [0, s, 2s, 3s] per run does the multiplying: bytes 4k ..
+ * 4k + 3 of the lane hold run k's table, and the codes + 4k index it. */
+static inline __attribute__((always_inline)) __m512i
+q2_k_code_tables(const uint8_t scales[16])
+{
+  static const int8_t group_of[64] = {
+    0, 0, 0, 0, 2, 2, 2, 2, 4,  4,  4,  4,  6,  6,  6,  6,  1, 1, 1, 1, 3,  3,  3,  3,  5,  5,  5,  5,  7,  7,  7,  7,
+    8, 8, 8, 8, 10, 10, 10, 10, 12, 12, 12, 12, 14, 14, 14, 14, 9, 9, 9, 9, 11, 11, 11, 11, 13, 13, 13, 13, 15, 15, 15, 15,
+  };
+  /* position j of a table: s where j is 1 or 3, 2s where j is 2 or 3 (the scale is the
+   * low nibble; the masks drop the min above it) */
+  const __m512i once = _mm512_set1_epi32(0x0f000f00), twice = _mm512_set1_epi32(0x1e1e0000);
+  const __m512i s = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)scales)),
+                                        _mm512_loadu_si512(group_of));
+  return _mm512_add_epi8(_mm512_and_si512(s, once), _mm512_and_si512(_mm512_add_epi8(s, s), twice));
+}
+
+/* Run k's codes of a step's bits (both halves), each times its group's scale */
+static inline __attribute__((always_inline)) __m512i
+q2_k_scaled_codes(__m512i tables, __m512i bits, int k)
+{
+  /* (bits >> 2k & 3) | 4k: the code, pointing into run k's table */
+  const __m512i index = _mm512_ternarylogic_epi32(_mm512_srli_epi16(bits, 2 * k), _mm512_set1_epi8(3),
+                                                  _mm512_set1_epi8((char)(4 * k)), 0xea);
+  return _mm512_shuffle_epi8(tables, index);
+}
+
 /* The k-quants' four-row decode (hn-simd-kquant-rows.h), two runs of codes per vector. */
 #define KQ_VEC __m512i
 #define KQ_FVEC __m512
@@ -672,6 +703,9 @@ gemv_q6_k(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, co
 #define KQ_FMADD(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define KQ_REDUCE(v) _mm512_reduce_add_ps(v)
 #define KQ_HOIST_Y 1 /* the activation's runs paired once per block for the four rows */
+#define KQ_Q2_K_SCALED 1
+#define KQ_Q2_K_TABLES(scales) q2_k_code_tables(scales)
+#define KQ_Q2_K_RUN(sum, tables, bits, k, y) _mm512_dpbusd_epi32(sum, q2_k_scaled_codes(tables, bits, k), y)
 #define KQ_NAME(x) x##_512
 #include "hn-simd-kquant-rows.h"
 

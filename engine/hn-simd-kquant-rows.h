@@ -10,7 +10,9 @@
  *   KQ_SHUFFLE8, KQ_CVT (int32 to float), KQ_FZERO(), KQ_FSET1(x), KQ_FMADD(a, b, c),
  *   KQ_REDUCE(v) (the sum of the lanes), KQ_HOIST_Y (whether the activation's vectors
  *   are made once per block for all rows, or where they are used) and KQ_NAME(x)
- *   (this level's name for x).
+ *   (this level's name for x); and may define KQ_Q2_K_SCALED 1 with
+ *   KQ_Q2_K_TABLES(scales) and KQ_Q2_K_RUN(sum, tables, bits, k, y) (a 512-bit step of
+ *   Q2_K: its codes times their scales, then one VPDPBUSD per run).
  *
  * A block is taken in steps of KQ_RUNS runs of 32 codes: with 256-bit vectors one run at
  * a time, with 512-bit ones two, so each multiply-add pair does twice the work.  Per
@@ -25,6 +27,10 @@
  * SPDX-License-Identifier: GPL-3.0-or-later
  */
 #include "hn-simd-x86.h"
+
+#ifndef KQ_Q2_K_SCALED
+#define KQ_Q2_K_SCALED 0
+#endif
 
 /* A byte shuffle that gives every 16-bit lane scale 2j + pair of its 128-bit lane of
  * 16-bit scales (bytes 4j + 2·pair and the next): Q4_K's sub-block 2j + pair, a 16-group
@@ -207,6 +213,15 @@ KQ_NAME(vec_dot_rows_k16)(int64_t n, const void *w, size_t row_stride, int n_row
       uint16_t d, dmin;
       k16_scales(block, type, &scales_lo, &scales_hi, &min_bytes, &d, &dmin);
       KQ_VEC sum = KQ_FROM128(k16_corrections(type, scales_lo, scales_hi, min_bytes, bsums_lo, bsums_hi, &mins));
+#if KQ_Q2_K_SCALED
+      /* four instructions per run where the scales below take six (measured: docs/speed.md,
+       * "Q2_K's scales in its codes") */
+      if (type == K16_Q2_K && KQ_HOIST_Y && STEPS == 1) {
+        const HnBlockQ2_K *b2 = (const HnBlockQ2_K *)block;
+        const KQ_VEC tables = KQ_Q2_K_TABLES(b2->scales), bits = KQ_LOADU(b2->qs);
+        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) sum = KQ_Q2_K_RUN(sum, tables, bits, k, yk[0][k]);
+      } else
+#endif
       _Pragma("GCC unroll 2") for (int s = 0; s < STEPS; s++) {
         const KQ_VEC scales = KQ_JOIN256(_mm256_broadcastsi128_si256(s ? scales_hi : scales_lo),
                                          _mm256_broadcastsi128_si256(scales_hi));
@@ -270,4 +285,7 @@ KQ_ENTRY(q6_k, vec_dot_rows_k16, K16_Q6_K)
 #undef KQ_FMADD
 #undef KQ_REDUCE
 #undef KQ_HOIST_Y
+#undef KQ_Q2_K_SCALED
+#undef KQ_Q2_K_TABLES
+#undef KQ_Q2_K_RUN
 #undef KQ_NAME
