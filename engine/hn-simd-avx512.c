@@ -657,9 +657,12 @@ gemv_q6_k(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, co
 static inline __attribute__((always_inline)) __m512i
 q2_k_code_tables(const uint8_t scales[16])
 {
+  /* byte 4k + j of lane L: the scale of lane L's group in run k */
   static const int8_t group_of[64] = {
-    0, 0, 0, 0, 2, 2, 2, 2, 4,  4,  4,  4,  6,  6,  6,  6,  1, 1, 1, 1, 3,  3,  3,  3,  5,  5,  5,  5,  7,  7,  7,  7,
-    8, 8, 8, 8, 10, 10, 10, 10, 12, 12, 12, 12, 14, 14, 14, 14, 9, 9, 9, 9, 11, 11, 11, 11, 13, 13, 13, 13, 15, 15, 15, 15,
+    0, 0, 0, 0,  2,  2,  2,  2,  4,  4,  4,  4,  6,  6,  6,  6,  /* lane 0: groups 0, 2, 4, 6 */
+    1, 1, 1, 1,  3,  3,  3,  3,  5,  5,  5,  5,  7,  7,  7,  7,  /* lane 1: 1, 3, 5, 7 */
+    8, 8, 8, 8,  10, 10, 10, 10, 12, 12, 12, 12, 14, 14, 14, 14, /* lane 2: 8, 10, 12, 14 */
+    9, 9, 9, 9,  11, 11, 11, 11, 13, 13, 13, 13, 15, 15, 15, 15, /* lane 3: 9, 11, 13, 15 */
   };
   /* position j of a table: s where j is 1 or 3, 2s where j is 2 or 3 (the scale is the
    * low nibble; the masks drop the min above it) */

@@ -28,9 +28,13 @@
  */
 #include "hn-simd-x86.h"
 
+#include <stddef.h>
+
 #ifndef KQ_Q2_K_SCALED
 #define KQ_Q2_K_SCALED 0
 #endif
+_Static_assert(!KQ_Q2_K_SCALED || (KQ_RUNS == 2 && KQ_HOIST_Y),
+               "KQ_Q2_K_RUN takes a whole Q2_K block in one step, the activation's runs made once per block");
 
 /* A byte shuffle that gives every 16-bit lane scale 2j + pair of its 128-bit lane of
  * 16-bit scales (bytes 4j + 2·pair and the next): Q4_K's sub-block 2j + pair, a 16-group
@@ -65,6 +69,30 @@ KQ_NAME(rows_begin)(const void *w, size_t row_stride, int n_rows, const uint8_t 
   }
 }
 
+/* A block's d of the four rows (and its dmin, which follows d, where with_min) times the
+ * activation's d, converted in one instruction: scale[2r] = yd · d and scale[2r + 1] =
+ * −yd · dmin of row r (0 without a dmin).  The rows' multipliers are then broadcast
+ * from memory, which costs no vector unit; converting each row's halves on its own took
+ * Q2_K's four-row kernel 6-8% longer (docs/speed.md, "Q2_K's scales in its codes"). */
+static inline __attribute__((always_inline)) void
+KQ_NAME(block_scales)(const uint8_t *const x[HN_DOT_ROWS], size_t at, size_t d_offset, const bool with_min,
+                      float yd, float scale[2 * HN_DOT_ROWS])
+{
+  _Static_assert(HN_DOT_ROWS == 4, "four rows' d and dmin fill one 128-bit vector");
+  uint32_t pair[HN_DOT_ROWS]; /* d in the low 16 bits, dmin in the high */
+  for (int r = 0; r < HN_DOT_ROWS; r++) {
+    uint16_t d;
+    if (with_min) {
+      memcpy(&pair[r], x[r] + at + d_offset, sizeof pair[r]);
+    } else {
+      memcpy(&d, x[r] + at + d_offset, sizeof d);
+      pair[r] = d;
+    }
+  }
+  const __m128i halves = _mm_setr_epi32((int)pair[0], (int)pair[1], (int)pair[2], (int)pair[3]);
+  _mm256_storeu_ps(scale, _mm256_mul_ps(_mm256_cvtph_ps(halves), _mm256_setr_ps(yd, -yd, yd, -yd, yd, -yd, yd, -yd)));
+}
+
 /* Q4_K and Q5_K: step p takes runs KQ_RUNS·p onwards (qs bytes 32 apart), each with its
  * low nibbles (scale 2j, activation bytes 64j ..) and its high ones (scale 2j + 1,
  * 64j + 32 ..); Q5_K's fifth bits of run j are bits 2j and 2j + 1 of qh, which the
@@ -94,11 +122,13 @@ KQ_NAME(vec_dot_rows_k4)(int64_t n, const void *w, size_t row_stride, int n_rows
         y_hi[p] = KQ_JOIN256(_mm256_loadu_si256((const __m256i *)(q8 + 64 * KQ_RUNS * p + 32)),
                              _mm256_loadu_si256((const __m256i *)(q8 + 64 * KQ_RUNS * p + 96)));
       }
+    float scale[2 * HN_DOT_ROWS];
+    KQ_NAME(block_scales)(x, (size_t)i * block_bytes, five_bits ? offsetof(HnBlockQ5_K, d) : offsetof(HnBlockQ4_K, d),
+                          true, y[i].d, scale);
     _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) {
       const uint8_t *block = x[r] + (size_t)i * block_bytes;
       const HnBlockQ4_K *b4 = (const HnBlockQ4_K *)block;
       const HnBlockQ5_K *b5 = (const HnBlockQ5_K *)block;
-      const uint16_t d = five_bits ? b5->d : b4->d, dmin = five_bits ? b5->dmin : b4->dmin;
       const uint8_t *qs = five_bits ? b5->qs : b4->qs;
       KQ_NAME(fetch_rows)(block, next_rows, block_bytes);
       __m128i scales16, mins16;
@@ -130,8 +160,8 @@ KQ_NAME(vec_dot_rows_k4)(int64_t n, const void *w, size_t row_stride, int n_rows
         sum = KQ_ADD32(sum, KQ_ADD32(KQ_MADD(KQ_MADDUBS(lo, ylo), scale_lo), KQ_MADD(KQ_MADDUBS(hi, yhi), scale_hi)));
       }
       const KQ_VEC min_sum = KQ_FROM128(_mm_madd_epi16(mins16, bsum_pairs));
-      acc[r] = KQ_FMADD(KQ_FSET1(y[i].d * _cvtsh_ss(d)), KQ_CVT(sum), acc[r]);
-      acc[r] = KQ_FMADD(KQ_FSET1(-y[i].d * _cvtsh_ss(dmin)), KQ_CVT(min_sum), acc[r]);
+      acc[r] = KQ_FMADD(KQ_FSET1(scale[2 * r]), KQ_CVT(sum), acc[r]);
+      acc[r] = KQ_FMADD(KQ_FSET1(scale[2 * r + 1]), KQ_CVT(min_sum), acc[r]);
     }
   }
   for (int r = 0; r < n_rows && r < HN_DOT_ROWS; r++)
@@ -192,6 +222,9 @@ KQ_NAME(vec_dot_rows_k16)(int64_t n, const void *w, size_t row_stride, int n_row
   const size_t block_bytes = type == K16_Q2_K   ? sizeof(HnBlockQ2_K)
                              : type == K16_Q3_K ? sizeof(HnBlockQ3_K)
                                                 : sizeof(HnBlockQ6_K);
+  const size_t d_offset = type == K16_Q2_K   ? offsetof(HnBlockQ2_K, d)
+                          : type == K16_Q3_K ? offsetof(HnBlockQ3_K, d)
+                                             : offsetof(HnBlockQ6_K, d);
   const uint8_t *x[HN_DOT_ROWS];
   KQ_FVEC acc[HN_DOT_ROWS];
   KQ_NAME(rows_begin)(w, row_stride, n_rows, x, acc);
@@ -206,17 +239,19 @@ KQ_NAME(vec_dot_rows_k16)(int64_t n, const void *w, size_t row_stride, int n_row
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
           yk[s][k] = KQ_JOIN256(_mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * KQ_RUNS * s + 32 * k)),
                                 _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * KQ_RUNS * s + 128 + 32 * k)));
+    float scale[2 * HN_DOT_ROWS];
+    KQ_NAME(block_scales)(x, (size_t)i * block_bytes, d_offset, type == K16_Q2_K, y[i].d, scale);
     _Pragma("GCC unroll 4") for (int r = 0; r < HN_DOT_ROWS; r++) {
       const uint8_t *block = x[r] + (size_t)i * block_bytes;
       KQ_NAME(fetch_rows)(block, next_rows, block_bytes);
       __m128i scales_lo, scales_hi, min_bytes, mins;
-      uint16_t d, dmin;
-      k16_scales(block, type, &scales_lo, &scales_hi, &min_bytes, &d, &dmin);
+      k16_scales(block, type, &scales_lo, &scales_hi, &min_bytes);
       KQ_VEC sum = KQ_FROM128(k16_corrections(type, scales_lo, scales_hi, min_bytes, bsums_lo, bsums_hi, &mins));
 #if KQ_Q2_K_SCALED
       /* four instructions per run where the scales below take six (measured: docs/speed.md,
-       * "Q2_K's scales in its codes") */
-      if (type == K16_Q2_K && KQ_HOIST_Y && STEPS == 1) {
+       * "Q2_K's scales in its codes"); the 16-bit scales of k16_scales go unused here, and
+       * the compiler drops their widening */
+      if (type == K16_Q2_K) {
         const HnBlockQ2_K *b2 = (const HnBlockQ2_K *)block;
         const KQ_VEC tables = KQ_Q2_K_TABLES(b2->scales), bits = KQ_LOADU(b2->qs);
         _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) sum = KQ_Q2_K_RUN(sum, tables, bits, k, yk[0][k]);
@@ -239,9 +274,9 @@ KQ_NAME(vec_dot_rows_k16)(int64_t n, const void *w, size_t row_stride, int n_row
           sum = KQ_ADD32(sum, KQ_MADD(KQ_MADDUBS(q[k], y_run), KQ_SHUFFLE8(scales, KQ_JOIN256(pick, pick))));
         }
       }
-      acc[r] = KQ_FMADD(KQ_FSET1(y[i].d * _cvtsh_ss(d)), KQ_CVT(sum), acc[r]);
+      acc[r] = KQ_FMADD(KQ_FSET1(scale[2 * r]), KQ_CVT(sum), acc[r]);
       if (type == K16_Q2_K)
-        acc[r] = KQ_FMADD(KQ_FSET1(-y[i].d * _cvtsh_ss(dmin)), KQ_CVT(KQ_FROM128(mins)), acc[r]);
+        acc[r] = KQ_FMADD(KQ_FSET1(scale[2 * r + 1]), KQ_CVT(KQ_FROM128(mins)), acc[r]);
     }
   }
   for (int r = 0; r < n_rows && r < HN_DOT_ROWS; r++)

@@ -55,30 +55,21 @@ scales_q3_k(const uint8_t *packed)
 }
 
 /* A block's 16 group scales as signed 16-bit values (groups 0-7 in *lo, 8-15 in *hi)
- * and, for Q2_K, its 16 mins as bytes (else zero); *d and *dmin its F16 scales (dmin 0
- * but for Q2_K). */
+ * and, for Q2_K, its 16 mins as bytes (else zero). */
 static inline __attribute__((always_inline)) void
-k16_scales(const uint8_t *block, const K16Type type, __m128i *lo, __m128i *hi, __m128i *min_bytes, uint16_t *d,
-           uint16_t *dmin)
+k16_scales(const uint8_t *block, const K16Type type, __m128i *lo, __m128i *hi, __m128i *min_bytes)
 {
   __m128i scale_bytes;
   *min_bytes = _mm_setzero_si128();
-  *dmin = 0;
   if (type == K16_Q2_K) {
     const HnBlockQ2_K *b = (const HnBlockQ2_K *)block;
     const __m128i packed = _mm_loadu_si128((const __m128i *)b->scales);
     scale_bytes = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
     *min_bytes = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f));
-    *d = b->d;
-    *dmin = b->dmin;
   } else if (type == K16_Q3_K) {
-    const HnBlockQ3_K *b = (const HnBlockQ3_K *)block;
-    scale_bytes = scales_q3_k(b->scales);
-    *d = b->d;
+    scale_bytes = scales_q3_k(((const HnBlockQ3_K *)block)->scales);
   } else {
-    const HnBlockQ6_K *b = (const HnBlockQ6_K *)block;
-    scale_bytes = _mm_loadu_si128((const __m128i *)b->scales);
-    *d = b->d;
+    scale_bytes = _mm_loadu_si128((const __m128i *)((const HnBlockQ6_K *)block)->scales);
   }
   *lo = _mm_cvtepi8_epi16(scale_bytes);
   *hi = _mm_cvtepi8_epi16(_mm_unpackhi_epi64(scale_bytes, scale_bytes));
