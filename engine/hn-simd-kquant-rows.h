@@ -176,7 +176,7 @@ KQ_NAME(vec_dot_rows_k4)(int64_t n, const void *w, size_t row_stride, int n_rows
 static inline __attribute__((always_inline)) void
 KQ_NAME(k16_codes)(const uint8_t *block, int s, const K16Type type, KQ_VEC q[4])
 {
-  const KQ_VEC two_bits = KQ_SET1_8(0x03), low4 = KQ_SET1_8(0x0f), one = KQ_SET1_8(1);
+  const KQ_VEC two_bits = KQ_SET1_8(0x03), low4 = KQ_SET1_8(0x0f);
   const int h = KQ_RUNS * s;
   if (type == K16_Q6_K) {
     const HnBlockQ6_K *b = (const HnBlockQ6_K *)block;
@@ -195,15 +195,26 @@ KQ_NAME(k16_codes)(const uint8_t *block, int s, const K16Type type, KQ_VEC q[4])
   }
   const uint8_t *qs = type == K16_Q2_K ? ((const HnBlockQ2_K *)block)->qs : ((const HnBlockQ3_K *)block)->qs;
   const KQ_VEC bits = KQ_LOADU(qs + 32 * h);
-  KQ_VEC high_bits = KQ_ZERO();
+  /* Q3_K: each byte's four high-mask bits of the step (one per run) as a nibble, which a
+   * byte shuffle per run turns into the run's third bit, in place: one instruction where
+   * a shift, a mask and a shift back were */
+  KQ_VEC high_nibble = KQ_ZERO();
   if (type == K16_Q3_K) {
     const __m256i hmask = _mm256_loadu_si256((const __m256i *)((const HnBlockQ3_K *)block)->hmask);
-    high_bits = KQ_JOIN256(_mm256_srli_epi16(hmask, 4 * h), _mm256_srli_epi16(hmask, 4 * h + 4));
+    high_nibble = KQ_AND(KQ_JOIN256(_mm256_srli_epi16(hmask, 4 * h), _mm256_srli_epi16(hmask, 4 * h + 4)), low4);
   }
   _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
     q[k] = KQ_AND(KQ_SRLI16(bits, 2 * k), two_bits);
-    if (type == K16_Q3_K)
-      q[k] = KQ_OR(q[k], KQ_SLLI16(KQ_AND(KQ_SRLI16(high_bits, k), one), 2));
+    if (type == K16_Q3_K) {
+      /* entry j: 4 where bit k of j is set */
+      static const uint8_t third_bit_of[4][16] = {
+        {0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4},
+        {0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4},
+        {0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4},
+        {0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4},
+      };
+      q[k] = KQ_OR(q[k], KQ_SHUFFLE8(KQ_BCAST128(_mm_loadu_si128((const __m128i *)third_bit_of[k])), high_nibble));
+    }
   }
 }
 
@@ -230,8 +241,8 @@ KQ_NAME(vec_dot_rows_k16)(int64_t n, const void *w, size_t row_stride, int n_row
   KQ_NAME(rows_begin)(w, row_stride, n_rows, x, acc);
   const size_t next_rows = HN_DOT_ROWS * row_stride;
   for (int64_t i = 0; i < nb; i++) {
-    const __m128i bsums_lo = _mm_loadu_si128((const __m128i *)y[i].bsums);
-    const __m128i bsums_hi = _mm_loadu_si128((const __m128i *)(y[i].bsums + 8));
+    __m128i bsums_lo, bsums_hi;
+    k16_group_sums(&y[i], type, &bsums_lo, &bsums_hi);
     /* run k of half h: activation bytes 128h + 32k .. */
     KQ_VEC yk[STEPS][4];
     if (KQ_HOIST_Y)
