@@ -69,6 +69,30 @@ KQ_NAME(rows_begin)(const void *w, size_t row_stride, int n_rows, const uint8_t 
   }
 }
 
+/* Byte-shuffle tables that take a code's high bit out of a nibble of mask bits: 128-bit
+ * lane L of row r gives `value` where bit b of the index is set, b = r for Q3_K's third
+ * bits (4, every lane alike) and, for Q5_K's fifth bits (16), b = r in lanes 0-1 and
+ * b = r ± 2 in lanes 2-3, where a 512-bit step's second run finds its bits.  Whole
+ * vectors in memory, so that a table is one load where building it took inserts. */
+#define KQ_BIT_LANE(b, v)                                                                                 \
+  0, ((1 >> (b)) & 1) * (v), ((2 >> (b)) & 1) * (v), ((3 >> (b)) & 1) * (v), ((4 >> (b)) & 1) * (v),     \
+    ((5 >> (b)) & 1) * (v), ((6 >> (b)) & 1) * (v), ((7 >> (b)) & 1) * (v), ((8 >> (b)) & 1) * (v),      \
+    ((9 >> (b)) & 1) * (v), ((10 >> (b)) & 1) * (v), ((11 >> (b)) & 1) * (v), ((12 >> (b)) & 1) * (v),   \
+    ((13 >> (b)) & 1) * (v), ((14 >> (b)) & 1) * (v), ((15 >> (b)) & 1) * (v)
+static const uint8_t KQ_NAME(third_bit_tables)[4][64] = {
+  {KQ_BIT_LANE(0, 4), KQ_BIT_LANE(0, 4), KQ_BIT_LANE(0, 4), KQ_BIT_LANE(0, 4)},
+  {KQ_BIT_LANE(1, 4), KQ_BIT_LANE(1, 4), KQ_BIT_LANE(1, 4), KQ_BIT_LANE(1, 4)},
+  {KQ_BIT_LANE(2, 4), KQ_BIT_LANE(2, 4), KQ_BIT_LANE(2, 4), KQ_BIT_LANE(2, 4)},
+  {KQ_BIT_LANE(3, 4), KQ_BIT_LANE(3, 4), KQ_BIT_LANE(3, 4), KQ_BIT_LANE(3, 4)},
+};
+static const uint8_t KQ_NAME(fifth_bit_tables)[4][64] = {
+  {KQ_BIT_LANE(0, 16), KQ_BIT_LANE(0, 16), KQ_BIT_LANE(2, 16), KQ_BIT_LANE(2, 16)},
+  {KQ_BIT_LANE(1, 16), KQ_BIT_LANE(1, 16), KQ_BIT_LANE(3, 16), KQ_BIT_LANE(3, 16)},
+  {KQ_BIT_LANE(2, 16), KQ_BIT_LANE(2, 16), KQ_BIT_LANE(0, 16), KQ_BIT_LANE(0, 16)},
+  {KQ_BIT_LANE(3, 16), KQ_BIT_LANE(3, 16), KQ_BIT_LANE(1, 16), KQ_BIT_LANE(1, 16)},
+};
+#undef KQ_BIT_LANE
+
 /* A block's d of the four rows (and its dmin, which follows d, where with_min) times the
  * activation's d, converted in one instruction: scale[2r] = yd · d and scale[2r + 1] =
  * −yd · dmin of row r (0 without a dmin).  The rows' multipliers are then broadcast
@@ -109,7 +133,7 @@ KQ_NAME(vec_dot_rows_k4)(int64_t n, const void *w, size_t row_stride, int n_rows
   KQ_FVEC acc[HN_DOT_ROWS];
   KQ_NAME(rows_begin)(w, row_stride, n_rows, x, acc);
   const size_t next_rows = HN_DOT_ROWS * row_stride;
-  const KQ_VEC low4 = KQ_SET1_8(0x0f), one = KQ_SET1_8(1);
+  const KQ_VEC low4 = KQ_SET1_8(0x0f);
   for (int64_t i = 0; i < nb; i++) {
     const __m128i bsum_pairs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)y[i].bsums),
                                               _mm_loadu_si128((const __m128i *)(y[i].bsums + 8)));
@@ -134,11 +158,7 @@ KQ_NAME(vec_dot_rows_k4)(int64_t n, const void *w, size_t row_stride, int n_rows
       __m128i scales16, mins16;
       scales_mins_q4_k(five_bits ? b5->scales : b4->scales, &scales16, &mins16);
       const KQ_VEC scales = KQ_BCAST128(scales16);
-      KQ_VEC qh = KQ_ZERO();
-      if (five_bits) {
-        const __m256i qh256 = _mm256_loadu_si256((const __m256i *)b5->qh);
-        qh = KQ_JOIN256(qh256, _mm256_srli_epi16(qh256, 2));
-      }
+      const __m256i qh = five_bits ? _mm256_loadu_si256((const __m256i *)b5->qh) : _mm256_setzero_si256();
       KQ_VEC sum = KQ_ZERO();
       _Pragma("GCC unroll 4") for (int p = 0; p < STEPS; p++) {
         const int j = KQ_RUNS * p; /* the step's first run */
@@ -146,8 +166,13 @@ KQ_NAME(vec_dot_rows_k4)(int64_t n, const void *w, size_t row_stride, int n_rows
         KQ_VEC lo = KQ_AND(bits, low4);
         KQ_VEC hi = KQ_AND(KQ_SRLI16(bits, 4), low4);
         if (five_bits) {
-          lo = KQ_OR(lo, KQ_SLLI16(KQ_AND(KQ_SRLI16(qh, 2 * j), one), 4));
-          hi = KQ_OR(hi, KQ_SLLI16(KQ_AND(KQ_SRLI16(qh, 2 * j + 1), one), 4));
+          /* the step's fifth bits (bits 2j .. 2j + 2·KQ_RUNS − 1 of each qh byte, one
+           * nibble) through a byte shuffle per vector, 16 where the run's bit is set: two
+           * instructions where four were */
+          const __m256i nibble = _mm256_and_si256(_mm256_srli_epi16(qh, 4 * (j / 2)), _mm256_set1_epi8(0x0f));
+          const KQ_VEC index = KQ_JOIN256(nibble, nibble);
+          lo = KQ_OR(lo, KQ_SHUFFLE8(KQ_LOADU(KQ_NAME(fifth_bit_tables)[2 * j % 4]), index));
+          hi = KQ_OR(hi, KQ_SHUFFLE8(KQ_LOADU(KQ_NAME(fifth_bit_tables)[(2 * j + 1) % 4]), index));
         }
         const KQ_VEC ylo = KQ_HOIST_Y ? y_lo[p]
                                       : KQ_JOIN256(_mm256_loadu_si256((const __m256i *)(q8 + 64 * j)),
@@ -206,14 +231,7 @@ KQ_NAME(k16_codes)(const uint8_t *block, int s, const K16Type type, KQ_VEC q[4])
   _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
     q[k] = KQ_AND(KQ_SRLI16(bits, 2 * k), two_bits);
     if (type == K16_Q3_K) {
-      /* entry j: 4 where bit k of j is set */
-      static const uint8_t third_bit_of[4][16] = {
-        {0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4},
-        {0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4},
-        {0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4},
-        {0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4},
-      };
-      q[k] = KQ_OR(q[k], KQ_SHUFFLE8(KQ_BCAST128(_mm_loadu_si128((const __m128i *)third_bit_of[k])), high_nibble));
+      q[k] = KQ_OR(q[k], KQ_SHUFFLE8(KQ_LOADU(KQ_NAME(third_bit_tables)[k]), high_nibble));
     }
   }
 }
