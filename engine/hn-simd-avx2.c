@@ -940,6 +940,7 @@ DEFINE_VEC_DOT_ROWS(vec_dot_rows_q5_1_vnni, HnBlockQ5_1, HnBlockQ8_1, codes_q5_1
 #define KQ_ADD32(a, b) _mm256_add_epi32(a, b)
 #define KQ_MADDUBS(a, b) _mm256_maddubs_epi16(a, b)
 #define KQ_MADD(a, b) _mm256_madd_epi16(a, b)
+#define KQ_MADD_ACC(acc, a, b) _mm256_add_epi32(acc, _mm256_madd_epi16(a, b))
 #define KQ_SHUFFLE8(a, b) _mm256_shuffle_epi8(a, b)
 #define KQ_CVT(v) _mm256_cvtepi32_ps(v)
 #define KQ_FZERO() _mm256_setzero_ps()

@@ -7,6 +7,7 @@
  *   every 128-bit lane), KQ_FROM128(x) (zero-extended), KQ_LOADU(p) (KQ_RUNS · 32 bytes
  *   at p, unaligned), KQ_ZERO(), KQ_SET1_8(x),
  *   KQ_AND, KQ_OR, KQ_SRLI16(v, n), KQ_SLLI16(v, n), KQ_ADD32, KQ_MADDUBS, KQ_MADD,
+ *   KQ_MADD_ACC(acc, a, b) (acc plus KQ_MADD(a, b): one VPDPWSSD where there is one),
  *   KQ_SHUFFLE8, KQ_CVT (int32 to float), KQ_FZERO(), KQ_FSET1(x), KQ_FMADD(a, b, c),
  *   KQ_REDUCE(v) (the sum of the lanes), KQ_HOIST_Y (whether the activation's vectors
  *   are made once per block for all rows, or where they are used) and KQ_NAME(x)
@@ -300,7 +301,7 @@ KQ_NAME(vec_dot_rows_k16)(int64_t n, const void *w, size_t row_stride, int n_row
             KQ_HOIST_Y ? yk[s][k]
                        : KQ_JOIN256(_mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k)),
                                     _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 128 + 32 * k)));
-          sum = KQ_ADD32(sum, KQ_MADD(KQ_MADDUBS(q[k], y_run), KQ_SHUFFLE8(scales, KQ_JOIN256(pick, pick))));
+          sum = KQ_MADD_ACC(sum, KQ_MADDUBS(q[k], y_run), KQ_SHUFFLE8(scales, KQ_JOIN256(pick, pick)));
         }
       }
       acc[r] = KQ_FMADD(KQ_FSET1(scale[2 * r]), KQ_CVT(sum), acc[r]);
@@ -342,6 +343,7 @@ KQ_ENTRY(q6_k, vec_dot_rows_k16, K16_Q6_K)
 #undef KQ_ADD32
 #undef KQ_MADDUBS
 #undef KQ_MADD
+#undef KQ_MADD_ACC
 #undef KQ_SHUFFLE8
 #undef KQ_CVT
 #undef KQ_FZERO
