@@ -700,7 +700,7 @@ q2_k_scaled_codes(__m512i tables, __m512i bits, int k)
 #define KQ_MADDUBS(a, b) _mm512_maddubs_epi16(a, b)
 #define KQ_MADD(a, b) _mm512_madd_epi16(a, b)
 /* Q3_K's four-row kernel 10.0 -> 9.3 ns per block and row in the caches, Q3_K_M's
- * generation 3 % faster (docs/speed.md, "Q3_K's third bit by table") */
+ * generation 3 % faster (docs/speed.md, "VPDPWSSD in the 16-group types' runs") */
 #define KQ_MADD_ACC(acc, a, b) _mm512_dpwssd_epi32(acc, a, b)
 #define KQ_SHUFFLE8(a, b) _mm512_shuffle_epi8(a, b)
 #define KQ_CVT(v) _mm512_cvtepi32_ps(v)

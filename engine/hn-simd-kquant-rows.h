@@ -98,7 +98,8 @@ static const uint8_t KQ_NAME(fifth_bit_tables)[4][64] = {
  * activation's d, converted in one instruction: scale[2r] = yd · d and scale[2r + 1] =
  * −yd · dmin of row r (0 without a dmin).  The rows' multipliers are then broadcast
  * from memory, which costs no vector unit; converting each row's halves on its own took
- * Q2_K's four-row kernel 6-8% longer (docs/speed.md, "Q2_K's scales in its codes"). */
+ * Q2_K's four-row kernel 6-8% longer (docs/speed.md, "The rows' d and dmin converted
+ * together"). */
 static inline __attribute__((always_inline)) void
 KQ_NAME(block_scales)(const uint8_t *const x[HN_DOT_ROWS], size_t at, size_t d_offset, const bool with_min,
                       float yd, float scale[2 * HN_DOT_ROWS])
@@ -231,9 +232,8 @@ KQ_NAME(k16_codes)(const uint8_t *block, int s, const K16Type type, KQ_VEC q[4])
   }
   _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
     q[k] = KQ_AND(KQ_SRLI16(bits, 2 * k), two_bits);
-    if (type == K16_Q3_K) {
+    if (type == K16_Q3_K)
       q[k] = KQ_OR(q[k], KQ_SHUFFLE8(KQ_LOADU(KQ_NAME(third_bit_tables)[k]), high_nibble));
-    }
   }
 }
 
