@@ -260,8 +260,7 @@ KQ_NAME(vec_dot_rows_k16)(int64_t n, const void *w, size_t row_stride, int n_row
   KQ_NAME(rows_begin)(w, row_stride, n_rows, x, acc);
   const size_t next_rows = HN_DOT_ROWS * row_stride;
   for (int64_t i = 0; i < nb; i++) {
-    __m128i bsums_lo, bsums_hi;
-    k16_group_sums(&y[i], type, &bsums_lo, &bsums_hi);
+    const K16GroupSums group_sums = k16_group_sums(&y[i], type);
     /* run k of half h: activation bytes 128h + 32k .. */
     KQ_VEC yk[STEPS][4];
     if (KQ_HOIST_Y)
@@ -276,7 +275,7 @@ KQ_NAME(vec_dot_rows_k16)(int64_t n, const void *w, size_t row_stride, int n_row
       KQ_NAME(fetch_rows)(block, next_rows, block_bytes);
       __m128i scales_lo, scales_hi, min_bytes, mins;
       k16_scales(block, type, &scales_lo, &scales_hi, &min_bytes);
-      KQ_VEC sum = KQ_FROM128(k16_corrections(type, scales_lo, scales_hi, min_bytes, bsums_lo, bsums_hi, &mins));
+      KQ_VEC sum = KQ_FROM128(k16_corrections(type, scales_lo, scales_hi, min_bytes, &group_sums, &mins));
 #if KQ_Q2_K_SCALED
       /* four instructions per run where the scales below take six (measured: docs/speed.md,
        * "Q2_K's scales in its codes"); the 16-bit scales of k16_scales go unused here, and

@@ -75,35 +75,41 @@ k16_scales(const uint8_t *block, const K16Type type, __m128i *lo, __m128i *hi, _
   *hi = _mm_cvtepi8_epi16(_mm_unpackhi_epi64(scale_bytes, scale_bytes));
 }
 
-/* What a block's zero point and mins take off its sum, from the activation's group sums
- * (bsums_lo: groups 0-7, bsums_hi: 8-15): -zero point · Σ scale · group sum as four 32-bit
- * parts, and Q2_K's Σ min · group sum (*mins; zero for the others).  Q3_K's group sums
- * come already times −4 (k16_group_sums), which saves a 32-bit multiply per row; Q6_K's
- * times −32 would not fit 16 bits. */
-static inline __attribute__((always_inline)) __m128i
-k16_corrections(const K16Type type, __m128i scales_lo, __m128i scales_hi, __m128i min_bytes, __m128i bsums_lo,
-                __m128i bsums_hi, __m128i *mins)
+/* The activation's group sums of a block (groups 0-7 in lo, 8-15 in hi), taken once for
+ * all the rows, times the type's −zero point where that fits 16 bits: Q3_K's −4 does
+ * (16 · 128 · 4 at most), and saves a 32-bit multiply per row; Q6_K's −32 would not, so
+ * `after` holds what k16_corrections still multiplies the rows' 32-bit sums by.  Q2_K has
+ * no zero point: its sums stay as they are, for its mins. */
+typedef struct {
+  __m128i lo, hi;
+  int32_t after;
+} K16GroupSums;
+
+static inline __attribute__((always_inline)) K16GroupSums
+k16_group_sums(const HnBlockQ8_K *y, const K16Type type)
 {
-  const int zero_point = type == K16_Q3_K ? 4 : type == K16_Q6_K ? 32 : 0;
-  *mins = _mm_setzero_si128();
-  if (type == K16_Q2_K)
-    *mins = _mm_add_epi32(_mm_madd_epi16(_mm_cvtepu8_epi16(min_bytes), bsums_lo),
-                          _mm_madd_epi16(_mm_unpackhi_epi8(min_bytes, _mm_setzero_si128()), bsums_hi));
-  if (!zero_point)
-    return _mm_setzero_si128();
-  const __m128i offsets = _mm_add_epi32(_mm_madd_epi16(scales_lo, bsums_lo), _mm_madd_epi16(scales_hi, bsums_hi));
-  return type == K16_Q3_K ? offsets : _mm_mullo_epi32(offsets, _mm_set1_epi32(-zero_point));
+  K16GroupSums g = {_mm_loadu_si128((const __m128i *)y->bsums), _mm_loadu_si128((const __m128i *)(y->bsums + 8)),
+                    type == K16_Q6_K ? -32 : 1};
+  if (type == K16_Q3_K) {
+    g.lo = _mm_sub_epi16(_mm_setzero_si128(), _mm_slli_epi16(g.lo, 2));
+    g.hi = _mm_sub_epi16(_mm_setzero_si128(), _mm_slli_epi16(g.hi, 2));
+  }
+  return g;
 }
 
-/* The activation's group sums of a block as k16_corrections takes them: times −4 for
- * Q3_K (they fit: |sum| ≤ 16 · 128), once for all the rows. */
-static inline __attribute__((always_inline)) void
-k16_group_sums(const HnBlockQ8_K *y, const K16Type type, __m128i *lo, __m128i *hi)
+/* What a block's zero point and mins take off its sum, from the group sums above:
+ * −zero point · Σ scale · group sum as four 32-bit parts (zero for Q2_K), and Q2_K's
+ * Σ min · group sum (*mins; zero for the others). */
+static inline __attribute__((always_inline)) __m128i
+k16_corrections(const K16Type type, __m128i scales_lo, __m128i scales_hi, __m128i min_bytes, const K16GroupSums *g,
+                __m128i *mins)
 {
-  *lo = _mm_loadu_si128((const __m128i *)y->bsums);
-  *hi = _mm_loadu_si128((const __m128i *)(y->bsums + 8));
-  if (type == K16_Q3_K) {
-    *lo = _mm_sub_epi16(_mm_setzero_si128(), _mm_slli_epi16(*lo, 2));
-    *hi = _mm_sub_epi16(_mm_setzero_si128(), _mm_slli_epi16(*hi, 2));
+  *mins = _mm_setzero_si128();
+  if (type == K16_Q2_K) {
+    *mins = _mm_add_epi32(_mm_madd_epi16(_mm_cvtepu8_epi16(min_bytes), g->lo),
+                          _mm_madd_epi16(_mm_unpackhi_epi8(min_bytes, _mm_setzero_si128()), g->hi));
+    return _mm_setzero_si128();
   }
+  const __m128i offsets = _mm_add_epi32(_mm_madd_epi16(scales_lo, g->lo), _mm_madd_epi16(scales_hi, g->hi));
+  return g->after == 1 ? offsets : _mm_mullo_epi32(offsets, _mm_set1_epi32(g->after));
 }
