@@ -50,9 +50,10 @@
 #define VALUE_ROWS_AHEAD 8
 
 /* Spreads the fetches of the next call's rows over this call's work (see
- * HnAttnArgs.next_cells): `quota` lines at each step, K rows first, then V rows.  A
- * burst of fetches at the start of each chunk stalled on the core's few outstanding
- * misses; spread out, they overlap the arithmetic.  On x86 where they go is the
+ * HnAttnArgs.next_cells): `quota` 1/FETCH_ONE of a line at each step (a share that need
+ * not be whole lines, carried from step to step), K rows first, then V rows.  A burst of
+ * fetches at the start of each chunk stalled on the core's few outstanding misses;
+ * spread out, they overlap the arithmetic.  On x86 where they go is the
  * processor's (HnAttnArgs.next_to_l2): on the AMD EPYC (Zen 5) into every cache level
  * measured about 5% faster than into the second level only (bench-attention, 2 threads,
  * 4096 and 8192 cells, AVX-512 and AVX2 alike), although a block's rows are far larger
@@ -82,7 +83,11 @@ typedef struct {
    * their V rows are two spans of memory: span walks them (span_end[which]), with no list
    * lookup or multiply per line.  NULL: walk the list. */
   const char *span, *span_start[2], *span_end[2];
+  unsigned credit; /* the part of a line that the quotas so far have left over, in 1/FETCH_ONE */
 } NextRows;
+
+/* One line in the units of the fetch quotas. */
+enum { FETCH_SHIFT = 8, FETCH_ONE = 1 << FETCH_SHIFT };
 
 /* Whether cells[0 .. n) are consecutive: cells[0], cells[0] + 1, ... */
 static inline bool
@@ -111,9 +116,19 @@ next_rows_spans(NextRows *r)
   r->span = r->span_start[0];
 }
 
+/* Fetches the lines that `quota_parts` more make due.  Most steps only add and compare:
+ * AVX2's value steps are short, and a first version that divided at every step, with the
+ * carried part in the structure, made them 7% slower with every row in the caches.  The
+ * caller's loop keeps the carried part in a local (`credit`, from and back to
+ * NextRows.credit), so that it stays in a register. */
 static inline __attribute__((always_inline)) void
-next_rows_fetch(NextRows *r, int quota)
+next_rows_fetch(NextRows *r, unsigned *credit, int quota_parts)
 {
+  *credit += (unsigned)quota_parts;
+  if (*credit < FETCH_ONE)
+    return;
+  const int quota = (int)(*credit >> FETCH_SHIFT);
+  *credit &= FETCH_ONE - 1;
   if (r->span) {
     for (int q = 0; q < quota && r->which < 2; q++) {
       FETCH_NEXT_LINE(r, r->span);
@@ -184,6 +199,7 @@ value_tile(const float *p, size_t p_stride, const float *vf, const bool direct, 
 #pragma GCC unroll 16
     for (int t = 0; t < vecs; t++)
       o[h * vecs + t] = t < w ? VLOAD(acc + h * hd + (j0 + t) * VLEN) : VZERO();
+  unsigned credit = next->credit;
   for (int i = 0; i < nc; i++) {
     const float *vi = vf + i * hd + j0 * VLEN;
     const uint16_t *vh = !direct ? NULL
@@ -191,7 +207,7 @@ value_tile(const float *p, size_t p_stride, const float *vf, const bool direct, 
     if (direct && consecutive && i + VALUE_ROWS_AHEAD < n_rest)
       for (int b = 0; b < w * VLEN * 2; b += 64)
         __builtin_prefetch((const char *)(vh + VALUE_ROWS_AHEAD * kv_stride) + b, 0, 3);
-    next_rows_fetch(next, quota);
+    next_rows_fetch(next, &credit, quota);
 #pragma GCC unroll 16
     for (int h = 0; h < heads; h++) {
       const VEC pi = VSET1(p[(size_t)h * p_stride + i]);
@@ -201,6 +217,7 @@ value_tile(const float *p, size_t p_stride, const float *vf, const bool direct, 
           o[h * vecs + t] = VFMADD(pi, direct ? VLOAD_H(vh + t * VLEN) : VLOAD(vi + t * VLEN), o[h * vecs + t]);
     }
   }
+  next->credit = credit;
 #pragma GCC unroll 16
   for (int h = 0; h < heads; h++)
 #pragma GCC unroll 16
@@ -300,8 +317,8 @@ tile_products_at(const float *q, size_t q_stride, const uint16_t *t0, const uint
   }
 }
 
-/* The same, fetching the next call's `quota` lines spread over the loop, a share every
- * four dimensions: in one burst before the loop they stalled it on the Intel Xeon
+/* The same, fetching the next call's lines spread over the loop (`quota`, in 1/FETCH_ONE
+ * of a line), a share every four dimensions: in one burst before the loop they stalled it on the Intel Xeon
  * without AMX (a tenth of the attention's time sat on the fetches), spread out it ran
  * 9-13% faster there (one thread, from the caches and from L3); spreading them made no
  * difference on the AMD EPYC. */
@@ -314,16 +331,18 @@ tile_products(const float *q, size_t q_stride, const uint16_t *t0, const uint16_
     acc[x] = VZERO();
   const int steps = hd >= 4 ? hd / 4 : 1, per_step = (quota + steps - 1) / steps;
   int d = 0;
+  unsigned credit = next->credit;
   for (; d + 4 <= hd; d += 4) {
-    next_rows_fetch(next, per_step);
+    next_rows_fetch(next, &credit, per_step);
 #pragma GCC unroll 4
     for (int e = 0; e < 4; e++)
       tile_products_at(q, q_stride, t0, t1, n_tiles, heads, acc, d + e);
   }
   for (; d < hd; d++) {
-    next_rows_fetch(next, per_step);
+    next_rows_fetch(next, &credit, per_step);
     tile_products_at(q, q_stride, t0, t1, n_tiles, heads, acc, d);
   }
+  next->credit = credit;
 }
 
 /* The products and scores of query heads h .. h + heads − 1 (of KV head g) over one or two
@@ -473,12 +492,23 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
                    .tile_shift = {tile_shift, 0},
                    .to_l2 = a->next_to_l2};
   next_rows_spans(&next);
-  /* lines to fetch, spread over the score steps (one per VLEN cells of a query head) and
-   * the value steps (one per cell of a tile) */
-  const int n_lines = next.which == 2 ? 0 : 2 * a->next_n_cells * (int)((row_bytes + 63) / 64);
+  /* Lines to fetch, shared out over the call's three phases about as their time goes: 3/8
+   * over the score steps (one per VLEN cells of a query head), 1/8 over the softmax's
+   * exponentials (one per vector) and 1/2 over the value steps (one per cell of a tile).
+   * A core sustains these fetches beside the arithmetic only up to a rate (about 16 GB/s
+   * on the Intel Xeon without AMX); half the lines in the key products, a third of the
+   * call, asked for more than that, and stalled them (docs/speed.md, "Long context,
+   * tenth round").  Quotas are in 1/FETCH_ONE of a line, rounded up, so each phase
+   * ends its share on time. */
+  const int64_t n_parts = next.which == 2 ? 0 : (int64_t)2 * a->next_n_cells * (int64_t)((row_bytes + 63) / 64) * FETCH_ONE;
+  const int64_t score_parts = n_parts * 3 / 8, softmax_parts = n_parts / 8;
   const int score_steps = (n + VLEN - 1) / VLEN * nq, value_steps = n * n_kv * ((group + tile_heads - 1) / tile_heads) * ((nv + tile_vecs - 1) / tile_vecs);
-  const int score_quota = (n_lines / 2 + score_steps - 1) / (score_steps > 0 ? score_steps : 1);
-  const int v_quota = (n_lines - n_lines / 2 + value_steps - 1) / (value_steps > 0 ? value_steps : 1);
+  const int softmax_steps = (int)(stride / VLEN) * nq;
+#define FETCH_QUOTA(parts, steps) ((int)(((parts) + (steps) - 1) / ((steps) > 0 ? (steps) : 1)))
+  const int score_quota = FETCH_QUOTA(score_parts, score_steps);
+  const int softmax_quota = FETCH_QUOTA(softmax_parts, softmax_steps);
+  const int v_quota = FETCH_QUOTA(n_parts - score_parts - softmax_parts, value_steps);
+#undef FETCH_QUOTA
   for (int h = 0; h < nq; h++) {
     for (int j = 0; j < nv; j++)
       VSTORE(acc + h * hd + j * VLEN, VZERO());
@@ -487,6 +517,7 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
   }
   if (a->k_tiled)
     tiled_score_pass(a, hd, group, n_kv, stride, (uint16_t *)kf, pf, lane_mx, mx, &next, score_quota);
+  unsigned credit = next.credit;
   for (int c0 = 0; c0 < n && !a->k_tiled; c0 += CHUNK) {
     const int nc = n - c0 < CHUNK ? n - c0 : CHUNK;
     /* a chunk's last partial group of VLEN cells meets zero keys (scores ignored) */
@@ -500,7 +531,7 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
         const float *q = a->q + (size_t)h * a->q_stride;
         float *s = a->scores + (size_t)h * stride + c0;
         for (int i0 = 0; i0 < padded; i0 += VLEN) {
-          next_rows_fetch(&next, score_quota);
+          next_rows_fetch(&next, &credit, score_quota);
           VEC d[VLEN];
 #pragma GCC unroll 16
           for (int c = 0; c < VLEN; c++) {
@@ -535,8 +566,10 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
     for (size_t i = (size_t)n; i < stride; i++)
       s[i] = mx[h];
     const VEC vm = VSET1(mx[h]);
-    for (size_t i = 0; i < stride; i += VLEN)
+    for (size_t i = 0; i < stride; i += VLEN) {
+      next_rows_fetch(&next, &credit, softmax_quota);
       VSTORE(s + i, VEXP(VSUB(VLOAD(s + i), vm)));
+    }
     const double sum = VSUM_DOUBLE(s, n);
     if (a->row_max) {
       a->row_max[h] = mx[h];
@@ -546,6 +579,7 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
     for (size_t k = 0; k < stride; k += VLEN)
       VSTORE(s + k, VROUND_H(VMUL(VLOAD(s + k), inv)));
   }
+  next.credit = credit;
   for (int c0 = 0; c0 < n; c0 += CHUNK) {
     const int nc = n - c0 < CHUNK ? n - c0 : CHUNK;
     /* consecutive cells (a decode step's blocks): the rows are walked by pointer */
