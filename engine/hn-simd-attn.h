@@ -318,10 +318,10 @@ tile_products_at(const float *q, size_t q_stride, const uint16_t *t0, const uint
 }
 
 /* The same, fetching the next call's lines spread over the loop (`quota`, in 1/FETCH_ONE
- * of a line), a share every four dimensions: in one burst before the loop they stalled it on the Intel Xeon
- * without AMX (a tenth of the attention's time sat on the fetches), spread out it ran
- * 9-13% faster there (one thread, from the caches and from L3); spreading them made no
- * difference on the AMD EPYC. */
+ * of a line), a share every four dimensions: in one burst before the loop they stalled
+ * it on the Intel Xeon without AMX (a tenth of the attention's time sat on the fetches),
+ * spread out it ran 9-13% faster there (one thread, from the caches and from L3);
+ * spreading them made no difference on the AMD EPYC. */
 static inline __attribute__((always_inline)) void
 tile_products(const float *q, size_t q_stride, const uint16_t *t0, const uint16_t *t1, const int n_tiles, int hd,
               const int heads, VEC *acc, NextRows *next, int quota)
@@ -504,7 +504,7 @@ ATTN_BODY(const HnAttnArgs *a, const int hd)
   const int64_t score_parts = n_parts * 3 / 8, softmax_parts = n_parts / 8;
   const int score_steps = (n + VLEN - 1) / VLEN * nq, value_steps = n * n_kv * ((group + tile_heads - 1) / tile_heads) * ((nv + tile_vecs - 1) / tile_vecs);
   const int softmax_steps = (int)(stride / VLEN) * nq;
-#define FETCH_QUOTA(parts, steps) ((int)(((parts) + (steps) - 1) / ((steps) > 0 ? (steps) : 1)))
+#define FETCH_QUOTA(parts, steps) ((steps) > 0 ? (int)(((parts) + (steps) - 1) / (steps)) : 0)
   const int score_quota = FETCH_QUOTA(score_parts, score_steps);
   const int softmax_quota = FETCH_QUOTA(softmax_parts, softmax_steps);
   const int v_quota = FETCH_QUOTA(n_parts - score_parts - softmax_parts, value_steps);
