@@ -6,7 +6,7 @@
  * micro-batch.  Attention reads the F16 cache once per (token, KV head): the keys in a
  * first pass that keeps one row of scores per query head (per thread, n_ctx long), the
  * values in a second, so the probabilities can be rounded as the reference engine
- * rounds them (see HnAttnArgs).  Beyond ATTN_BLOCK_CELLS visible cells it does so per
+ * rounds them (see HnAttnArgs).  Beyond ATTN_SINGLE_CELLS visible cells it does so per
  * block of cells and joins the blocks' softmaxes; a decode step shares the blocks
  * between the threads (attn_worker_split).
  *
@@ -69,7 +69,7 @@ struct HnContext {
   uint16_t *k_half;
   AttnListed *attn_listed; /* per thread */
   uint64_t ubatch_serial;  /* micro-batches decoded, the current one included */
-  /* block results of the attention deep in a context (see ATTN_BLOCK_CELLS): per thread
+  /* block results of the attention deep in a context (see attn_blocks): per thread
    * for one KV head's query heads, and shared by the threads for every query head of up
    * to ATTN_SPLIT_TOKENS tokens, with each shared block's number of cells */
   float *attn_parts;
@@ -168,7 +168,7 @@ widest_input(const HnModel *m)
   return q_dim > w ? q_dim : w;
 }
 
-enum { ATTN_BLOCK_CELLS = 256, ATTN_SPLIT_TOKENS = 4 };
+enum { ATTN_BLOCK_CELLS = 128, ATTN_SINGLE_CELLS = 256, ATTN_SPLIT_TOKENS = 4 };
 
 /* Per thread: the scores of every cell for the query heads of one KV head, or of one
  * block of cells for every query head (attn_worker_split). */
@@ -176,21 +176,31 @@ static size_t
 attn_scores_floats(const HnModel *m, const HnContextParams *p)
 {
   size_t one_kv_head = (size_t) (m->n_head / m->n_head_kv) * hn_attn_score_stride(p->n_kv_cells);
-  size_t one_block = (size_t) m->n_head * hn_attn_score_stride(ATTN_BLOCK_CELLS);
+  size_t one_block = (size_t) m->n_head * hn_attn_score_stride(ATTN_SINGLE_CELLS); /* attn_blocks */
   return one_kv_head > one_block ? one_kv_head : one_block;
 }
 
-/* The attention splits the visible cells of a query into blocks of this many, in the
- * order of their positions, and joins the blocks' softmaxes (hn_attn_merge_blocks).  A block
- * is the unit of work when few tokens are evaluated (decode): each thread takes a range of
- * blocks and runs every KV head over them, so it reads whole cell rows, one after the
- * other, instead of every thread picking its KV heads' pieces out of each row.  The
- * blocks are the same however the work is shared, so a token's result depends only on the
- * cells it sees; up to one block (short contexts) it is a single softmax as before. */
+/* Beyond ATTN_SINGLE_CELLS visible cells the attention splits the cells of a query into
+ * blocks of ATTN_BLOCK_CELLS, in the order of their positions, and joins the blocks'
+ * softmaxes (hn_attn_merge_blocks).  A block is the unit of work when few tokens are
+ * evaluated (decode): each thread takes a range of blocks and runs every KV head over
+ * them, so it reads whole cell rows, one after the other, instead of every thread picking
+ * its KV heads' pieces out of each row.  The blocks are the same however the work is
+ * shared, so a token's result depends only on the cells it sees; up to
+ * ATTN_SINGLE_CELLS (short contexts) it is a single softmax, rounded as the reference
+ * rounds it.  Why 128 and not 256 (docs/speed.md, "Long context, eleventh round"): a
+ * thread's first block of a layer finds nothing of its rows in the caches, and a smaller
+ * block halves what that call waits for. */
+static int
+attn_blocks(int n)
+{
+  return n <= ATTN_SINGLE_CELLS ? 1 : (n + ATTN_BLOCK_CELLS - 1) / ATTN_BLOCK_CELLS;
+}
+
 static int
 attn_max_blocks(const HnContextParams *p)
 {
-  return (p->n_kv_cells + ATTN_BLOCK_CELLS - 1) / ATTN_BLOCK_CELLS;
+  return attn_blocks(p->n_kv_cells);
 }
 
 /* Rows the sliding-window layers keep: a window for every sequence plus one batch. */
@@ -676,9 +686,13 @@ list_rows(const AttnJob *job, int ith, int t, int32_t *visible)
   return n;
 }
 
+/* The cells of block b of n visible cells (attn_blocks); block b starts at
+ * b · ATTN_BLOCK_CELLS. */
 static int
 block_cells(int n, int b)
 {
+  if (n <= ATTN_SINGLE_CELLS)
+    return b == 0 ? n : 0;
   int len = n - b * ATTN_BLOCK_CELLS;
   return len < 0 ? 0 : len < ATTN_BLOCK_CELLS ? len : ATTN_BLOCK_CELLS;
 }
@@ -718,7 +732,7 @@ attn_worker(void *data, int ith, int nth)
     args.k = k0 + (size_t) kvh * k_head;
     args.v = v0 + (size_t) kvh * (size_t) hd;
     float *out = c->attn + (size_t) t * (size_t) q_dim + (size_t) kvh * (size_t) group * (size_t) hd;
-    int n_blocks = (n + ATTN_BLOCK_CELLS - 1) / ATTN_BLOCK_CELLS;
+    int n_blocks = attn_blocks(n);
     if (n_blocks <= 1) {
       args.cells = visible;
       args.n_cells = n;
@@ -736,8 +750,7 @@ attn_worker(void *data, int ith, int nth)
       args.row_sum = args.row_max + group;
       job->attn(&args);
     }
-    for (int h = 0; h < group; h++)
-      hn_attn_merge_blocks(parts, n_blocks, group, hd, h, out + (size_t) h * (size_t) hd);
+    hn_attn_merge_blocks(parts, n_blocks, group, hd, 0, group, out);
   }
 }
 
@@ -795,20 +808,24 @@ attn_worker_split(void *data, int ith, int nth)
   }
 }
 
+/* Joins the blocks of attn_worker_split, every thread a range of the query heads of
+ * every token: on one thread, after the blocks, the other thread waited for it. */
 static void
-attn_join_split(HnContext *c, const AttnJob *job)
+attn_join_split(void *data, int ith, int nth)
 {
+  const AttnJob *job = data;
+  HnContext *c = job->c;
   const HnModel *m = c->model;
   const int hd = m->head_dim, q_dim = m->n_head * hd;
   const size_t part = hn_attn_part_floats(m->n_head, hd);
-  for (int t = 0; t < job->n_tokens; t++) {
+  const int h0 = (int) ((int64_t) m->n_head * ith / nth), h1 = (int) ((int64_t) m->n_head * (ith + 1) / nth);
+  for (int t = 0; t < job->n_tokens && h0 < h1; t++) {
     const int slot = t * c->attn_max_blocks;
     int n_blocks = 0;
     while (n_blocks < job->split_blocks && c->attn_split_len[slot + n_blocks] > 0)
       n_blocks++;
-    for (int h = 0; h < m->n_head; h++)
-      hn_attn_merge_blocks(c->attn_split + (size_t) slot * part, n_blocks, m->n_head, hd, h,
-                   c->attn + (size_t) t * (size_t) q_dim + (size_t) h * (size_t) hd);
+    hn_attn_merge_blocks(c->attn_split + (size_t) slot * part, n_blocks, m->n_head, hd, h0, h1,
+                         c->attn + (size_t) t * (size_t) q_dim + (size_t) h0 * (size_t) hd);
   }
 }
 
@@ -970,10 +987,10 @@ decode_ubatch(HnContext *c, int nt, const int32_t *tok, const int32_t *pos, cons
                     .window = L->sliding ? m->swa_window : 0, .softcap = m->attn_softcap };
     /* a bound on the cells a token sees: the used cells, or a window of them */
     int most_visible = job.window > 0 && job.window < n_used ? job.window : n_used;
-    job.split_blocks = (most_visible + ATTN_BLOCK_CELLS - 1) / ATTN_BLOCK_CELLS;
+    job.split_blocks = attn_blocks(most_visible);
     if (job.attn && nt <= ATTN_SPLIT_TOKENS && job.split_blocks > 1) {
       hn_threadpool_run(c->pool, attn_worker_split, &job);
-      attn_join_split(c, &job);
+      hn_threadpool_run(c->pool, attn_join_split, &job);
     } else {
       hn_threadpool_run(c->pool, job.attn ? attn_worker : attn_worker_scalar, &job);
     }

@@ -201,11 +201,11 @@ hn_attn_part_floats(int n_q, int head_dim)
   return (size_t)n_q * (size_t)(head_dim + 2);
 }
 
-/* Joins the blocks' softmaxes of query head h (0 <= h < n_q) into out[head_dim]: each
- * block's output, normalised over its own cells, weighs exp(max_b − max) · sum_b / Σ,
- * summed in block order.  One block is copied as it is (a single softmax rounded like
- * the reference's); none gives zeros. */
-void hn_attn_merge_blocks(const float *parts, int n_blocks, int n_q, int head_dim, int h, float *out);
+/* Joins the blocks' softmaxes of query heads h0 .. h1 − 1 (of n_q) into out, head h at
+ * out[(h − h0) · head_dim]: each block's output, normalised over its own cells, weighs
+ * exp(max_b − max) · sum_b / Σ, summed in block order.  One block is copied as it is (a
+ * single softmax rounded like the reference's); none gives zeros. */
+void hn_attn_merge_blocks(const float *parts, int n_blocks, int n_q, int head_dim, int h0, int h1, float *out);
 
 /* F16 and BF16 weights: a panel holds 16 rows as 16-bit values, element-major (the 16
  * rows' values of element i together), n · 32 bytes; activations are f32 rows (already

@@ -1207,8 +1207,15 @@ test_attention_blocks (void)
           args.row_sum = args.row_max + n_q;
           k->attn (&args);
         }
-        for (int h = 0; h < n_q; h++)
-          hn_attn_merge_blocks (parts, n_blocks, n_q, hd, h, out + h * hd);
+        hn_attn_merge_blocks (parts, n_blocks, n_q, hd, 0, n_q, out);
+        /* the threads join ranges of heads: any cut gives the same outputs bit for bit */
+        for (int cut = 1; cut < n_q; cut++) {
+          float *pieces = g_new (float, n_q * hd);
+          hn_attn_merge_blocks (parts, n_blocks, n_q, hd, 0, cut, pieces);
+          hn_attn_merge_blocks (parts, n_blocks, n_q, hd, cut, n_q, pieces + cut * hd);
+          g_assert_cmpmem (pieces, n_q * hd * sizeof (float), out, n_q * hd * sizeof (float));
+          g_free (pieces);
+        }
         if (n_blocks == 1) {
           args.cells = cells;
           args.n_cells = n;
