@@ -6,9 +6,9 @@
 #
 #   tests/fuzz/run.sh BUILD_DIR [SECONDS]
 #
-# FUZZ_SEED=N makes libFuzzer draw the same inputs on every run (CI uses 1, so that a
-# machine at most as fast as the one it was checked on replays a prefix of a known run
-# instead of gambling on new finds); unset, each run explores from a fresh random seed.
+# FUZZ_SEED=N starts libFuzzer's draws from a fixed seed (CI uses 1, which keeps its runs
+# near the checked ones; runs still part where coverage differs, so not a replay: see
+# docs/reliability.md); unset, each run explores from a fresh random seed.
 set -uo pipefail
 
 build=$(cd "${1:?usage: run.sh BUILD_DIR [SECONDS]}" && pwd)
@@ -46,7 +46,7 @@ for target in gguf session gbnf json-schema chat-template tokenizer reasoning ma
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   if [ $rc -ne 0 ]; then
     echo "fuzz-$target: FAILED after ${execs:-?} executions (exit $rc); log $log"
-    grep -m 20 -E "ERROR|SUMMARY|runtime error|abort|Test unit written" "$log" | sed 's/^/  /'
+    grep -m 20 -E "ERROR|SUMMARY|runtime error|abort|Test unit written|^Base64:" "$log" | sed 's/^/  /'
     status=1
   else
     echo "fuzz-$target: ${execs:-?} executions in ${seconds} s, no crash"
