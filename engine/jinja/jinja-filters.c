@@ -486,8 +486,11 @@ args_shift(const Args *a, size_t skip)
   Args out = *a;
   if (skip > out.npos)
     skip = out.npos;
-  out.pos += skip;
-  out.npos -= skip;
+  /* a filter called without arguments has no argument array: NULL + 0 is undefined */
+  if (skip > 0) {
+    out.pos += skip;
+    out.npos -= skip;
+  }
   return out;
 }
 

@@ -272,6 +272,10 @@ test_filters_more (void)
   assert_renders ("{{ messages|selectattr('role', 'equalto', 'user')|map(attribute='content')|join('|') }}",
                   "Hello  |\343\201\223\343\202\223\343\201\253\343\201\241\343\201\257 \360\237\231\202");
   assert_renders ("{{ strftime_now('%d %b %Y') }}", "26 Jul 2026");
+  /* select and reject without a test name keep the truthy (falsy) items; without
+   * arguments they once offset a null argument array (found by fuzz-chat-template) */
+  assert_renders ("{{ [1, 0, 'a', '', none]|select|list }}{{ [1, 0, 'a', '', none]|reject|list }}",
+                  "[1, 'a'][0, '', None]");
 }
 
 static void
