@@ -177,6 +177,16 @@ hn_q4k_scale_min(int j, const uint8_t *scales, uint8_t *sc, uint8_t *m)
   }
 }
 
+/* The 6-bit scale and min of sub-block j (0..15) of a run of Q4_K regrouped
+ * (HN_TYPE_Q4_K_GROUPED in hn-quants.h). */
+static inline void
+hn_q4k_run_scale_min(int j, const uint8_t *run, uint8_t *sc, uint8_t *m)
+{
+  const uint8_t packed = run[HN_RUN_Q4_K_SCALES_AT + j];
+  *sc = packed & 63;
+  *m = (uint8_t)(packed >> 6 | ((run[HN_RUN_Q4_K_MINS_HIGH_AT + j / 2] >> (4 * (j % 2))) & 0xF) << 2);
+}
+
 /* The signed scale (-32..31) of group j (0..15) of a Q3_K block. */
 static inline int
 hn_q3k_scale(int j, const uint8_t *scales)

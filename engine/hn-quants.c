@@ -308,7 +308,8 @@ hn_dequantize_row(HnType type, const void *src, float *dst, int64_t n)
   case HN_TYPE_Q8_0_GROUPED:
   case HN_TYPE_Q5_0_GROUPED:
   case HN_TYPE_Q4_1_GROUPED:
-  case HN_TYPE_Q5_1_GROUPED: dequant_grouped(type, src, dst, n); break;
+  case HN_TYPE_Q5_1_GROUPED:
+  case HN_TYPE_Q4_K_GROUPED: dequant_grouped(type, src, dst, n); break;
   case HN_TYPE_Q4_1: dequant_q4_1(src, dst, nb); break;
   case HN_TYPE_Q5_0: dequant_q5_0(src, dst, nb); break;
   case HN_TYPE_Q5_1: dequant_q5_1(src, dst, nb); break;
@@ -941,6 +942,7 @@ hn_quantize_row(HnType type, const float *src, void *dst, int64_t n)
   case HN_TYPE_Q5_0_GROUPED:
   case HN_TYPE_Q4_1_GROUPED:
   case HN_TYPE_Q5_1_GROUPED:
+  case HN_TYPE_Q4_K_GROUPED:
     hn_quantize_row(hn_type_file_layout(type), src, dst, n);
     hn_type_regroup_row(type, dst, dst, n);
     break;
@@ -982,6 +984,7 @@ hn_type_vec_dot_type(HnType type)
   case HN_TYPE_Q2_K:
   case HN_TYPE_Q3_K:
   case HN_TYPE_Q4_K:
+  case HN_TYPE_Q4_K_GROUPED:
   case HN_TYPE_Q5_K:
   case HN_TYPE_Q6_K:
     return HN_TYPE_Q8_K;
@@ -1170,9 +1173,10 @@ dot_q3_k(const HnBlockQ3_K *x, const HnBlockQ8_K *y, int64_t nb)
 }
 
 static float
-dot_q4_k(const HnBlockQ4_K *x, const HnBlockQ8_K *y, int64_t nb)
+dot_q4_k_from(float sum, const void *weight, const void *act, int64_t nb)
 {
-  float sum = 0.0f;
+  const HnBlockQ4_K *x = weight;
+  const HnBlockQ8_K *y = act;
   for (int64_t i = 0; i < nb; i++) {
     const int8_t *q8 = y[i].qs;
     const uint8_t *q4 = x[i].qs;
@@ -1191,6 +1195,12 @@ dot_q4_k(const HnBlockQ4_K *x, const HnBlockQ8_K *y, int64_t nb)
     sum += (h2f(x[i].d) * y[i].d) * isum - (h2f(x[i].dmin) * y[i].d) * summs;
   }
   return sum;
+}
+
+static float
+dot_q4_k(const HnBlockQ4_K *x, const HnBlockQ8_K *y, int64_t nb)
+{
+  return dot_q4_k_from(0.0f, x, y, nb);
 }
 
 static float
@@ -1299,7 +1309,8 @@ hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void *act_r
   case HN_TYPE_Q8_0_GROUPED:
   case HN_TYPE_Q5_0_GROUPED:
   case HN_TYPE_Q4_1_GROUPED:
-  case HN_TYPE_Q5_1_GROUPED: return dot_grouped(type, weight_row, act_row, n);
+  case HN_TYPE_Q5_1_GROUPED:
+  case HN_TYPE_Q4_K_GROUPED: return dot_grouped(type, weight_row, act_row, n);
   case HN_TYPE_Q4_1: return dot_q4_1(weight_row, act_row, nb);
   case HN_TYPE_Q5_0: return dot_q5_0(weight_row, act_row, nb);
   case HN_TYPE_Q5_1: return dot_q5_1(weight_row, act_row, nb);
@@ -1327,10 +1338,15 @@ hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void *act_r
  * vector_of_quad[e].  The vectors follow the activation records (HnActGroup, hn-simd.h):
  * vector 2s holds elements 4s..4s+3 of each block, 2s + 1 elements 16+4s..16+4s+3 — for
  * the 4- and 5-bit types both in one vector of bytes (low and high nibbles), for Q8_0
- * in two. */
-typedef struct {
+ * in two.  Q4_K's run, two super-blocks as 16 blocks of 32, keeps Q4_0's vectors
+ * behind a header of its own (convert_run_q4_k). */
+typedef struct RegroupedLayout RegroupedLayout;
+struct RegroupedLayout {
   HnType layout, file_type;
+  int64_t block_elems; /* 32, or HN_QK_K for Q4_K's super-blocks (two to a run) */
   size_t block_bytes;
+  /* one run from file order to the layout (grouped true) or back; in and out differ */
+  void (*convert)(const RegroupedLayout *l, const uint8_t *in, uint8_t *out, bool grouped);
   bool mins;       /* a half-float min after d in the block (Q4_1, Q5_1) */
   bool fifth_bits; /* 4 bytes of fifth bits before the nibbles (Q5_0, Q5_1) */
   int quads;
@@ -1338,16 +1354,33 @@ typedef struct {
   /* the reference dot product continued over nb more blocks, so that a row taken a run
    * at a time adds up in exactly the order of the whole row */
   float (*dot_from)(float sum, const void *x, const void *y, int64_t nb);
-} RegroupedLayout;
+};
+
+static void convert_run(const RegroupedLayout *l, const uint8_t *in, uint8_t *out, bool grouped);
+static void convert_run_q4_k(const RegroupedLayout *l, const uint8_t *in, uint8_t *out, bool grouped);
 
 static const RegroupedLayout regrouped_layouts[] = {
-  { HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q4_0, sizeof(HnBlockQ4_0), false, false, 4, { 0, 1, 2, 3 }, dot_q4_0_from },
-  { HN_TYPE_Q8_0_GROUPED, HN_TYPE_Q8_0, sizeof(HnBlockQ8_0), false, false, 8, { 0, 2, 4, 6, 1, 3, 5, 7 },
-    dot_q8_0_from },
-  { HN_TYPE_Q5_0_GROUPED, HN_TYPE_Q5_0, sizeof(HnBlockQ5_0), false, true, 4, { 0, 1, 2, 3 }, dot_q5_0_from },
-  { HN_TYPE_Q4_1_GROUPED, HN_TYPE_Q4_1, sizeof(HnBlockQ4_1), true, false, 4, { 0, 1, 2, 3 }, dot_q4_1_from },
-  { HN_TYPE_Q5_1_GROUPED, HN_TYPE_Q5_1, sizeof(HnBlockQ5_1), true, true, 4, { 0, 1, 2, 3 }, dot_q5_1_from },
+  { HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q4_0, 32, sizeof(HnBlockQ4_0), convert_run, false, false, 4, { 0, 1, 2, 3 },
+    dot_q4_0_from },
+  { HN_TYPE_Q8_0_GROUPED, HN_TYPE_Q8_0, 32, sizeof(HnBlockQ8_0), convert_run, false, false, 8,
+    { 0, 2, 4, 6, 1, 3, 5, 7 }, dot_q8_0_from },
+  { HN_TYPE_Q5_0_GROUPED, HN_TYPE_Q5_0, 32, sizeof(HnBlockQ5_0), convert_run, false, true, 4, { 0, 1, 2, 3 },
+    dot_q5_0_from },
+  { HN_TYPE_Q4_1_GROUPED, HN_TYPE_Q4_1, 32, sizeof(HnBlockQ4_1), convert_run, true, false, 4, { 0, 1, 2, 3 },
+    dot_q4_1_from },
+  { HN_TYPE_Q5_1_GROUPED, HN_TYPE_Q5_1, 32, sizeof(HnBlockQ5_1), convert_run, true, true, 4, { 0, 1, 2, 3 },
+    dot_q5_1_from },
+  /* its own conversion: the fields convert_run reads stay empty */
+  { HN_TYPE_Q4_K_GROUPED, HN_TYPE_Q4_K, HN_QK_K, sizeof(HnBlockQ4_K), convert_run_q4_k, false, false, 0, { 0 },
+    dot_q4_k_from },
 };
+
+/* A run is HN_GROUP_BLOCKS · 32 elements of every layout. */
+static int64_t
+run_blocks(const RegroupedLayout *l)
+{
+  return 32 * HN_GROUP_BLOCKS / l->block_elems;
+}
 
 #define MAX_RUN_BYTES (HN_GROUP_BLOCKS * sizeof(HnBlockQ8_0))
 
@@ -1409,7 +1442,8 @@ move_bytes(const uint8_t *in, uint8_t *out, size_t in_run, size_t in_blocks, siz
     memcpy(out + in_blocks, in + in_run, bytes);
 }
 
-/* One run from file order to the layout (grouped true) or back; in and out differ. */
+/* One run of a 32-element type from file order to the layout (grouped true) or back;
+ * in and out differ. */
 static void
 convert_run(const RegroupedLayout *l, const uint8_t *in, uint8_t *out, bool grouped)
 {
@@ -1431,17 +1465,118 @@ convert_run(const RegroupedLayout *l, const uint8_t *in, uint8_t *out, bool grou
   }
 }
 
+/* Q4_K's run, two super-blocks (HN_TYPE_Q4_K_GROUPED in hn-quants.h).  In the file,
+ * sub-blocks 2p and 2p + 1 of a super-block share qs[32p ..]: byte i holds element i of
+ * the first in its low nibble and of the second in its high one.  In the run sub-block j
+ * (super-block j / 8) has the 16 bytes of a Q4_0 block (byte i: element i low, i + 16
+ * high), quad s in vector s.  Converted eight bytes at a time, with masks that keep
+ * every nibble in its byte: the load converts each Q4_K matrix of a model. */
+#define LOW_NIBBLES 0x0f0f0f0f0f0f0f0full
+
+static uint64_t
+load_u64(const uint8_t *p)
+{
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+static void
+store_u64(uint8_t *p, uint64_t v)
+{
+  memcpy(p, &v, 8);
+}
+
+/* The packed bytes of sub-block j, whose bytes 4s.. are at 64s + 4j of `vectors`. */
+static void
+sub_block_bytes(const uint8_t *vectors, int j, uint8_t bytes[16])
+{
+  for (int s = 0; s < 4; s++)
+    memcpy(bytes + 4 * s, vectors + 64 * s + 4 * j, 4);
+}
+
+static void
+convert_run_q4_k(const RegroupedLayout *l, const uint8_t *in, uint8_t *out, bool grouped)
+{
+  (void)l;
+  HnBlockQ4_K b[2];
+  if (grouped) {
+    uint8_t *vectors = out + HN_RUN_VECTORS_AT(0, 0);
+    memcpy(b, in, sizeof b);
+    memset(out, 0, HN_RUN_VECTORS_AT(0, 0));
+    for (int sb = 0; sb < 2; sb++) {
+      memcpy(out + 2 * sb, &b[sb].d, 2);
+      memcpy(out + HN_RUN_Q4_K_DMIN_AT + 2 * sb, &b[sb].dmin, 2);
+    }
+    for (int j = 0; j < HN_GROUP_BLOCKS; j++) {
+      uint8_t sc, m;
+      hn_q4k_scale_min(j % 8, b[j / 8].scales, &sc, &m);
+      out[HN_RUN_Q4_K_SCALES_AT + j] = (uint8_t)(sc | (m & 3) << 6);
+      out[HN_RUN_Q4_K_MINS_HIGH_AT + j / 2] |= (uint8_t)((m >> 2) << (4 * (j % 2)));
+    }
+    for (int pair = 0; pair < HN_GROUP_BLOCKS / 2; pair++) {
+      const uint8_t *qs = b[pair / 4].qs + 32 * (pair % 4);
+      const int j = 2 * pair; /* sub-blocks j and j + 1 */
+      for (int h = 0; h < 2; h++) {
+        const uint64_t first = load_u64(qs + 8 * h), second = load_u64(qs + 16 + 8 * h);
+        uint8_t low[8], high[8];
+        store_u64(low, (first & LOW_NIBBLES) | (second & LOW_NIBBLES) << 4);
+        store_u64(high, (first >> 4 & LOW_NIBBLES) | (second & ~LOW_NIBBLES));
+        for (int q = 0; q < 2; q++) {
+          memcpy(vectors + 64 * (2 * h + q) + 4 * j, low + 4 * q, 4);
+          memcpy(vectors + 64 * (2 * h + q) + 4 * (j + 1), high + 4 * q, 4);
+        }
+      }
+    }
+    return;
+  }
+  const uint8_t *vectors = in + HN_RUN_VECTORS_AT(0, 0);
+  memset(b, 0, sizeof b);
+  for (int sb = 0; sb < 2; sb++) {
+    memcpy(&b[sb].d, in + 2 * sb, 2);
+    memcpy(&b[sb].dmin, in + HN_RUN_Q4_K_DMIN_AT + 2 * sb, 2);
+  }
+  for (int j = 0; j < HN_GROUP_BLOCKS; j++) {
+    HnBlockQ4_K *blk = &b[j / 8];
+    const int sub = j % 8;
+    uint8_t sc, m;
+    hn_q4k_run_scale_min(j, in, &sc, &m);
+    /* the file's packing (hn_q4k_scale_min read backwards) */
+    if (sub < 4) {
+      blk->scales[sub] |= sc;
+      blk->scales[sub + 4] |= m;
+    } else {
+      blk->scales[sub + 4] = (uint8_t)((sc & 0xF) | (m & 0xF) << 4);
+      blk->scales[sub - 4] |= (uint8_t)((sc >> 4) << 6);
+      blk->scales[sub] |= (uint8_t)((m >> 4) << 6);
+    }
+  }
+  for (int pair = 0; pair < HN_GROUP_BLOCKS / 2; pair++) {
+    uint8_t *qs = b[pair / 4].qs + 32 * (pair % 4);
+    uint8_t low[16], high[16];
+    sub_block_bytes(vectors, 2 * pair, low);
+    sub_block_bytes(vectors, 2 * pair + 1, high);
+    for (int h = 0; h < 2; h++) {
+      const uint64_t lo = load_u64(low + 8 * h), hi = load_u64(high + 8 * h);
+      store_u64(qs + 8 * h, (lo & LOW_NIBBLES) | (hi & LOW_NIBBLES) << 4);
+      store_u64(qs + 16 + 8 * h, (lo >> 4 & LOW_NIBBLES) | (hi & ~LOW_NIBBLES));
+    }
+  }
+  memcpy(out, b, sizeof b);
+}
+#undef LOW_NIBBLES
+
 static void
 convert_row(const RegroupedLayout *l, const void *src, void *dst, int64_t n, bool grouped)
 {
-  const size_t run_bytes = HN_GROUP_BLOCKS * l->block_bytes;
+  const size_t run_bytes = (size_t)run_blocks(l) * l->block_bytes;
   const int64_t runs = n / 32 / HN_GROUP_BLOCKS;
   for (int64_t g = 0; g < runs; g++) {
     uint8_t in[MAX_RUN_BYTES]; /* a copy, so that src may be dst */
     memcpy(in, (const uint8_t *)src + (size_t)g * run_bytes, run_bytes);
-    convert_run(l, in, (uint8_t *)dst + (size_t)g * run_bytes, grouped);
+    l->convert(l, in, (uint8_t *)dst + (size_t)g * run_bytes, grouped);
   }
-  const size_t done = (size_t)runs * run_bytes, total = (size_t)(n / 32) * l->block_bytes;
+  const size_t done = (size_t)runs * run_bytes, total = (size_t)(n / l->block_elems) * l->block_bytes;
   if (src != dst)
     memmove((uint8_t *)dst + done, (const uint8_t *)src + done, total - done);
 }
@@ -1451,10 +1586,12 @@ dequant_grouped(HnType layout, const void *src, float *dst, int64_t n)
 {
   const RegroupedLayout *l = find_layout(layout);
   const int64_t run_elems = 32 * HN_GROUP_BLOCKS, runs = n / run_elems;
-  const size_t run_bytes = HN_GROUP_BLOCKS * l->block_bytes;
+  const size_t run_bytes = (size_t)run_blocks(l) * l->block_bytes;
   for (int64_t g = 0; g < runs; g++) {
-    uint8_t blocks[MAX_RUN_BYTES];
-    convert_run(l, (const uint8_t *)src + (size_t)g * run_bytes, blocks, false);
+    /* as large as a run of F32, the widest type hn_dequantize_row takes: gcc 12 checks the
+     * inlined copy of its F32 case against this buffer */
+    uint8_t blocks[32 * HN_GROUP_BLOCKS * sizeof(float)];
+    l->convert(l, (const uint8_t *)src + (size_t)g * run_bytes, blocks, false);
     hn_dequantize_row(l->file_type, blocks, dst + g * run_elems, run_elems);
   }
   hn_dequantize_row(l->file_type, (const uint8_t *)src + (size_t)runs * run_bytes, dst + runs * run_elems,
@@ -1466,17 +1603,18 @@ dot_grouped(HnType layout, const void *row, const void *act, int64_t n)
 {
   const RegroupedLayout *l = find_layout(layout);
   const uint8_t *y = act;
-  const size_t act_run_bytes = HN_GROUP_BLOCKS * hn_type_block_bytes(hn_type_vec_dot_type(l->file_type));
-  const int64_t nb = n / 32, runs = nb / HN_GROUP_BLOCKS;
-  const size_t run_bytes = HN_GROUP_BLOCKS * l->block_bytes;
+  const HnType act_type = hn_type_vec_dot_type(l->file_type);
+  const int64_t per_run = run_blocks(l), nb = n / l->block_elems, runs = nb / per_run;
+  const size_t act_run_bytes = hn_type_row_bytes(act_type, 32 * HN_GROUP_BLOCKS);
+  const size_t run_bytes = (size_t)per_run * l->block_bytes;
   float sum = 0.0f;
   for (int64_t g = 0; g < runs; g++) {
     uint8_t blocks[MAX_RUN_BYTES];
-    convert_run(l, (const uint8_t *)row + (size_t)g * run_bytes, blocks, false);
-    sum = l->dot_from(sum, blocks, y + (size_t)g * act_run_bytes, HN_GROUP_BLOCKS);
+    l->convert(l, (const uint8_t *)row + (size_t)g * run_bytes, blocks, false);
+    sum = l->dot_from(sum, blocks, y + (size_t)g * act_run_bytes, per_run);
   }
   return l->dot_from(sum, (const uint8_t *)row + (size_t)runs * run_bytes, y + (size_t)runs * act_run_bytes,
-                     nb - runs * HN_GROUP_BLOCKS);
+                     nb - runs * per_run);
 }
 
 HnType

@@ -34,7 +34,7 @@ typedef enum {
   HN_TYPE_Q6_K = 14,
   HN_TYPE_Q8_K = 15,
   HN_TYPE_BF16 = 30,
-  /* Not file types: rows of the 32-element types regrouped in memory for the decode kernels (see
+  /* Not file types: rows of the 32-element types and Q4_K regrouped in memory for the decode kernels (see
    * "Regrouped layouts" below).  GGUF readers reject them, as they reject every id that
    * is not a weight type. */
   HN_TYPE_Q4_0_GROUPED = 40,
@@ -42,7 +42,8 @@ typedef enum {
   HN_TYPE_Q5_0_GROUPED = 42,
   HN_TYPE_Q4_1_GROUPED = 43,
   HN_TYPE_Q5_1_GROUPED = 44,
-  HN_TYPE_COUNT = 45, /* one past the largest id the name table knows */
+  HN_TYPE_Q4_K_GROUPED = 45,
+  HN_TYPE_COUNT = 46, /* one past the largest id the name table knows */
 } HnType;
 
 #define HN_QK_K 256 /* super-block size of the k-quants */
@@ -85,8 +86,9 @@ float hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void 
 
 /* Regrouped layouts: the rows of a file type rearranged in memory for a decode kernel,
  * each row keeping its length in bytes and its blocks their values, so that converting
- * a row there and back gives its bytes again.  Every run of HN_GROUP_BLOCKS blocks is
- * laid out so that one 64-byte load holds four quant bytes of each of its 16 blocks: the
+ * a row there and back gives its bytes again.  Every run of HN_GROUP_BLOCKS blocks of 32
+ * elements (Q4_K: sub-blocks, two super-blocks to a run) is laid out so that one 64-byte
+ * load holds four quant bytes of each of its 16 blocks: the
  * 16 half-float scales first (32 bytes), then 64-byte vectors in which block j owns bytes
  * 4j..4j+3.  Vector 2s holds what stands for elements 4s..4s+3 of each block, vector
  * 2s + 1 elements 16+4s..16+4s+3:
@@ -101,7 +103,14 @@ float hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void 
  *                         so one shift and one mask give 16 blocks' bits of vector m;
  *   HN_TYPE_Q4_1_GROUPED  (320-byte runs) Q4_0's, with the 16 half-float mins (32 bytes)
  *                         after the scales;
- *   HN_TYPE_Q5_1_GROUPED  (384-byte runs) Q5_0's, with the mins after the scales.
+ *   HN_TYPE_Q5_1_GROUPED  (384-byte runs) Q5_0's, with the mins after the scales;
+ *   HN_TYPE_Q4_K_GROUPED  (288-byte runs) a header of 32 bytes in place of the scales:
+ *                         the two super-blocks' d, then their dmin (halves, from
+ *                         HN_RUN_Q4_K_DMIN_AT), then per sub-block j a byte of its 6-bit
+ *                         scale with its min's low two bits above (from
+ *                         HN_RUN_Q4_K_SCALES_AT), then the mins' high four bits, nibble j
+ *                         in byte j / 2, low first (from HN_RUN_Q4_K_MINS_HIGH_AT); then
+ *                         Q4_0's 4 vectors, each sub-block's codes as a Q4_0 block's.
  * Blocks after the last full run stay in the file layout.  Their tile kernels read a
  * token's activations as HnActGroup records (hn-simd.h) in the same order; every other
  * reader goes through the type.  Code that has to tell a regrouped layout from its file
@@ -113,6 +122,10 @@ float hn_vec_dot_ref(HnType type, int64_t n, const void *weight_row, const void 
 #define HN_RUN_MINS_AT (2 * HN_GROUP_BLOCKS)
 #define HN_RUN_PLANES_AT(MINS) (2 * HN_GROUP_BLOCKS * (1 + (MINS)))
 #define HN_RUN_VECTORS_AT(MINS, PLANES) (HN_RUN_PLANES_AT(MINS) + 64 * (PLANES))
+/* Q4_K's header: d at 0 */
+#define HN_RUN_Q4_K_DMIN_AT 4
+#define HN_RUN_Q4_K_SCALES_AT 8
+#define HN_RUN_Q4_K_MINS_HIGH_AT 24
 
 /* The file type whose rows `type` rearranges; `type` itself where it is a file type. */
 HnType hn_type_file_layout(HnType type);

@@ -60,6 +60,7 @@ static const TypeTraits type_traits[HN_TYPE_COUNT] = {
   [HN_TYPE_Q5_0_GROUPED] = { "Q5_0_GROUPED", 32, 2 + 4 + 16, false },
   [HN_TYPE_Q4_1_GROUPED] = { "Q4_1_GROUPED", 32, 2 + 2 + 16, false },
   [HN_TYPE_Q5_1_GROUPED] = { "Q5_1_GROUPED", 32, 2 + 2 + 4 + 16, false },
+  [HN_TYPE_Q4_K_GROUPED] = { "Q4_K_GROUPED", HN_QK_K, 2 + 2 + 12 + HN_QK_K / 2, false },
 };
 
 const char *

@@ -727,6 +727,38 @@ check_nibble_run (const NibbleLayout *l, const uint8_t *file_row, const uint8_t 
   }
 }
 
+/* The first run of a Q4_K row (two super-blocks), read back the way hn-quants.h says:
+ * the d and dmin of each, sub-block j's scale and min from its byte and its nibble of
+ * high bits, and its 32 codes as a Q4_0 block's bytes, four at a time in the vectors. */
+static void
+check_q4_k_run (const uint8_t *file_row, const uint8_t *grouped)
+{
+  for (int sb = 0; sb < 2; sb++) {
+    const HnBlockQ4_K *b = (const HnBlockQ4_K *) (file_row + sb * sizeof (HnBlockQ4_K));
+    g_assert_cmpint (memcmp (grouped + 2 * sb, &b->d, 2), ==, 0);
+    g_assert_cmpint (memcmp (grouped + HN_RUN_Q4_K_DMIN_AT + 2 * sb, &b->dmin, 2), ==, 0);
+  }
+  for (int j = 0; j < HN_GROUP_BLOCKS; j++) {
+    const HnBlockQ4_K *b = (const HnBlockQ4_K *) (file_row + (j / 8) * sizeof (HnBlockQ4_K));
+    const int sub = j % 8;
+    uint8_t sc, m;
+    hn_q4k_scale_min (sub, b->scales, &sc, &m);
+    const uint8_t packed = grouped[HN_RUN_Q4_K_SCALES_AT + j];
+    const uint8_t high = (grouped[HN_RUN_Q4_K_MINS_HIGH_AT + j / 2] >> (4 * (j % 2))) & 0xF;
+    g_assert_cmpuint (packed & 63, ==, sc);
+    g_assert_cmpuint ((packed >> 6) | high << 2, ==, m);
+    uint8_t run_sc, run_m;
+    hn_q4k_run_scale_min (j, grouped, &run_sc, &run_m);
+    g_assert_cmpuint (run_sc, ==, sc);
+    g_assert_cmpuint (run_m, ==, m);
+    for (int e = 0; e < 32; e++) {
+      const uint8_t byte = grouped[HN_RUN_VECTORS_AT (0, 0) + 64 * (e % 16 / 4) + 4 * j + e % 4];
+      const int code = e < 16 ? byte & 0xF : byte >> 4;
+      g_assert_cmpint (code, ==, (b->qs[32 * (sub / 2) + e] >> (4 * (sub % 2))) & 0xF);
+    }
+  }
+}
+
 /* The types regrouped for the decode kernels: the same blocks in another order, so the
  * dequantized row and the reference dot product are bit for bit those of the file row,
  * and ungrouping gives the file bytes back.  Row lengths with no run of 16 blocks, one
@@ -736,13 +768,15 @@ test_grouped_layouts_keep_values (void)
 {
   Rng rng = { 0x9e3779b97f4a7c15ull };
   const HnType layouts[] = { HN_TYPE_Q4_0_GROUPED, HN_TYPE_Q8_0_GROUPED, HN_TYPE_Q5_0_GROUPED,
-                             HN_TYPE_Q4_1_GROUPED, HN_TYPE_Q5_1_GROUPED };
-  const int64_t lengths[] = { 32 * 7, 32 * 16, 32 * 21, 32 * 48 };
+                             HN_TYPE_Q4_1_GROUPED, HN_TYPE_Q5_1_GROUPED, HN_TYPE_Q4_K_GROUPED };
+  /* in blocks of the type: none, one run, a run and a tail, three runs */
+  const int64_t lengths_32[] = { 32 * 7, 32 * 16, 32 * 21, 32 * 48 };
+  const int64_t lengths_256[] = { 256, 256 * 2, 256 * 3, 256 * 6 };
   for (gsize l = 0; l < G_N_ELEMENTS (layouts); l++)
-  for (gsize i = 0; i < G_N_ELEMENTS (lengths); i++) {
+  for (gsize i = 0; i < G_N_ELEMENTS (lengths_32); i++) {
     const HnType layout = layouts[l], file_type = hn_type_file_layout (layout);
     const HnType act_type = hn_type_vec_dot_type (file_type);
-    const int64_t n = lengths[i];
+    const int64_t n = hn_type_block_elems (file_type) == 32 ? lengths_32[i] : lengths_256[i];
     const size_t bytes = hn_type_row_bytes (file_type, n);
     g_assert_cmpuint (hn_type_row_bytes (layout, n), ==, bytes);
     g_autofree float *w = g_new (float, n), *a = g_new (float, n);
@@ -761,6 +795,8 @@ test_grouped_layouts_keep_values (void)
     for (gsize k = 0; has_run && k < G_N_ELEMENTS (nibble_layouts); k++)
       if (nibble_layouts[k].layout == layout)
         check_nibble_run (&nibble_layouts[k], file_row, grouped, block_bytes);
+    if (has_run && layout == HN_TYPE_Q4_K_GROUPED)
+      check_q4_k_run (file_row, grouped);
     if (has_run && layout == HN_TYPE_Q8_0_GROUPED) {
       /* the scales first, then block 1's first four quant bytes at 36 */
       g_assert_cmpint (memcmp (grouped + 2, file_row + block_bytes, 2), ==, 0);
@@ -815,11 +851,13 @@ test_regrouped_layouts (void)
     g_assert_cmpint (run % hn_type_block_elems ((uint32_t) t), ==, 0);
     g_assert_cmpuint (hn_type_row_bytes (layout, 3 * run), ==, hn_type_row_bytes ((uint32_t) t, 3 * run));
   }
-  g_assert_cmpint (layouts, >=, 5);
+  g_assert_cmpint (layouts, >=, 6);
   g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q4_0), ==, HN_TYPE_Q4_0_GROUPED);
   g_assert_cmpint (hn_type_group_elems (HN_TYPE_Q4_0_GROUPED), ==, 32 * HN_GROUP_BLOCKS);
-  g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q4_K), ==, HN_TYPE_COUNT);
+  g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q4_K), ==, HN_TYPE_Q4_K_GROUPED);
+  g_assert_cmpint (hn_type_group_elems (HN_TYPE_Q4_K_GROUPED), ==, 32 * HN_GROUP_BLOCKS);
   g_assert_cmpint (hn_type_file_layout (HN_TYPE_Q4_K), ==, HN_TYPE_Q4_K);
+  g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q5_K), ==, HN_TYPE_COUNT);
   g_assert_cmpint (hn_type_group_elems (HN_TYPE_Q4_0), ==, 0);
 
   g_assert_cmpint (hn_type_regrouped (HN_TYPE_Q8_0), ==, HN_TYPE_Q8_0_GROUPED);
