@@ -32,7 +32,7 @@ typedef enum {
 
 /* Bumped whenever a decode kernel, the cache's text or the way of choosing changes, so
  * that cached choices are measured again. */
-#define HN_DECODE_CHOICE_VERSION 9
+#define HN_DECODE_CHOICE_VERSION 10
 
 /* Index of the fastest of n_candidates kernels timed in n_samples rounds, one timing of
  * each per round (times[c * n_samples + s]): each timing is divided by the fastest of its

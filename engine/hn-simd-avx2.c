@@ -865,7 +865,11 @@ half_codes_q8_0_biased(const uint8_t *group, int half, __m256i codes[8])
       for (int c = 0; c < NC; c++)                                                                 \
         out[(size_t)r * out_stride + c] = hsum_ps(acc[r][c]) + tail_mins[r][c];                    \
   }                                                                                                \
-                                                                                                   \
+  DEFINE_GROUPED_DISPATCH(NAME, ATTR)
+
+/* The kernel NAME over NAME##_tile: a tile of 4 rows for one token, rows one at a time
+ * for 2-4 tokens. */
+#define DEFINE_GROUPED_DISPATCH(NAME, ATTR)                                                       \
   static ATTR void NAME(int64_t n, const void *weight, size_t weight_stride, int n_rows,           \
                         const HnActChunk *act, size_t act_stride, int n_cols, float *out,          \
                         size_t out_stride)                                                         \
@@ -886,6 +890,86 @@ half_codes_q8_0_biased(const uint8_t *group, int half, __m256i codes[8])
     }                                                                                              \
   }
 
+/* Q4_K regrouped at load (hn-quants.h): a half run is one super-block, its 8 sub-blocks'
+ * sums in the 8 lanes as Q4_0's blocks are, their scales and mins from the run's header
+ * as 8 bytes each.  The super-block after the last run, where the count is odd, is in
+ * the file layout: each sub-block's 32 codes against its half of an activation chunk. */
+#define DEFINE_GEMM_Q4_K_GROUPED(NAME, DOT, ATTR)                                                 \
+  static inline __attribute__((always_inline)) ATTR void NAME##_tile(                            \
+    int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,     \
+    size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)                  \
+  {                                                                                                \
+    const uint8_t *rows[4];                                                                        \
+    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                           \
+      rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;                             \
+    __m256 acc[4][4];                                                                              \
+    float tail_mins[4][4] = { { 0.0f } }; /* the file-layout super-block's mins times sums */     \
+    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                           \
+      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm256_setzero_ps();        \
+    const int64_t n_groups = n / (32 * HN_GROUP_BLOCKS);                                           \
+    const size_t group_bytes = 2 * sizeof(HnBlockQ4_K);                                            \
+    const size_t next_tile = (size_t)NR * weight_stride;                                           \
+    for (int64_t g = 0; g < n_groups; g++) {                                                       \
+      _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                       \
+        const uint8_t *group = rows[r] + (size_t)g * group_bytes;                                  \
+        for (size_t off = 0; off < group_bytes; off += 64) {                                       \
+          _mm_prefetch((const char *)group + off + 768, _MM_HINT_T0);                              \
+          _mm_prefetch((const char *)group + off + next_tile, _MM_HINT_T1);                        \
+        }                                                                                          \
+        /* the 16 scales and mins as bytes, d and dmin of both halves */                           \
+        __m128i scale_bytes, min_bytes;                                                            \
+        q4_k_run_scale_min_bytes(group, &scale_bytes, &min_bytes);                                 \
+        const __m128 halves = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)group));               \
+        _Pragma("GCC unroll 2") for (int half = 0; half < 2; half++) {                             \
+          __m256i codes[8];                                                                        \
+          half_codes_q4_0(group, half, codes);                                                     \
+          const __m256 weight_scales =                                                             \
+            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(half ? _mm_srli_si128(scale_bytes, 8) : scale_bytes)), \
+                          _mm256_set1_ps(_mm_cvtss_f32(half ? _mm_shuffle_ps(halves, halves, 1) : halves))); \
+          const __m256 weight_mins =                                                               \
+            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(half ? _mm_srli_si128(min_bytes, 8) : min_bytes)), \
+                          _mm256_set1_ps(_mm_cvtss_f32(_mm_shuffle_ps(halves, halves, 2 + half))));  \
+          _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                                   \
+            const HnActGroup *a = (const HnActGroup *)(act + (size_t)c * act_stride) + g;          \
+            __m256i sum = _mm256_setzero_si256();                                                  \
+            _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)                                    \
+              sum = DOT(sum, codes[i], _mm256_loadu_si256((const __m256i *)(a->q[i] + 32 * half))); \
+            acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum),                                   \
+                                        _mm256_mul_ps(weight_scales, _mm256_loadu_ps(a->d + 8 * half)), \
+                                        acc[r][c]);                                                \
+            acc[r][c] = _mm256_fnmadd_ps(weight_mins, _mm256_loadu_ps(a->block_sum + 8 * half), acc[r][c]); \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    for (int64_t sb = 2 * n_groups; sb < n / HN_QK_K; sb++) {                                      \
+      _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                       \
+        const HnBlockQ4_K *blk = (const HnBlockQ4_K *)rows[r] + sb;                                \
+        const float d = h2f(blk->d), dmin = h2f(blk->dmin);                                        \
+        for (int j = 0; j < 8; j++) {                                                              \
+          uint8_t sc, m;                                                                           \
+          hn_q4k_scale_min(j, blk->scales, &sc, &m);                                               \
+          const __m256i bits = _mm256_loadu_si256((const __m256i *)(blk->qs + 32 * (j / 2)));      \
+          const __m256i codes =                                                                    \
+            _mm256_and_si256(j % 2 ? _mm256_srli_epi16(bits, 4) : bits, _mm256_set1_epi8(0x0f));   \
+          _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                                   \
+            const HnActChunk *a = act + (size_t)c * act_stride + 4 * sb + j / 2;                   \
+            const __m256i sum = DOT(_mm256_setzero_si256(), codes,                                 \
+                                    _mm256_loadu_si256((const __m256i *)(a->q + 32 * (j % 2))));   \
+            acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum),                                   \
+                                        _mm256_mul_ps(_mm256_set1_ps(d * sc), _mm256_loadu_ps(a->d + 8 * (j % 2))), \
+                                        acc[r][c]);                                                \
+            tail_mins[r][c] -= dmin * m * a->block_sum[j % 2];                                     \
+          }                                                                                        \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    for (int r = 0; r < n_rows && r < NR; r++)                                                     \
+      for (int c = 0; c < NC; c++)                                                                 \
+        out[(size_t)r * out_stride + c] = hsum_ps(acc[r][c]) + tail_mins[r][c];                    \
+  }                                                                                                \
+  DEFINE_GROUPED_DISPATCH(NAME, ATTR)
+
 #define VNNI_ATTR __attribute__((target("avxvnni")))
 #define NO_TAIL_MIN(blk) ((void)(blk), 0.0f)
 #define TAIL_MIN_M(blk) h2f((blk)->m)
@@ -904,6 +988,8 @@ DEFINE_GEMM_GROUPED(gemm_q5_1_grouped_vnni, HnBlockQ5_1, half_codes_q5_1, codes_
 DEFINE_GEMM_GROUPED(gemm_q8_0_grouped, HnBlockQ8_0, half_codes_q8_0, decode_q8_0, 0, NO_TAIL_MIN, ROWS_DOT_SIGNED, )
 DEFINE_GEMM_GROUPED(gemm_q8_0_grouped_vnni, HnBlockQ8_0, half_codes_q8_0_biased, codes_q8_0_biased, 0, NO_TAIL_MIN,
                     ROWS_DOT_VNNI, VNNI_ATTR)
+DEFINE_GEMM_Q4_K_GROUPED(gemm_q4_k_grouped, ROWS_DOT_MADDUBS, )
+DEFINE_GEMM_Q4_K_GROUPED(gemm_q4_k_grouped_vnni, ROWS_DOT_VNNI, VNNI_ATTR)
 
 DEFINE_VEC_DOT_ROWS(vec_dot_rows_q4_0, HnBlockQ4_0, HnBlockQ8_0, codes_q4_0, 8, false, ROWS_NO_MIN, ROWS_DOT_MADDUBS, )
 DEFINE_VEC_DOT_ROWS(vec_dot_rows_q4_0_vnni, HnBlockQ4_0, HnBlockQ8_0, codes_q4_0, 8, false, ROWS_NO_MIN, ROWS_DOT_VNNI,
@@ -1150,6 +1236,7 @@ hn_simd_fill_avx2(HnSimdKernels *k, bool avx_vnni)
     { HN_TYPE_Q2_K, pack_panel_q2_k, panel_gemm_halves_min16, panel_gemm_halves_min16_vnni, 0 },
     { HN_TYPE_Q3_K, pack_panel_q3_k, panel_gemm_halves, panel_gemm_halves_vnni, 4 },
     { HN_TYPE_Q4_K, pack_panel_q4_k, panel_gemm_min, panel_gemm_min_vnni, 0 },
+    { HN_TYPE_Q4_K_GROUPED, pack_panel_q4_k_grouped, panel_gemm_min, panel_gemm_min_vnni, 0 },
     { HN_TYPE_Q5_K, pack_panel_q5_k, panel_gemm_min, panel_gemm_min_vnni, 0 },
     { HN_TYPE_Q6_K, pack_panel_q6_k, panel_gemm_halves, panel_gemm_halves_vnni, 32 },
   };
@@ -1179,6 +1266,8 @@ hn_simd_fill_avx2(HnSimdKernels *k, bool avx_vnni)
   k->gemm_offset[HN_TYPE_Q4_1_GROUPED] = 0;
   k->gemm_tile[HN_TYPE_Q5_1_GROUPED] = avx_vnni ? gemm_q5_1_grouped_vnni : gemm_q5_1_grouped;
   k->gemm_offset[HN_TYPE_Q5_1_GROUPED] = 0;
+  k->gemm_tile[HN_TYPE_Q4_K_GROUPED] = avx_vnni ? gemm_q4_k_grouped_vnni : gemm_q4_k_grouped;
+  k->gemm_offset[HN_TYPE_Q4_K_GROUPED] = 0;
   k->pack_panel[HN_TYPE_Q5_0_GROUPED] = pack_panel_q5_0_grouped;
   k->panel_gemm[HN_TYPE_Q5_0_GROUPED] = avx_vnni ? panel_gemm_single_vnni : panel_gemm_single;
   k->panel_offset[HN_TYPE_Q5_0_GROUPED] = 16;

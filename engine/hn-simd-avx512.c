@@ -533,24 +533,20 @@ DEFINE_GEMM_GROUPED(gemm_q5_1_grouped, HnBlockQ5_1, grouped_codes_q5_1, load_q5_
 /* Q4_K, one super-block at a time: the super-block's scales are unpacked once, the four
  * chunks' codes come from two 64-byte loads, and the mins are applied with one FMA
  * against the activation's group sums instead of once per chunk.  Each column is summed
- * as it is alone, whatever NC is (as Q4_0's above). */
+ * as it is alone, whatever NC is (as Q4_0's above).  Super-blocks [sb_begin, sb_end) of
+ * the rows, in the file layout, into acc: the whole row here, the tail after the last
+ * run in the regrouped tile below. */
 static inline __attribute__((always_inline)) void
-gemm_q4_k_tile(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
-               size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)
+q4_k_tile_superblocks(int64_t sb_begin, int64_t sb_end, const uint8_t *const rows[8], size_t next_tile,
+                      const HnActChunk *act, size_t act_stride, const int NR, const int NC,
+                      __m512 acc[8][TILE_COLS])
 {
-  const uint8_t *rows[8];
-  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
-    rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;
-  __m512 acc[8][TILE_COLS];
-  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
-    _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm512_setzero_ps();
-  const size_t next_tile = (size_t)NR * weight_stride;
   const __m512i half_pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   const __m512i pick1 = _mm512_add_epi32(half_pick, _mm512_set1_epi32(2));
   const __m512i pick2 = _mm512_add_epi32(half_pick, _mm512_set1_epi32(4));
   const __m512i pick3 = _mm512_add_epi32(half_pick, _mm512_set1_epi32(6));
   const __m512i low4 = _mm512_set1_epi8(0x0f);
-  for (int64_t sb = 0; sb < n / HN_QK_K; sb++) {
+  for (int64_t sb = sb_begin; sb < sb_end; sb++) {
     __m512i q[TILE_COLS][4];
     __m512 d[TILE_COLS][4], group_sums[TILE_COLS];
     _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {
@@ -594,11 +590,81 @@ gemm_q4_k_tile(int64_t n, const uint8_t *weight, size_t weight_stride, int n_row
       }
     }
   }
+}
+
+static inline __attribute__((always_inline)) void
+gemm_q4_k_tile(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
+               size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)
+{
+  const uint8_t *rows[8];
+  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+    rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;
+  __m512 acc[8][TILE_COLS];
+  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+    _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm512_setzero_ps();
+  q4_k_tile_superblocks(0, n / HN_QK_K, rows, (size_t)NR * weight_stride, act, act_stride, NR, NC, acc);
   for (int r = 0; r < n_rows && r < NR; r++)
     for (int c = 0; c < NC; c++)
       out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);
 }
 DEFINE_TILE_DISPATCH(gemm_q4_k)
+
+/* The 16 sub-blocks' scales (d · scale, lane j: sub-block j) and mins (dmin · min) of a
+ * run of Q4_K regrouped (hn-quants.h). */
+static inline __attribute__((always_inline)) void
+q4_k_run_scales_mins(const uint8_t *group, __m512 *scales, __m512 *mins)
+{
+  __m128i scale_bytes, min_bytes;
+  q4_k_run_scale_min_bytes(group, &scale_bytes, &min_bytes);
+  /* the two super-blocks' d, then their dmin; lanes 0-7 take the first's, 8-15 the second's */
+  const __m512 halves = _mm512_castps128_ps512(_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)group)));
+  const __m512i pick_d = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m512i pick_dmin = _mm512_add_epi32(pick_d, _mm512_set1_epi32(2));
+  *scales = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scale_bytes)), _mm512_permutexvar_ps(pick_d, halves));
+  *mins = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(min_bytes)), _mm512_permutexvar_ps(pick_dmin, halves));
+}
+
+/* Q4_K regrouped at load: per run of two super-blocks and row, Q4_0's 4 loads, 8 AND or
+ * shift and 8 VPDPBUSD give each sub-block's sum in its own lane, whose scale and min
+ * apply with one FMA each, where the file layout takes two super-blocks' shuffles and
+ * permutes of codes and scales.  The super-block after the last run, where the count is
+ * odd, is in the file layout. */
+static inline __attribute__((always_inline)) void
+gemm_q4_k_grouped_tile(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
+                       size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)
+{
+  const size_t group_bytes = 2 * sizeof(HnBlockQ4_K);
+  const uint8_t *rows[8];
+  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+    rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;
+  __m512 acc[8][TILE_COLS];
+  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+    _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm512_setzero_ps();
+  const int64_t n_groups = n / (32 * HN_GROUP_BLOCKS);
+  const size_t next_tile = (size_t)NR * weight_stride;
+  for (int64_t g = 0; g < n_groups; g++) {
+    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {
+      const uint8_t *group = rows[r] + (size_t)g * group_bytes;
+      for (size_t off = 0; off < group_bytes; off += 64)
+        prefetch_weights(group + off, next_tile);
+      __m512i codes[8];
+      grouped_codes_q4_0(group, codes);
+      __m512 weight_scales, weight_mins;
+      q4_k_run_scales_mins(group, &weight_scales, &weight_mins);
+      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {
+        const HnActGroup *a = (const HnActGroup *)(act + (size_t)c * act_stride) + g;
+        acc[r][c] =
+          _mm512_fmadd_ps(grouped_dot(codes, a), _mm512_mul_ps(weight_scales, _mm512_loadu_ps(a->d)), acc[r][c]);
+        acc[r][c] = _mm512_fnmadd_ps(weight_mins, _mm512_loadu_ps(a->block_sum), acc[r][c]);
+      }
+    }
+  }
+  q4_k_tile_superblocks(2 * n_groups, n / HN_QK_K, rows, next_tile, act, act_stride, NR, NC, acc);
+  for (int r = 0; r < n_rows && r < NR; r++)
+    for (int c = 0; c < NC; c++)
+      out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);
+}
+DEFINE_TILE_DISPATCH(gemm_q4_k_grouped)
 
 /* Q6_K decode, one super-block at a time: the 16 group scales are converted once, each
  * half super-block's ql/qh bytes are loaded once for its two chunks, and a chunk's
@@ -1026,6 +1092,8 @@ hn_simd_fill_avx512(HnSimdKernels *k)
   k->gemm_offset[HN_TYPE_Q5_1_GROUPED] = 0;
   k->gemm_tile[HN_TYPE_Q4_K] = gemm_q4_k;
   k->gemm_offset[HN_TYPE_Q4_K] = 0;
+  k->gemm_tile[HN_TYPE_Q4_K_GROUPED] = gemm_q4_k_grouped;
+  k->gemm_offset[HN_TYPE_Q4_K_GROUPED] = 0;
   k->gemm_tile[HN_TYPE_Q6_K] = gemm_q6_k_dispatch;
   k->gemm_offset[HN_TYPE_Q6_K] = 32;
 
@@ -1053,6 +1121,9 @@ hn_simd_fill_avx512(HnSimdKernels *k)
   k->pack_panel[HN_TYPE_Q4_K] = pack_panel_q4_k;
   k->panel_gemm[HN_TYPE_Q4_K] = panel_gemm_min;
   k->panel_offset[HN_TYPE_Q4_K] = 0;
+  k->pack_panel[HN_TYPE_Q4_K_GROUPED] = pack_panel_q4_k_grouped;
+  k->panel_gemm[HN_TYPE_Q4_K_GROUPED] = panel_gemm_min;
+  k->panel_offset[HN_TYPE_Q4_K_GROUPED] = 0;
   k->pack_panel[HN_TYPE_Q6_K] = pack_panel_q6_k;
   k->panel_gemm[HN_TYPE_Q6_K] = panel_gemm_halves;
   k->panel_offset[HN_TYPE_Q6_K] = 32;

@@ -584,6 +584,44 @@ pack_panel_q5_k(const void *weight, size_t row_stride, int n_rows, int64_t n, vo
                     offsetof(HnBlockQ5_K, qh));
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+/* Q4_K regrouped at load: each run's codes come out of its vectors as Q4_0's, the scales
+ * and mins out of its header; the super-block after the last run is in file form. */
+static void __attribute__((unused))
+pack_panel_q4_k_grouped(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
+{
+  PanelBlock *pb = panel;
+  _Alignas(64) uint8_t tmp[HN_PANEL_ROWS][32];
+  uint8_t run[HN_PANEL_ROWS][HN_GROUP_BLOCKS][32];
+  const size_t run_bytes = 2 * sizeof(HnBlockQ4_K);
+  const int64_t n_runs = n / (32 * HN_GROUP_BLOCKS);
+  for (int64_t g = 0; g < n_runs; g++) {
+    for (int r = 0; r < HN_PANEL_ROWS; r++) {
+      const uint8_t *group = panel_row(weight, row_stride, r, n_rows) + (size_t)g * run_bytes;
+      panel_prefetch(group, run_bytes, row_stride);
+      nibble_run_codes(group, 0, 0, run[r]);
+    }
+    for (int j = 0; j < HN_GROUP_BLOCKS; j++, pb++) {
+      for (int r = 0; r < HN_PANEL_ROWS; r++) {
+        const uint8_t *group = panel_row(weight, row_stride, r, n_rows) + (size_t)g * run_bytes;
+        uint16_t d, dmin;
+        memcpy(&d, group + 2 * (j / 8), 2);
+        memcpy(&dmin, group + HN_RUN_Q4_K_DMIN_AT + 2 * (j / 8), 2);
+        uint8_t sc, m;
+        hn_q4k_run_scale_min(j, group, &sc, &m);
+        memcpy(tmp[r], run[r][j], 32);
+        pb->scale[0][r] = panel_h2f(d) * sc;
+        pb->neg_min[0][r] = -(panel_h2f(dmin) * m);
+      }
+      transpose_codes(tmp, pb->codes);
+    }
+  }
+  if (n_runs * 32 * HN_GROUP_BLOCKS < n)
+    pack_panel_q4_k((const uint8_t *)weight + (size_t)n_runs * run_bytes, row_stride, n_rows,
+                    n - n_runs * 32 * HN_GROUP_BLOCKS, pb);
+}
+#endif
+
 static void
 pack_panel_q6_k(const void *weight, size_t row_stride, int n_rows, int64_t n, void *panel)
 {

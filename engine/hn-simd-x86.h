@@ -33,6 +33,20 @@ scales_mins_q4_k(const uint8_t *packed, __m128i *scales, __m128i *mins)
   *mins = _mm_unpackhi_epi8(bytes, _mm_setzero_si128());
 }
 
+/* The 16 sub-blocks' 6-bit scales and mins of a run of Q4_K regrouped (hn-quants.h,
+ * HN_TYPE_Q4_K_GROUPED) as bytes, sub-block j in byte j: a scale is the low six bits of
+ * its byte, a min the two above them and a nibble of the high-bits bytes. */
+static inline __attribute__((always_inline)) void
+q4_k_run_scale_min_bytes(const uint8_t *run, __m128i *scales, __m128i *mins)
+{
+  const __m128i packed = _mm_loadu_si128((const __m128i *)(run + HN_RUN_Q4_K_SCALES_AT));
+  const __m128i high = _mm_loadl_epi64((const __m128i *)(run + HN_RUN_Q4_K_MINS_HIGH_AT));
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const __m128i high_bytes = _mm_unpacklo_epi8(_mm_and_si128(high, low4), _mm_and_si128(_mm_srli_epi16(high, 4), low4));
+  *scales = _mm_and_si128(packed, _mm_set1_epi8(63));
+  *mins = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(packed, 6), _mm_set1_epi8(3)), _mm_slli_epi16(high_bytes, 2));
+}
+
 /* The k-quants with 16 groups of 16, which share one decode kernel per level. */
 typedef enum { K16_Q2_K, K16_Q3_K, K16_Q6_K } K16Type;
 

@@ -488,9 +488,10 @@ test_panel_kernels (void)
       HnType vdt = hn_type_vec_dot_type (type);
       int64_t block = hn_type_block_elems (type);
       /* float rows need not be whole blocks of 32 */
-      /* regrouped layouts: one run of 16 blocks and the file layout after it */
+      /* regrouped layouts: one run of 16 blocks (Q4_K: two super-blocks) and the file
+       * layout after it */
       const gboolean grouped = hn_type_file_layout (type) != type;
-      int64_t n = is_float ? 32 * 9 + 5 : grouped ? 32 * 21 : (block == 32 ? 32 * 9 : block * 3);
+      int64_t n = is_float ? 32 * 9 + 5 : grouped && block == 32 ? 32 * 21 : (block == 32 ? 32 * 9 : block * 3);
       size_t row_bytes = hn_type_row_bytes (type, n), act_row = hn_type_row_bytes (vdt, n);
       float *wf = g_new (float, n * HN_PANEL_ROWS), *x = g_new (float, n * MAX_TOKENS);
       guint8 *w = g_malloc0 (row_bytes * HN_PANEL_ROWS), *a = g_malloc0 (act_row * MAX_TOKENS);
@@ -1437,10 +1438,10 @@ test_decode_kernel_override (void)
   const HnSimdKernels *avx2 = hn_simd_kernels_for_level (HN_SIMD_AVX2);
   g_setenv ("HANASHI_DECODE", "tile", TRUE);
   g_assert_cmpint (hn_decode_kernel (avx2, HN_TYPE_Q5_K), ==, HN_DECODE_DOT);
-  g_assert_cmpint (hn_decode_kernel (avx2, HN_TYPE_Q4_K), ==, HN_DECODE_DOT);
-  /* AVX2's tiles for the 32-element types are the regrouped ones (regrouped at load): two
-   * candidates each */
-  const HnType with_layouts[] = { HN_TYPE_Q4_0, HN_TYPE_Q8_0, HN_TYPE_Q5_0, HN_TYPE_Q4_1, HN_TYPE_Q5_1 };
+  g_assert_cmpint (hn_decode_kernel (avx2, HN_TYPE_Q6_K), ==, HN_DECODE_DOT);
+  /* AVX2's tiles for the 32-element types and Q4_K are the regrouped ones (regrouped at
+   * load): two candidates each */
+  const HnType with_layouts[] = { HN_TYPE_Q4_0, HN_TYPE_Q8_0, HN_TYPE_Q5_0, HN_TYPE_Q4_1, HN_TYPE_Q5_1, HN_TYPE_Q4_K };
   for (gsize i = 0; i < G_N_ELEMENTS (with_layouts); i++) {
     const HnType t = with_layouts[i];
     g_setenv ("HANASHI_DECODE", "dot", TRUE);

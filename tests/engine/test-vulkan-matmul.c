@@ -33,7 +33,8 @@ static const Case cases[] = {
   { "q8_0", HN_TYPE_Q8_0, 96, false },  { "q4_k", HN_TYPE_Q4_K, 512, false },
   { "q5_k", HN_TYPE_Q5_K, 512, false }, { "q6_k", HN_TYPE_Q6_K, 512, false },
   { "q4_1", HN_TYPE_Q4_1, 96, true },
-  /* types regrouped at load for the processor (two runs of 16 blocks and a tail block):
+  /* types regrouped at load for the processor (two runs of 16 blocks and a tail block;
+   * Q4_K: two runs of two super-blocks and a fifth):
    * put back in file layout for the file type's kernel, or converted to F16 as the file
    * type is */
   { "q4_0-grouped", HN_TYPE_Q4_0_GROUPED, 32 * 33, false },
@@ -41,6 +42,7 @@ static const Case cases[] = {
   { "q5_0-grouped", HN_TYPE_Q5_0_GROUPED, 32 * 33, true },
   { "q4_1-grouped", HN_TYPE_Q4_1_GROUPED, 32 * 33, true },
   { "q5_1-grouped", HN_TYPE_Q5_1_GROUPED, 32 * 33, true },
+  { "q4_k-grouped", HN_TYPE_Q4_K_GROUPED, 256 * 5, false },
 };
 
 static const int token_counts[] = { 1, 3, 7, 33, 100 };
