@@ -798,28 +798,53 @@ half_codes_q8_0_biased(const uint8_t *group, int half, __m256i codes[8])
     codes[m] = _mm256_xor_si256(codes[m], _mm256_set1_epi8((char)0x80));
 }
 
+/* A grouped tile's rows (one past n_rows reads row 0; its sums are not stored) and its
+ * sums, zeroed; at the end each sum's lanes added, plus what was summed outside them. */
+static inline __attribute__((always_inline)) void
+grouped_tile_begin(const uint8_t *weight, size_t weight_stride, int n_rows, const int NR, const int NC,
+                   const uint8_t *rows[4], __m256 acc[4][4])
+{
+  _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)
+    rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;
+  _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)
+    _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm256_setzero_ps();
+}
+
+/* A run's lines 768 bytes ahead into L1, its place in the next tile into L2. */
+static inline __attribute__((always_inline)) void
+prefetch_run(const uint8_t *group, size_t group_bytes, size_t next_tile)
+{
+  for (size_t off = 0; off < group_bytes; off += 64) {
+    _mm_prefetch((const char *)group + off + 768, _MM_HINT_T0);
+    _mm_prefetch((const char *)group + off + next_tile, _MM_HINT_T1);
+  }
+}
+
+static inline __attribute__((always_inline)) void
+grouped_tile_store(__m256 acc[4][4], float extra[4][4], int n_rows, const int NR, const int NC, float *out,
+                   size_t out_stride)
+{
+  for (int r = 0; r < n_rows && r < NR; r++)
+    for (int c = 0; c < NC; c++)
+      out[(size_t)r * out_stride + c] = hsum_ps(acc[r][c]) + extra[r][c];
+}
+
 #define DEFINE_GEMM_GROUPED(NAME, BLOCK, HALF_CODES, FILE_CODES, MINS, TAIL_MIN, DOT, ATTR)     \
   static inline __attribute__((always_inline)) ATTR void NAME##_tile(                            \
     int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,     \
     size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)                  \
   {                                                                                                \
     const uint8_t *rows[4];                                                                        \
-    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                           \
-      rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;                             \
     __m256 acc[4][4];                                                                              \
     float tail_mins[4][4] = { { 0.0f } }; /* the file-layout blocks' mins times their sums */     \
-    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                           \
-      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm256_setzero_ps();        \
+    grouped_tile_begin(weight, weight_stride, n_rows, NR, NC, rows, acc);                          \
     const int64_t n_blocks = n / 32, n_groups = n_blocks / HN_GROUP_BLOCKS;                        \
     const size_t group_bytes = HN_GROUP_BLOCKS * sizeof(BLOCK);                                    \
     const size_t next_tile = (size_t)NR * weight_stride;                                           \
     for (int64_t g = 0; g < n_groups; g++) {                                                       \
       _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                       \
         const uint8_t *group = rows[r] + (size_t)g * group_bytes;                                  \
-        for (size_t off = 0; off < group_bytes; off += 64) {                                       \
-          _mm_prefetch((const char *)group + off + 768, _MM_HINT_T0);                              \
-          _mm_prefetch((const char *)group + off + next_tile, _MM_HINT_T1);                        \
-        }                                                                                          \
+        prefetch_run(group, group_bytes, next_tile);                                               \
         _Pragma("GCC unroll 2") for (int half = 0; half < 2; half++) {                             \
           __m256i codes[8];                                                                        \
           HALF_CODES(group, half, codes);                                                          \
@@ -861,9 +886,7 @@ half_codes_q8_0_biased(const uint8_t *group, int half, __m256i codes[8])
         }                                                                                          \
       }                                                                                            \
     }                                                                                              \
-    for (int r = 0; r < n_rows && r < NR; r++)                                                     \
-      for (int c = 0; c < NC; c++)                                                                 \
-        out[(size_t)r * out_stride + c] = hsum_ps(acc[r][c]) + tail_mins[r][c];                    \
+    grouped_tile_store(acc, tail_mins, n_rows, NR, NC, out, out_stride);                           \
   }                                                                                                \
   DEFINE_GROUPED_DISPATCH(NAME, ATTR)
 
@@ -900,22 +923,16 @@ half_codes_q8_0_biased(const uint8_t *group, int half, __m256i codes[8])
     size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)                  \
   {                                                                                                \
     const uint8_t *rows[4];                                                                        \
-    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                           \
-      rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;                             \
     __m256 acc[4][4];                                                                              \
     float tail_mins[4][4] = { { 0.0f } }; /* the file-layout super-block's mins times sums */     \
-    _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                           \
-      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm256_setzero_ps();        \
+    grouped_tile_begin(weight, weight_stride, n_rows, NR, NC, rows, acc);                          \
     const int64_t n_groups = n / (32 * HN_GROUP_BLOCKS);                                           \
     const size_t group_bytes = 2 * sizeof(HnBlockQ4_K);                                            \
     const size_t next_tile = (size_t)NR * weight_stride;                                           \
     for (int64_t g = 0; g < n_groups; g++) {                                                       \
       _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                       \
         const uint8_t *group = rows[r] + (size_t)g * group_bytes;                                  \
-        for (size_t off = 0; off < group_bytes; off += 64) {                                       \
-          _mm_prefetch((const char *)group + off + 768, _MM_HINT_T0);                              \
-          _mm_prefetch((const char *)group + off + next_tile, _MM_HINT_T1);                        \
-        }                                                                                          \
+        prefetch_run(group, group_bytes, next_tile);                                               \
         /* the 16 scales and mins as bytes, d and dmin of both halves */                           \
         __m128i scale_bytes, min_bytes;                                                            \
         q4_k_run_scale_min_bytes(group, &scale_bytes, &min_bytes);                                 \
@@ -964,9 +981,7 @@ half_codes_q8_0_biased(const uint8_t *group, int half, __m256i codes[8])
         }                                                                                          \
       }                                                                                            \
     }                                                                                              \
-    for (int r = 0; r < n_rows && r < NR; r++)                                                     \
-      for (int c = 0; c < NC; c++)                                                                 \
-        out[(size_t)r * out_stride + c] = hsum_ps(acc[r][c]) + tail_mins[r][c];                    \
+    grouped_tile_store(acc, tail_mins, n_rows, NR, NC, out, out_stride);                           \
   }                                                                                                \
   DEFINE_GROUPED_DISPATCH(NAME, ATTR)
 

@@ -216,6 +216,28 @@ prefetch_block_weights(const void *ahead, const void *next_tile_block, size_t bl
   }
 }
 
+/* A tile's rows (one past n_rows reads row 0; its sums are not stored) and its sums,
+ * zeroed. */
+static inline __attribute__((always_inline)) void
+tile_begin(const uint8_t *weight, size_t weight_stride, int n_rows, const int NR, const int NC,
+           const uint8_t *rows[8], __m512 acc[8][TILE_COLS])
+{
+  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+    rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;
+  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
+    _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm512_setzero_ps();
+}
+
+/* The tile's results: each sum's lanes added, plus what was summed outside them (or 0). */
+static inline __attribute__((always_inline)) void
+tile_store(__m512 acc[8][TILE_COLS], float extra[8][TILE_COLS], int n_rows, const int NR, const int NC,
+           float *out, size_t out_stride)
+{
+  for (int r = 0; r < n_rows && r < NR; r++)
+    for (int c = 0; c < NC; c++)
+      out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]) + (extra ? extra[r][c] : 0.0f);
+}
+
 /* The kernel NAME over NAME##_tile: one tile of 8 rows for one token, tiles of
  * TILE_ROWS rows for 2-4 tokens. */
 #define DEFINE_TILE_DISPATCH(NAME)                                                                 \
@@ -246,11 +268,8 @@ prefetch_block_weights(const void *ahead, const void *next_tile_block, size_t bl
     size_t act_stride, const int NR, const int n_cols, float *out, size_t out_stride)              \
   {                                                                                                \
     const uint8_t *rows[8];                                                                        \
-    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                           \
-      rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;                             \
     __m512 acc[8][TILE_COLS];                                                                      \
-    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                           \
-      _Pragma("GCC unroll 4") for (int c = 0; c < n_cols; c++) acc[r][c] = _mm512_setzero_ps();    \
+    tile_begin(weight, weight_stride, n_rows, NR, n_cols, rows, acc);                              \
     const int64_t n_blocks = n / 32, n_chunks = (n_blocks + 1) / 2;                                \
     const size_t next_tile = (size_t)NR * weight_stride;                                           \
     for (int64_t k = 0; k < n_chunks; k++) {                                                       \
@@ -271,9 +290,7 @@ prefetch_block_weights(const void *ahead, const void *next_tile_block, size_t bl
         }                                                                                          \
       }                                                                                            \
     }                                                                                              \
-    for (int r = 0; r < n_rows && r < NR; r++)                                                     \
-      for (int c = 0; c < n_cols; c++)                                                             \
-        out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);                        \
+    tile_store(acc, NULL, n_rows, NR, n_cols, out, out_stride);                                    \
   }                                                                                                \
   DEFINE_TILE_DISPATCH(NAME)
 
@@ -297,11 +314,8 @@ gemm_q4_0_tile(int64_t n, const uint8_t *weight, size_t weight_stride, int n_row
                size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)
 {
   const uint8_t *rows[8];
-  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
-    rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;
   __m512 acc[8][TILE_COLS];
-  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
-    _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm512_setzero_ps();
+  tile_begin(weight, weight_stride, n_rows, NR, NC, rows, acc);
   const __m512i block_offsets = _mm512_setr_epi32(0, 18, 36, 54, 72, 90, 108, 126, 144, 162, 180, 198, 216,
                                                   234, 252, 270);
   /* in the shuffled order lanes 0-3 and 8-11 belong to the chunk's first block */
@@ -363,9 +377,7 @@ gemm_q4_0_tile(int64_t n, const uint8_t *weight, size_t weight_stride, int n_row
       }
     }
   }
-  for (int r = 0; r < n_rows && r < NR; r++)
-    for (int c = 0; c < NC; c++)
-      out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);
+  tile_store(acc, NULL, n_rows, NR, NC, out, out_stride);
 }
 DEFINE_TILE_DISPATCH(gemm_q4_0)
 
@@ -472,12 +484,9 @@ grouped_dot(const __m512i codes[8], const HnActGroup *a)
   {                                                                                                \
     const size_t group_bytes = HN_GROUP_BLOCKS * sizeof(BLOCK);                                    \
     const uint8_t *rows[8];                                                                        \
-    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                           \
-      rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;                             \
     __m512 acc[8][TILE_COLS];                                                                      \
     float tail_mins[8][TILE_COLS] = { { 0.0f } }; /* the file-layout blocks' mins times their sums */ \
-    _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                           \
-      _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm512_setzero_ps();        \
+    tile_begin(weight, weight_stride, n_rows, NR, NC, rows, acc);                                  \
     const int64_t n_blocks = n / 32, n_groups = n_blocks / HN_GROUP_BLOCKS, n_chunks = (n_blocks + 1) / 2; \
     const size_t next_tile = (size_t)NR * weight_stride;                                           \
     for (int64_t g = 0; g < n_groups; g++) {                                                       \
@@ -516,9 +525,7 @@ grouped_dot(const __m512i codes[8], const HnActGroup *a)
         }                                                                                          \
       }                                                                                            \
     }                                                                                              \
-    for (int r = 0; r < n_rows && r < NR; r++)                                                     \
-      for (int c = 0; c < NC; c++)                                                                 \
-        out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]) + tail_mins[r][c];      \
+    tile_store(acc, tail_mins, n_rows, NR, NC, out, out_stride);                                   \
   }                                                                                                \
   DEFINE_TILE_DISPATCH(NAME)
 
@@ -597,15 +604,10 @@ gemm_q4_k_tile(int64_t n, const uint8_t *weight, size_t weight_stride, int n_row
                size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)
 {
   const uint8_t *rows[8];
-  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
-    rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;
   __m512 acc[8][TILE_COLS];
-  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
-    _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm512_setzero_ps();
+  tile_begin(weight, weight_stride, n_rows, NR, NC, rows, acc);
   q4_k_tile_superblocks(0, n / HN_QK_K, rows, (size_t)NR * weight_stride, act, act_stride, NR, NC, acc);
-  for (int r = 0; r < n_rows && r < NR; r++)
-    for (int c = 0; c < NC; c++)
-      out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);
+  tile_store(acc, NULL, n_rows, NR, NC, out, out_stride);
 }
 DEFINE_TILE_DISPATCH(gemm_q4_k)
 
@@ -635,11 +637,8 @@ gemm_q4_k_grouped_tile(int64_t n, const uint8_t *weight, size_t weight_stride, i
 {
   const size_t group_bytes = 2 * sizeof(HnBlockQ4_K);
   const uint8_t *rows[8];
-  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
-    rows[r] = weight + (size_t)(r < n_rows ? r : 0) * weight_stride;
   __m512 acc[8][TILE_COLS];
-  _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)
-    _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) acc[r][c] = _mm512_setzero_ps();
+  tile_begin(weight, weight_stride, n_rows, NR, NC, rows, acc);
   const int64_t n_groups = n / (32 * HN_GROUP_BLOCKS);
   const size_t next_tile = (size_t)NR * weight_stride;
   for (int64_t g = 0; g < n_groups; g++) {
@@ -660,9 +659,7 @@ gemm_q4_k_grouped_tile(int64_t n, const uint8_t *weight, size_t weight_stride, i
     }
   }
   q4_k_tile_superblocks(2 * n_groups, n / HN_QK_K, rows, next_tile, act, act_stride, NR, NC, acc);
-  for (int r = 0; r < n_rows && r < NR; r++)
-    for (int c = 0; c < NC; c++)
-      out[(size_t)r * out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);
+  tile_store(acc, NULL, n_rows, NR, NC, out, out_stride);
 }
 DEFINE_TILE_DISPATCH(gemm_q4_k_grouped)
 
