@@ -537,12 +537,16 @@ DEFINE_GEMM_GROUPED(gemm_q5_0_grouped, HnBlockQ5_0, grouped_codes_q5_0, load_q5_
 DEFINE_GEMM_GROUPED(gemm_q4_1_grouped, HnBlockQ4_1, grouped_codes_q4_1, load_q4_1, 1, TAIL_MIN_M)
 DEFINE_GEMM_GROUPED(gemm_q5_1_grouped, HnBlockQ5_1, grouped_codes_q5_1, load_q5_1, 1, TAIL_MIN_M)
 
-/* Q4_K, one super-block at a time: the super-block's scales are unpacked once, the four
+/* Q4_K in the file layout, one super-block at a time, for the super-block after the last
+ * run of the regrouped tile below: the super-block's scales are unpacked once, the four
  * chunks' codes come from two 64-byte loads, and the mins are applied with one FMA
  * against the activation's group sums instead of once per chunk.  Each column is summed
  * as it is alone, whatever NC is (as Q4_0's above).  Super-blocks [sb_begin, sb_end) of
- * the rows, in the file layout, into acc: the whole row here, the tail after the last
- * run in the regrouped tile below. */
+ * the rows into acc.  This was also a tile of its own for matrices in the file layout;
+ * the measured choice took the four-row dot product over it on both processors it was
+ * measured on (docs/speed.md), and a Q4_K matrix that is not regrouped (an expert, one
+ * of fewer than 512 columns) now always takes the dot product, as at the AVX2 level,
+ * since the choice measures the regrouped tile. */
 static inline __attribute__((always_inline)) void
 q4_k_tile_superblocks(int64_t sb_begin, int64_t sb_end, const uint8_t *const rows[8], size_t next_tile,
                       const HnActChunk *act, size_t act_stride, const int NR, const int NC,
@@ -599,17 +603,6 @@ q4_k_tile_superblocks(int64_t sb_begin, int64_t sb_end, const uint8_t *const row
   }
 }
 
-static inline __attribute__((always_inline)) void
-gemm_q4_k_tile(int64_t n, const uint8_t *weight, size_t weight_stride, int n_rows, const HnActChunk *act,
-               size_t act_stride, const int NR, const int NC, float *out, size_t out_stride)
-{
-  const uint8_t *rows[8];
-  __m512 acc[8][TILE_COLS];
-  tile_begin(weight, weight_stride, n_rows, NR, NC, rows, acc);
-  q4_k_tile_superblocks(0, n / HN_QK_K, rows, (size_t)NR * weight_stride, act, act_stride, NR, NC, acc);
-  tile_store(acc, NULL, n_rows, NR, NC, out, out_stride);
-}
-DEFINE_TILE_DISPATCH(gemm_q4_k)
 
 /* The 16 sub-blocks' scales (d · scale, lane j: sub-block j) and mins (dmin · min) of a
  * run of Q4_K regrouped (hn-quants.h). */
@@ -1087,8 +1080,6 @@ hn_simd_fill_avx512(HnSimdKernels *k)
   k->gemm_offset[HN_TYPE_Q4_1_GROUPED] = 0;
   k->gemm_tile[HN_TYPE_Q5_1_GROUPED] = gemm_q5_1_grouped;
   k->gemm_offset[HN_TYPE_Q5_1_GROUPED] = 0;
-  k->gemm_tile[HN_TYPE_Q4_K] = gemm_q4_k;
-  k->gemm_offset[HN_TYPE_Q4_K] = 0;
   k->gemm_tile[HN_TYPE_Q4_K_GROUPED] = gemm_q4_k_grouped;
   k->gemm_offset[HN_TYPE_Q4_K_GROUPED] = 0;
   k->gemm_tile[HN_TYPE_Q6_K] = gemm_q6_k_dispatch;

@@ -305,8 +305,14 @@ test_grouped_model(gconstpointer data)
       run(c, toks + n_prompt + i, 1, n_prompt + i, 0, rows[m] + (size_t) (n_prompt + i) * nv);
     hn_context_free(c);
   }
+  /* Q4_K in the file layout decodes through the four-row dot product, whose float order
+   * differs from the tile's more than one tile's from another: a last-bit difference can
+   * flip one rounding of the next layer's 8-bit input and move the logits by a few 1e-3
+   * (as a batch against single tokens above); a wrong scale or min moves them by O(1).
+   * The kernels themselves are checked to 1e-4 of their magnitude in test-simd. */
+  const double bound = type == HN_TYPE_Q4_K ? 2e-2 : 1e-4;
   for (int i = 0; i < n_prompt + n_steps; i++)
-    g_assert_cmpfloat(rel_diff(want + (size_t) i * nv, got + (size_t) i * nv, (size_t) nv), <, 1e-4);
+    g_assert_cmpfloat(rel_diff(want + (size_t) i * nv, got + (size_t) i * nv, (size_t) nv), <, bound);
   hn_model_free(file_layout);
   hn_model_free(grouped);
 }
