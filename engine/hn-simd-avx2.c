@@ -945,7 +945,8 @@ grouped_tile_store(__m256 acc[4][4], float extra[4][4], int n_rows, const int NR
                           _mm256_set1_ps(_mm_cvtss_f32(half ? _mm_shuffle_ps(halves, halves, 1) : halves))); \
           const __m256 weight_mins =                                                               \
             _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(half ? _mm_srli_si128(min_bytes, 8) : min_bytes)), \
-                          _mm256_set1_ps(_mm_cvtss_f32(_mm_shuffle_ps(halves, halves, 2 + half))));  \
+                          _mm256_set1_ps(_mm_cvtss_f32(half ? _mm_shuffle_ps(halves, halves, 3)          \
+                                                            : _mm_shuffle_ps(halves, halves, 2))));        \
           _Pragma("GCC unroll 4") for (int c = 0; c < NC; c++) {                                   \
             const HnActGroup *a = (const HnActGroup *)(act + (size_t)c * act_stride) + g;          \
             __m256i sum = _mm256_setzero_si256();                                                  \
